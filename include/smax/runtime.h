@@ -1,0 +1,53 @@
+// smax/runtime.h: SIMD target selection, kernel names and the thread seam.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace smax {
+
+// ---- SIMD targets ---------------------------------------------------------
+
+/// Targets compiled into this build, best first ("AVX3", "AVX2", "SSE4",
+/// "SSSE3", "SCALAR" on x86).
+std::vector<std::string> compiled_targets();
+/// Compiled targets this CPU can run (after any cap), best first.
+std::vector<std::string> supported_targets();
+/// The target kernels dispatch to now.
+std::string active_target();
+/// Cap the dispatched target: "avx3", "avx2", "sse4", "ssse3", "scalar"
+/// (case-insensitive) or "" / "none" to lift the cap. The environment variable
+/// SMAX_MAX_TARGET is applied the same way on first use. Throws smax::Error for
+/// an unknown name, or one not compiled in. Not thread-safe against calls in
+/// flight: call it between calls.
+void set_max_target(std::string_view name);
+
+/// Name of the kernel an op uses with `algorithm` on the active target, in the
+/// grammar `<dtype>_<family>__<target>_<tags>`, e.g.
+/// "f32_softmax_reload__avx2_rr2_p5_u4_acc2". `op` is "softmax",
+/// "log_softmax", "logsumexp", "softmax_backward" or "log_softmax_backward";
+/// `algorithm` as accepted by parse_algorithm (for kAuto: the choice for a
+/// row of `cols` elements).
+std::string kernel_name(std::string_view op, std::string_view algorithm = "auto",
+                        int64_t cols = 32000);
+
+// ---- threads ---------------------------------------------------------------
+
+/// Default thread count (hardware concurrency unless changed).
+int max_threads();
+/// Change the default thread count used when options.threads == 0 (>= 1).
+void set_max_threads(int threads);
+
+/// A pool hook: run task(i) for every i in [0, n_tasks), using at most
+/// `threads` threads, and return when all have finished. Tasks are
+/// independent. smax's results do not depend on how tasks are scheduled.
+using ParallelFor = std::function<void(int64_t n_tasks, int threads,
+                                       const std::function<void(int64_t)>& task)>;
+/// Install an application's pool (e.g. to share its threads); an empty
+/// function restores the default (OpenMP).
+void set_parallel_for(ParallelFor parallel_for);
+
+}  // namespace smax
