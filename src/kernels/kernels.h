@@ -9,7 +9,9 @@
 // mask_i): `x` is the source row, `scale` > 0 the f32 multiplier
 // (scale / temperature, already rounded to f32 by ops), `mask` an optional
 // additive f32 row (nullptr = none; -inf = masked). With scale == 1 and no
-// mask, t = x exactly. The float64 reference uses the same f32 logits.
+// mask, t = x exactly. The float64 reference uses the same f32 logits, so
+// compute them as a Mul then an Add, never a fused MulAdd (the library is
+// built with -ffp-contract=off so the compiler does not fuse them either).
 //
 // Accuracy every kernel must meet against float64 math on those logits, for
 // any n and any data (see include/smax/softmax.h): softmax relative error
@@ -129,7 +131,7 @@ void twopass_store_segment(const float* x, const float* mask, int64_t n, float s
 // across j and block j so that n x block stays in cache.
 // logsumexp_columns writes dst[j] (unit stride, `inner` values).
 // Every Algorithm gives the same results here (the block is in cache; a
-// max / exp-sum / scale sweep is used).
+// max / exp-sum / scale sweep is used). dst may equal src (in place).
 // ---------------------------------------------------------------------------
 struct Columns {
   const float* src = nullptr;

@@ -1,0 +1,171 @@
+// src/ops/basics.cc: small public helpers: errors, dtypes, views, option names.
+#include <cstring>
+#include <sstream>
+#include <string>
+
+#include "smax/error.h"
+#include "smax/options.h"
+#include "smax/tensor.h"
+#include "smax/version.h"
+
+namespace smax {
+
+const char* version() noexcept { return "0.1.0"; }
+
+const char* status_name(Status status) noexcept {
+  switch (status) {
+    case Status::kOk: return "ok";
+    case Status::kInvalidArgument: return "invalid argument";
+    case Status::kUnsupported: return "unsupported";
+    case Status::kOutOfMemory: return "out of memory";
+    case Status::kInternal: return "internal error";
+  }
+  return "unknown status";
+}
+
+int dtype_size(DType dtype) noexcept {
+  switch (dtype) {
+    case DType::kF32: return 4;
+    case DType::kBool: return 1;
+  }
+  return 0;
+}
+
+const char* dtype_name(DType dtype) noexcept {
+  switch (dtype) {
+    case DType::kF32: return "f32";
+    case DType::kBool: return "bool";
+  }
+  return "unknown-dtype";
+}
+
+int64_t TensorView::numel() const noexcept {
+  int64_t n = 1;
+  for (int d = 0; d < rank; ++d) n *= shape[d];
+  return n;
+}
+
+std::string TensorView::describe() const {
+  std::ostringstream out;
+  out << "[";
+  for (int d = 0; d < rank; ++d) out << (d ? ", " : "") << shape[d];
+  out << "] strides [";
+  for (int d = 0; d < rank; ++d) out << (d ? ", " : "") << strides[d];
+  out << "] " << dtype_name(dtype);
+  return out.str();
+}
+
+TensorView make_view(void* data, DType dtype, int rank, const int64_t* shape,
+                     const int64_t* strides) {
+  if (rank < 0 || rank > kMaxRank) {
+    throw Error(Status::kInvalidArgument,
+                "make_view: rank " + std::to_string(rank) + " is outside [0, " +
+                    std::to_string(kMaxRank) + "]");
+  }
+  if (rank > 0 && shape == nullptr) {
+    throw Error(Status::kInvalidArgument, "make_view: shape is null for rank " +
+                                              std::to_string(rank));
+  }
+  TensorView view;
+  view.data = data;
+  view.dtype = dtype;
+  view.rank = rank;
+  for (int d = 0; d < rank; ++d) view.shape[d] = shape[d];
+  if (strides != nullptr) {
+    for (int d = 0; d < rank; ++d) view.strides[d] = strides[d];
+  } else {
+    // Row-major; sizes are validated later, so saturate instead of overflowing.
+    int64_t stride = 1;
+    for (int d = rank - 1; d >= 0; --d) {
+      view.strides[d] = stride;
+      if (shape[d] > 0 && stride <= INT64_MAX / shape[d]) stride *= shape[d];
+    }
+  }
+  return view;
+}
+
+namespace {
+TensorView view_from_lists(void* data, DType dtype, std::initializer_list<int64_t> shape,
+                           const std::initializer_list<int64_t>* strides) {
+  if (strides != nullptr && strides->size() != shape.size()) {
+    throw Error(Status::kInvalidArgument,
+                "make_view: " + std::to_string(strides->size()) + " strides for " +
+                    std::to_string(shape.size()) + " dimensions");
+  }
+  if (shape.size() > static_cast<size_t>(kMaxRank)) {
+    throw Error(Status::kInvalidArgument, "make_view: rank " + std::to_string(shape.size()) +
+                                              " exceeds kMaxRank " + std::to_string(kMaxRank));
+  }
+  return make_view(data, dtype, static_cast<int>(shape.size()), shape.begin(),
+                   strides ? strides->begin() : nullptr);
+}
+}  // namespace
+
+TensorView make_view(float* data, std::initializer_list<int64_t> shape) {
+  return view_from_lists(data, DType::kF32, shape, nullptr);
+}
+TensorView make_view(const float* data, std::initializer_list<int64_t> shape) {
+  return view_from_lists(const_cast<float*>(data), DType::kF32, shape, nullptr);
+}
+TensorView make_view(float* data, std::initializer_list<int64_t> shape,
+                     std::initializer_list<int64_t> strides) {
+  return view_from_lists(data, DType::kF32, shape, &strides);
+}
+TensorView make_view(const float* data, std::initializer_list<int64_t> shape,
+                     std::initializer_list<int64_t> strides) {
+  return view_from_lists(const_cast<float*>(data), DType::kF32, shape, &strides);
+}
+TensorView make_bool_view(const uint8_t* data, std::initializer_list<int64_t> shape) {
+  return view_from_lists(const_cast<uint8_t*>(data), DType::kBool, shape, nullptr);
+}
+TensorView make_bool_view(const uint8_t* data, std::initializer_list<int64_t> shape,
+                          std::initializer_list<int64_t> strides) {
+  return view_from_lists(const_cast<uint8_t*>(data), DType::kBool, shape, &strides);
+}
+
+namespace {
+struct AlgorithmName {
+  Algorithm algorithm;
+  const char* name;
+};
+constexpr AlgorithmName kAlgorithmNames[] = {
+    {Algorithm::kAuto, "auto"},
+    {Algorithm::kThreePassReload, "three-pass-reload"},
+    {Algorithm::kThreePassRecompute, "three-pass-recompute"},
+    {Algorithm::kTwoPass, "two-pass"},
+    {Algorithm::kOnline, "online"},
+};
+}  // namespace
+
+Algorithm parse_algorithm(std::string_view name) {
+  for (const auto& entry : kAlgorithmNames) {
+    if (name == entry.name) return entry.algorithm;
+  }
+  throw Error(Status::kInvalidArgument,
+              "unknown algorithm '" + std::string(name) +
+                  "' (expected auto, three-pass-reload, three-pass-recompute, two-pass or online)");
+}
+
+const char* algorithm_name(Algorithm algorithm) noexcept {
+  for (const auto& entry : kAlgorithmNames) {
+    if (entry.algorithm == algorithm) return entry.name;
+  }
+  return "unknown-algorithm";
+}
+
+EmptyRow parse_empty_row(std::string_view name) {
+  if (name == "zero") return EmptyRow::kZero;
+  if (name == "nan") return EmptyRow::kNan;
+  throw Error(Status::kInvalidArgument,
+              "unknown empty_row policy '" + std::string(name) + "' (expected zero or nan)");
+}
+
+const char* empty_row_name(EmptyRow policy) noexcept {
+  switch (policy) {
+    case EmptyRow::kZero: return "zero";
+    case EmptyRow::kNan: return "nan";
+  }
+  return "unknown-empty-row";
+}
+
+}  // namespace smax

@@ -1,0 +1,90 @@
+// src/ops/execution.h: the task grid and scratch buffers shared by the ops.
+//
+// Determinism: the task grid depends only on the shape (never on the thread
+// count), and every task computes its rows exactly as a serial run would, so
+// results are bitwise identical for any number of threads.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <vector>
+
+#include "ops/geometry.h"
+#include "smax/error.h"
+
+namespace smax::detail {
+
+/// Elements one task should cover: large enough to amortise scheduling,
+/// small enough to balance 2..64 threads on 256 x 32000.
+inline constexpr int64_t kTaskElements = int64_t{1} << 16;
+
+/// Rows per task for rows of n elements.
+inline int64_t rows_per_task(int64_t n) {
+  return n >= kTaskElements ? 1 : kTaskElements / (n > 0 ? n : 1);
+}
+
+/// Calls fn(first_row, count, offsets) for maximal runs of consecutive rows
+/// in [row_begin, row_end) that differ only in the innermost batch dim, so a
+/// run is a strided batch (stride g.batch_stride[k][last]).
+template <typename Fn>
+void for_each_run(const Geometry& g, int64_t row_begin, int64_t row_end, Fn&& fn) {
+  const int64_t inner = g.batch_dims > 0 ? g.batch_size[g.batch_dims - 1] : 1;
+  int64_t offsets[kMaxOperands];
+  for (int64_t row = row_begin; row < row_end;) {
+    const int64_t count = std::min(row_end - row, inner - row % inner);
+    g.row_offsets(row, offsets);
+    fn(row, count, offsets);
+    row += count;
+  }
+}
+
+/// Stride of operand k between consecutive rows of a run.
+inline int64_t run_stride(const Geometry& g, int k) {
+  return g.batch_dims > 0 ? g.batch_stride[k][g.batch_dims - 1] : 0;
+}
+
+/// A fixed set of scratch buffers, one per concurrently running task,
+/// allocated before any output is written (so allocation failure leaves the
+/// outputs untouched). Tasks borrow one with Lease.
+class ScratchPool {
+ public:
+  ScratchPool(int buffers, int64_t floats_each) {
+    if (buffers <= 0 || floats_each <= 0) return;
+    try {
+      for (int i = 0; i < buffers; ++i) {
+        buffers_.emplace_back(new float[static_cast<size_t>(floats_each)]);
+        free_.push_back(i);
+      }
+    } catch (const std::bad_alloc&) {
+      throw Error(Status::kOutOfMemory, "smax: cannot allocate " + std::to_string(buffers) +
+                                            " scratch rows of " + std::to_string(floats_each) +
+                                            " floats");
+    }
+  }
+  class Lease {
+   public:
+    explicit Lease(ScratchPool& pool) : pool_(pool) {
+      std::lock_guard<std::mutex> lock(pool_.mutex_);
+      index_ = pool_.free_.back();
+      pool_.free_.pop_back();
+    }
+    ~Lease() {
+      std::lock_guard<std::mutex> lock(pool_.mutex_);
+      pool_.free_.push_back(index_);
+    }
+    float* data() const { return pool_.buffers_[index_].get(); }
+
+   private:
+    ScratchPool& pool_;
+    int index_;
+  };
+
+ private:
+  std::vector<std::unique_ptr<float[]>> buffers_;
+  std::vector<int> free_;
+  std::mutex mutex_;
+};
+
+}  // namespace smax::detail
