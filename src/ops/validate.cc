@@ -146,7 +146,10 @@ void check_no_self_overlap(const TensorView& out, const char* name, const char* 
     }
     dims[count++] = {out.strides[d] < 0 ? -out.strides[d] : out.strides[d], out.shape[d]};
   }
-  std::sort(dims, dims + count, [](const Dim& a, const Dim& b) { return a.stride < b.stride; });
+  // Insertion sort by |stride| (at most kMaxRank dims).
+  for (int i = 1; i < count; ++i) {
+    for (int j = i; j > 0 && dims[j - 1].stride > dims[j].stride; --j) std::swap(dims[j - 1], dims[j]);
+  }
   int64_t reach = 0;  // largest offset spanned by the smaller dims (checked by byte_span)
   for (int i = 0; i < count; ++i) {
     if (dims[i].stride <= reach) {

@@ -1,0 +1,220 @@
+// src/kernels/softmax_backward.cc: vector-Jacobian products of softmax and
+// log_softmax (kernels.h, "Backward").
+//   softmax:     dx = scale * y * (dy - <dy, y>)
+//   log_softmax: dx = scale * (dy - exp(y) * sum(dy)); dx = 0 where y = -inf
+// Two sweeps per row: the reduction (accumulated in float64 vectors, exact
+// products), then the elementwise store. dx may equal dy (the second sweep reads dy[i]
+// before writing dx[i]). exp(y) for y <= 0 is ExpRef with N = 0: y itself is
+// reduced exactly, y < ~-87 and y = -inf give exact 0.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/softmax_backward.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include "kernels/exp-inl.h"
+#include "kernels/kernels.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace smax::kernels::HWY_NAMESPACE {
+
+// sum_i a_i * b_i (b == nullptr: sum_i a_i). The gradient bound is relative
+// to |y| (|dy| + |<dy, y>|), and <dy, y> cancels (dy has both signs), so the
+// dot is accumulated in float64 from the start: products of two f32 are
+// exact in f64, 2 independent f64 accumulator pairs; the sweep is bound by
+// memory, not by the widening.
+HWY_INLINE double BlockedDot(const float* HWY_RESTRICT a, const float* HWY_RESTRICT b,
+                             size_t n) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  F64Acc acc0, acc1;
+  auto add = [&](F64Acc& acc, VF va, VF vb) {
+    if (b != nullptr) {
+      acc.AddProduct(d, va, vb);
+    } else {
+      acc.Add(d, va);
+    }
+  };
+  auto loadb = [&](size_t i) { return b != nullptr ? hn::LoadU(d, b + i) : hn::Zero(d); };
+  size_t i = 0;
+  for (; i + 2 * N <= n; i += 2 * N) {
+    add(acc0, hn::LoadU(d, a + i), loadb(i));
+    add(acc1, hn::LoadU(d, a + i + N), loadb(i + N));
+  }
+  for (; i + N <= n; i += N) add(acc0, hn::LoadU(d, a + i), loadb(i));
+  if (i < n) {
+    add(acc1, LoadTailZero(d, a + i, n - i),
+        b != nullptr ? LoadTailZero(d, b + i, n - i) : hn::Zero(d));
+  }
+  return acc0.Total(d) + acc1.Total(d);
+}
+
+// dx = (y * (dy - dot)) * scale.
+HWY_INLINE VF SoftmaxGrad(VF y, VF dy, VF dot, VF scale) {
+  return hn::Mul(hn::Mul(y, hn::Sub(dy, dot)), scale);
+}
+// dx = (dy - exp(y) * sum) * scale, 0 where y = -inf.
+HWY_INLINE VF LogSoftmaxGrad(DF d, VF y, VF dy, VF sum, VF scale) {
+  const VF e = ExpRef::Make(0.0f)(d, y);
+  const VF g = hn::Mul(hn::NegMulAdd(e, sum, dy), scale);
+  return hn::IfThenZeroElse(hn::Eq(y, hn::Set(d, kNegInf)), g);
+}
+
+template <bool kLog>
+HWY_INLINE void GradStore(const float* HWY_RESTRICT y, const float* dy, size_t n,
+                          float red, float scale, float* dx) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  const VF vr = hn::Set(d, red);
+  const VF vs = hn::Set(d, scale);
+  auto f = [&](VF vy, VF vdy) {
+    return kLog ? LogSoftmaxGrad(d, vy, vdy, vr, vs) : SoftmaxGrad(vy, vdy, vr, vs);
+  };
+  size_t i = 0;
+  for (; i + 2 * N <= n; i += 2 * N) {
+    const VF g0 = f(hn::LoadU(d, y + i), hn::LoadU(d, dy + i));
+    const VF g1 = f(hn::LoadU(d, y + i + N), hn::LoadU(d, dy + i + N));
+    hn::StoreU(g0, d, dx + i);
+    hn::StoreU(g1, d, dx + i + N);
+  }
+  for (; i + N <= n; i += N) hn::StoreU(f(hn::LoadU(d, y + i), hn::LoadU(d, dy + i)), d, dx + i);
+  if (i < n) {
+    // Padding lanes (zeros) are computed but never stored.
+    const VF vy = LoadTailZero(d, y + i, n - i);
+    const VF g = f(vy, LoadTailZero(d, dy + i, n - i));
+    StoreTail(d, g, dx + i, n - i);
+  }
+}
+
+void SoftmaxBackwardRowsImpl(const BackwardRows& r) {
+  const size_t n = static_cast<size_t>(r.cols);
+  for (int64_t row = 0; row < r.rows; ++row) {
+    const float* y = r.y + row * r.y_stride;
+    const float* dy = r.dy + row * r.dy_stride;
+    float* dx = r.dx + row * r.dx_stride;
+    const double dot = BlockedDot(dy, y, n);
+    GradStore<false>(y, dy, n, static_cast<float>(dot), r.scale, dx);
+  }
+}
+
+void LogSoftmaxBackwardRowsImpl(const BackwardRows& r) {
+  const size_t n = static_cast<size_t>(r.cols);
+  for (int64_t row = 0; row < r.rows; ++row) {
+    const float* y = r.y + row * r.y_stride;
+    const float* dy = r.dy + row * r.dy_stride;
+    float* dx = r.dx + row * r.dx_stride;
+    const double sum = BlockedDot(dy, nullptr, n);
+    GradStore<true>(y, dy, n, static_cast<float>(sum), r.scale, dx);
+  }
+}
+
+double DotSegmentImpl(const float* a, const float* b, int64_t n) {
+  return BlockedDot(a, b, static_cast<size_t>(n));
+}
+double SumSegmentImpl(const float* a, int64_t n) {
+  return BlockedDot(a, nullptr, static_cast<size_t>(n));
+}
+void SoftmaxBackwardSegmentImpl(const float* y, const float* dy, int64_t n, float dot,
+                                float scale, float* dx) {
+  GradStore<false>(y, dy, static_cast<size_t>(n), dot, scale, dx);
+}
+void LogSoftmaxBackwardSegmentImpl(const float* y, const float* dy, int64_t n, float sum,
+                                   float scale, float* dx) {
+  GradStore<true>(y, dy, static_cast<size_t>(n), sum, scale, dx);
+}
+
+// Columns: one vector of `cnt` adjacent columns at a time; per-lane blocked
+// reduction down the axis, then the elementwise sweep.
+template <bool kLog>
+HWY_INLINE void BackwardColumnBlock(const BackwardColumns& c, size_t j0, size_t cnt) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  const bool full = cnt == N;
+  const size_t n = static_cast<size_t>(c.n);
+  auto load = [&](const float* p) { return full ? hn::LoadU(d, p) : LoadTailZero(d, p, cnt); };
+  F64Acc sum;  // float64 per lane, exact products (see BlockedDot)
+  for (size_t k = 0; k < n; ++k) {
+    const int64_t kk = static_cast<int64_t>(k);
+    const VF dy = load(c.dy + kk * c.dy_axis_stride + j0);
+    if (kLog) {
+      sum.Add(d, dy);
+    } else {
+      sum.AddProduct(d, dy, load(c.y + kk * c.y_axis_stride + j0));
+    }
+  }
+  HWY_ALIGN double s[kMaxLanes];
+  HWY_ALIGN float sf[kMaxLanes];
+  sum.StoreLanes(d, s);
+  for (size_t l = 0; l < N; ++l) sf[l] = static_cast<float>(s[l]);
+  const VF vr = hn::Load(d, sf);
+  const VF vs = hn::Set(d, c.scale);
+  for (size_t k = 0; k < n; ++k) {
+    const int64_t kk = static_cast<int64_t>(k);
+    const VF vy = load(c.y + kk * c.y_axis_stride + j0);
+    const VF vdy = load(c.dy + kk * c.dy_axis_stride + j0);
+    const VF g = kLog ? LogSoftmaxGrad(d, vy, vdy, vr, vs) : SoftmaxGrad(vy, vdy, vr, vs);
+    float* p = c.dx + kk * c.dx_axis_stride + j0;
+    if (full) {
+      hn::StoreU(g, d, p);
+    } else {
+      StoreTail(d, g, p, cnt);
+    }
+  }
+}
+
+template <bool kLog>
+HWY_INLINE void BackwardColumnsT(const BackwardColumns& c) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  const size_t inner = static_cast<size_t>(c.inner);
+  size_t j = 0;
+  for (; j + N <= inner; j += N) BackwardColumnBlock<kLog>(c, j, N);
+  if (j < inner) BackwardColumnBlock<kLog>(c, j, inner - j);
+}
+
+void SoftmaxBackwardColumnsImpl(const BackwardColumns& c) { BackwardColumnsT<false>(c); }
+void LogSoftmaxBackwardColumnsImpl(const BackwardColumns& c) { BackwardColumnsT<true>(c); }
+
+}  // namespace smax::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace smax::kernels {
+
+HWY_EXPORT(SoftmaxBackwardRowsImpl);
+HWY_EXPORT(LogSoftmaxBackwardRowsImpl);
+HWY_EXPORT(DotSegmentImpl);
+HWY_EXPORT(SumSegmentImpl);
+HWY_EXPORT(SoftmaxBackwardSegmentImpl);
+HWY_EXPORT(LogSoftmaxBackwardSegmentImpl);
+HWY_EXPORT(SoftmaxBackwardColumnsImpl);
+HWY_EXPORT(LogSoftmaxBackwardColumnsImpl);
+
+void softmax_backward_rows(const BackwardRows& rows) noexcept {
+  HWY_DYNAMIC_DISPATCH(SoftmaxBackwardRowsImpl)(rows);
+}
+void log_softmax_backward_rows(const BackwardRows& rows) noexcept {
+  HWY_DYNAMIC_DISPATCH(LogSoftmaxBackwardRowsImpl)(rows);
+}
+double dot_segment(const float* a, const float* b, int64_t n) noexcept {
+  return HWY_DYNAMIC_DISPATCH(DotSegmentImpl)(a, b, n);
+}
+double sum_segment(const float* a, int64_t n) noexcept {
+  return HWY_DYNAMIC_DISPATCH(SumSegmentImpl)(a, n);
+}
+void softmax_backward_segment(const float* y, const float* dy, int64_t n, float dot,
+                              float scale, float* dx) noexcept {
+  HWY_DYNAMIC_DISPATCH(SoftmaxBackwardSegmentImpl)(y, dy, n, dot, scale, dx);
+}
+void log_softmax_backward_segment(const float* y, const float* dy, int64_t n, float sum,
+                                  float scale, float* dx) noexcept {
+  HWY_DYNAMIC_DISPATCH(LogSoftmaxBackwardSegmentImpl)(y, dy, n, sum, scale, dx);
+}
+void softmax_backward_columns(const BackwardColumns& cols) noexcept {
+  HWY_DYNAMIC_DISPATCH(SoftmaxBackwardColumnsImpl)(cols);
+}
+void log_softmax_backward_columns(const BackwardColumns& cols) noexcept {
+  HWY_DYNAMIC_DISPATCH(LogSoftmaxBackwardColumnsImpl)(cols);
+}
+
+}  // namespace smax::kernels
+#endif  // HWY_ONCE

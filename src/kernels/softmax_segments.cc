@@ -1,0 +1,139 @@
+// src/kernels/softmax_segments.cc: the segment kernels of one long row
+// (kernels.h, "Segments of one long row"). Ops cut the row on a fixed grid of
+// kSegment elements, run a partial kernel per segment, merge in order, then
+// run a store kernel per segment. The shift passed by ops is arbitrary, so
+// the exp here is ExpDiff (TwoSum exact difference); twopass_* use ExpRef.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/softmax_segments.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include "kernels/exp-inl.h"
+#include "kernels/kernels.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace smax::kernels::HWY_NAMESPACE {
+
+float MaxSegmentImpl(const float* x, const float* mask, int64_t n, float scale) {
+  float m = kNegInf;
+  WithLogits(x, mask, scale, [&](const auto& src) { m = RowMax(src, static_cast<size_t>(n)); });
+  return m;
+}
+
+double ExpSumSegmentImpl(const float* x, const float* mask, int64_t n, float scale,
+                         float shift, float* dst) {
+  double s = 0.0;
+  const ExpDiff e = ExpDiff::Make(shift);
+  WithLogits(x, mask, scale, [&](const auto& src) {
+    s = dst != nullptr ? ExpSum<true>(src, static_cast<size_t>(n), e, dst)
+                       : ExpSum<false>(src, static_cast<size_t>(n), e, nullptr);
+  });
+  return s;
+}
+
+void ExpScaleSegmentImpl(const float* x, const float* mask, int64_t n, float scale,
+                         float shift, float factor, float* dst) {
+  const ExpDiff e = ExpDiff::Make(shift, FlushExtra(factor));
+  WithLogits(x, mask, scale, [&](const auto& src) {
+    ExpScaleStore(src, static_cast<size_t>(n), e, factor, dst);
+  });
+}
+
+void ScaleSegmentImpl(float* dst, int64_t n, float factor) {
+  ScaleInPlace(dst, static_cast<size_t>(n), factor);
+}
+
+void LogStoreSegmentImpl(const float* x, const float* mask, int64_t n, float scale,
+                         float shift, float log_sum, float* dst) {
+  WithLogits(x, mask, scale, [&](const auto& src) {
+    LogStore(src, static_cast<size_t>(n), shift, log_sum, dst);
+  });
+}
+
+// (m, d) with m the true max: OnlineScan's d * e^ref is re-expressed
+// relative to the max with one float64 exp (skipped when ref == max).
+OnlineState OnlineSegmentImpl(const float* x, const float* mask, int64_t n, float scale) {
+  OnlineState st;
+  WithLogits(x, mask, scale, [&](const auto& src) {
+    const OnlineResult r = OnlineScan(src, static_cast<size_t>(n));
+    if (r.d == 0.0) return;  // all -inf: identity (-inf, 0)
+    if (std::isnan(r.d)) {
+      st.m = r.max;
+      st.d = r.d;
+      return;
+    }
+    st.m = r.max;
+    st.d = r.ref == r.max ? r.d
+                          : r.d * std::exp(static_cast<double>(r.ref) - r.max);
+  });
+  return st;
+}
+
+TwoPassState TwoPassSegmentImpl(const float* x, const float* mask, int64_t n, float scale) {
+  TwoPassState st;
+  WithLogits(x, mask, scale, [&](const auto& src) {
+    const TwoPassResult r = TwoPassScan(src, static_cast<size_t>(n));
+    st.mu = r.mu;
+    st.nu = r.nu;
+    st.in_range = r.in_range;
+  });
+  return st;
+}
+
+void TwoPassStoreSegmentImpl(const float* x, const float* mask, int64_t n, float scale,
+                             double nu, double inv_mu, float* dst) {
+  const float inv = static_cast<float>(inv_mu);
+  const ExpRef e = ExpRef::Make(static_cast<float>(nu), FlushExtra(inv));
+  WithLogits(x, mask, scale, [&](const auto& src) {
+    ExpScaleStore(src, static_cast<size_t>(n), e, inv, dst);
+  });
+}
+
+}  // namespace smax::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace smax::kernels {
+
+HWY_EXPORT(MaxSegmentImpl);
+HWY_EXPORT(ExpSumSegmentImpl);
+HWY_EXPORT(ExpScaleSegmentImpl);
+HWY_EXPORT(ScaleSegmentImpl);
+HWY_EXPORT(LogStoreSegmentImpl);
+HWY_EXPORT(OnlineSegmentImpl);
+HWY_EXPORT(TwoPassSegmentImpl);
+HWY_EXPORT(TwoPassStoreSegmentImpl);
+
+float max_segment(const float* x, const float* mask, int64_t n, float scale) noexcept {
+  return HWY_DYNAMIC_DISPATCH(MaxSegmentImpl)(x, mask, n, scale);
+}
+double expsum_segment(const float* x, const float* mask, int64_t n, float scale,
+                      float shift, float* dst) noexcept {
+  return HWY_DYNAMIC_DISPATCH(ExpSumSegmentImpl)(x, mask, n, scale, shift, dst);
+}
+void exp_scale_segment(const float* x, const float* mask, int64_t n, float scale,
+                       float shift, float factor, float* dst) noexcept {
+  HWY_DYNAMIC_DISPATCH(ExpScaleSegmentImpl)(x, mask, n, scale, shift, factor, dst);
+}
+void scale_segment(float* dst, int64_t n, float factor) noexcept {
+  HWY_DYNAMIC_DISPATCH(ScaleSegmentImpl)(dst, n, factor);
+}
+void log_store_segment(const float* x, const float* mask, int64_t n, float scale,
+                       float shift, float log_sum, float* dst) noexcept {
+  HWY_DYNAMIC_DISPATCH(LogStoreSegmentImpl)(x, mask, n, scale, shift, log_sum, dst);
+}
+OnlineState online_segment(const float* x, const float* mask, int64_t n,
+                           float scale) noexcept {
+  return HWY_DYNAMIC_DISPATCH(OnlineSegmentImpl)(x, mask, n, scale);
+}
+TwoPassState twopass_segment(const float* x, const float* mask, int64_t n,
+                             float scale) noexcept {
+  return HWY_DYNAMIC_DISPATCH(TwoPassSegmentImpl)(x, mask, n, scale);
+}
+void twopass_store_segment(const float* x, const float* mask, int64_t n, float scale,
+                           double nu, double inv_mu, float* dst) noexcept {
+  HWY_DYNAMIC_DISPATCH(TwoPassStoreSegmentImpl)(x, mask, n, scale, nu, inv_mu, dst);
+}
+
+}  // namespace smax::kernels
+#endif  // HWY_ONCE

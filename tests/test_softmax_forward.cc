@@ -1,0 +1,251 @@
+// tests/test_softmax_forward.cc: softmax, log_softmax and logsumexp against
+// the float64 reference, for every algorithm, on every SIMD target this
+// machine supports (value-parameterised over smax::supported_targets()).
+//
+// Sizes: 0 .. 70 exhaustively, tile +- 1, primes, 1000/1001, vocabularies,
+// and the long-row segment boundary 2^16 (65535, 65536, 65537, 3 * 2^16 + 5),
+// with aligned and misaligned (data + 1) starts and row strides > cols.
+// Data: the adversarial distributions of test_util.h (rows in [90, 100],
+// normal * 20, all-negative, constant, +inf, NaN, all -inf, some -inf,
+// denormals, huge magnitudes). Bounds: test_util.h (exactly the header's).
+#include <string>
+#include <vector>
+
+#include "test_util.h"
+
+namespace smax_test {
+namespace {
+
+const std::vector<Op> kForwardOps = {Op::kSoftmax, Op::kLogSoftmax, Op::kLogSumExp};
+
+std::vector<int64_t> small_sizes() {
+  std::vector<int64_t> v;
+  for (int64_t n = 0; n <= 70; ++n) v.push_back(n);
+  return v;
+}
+
+const std::vector<int64_t> kTileSizes = {63, 64, 65, 127, 128, 129, 255, 256, 257};
+const std::vector<int64_t> kPrimes = {97, 251, 509, 1021, 1031, 2039, 4093, 8191, 16381};
+const std::vector<int64_t> kLongSizes = {1000,  1001,  21841, 32000,
+                                         65535, 65536, 65537, 128256,
+                                         3 * 65536 + 5};
+
+class Forward : public TargetTest {
+ protected:
+  /// Runs every op in `ops` x every algorithm x every size on [rows, n]
+  /// (rows = 1 for n > 4096) and stops after a few failures so one bug does
+  /// not flood the log.
+  void sweep(const std::vector<Op>& ops, const std::vector<int64_t>& sizes, Data data,
+             const SoftmaxOptions& base, int64_t rows, int64_t misalign,
+             const std::vector<Algorithm>& algos = all_algorithms()) {
+    Rng rng(std::string("sweep/") + data_name(data) + "/" + std::to_string(misalign));
+    for (Op op : ops) {
+      for (Algorithm a : algos) {
+        for (int64_t n : sizes) {
+          SoftmaxOptions o = base;
+          o.algorithm = a;
+          const int64_t r = n > 4096 ? 1 : rows;
+          const ::testing::AssertionResult res =
+              check_contiguous(op, {r, n}, -1, data, o, rng, misalign);
+          EXPECT_TRUE(res) << "target " << GetParam();
+          if (!res && ++failures_ >= 12) {
+            FAIL() << "stopping this sweep after " << failures_ << " failing cases";
+          }
+        }
+      }
+    }
+  }
+  int failures_ = 0;
+};
+
+TEST_P(Forward, SmallSizesAligned) {
+  sweep(kForwardOps, small_sizes(), Data::kUniform, {}, 3, 0);
+}
+
+TEST_P(Forward, SmallSizesMisaligned) {
+  sweep(kForwardOps, small_sizes(), Data::kWide, {}, 2, 1);
+}
+
+TEST_P(Forward, TileSizesAndPrimes) {
+  std::vector<int64_t> sizes = kTileSizes;
+  sizes.insert(sizes.end(), kPrimes.begin(), kPrimes.end());
+  sweep(kForwardOps, sizes, Data::kUniform, {}, 3, 0);
+  sweep(kForwardOps, sizes, Data::kWide, {}, 2, 1);
+}
+
+TEST_P(Forward, LongRowsWide) {
+  sweep(kForwardOps, kLongSizes, Data::kWide, {}, 2, 0);
+}
+
+TEST_P(Forward, LongRowsHighMisaligned) {
+  sweep(kForwardOps, kLongSizes, Data::kHigh, {}, 2, 1);
+}
+
+// Every adversarial distribution on short, tile-edge and segment-edge rows.
+TEST_P(Forward, Adversarial) {
+  const std::vector<int64_t> sizes = {1, 2, 3, 5, 8, 16, 17, 33, 64, 65, 100, 257, 1000, 1025,
+                                      65537};
+  for (Data d : all_data()) {
+    SCOPED_TRACE(data_name(d));
+    sweep(kForwardOps, sizes, d, {}, 3, 0);
+    if (HasFatalFailure()) return;
+  }
+  // Four segments of the long-row path, where the special values must
+  // survive the merge of partial results.
+  for (Data d : {Data::kWide, Data::kSomeNegInf, Data::kNan, Data::kPosInf, Data::kAllNegInf}) {
+    SCOPED_TRACE(data_name(d));
+    sweep(kForwardOps, {3 * 65536 + 5}, d, {}, 1, 0);
+    if (HasFatalFailure()) return;
+  }
+}
+
+TEST_P(Forward, AdversarialMisaligned) {
+  const std::vector<int64_t> sizes = {1, 7, 31, 64, 129, 1001};
+  for (Data d : all_data()) {
+    SCOPED_TRACE(data_name(d));
+    sweep(kForwardOps, sizes, d, {}, 3, 1);
+    if (HasFatalFailure()) return;
+  }
+}
+
+TEST_P(Forward, EmptyRowNan) {
+  SoftmaxOptions o;
+  o.empty_row = EmptyRow::kNan;
+  const std::vector<int64_t> sizes = {1, 2, 9, 64, 65, 1000, 65537};
+  sweep(kForwardOps, sizes, Data::kAllNegInf, o, 3, 0);
+  sweep(kForwardOps, sizes, Data::kSomeNegInf, o, 3, 0);  // not empty: unaffected
+  sweep(kForwardOps, sizes, Data::kNan, o, 3, 1);
+}
+
+TEST_P(Forward, ScaleAndTemperature) {
+  struct ST {
+    float scale, temperature;
+  };
+  const ST cases[] = {{0.125f, 1.0f}, {1.0f, 0.7f}, {3.0f, 2.0f}, {0.3f, 0.7f}, {1.0f, 0.05f}};
+  const std::vector<int64_t> sizes = {1, 7, 64, 65, 1000, 65537};
+  for (const ST& st : cases) {
+    SCOPED_TRACE("scale " + std::to_string(st.scale) + " temperature " +
+                 std::to_string(st.temperature));
+    SoftmaxOptions o;
+    o.scale = st.scale;
+    o.temperature = st.temperature;
+    sweep(kForwardOps, sizes, Data::kUniform, o, 3, 0);
+    sweep(kForwardOps, sizes, Data::kWide, o, 2, 1);
+    sweep(kForwardOps, {9, 1000}, Data::kHuge, o, 3, 0);
+    if (HasFatalFailure()) return;
+  }
+}
+
+// Row stride > cols (padded rows), for src and dst with different paddings.
+TEST_P(Forward, RowStrideGreaterThanCols) {
+  Rng rng("padded");
+  for (Op op : kForwardOps) {
+    for (Algorithm a : all_algorithms()) {
+      for (int64_t n : {1, 17, 64, 1000, 65537}) {
+        const int64_t rows = n > 4096 ? 2 : 5;
+        Tensor src({rows, n}, {n + 13, 1}, 1);
+        fill_rows(src, 1, Data::kWide, rng);
+        Tensor dst = op == Op::kLogSumExp ? Tensor({rows}, {3}) : Tensor({rows, n}, {n + 7, 1});
+        SoftmaxOptions o;
+        o.algorithm = a;
+        EXPECT_TRUE(check_op(op, src, dst, o, rng,
+                             "padded n=" + std::to_string(n) + " " + algo_str(a)));
+      }
+    }
+  }
+}
+
+// logsumexp writes into a dst that keeps the axis as size 1, too.
+TEST_P(Forward, LogSumExpKeepDim) {
+  Rng rng("keepdim");
+  for (Algorithm a : all_algorithms()) {
+    for (int64_t n : {0, 1, 5, 64, 1000, 65537}) {
+      Tensor src({3, n});
+      fill_rows(src, 1, Data::kUniform, rng);
+      Tensor dst({3, 1});
+      SoftmaxOptions o;
+      o.algorithm = a;
+      EXPECT_TRUE(check_op(Op::kLogSumExp, src, dst, o, rng, "keepdim n=" + std::to_string(n)));
+    }
+  }
+}
+
+// n == 0: empty output, no error, nothing written; logsumexp -inf per row.
+TEST_P(Forward, EmptyAxis) {
+  for (Algorithm a : all_algorithms()) {
+    SoftmaxOptions o;
+    o.algorithm = a;
+    Tensor src({4, 0}), dst({4, 0}), lse({4});
+    lse.poison();
+    EXPECT_NO_THROW(smax::softmax(src.view(), dst.view(), o));
+    EXPECT_NO_THROW(smax::log_softmax(src.view(), dst.view(), o));
+    EXPECT_TRUE(dst.guards_intact());
+    EXPECT_NO_THROW(smax::logsumexp(src.view(), lse.view(), o));
+    for (int64_t i = 0; i < 4; ++i) EXPECT_EQ(lse.at(i), -kInfF) << i;
+    // A null pointer is fine when there is nothing to read.
+    TensorView null_src = src.view(), null_dst = dst.view();
+    null_src.data = nullptr;
+    null_dst.data = nullptr;
+    EXPECT_NO_THROW(smax::softmax(null_src, null_dst, o));
+    // Zero rows of a non-empty axis.
+    Tensor s0({0, 5}), d0({0, 5}), l0({0});
+    EXPECT_NO_THROW(smax::softmax(s0.view(), d0.view(), o));
+    EXPECT_NO_THROW(smax::logsumexp(s0.view(), l0.view(), o));
+  }
+}
+
+// n == 1: softmax 1, log_softmax 0, logsumexp t_0 (exactly).
+TEST_P(Forward, SingleElementExact) {
+  for (Algorithm a : all_algorithms()) {
+    SoftmaxOptions o;
+    o.algorithm = a;
+    Tensor src({5, 1}), dst({5, 1}), lse({5});
+    const float vals[] = {0.0f, -3.5f, 1e30f, -FLT_MAX, 88.0f};
+    src.fill([&](int64_t i) { return vals[i]; });
+    smax::softmax(src.view(), dst.view(), o);
+    for (int64_t i = 0; i < 5; ++i) EXPECT_EQ(dst.at(i), 1.0f) << algo_str(a) << " " << i;
+    smax::log_softmax(src.view(), dst.view(), o);
+    for (int64_t i = 0; i < 5; ++i) EXPECT_EQ(dst.at(i), 0.0f) << algo_str(a) << " " << i;
+    smax::logsumexp(src.view(), lse.view(), o);
+    for (int64_t i = 0; i < 5; ++i) EXPECT_EQ(lse.at(i), vals[i]) << algo_str(a) << " " << i;
+  }
+}
+
+// No denormal is ever produced: exp underflow flushes to exact 0.
+TEST_P(Forward, NoDenormalOutputs) {
+  Rng rng("denormal-out");
+  for (Algorithm a : all_algorithms()) {
+    for (int64_t n : {2, 33, 1000, 65537}) {
+      Tensor src({2, n}), dst({2, n});
+      src.fill([&](int64_t i) { return i % n == 0 ? 0.0f : rng.uniform(-110.0f, -80.0f); });
+      SoftmaxOptions o;
+      o.algorithm = a;
+      smax::softmax(src.view(), dst.view(), o);
+      int64_t bad = 0;
+      for (int64_t i = 0; i < src.numel(); ++i) {
+        const float v = dst.at(i);
+        if (v != 0.0f && std::fabs(v) < FLT_MIN) ++bad;
+      }
+      EXPECT_EQ(bad, 0) << algo_str(a) << " n=" << n << ": denormal outputs";
+    }
+  }
+}
+
+SMAX_INSTANTIATE_PER_TARGET(Forward);
+
+// kernel_name follows the naming grammar and names the active target.
+TEST(ForwardIntrospection, KernelNames) {
+  for (const char* op : {"softmax", "log_softmax", "logsumexp", "softmax_backward",
+                         "log_softmax_backward"}) {
+    for (Algorithm a : all_algorithms()) {
+      const std::string name = smax::kernel_name(op, algo_str(a), 32000);
+      EXPECT_EQ(name.rfind("f32_", 0), 0u) << name;
+      EXPECT_NE(name.find("__"), std::string::npos) << name;
+    }
+  }
+  EXPECT_FALSE(smax::compiled_targets().empty());
+  EXPECT_FALSE(smax::supported_targets().empty());
+}
+
+}  // namespace
+}  // namespace smax_test

@@ -1,0 +1,155 @@
+// tools/smax/check.cc: error metrics against the float64 reference.
+#include "check.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include "args.h"
+
+namespace smax_cli {
+namespace {
+
+// Accumulates one element with its own bound. Matching special values (both
+// NaN, or the same infinity) count as exact.
+void accumulate(ErrorStats& st, int64_t i, float got, double ref, double bound) {
+  const double g = static_cast<double>(got);
+  double err;
+  if (std::isnan(ref) || std::isnan(g)) {
+    err = (std::isnan(ref) && std::isnan(g)) ? 0.0 : HUGE_VAL;
+  } else if (std::isinf(ref) || std::isinf(g)) {
+    err = (g == ref) ? 0.0 : HUGE_VAL;
+  } else {
+    err = std::fabs(g - ref);
+  }
+  if (err > st.max_abs_err || std::isnan(err)) st.max_abs_err = err;
+  if (std::fabs(ref) >= kTinyOutput && !std::isinf(ref)) {
+    const double rel = err / std::fabs(ref);
+    if (rel > st.max_rel_err) st.max_rel_err = rel;
+  }
+  const double ratio = err == 0 ? 0.0 : err / bound;
+  if (!(ratio <= 1.0)) ++st.violations;
+  if (ratio > st.worst_ratio || st.worst < 0) {
+    st.worst_ratio = ratio;
+    st.worst = i;
+    st.worst_got = g;
+    st.worst_ref = ref;
+  }
+}
+
+std::string format_g(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+}  // namespace
+
+Op parse_op(const std::string& name) {
+  if (name == "softmax") return Op::kSoftmax;
+  if (name == "log_softmax") return Op::kLogSoftmax;
+  if (name == "logsumexp") return Op::kLogsumexp;
+  if (name == "softmax_backward") return Op::kSoftmaxBackward;
+  if (name == "log_softmax_backward") return Op::kLogSoftmaxBackward;
+  throw UsageError("--op: unknown op '" + name +
+                   "' (expected softmax, log_softmax, logsumexp, softmax_backward or "
+                   "log_softmax_backward)");
+}
+
+const char* op_name(Op op) {
+  switch (op) {
+    case Op::kSoftmax: return "softmax";
+    case Op::kLogSoftmax: return "log_softmax";
+    case Op::kLogsumexp: return "logsumexp";
+    case Op::kSoftmaxBackward: return "softmax_backward";
+    case Op::kLogSoftmaxBackward: return "log_softmax_backward";
+  }
+  return "?";
+}
+
+int bytes_per_element(Op op) {
+  switch (op) {
+    case Op::kSoftmax:
+    case Op::kLogSoftmax: return 8;
+    case Op::kLogsumexp: return 4;
+    case Op::kSoftmaxBackward:
+    case Op::kLogSoftmaxBackward: return 12;
+  }
+  return 0;
+}
+
+std::string bound_text(Op op) {
+  switch (op) {
+    case Op::kSoftmax:
+      return "rel <= " + format_g(kRelBound) + " (outputs >= " + format_g(kTinyOutput) +
+             "; abs <= " + format_g(kTinyAbsBound) + " below)";
+    case Op::kLogSoftmax:
+    case Op::kLogsumexp:
+      return "abs <= " + format_g(kRelBound) + " * (1 + |value|)";
+    case Op::kSoftmaxBackward:
+      return "abs <= " + format_g(kRelBound) + " * s * |y| * (|dy| + |<dy,y>|) + " +
+             format_g(kBackwardFloor);
+    case Op::kLogSoftmaxBackward:
+      return "abs <= " + format_g(kRelBound) + " * s * (|dy| + exp(y) * |sum dy|) + " +
+             format_g(kBackwardFloor);
+  }
+  return "";
+}
+
+Geometry make_geometry(const std::vector<int64_t>& shape, int64_t axis) {
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  if (axis < -rank || axis >= rank) {
+    throw UsageError("--axis: axis " + std::to_string(axis) + " is out of range for rank " +
+                     std::to_string(rank) + " (shape " + format_shape(shape) + ")");
+  }
+  Geometry g;
+  g.axis = static_cast<int>(axis < 0 ? axis + rank : axis);
+  for (int d = 0; d < g.axis; ++d) g.outer *= shape[d];
+  g.n = shape[g.axis];
+  for (int64_t d = g.axis + 1; d < rank; ++d) g.inner *= shape[d];
+  return g;
+}
+
+ErrorStats check_forward(Op op, const float* got, const std::vector<double>& ref) {
+  ErrorStats st;
+  const int64_t count = static_cast<int64_t>(ref.size());
+  for (int64_t i = 0; i < count; ++i) {
+    const double r = ref[i];
+    double bound;
+    if (op == Op::kSoftmax) {
+      bound = std::fabs(r) >= kTinyOutput ? kRelBound * std::fabs(r) : kTinyAbsBound;
+    } else {
+      bound = kRelBound * (1.0 + std::fabs(r));
+    }
+    accumulate(st, i, got[i], r, bound);
+  }
+  return st;
+}
+
+ErrorStats check_backward(Op op, const float* got, const std::vector<double>& ref,
+                          const float* y, const float* dy, const Geometry& g, double s) {
+  ErrorStats st;
+  for (int64_t o = 0; o < g.outer; ++o) {
+    for (int64_t j = 0; j < g.inner; ++j) {
+      const int64_t base = o * g.n * g.inner + j;
+      double reduced = 0;  // <dy, y> or sum dy, in double
+      for (int64_t k = 0; k < g.n; ++k) {
+        const int64_t i = base + k * g.inner;
+        reduced += op == Op::kSoftmaxBackward ? double(dy[i]) * double(y[i]) : double(dy[i]);
+      }
+      for (int64_t k = 0; k < g.n; ++k) {
+        const int64_t i = base + k * g.inner;
+        const double yi = y[i], dyi = dy[i];
+        double bound;
+        if (op == Op::kSoftmaxBackward) {
+          bound = kRelBound * s * std::fabs(yi) * (std::fabs(dyi) + std::fabs(reduced));
+        } else {
+          bound = kRelBound * s * (std::fabs(dyi) + std::exp(yi) * std::fabs(reduced));
+        }
+        accumulate(st, i, got[i], ref[i], bound + kBackwardFloor);
+      }
+    }
+  }
+  return st;
+}
+
+}  // namespace smax_cli

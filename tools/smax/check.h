@@ -1,0 +1,59 @@
+// tools/smax/check.h: compare an op's f32 output with the float64 reference
+// against the error bounds documented in include/smax/softmax.h.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace smax_cli {
+
+/// The documented bounds (include/smax/softmax.h).
+inline constexpr double kRelBound = 2e-6;        ///< softmax relative / log ops absolute factor
+inline constexpr double kTinyOutput = 1e-30;     ///< softmax: relative error only above this
+inline constexpr double kTinyAbsBound = 1e-36;   ///< softmax: absolute error below kTinyOutput
+inline constexpr double kBackwardFloor = 1e-30;  ///< backward: absolute slack
+
+enum class Op { kSoftmax, kLogSoftmax, kLogsumexp, kSoftmaxBackward, kLogSoftmaxBackward };
+
+/// "softmax" ... "log_softmax_backward" -> Op; throws UsageError.
+Op parse_op(const std::string& name);
+const char* op_name(Op op);
+/// Ideal memory traffic per source element: bytes read + bytes written
+/// (softmax / log_softmax 8, logsumexp 4, backward 12).
+int bytes_per_element(Op op);
+/// One line stating the bound, e.g. "rel <= 2e-06 (outputs >= 1e-30)".
+std::string bound_text(Op op);
+
+/// A contiguous row-major tensor seen as (outer, n, inner) around `axis`.
+struct Geometry {
+  int64_t outer = 1;
+  int64_t n = 1;
+  int64_t inner = 1;
+  int axis = 0;  ///< normalised (non-negative)
+};
+/// Throws UsageError when `axis` is out of range for the shape's rank.
+Geometry make_geometry(const std::vector<int64_t>& shape, int64_t axis);
+
+struct ErrorStats {
+  double max_rel_err = 0;   ///< max |got - ref| / |ref| over |ref| >= kTinyOutput
+  double max_abs_err = 0;   ///< max |got - ref|
+  int64_t violations = 0;   ///< elements whose error exceeds their bound
+  int64_t worst = -1;       ///< index with the largest error / bound ratio
+  double worst_ratio = 0;   ///< that ratio (<= 1 means within bounds)
+  double worst_got = 0, worst_ref = 0;
+  bool within_bounds() const { return violations == 0; }
+};
+
+/// Forward ops: `got` and `ref` hold the same number of elements in the same
+/// (logical, row-major) order.
+ErrorStats check_forward(Op op, const float* got, const std::vector<double>& ref);
+
+/// Backward ops: y and dy are the op's f32 inputs (contiguous, geometry g),
+/// s = |scale / temperature| as rounded by the library (f32).
+/// softmax:     bound_i = 2e-6 * s * |y_i| * (|dy_i| + |<dy, y>|) + 1e-30
+/// log_softmax: bound_i = 2e-6 * s * (|dy_i| + exp(y_i) * |sum dy|) + 1e-30
+ErrorStats check_backward(Op op, const float* got, const std::vector<double>& ref,
+                          const float* y, const float* dy, const Geometry& g, double s);
+
+}  // namespace smax_cli

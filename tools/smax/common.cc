@@ -1,0 +1,77 @@
+// tools/smax/common.cc: helpers shared by the commands.
+#include <cctype>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "args.h"
+#include "commands.h"
+#include "smax/smax.h"
+
+namespace smax_cli {
+namespace {
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + items[i];
+  return out;
+}
+
+}  // namespace
+
+bool wants_help(int argc, char** argv, int first) {
+  for (int i = first; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) return true;
+  }
+  return false;
+}
+
+void apply_target(const std::string& name) {
+  const std::string want = lower(name);
+  try {
+    smax::set_max_target(want);
+  } catch (const smax::Error& e) {
+    throw UsageError(std::string("--target: ") + e.what());
+  }
+  const std::string active = lower(smax::active_target());
+  // Highway's portable baseline is called EMU128 (or SCALAR in old builds).
+  const bool same = active == want ||
+                    (want == "scalar" && (active == "emu128" || active == "scalar"));
+  if (!same) {
+    throw UsageError("--target: this CPU cannot run '" + name + "' (it runs " +
+                     smax::active_target() + "; supported: " +
+                     join(smax::supported_targets()) + ")");
+  }
+}
+
+int parse_threads(const std::string& text) {
+  const int64_t n = parse_int("--threads", text);
+  if (n < 1 || n > 4096) {
+    throw UsageError("--threads: expected an integer >= 1, got '" + text + "'");
+  }
+  return static_cast<int>(n);
+}
+
+int parse_algo(const std::string& text) {
+  static const char* const kNames[] = {"auto", "three-pass-reload", "three-pass-recompute",
+                                       "two-pass", "online"};
+  bool known = false;
+  for (const char* k : kNames) known = known || text == k;
+  if (!known) {
+    throw UsageError("--algo: unknown algorithm '" + text +
+                     "' (expected auto, three-pass-reload, three-pass-recompute, two-pass "
+                     "or online)");
+  }
+  try {
+    return static_cast<int>(smax::parse_algorithm(text));
+  } catch (const smax::Error& e) {
+    throw UsageError(std::string("--algo: ") + e.what());
+  }
+}
+
+}  // namespace smax_cli

@@ -1,0 +1,29 @@
+// tools/smax/cpu.h: what `smax info` reports about the machine.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace smax_cli {
+
+/// "AMD EPYC 7B13" from /proc/cpuinfo, or "unknown".
+std::string cpu_model();
+/// (feature, present) for the SIMD features that matter to smax's targets,
+/// from __builtin_cpu_supports on x86 (empty elsewhere).
+std::vector<std::pair<std::string, bool>> cpu_features();
+
+/// Data/unified cache sizes in bytes (0 = unknown), as seen by cpu0: from
+/// /sys/devices/system/cpu/cpu0/cache, falling back to sysconf.
+struct CacheSizes {
+  int64_t l1d = 0;
+  int64_t l2 = 0;
+  int64_t l3 = 0;
+};
+CacheSizes cache_sizes();
+
+/// "32 KiB", "1 MiB", "unknown".
+std::string format_bytes(int64_t bytes);
+
+}  // namespace smax_cli

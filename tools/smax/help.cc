@@ -1,0 +1,80 @@
+// tools/smax/help.cc: usage texts (kept in sync with docs/cli.md).
+#include "commands.h"
+
+namespace smax_cli {
+
+const char* const kMainHelp = R"(smax - the fastest exact softmax family on CPUs
+
+usage: smax COMMAND [OPTIONS]
+
+commands:
+  info       CPU features, cache sizes, SIMD targets and the kernel each op uses
+  run        time one op on one shape, optionally checking it against float64
+  compare    smax's softmax algorithms vs each other and a naive loop, 1K..32M
+  help CMD   help for one command (same as smax CMD --help)
+
+options:
+  -h, --help     this help
+  -V, --version  print the version
+
+Exit status: 0 ok, 1 `--check` found errors above the documented bounds,
+2 bad arguments or an error from the library (one line on stderr,
+starting with "smax: error: ").
+)";
+
+const char* const kInfoHelp = R"(usage: smax info [--target T] [--format text|json]
+
+Prints the version, the CPU model and SIMD features, cache sizes, thread
+count, the Highway targets compiled in / supported by this CPU / active, and
+the kernel each op dispatches to with --algo auto for a few row lengths.
+
+  --target T       cap the SIMD target first (avx3, avx2, sse4, ssse3, scalar)
+  --format F       text (default) or json
+)";
+
+const char* const kRunHelp = R"(usage: smax run [OPTIONS]
+
+Times one op on a contiguous row-major tensor and prints the median time per
+element and GB/s (the op's ideal traffic: softmax/log_softmax 8 bytes per
+element, logsumexp 4, backward 12).
+
+  --op OP          softmax (default), log_softmax, logsumexp, softmax_backward,
+                   log_softmax_backward
+  --shape S        e.g. 256x32000 (default), 33554432, 8x128x512; K/M/G suffixes
+  --axis A         reduced axis, negative counts from the end (default -1)
+  --algo A         auto (default), three-pass-reload, three-pass-recompute,
+                   two-pass, online (forward ops)
+  --threads N      threads, >= 1 (default: smax::max_threads())
+  --target T       cap the SIMD target: avx3, avx2, sse4, ssse3, scalar
+  --dist D         logits: normal (default, N(0,1)), normal:MEAN,STD, uniform:LO,HI
+  --scale S        multiply the logits by S > 0 (default 1)
+  --seed N         data seed (default 1)
+  --repeat N       take exactly N timed samples
+  --min-time SEC   otherwise sample for at least SEC seconds (default 0.5)
+  --check          compare with the float64 reference: max relative / absolute
+                   error and whether they are within the documented bounds
+                   (exit status 1 when they are not)
+  --format F       text (default) or json
+Backward ops time dx from y = op(x) (computed by smax) and dy ~ N(0,1).
+)";
+
+const char* const kCompareHelp = R"(usage: smax compare [OPTIONS]
+
+Softmax over one row of each size: smax's four algorithms and auto against a
+naive scalar loop (std::exp; max, sum and divide in float) and memcpy (the
+read+write memory floor), with ns/element, GB/s (8 bytes per element), the
+speed-up over the naive loop and the max relative error against the float64
+reference.
+
+  --sizes LIST     comma-separated sizes and LO..HI ranges (powers of 4 from
+                   LO, then HI); default 1K..32M = 1K,4K,16K,64K,256K,1M,4M,16M,32M
+  --threads N      threads for smax (default 1; the naive loop and memcpy
+                   always use one)
+  --target T       cap the SIMD target: avx3, avx2, sse4, ssse3, scalar
+  --dist D         logits: normal (default), normal:MEAN,STD, uniform:LO,HI
+  --seed N         data seed (default 1)
+  --min-time SEC   sampling time per measurement (default 0.25)
+  --format F       text (default) or json
+)";
+
+}  // namespace smax_cli
