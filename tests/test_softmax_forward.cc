@@ -199,15 +199,22 @@ TEST_P(Forward, SingleElementExact) {
   for (Algorithm a : all_algorithms()) {
     SoftmaxOptions o;
     o.algorithm = a;
-    Tensor src({5, 1}), dst({5, 1}), lse({5});
-    const float vals[] = {0.0f, -3.5f, 1e30f, -FLT_MAX, 88.0f};
+    const float vals[] = {0.0f, -3.5f, 1e30f, -FLT_MAX, 88.0f, 0.3f, -1e-3f, 7.25f};
+    const int64_t k = sizeof(vals) / sizeof(vals[0]);
+    Tensor src({k, 1}), dst({k, 1}), lse({k});
     src.fill([&](int64_t i) { return vals[i]; });
     smax::softmax(src.view(), dst.view(), o);
-    for (int64_t i = 0; i < 5; ++i) EXPECT_EQ(dst.at(i), 1.0f) << algo_str(a) << " " << i;
+    for (int64_t i = 0; i < k; ++i) {
+      EXPECT_EQ(dst.at(i), 1.0f) << "softmax " << algo_str(a) << " x=" << vals[i];
+    }
     smax::log_softmax(src.view(), dst.view(), o);
-    for (int64_t i = 0; i < 5; ++i) EXPECT_EQ(dst.at(i), 0.0f) << algo_str(a) << " " << i;
+    for (int64_t i = 0; i < k; ++i) {
+      EXPECT_EQ(dst.at(i), 0.0f) << "log_softmax " << algo_str(a) << " x=" << vals[i];
+    }
     smax::logsumexp(src.view(), lse.view(), o);
-    for (int64_t i = 0; i < 5; ++i) EXPECT_EQ(lse.at(i), vals[i]) << algo_str(a) << " " << i;
+    for (int64_t i = 0; i < k; ++i) {
+      EXPECT_EQ(lse.at(i), vals[i]) << "logsumexp " << algo_str(a) << " x=" << vals[i];
+    }
   }
 }
 
@@ -231,7 +238,46 @@ TEST_P(Forward, NoDenormalOutputs) {
   }
 }
 
+// The capped target is the one kernels dispatch to, and kernel_name says so
+// in the grammar <dtype>_<family>__<target>_<tags>.
+TEST_P(Forward, KernelNameNamesTheTarget) {
+  std::string target = GetParam();
+  for (char& c : target) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (const char* op : {"softmax", "log_softmax", "logsumexp", "softmax_backward",
+                         "log_softmax_backward"}) {
+    for (Algorithm a : all_algorithms()) {
+      const std::string name = smax::kernel_name(op, algo_str(a), 1000);
+      EXPECT_NE(name.find("__" + target + "_"), std::string::npos) << name;
+      EXPECT_EQ(name.rfind(std::string("f32_") + op, 0), 0u) << name;
+    }
+  }
+}
+
 SMAX_INSTANTIATE_PER_TARGET(Forward);
+
+// The cap must hold for every later call, whatever queries come in between.
+// (With Highway 1.0.3, hwy::SupportedTargets() re-initialises the dispatch
+// mask with the uncapped CPU targets; a query such as active_target() must
+// not let kernels escape the cap.)
+TEST(Runtime, TargetCapSurvivesQueries) {
+  const std::vector<std::string> targets = smax::supported_targets();
+  ASSERT_FALSE(targets.empty());
+  const std::string lowest = targets.back();
+  std::string low = lowest;
+  for (char& c : low) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  smax::set_max_target(lowest);
+  for (int round = 0; round < 3; ++round) {
+    EXPECT_EQ(smax::active_target(), lowest);
+    (void)smax::supported_targets();
+    Tensor x({1000}), y({1000});
+    x.fill([](int64_t i) { return static_cast<float>(i % 17); });
+    smax::softmax(x.view(), y.view());
+    const std::string name = smax::kernel_name("softmax", "auto", 1000);
+    EXPECT_NE(name.find("__" + low + "_"), std::string::npos)
+        << "round " << round << ": capped to " << lowest << " but kernels dispatch to " << name;
+  }
+  smax::set_max_target(initial_target());
+}
 
 // kernel_name follows the naming grammar and names the active target.
 TEST(ForwardIntrospection, KernelNames) {

@@ -159,8 +159,18 @@ void TargetTest::SetUp() {
   smax::set_max_target(GetParam());
   ASSERT_EQ(lower(smax::active_target()), lower(GetParam()))
       << "set_max_target(" << GetParam() << ") did not make it the active target";
+  // Querying the target can undo the cap for later dispatches (see
+  // Runtime.TargetCapSurvivesQueries); cap again so this test's body really
+  // runs on GetParam(). TearDown checks that it still does.
+  smax::set_max_target(GetParam());
 }
 
-void TargetTest::TearDown() { smax::set_max_target(initial_target()); }
+void TargetTest::TearDown() {
+  const std::string name = smax::kernel_name("softmax", "auto", 1000);
+  EXPECT_NE(name.find("__" + lower(GetParam()) + "_"), std::string::npos)
+      << "kernels no longer dispatch to the capped target " << GetParam() << " (" << name
+      << ")";
+  smax::set_max_target(initial_target());
+}
 
 }  // namespace smax_test

@@ -30,8 +30,10 @@ enum class EmptyRow : int {
 ///
 /// The logits of a row are `t_i = x_i * scale / temperature + additive_mask_i`,
 /// and `t_i = -inf` where `bool_mask_i == 0` (order: scale, then mask, as in
-/// the ONNX Attention spec). Masks broadcast to the source shape (NumPy
-/// rules: same rank, each dim equal or 1, or stride 0).
+/// the ONNX Attention spec). A bool mask replaces the logit (like
+/// masked_fill), so NaN or +inf under a masked-out entry is ignored. Masks
+/// broadcast to the source shape by NumPy rules: dims aligned on the right,
+/// a missing or size-1 dim broadcasts.
 struct SoftmaxOptions {
   int64_t axis = -1;          ///< reduced dimension; negative counts from the end
   float scale = 1.0f;         ///< multiplies the logits; finite and > 0

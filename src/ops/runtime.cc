@@ -35,16 +35,23 @@ std::vector<int64_t> compiled_target_bits() {
   return bits;
 }
 
+// Re-points Highway's dispatch at the best target that SupportedTargets()
+// allows. Needed because, in Highway 1.0.3, querying SupportedTargets() can
+// reset the dispatch to every target the CPU has, escaping our cap.
+void sync_dispatch() { hwy::GetChosenTarget().Update(hwy::SupportedTargets()); }
+
 void apply_cap(std::string_view name) {
   const std::string wanted = lower(name);
   if (wanted.empty() || wanted == "none") {
     hwy::DisableTargets(0);
+    sync_dispatch();
     return;
   }
   for (int64_t bit : compiled_target_bits()) {
     if (lower(hwy::TargetName(bit)) == wanted) {
       // Disable every compiled target better than the cap (lower bits).
       hwy::DisableTargets(HWY_TARGETS & (bit - 1));
+      sync_dispatch();
       return;
     }
   }
@@ -83,12 +90,14 @@ std::vector<std::string> supported_targets() {
   detail::ensure_runtime_initialized();
   std::vector<std::string> names;
   for (int64_t bit : hwy::SupportedAndGeneratedTargets()) names.push_back(hwy::TargetName(bit));
+  sync_dispatch();
   return names;
 }
 
 std::string active_target() {
   detail::ensure_runtime_initialized();
   const int64_t usable = hwy::SupportedTargets() & HWY_TARGETS;
+  sync_dispatch();
   return usable ? hwy::TargetName(usable & -usable) : "none";
 }
 
