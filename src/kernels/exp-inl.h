@@ -495,6 +495,24 @@ HWY_INLINE void ExpScaleStore(const Src& src, size_t n, const Exp& exp, float fa
   if (i < n) StoreTail(d, hn::Mul(exp(d, src.LoadTail(d, i, n - i)), f), dst + i, n - i);
 }
 
+// dst_i = e^(t_i - shift) * factor for an arbitrary finite shift. When
+// |shift| <= kRefMaxAbs the exp is ExpRef with N = round(shift log2e) and the
+// constant e^(N ln2 - shift) (float64) is folded into the factor: one extra
+// f32 rounding of the factor instead of 6 TwoSum ops per element.
+template <class Src>
+HWY_INLINE void ExpShiftScaleStore(const Src& src, size_t n, float shift, double factor,
+                                   float* HWY_RESTRICT dst) {
+  if (std::fabs(shift) <= kRefMaxAbs) {
+    const float nref = std::nearbyint(shift * kLog2e);
+    const float f = static_cast<float>(
+        factor * std::exp(static_cast<double>(nref) * kLn2d - static_cast<double>(shift)));
+    ExpScaleStore(src, n, ExpRef::Make(nref, FlushExtra(f)), f, dst);
+  } else {
+    const float f = static_cast<float>(factor);
+    ExpScaleStore(src, n, ExpDiff::Make(shift, FlushExtra(f)), f, dst);
+  }
+}
+
 // dst_i *= factor, with products below FLT_MIN flushed to 0 (no denormals).
 HWY_INLINE void ScaleInPlace(float* HWY_RESTRICT dst, size_t n, float factor) {
   const DF d;

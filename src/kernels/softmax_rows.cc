@@ -134,8 +134,7 @@ HWY_INLINE void OnlineRow(const Src& src, size_t n, float* HWY_RESTRICT dst, Row
   if (st.d == 0.0) return EmptyRowOut(op, policy, dst, n);
   switch (op) {
     case RowOp::kSoftmax: {
-      const float inv = static_cast<float>(1.0 / st.d);
-      ExpScaleStore(src, n, ExpDiff::Make(st.ref, FlushExtra(inv)), inv, dst);
+      ExpShiftScaleStore(src, n, st.ref, 1.0 / st.d, dst);
       return;
     }
     case RowOp::kLogSoftmax: {

@@ -33,9 +33,8 @@ double ExpSumSegmentImpl(const float* x, const float* mask, int64_t n, float sca
 
 void ExpScaleSegmentImpl(const float* x, const float* mask, int64_t n, float scale,
                          float shift, float factor, float* dst) {
-  const ExpDiff e = ExpDiff::Make(shift, FlushExtra(factor));
   WithLogits(x, mask, scale, [&](const auto& src) {
-    ExpScaleStore(src, static_cast<size_t>(n), e, factor, dst);
+    ExpShiftScaleStore(src, static_cast<size_t>(n), shift, factor, dst);
   });
 }
 
