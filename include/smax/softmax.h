@@ -19,13 +19,15 @@
 //     log_softmax, logsumexp: max absolute error <= 2e-6 * (1 + |value|);
 //     backward:       |dx - dx_ref| <= 2e-6 * (|y| * (|dy| + |<dy,y>|)) + 1e-30
 //                     elementwise (scaled by `scale/temperature`).
-//   Sums are blocked (f32 vectors inside blocks of 1024, float64 across
-//   blocks), so the error does not grow with n.
+//   Sums are blocked (f32 vector accumulators, at most 16 adds per lane per
+//   block of 32 vectors, then float64 across blocks), so the error does not
+//   grow with n. Backward dots and sums accumulate in float64.
 // * Special values: NaN anywhere in a row -> NaN row. +inf in a row -> NaN
 //   row. -inf logits and masked entries give exactly 0 (log_softmax: -inf)
 //   and exactly 0 gradient. A row whose entries are all masked or -inf
 //   follows `options.empty_row`. n = 0: empty output, no error (logsumexp of
-//   an empty row is -inf). n = 1: softmax 1, log_softmax 0, logsumexp = t_0.
+//   an empty row is -inf). n = 1: exactly softmax 1, log_softmax 0,
+//   logsumexp t_0 (for every algorithm).
 //   exp underflow is flushed to exact 0: no denormal is ever produced.
 // * Determinism: bitwise identical results for any `threads` and any
 //   parallel_for pool (work is split on a data-independent grid and partial

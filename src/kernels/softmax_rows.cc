@@ -149,8 +149,28 @@ HWY_INLINE void OnlineRow(const Src& src, size_t n, float* HWY_RESTRICT dst, Row
   }
 }
 
+// A row of one element has a closed form, exact for every algorithm:
+// softmax 1, log_softmax 0, logsumexp t_0 (NaN / +inf -> NaN, -inf -> the
+// empty-row policy). The general paths get it right only to ~1 ulp of the
+// exp, and a lone class must have log-probability exactly 0.
+HWY_INLINE void SingleElementRows(const Rows& rows, RowOp op) {
+  for (int64_t r = 0; r < rows.rows; ++r) {
+    float t = rows.src[r * rows.src_stride] * rows.scale;
+    if (rows.mask != nullptr) t = t + rows.mask[r * rows.mask_stride];
+    float* dst = rows.dst + r * rows.dst_stride;
+    if (t == kNegInf) {
+      EmptyRowOut(op, rows.empty_row, dst, 1);
+    } else if (!(t < kInf)) {
+      NanRow(op, dst, 1);
+    } else {
+      dst[0] = op == RowOp::kSoftmax ? 1.0f : op == RowOp::kLogSoftmax ? 0.0f : t;
+    }
+  }
+}
+
 HWY_NOINLINE void RowsImpl(const Rows& rows, Algorithm algorithm, RowOp op) {
   const size_t n = static_cast<size_t>(rows.cols);
+  if (n == 1) return SingleElementRows(rows, op);
   WithLogits(rows.src, rows.mask, rows.scale, [&](const auto& proto) {
     using Src = std::decay_t<decltype(proto)>;
     for (int64_t r = 0; r < rows.rows; ++r) {
