@@ -70,23 +70,15 @@ bool axis_contiguous(const BackwardCall& c, int k) {
 void run_rows_mode(const BackwardCall& c) {
   const Geometry& g = c.g;
   if (g.n >= kernels::kSegment) {
-    auto one_row = [&](int64_t row, int threads) {
+    for_each_long_row(g, c.threads, [&](int64_t row, int threads) {
       int64_t off[kMaxOperands];
       g.row_offsets(row, off);
       backward_row(c.op, f32_at(g, kY, off[kY]), f32_at(g, kDy, off[kDy]), g.n, c.scale,
                    f32_at(g, kDx, off[kDx]), threads);
-    };
-    if (g.rows >= c.threads) {
-      run_parallel(g.rows, c.threads, [&](int64_t row) { one_row(row, 1); });
-    } else {
-      for (int64_t row = 0; row < g.rows; ++row) one_row(row, c.threads);
-    }
+    });
     return;
   }
-  const int64_t per_task = rows_per_task(g.n);
-  const int64_t tasks = (g.rows + per_task - 1) / per_task;
-  run_parallel(tasks, c.threads, [&](int64_t task) {
-    const int64_t begin = task * per_task, end = std::min(g.rows, begin + per_task);
+  for_each_row_task(g, c.threads, [&](int64_t begin, int64_t end) {
     for_each_run(g, begin, end, [&](int64_t, int64_t count, const int64_t* off) {
       kernels::BackwardRows rows;
       rows.y = f32_at(g, kY, off[kY]);
@@ -118,24 +110,7 @@ int column_dim(const BackwardCall& c) {
 }
 
 void run_columns_mode(const BackwardCall& c, int cdim) {
-  Geometry outer = c.g;
-  outer.batch_dims = 0;
-  outer.rows = 1;
-  for (int b = 0; b < c.g.batch_dims; ++b) {
-    if (b == cdim) continue;
-    const int o = outer.batch_dims++;
-    outer.batch_size[o] = c.g.batch_size[b];
-    for (int k = 0; k < kMaxOperands; ++k) outer.batch_stride[k][o] = c.g.batch_stride[k][b];
-    outer.rows *= c.g.batch_size[b];
-  }
-  const int64_t inner = c.g.batch_size[cdim];
-  int64_t block = std::max<int64_t>(64, kTaskElements / std::max<int64_t>(c.g.n, 1));
-  block = (block + 63) / 64 * 64;
-  const int64_t blocks = (inner + block - 1) / block;
-  run_parallel(outer.rows * blocks, c.threads, [&](int64_t task) {
-    const int64_t row = task / blocks, j0 = (task % blocks) * block;
-    int64_t off[kMaxOperands];
-    outer.row_offsets(row, off);
+  for_each_column_block(c.g, cdim, c.threads, [&](const int64_t* off, int64_t j0, int64_t count) {
     kernels::BackwardColumns cols;
     cols.y = f32_at(c.g, kY, off[kY] + j0);
     cols.y_axis_stride = c.g.axis_stride[kY];
@@ -144,7 +119,7 @@ void run_columns_mode(const BackwardCall& c, int cdim) {
     cols.dx = f32_at(c.g, kDx, off[kDx] + j0);
     cols.dx_axis_stride = c.g.axis_stride[kDx];
     cols.n = c.g.n;
-    cols.inner = std::min(block, inner - j0);
+    cols.inner = count;
     cols.scale = c.scale;
     if (c.op == BackwardOp::kSoftmax) {
       kernels::softmax_backward_columns(cols);
@@ -176,10 +151,7 @@ void run_gather_mode(const BackwardCall& c) {
     for (int64_t i = 0; i < g.n; ++i) dx[i * g.axis_stride[kDx]] = dy[i];
   };
   if (split_rows) {
-    const int64_t per_task = rows_per_task(g.n);
-    const int64_t tasks = (g.rows + per_task - 1) / per_task;
-    run_parallel(tasks, c.threads, [&](int64_t task) {
-      const int64_t begin = task * per_task, end = std::min(g.rows, begin + per_task);
+    for_each_row_task(g, c.threads, [&](int64_t begin, int64_t end) {
       for (int64_t row = begin; row < end; ++row) one_row(row, 1);
     });
   } else {

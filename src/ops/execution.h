@@ -5,6 +5,7 @@
 // results are bitwise identical for any number of threads.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "ops/geometry.h"
+#include "ops/internal.h"
 #include "smax/error.h"
 
 namespace smax::detail {
@@ -43,6 +45,60 @@ void for_each_run(const Geometry& g, int64_t row_begin, int64_t row_end, Fn&& fn
 /// Stride of operand k between consecutive rows of a run.
 inline int64_t run_stride(const Geometry& g, int k) {
   return g.batch_dims > 0 ? g.batch_stride[k][g.batch_dims - 1] : 0;
+}
+
+/// Runs fn(begin, end) over the fixed grid of row ranges (rows_per_task(n)
+/// rows each), in parallel.
+template <typename Fn>
+void for_each_row_task(const Geometry& g, int threads, Fn&& fn) {
+  const int64_t per_task = rows_per_task(g.n);
+  const int64_t tasks = (g.rows + per_task - 1) / per_task;
+  run_parallel(tasks, threads, [&](int64_t task) {
+    const int64_t begin = task * per_task;
+    fn(begin, std::min(g.rows, begin + per_task));
+  });
+}
+
+/// Rows too long for one task: calls fn(row, threads_for_the_row) for every
+/// row, spreading rows over threads when there are enough of them and giving
+/// every thread to each row otherwise. Both give the same bits, because a
+/// long row's result does not depend on its thread count.
+template <typename Fn>
+void for_each_long_row(const Geometry& g, int threads, Fn&& fn) {
+  if (g.rows >= threads) {
+    run_parallel(g.rows, threads, [&](int64_t row) { fn(row, 1); });
+  } else {
+    for (int64_t row = 0; row < g.rows; ++row) fn(row, threads);
+  }
+}
+
+/// Column mode: batch dim `cdim` has unit stride in every operand. Calls
+/// fn(offsets, j0, count) for blocks of `count` consecutive columns starting
+/// at column j0 of that dim, for every index of the other batch dims, in
+/// parallel. Blocks are multiples of 64 columns, about kTaskElements each;
+/// every column is computed independently, so the grid does not change bits.
+template <typename Fn>
+void for_each_column_block(const Geometry& g, int cdim, int threads, Fn&& fn) {
+  Geometry outer = g;
+  outer.batch_dims = 0;
+  outer.rows = 1;
+  for (int b = 0; b < g.batch_dims; ++b) {
+    if (b == cdim) continue;
+    const int o = outer.batch_dims++;
+    outer.batch_size[o] = g.batch_size[b];
+    for (int k = 0; k < g.operands; ++k) outer.batch_stride[k][o] = g.batch_stride[k][b];
+    outer.rows *= g.batch_size[b];
+  }
+  const int64_t inner = g.batch_size[cdim];
+  int64_t block = std::max<int64_t>(64, kTaskElements / std::max<int64_t>(g.n, 1));
+  block = (block + 63) / 64 * 64;
+  const int64_t blocks = (inner + block - 1) / block;
+  run_parallel(outer.rows * blocks, threads, [&](int64_t task) {
+    const int64_t j0 = (task % blocks) * block;
+    int64_t off[kMaxOperands];
+    outer.row_offsets(task / blocks, off);
+    fn(static_cast<const int64_t*>(off), j0, std::min(block, inner - j0));
+  });
 }
 
 /// A fixed set of scratch buffers, one per concurrently running task,

@@ -153,26 +153,16 @@ float* f32_at(const Geometry& g, int k, int64_t offset) {
 void run_rows_mode(const ForwardCall& c) {
   const Geometry& g = c.g;
   if (g.n >= kernels::kSegment) {
-    // Long rows: one row per task, or segments of one row across threads.
-    const bool split_rows = g.rows >= c.threads;
-    auto one_row = [&](int64_t row, int threads) {
+    for_each_long_row(g, c.threads, [&](int64_t row, int threads) {
       int64_t off[kMaxOperands];
       g.row_offsets(row, off);
       forward_row(c.op, c.algorithm, f32_at(g, kSrc, off[kSrc]),
                   c.has_add_mask ? f32_at(g, kAddMask, off[kAddMask]) : nullptr, g.n, c.scale,
                   c.empty_row, f32_at(g, kDst, off[kDst]), threads);
-    };
-    if (split_rows) {
-      run_parallel(g.rows, c.threads, [&](int64_t row) { one_row(row, 1); });
-    } else {
-      for (int64_t row = 0; row < g.rows; ++row) one_row(row, c.threads);
-    }
+    });
     return;
   }
-  const int64_t per_task = rows_per_task(g.n);
-  const int64_t tasks = (g.rows + per_task - 1) / per_task;
-  run_parallel(tasks, c.threads, [&](int64_t task) {
-    const int64_t begin = task * per_task, end = std::min(g.rows, begin + per_task);
+  for_each_row_task(g, c.threads, [&](int64_t begin, int64_t end) {
     for_each_run(g, begin, end, [&](int64_t, int64_t count, const int64_t* off) {
       kernels::Rows rows;
       rows.src = f32_at(g, kSrc, off[kSrc]);
@@ -197,26 +187,7 @@ void run_rows_mode(const ForwardCall& c) {
 }
 
 void run_columns_mode(const ForwardCall& c, int cdim) {
-  // Outer geometry: the batch dims other than cdim.
-  Geometry outer = c.g;
-  outer.batch_dims = 0;
-  outer.rows = 1;
-  for (int b = 0; b < c.g.batch_dims; ++b) {
-    if (b == cdim) continue;
-    const int o = outer.batch_dims++;
-    outer.batch_size[o] = c.g.batch_size[b];
-    for (int k = 0; k < kMaxOperands; ++k) outer.batch_stride[k][o] = c.g.batch_stride[k][b];
-    outer.rows *= c.g.batch_size[b];
-  }
-  const int64_t inner = c.g.batch_size[cdim];
-  // Column blocks: a multiple of 64 columns, about kTaskElements per task.
-  int64_t block = std::max<int64_t>(64, kTaskElements / std::max<int64_t>(c.g.n, 1));
-  block = (block + 63) / 64 * 64;
-  const int64_t blocks = (inner + block - 1) / block;
-  run_parallel(outer.rows * blocks, c.threads, [&](int64_t task) {
-    const int64_t row = task / blocks, j0 = (task % blocks) * block;
-    int64_t off[kMaxOperands];
-    outer.row_offsets(row, off);
+  for_each_column_block(c.g, cdim, c.threads, [&](const int64_t* off, int64_t j0, int64_t count) {
     kernels::Columns cols;
     cols.src = f32_at(c.g, kSrc, off[kSrc] + j0);
     cols.src_axis_stride = c.g.axis_stride[kSrc];
@@ -227,7 +198,7 @@ void run_columns_mode(const ForwardCall& c, int cdim) {
       cols.mask_axis_stride = c.g.axis_stride[kAddMask];
     }
     cols.n = c.g.n;
-    cols.inner = std::min(block, inner - j0);
+    cols.inner = count;
     cols.scale = c.scale;
     cols.empty_row = c.empty_row;
     switch (c.op) {
@@ -277,10 +248,7 @@ void run_gather_mode(const ForwardCall& c) {
     }
   };
   if (split_rows) {
-    const int64_t per_task = rows_per_task(g.n);
-    const int64_t tasks = (g.rows + per_task - 1) / per_task;
-    run_parallel(tasks, c.threads, [&](int64_t task) {
-      const int64_t begin = task * per_task, end = std::min(g.rows, begin + per_task);
+    for_each_row_task(g, c.threads, [&](int64_t begin, int64_t end) {
       for (int64_t row = begin; row < end; ++row) one_row(row, 1);
     });
   } else {

@@ -71,18 +71,24 @@ void check_view(const TensorView& view, const char* op, const char* name, DType 
                    " in dim " + std::to_string(d));
     }
   }
+  // The product of the non-zero sizes must fit int64, whatever the order of
+  // the dims: a zero anywhere makes the view empty, but the other sizes are
+  // still multiplied together later (batch rows in ops/geometry.cc).
+  bool empty = false;
   for (int d = 0; d < view.rank; ++d) {
-    if (__builtin_mul_overflow(numel, view.shape[d], &numel)) {
+    if (view.shape[d] == 0) {
+      empty = true;
+    } else if (__builtin_mul_overflow(numel, view.shape[d], &numel)) {
       fail(op, std::string(name) + " element count overflows int64: " + view.describe());
     }
   }
-  if (numel == 0) return;  // nothing is read or written; data may be null
+  if (empty) return;  // nothing is read or written; data may be null
   if (view.data == nullptr) {
     fail(op, std::string(name) + " data is null for shape " + view.describe());
   }
   const ByteSpan span = byte_span(view, op, name);
   const auto address = reinterpret_cast<uintptr_t>(view.data);
-  if (address < static_cast<uintptr_t>(-span.min) ||
+  if (address < uintptr_t{0} - static_cast<uintptr_t>(span.min) ||
       address + static_cast<uintptr_t>(span.max) < address) {
     fail(op, std::string(name) + " strides reach outside the address space: " + view.describe());
   }
