@@ -1,36 +1,54 @@
-// bench/bench_softmax.cc: first Google Benchmark suite for the softmax family.
+// bench/bench_softmax.cc: the Google Benchmark suite of the softmax family.
 //
-// Benchmarks are named <op>/<algo>/<rows>x<cols>, e.g.
-// "softmax/three-pass-reload/1x16384", and report two rate counters:
-//   elements/s  source elements processed per second;
-//   bytes/s     the op's ideal memory traffic per second (read + written:
-//               softmax / log_softmax 8 B per element, logsumexp 4,
-//               backward 12), comparable with the memcpy rows (the
-//               read + write floor of this machine).
-// The label is the kernel that smax::kernel_name reports. Buffers are warm
-// (the same buffers every iteration): rows up to 256K elements run from
-// cache, 4M-element rows from memory. Time is wall time (UseRealTime), since
-// smax may run a call on several threads: SMAX_BENCH_THREADS (default 1).
+// Names: <group>/<op>/<algo>/<shape>[/cold][/threads:N][/big]
+//   group  row (one row, 1K..32M elements), llm (1, 64, 256 rows of LLM
+//          vocabularies), attn (16x2048 rows of 2048, 4096 rows of 128),
+//          col ([32, 81, 8732] over dim 1), floor (machine floors)
+//   op     softmax, log_softmax, logsumexp, softmax_backward,
+//          log_softmax_backward, naive_softmax (std::exp loop)
+//   algo   auto, three-pass-reload, three-pass-recompute, two-pass, online
+//   cold   buffer rotation: as many copies of (src, dst) as make >= 2 x LLC
+//          (64 MiB here), used in turn, so each call starts from DRAM
+//   threads:N  smax runs each call on N threads (default run: 1 and all)
+//   big    left out of the default run (shapes of >= 16M elements other
+//          than the goal shapes); `--benchmark_filter=/big` runs them,
+//          `--benchmark_filter=.` runs everything.
+// Counters: elements/s (source elements per second) and bytes/s (the op's
+// ideal traffic: softmax / log_softmax 8 B per element, logsumexp 4,
+// backward 12). The floor/* rows give, in the same run, the read-only and
+// read+write bandwidth (bytes/s) and the exp throughput (elements/s) of
+// this machine (bench/floors.h). The label is the kernel smax ran.
+// Time is wall time (UseRealTime), since smax may use several threads.
 //
 // Quote ratios between rows of one run, not absolute times: the machines
 // are shared and noisy.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
-#include <random>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "data.h"
+#include "floors.h"
 #include "smax/smax.h"
 
 namespace {
 
+// Row-major view of a runtime shape (the generic make_view).
+smax::TensorView view_of(const float* data, const std::vector<int64_t>& dims) {
+  return smax::make_view(const_cast<float*>(data), smax::DType::kF32, static_cast<int>(dims.size()),
+                         dims.data(), nullptr);
+}
+
 enum class Op { kSoftmax, kLogSoftmax, kLogsumexp, kSoftmaxBackward, kLogSoftmaxBackward,
-                kNaiveSoftmax, kMemcpy };
+                kNaiveSoftmax };
 
 const char* op_name(Op op) {
   switch (op) {
@@ -40,7 +58,6 @@ const char* op_name(Op op) {
     case Op::kSoftmaxBackward: return "softmax_backward";
     case Op::kLogSoftmaxBackward: return "log_softmax_backward";
     case Op::kNaiveSoftmax: return "naive_softmax";
-    case Op::kMemcpy: return "memcpy";
   }
   return "?";
 }
@@ -54,68 +71,108 @@ int bytes_per_element(Op op) {
   }
 }
 
-int bench_threads() {
+int all_threads() {
   const char* env = std::getenv("SMAX_BENCH_THREADS");
-  const int n = env ? std::atoi(env) : 1;
-  return n >= 1 ? n : 1;
+  if (env && std::atoi(env) >= 1) return std::atoi(env);
+  const unsigned hc = std::thread::hardware_concurrency();
+  return hc >= 1 ? static_cast<int>(hc) : 1;
 }
 
-// The baseline: max, std::exp and sum in float, divide; no vectorised exp.
-void naive_softmax_rows(const float* x, float* y, int64_t rows, int64_t cols) {
-  for (int64_t r = 0; r < rows; ++r, x += cols, y += cols) {
-    float m = -std::numeric_limits<float>::infinity();
-    for (int64_t i = 0; i < cols; ++i) m = x[i] > m ? x[i] : m;
-    float sum = 0.0f;
-    for (int64_t i = 0; i < cols; ++i) sum += (y[i] = std::exp(x[i] - m));
-    for (int64_t i = 0; i < cols; ++i) y[i] = y[i] / sum;
+constexpr int64_t kColdBytes = int64_t{64} << 20;  // 2 x the 32 MiB LLC
+
+struct Shape {
+  std::vector<int64_t> dims;
+  int axis;  // reduced axis
+  int64_t elements() const {
+    int64_t n = 1;
+    for (int64_t d : dims) n *= d;
+    return n;
+  }
+  std::string name() const {
+    std::string s;
+    for (size_t i = 0; i < dims.size(); ++i) s += (i ? "x" : "") + std::to_string(dims[i]);
+    if (axis != static_cast<int>(dims.size()) - 1) s += "/dim" + std::to_string(axis);
+    return s;
+  }
+};
+
+// The naive baseline: max, std::exp and sum in float, divide, along `axis`.
+void naive_softmax(const float* x, float* y, const Shape& s) {
+  int64_t outer = 1, inner = 1;
+  for (int i = 0; i < s.axis; ++i) outer *= s.dims[i];
+  for (size_t i = s.axis + 1; i < s.dims.size(); ++i) inner *= s.dims[i];
+  const int64_t n = s.dims[s.axis];
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t in = 0; in < inner; ++in) {
+      const float* xr = x + o * n * inner + in;
+      float* yr = y + o * n * inner + in;
+      float m = -std::numeric_limits<float>::infinity();
+      for (int64_t i = 0; i < n; ++i) m = xr[i * inner] > m ? xr[i * inner] : m;
+      float sum = 0.0f;
+      for (int64_t i = 0; i < n; ++i) sum += (yr[i * inner] = std::exp(xr[i * inner] - m));
+      for (int64_t i = 0; i < n; ++i) yr[i * inner] = yr[i * inner] / sum;
+    }
   }
 }
 
-std::vector<float> normal_data(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& f : v) f = dist(rng);
-  return v;
-}
+struct Buffers {
+  std::vector<float> x, y, dy, dst;
+};
 
-void run(benchmark::State& state, Op op, smax::Algorithm algo, int64_t rows, int64_t cols) {
-  const int64_t n = rows * cols;
+void run(benchmark::State& state, Op op, smax::Algorithm algo, Shape shape, bool cold,
+         int threads) {
+  const int64_t n = shape.elements();
   const bool backward = op == Op::kSoftmaxBackward || op == Op::kLogSoftmaxBackward;
-  std::vector<float> x = normal_data(n, 1);
-  std::vector<float> dst(static_cast<size_t>(op == Op::kLogsumexp ? rows : n));
-  std::vector<float> y, dy;
-  const smax::TensorView xv = smax::make_view(x.data(), {rows, cols});
-  const smax::TensorView dv = op == Op::kLogsumexp ? smax::make_view(dst.data(), {rows})
-                                                   : smax::make_view(dst.data(), {rows, cols});
+  std::vector<int64_t> out_dims = shape.dims;
+  if (op == Op::kLogsumexp) out_dims.erase(out_dims.begin() + shape.axis);
+  const int64_t out_n = op == Op::kLogsumexp ? n / shape.dims[shape.axis] : n;
+  const int64_t footprint =
+      4 * (n * (backward ? 2 : 1) + out_n);
+  const int copies =
+      cold ? static_cast<int>(std::max<int64_t>(2, (kColdBytes + footprint - 1) / footprint)) : 1;
+
   smax::SoftmaxOptions options;
   options.algorithm = algo;
-  options.threads = bench_threads();
-  smax::TensorView yv = xv, dyv = xv;
-  if (backward) {
-    y.resize(x.size());
-    yv = smax::make_view(y.data(), {rows, cols});
-    if (op == Op::kSoftmaxBackward) {
-      smax::softmax(xv, yv, options);
-    } else {
-      smax::log_softmax(xv, yv, options);
+  options.threads = threads;
+  options.axis = shape.axis;
+  std::vector<Buffers> bufs(static_cast<size_t>(copies));
+  const std::vector<float> x0 = smax_bench::logits(static_cast<size_t>(n), 1);
+  for (Buffers& b : bufs) {
+    b.x = x0;
+    b.dst.assign(static_cast<size_t>(out_n), 0.0f);
+    if (backward) {
+      b.y.resize(b.x.size());
+      const auto xv = view_of(b.x.data(), shape.dims);
+      const auto yv = view_of(b.y.data(), shape.dims);
+      if (op == Op::kSoftmaxBackward) {
+        smax::softmax(xv, yv, options);
+      } else {
+        smax::log_softmax(xv, yv, options);
+      }
+      b.dy = smax_bench::logits(static_cast<size_t>(n), 2);
     }
-    dy = normal_data(n, 2);
-    dyv = smax::make_view(dy.data(), {rows, cols});
   }
 
+  int next = 0;
   try {
     for (auto _ : state) {
+      Buffers& b = bufs[static_cast<size_t>(next)];
+      next = next + 1 == copies ? 0 : next + 1;
+      const auto xv = view_of(b.x.data(), shape.dims);
+      const auto dv = view_of(b.dst.data(), out_dims);
       switch (op) {
         case Op::kSoftmax: smax::softmax(xv, dv, options); break;
         case Op::kLogSoftmax: smax::log_softmax(xv, dv, options); break;
         case Op::kLogsumexp: smax::logsumexp(xv, dv, options); break;
-        case Op::kSoftmaxBackward: smax::softmax_backward(yv, dyv, dv, options); break;
-        case Op::kLogSoftmaxBackward: smax::log_softmax_backward(yv, dyv, dv, options); break;
-        case Op::kNaiveSoftmax: naive_softmax_rows(x.data(), dst.data(), rows, cols); break;
-        case Op::kMemcpy:
-          std::memcpy(dst.data(), x.data(), static_cast<size_t>(n) * sizeof(float));
+        case Op::kSoftmaxBackward:
+          smax::softmax_backward(view_of(b.y.data(), shape.dims),
+                                 view_of(b.dy.data(), shape.dims), dv, options);
           break;
+        case Op::kLogSoftmaxBackward:
+          smax::log_softmax_backward(view_of(b.y.data(), shape.dims),
+                                     view_of(b.dy.data(), shape.dims), dv, options);
+          break;
+        case Op::kNaiveSoftmax: naive_softmax(b.x.data(), b.dst.data(), shape); break;
       }
       benchmark::ClobberMemory();
     }
@@ -125,9 +182,9 @@ void run(benchmark::State& state, Op op, smax::Algorithm algo, int64_t rows, int
   }
 
   // Sanity check (not a test): the first softmax row sums to 1.
-  if (op == Op::kSoftmax || op == Op::kNaiveSoftmax) {
+  if ((op == Op::kSoftmax || op == Op::kNaiveSoftmax) && shape.axis + 1 == static_cast<int>(shape.dims.size())) {
     double sum = 0;
-    for (int64_t i = 0; i < cols; ++i) sum += dst[static_cast<size_t>(i)];
+    for (int64_t i = 0; i < shape.dims.back(); ++i) sum += bufs[0].dst[static_cast<size_t>(i)];
     if (!(std::fabs(sum - 1.0) < 1e-3)) {
       state.SkipWithError(("softmax row sums to " + std::to_string(sum)).c_str());
       return;
@@ -138,39 +195,145 @@ void run(benchmark::State& state, Op op, smax::Algorithm algo, int64_t rows, int
   state.counters["elements/s"] = benchmark::Counter(elements, benchmark::Counter::kIsRate);
   state.counters["bytes/s"] =
       benchmark::Counter(elements * bytes_per_element(op), benchmark::Counter::kIsRate);
-  if (op != Op::kNaiveSoftmax && op != Op::kMemcpy) {
-    state.SetLabel(smax::kernel_name(op_name(op), smax::algorithm_name(algo), cols) +
-                   " threads=" + std::to_string(options.threads));
+  if (op != Op::kNaiveSoftmax) {
+    const char* kop = backward ? op_name(op) : op_name(op);
+    state.SetLabel(smax::kernel_name(kop, smax::algorithm_name(algo), shape.dims[shape.axis]) +
+                   " threads=" + std::to_string(threads) + (cold ? " cold" : ""));
   }
 }
 
-struct Shape {
-  int64_t rows, cols;
-};
-// Single rows from L1 to far beyond the last-level cache, and an LLM
-// vocabulary batch.
-const Shape kShapes[] = {{1, 1024}, {1, 16384}, {1, 262144}, {1, 4194304}, {256, 32000}};
+// ---- floors -----------------------------------------------------------------
+enum class Floor { kRead, kReadWrite, kExp };
 
-void register_one(Op op, smax::Algorithm algo, const char* algo_label) {
-  for (const Shape& s : kShapes) {
-    const std::string name = std::string(op_name(op)) + "/" + algo_label + "/" +
-                             std::to_string(s.rows) + "x" + std::to_string(s.cols);
-    benchmark::RegisterBenchmark(name.c_str(), run, op, algo, s.rows, s.cols)
-        ->UseRealTime()
-        ->Unit(benchmark::kMicrosecond);
+void run_floor(benchmark::State& state, Floor kind, int64_t n, bool cold) {
+  const int64_t per_copy = n * (kind == Floor::kReadWrite ? 8 : 4);
+  const int copies =
+      cold ? static_cast<int>(std::max<int64_t>(2, (kColdBytes + per_copy - 1) / per_copy)) : 1;
+  std::vector<std::vector<float>> src(static_cast<size_t>(copies)), dst(src.size());
+  for (size_t c = 0; c < src.size(); ++c) {
+    src[c] = smax_bench::logits(static_cast<size_t>(n), 3);
+    if (kind == Floor::kReadWrite) dst[c].assign(static_cast<size_t>(n), 0.0f);
   }
+  int next = 0;
+  float sink = 0;
+  for (auto _ : state) {
+    const size_t c = static_cast<size_t>(next);
+    next = next + 1 == copies ? 0 : next + 1;
+    switch (kind) {
+      case Floor::kRead: sink += smax_bench::read_floor(src[c].data(), static_cast<size_t>(n)); break;
+      case Floor::kReadWrite:
+        smax_bench::read_write_floor(src[c].data(), dst[c].data(), static_cast<size_t>(n));
+        break;
+      case Floor::kExp: sink += smax_bench::exp_floor(src[c].data(), static_cast<size_t>(n)); break;
+    }
+    benchmark::DoNotOptimize(sink);
+    benchmark::ClobberMemory();
+  }
+  const double elements = static_cast<double>(state.iterations()) * static_cast<double>(n);
+  state.counters["elements/s"] = benchmark::Counter(elements, benchmark::Counter::kIsRate);
+  state.counters["bytes/s"] = benchmark::Counter(
+      elements * (kind == Floor::kReadWrite ? 8 : 4), benchmark::Counter::kIsRate);
+  state.SetLabel(smax_bench::floor_target());
+}
+
+// ---- registration -------------------------------------------------------------
+void add(const std::string& group, Op op, smax::Algorithm algo, const Shape& s, bool cold,
+         int threads, bool big) {
+  std::string name = group + "/" + op_name(op) + "/" +
+                     (op == Op::kNaiveSoftmax ? "scalar" : smax::algorithm_name(algo)) + "/" +
+                     s.name();
+  if (cold) name += "/cold";
+  name += "/threads:" + std::to_string(threads);
+  if (big) name += "/big";
+  benchmark::RegisterBenchmark(name.c_str(), run, op, algo, s, cold, threads)
+      ->UseRealTime()
+      ->Unit(benchmark::kMicrosecond);
 }
 
 void register_all() {
-  const smax::Algorithm algos[] = {smax::Algorithm::kAuto, smax::Algorithm::kThreePassReload,
-                                   smax::Algorithm::kThreePassRecompute,
-                                   smax::Algorithm::kTwoPass, smax::Algorithm::kOnline};
-  for (smax::Algorithm a : algos) register_one(Op::kSoftmax, a, smax::algorithm_name(a));
-  register_one(Op::kNaiveSoftmax, smax::Algorithm::kAuto, "scalar");
-  register_one(Op::kMemcpy, smax::Algorithm::kAuto, "floor");
-  for (Op op : {Op::kLogSoftmax, Op::kLogsumexp, Op::kSoftmaxBackward,
-                Op::kLogSoftmaxBackward}) {
-    register_one(op, smax::Algorithm::kAuto, "auto");
+  using A = smax::Algorithm;
+  const A algos[] = {A::kAuto, A::kThreePassReload, A::kThreePassRecompute, A::kTwoPass,
+                     A::kOnline};
+  const Op fwd[] = {Op::kSoftmax, Op::kLogSoftmax, Op::kLogsumexp};
+  const int tall = all_threads();
+  const int64_t kBig = int64_t{1} << 24;
+
+  // Floors: bandwidth in L2 (256K elements = 1 MiB), and from DRAM (32M,
+  // rotated), exp throughput in L1.
+  for (int64_t n : {int64_t{262144}, int64_t{33554432}}) {
+    const bool cold = n > 262144;
+    for (Floor f : {Floor::kRead, Floor::kReadWrite}) {
+      const std::string name = std::string("floor/") + (f == Floor::kRead ? "read" : "read_write") +
+                               "/1x" + std::to_string(n) + (cold ? "/cold" : "");
+      benchmark::RegisterBenchmark(name.c_str(), run_floor, f, n, cold)
+          ->UseRealTime()->Unit(benchmark::kMicrosecond);
+    }
+  }
+  benchmark::RegisterBenchmark("floor/exp/1x4096", run_floor, Floor::kExp, int64_t{4096}, false)
+      ->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+  // Single rows, 1K .. 32M: every forward op x every algorithm; backward.
+  const int64_t rows[] = {1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 33554432};
+  for (int64_t n : rows) {
+    const Shape s{{1, n}, 1};
+    const bool big = n >= kBig && n != 33554432;
+    for (Op op : fwd) {
+      for (A a : algos) add("row", op, a, s, false, 1, big);
+      add("row", op, A::kAuto, s, false, tall, big);
+    }
+    add("row", Op::kSoftmaxBackward, A::kAuto, s, false, 1, big);
+    add("row", Op::kLogSoftmaxBackward, A::kAuto, s, false, 1, big);
+    add("row", Op::kNaiveSoftmax, A::kAuto, s, false, 1, big);
+    // Cold cache where the row would otherwise sit in L2 / L3.
+    if (n >= 16384 && n <= 4194304) {
+      for (A a : algos) add("row", Op::kSoftmax, a, s, true, 1, false);
+      add("row", Op::kLogSoftmax, A::kAuto, s, true, 1, false);
+      add("row", Op::kLogsumexp, A::kAuto, s, true, 1, false);
+    }
+  }
+
+  // Batched LLM vocabularies.
+  for (int64_t b : {1, 64, 256}) {
+    for (int64_t v : {32000, 128256, 152064, 256000}) {
+      const Shape s{{b, v}, 1};
+      const bool goal = (b == 256 && v == 32000) || (b == 64 && v == 128256);
+      const bool big = b * v >= kBig && !goal;
+      for (Op op : fwd) {
+        add("llm", op, A::kAuto, s, false, 1, big);
+        add("llm", op, A::kAuto, s, false, tall, big);
+      }
+      add("llm", Op::kSoftmax, A::kThreePassReload, s, false, 1, big);
+      add("llm", Op::kSoftmax, A::kTwoPass, s, false, 1, big);
+      add("llm", Op::kSoftmaxBackward, A::kAuto, s, false, 1, big);
+      add("llm", Op::kNaiveSoftmax, A::kAuto, s, false, 1, big);
+      if (b == 1) add("llm", Op::kSoftmax, A::kAuto, s, true, 1, false);
+    }
+  }
+  {
+    const Shape s{{1000, 1000}, 1};
+    for (Op op : fwd) add("llm", op, A::kAuto, s, false, 1, false);
+    add("llm", Op::kNaiveSoftmax, A::kAuto, s, false, 1, false);
+  }
+
+  // Attention-like: 16 heads x 2048 queries over 2048 keys; 4096 rows of 128.
+  for (const Shape& s : {Shape{{16 * 2048, 2048}, 1}, Shape{{4096, 128}, 1}}) {
+    for (Op op : fwd) {
+      add("attn", op, A::kAuto, s, false, 1, false);
+      add("attn", op, A::kAuto, s, false, tall, false);
+    }
+    add("attn", Op::kSoftmaxBackward, A::kAuto, s, false, 1, false);
+    add("attn", Op::kNaiveSoftmax, A::kAuto, s, false, 1, false);
+  }
+
+  // Column softmax: SSD-like [32, 81, 8732] over dim 1.
+  {
+    const Shape s{{32, 81, 8732}, 1};
+    for (Op op : fwd) {
+      add("col", op, A::kAuto, s, false, 1, false);
+      add("col", op, A::kAuto, s, false, tall, false);
+    }
+    add("col", Op::kSoftmaxBackward, A::kAuto, s, false, 1, false);
+    add("col", Op::kNaiveSoftmax, A::kAuto, s, false, 1, false);
   }
 }
 
@@ -178,11 +341,21 @@ void register_all() {
 
 int main(int argc, char** argv) {
   register_all();
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  // Default run: everything but the /big shapes.
+  std::vector<char*> args(argv, argv + argc);
+  bool has_filter = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--benchmark_filter", 18) == 0) has_filter = true;
+  }
+  static char default_filter[] = "--benchmark_filter=-/big";
+  if (!has_filter) args.push_back(default_filter);
+  int args_count = static_cast<int>(args.size());
+  args.push_back(nullptr);
+  benchmark::Initialize(&args_count, args.data());
+  if (benchmark::ReportUnrecognizedArguments(args_count, args.data())) return 1;
   benchmark::AddCustomContext("smax_version", smax::version());
   benchmark::AddCustomContext("smax_target", smax::active_target());
-  benchmark::AddCustomContext("smax_threads", std::to_string(bench_threads()));
+  benchmark::AddCustomContext("smax_all_threads", std::to_string(all_threads()));
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

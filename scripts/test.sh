@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # scripts/test.sh: installs what is missing, builds everything (Release) and
-# runs every test with CTest, printing its summary. Called by .ci/run.
+# runs every test with CTest, printing its summary, then the sanitizer suites
+# (scripts/test_sanitizers.sh). Called by .ci/run.
 #
 #   scripts/test.sh [ctest options]     # e.g. -R cli  or  -LE slow
-# Environment: as scripts/build.sh (BUILD_DIR, BUILD_TYPE, JOBS, CMAKE_ARGS).
+# Environment: as scripts/build.sh (BUILD_DIR, BUILD_TYPE, JOBS, CMAKE_ARGS);
+#              SMAX_SANITIZERS=0 skips the sanitizer suites;
+#              SMAX_PYTHON=0 skips the Python package (scripts/test_python.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,4 +14,17 @@ scripts/setup.sh
 scripts/build.sh
 BUILD_DIR=${BUILD_DIR:-build}
 JOBS=${JOBS:-2}
-ctest --test-dir "$BUILD_DIR" --output-on-failure -j"$JOBS" "$@"
+rc=0
+ctest --test-dir "$BUILD_DIR" --output-on-failure -j"$JOBS" "$@" || rc=$?
+
+# ---- Python package (docs/python.md): pip install . + pytest; SMAX_PYTHON=0 skips it.
+if [ "${SMAX_PYTHON:-1}" != 0 ]; then
+  scripts/test_python.sh || rc=1
+fi
+
+# The sanitizer suites (ASan+UBSan over the whole suite, TSan over the
+# threaded tests; docs/reliability.md). SMAX_SANITIZERS=0 skips them.
+if [ "${SMAX_SANITIZERS:-1}" != 0 ]; then
+  scripts/test_sanitizers.sh || rc=1
+fi
+exit $rc

@@ -91,6 +91,16 @@ float max_segment(const float* x, const float* mask, int64_t n, float scale) noe
 /// dst_i = exp(t_i - shift). shift is finite.
 double expsum_segment(const float* x, const float* mask, int64_t n, float scale,
                       float shift, float* dst) noexcept;
+/// The reference exponent N = round(m log2e) (f32) with which the active
+/// target reduces t itself exactly (ExpRef, exp-inl.h) for a row of max m,
+/// or NaN when |m| is beyond that target's exact range (then use
+/// expsum_segment).
+float ref_exponent(float m) noexcept;
+/// sum_i e^(t_i - N ln2) with N = ref_exponent(row max) (no TwoSum: the
+/// row kernels' exp), blocked; if dst != nullptr also stores the terms.
+/// The caller converts: sum_i e^(t_i - m) = result * e^(N ln2 - m).
+double expsum_ref_segment(const float* x, const float* mask, int64_t n, float scale,
+                          float nref, float* dst) noexcept;
 /// dst_i = exp(t_i - shift) * factor.
 void exp_scale_segment(const float* x, const float* mask, int64_t n, float scale,
                        float shift, float factor, float* dst) noexcept;

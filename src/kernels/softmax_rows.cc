@@ -55,7 +55,8 @@ HWY_INLINE void EmptyRowOut(RowOp op, EmptyRow policy, float* HWY_RESTRICT dst,
 template <class Src>
 HWY_INLINE void ThreePassRow(const Src& src, size_t n, float* HWY_RESTRICT dst,
                              RowOp op, bool reload, EmptyRow policy) {
-  const float m = RowMax(src, n);
+  const MinMax mm = RowMinMax(src, n);
+  const float m = mm.max;
   if (m == kNegInf) {
     if (RowHasNaN(src, n)) return NanRow(op, dst, n);
     return EmptyRowOut(op, policy, dst, n);
@@ -69,7 +70,12 @@ HWY_INLINE void ThreePassRow(const Src& src, size_t n, float* HWY_RESTRICT dst,
   double s;
   if (use_ref) {
     const ExpRef e = ExpRef::Make(nref);
-    s = store ? ExpSum<true>(src, n, e, dst) : ExpSum<false>(src, n, e, nullptr);
+    if (e.NeverFlushes(mm.min)) {  // the usual case: range of the row < ~85
+      const ExpRefNoFlush ef{e};
+      s = store ? ExpSum<true>(src, n, ef, dst) : ExpSum<false>(src, n, ef, nullptr);
+    } else {
+      s = store ? ExpSum<true>(src, n, e, dst) : ExpSum<false>(src, n, e, nullptr);
+    }
   } else {
     const ExpDiff e = ExpDiff::Make(m);
     s = store ? ExpSum<true>(src, n, e, dst) : ExpSum<false>(src, n, e, nullptr);
@@ -81,7 +87,12 @@ HWY_INLINE void ThreePassRow(const Src& src, size_t n, float* HWY_RESTRICT dst,
       if (reload) {
         ScaleInPlace(dst, n, inv);
       } else if (use_ref) {
-        ExpScaleStore(src, n, ExpRef::Make(nref, FlushExtra(inv)), inv, dst);
+        const ExpRef e = ExpRef::Make(nref, FlushExtra(inv));
+        if (e.NeverFlushes(mm.min)) {
+          ExpScaleStore(src, n, ExpRefNoFlush{e}, inv, dst);
+        } else {
+          ExpScaleStore(src, n, e, inv, dst);
+        }
       } else {
         ExpScaleStore(src, n, ExpDiff::Make(m, FlushExtra(inv)), inv, dst);
       }

@@ -31,6 +31,25 @@ double ExpSumSegmentImpl(const float* x, const float* mask, int64_t n, float sca
   return s;
 }
 
+float RefExponentImpl(float m) {
+  if (!(std::fabs(m) <= kRefMaxAbs)) return std::numeric_limits<float>::quiet_NaN();
+  return std::nearbyint(m * kLog2e);  // as ThreePassRow (softmax_rows.cc)
+}
+
+// ExpRef costs ~8 fewer ops per vector than ExpDiff's TwoSum; measured on the
+// Zen 3 VM: reload softmax of one 1M-element row (16 segments) 0.56 -> 0.40
+// ns per element, 64x128256 0.72 -> 0.60 (docs/benchmarking.md).
+double ExpSumRefSegmentImpl(const float* x, const float* mask, int64_t n, float scale,
+                            float nref, float* dst) {
+  double s = 0.0;
+  const ExpRef e = ExpRef::Make(nref);
+  WithLogits(x, mask, scale, [&](const auto& src) {
+    s = dst != nullptr ? ExpSum<true>(src, static_cast<size_t>(n), e, dst)
+                       : ExpSum<false>(src, static_cast<size_t>(n), e, nullptr);
+  });
+  return s;
+}
+
 void ExpScaleSegmentImpl(const float* x, const float* mask, int64_t n, float scale,
                          float shift, float factor, float* dst) {
   WithLogits(x, mask, scale, [&](const auto& src) {
@@ -97,6 +116,8 @@ namespace smax::kernels {
 HWY_EXPORT(MaxSegmentImpl);
 HWY_EXPORT(ExpSumSegmentImpl);
 HWY_EXPORT(ExpScaleSegmentImpl);
+HWY_EXPORT(RefExponentImpl);
+HWY_EXPORT(ExpSumRefSegmentImpl);
 HWY_EXPORT(ScaleSegmentImpl);
 HWY_EXPORT(LogStoreSegmentImpl);
 HWY_EXPORT(OnlineSegmentImpl);
@@ -109,6 +130,11 @@ float max_segment(const float* x, const float* mask, int64_t n, float scale) noe
 double expsum_segment(const float* x, const float* mask, int64_t n, float scale,
                       float shift, float* dst) noexcept {
   return HWY_DYNAMIC_DISPATCH(ExpSumSegmentImpl)(x, mask, n, scale, shift, dst);
+}
+float ref_exponent(float m) noexcept { return HWY_DYNAMIC_DISPATCH(RefExponentImpl)(m); }
+double expsum_ref_segment(const float* x, const float* mask, int64_t n, float scale,
+                          float nref, float* dst) noexcept {
+  return HWY_DYNAMIC_DISPATCH(ExpSumRefSegmentImpl)(x, mask, n, scale, nref, dst);
 }
 void exp_scale_segment(const float* x, const float* mask, int64_t n, float scale,
                        float shift, float factor, float* dst) noexcept {

@@ -8,6 +8,10 @@
 // exact difference per element), so auto does not pick it. Figures: the
 // `smax compare` table in docs/design.md (Zen 3, 32 MiB L3: reload 0.53 vs
 // two-pass 0.57 ns/elem at 1M elements, 0.67 vs 0.59 at 4M, 0.82 vs 0.64 at 32M).
+// Re-measured after the segment kernels got the row kernels' exp (smax_bench,
+// median of 3, docs/benchmarking.md): reload 0.41 vs two-pass 0.58 at 1M,
+// 0.61 vs 0.62 at 4M (the threshold: 32 MiB of src + dst), 0.73 vs 0.66 at
+// 16M and 32M; the threshold stays.
 #include <unistd.h>
 
 #include <cstdint>

@@ -47,6 +47,7 @@ struct Normaliser {
   enum Kind { kFinite, kEmpty, kNaNRow } kind = kFinite;
   float shift = 0.0f;  // the row max (or 0 for two-pass)
   double sum = 0.0;    // sum exp(t - shift)
+  double stored_sum = 0.0;  // the sum in the units of the stored terms
 };
 
 // Max pass + sum pass shared by the three-pass algorithms. `store` gives the
@@ -67,14 +68,25 @@ Normaliser three_pass_normaliser(const float* x, const float* mask, int64_t n, f
   if (m == kInf) return {Normaliser::kNaNRow};
   if (m == -kInf) return {Normaliser::kEmpty};
   std::vector<double> sums(maxima.size());
+  // As the row kernels: reduce t itself against N = round(m log2e) (ExpRef)
+  // when the target can do so exactly, else the TwoSum exp of t - m.
+  const float nref = kernels::ref_exponent(m);
+  const bool use_ref = !std::isnan(nref);
   for_segments(n, threads, [&](int64_t off, int64_t len) {
-    sums[off / kSegment] = kernels::expsum_segment(x + off, mask ? mask + off : nullptr, len,
-                                                   scale, m, store ? store + off : nullptr);
+    const float* seg_mask = mask ? mask + off : nullptr;
+    float* seg_store = store ? store + off : nullptr;
+    sums[off / kSegment] =
+        use_ref ? kernels::expsum_ref_segment(x + off, seg_mask, len, scale, nref, seg_store)
+                : kernels::expsum_segment(x + off, seg_mask, len, scale, m, seg_store);
   });
   double total = 0.0;
   for (double s : sums) total += s;
   result.shift = m;
-  result.sum = total;
+  result.stored_sum = total;
+  // sum e^(t - m) = sum e^(t - N ln2) * e^(N ln2 - m), in float64.
+  result.sum = use_ref ? total * std::exp(static_cast<double>(nref) * 0.69314718055994530942 -
+                                          static_cast<double>(m))
+                       : total;
   if (std::isnan(total)) result.kind = Normaliser::kNaNRow;
   return result;
 }
@@ -169,12 +181,13 @@ void segmented_forward(ForwardOp op, Algorithm algorithm, const float* x, const 
   }
   switch (op) {
     case ForwardOp::kSoftmax: {
-      const float factor = static_cast<float>(1.0 / norm.sum);
       if (store_exp) {
+        const float factor = static_cast<float>(1.0 / norm.stored_sum);
         for_segments(n, threads, [&](int64_t off, int64_t len) {
           kernels::scale_segment(dst + off, len, factor);
         });
       } else {
+        const float factor = static_cast<float>(1.0 / norm.sum);
         for_segments(n, threads, [&](int64_t off, int64_t len) {
           kernels::exp_scale_segment(x + off, seg_mask(off), len, scale, norm.shift, factor,
                                      dst + off);

@@ -37,7 +37,9 @@ ByteSpan byte_span(const TensorView& view, const char* op, const char* name) {
   }
   const int64_t size = dtype_size(view.dtype);
   ByteSpan span;
-  if (__builtin_mul_overflow(lo, size, &span.min) || __builtin_mul_overflow(hi, size, &span.max) ||
+  // span.min must also be negatable (it is compared with the address below).
+  if (__builtin_mul_overflow(lo, size, &span.min) || span.min == INT64_MIN ||
+      __builtin_mul_overflow(hi, size, &span.max) ||
       __builtin_add_overflow(span.max, size, &span.max)) {
     fail(op, std::string(name) + " byte offsets overflow int64: " + view.describe());
   }

@@ -1,0 +1,77 @@
+// bench/floors.cc: see floors.h. Highway dynamic dispatch over every target.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "floors.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+#include <hwy/contrib/math/math-inl.h>
+
+#include "floors.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace smax_bench::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+float ReadFloorImpl(const float* HWY_RESTRICT src, size_t n) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  auto a0 = hn::Zero(d), a1 = a0, a2 = a0, a3 = a0;
+  size_t i = 0;
+  for (; i + 4 * N <= n; i += 4 * N) {
+    a0 = hn::Add(a0, hn::LoadU(d, src + i));
+    a1 = hn::Add(a1, hn::LoadU(d, src + i + N));
+    a2 = hn::Add(a2, hn::LoadU(d, src + i + 2 * N));
+    a3 = hn::Add(a3, hn::LoadU(d, src + i + 3 * N));
+  }
+  float s = hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))));
+  for (; i < n; ++i) s += src[i];
+  return s;
+}
+
+void ReadWriteFloorImpl(const float* HWY_RESTRICT src, float* HWY_RESTRICT dst, size_t n) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  const auto one = hn::Set(d, 1.0f);
+  size_t i = 0;
+  for (; i + 4 * N <= n; i += 4 * N) {
+    hn::StoreU(hn::Mul(hn::LoadU(d, src + i), one), d, dst + i);
+    hn::StoreU(hn::Mul(hn::LoadU(d, src + i + N), one), d, dst + i + N);
+    hn::StoreU(hn::Mul(hn::LoadU(d, src + i + 2 * N), one), d, dst + i + 2 * N);
+    hn::StoreU(hn::Mul(hn::LoadU(d, src + i + 3 * N), one), d, dst + i + 3 * N);
+  }
+  for (; i < n; ++i) dst[i] = src[i];
+}
+
+float ExpFloorImpl(const float* HWY_RESTRICT src, size_t n) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  auto a0 = hn::Zero(d), a1 = a0, a2 = a0, a3 = a0;
+  size_t i = 0;
+  for (; i + 4 * N <= n; i += 4 * N) {
+    a0 = hn::Add(a0, hn::Exp(d, hn::LoadU(d, src + i)));
+    a1 = hn::Add(a1, hn::Exp(d, hn::LoadU(d, src + i + N)));
+    a2 = hn::Add(a2, hn::Exp(d, hn::LoadU(d, src + i + 2 * N)));
+    a3 = hn::Add(a3, hn::Exp(d, hn::LoadU(d, src + i + 3 * N)));
+  }
+  return hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))));
+}
+
+const char* TargetImpl() { return hwy::TargetName(HWY_TARGET); }
+
+}  // namespace smax_bench::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace smax_bench {
+HWY_EXPORT(ReadFloorImpl);
+HWY_EXPORT(ReadWriteFloorImpl);
+HWY_EXPORT(ExpFloorImpl);
+HWY_EXPORT(TargetImpl);
+
+float read_floor(const float* src, size_t n) { return HWY_DYNAMIC_DISPATCH(ReadFloorImpl)(src, n); }
+void read_write_floor(const float* src, float* dst, size_t n) {
+  HWY_DYNAMIC_DISPATCH(ReadWriteFloorImpl)(src, dst, n);
+}
+float exp_floor(const float* src, size_t n) { return HWY_DYNAMIC_DISPATCH(ExpFloorImpl)(src, n); }
+const char* floor_target() { return HWY_DYNAMIC_DISPATCH(TargetImpl)(); }
+}  // namespace smax_bench
+#endif

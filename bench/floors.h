@@ -1,0 +1,26 @@
+// bench/floors.h: what this machine can do, measured in the same run as the
+// softmax benchmarks, so that each result can be read as a fraction of it.
+//
+//  read_floor        sum of a float buffer (read-only bandwidth), SIMD, 4
+//                    accumulators; returns the sum so it cannot be elided.
+//  read_write_floor  dst = src * 1 (one read + one write stream, SIMD
+//                    stores; the op's cost without the exp).
+//  exp_floor         Highway's own exp (hwy/contrib/math Exp) over an
+//                    L1-resident buffer, summed: the exp throughput of a core
+//                    with no memory traffic. Compare with the per-element
+//                    cost of in-cache rows: a two-exp algorithm cannot beat
+//                    2x this, a one-exp algorithm 1x.
+// All three use Highway's dynamic dispatch (the best target of this CPU), the
+// same way the smax kernels do.
+#pragma once
+
+#include <cstddef>
+
+namespace smax_bench {
+
+float read_floor(const float* src, size_t n);
+void read_write_floor(const float* src, float* dst, size_t n);
+float exp_floor(const float* src, size_t n);  // n should fit L1 (e.g. 4096)
+const char* floor_target();                   // Highway target name
+
+}  // namespace smax_bench

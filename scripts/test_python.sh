@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# scripts/test_python.sh: install the Python package (`pip install .`, see
+# docs/python.md), run examples/python/train_tiny.py and the pytest suite in
+# python/tests, printing pytest's summary. Called by scripts/test.sh after
+# CTest. pip-installs the missing test dependencies first (numpy, torch,
+# pytest, nanobind, scikit-build-core); nothing when they are all there.
+#
+#   scripts/test_python.sh [pytest options]     # e.g. -k torch  or  -x
+# Environment: PYTHON (python3), JOBS (2, build parallelism).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3}
+JOBS=${JOBS:-2}
+export PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1
+
+# As root or inside a virtual environment plain pip works; otherwise --user.
+PIP_FLAGS=()
+if [ "$(id -u)" -ne 0 ] && "$PYTHON" -c 'import sys; sys.exit(sys.prefix != sys.base_prefix)'; then
+  PIP_FLAGS=(--user)
+fi
+
+pip_install() {
+  # Another pip may be running (e.g. a large torch install): wait and retry
+  # rather than racing it.
+  local attempt
+  for attempt in 1 2 3 4 5; do
+    "$PYTHON" -m pip install "${PIP_FLAGS[@]}" "$@" && return 0
+    echo "test_python.sh: pip install failed (attempt $attempt); retrying in 30 s" >&2
+    sleep 30
+  done
+  return 1
+}
+
+missing=()
+for spec in numpy:numpy torch:torch pytest:pytest nanobind:nanobind scikit_build_core:scikit-build-core; do
+  "$PYTHON" -c "import ${spec%%:*}" 2>/dev/null || missing+=("${spec#*:}")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "test_python.sh: pip installing ${missing[*]}"
+  pip_install "${missing[@]}"
+else
+  echo "test_python.sh: all Python test dependencies are installed"
+fi
+
+# The build tree persists in build-python/<wheel tag>/ (pyproject.toml), so
+# this only recompiles what changed.
+echo "test_python.sh: pip install . (library + extension)"
+start=$(date +%s)
+CMAKE_BUILD_PARALLEL_LEVEL=$JOBS "$PYTHON" -m pip install "${PIP_FLAGS[@]}" --no-build-isolation --no-deps -q .
+echo "test_python.sh: installed smax in $(( $(date +%s) - start )) s"
+
+# Run from outside the source tree so `import smax` is the installed package.
+cd python/tests
+"$PYTHON" -c 'import smax; print("smax", smax.__version__, "from", smax.__file__)'
+"$PYTHON" ../../examples/python/train_tiny.py
+"$PYTHON" -m pytest -q -p no:cacheprovider -rfE "$@" .
