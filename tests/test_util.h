@@ -171,7 +171,9 @@ class Array {
   TensorView view() const {
     TensorView v;
     v.data = const_cast<T*>(storage_.data() + origin_);
-    v.dtype = std::is_same_v<T, float> ? DType::kF32 : DType::kBool;
+    v.dtype = std::is_same_v<T, float>     ? DType::kF32
+              : std::is_same_v<T, int64_t> ? DType::kI64
+                                           : DType::kBool;
     v.rank = static_cast<int>(shape_.size());
     for (size_t d = 0; d < shape_.size(); ++d) {
       v.shape[d] = shape_[d];

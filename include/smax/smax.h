@@ -2,6 +2,7 @@
 #pragma once
 
 #include "smax/error.h"
+#include "smax/loss.h"
 #include "smax/options.h"
 #include "smax/runtime.h"
 #include "smax/softmax.h"

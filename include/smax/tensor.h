@@ -18,12 +18,13 @@ namespace smax {
 inline constexpr int kMaxRank = 8;
 
 /// Element types. f32 is the compute type; kBool (one byte, zero = masked
-/// out, non-zero = kept) is accepted for boolean masks only.
-enum class DType : int { kF32 = 0, kBool = 1 };
+/// out, non-zero = kept) is accepted for boolean masks only; kI64 for class
+/// indices (loss targets) and returned indices (top-k, sampling, NMS).
+enum class DType : int { kF32 = 0, kBool = 1, kI64 = 2 };
 
 /// Size of one element of `dtype` in bytes.
 int dtype_size(DType dtype) noexcept;
-/// "f32" / "bool".
+/// "f32" / "bool" / "i64".
 const char* dtype_name(DType dtype) noexcept;
 
 /// Non-owning strided N-D view. Plain data: copy it freely.
@@ -53,6 +54,9 @@ TensorView make_view(const float* data, std::initializer_list<int64_t> shape,
 TensorView make_bool_view(const uint8_t* data, std::initializer_list<int64_t> shape);
 TensorView make_bool_view(const uint8_t* data, std::initializer_list<int64_t> shape,
                           std::initializer_list<int64_t> strides);
+/// int64 index views (loss targets, returned indices).
+TensorView make_index_view(int64_t* data, std::initializer_list<int64_t> shape);
+TensorView make_index_view(const int64_t* data, std::initializer_list<int64_t> shape);
 /// Generic form used by bindings: rank <= kMaxRank, arrays of `rank` entries.
 /// `strides == nullptr` means row-major contiguous. Throws smax::Error when
 /// rank is out of range.

@@ -27,6 +27,7 @@ int dtype_size(DType dtype) noexcept {
   switch (dtype) {
     case DType::kF32: return 4;
     case DType::kBool: return 1;
+    case DType::kI64: return 8;
   }
   return 0;
 }
@@ -35,6 +36,7 @@ const char* dtype_name(DType dtype) noexcept {
   switch (dtype) {
     case DType::kF32: return "f32";
     case DType::kBool: return "bool";
+    case DType::kI64: return "i64";
   }
   return "unknown-dtype";
 }
@@ -114,6 +116,12 @@ TensorView make_view(float* data, std::initializer_list<int64_t> shape,
 TensorView make_view(const float* data, std::initializer_list<int64_t> shape,
                      std::initializer_list<int64_t> strides) {
   return view_from_lists(const_cast<float*>(data), DType::kF32, shape, &strides);
+}
+TensorView make_index_view(int64_t* data, std::initializer_list<int64_t> shape) {
+  return view_from_lists(data, DType::kI64, shape, nullptr);
+}
+TensorView make_index_view(const int64_t* data, std::initializer_list<int64_t> shape) {
+  return view_from_lists(const_cast<int64_t*>(data), DType::kI64, shape, nullptr);
 }
 TensorView make_bool_view(const uint8_t* data, std::initializer_list<int64_t> shape) {
   return view_from_lists(const_cast<uint8_t*>(data), DType::kBool, shape, nullptr);

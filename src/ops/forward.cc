@@ -52,29 +52,6 @@ const char* op_name(ForwardOp op) {
   return "?";
 }
 
-// dst strides of logsumexp in src's index space (0 along the axis).
-void reduced_dst_strides(const TensorView& src, int axis, const TensorView& dst,
-                         int64_t* strides) {
-  const bool keepdim = dst.rank == src.rank && dst.shape[axis] == 1;
-  const bool dropped = dst.rank == src.rank - 1;
-  bool ok = keepdim || dropped;
-  for (int d = 0, e = 0; ok && d < src.rank; ++d) {
-    if (d == axis) {
-      strides[d] = 0;
-      if (keepdim) ++e;
-      continue;
-    }
-    ok = dst.shape[e] == src.shape[d];
-    strides[d] = dst.strides[e];
-    ++e;
-  }
-  if (!ok) {
-    throw Error(Status::kInvalidArgument,
-                "logsumexp: dst shape " + dst.describe() + " must be src shape " + src.describe() +
-                    " without dim " + std::to_string(axis) + " (or with it of size 1)");
-  }
-}
-
 ForwardCall prepare(ForwardOp op, const TensorView& src_in, const TensorView& dst_in,
                     const SoftmaxOptions& options) {
   const char* name = op_name(op);
@@ -91,7 +68,7 @@ ForwardCall prepare(ForwardOp op, const TensorView& src_in, const TensorView& ds
   for (int d = 0; d < src.rank; ++d) strides[kSrc][d] = src.strides[d];
   TensorView dst = dst_in;
   if (op == ForwardOp::kLogSumExp) {
-    reduced_dst_strides(src, axis, dst_in, strides[kDst]);
+    reduced_strides(src, axis, dst_in, "dst", name, strides[kDst]);
   } else {
     dst = as_rank1_if_scalar(dst_in);
     check_same_shape(src, "src", dst, "dst", name);

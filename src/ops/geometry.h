@@ -13,7 +13,9 @@
 
 namespace smax::detail {
 
-inline constexpr int kMaxOperands = 4;
+/// Most operands one op call may have (inputs, outputs, masks, per-row
+/// operands; see ops/rowwise.h).
+inline constexpr int kMaxOperands = 12;
 
 struct Geometry {
   int operands = 0;

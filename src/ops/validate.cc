@@ -139,6 +139,28 @@ void broadcast_strides(const TensorView& mask, const char* name, const TensorVie
   }
 }
 
+void reduced_strides(const TensorView& src, int axis, const TensorView& out, const char* name,
+                     const char* op, int64_t* strides) {
+  const bool keepdim = out.rank == src.rank && out.shape[axis] == 1;
+  const bool dropped = out.rank == src.rank - 1;
+  bool ok = keepdim || dropped;
+  for (int d = 0, e = 0; ok && d < src.rank; ++d) {
+    if (d == axis) {
+      strides[d] = 0;
+      if (keepdim) ++e;
+      continue;
+    }
+    ok = out.shape[e] == src.shape[d];
+    strides[d] = out.strides[e];
+    ++e;
+  }
+  if (!ok) {
+    fail(op, std::string(name) + " shape " + out.describe() + " must be src shape " +
+                 src.describe() + " without dim " + std::to_string(axis) +
+                 " (or with it of size 1)");
+  }
+}
+
 void check_no_self_overlap(const TensorView& out, const char* name, const char* op) {
   if (out.numel() == 0) return;
   struct Dim {

@@ -29,6 +29,12 @@ void check_same_shape(const TensorView& a, const char* a_name, const TensorView&
 void broadcast_strides(const TensorView& mask, const char* name, const TensorView& target,
                        const char* op, int64_t* out_strides);
 
+/// Requires `out` to have src's shape without dim `axis` (dropped) or with it
+/// of size 1 (keepdim), and writes out's strides expanded to src's index
+/// space (0 along `axis`) to `strides`.
+void reduced_strides(const TensorView& src, int axis, const TensorView& out, const char* name,
+                     const char* op, int64_t* strides);
+
 /// Requires an output that never writes one element twice (no zero stride on
 /// a dim of size > 1, no self-overlap).
 void check_no_self_overlap(const TensorView& out, const char* name, const char* op);

@@ -33,15 +33,7 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
   throw Error(Status::kInvalidArgument, std::string(fn) + ": " + message);
 }
 
-const char* dtype_str(DType d) {
-  switch (d) {
-    case DType::kF32:
-      return "f32";
-    case DType::kBool:
-      return "bool";
-  }
-  return "unknown";
-}
+const char* dtype_str(DType d) { return dtype_name(d); }
 
 int dtype_bytes(DType d) { return d == DType::kBool ? 1 : 4; }
 

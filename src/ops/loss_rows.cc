@@ -1,0 +1,152 @@
+// src/ops/loss_rows.cc: see loss_rows.h.
+#include "ops/loss_rows.h"
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "ops/validate.h"
+#include "smax/error.h"
+
+namespace smax {
+
+Reduction parse_reduction(std::string_view name) {
+  if (name == "none") return Reduction::kNone;
+  if (name == "mean") return Reduction::kMean;
+  if (name == "sum") return Reduction::kSum;
+  throw Error(Status::kInvalidArgument,
+              "reduction must be 'none', 'mean' or 'sum', got '" + std::string(name) + "'");
+}
+
+const char* reduction_name(Reduction reduction) noexcept {
+  switch (reduction) {
+    case Reduction::kNone: return "none";
+    case Reduction::kMean: return "mean";
+    case Reduction::kSum: return "sum";
+  }
+  return "unknown-reduction";
+}
+
+namespace detail {
+namespace {
+
+[[noreturn]] void fail(const char* op, const std::string& message) {
+  throw Error(Status::kInvalidArgument, std::string(op) + ": " + message);
+}
+
+}  // namespace
+
+LossRows::LossRows(const char* op, const TensorView& src_in, int axis, const TensorView& target,
+                   const LossOptions& options)
+    : op_(op), src_(as_rank1_if_scalar(src_in)), axis_(axis) {
+  classes_ = src_.shape[axis_];
+  ignore_index_ = options.ignore_index;
+  reduction_ = options.reduction;
+  empty_mean_ = options.empty_mean;
+  if (reduction_ != Reduction::kNone && reduction_ != Reduction::kMean &&
+      reduction_ != Reduction::kSum) {
+    fail(op, "reduction has unknown value " + std::to_string(static_cast<int>(reduction_)));
+  }
+  if (empty_mean_ != EmptyMean::kNan && empty_mean_ != EmptyMean::kZero) {
+    fail(op, "empty_mean has unknown value " + std::to_string(static_cast<int>(empty_mean_)));
+  }
+  check_view(target, op, "target", DType::kI64);
+  reduced_strides(src_, axis_, target, "target", op, target_strides_);
+  target_ = target;
+
+  class_weights_.assign(static_cast<size_t>(classes_), 1.0);
+  if (options.weight) {
+    const TensorView& w = *options.weight;
+    check_view(w, op, "weight", DType::kF32);
+    if (w.rank != 1 || w.shape[0] != classes_) {
+      fail(op, "weight shape " + w.describe() + " must be [" + std::to_string(classes_) +
+                   "] (one weight per class)");
+    }
+    const float* wp = static_cast<const float*>(w.data);
+    for (int64_t c = 0; c < classes_; ++c) class_weights_[static_cast<size_t>(c)] = wp[c * w.strides[0]];
+  }
+
+  const auto* tp = static_cast<const int64_t*>(target.data);
+  int64_t rows = 1;
+  for (int d = 0; d < src_.rank; ++d) {
+    if (d != axis_) rows *= src_.shape[d];
+  }
+  targets_.resize(static_cast<size_t>(rows));
+  weights_.resize(static_cast<size_t>(rows));
+  for_each_reduced_offset(src_, axis_, target_strides_, [&](int64_t r, int64_t off) {
+    const int64_t t = tp[off];
+    if (t != ignore_index_ && (t < 0 || t >= classes_)) {
+      fail(op, "target " + std::to_string(t) + " (row " + std::to_string(r) +
+                   ") is outside [0, " + std::to_string(classes_) + ") and is not ignore_index (" +
+                   std::to_string(ignore_index_) + ")");
+    }
+    targets_[static_cast<size_t>(r)] = t;
+    const double w = t == ignore_index_ ? 0.0 : class_weights_[static_cast<size_t>(t)];
+    weights_[static_cast<size_t>(r)] = w;
+    weight_sum_ += w;
+  });
+}
+
+double LossRows::class_weight(int64_t c) const { return class_weights_[static_cast<size_t>(c)]; }
+
+void LossRows::check_output(const TensorView& dst, const char* name) const {
+  check_view(dst, op_, name, DType::kF32);
+  if (reduction_ == Reduction::kNone) {
+    int64_t strides[kMaxRank];
+    reduced_strides(src_, axis_, dst, name, op_, strides);
+    check_no_self_overlap(dst, name, op_);
+  } else if (dst.numel() != 1) {
+    fail(op_, std::string(name) + " shape " + dst.describe() + " must hold one element for reduction '" +
+                  reduction_name(reduction_) + "'");
+  }
+}
+
+double LossRows::reduce(const std::vector<double>& values) const {
+  double sum = 0.0;
+  for (int64_t r = 0; r < rows(); ++r) {
+    if (!ignored(r)) sum += weight(r) * values[static_cast<size_t>(r)];
+  }
+  if (reduction_ != Reduction::kMean) return sum;
+  if (weight_sum_ == 0.0 && empty_mean_ == EmptyMean::kZero) return 0.0;
+  return sum / weight_sum_;
+}
+
+void LossRows::write(const std::vector<double>& loss, const TensorView& dst) const {
+  float* out = static_cast<float*>(dst.data);
+  if (reduction_ != Reduction::kNone) {
+    *out = static_cast<float>(reduce(loss));
+    return;
+  }
+  int64_t strides[kMaxRank];
+  reduced_strides(src_, axis_, dst, "dst", op_, strides);
+  for_each_reduced_offset(src_, axis_, strides, [&](int64_t r, int64_t off) {
+    out[off] = ignored(r) ? 0.0f : static_cast<float>(weight(r) * loss[static_cast<size_t>(r)]);
+  });
+}
+
+std::vector<double> LossRows::coefficients(const TensorView& dloss) const {
+  check_view(dloss, op_, "dloss", DType::kF32);
+  std::vector<double> c(static_cast<size_t>(rows()), 0.0);
+  const float* g = static_cast<const float*>(dloss.data);
+  if (reduction_ == Reduction::kNone) {
+    int64_t strides[kMaxRank];
+    reduced_strides(src_, axis_, dloss, "dloss", op_, strides);
+    for_each_reduced_offset(src_, axis_, strides, [&](int64_t r, int64_t off) {
+      if (!ignored(r)) c[static_cast<size_t>(r)] = weight(r) * static_cast<double>(g[off]);
+    });
+    return c;
+  }
+  if (dloss.numel() != 1) {
+    fail(op_, "dloss shape " + dloss.describe() + " must hold one element for reduction '" +
+                  reduction_name(reduction_) + "'");
+  }
+  double scale = static_cast<double>(*g);
+  if (reduction_ == Reduction::kMean) scale = weight_sum_ == 0.0 ? 0.0 : scale / weight_sum_;
+  for (int64_t r = 0; r < rows(); ++r) {
+    if (!ignored(r)) c[static_cast<size_t>(r)] = weight(r) * scale;
+  }
+  return c;
+}
+
+}  // namespace detail
+}  // namespace smax
