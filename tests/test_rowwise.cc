@@ -9,6 +9,7 @@
 
 #include "ops/loss_rows.h"
 #include "ops/rowwise.h"
+#include "reference/rows.h"
 #include "test_util.h"
 
 namespace {
@@ -77,6 +78,42 @@ TEST(Rowwise, EveryAxisStridedWithMasksAndRowOperands) {
       EXPECT_TRUE(y.guards_intact());
       EXPECT_TRUE(count.guards_intact());
     }
+  }
+}
+
+TEST(Rowwise, MatchesTheReferenceRowView) {
+  Rng rng("data");
+  const std::vector<int64_t> shape = {2, 3, 4, 5};
+  Array<float> add({4, 1});
+  add.fill([&](int64_t i) { return i == 2 ? -INFINITY : rng.normal(); });
+  Array<uint8_t> keep({3, 1, 5});
+  keep.fill([&](int64_t i) { return static_cast<uint8_t>(i % 4 != 1); });
+  for (int axis = 0; axis < 4; ++axis) {
+    Array<float> x(shape, smax_test::permuted_strides(shape, {3, 1, 0, 2}, 1));
+    x.fill([&](int64_t) { return rng.normal(); });
+    Array<float> y(shape);
+    std::vector<int64_t> pshape = shape;
+    pshape[static_cast<size_t>(axis)] = 1;
+    Array<float> param(pshape);
+    param.fill([&](int64_t) { return rng.normal(); });
+    Array<float> count(smax_test::drop_axis(shape, axis));
+    smax::SoftmaxOptions o;
+    o.axis = axis - 4;
+    o.temperature = 3.0f;
+    o.additive_mask = add.view();
+    o.bool_mask = keep.view();
+    toy(x.view(), y.view(), param.view(), count.view(), o);
+    const auto R = smax::reference::ref_rows("toy", x.view(), o);
+    const auto p = smax::reference::ref_row_values("toy", param.view(), R);
+    std::vector<double> by_row(static_cast<size_t>(R.rows * R.n));
+    for (int64_t r = 0; r < R.rows; ++r) {
+      for (int64_t k = 0; k < R.n; ++k) {
+        by_row[static_cast<size_t>(r * R.n + k)] =
+            static_cast<float>(2.0f * static_cast<float>(R.row(r)[k]) + static_cast<float>(p[static_cast<size_t>(r)]));
+      }
+    }
+    const auto expect = R.scatter(by_row);
+    for (int64_t i = 0; i < y.numel(); ++i) ASSERT_EQ(y.at(i), expect[static_cast<size_t>(i)]) << axis << " " << i;
   }
 }
 

@@ -1,0 +1,44 @@
+// src/reference/rows.h: the row view of an input that every float64 oracle
+// of a row-wise op starts from (normalisers, losses, samplers).
+//
+// ref_rows() validates like the library and returns, for each row of `src`
+// over options.axis (rows in row-major order over the other dims, the same
+// order as the library's RowArgs::row), the row's values widened to double:
+//  * with `logits` true: the f32 logits the library forms,
+//    t = fl(fl(x * s) + mask) with s = fl(scale / temperature), and -inf
+//    where the bool mask is 0 (exactly SoftmaxOptions' semantics);
+//  * with `logits` false: x itself (saved outputs, upstream gradients).
+// scatter() puts rows x n values back into the dense row-major logical
+// layout of src's shape (what every oracle returns).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "smax/options.h"
+#include "smax/tensor.h"
+
+namespace smax::reference {
+
+struct RefRows {
+  int64_t rows = 0;
+  int64_t n = 0;
+  int axis = 0;
+  std::vector<int64_t> shape;   ///< src's logical shape (rank >= 1)
+  std::vector<double> values;   ///< rows * n, row r at [r * n, (r + 1) * n)
+  double scale = 1.0;           ///< s as a double (the f32 value)
+
+  const double* row(int64_t r) const { return values.data() + r * n; }
+  /// rows x n (row-major) -> dense logical layout of `shape`.
+  std::vector<double> scatter(const std::vector<double>& by_row) const;
+};
+
+RefRows ref_rows(const char* fn, const TensorView& src, const SoftmaxOptions& options,
+                 bool logits = true);
+
+/// Per-row values of a view broadcast (NumPy rules) to src's shape with the
+/// axis of size 1 (keepdim), in row order; i64 or f32 views, widened to
+/// double (targets, alpha, s...).
+std::vector<double> ref_row_values(const char* fn, const TensorView& view, const RefRows& rows);
+
+}  // namespace smax::reference
