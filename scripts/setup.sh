@@ -15,6 +15,8 @@ PACKAGES=(
   libgtest-dev      # GoogleTest (tests/)
   libgmock-dev
   libbenchmark-dev  # Google Benchmark (bench/)
+  librandom123-dev  # Random123 Philox: the counter-based RNG of the samplers (header-only)
+  libopenblas-dev   # SGEMM for the chunks of linear_cross_entropy
 )
 
 installed() {
