@@ -3,7 +3,7 @@
 # docs/python.md), run examples/python/train_tiny.py and the pytest suite in
 # python/tests, printing pytest's summary. Called by scripts/test.sh after
 # CTest. pip-installs the missing test dependencies first (numpy, torch,
-# pytest, nanobind, scikit-build-core); nothing when they are all there.
+# pytest, nanobind, scikit-build-core, entmax); nothing when they are all there.
 #
 #   scripts/test_python.sh [pytest options]     # e.g. -k torch  or  -x
 # Environment: PYTHON (python3), JOBS (2, build parallelism).
@@ -33,7 +33,7 @@ pip_install() {
 }
 
 missing=()
-for spec in numpy:numpy torch:torch pytest:pytest nanobind:nanobind scikit_build_core:scikit-build-core; do
+for spec in numpy:numpy torch:torch pytest:pytest nanobind:nanobind scikit_build_core:scikit-build-core entmax:entmax; do
   "$PYTHON" -c "import ${spec%%:*}" 2>/dev/null || missing+=("${spec#*:}")
 done
 if [ ${#missing[@]} -gt 0 ]; then

@@ -1,5 +1,6 @@
 // tools/smax/check.cc: error metrics against the float64 reference.
 #include "check.h"
+#include "ext_ops.h"
 
 #include <cmath>
 #include <cstdio>
@@ -50,9 +51,11 @@ Op parse_op(const std::string& name) {
   if (name == "logsumexp") return Op::kLogsumexp;
   if (name == "softmax_backward") return Op::kSoftmaxBackward;
   if (name == "log_softmax_backward") return Op::kLogSoftmaxBackward;
+  std::string more;
+  for (const ExtOp& op : ext_ops()) more += ", " + op.name;
   throw UsageError("--op: unknown op '" + name +
-                   "' (expected softmax, log_softmax, logsumexp, softmax_backward or "
-                   "log_softmax_backward)");
+                   "' (expected softmax, log_softmax, logsumexp, softmax_backward, "
+                   "log_softmax_backward" + more + "; `smax info --ops` lists them)");
 }
 
 const char* op_name(Op op) {

@@ -12,6 +12,7 @@
 #include "check.h"
 #include "commands.h"
 #include "data.h"
+#include "ext_ops.h"
 #include "json.h"
 #include "reference/reference.h"
 #include "smax/smax.h"
@@ -119,6 +120,16 @@ std::string fmt(const char* spec, double v) {
 }  // namespace
 
 int cmd_run(int argc, char** argv, int first) {
+  // Ops beyond the softmax family go through the op table (ext_ops.h).
+  for (int i = first; i < argc; ++i) {
+    const std::string a = argv[i];
+    std::string name;
+    if (a == "--op" && i + 1 < argc) name = argv[i + 1];
+    if (a.rfind("--op=", 0) == 0) name = a.substr(5);
+    if (const ExtOp* op = name.empty() ? nullptr : find_ext_op(name)) {
+      return cmd_run_ext(*op, argc, argv, first);
+    }
+  }
   const RunConfig c = parse_run(argc, argv, first);
   const bool backward = c.op == Op::kSoftmaxBackward || c.op == Op::kLogSoftmaxBackward;
   const int64_t count = product(c.shape);

@@ -22,7 +22,7 @@ Exit status: 0 ok, 1 `--check` found errors above the documented bounds,
 starting with "smax: error: ").
 )";
 
-const char* const kInfoHelp = R"(usage: smax info [--target T] [--format text|json]
+const char* const kInfoHelp = R"(usage: smax info [--target T] [--format text|json] [--ops]
 
 Prints the version, the CPU model and SIMD features, cache sizes, thread
 count, the Highway targets compiled in / supported by this CPU / active, and
@@ -30,6 +30,7 @@ the kernel each op dispatches to with --algo auto for a few row lengths.
 
   --target T       cap the SIMD target first (avx3, avx2, sse4, ssse3, scalar)
   --format F       text (default) or json
+  --ops            list every op `smax run --op` accepts, with its parameters
 )";
 
 const char* const kRunHelp = R"(usage: smax run [OPTIONS]
@@ -39,7 +40,11 @@ element and GB/s (the op's ideal traffic: softmax/log_softmax 8 bytes per
 element, logsumexp 4, backward 12).
 
   --op OP          softmax (default), log_softmax, logsumexp, softmax_backward,
-                   log_softmax_backward
+                   log_softmax_backward, or any normaliser / loss / sampler
+                   listed by `smax info --ops` (e.g. sparsemax, entmax15,
+                   cross_entropy, softmax_topk)
+  --param P        op parameters NAME=VALUE[,NAME=VALUE] (e.g. alpha=1.3,k=50)
+  --reduction R    losses: mean (default), sum, none
   --shape S        e.g. 256x32000 (default), 33554432, 8x128x512; K/M/G suffixes
   --axis A         reduced axis, negative counts from the end (default -1)
   --algo A         auto (default), three-pass-reload, three-pass-recompute,
@@ -56,6 +61,7 @@ element, logsumexp 4, backward 12).
                    (exit status 1 when they are not)
   --format F       text (default) or json
 Backward ops time dx from y = op(x) (computed by smax) and dy ~ N(0,1).
+Losses draw class targets uniformly from [0, C) with the same seed.
 )";
 
 const char* const kCompareHelp = R"(usage: smax compare [OPTIONS]

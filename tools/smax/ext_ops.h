@@ -1,0 +1,85 @@
+// tools/smax/ext_ops.h: `smax run --op NAME` for every op beyond the softmax
+// family (normalisers, losses, samplers): a table of ops, each with how to
+// call the library, how to call its float64 oracle and the error bound that
+// --check applies.
+//
+// Inputs are generated from the shape: `x` from --dist, class targets
+// uniform over [0, C) (i64), an upstream gradient `dy` ~ N(0, 1), and for
+// backward ops the saved forward output `y` computed by the library.
+// Op parameters come from --param NAME=VALUE[,NAME=VALUE...] (e.g.
+// --param alpha=1.3,k=50); each op declares its parameters and defaults.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "smax/smax.h"
+
+namespace smax_cli {
+
+/// How the output's shape follows from the input shape.
+enum class OutShape {
+  kSame,      ///< x's shape
+  kRows,      ///< x's shape with the axis of size 1 (one value per row)
+  kLoss,      ///< one element for reduction mean/sum, one per row for none
+  kTopK,      ///< x's shape with the axis of size k (param "k")
+};
+
+/// Everything one call sees. Views are contiguous row-major.
+struct ExtCall {
+  smax::TensorView x;       ///< logits (f32)
+  smax::TensorView y;       ///< saved forward output (backward ops)
+  smax::TensorView dy;      ///< upstream gradient (backward ops; loss backward: dloss)
+  smax::TensorView target;  ///< i64 class indices (losses)
+  smax::TensorView out;     ///< f32 output
+  smax::TensorView out_index;  ///< i64 output (samplers, top-k indices), else empty
+  smax::SoftmaxOptions options;
+  smax::LossOptions loss;
+  std::map<std::string, double> params;  ///< declared params, defaults filled in
+  double param(const std::string& name) const { return params.at(name); }
+};
+
+struct ExtParam {
+  std::string name;
+  double fallback;
+  std::string doc;
+};
+
+struct ExtOp {
+  std::string name;
+  std::string summary;
+  OutShape out_shape = OutShape::kSame;
+  bool needs_target = false;
+  bool needs_dy = false;        ///< backward ops (dy has the output shape of `forward`)
+  bool index_output = false;    ///< also writes out_index (i64)
+  std::vector<ExtParam> params;
+  /// For backward ops: the forward op that produces `y` from `x` (ExtCall.out = y).
+  std::function<void(const ExtCall&)> forward;
+  std::function<void(const ExtCall&)> run;
+  /// float64 oracle in the logical order of `out` (empty: --check not offered).
+  std::function<std::vector<double>(const ExtCall&)> reference;
+  /// --check bound per element: |got - ref| <= abs_tol + rel_tol * |ref|.
+  double abs_tol = 1e-6;
+  double rel_tol = 1e-5;
+};
+
+/// Every op of the table, in help order.
+const std::vector<ExtOp>& ext_ops();
+/// nullptr when `name` is not in the table.
+const ExtOp* find_ext_op(const std::string& name);
+
+/// `smax run` for a table op (called by cmd_run when --op is not one of the
+/// softmax family).
+int cmd_run_ext(const ExtOp& op, int argc, char** argv, int first);
+
+// Families register their ops here (tools/smax/ext_*.cc).
+void add_sparse_ops(std::vector<ExtOp>& ops);
+void add_rescaled_ops(std::vector<ExtOp>& ops);
+void add_reweight_ops(std::vector<ExtOp>& ops);
+void add_loss_ops(std::vector<ExtOp>& ops);
+void add_sampling_ops(std::vector<ExtOp>& ops);
+
+}  // namespace smax_cli
