@@ -18,57 +18,10 @@
 namespace smax_cli {
 namespace {
 
-std::map<std::string, double> parse_params(const ExtOp& op, const std::string& text) {
-  std::map<std::string, double> params;
-  for (const ExtParam& p : op.params) params[p.name] = p.fallback;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    if (item.empty()) continue;
-    const size_t eq = item.find('=');
-    const std::string name = item.substr(0, eq);
-    if (eq == std::string::npos || params.count(name) == 0) {
-      std::string known;
-      for (const ExtParam& p : op.params) known += (known.empty() ? "" : ", ") + p.name;
-      throw UsageError("--param: '" + item + "' is not NAME=VALUE with NAME one of {" + known +
-                       "} for op " + op.name);
-    }
-    params[name] = parse_double("--param " + name, item.substr(eq + 1));
-  }
-  return params;
-}
-
-std::vector<int64_t> out_shape_of(const ExtOp& op, const std::vector<int64_t>& shape, int axis,
-                                  const ExtCall& call) {
-  std::vector<int64_t> out = shape;
-  switch (op.out_shape) {
-    case OutShape::kSame: break;
-    case OutShape::kRows: out[static_cast<size_t>(axis)] = 1; break;
-    case OutShape::kLoss:
-      if (call.loss.reduction == smax::Reduction::kNone) {
-        out.erase(out.begin() + axis);
-      } else {
-        out.clear();
-      }
-      break;
-    case OutShape::kTopK: out[static_cast<size_t>(axis)] = static_cast<int64_t>(call.param("k")); break;
-  }
-  return out;
-}
-
 int64_t product(const std::vector<int64_t>& shape) {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
   return n;
-}
-
-smax::TensorView f32_view(float* data, const std::vector<int64_t>& shape) {
-  return smax::make_view(data, smax::DType::kF32, static_cast<int>(shape.size()), shape.data(),
-                         nullptr);
-}
-smax::TensorView i64_view(int64_t* data, const std::vector<int64_t>& shape) {
-  return smax::make_view(data, smax::DType::kI64, static_cast<int>(shape.size()), shape.data(),
-                         nullptr);
 }
 
 }  // namespace
@@ -82,7 +35,7 @@ int cmd_run_ext(const ExtOp& op, int argc, char** argv, int first) {
                   argc, argv, first);
   const std::vector<int64_t> shape = parse_shape(args.get("shape", "256x32000"));
   const int64_t axis_arg = parse_int("--axis", args.get("axis", "-1"));
-  const Geometry geo = make_geometry(shape, axis_arg);
+  make_geometry(shape, axis_arg);  // validates --axis against the shape
   const int threads = args.has("threads") ? parse_threads(args.get("threads", "")) : smax::max_threads();
   const Dist dist = parse_dist(args.get("dist", "normal"));
   const double scale = parse_double("--scale", args.get("scale", "1"));
@@ -119,65 +72,19 @@ int cmd_run_ext(const ExtOp& op, int argc, char** argv, int first) {
   if (args.has("target")) apply_target(args.get("target", ""));
 
   const int64_t count = product(shape);
-  const std::vector<int64_t> rows_shape = [&] {
-    std::vector<int64_t> s = shape;
-    s.erase(s.begin() + geo.axis);
-    return s;
-  }();
-  const std::vector<int64_t> oshape = out_shape_of(op, shape, geo.axis, call);
-  FloatBuffer x(static_cast<size_t>(count));
-  fill(x.data(), x.size(), dist, static_cast<uint64_t>(seed));
-  call.x = f32_view(x.data(), shape);
-  std::vector<int64_t> target;
-  if (op.needs_target) {
-    target.resize(static_cast<size_t>(product(rows_shape)));
-    uint64_t state = static_cast<uint64_t>(seed) * 0x9E3779B97F4A7C15ull + 7;
-    for (auto& t : target) {
-      state = state * 6364136223846793005ull + 1442695040888963407ull;
-      t = static_cast<int64_t>((state >> 33) % static_cast<uint64_t>(geo.n));
-    }
-    call.target = i64_view(target.data(), rows_shape);
-  }
-  // Backward ops: y = forward(x) (same shape as the forward's output), dy ~ N(0, 1).
-  FloatBuffer y(op.forward ? static_cast<size_t>(count) : 0);
-  const int64_t dy_count = op.needs_dy ? (op.out_shape == OutShape::kSame ? product(oshape) : product(oshape)) : 0;
-  FloatBuffer dy(static_cast<size_t>(op.needs_dy ? std::max<int64_t>(dy_count, count) : 0));
-  if (op.forward) {
-    ExtCall fwd = call;
-    fwd.out = f32_view(y.data(), shape);
-    op.forward(fwd);
-    call.y = fwd.out;
-  }
-  FloatBuffer out(static_cast<size_t>(std::max<int64_t>(product(oshape), 1)));
-  std::vector<int64_t> out_index;
-  call.out = f32_view(out.data(), oshape);
-  if (op.index_output) {
-    out_index.resize(static_cast<size_t>(std::max<int64_t>(product(oshape), 1)));
-    call.out_index = i64_view(out_index.data(), oshape);
-  }
-  if (op.needs_dy) {
-    // Loss backward: dloss has the loss's shape; others: dy has x's shape.
-    const std::vector<int64_t>& dshape = op.out_shape == OutShape::kLoss ? oshape : shape;
-    fill(dy.data(), static_cast<size_t>(product(dshape)), Dist{}, static_cast<uint64_t>(seed) + 0x5eed);
-    call.dy = f32_view(dy.data(), dshape);
-    if (op.out_shape == OutShape::kLoss) {
-      // The backward writes dsrc with x's shape.
-      call.out = f32_view(out.data(), shape);
-    }
-  }
-  const std::vector<int64_t> written_shape =
-      op.needs_dy && op.out_shape == OutShape::kLoss ? shape : oshape;
-  if (product(written_shape) > static_cast<int64_t>(out.size())) {
-    throw smax::Error(smax::Status::kInternal, "output buffer too small");
-  }
+  auto inst = make_instance(op, shape, call, dist, static_cast<uint64_t>(seed));
+  const ExtCall& c = inst->call;
+  const std::vector<int64_t>& written_shape = inst->out_shape;
+  const std::vector<int64_t>& out_index = inst->out_index;
+  const float* out = inst->out.data();
 
-  const Timing t = measure([&] { op.run(call); }, timing);
+  const Timing t = measure([&] { op.run(c); }, timing);
   const double ns_per_elem = t.median_s * 1e9 / static_cast<double>(count);
 
   int64_t violations = 0, worst = -1;
   double max_abs = 0, worst_ratio = 0, worst_got = 0, worst_ref = 0;
   if (check) {
-    const std::vector<double> ref = op.reference(call);
+    const std::vector<double> ref = op.reference(c);
     const int64_t m = product(written_shape);
     if (static_cast<int64_t>(ref.size()) != m) {
       throw smax::Error(smax::Status::kInternal, "reference returned " + std::to_string(ref.size()) +
@@ -185,7 +92,7 @@ int cmd_run_ext(const ExtOp& op, int argc, char** argv, int first) {
     }
     for (int64_t i = 0; i < m; ++i) {
       const double got = op.index_output ? static_cast<double>(out_index[static_cast<size_t>(i)])
-                                         : static_cast<double>(out.data()[i]);
+                                         : static_cast<double>(out[i]);
       const double r = ref[static_cast<size_t>(i)];
       double ratio = 0;
       if (std::isnan(r) || std::isnan(got)) {
@@ -252,26 +159,6 @@ int cmd_run_ext(const ExtOp& op, int argc, char** argv, int first) {
     }
   }
   return check && violations ? kExitCheckFailed : kExitOk;
-}
-
-const std::vector<ExtOp>& ext_ops() {
-  static const std::vector<ExtOp> ops = [] {
-    std::vector<ExtOp> v;
-    add_sparse_ops(v);
-    add_rescaled_ops(v);
-    add_reweight_ops(v);
-    add_loss_ops(v);
-    add_sampling_ops(v);
-    return v;
-  }();
-  return ops;
-}
-
-const ExtOp* find_ext_op(const std::string& name) {
-  for (const ExtOp& op : ext_ops()) {
-    if (op.name == name) return &op;
-  }
-  return nullptr;
 }
 
 }  // namespace smax_cli

@@ -13,9 +13,11 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "data.h"
 #include "smax/smax.h"
 
 namespace smax_cli {
@@ -65,6 +67,26 @@ struct ExtOp {
   double abs_tol = 1e-6;
   double rel_tol = 1e-5;
 };
+
+/// One ready-to-run call of a table op: owns the generated inputs and the
+/// outputs; `call` views them. Used by `smax run` and bench/bench_ops.cc.
+struct ExtInstance {
+  std::vector<float> x, y, dy, out;
+  std::vector<int64_t> target, out_index;
+  std::vector<int64_t> shape, out_shape;  ///< out_shape: the shape `out` is written with
+  ExtCall call;
+};
+
+/// Generates the inputs of `op` for a contiguous tensor of `shape`: x from
+/// `dist` and `seed` (data.h), class targets uniform over [0, C), dy ~ N(0, 1),
+/// and y = op.forward(x) for backward ops. `call.params` must be filled and
+/// `call.options` / `call.loss` set by the caller before (they are kept).
+std::unique_ptr<ExtInstance> make_instance(const ExtOp& op, const std::vector<int64_t>& shape,
+                                           ExtCall call, const Dist& dist, uint64_t seed);
+
+/// Declared params with their defaults, overridden by "NAME=VALUE,..."
+/// (throws UsageError naming --param for unknown names or bad values).
+std::map<std::string, double> parse_params(const ExtOp& op, const std::string& text);
 
 /// Every op of the table, in help order.
 const std::vector<ExtOp>& ext_ops();
