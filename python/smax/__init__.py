@@ -25,6 +25,18 @@ failed allocations ``MemoryError``.
 Autograd: ``smax.torch`` has ``torch.autograd.Function`` versions. The
 functions here also route a torch tensor that requires grad (with grad mode
 on) through ``smax.torch``, so they are differentiable in that case too.
+
+Beyond the softmax family (``smax/_ops.py``): sparse normalisers
+(``sparsemax``, ``entmax15``, ``entmax_bisect``, ``sparse_softmax``),
+rescaled / re-weighting normalisers (``ssmax``, ``softpick``, ``stablemax``,
+``self_adjust_softmax``, ``sigmoid_normalizer``, ``softplus_normalizer``,
+``power_softmax``, ``probability_temperature``, ``logit_standardization``),
+losses (``cross_entropy`` with PyTorch's signature, ``linear_cross_entropy``,
+``z_loss``, ``spherical_z_loss``, ``sparsemax_loss``, ``entmax15_loss``,
+``entmax_bisect_loss``, ``sparse_softmax_loss``, ``stablemax_cross_entropy``)
+and samplers (``gumbel_softmax``, ``gumbel_max``, ``gumbel_noise``,
+``softmax_topk``, ``sampling_filter``, ``sample``, ``soft_nms``), plus
+``softmax_collapse_fraction``. See docs/python.md.
 """
 from __future__ import annotations
 
@@ -49,7 +61,7 @@ __all__ = [
     "kernel_name",
     "ALGORITHMS",
     "EMPTY_ROW_POLICIES",
-]
+]  # extended with smax._ops.__all__ at the end of this file
 
 __version__: str = _C.version()
 
@@ -358,7 +370,7 @@ def info() -> Dict[str, Any]:
     default thread count); ``kernels`` (op -> kernel name for a row of 32000
     with ``algorithm="auto"``).
     """
-    ops = ("softmax", "log_softmax", "logsumexp", "softmax_backward", "log_softmax_backward")
+    ops = ("softmax", "log_softmax", "logsumexp", "softmax_backward", "log_softmax_backward")  # noqa: E501
     return {
         "version": __version__,
         "compiled_targets": list(_C.compiled_targets()),
@@ -394,3 +406,11 @@ def max_threads() -> int:
 def kernel_name(op: str, algorithm: str = "auto", cols: int = 32000) -> str:
     """The kernel ``op`` runs with ``algorithm`` on the active target for rows of ``cols``."""
     return str(_C.kernel_name(op, algorithm, int(cols)))
+
+
+# ---- every other op (smax/_ops.py; imported last: it uses the helpers above) -----------
+
+from ._ops import *  # noqa: E402,F401,F403
+from ._ops import __all__ as _ops_all  # noqa: E402
+
+__all__ += list(_ops_all)

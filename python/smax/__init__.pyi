@@ -32,6 +32,45 @@ def set_max_threads(n: int) -> None: ...
 def max_threads() -> int: ...
 def kernel_name(op: str, algorithm: str = "auto", cols: int = 32000) -> str: ...
 
+# Every op beyond the softmax family: annotated in smax/_ops.py (re-exported).
+from ._ops import (
+    sparsemax as sparsemax,
+    entmax15 as entmax15,
+    entmax_bisect as entmax_bisect,
+    sparse_softmax as sparse_softmax,
+    sparsemax_backward as sparsemax_backward,
+    entmax15_backward as entmax15_backward,
+    entmax_bisect_backward as entmax_bisect_backward,
+    sparse_softmax_backward as sparse_softmax_backward,
+    ssmax as ssmax,
+    softpick as softpick,
+    stablemax as stablemax,
+    softmax_collapse_fraction as softmax_collapse_fraction,
+    self_adjust_softmax as self_adjust_softmax,
+    sigmoid_normalizer as sigmoid_normalizer,
+    softplus_normalizer as softplus_normalizer,
+    power_softmax as power_softmax,
+    probability_temperature as probability_temperature,
+    logit_standardization as logit_standardization,
+    cross_entropy as cross_entropy,
+    linear_cross_entropy as linear_cross_entropy,
+    z_loss as z_loss,
+    spherical_z_loss as spherical_z_loss,
+    sparsemax_loss as sparsemax_loss,
+    entmax15_loss as entmax15_loss,
+    entmax_bisect_loss as entmax_bisect_loss,
+    sparse_softmax_loss as sparse_softmax_loss,
+    stablemax_cross_entropy as stablemax_cross_entropy,
+    gumbel_noise as gumbel_noise,
+    gumbel_softmax as gumbel_softmax,
+    gumbel_max as gumbel_max,
+    softmax_topk as softmax_topk,
+    sampling_filter as sampling_filter,
+    sample as sample,
+    soft_nms as soft_nms,
+    REDUCTIONS as REDUCTIONS,
+)
+
 # Internal helpers shared with smax.torch.
 from . import _smax as _C
 def _forward(fn: Any, op: str, x: Any, out_shape: Optional[Tuple[int, ...]], dim: int,

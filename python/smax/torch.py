@@ -16,9 +16,21 @@ backward raises. Inputs must be float32 CPU tensors (float64 raises
 ``TypeError``; smax has no float64 kernels). The modules ``Softmax``,
 ``LogSoftmax`` and ``LogSumExp`` wrap the functions for ``nn.Sequential``.
 
+Every other differentiable op is here too (autograd Functions in
+``smax/_torch_ops.py``), with the same signature as the array function in
+``smax`` minus ``out=``: the sparse normalisers (drop-ins for the ``entmax``
+package's ``sparsemax``, ``entmax15``, ``entmax_bisect``, with alpha
+gradients), the other normalisers, ``gumbel_softmax`` (straight-through for
+``hard=True``), ``softmax_topk`` and every loss: ``cross_entropy`` is a
+drop-in for ``F.cross_entropy`` (``st.cross_entropy(logits, target,
+ignore_index=-100, label_smoothing=0.1)``), ``linear_cross_entropy`` gives
+gradients for hidden / weight / bias. Modules: ``Sparsemax``, ``Entmax15``,
+``EntmaxBisect``, ``CrossEntropyLoss``, ``SparsemaxLoss``, ``Entmax15Loss``,
+``EntmaxBisectLoss`` (the entmax package's constructor arguments).
+
 Adding an op: an ``autograd.Function`` whose ``forward`` calls the array
 function in ``smax`` and whose ``backward`` calls its backward kernel, then a
-thin public function below.
+thin public function below (or in ``smax/_torch_ops.py``).
 """
 from __future__ import annotations
 
@@ -29,7 +41,37 @@ from torch.autograd.function import once_differentiable
 
 import smax as _smax
 
-__all__ = ["softmax", "log_softmax", "logsumexp", "Softmax", "LogSoftmax", "LogSumExp"]
+from smax._torch_ops import (  # noqa: E402,F401
+    cross_entropy,
+    entmax15,
+    entmax15_loss,
+    entmax_bisect,
+    entmax_bisect_loss,
+    gumbel_softmax,
+    linear_cross_entropy,
+    logit_standardization,
+    power_softmax,
+    probability_temperature,
+    self_adjust_softmax,
+    sigmoid_normalizer,
+    softmax_topk,
+    softplus_normalizer,
+    softpick,
+    sparse_softmax,
+    sparse_softmax_loss,
+    sparsemax,
+    sparsemax_loss,
+    spherical_z_loss,
+    ssmax,
+    stablemax,
+    stablemax_cross_entropy,
+    z_loss,
+)
+from smax._torch_ops import __all__ as _ops_all  # noqa: E402
+
+__all__ = ["softmax", "log_softmax", "logsumexp", "Softmax", "LogSoftmax", "LogSumExp",
+           "Sparsemax", "Entmax15", "EntmaxBisect", "CrossEntropyLoss", "SparsemaxLoss",
+           "Entmax15Loss", "EntmaxBisectLoss"] + list(_ops_all)
 
 
 def _mask_grad(dt: torch.Tensor, mask: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
@@ -214,3 +256,108 @@ class LogSumExp(torch.nn.Module):
 
     def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor] = None) -> torch.Tensor:
         return logsumexp(x, self.dim, self.keepdim, mask=mask, **self.options)
+
+
+# ---- modules of the entmax package / torch.nn ------------------------------------------------
+
+
+class Sparsemax(torch.nn.Module):
+    """``entmax.Sparsemax(dim=-1)`` with smax."""
+
+    def __init__(self, dim: int = -1, **options: Any) -> None:
+        super().__init__()
+        self.dim = dim
+        self.options = options
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return sparsemax(x, self.dim, **self.options)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+class Entmax15(Sparsemax):
+    """``entmax.Entmax15(dim=-1)`` with smax (exact threshold)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return entmax15(x, self.dim, **self.options)
+
+
+class EntmaxBisect(torch.nn.Module):
+    """``entmax.EntmaxBisect(alpha=1.5, dim=-1, n_iter=50)`` with smax; alpha may
+    be a tensor / ``nn.Parameter`` (it then gets gradients)."""
+
+    def __init__(self, alpha: Any = 1.5, dim: int = -1, n_iter: int = 50,
+                 **options: Any) -> None:
+        super().__init__()
+        self.alpha = alpha
+        self.dim = dim
+        self.n_iter = n_iter
+        self.options = options
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return entmax_bisect(x, self.alpha, self.dim, self.n_iter, **self.options)
+
+
+class _LossModule(torch.nn.Module):
+    def __init__(self, weight: Optional[torch.Tensor] = None, ignore_index: int = -100,
+                 reduction: str = "elementwise_mean", **options: Any) -> None:
+        super().__init__()
+        self.register_buffer("weight", weight)
+        self.ignore_index = ignore_index
+        self.reduction = reduction
+        self.options = options
+
+
+class SparsemaxLoss(_LossModule):
+    """``entmax.SparsemaxLoss(weight=None, ignore_index=-100,
+    reduction="elementwise_mean")`` with smax (``"mean"`` also accepted).
+    Inputs ``[N, C]`` logits and ``[N]`` int64 targets. Unlike the package,
+    ``ignore_index`` applies whatever its sign (PyTorch's rule)."""
+
+    def forward(self, x: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        return sparsemax_loss(x, target, -1, self.ignore_index, self.reduction, self.weight,
+                              **self.options)
+
+
+class Entmax15Loss(_LossModule):
+    """``entmax.Entmax15Loss`` with smax (see SparsemaxLoss)."""
+
+    def forward(self, x: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        return entmax15_loss(x, target, -1, self.ignore_index, self.reduction, self.weight,
+                             **self.options)
+
+
+class EntmaxBisectLoss(_LossModule):
+    """``entmax.EntmaxBisectLoss(alpha=1.5, n_iter=50, ...)`` with smax."""
+
+    def __init__(self, alpha: Any = 1.5, n_iter: int = 50, weight: Optional[torch.Tensor] = None,
+                 ignore_index: int = -100, reduction: str = "elementwise_mean",
+                 **options: Any) -> None:
+        super().__init__(weight, ignore_index, reduction, **options)
+        self.alpha = alpha
+        self.n_iter = n_iter
+
+    def forward(self, x: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        return entmax_bisect_loss(x, target, self.alpha, -1, self.n_iter, self.ignore_index,
+                                  self.reduction, self.weight, **self.options)
+
+
+class CrossEntropyLoss(torch.nn.Module):
+    """``torch.nn.CrossEntropyLoss(weight=None, ignore_index=-100,
+    reduction="mean", label_smoothing=0.0)`` with smax; extra keyword options
+    (``lse_square_scale``, ``softcap``, ``scale``, ...) go to
+    ``cross_entropy``."""
+
+    def __init__(self, weight: Optional[torch.Tensor] = None, ignore_index: int = -100,
+                 reduction: str = "mean", label_smoothing: float = 0.0, **options: Any) -> None:
+        super().__init__()
+        self.register_buffer("weight", weight)
+        self.ignore_index = ignore_index
+        self.reduction = reduction
+        self.label_smoothing = label_smoothing
+        self.options = options
+
+    def forward(self, input: torch.Tensor, target: torch.Tensor) -> Any:
+        return cross_entropy(input, target, self.weight, self.ignore_index, self.reduction,
+                             self.label_smoothing, **self.options)

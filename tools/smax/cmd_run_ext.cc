@@ -91,7 +91,7 @@ int cmd_run_ext(const ExtOp& op, int argc, char** argv, int first) {
                                                      " values for " + std::to_string(m) + " outputs");
     }
     for (int64_t i = 0; i < m; ++i) {
-      const double got = op.index_output ? static_cast<double>(out_index[static_cast<size_t>(i)])
+      const double got = op.check_indices ? static_cast<double>(out_index[static_cast<size_t>(i)])
                                          : static_cast<double>(out[i]);
       const double r = ref[static_cast<size_t>(i)];
       double ratio = 0;

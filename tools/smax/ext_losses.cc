@@ -1,8 +1,101 @@
-// tools/smax/ext_losses.cc: the losses ops of `smax run` (table in ext_ops.h).
+// tools/smax/ext_losses.cc: cross-entropy and the z-losses in `smax run`
+// (table in ext_ops.h). Bounds of --check: include/smax/cross_entropy.h
+// (relative to the loss's own magnitude; here a uniform abs + rel bound).
 #include "ext_ops.h"
+#include "reference/cross_entropy.h"
+#include "smax/cross_entropy.h"
 
 namespace smax_cli {
+namespace {
 
-void add_loss_ops(std::vector<ExtOp>& ops) { (void)ops; }
+namespace ref = smax::reference;
+
+smax::CrossEntropyOptions ce_of(const ExtCall& c) {
+  smax::CrossEntropyOptions ce;
+  ce.loss = c.loss;
+  ce.label_smoothing = static_cast<float>(c.param("label_smoothing"));
+  ce.lse_square_scale = static_cast<float>(c.param("lse_square_scale"));
+  ce.softcap = static_cast<float>(c.param("softcap"));
+  return ce;
+}
+
+std::vector<double> loss_values(const ref::LossRef& r) {
+  if (r.reduction == smax::Reduction::kNone) return r.rows;
+  return {r.reduce(r.rows)};
+}
+
+const std::vector<ExtParam> kCeParams = {
+    {"label_smoothing", 0, "PyTorch's label_smoothing in [0, 1]"},
+    {"lse_square_scale", 0, "PaLM z-loss coefficient"},
+    {"softcap", 0, "logit soft-capping (0 = off)"}};
+const std::vector<ExtParam> kZParams = {{"coefficient", 1e-4, "c in c * LSE^2"}};
+const std::vector<ExtParam> kSphericalParams = {{"a", 1, "a > 0"}, {"b", 1, "b"}};
+
+}  // namespace
+
+void add_loss_ops(std::vector<ExtOp>& ops) {
+  ops.push_back({"cross_entropy", "fused cross-entropy from logits", OutShape::kLoss, true, false,
+                 false, kCeParams, nullptr,
+                 [](const ExtCall& c) { smax::cross_entropy(c.x, c.target, c.out, ce_of(c), c.options); },
+                 [](const ExtCall& c) {
+                   return loss_values(ref::cross_entropy(c.x, c.target, ce_of(c), c.options).loss);
+                 },
+                 1e-6, 1e-5});
+  ops.push_back({"cross_entropy_backward", "gradient of cross_entropy", OutShape::kLoss, true, true,
+                 false, kCeParams, nullptr,
+                 [](const ExtCall& c) {
+                   smax::cross_entropy_backward(c.x, c.target, c.dy, c.out, ce_of(c), c.options);
+                 },
+                 [](const ExtCall& c) {
+                   return ref::cross_entropy_backward(c.x, c.target, c.dy, ce_of(c), c.options).dsrc;
+                 },
+                 1e-7, 1e-5});
+  ops.push_back({"z_loss", "PaLM z-loss c * LSE^2", OutShape::kLoss, true, false, false, kZParams,
+                 nullptr,
+                 [](const ExtCall& c) {
+                   smax::z_loss(c.x, c.target, c.out, static_cast<float>(c.param("coefficient")),
+                                c.loss, c.options);
+                 },
+                 [](const ExtCall& c) {
+                   return loss_values(ref::z_loss(c.x, &c.target, c.param("coefficient"), c.loss, c.options));
+                 },
+                 1e-9, 1e-5});
+  ops.push_back({"z_loss_backward", "gradient of z_loss", OutShape::kLoss, true, true, false,
+                 kZParams, nullptr,
+                 [](const ExtCall& c) {
+                   smax::z_loss_backward(c.x, c.target, c.dy, c.out,
+                                         static_cast<float>(c.param("coefficient")), c.loss, c.options);
+                 },
+                 [](const ExtCall& c) {
+                   return ref::z_loss_backward(c.x, &c.target, c.dy, c.param("coefficient"), c.loss,
+                                               c.options)
+                       .dsrc;
+                 },
+                 1e-10, 1e-5});
+  ops.push_back({"spherical_z_loss", "Z-loss of de Brebisson & Vincent", OutShape::kLoss, true,
+                 false, false, kSphericalParams, nullptr,
+                 [](const ExtCall& c) {
+                   smax::spherical_z_loss(c.x, c.target, c.out, static_cast<float>(c.param("a")),
+                                          static_cast<float>(c.param("b")), c.loss, c.options);
+                 },
+                 [](const ExtCall& c) {
+                   return loss_values(ref::spherical_z_loss(c.x, c.target, c.param("a"), c.param("b"),
+                                                            c.loss, c.options));
+                 },
+                 1e-6, 1e-5});
+  ops.push_back({"spherical_z_loss_backward", "gradient of spherical_z_loss", OutShape::kLoss, true,
+                 true, false, kSphericalParams, nullptr,
+                 [](const ExtCall& c) {
+                   smax::spherical_z_loss_backward(c.x, c.target, c.dy, c.out,
+                                                   static_cast<float>(c.param("a")),
+                                                   static_cast<float>(c.param("b")), c.loss, c.options);
+                 },
+                 [](const ExtCall& c) {
+                   return ref::spherical_z_loss_backward(c.x, c.target, c.dy, c.param("a"),
+                                                         c.param("b"), c.loss, c.options)
+                       .dsrc;
+                 },
+                 1e-7, 1e-5});
+}
 
 }  // namespace smax_cli

@@ -66,6 +66,8 @@ struct ExtOp {
   /// --check bound per element: |got - ref| <= abs_tol + rel_tol * |ref|.
   double abs_tol = 1e-6;
   double rel_tol = 1e-5;
+  /// --check compares out_index (exact) instead of out.
+  bool check_indices = false;
 };
 
 /// One ready-to-run call of a table op: owns the generated inputs and the

@@ -1,8 +1,96 @@
-// tools/smax/ext_sampling.cc: the sampling ops of `smax run` (table in ext_ops.h).
+// tools/smax/ext_sampling.cc: Gumbel-softmax, Gumbel-max, fused softmax +
+// top-k and sampling in `smax run` (table in ext_ops.h). The noise is the
+// library's counter-based Philox stream for --param seed, so --check compares
+// with the oracle on the very same noise. Bounds: include/smax/sampling.h.
 #include "ext_ops.h"
+#include "reference/sampling.h"
+#include "smax/sampling.h"
 
 namespace smax_cli {
+namespace {
 
-void add_sampling_ops(std::vector<ExtOp>& ops) { (void)ops; }
+namespace ref = smax::reference;
+
+uint64_t seed_of(const ExtCall& c) { return static_cast<uint64_t>(c.param("seed")); }
+smax::GumbelSoftmaxOptions gumbel_of(const ExtCall& c) {
+  smax::GumbelSoftmaxOptions o;
+  o.tau = static_cast<float>(c.param("tau"));
+  o.hard = c.param("hard") != 0;
+  o.seed = seed_of(c);
+  return o;
+}
+smax::SampleOptions sample_of(const ExtCall& c) {
+  smax::SampleOptions o;
+  o.temperature = static_cast<float>(c.param("temperature"));
+  o.top_k = static_cast<int64_t>(c.param("top_k"));
+  o.top_p = static_cast<float>(c.param("top_p"));
+  o.seed = seed_of(c);
+  return o;
+}
+std::vector<double> as_double(const std::vector<int64_t>& v) { return {v.begin(), v.end()}; }
+
+}  // namespace
+
+void add_sampling_ops(std::vector<ExtOp>& ops) {
+  {
+    ExtOp op;
+    op.name = "gumbel_softmax";
+    op.summary = "softmax((x + Gumbel noise) / tau), hard = straight-through one-hot";
+    op.params = {{"tau", 1, "temperature > 0"}, {"hard", 0, "1 = one-hot"}, {"seed", 1, "noise seed"}};
+    op.run = [](const ExtCall& c) { smax::gumbel_softmax(c.x, c.out, gumbel_of(c), c.options); };
+    op.reference = [](const ExtCall& c) { return ref::gumbel_softmax(c.x, gumbel_of(c), c.options).dst; };
+    op.abs_tol = 1e-30;
+    op.rel_tol = 4e-6;
+    ops.push_back(op);
+  }
+  {
+    ExtOp op;
+    op.name = "gumbel_max";
+    op.summary = "one sample per row: argmax(x + Gumbel noise)";
+    op.out_shape = OutShape::kRows;
+    op.index_output = true;
+    op.check_indices = true;
+    op.params = {{"seed", 1, "noise seed"}};
+    op.run = [](const ExtCall& c) { smax::gumbel_max(c.x, c.out_index, seed_of(c), c.options); };
+    op.reference = [](const ExtCall& c) { return as_double(ref::gumbel_max(c.x, seed_of(c), c.options)); };
+    op.abs_tol = 0;
+    op.rel_tol = 0;
+    ops.push_back(op);
+  }
+  {
+    ExtOp op;
+    op.name = "softmax_topk";
+    op.summary = "fused softmax + top-k: probabilities and indices of the k best";
+    op.out_shape = OutShape::kTopK;
+    op.index_output = true;
+    op.params = {{"k", 50, "winners per row"}};
+    op.run = [](const ExtCall& c) {
+      smax::softmax_topk(c.x, c.out, c.out_index, static_cast<int64_t>(c.param("k")), c.options);
+    };
+    op.reference = [](const ExtCall& c) {
+      smax::SoftmaxTopkOptions t;
+      t.k = static_cast<int64_t>(c.param("k"));
+      return ref::softmax_topk(c.x, t, c.options).probs;
+    };
+    op.abs_tol = 1e-30;
+    op.rel_tol = 2e-6;
+    ops.push_back(op);
+  }
+  {
+    ExtOp op;
+    op.name = "sample";
+    op.summary = "one token per row: temperature -> top-k -> top-p -> Gumbel-max";
+    op.out_shape = OutShape::kRows;
+    op.index_output = true;
+    op.check_indices = true;
+    op.params = {{"temperature", 1, "0 = greedy"}, {"top_k", 50, "0 = off"},
+                 {"top_p", 0.9, "nucleus mass"}, {"seed", 1, "noise seed"}};
+    op.run = [](const ExtCall& c) { smax::sample(c.x, c.out_index, sample_of(c), c.options); };
+    op.reference = [](const ExtCall& c) { return as_double(ref::sample(c.x, sample_of(c), c.options)); };
+    op.abs_tol = 0;
+    op.rel_tol = 0;
+    ops.push_back(op);
+  }
+}
 
 }  // namespace smax_cli

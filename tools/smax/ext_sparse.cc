@@ -1,8 +1,151 @@
-// tools/smax/ext_sparse.cc: the sparse ops of `smax run` (table in ext_ops.h).
+// tools/smax/ext_sparse.cc: sparsemax, entmax and sparse-softmax in
+// `smax run` (table in ext_ops.h). Bounds of --check: include/smax/sparse.h.
 #include "ext_ops.h"
+#include "reference/sparse.h"
+#include "smax/sparse.h"
 
 namespace smax_cli {
+namespace {
 
-void add_sparse_ops(std::vector<ExtOp>& ops) { (void)ops; }
+smax::EntmaxBisectOptions bisect_of(const ExtCall& c) {
+  smax::EntmaxBisectOptions b;
+  b.alpha = static_cast<float>(c.param("alpha"));
+  b.n_iter = static_cast<int>(c.param("n_iter"));
+  return b;
+}
+
+smax::reference::SparseLossSpec spec_of(smax::reference::SparseLossSpec::Which which,
+                                        const ExtCall& c) {
+  smax::reference::SparseLossSpec s;
+  s.which = which;
+  if (which == smax::reference::SparseLossSpec::kBisect) s.bisect = bisect_of(c);
+  if (which == smax::reference::SparseLossSpec::kTopK) s.k = static_cast<int64_t>(c.param("k"));
+  return s;
+}
+
+const std::vector<ExtParam> kBisectParams = {{"alpha", 1.5, "alpha > 1"},
+                                            {"n_iter", 50, "bisection steps"}};
+const std::vector<ExtParam> kTopKParams = {{"k", 10, "entries kept per row"}};
+
+}  // namespace
+
+void add_sparse_ops(std::vector<ExtOp>& ops) {
+  using Which = smax::reference::SparseLossSpec::Which;
+  namespace ref = smax::reference;
+  // Forward normalisers.
+  ops.push_back({"sparsemax", "Euclidean projection onto the simplex", OutShape::kSame, false,
+                 false, false, {}, nullptr,
+                 [](const ExtCall& c) { smax::sparsemax(c.x, c.out, c.options); },
+                 [](const ExtCall& c) { return ref::sparsemax(c.x, c.options); }, 1e-6, 1e-5});
+  ops.push_back({"entmax15", "exact 1.5-entmax", OutShape::kSame, false, false, false, {},
+                 nullptr, [](const ExtCall& c) { smax::entmax15(c.x, c.out, c.options); },
+                 [](const ExtCall& c) { return ref::entmax15(c.x, c.options); }, 1e-6, 1e-5});
+  ops.push_back({"entmax_bisect", "alpha-entmax by bisection", OutShape::kSame, false, false,
+                 false, kBisectParams, nullptr,
+                 [](const ExtCall& c) { smax::entmax_bisect(c.x, c.out, bisect_of(c), c.options); },
+                 [](const ExtCall& c) { return ref::entmax_bisect(c.x, bisect_of(c), c.options); },
+                 1e-6, 1e-4});
+  ops.push_back({"sparse_softmax", "softmax over the k largest logits", OutShape::kSame, false,
+                 false, false, kTopKParams, nullptr,
+                 [](const ExtCall& c) {
+                   smax::sparse_softmax(c.x, c.out, static_cast<int64_t>(c.param("k")), c.options);
+                 },
+                 [](const ExtCall& c) {
+                   return ref::sparse_softmax(c.x, static_cast<int64_t>(c.param("k")), c.options);
+                 },
+                 1e-7, 2e-6});
+  // Backward passes (from the saved output y).
+  ops.push_back({"sparsemax_backward", "VJP of sparsemax", OutShape::kSame, false, true, false,
+                 {}, [](const ExtCall& c) { smax::sparsemax(c.x, c.out, c.options); },
+                 [](const ExtCall& c) { smax::sparsemax_backward(c.y, c.dy, c.out, c.options); },
+                 [](const ExtCall& c) { return ref::entmax_backward(c.y, c.dy, 2.0, c.options); },
+                 1e-6, 1e-5});
+  ops.push_back({"entmax15_backward", "VJP of 1.5-entmax", OutShape::kSame, false, true, false,
+                 {}, [](const ExtCall& c) { smax::entmax15(c.x, c.out, c.options); },
+                 [](const ExtCall& c) { smax::entmax15_backward(c.y, c.dy, c.out, c.options); },
+                 [](const ExtCall& c) { return ref::entmax_backward(c.y, c.dy, 1.5, c.options); },
+                 1e-6, 1e-5});
+  ops.push_back({"entmax_bisect_backward", "VJP of alpha-entmax", OutShape::kSame, false, true,
+                 false, kBisectParams,
+                 [](const ExtCall& c) { smax::entmax_bisect(c.x, c.out, bisect_of(c), c.options); },
+                 [](const ExtCall& c) {
+                   smax::entmax_bisect_backward(c.y, c.dy, c.out, std::nullopt, bisect_of(c),
+                                                c.options);
+                 },
+                 [](const ExtCall& c) {
+                   const auto b = bisect_of(c);
+                   return ref::entmax_backward(c.y, c.dy, b.alpha, c.options, &b);
+                 },
+                 1e-6, 1e-4});
+  ops.push_back({"sparse_softmax_backward", "VJP of top-k softmax", OutShape::kSame, false, true,
+                 false, kTopKParams,
+                 [](const ExtCall& c) {
+                   smax::sparse_softmax(c.x, c.out, static_cast<int64_t>(c.param("k")), c.options);
+                 },
+                 [](const ExtCall& c) { smax::sparse_softmax_backward(c.y, c.dy, c.out, c.options); },
+                 [](const ExtCall& c) { return ref::entmax_backward(c.y, c.dy, 1.0, c.options); },
+                 1e-6, 1e-5});
+  // Losses (targets uniform over the classes; --reduction).
+  struct LossSpec {
+    const char* name;
+    const char* summary;
+    Which which;
+    std::vector<ExtParam> params;
+  };
+  const LossSpec losses[] = {
+      {"sparsemax_loss", "sparsemax loss (Martins & Astudillo)", Which::kSparsemax, {}},
+      {"entmax15_loss", "1.5-entmax loss", Which::kEntmax15, {}},
+      {"entmax_bisect_loss", "alpha-entmax loss", Which::kBisect, kBisectParams},
+      {"sparse_softmax_loss", "top-k softmax loss", Which::kTopK, kTopKParams},
+  };
+  for (const LossSpec& l : losses) {
+    const Which which = l.which;
+    auto forward = [which](const ExtCall& c) {
+      switch (which) {
+        case Which::kSparsemax: smax::sparsemax_loss(c.x, c.target, c.out, c.loss, c.options); break;
+        case Which::kEntmax15: smax::entmax15_loss(c.x, c.target, c.out, c.loss, c.options); break;
+        case Which::kBisect:
+          smax::entmax_bisect_loss(c.x, c.target, c.out, bisect_of(c), c.loss, c.options);
+          break;
+        case Which::kTopK:
+          smax::sparse_softmax_loss(c.x, c.target, c.out, static_cast<int64_t>(c.param("k")), {},
+                                    c.loss, c.options);
+          break;
+      }
+    };
+    ops.push_back({l.name, l.summary, OutShape::kLoss, true, false, false, l.params, nullptr,
+                   forward,
+                   [which](const ExtCall& c) {
+                     return ref::sparse_loss(spec_of(which, c), c.x, c.target, c.loss, c.options);
+                   },
+                   1e-6, 1e-5});
+    ops.push_back({std::string(l.name) + "_backward", std::string("gradient of ") + l.name,
+                   OutShape::kLoss, true, true, false, l.params, nullptr,
+                   [which](const ExtCall& c) {
+                     switch (which) {
+                       case Which::kSparsemax:
+                         smax::sparsemax_loss_backward(c.x, c.target, c.dy, c.out, c.loss, c.options);
+                         break;
+                       case Which::kEntmax15:
+                         smax::entmax15_loss_backward(c.x, c.target, c.dy, c.out, c.loss, c.options);
+                         break;
+                       case Which::kBisect:
+                         smax::entmax_bisect_loss_backward(c.x, c.target, c.dy, c.out, bisect_of(c),
+                                                           c.loss, c.options);
+                         break;
+                       case Which::kTopK:
+                         smax::sparse_softmax_loss_backward(c.x, c.target, c.dy, c.out,
+                                                            static_cast<int64_t>(c.param("k")), {},
+                                                            c.loss, c.options);
+                         break;
+                     }
+                   },
+                   [which](const ExtCall& c) {
+                     return ref::sparse_loss_backward(spec_of(which, c), c.x, c.target, c.dy,
+                                                      c.loss, c.options);
+                   },
+                   1e-6, 1e-4});
+  }
+}
 
 }  // namespace smax_cli

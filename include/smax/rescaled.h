@@ -1,0 +1,199 @@
+// smax/rescaled.h: rescaled and rectified softmaxes (specs/normalizers.md §3,
+// part A): SSMax (Scalable-Softmax), softpick, StableMax (+ its
+// cross-entropy) and the Softmax Collapse detector.
+//
+// Common contract of every function here (as in smax/softmax.h)
+// -------------------------------------------------------------
+// * Layout: any rank 0..kMaxRank, any strides (elements), reduction over
+//   `options.axis`. `dst`/`dsrc` have the shape of `src`.
+// * Logits: the row function sees t_i = fl(fl(x_i * s) + additive_mask_i),
+//   s = fl(scale / temperature), t_i = -inf where bool_mask_i == 0. Entries
+//   with t_i = -inf are "masked": exactly 0 output and exactly 0 gradient.
+//   Backward passes return dsrc = s * d(loss)/dt (the chain rule through s).
+// * Aliasing: dst may be exactly src (in place); in backward passes dsrc may
+//   be exactly dy (or src). Any other overlap is rejected.
+// * Errors: throws smax::Error (invalid argument) naming the op and the
+//   argument for every invalid view, shape, option or parameter; nothing is
+//   written on error.
+// * Special values: NaN anywhere in a row -> NaN row (losses: NaN loss and a
+//   NaN gradient row). +inf anywhere in a row -> NaN row. A row whose entries
+//   are all masked / -inf follows `options.empty_row` (kZero: zeros, zero
+//   gradient; kNan: NaN). n = 0: empty output, no error.
+// * Determinism: bitwise identical results for any `threads` (rows are
+//   independent and each is computed by one task on a fixed grid). Results
+//   may differ in the last bits between SIMD targets.
+// * Error bounds are against float64 math on the same f32 logits t, and are
+//   the ones enforced by tests/test_rescaled.cc.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "smax/loss.h"
+#include "smax/options.h"
+#include "smax/tensor.h"
+
+namespace smax {
+
+// ---------------------------------------------------------------------------
+// SSMax (Nakanishi 2025, "Scalable-Softmax Is Superior for Attention",
+// arXiv:2501.19399): y = softmax((s ln n) t).
+// ---------------------------------------------------------------------------
+
+/// Parameters of ssmax / ssmax_backward.
+struct SsmaxOptions {
+  /// The scaling parameter s (learnable per head in the paper; 0.43 is the
+  /// paper's initialisation). Finite, any sign. Ignored when `s_rows` is set.
+  float s = 0.43f;
+  /// Optional per-row s: f32, broadcast (NumPy rules) to src's shape with the
+  /// axis of size 1 (e.g. [heads, 1, 1] for scores [heads, q, k]). Non-finite
+  /// values give NaN rows.
+  std::optional<TensorView> s_rows;
+  /// 0 (default): n = the number of visible entries of the row (t_i > -inf,
+  /// i.e. unmasked), as in the paper's attention with masking. > 0: use this
+  /// fixed n for every row (e.g. the training context length). Must be >= 0.
+  int64_t fixed_n = 0;
+};
+
+/// y = softmax(c t) per row, c = fl(s * ln n) (rounded once from float64);
+/// the logits of the softmax are u_i = fl(t_i * c) (exactly what softmax
+/// does with `scale`), and masked entries stay masked whatever the sign of c.
+/// Computed by the library's softmax row kernels (options.algorithm; kAuto =
+/// three-pass reload), so softmax's contract holds: relative error <= 2e-6
+/// vs float64 softmax of u for outputs >= 1e-30 (absolute <= 1e-36 below).
+/// n = 1 visible entry: c = 0 and that entry is exactly 1. c <= 0 (s <= 0)
+/// is allowed (c = 0: uniform over the visible entries).
+void ssmax(const TensorView& src, const TensorView& dst, const SsmaxOptions& params = {},
+           const SoftmaxOptions& options = {});
+
+/// VJP of ssmax given the source `src` (needed for t and n), the saved
+/// output `y` and the upstream gradient `dy`:
+///   dsrc = sigma * c * y * (dy - <dy, y>)       (sigma = scale/temperature)
+///   ds   = ln n * sum_i t_i y_i (dy_i - <dy, y>)  (one value per row)
+/// `ds` (optional) is a per-row f32 output with src's shape without the axis
+/// (or keepdim): the gradient with respect to each row's s; for a scalar or
+/// broadcast s, sum it over the broadcast rows. Entries with y_i = 0 do not
+/// contribute to ds (masked t_i = -inf). All-masked rows: dsrc and ds follow
+/// empty_row (0 or NaN).
+/// Bounds: |dsrc - ref| <= 2e-6 * |sigma c| |y| (|dy| + |<dy,y>|) + 1e-30;
+///         |ds - ref| <= 2e-6 * ln n * sum_i |t_i y_i| (|dy_i| + |<dy,y>|) + 1e-30.
+/// dsrc may alias dy.
+void ssmax_backward(const TensorView& src, const TensorView& y, const TensorView& dy,
+                    const TensorView& dsrc, const SsmaxOptions& params = {},
+                    const SoftmaxOptions& options = {}, const TensorView* ds = nullptr);
+
+// ---------------------------------------------------------------------------
+// softpick (Zuhri et al. 2025, "Softpick: No Attention Sink, No Massive
+// Activations with Rectified Softmax", arXiv:2504.20966).
+// ---------------------------------------------------------------------------
+
+struct SoftpickOptions {
+  /// Added to the denominator: 0 or a finite value >= FLT_MIN (so that the
+  /// reciprocal of the denominator fits f32). 1e-6 by default (the paper's
+  /// reference kernels use 1e-6 and 1e-8).
+  float eps = 1e-6f;
+};
+
+/// y_i = relu(e^t_i - 1) / (sum_{j visible} |e^t_j - 1| + eps), computed in
+/// the shifted form relu(e^(t_i - m) - e^-m) / (sum |e^(t_j - m) - e^-m| +
+/// eps e^-m) with the shift m = N ln 2, N = round(max t * log2 e) (e^-m is
+/// then exactly 2^-N and t - m is reduced exactly; |max t| > 2048 (256
+/// without FMA): m = max t and e^-m = 0). Masked entries (t = -inf) are left
+/// out of the denominator (the spec's choice; the original kernels count
+/// them as |0 - 1| = 1). Not sum-to-one; a row whose visible entries are all
+/// <= 0 gives exactly 0 (and 0 gradient).
+/// Bound: with S = sum_vis |e^t_j - 1| + eps, q_j = e^t_j / S, K = sum_vis q_j:
+///   |y_j - ref| <= 2e-6 * ((1 + K) |y_j| + q_j) + 1e-36.
+/// K ~ 1 unless many t are near 0 (there softpick is ill-conditioned in f32:
+/// e^t - 1 cancels).
+void softpick(const TensorView& src, const TensorView& dst, const SoftpickOptions& params = {},
+              const SoftmaxOptions& options = {});
+
+/// VJP of softpick from the source (y is recomputed):
+///   dsrc_j = sigma (e^t_j / S) (1[t_j > 0] dy_j - sgn(t_j) <dy, y>), sgn(0) = -1.
+/// Bound: |dsrc - ref| <= 2e-6 sigma q_j ((1 + K)(|dy_j| + |r|) + G) + 1e-30,
+/// r = <dy, y>, G = sum_i |dy_i| (y_i + q_i). dsrc may alias dy or src.
+void softpick_backward(const TensorView& src, const TensorView& dy, const TensorView& dsrc,
+                       const SoftpickOptions& params = {}, const SoftmaxOptions& options = {});
+
+// ---------------------------------------------------------------------------
+// StableMax (Prieto et al. 2025, "Grokking at the Edge of Numerical
+// Stability", arXiv:2501.04697).
+// ---------------------------------------------------------------------------
+
+/// y_i = s(t_i) / sum_j s(t_j), s(x) = x + 1 (x >= 0), 1 / (1 - x) (x < 0).
+/// Not shift invariant: the max is never subtracted; per lane one branch of
+/// s is selected (IfThenElse), the other is discarded. Masked entries have
+/// s(-inf) = 0. The sum is accumulated in float64, so no overflow for any
+/// finite t. Bound: relative error <= 1e-6 for outputs >= 1e-30 (absolute
+/// <= 1e-36 below; outputs below FLT_MIN are flushed to 0).
+void stablemax(const TensorView& src, const TensorView& dst, const SoftmaxOptions& options = {});
+
+/// VJP of stablemax from the source: dsrc_j = sigma (s'_j / sum s)(dy_j - <dy, y>),
+/// s' = 1 (t >= 0), 1 / (1 - t)^2 (t < 0).
+/// Bound: |dsrc - ref| <= 2e-6 sigma (s'_j / sum s)(|dy_j| + |r| + sum_i |dy_i| y_i)
+/// + 1e-30 (r = <dy, y>). dsrc may alias dy or src.
+void stablemax_backward(const TensorView& src, const TensorView& dy, const TensorView& dsrc,
+                        const SoftmaxOptions& options = {});
+
+/// StableMax cross-entropy: loss_r = -log s(t_target) + log sum_j s(t_j),
+/// computed as log1p(sum_{j != target} s(t_j) / s(t_target)) (no
+/// cancellation). Targets, ignore_index, class weights and reductions as in
+/// smax/loss.h. A masked target gives +inf; an all-masked row gives loss 0
+/// (empty_row kZero) or NaN (kNan). Bound (per row, before the reduction):
+/// |loss - ref| <= 1e-6 * |ref| + 1e-30.
+void stablemax_cross_entropy(const TensorView& src, const TensorView& target,
+                             const TensorView& dst, const LossOptions& loss = {},
+                             const SoftmaxOptions& options = {});
+
+/// Gradient: dsrc_j = c_r sigma (s'_j / s_j)(y_j - d_jt) = c_r sigma (y_j - d_jt) / (1 + |t_j|)
+/// (c_r from `dloss` and the reduction, see loss.h); 1 - y_t is computed as
+/// sum_{j != t} s_j / sum s. Ignored rows and masked entries get 0.
+/// Bound: |dsrc - ref| <= 2e-6 |c_r sigma| |y_j - d_jt| / (1 + |t_j|) + 1e-30.
+void stablemax_cross_entropy_backward(const TensorView& src, const TensorView& target,
+                                      const TensorView& dloss, const TensorView& dsrc,
+                                      const LossOptions& loss = {},
+                                      const SoftmaxOptions& options = {});
+
+// ---------------------------------------------------------------------------
+// Softmax Collapse detector (Prieto et al. 2025): a row has collapsed when
+// its softmax normaliser sum_i exp(t_i - m) (m = max t) rounds to exactly 1
+// in the working precision, so that the max entry gets probability exactly
+// 1 and its cross-entropy gradient vanishes.
+// ---------------------------------------------------------------------------
+
+/// Working precision simulated by softmax_collapse_fraction.
+enum class Precision : int {
+  kF32 = 0,   ///< the library's f32 kernels (gap ~16.6 for one competitor)
+  kF16 = 1,   ///< IEEE binary16 (gap ~7.6)
+  kBF16 = 2,  ///< bfloat16 (gap ~5.5)
+};
+
+/// "f32" / "f16" / "bf16" (throws smax::Error naming the bad value otherwise).
+Precision parse_precision(std::string_view name);
+const char* precision_name(Precision precision) noexcept;
+
+/// Fraction of rows that have collapsed in `precision`:
+///  * kF32: e_i = the library's f32 exp of the exact difference t_i - m (the
+///    max entry gives exactly 1), summed in the library's blocked order
+///    (the f32 softmax kernels' ExpSum: f32 lane accumulators, <= 16 adds
+///    per lane, float64 across blocks and lanes); collapsed iff that sum
+///    rounded to f32 is exactly 1.
+///  * kF16 / kBF16: e_i = the same f32 exp rounded to the precision
+///    (round-to-nearest-even, with its subnormals and overflow to inf), then
+///    summed left to right, every partial sum rounded to the precision;
+///    collapsed iff the final sum is exactly 1. (The model of a kernel that
+///    computes and accumulates in that precision.)
+/// Rows with NaN or +inf, all-masked rows and empty rows (n = 0) are not
+/// collapsed; a row with one visible entry always is. Returns collapsed rows
+/// / rows (0 when there are no rows). `flags` (optional, f32, src's shape
+/// without the axis or keepdim) receives 1 for a collapsed row, else 0.
+/// Deterministic (any thread count); the f32 answer depends on the SIMD
+/// target's lane count only through the summation order, as the softmax's
+/// sum does.
+double softmax_collapse_fraction(const TensorView& src, Precision precision = Precision::kF32,
+                                 const SoftmaxOptions& options = {},
+                                 const TensorView* flags = nullptr);
+
+}  // namespace smax

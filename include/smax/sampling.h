@@ -1,0 +1,228 @@
+// smax/sampling.h: Gumbel noise, Gumbel-softmax, Gumbel-max, fused
+// softmax + top-k, temperature / top-k / top-p sampling, and Soft-NMS.
+//
+// Common contract of the row-wise functions here (all but soft_nms)
+// ------------------------------------------------------------------
+// * Rows: the reduced axis is `options.axis` of `src` (any rank 0..kMaxRank,
+//   any strides). Row r is the r-th row in row-major order over src's other
+//   dims. Logits are those of softmax (include/smax/softmax.h):
+//   t_i = fl(fl(x_i * s) + additive_mask_i), s = fl(scale / temperature),
+//   t_i = -inf where bool_mask_i == 0. -inf logits are "masked": they get
+//   probability 0 and are never sampled (unless a row has nothing else).
+// * Randomness: the Gumbel noise of element i of row r is
+//   g(seed, r, i) = -log(-log U), U in [2^-53, 1 - 2^-53] (never 0 or 1),
+//   from Philox4x32-10 (Random123) keyed by the 64-bit seed with the counter
+//   (i / 2, r); evaluated in float64 (exact definition: docs and
+//   src/kernels/sampling.h). It depends only on (seed, r, i), so results are
+//   bitwise identical for any thread count, any layout (strides, axis
+//   permutation) and whichever elements a filter keeps; the same seed always
+//   gives the same samples.
+// * Index outputs are DType::kI64 views. Per-row outputs have src's shape
+//   without the axis, or with it of size 1 (keepdim). -1 means "no sample":
+//   the row is empty (n = 0), every entry is masked / -inf, or the row holds
+//   NaN (or +inf, for which the softmax is undefined) where documented.
+// * Errors: smax::Error (invalid argument) naming the argument and value, for
+//   everything softmax rejects plus the parameters below; nothing is written
+//   on error. Outputs must not overlap inputs, masks or each other unless
+//   stated.
+// * Determinism: bitwise identical for any `threads` (rows are independent,
+//   one task per row); results may differ in the last bits between SIMD
+//   targets for probabilities (never for indices, noise or the sampled
+//   index, which use exact comparisons and float64 noise).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "smax/options.h"
+#include "smax/tensor.h"
+
+namespace smax {
+
+// ---------------------------------------------------------------------------
+// Gumbel noise, Gumbel-softmax, Gumbel-max
+// ---------------------------------------------------------------------------
+
+/// Writes g(seed, r, i) (rounded once from float64 to f32) to every element
+/// of the f32 view `dst`, with rows along `axis`. The same noise that
+/// gumbel_softmax / gumbel_max / sample draw for a source of dst's shape.
+void gumbel_noise(const TensorView& dst, uint64_t seed, int64_t axis = -1);
+
+struct GumbelSoftmaxOptions {
+  float tau = 1.0f;    ///< temperature of the relaxation; finite and > 0
+  bool hard = false;   ///< straight-through: dst is one-hot (see below)
+  uint64_t seed = 0;   ///< noise seed (ignored when `noise` is given)
+  /// Explicit noise g (f32, exactly src's shape) instead
+  /// of the seeded noise: for tests, spec vectors and replaying a sample.
+  std::optional<TensorView> noise;
+  /// Optional f32 output (src's shape): the soft sample y. With hard = true
+  /// this is what gumbel_softmax_backward needs (straight-through gradient).
+  std::optional<TensorView> y_soft;
+};
+
+/// Gumbel-softmax (Jang et al. 2017; Maddison et al. 2017):
+///   z_i = fl(fl(t_i + fl(g_i)) / tau)   (f32; g_i rounded once to f32),
+///   y_i = softmax(z)_i                  (the library softmax of z).
+/// hard = false: dst = y. hard = true: dst = one-hot at
+///   h = argmax_i ((double) t_i + g_i)   (float64, lowest index on ties:
+///   exactly gumbel_max's index for the same seed / noise), y -> y_soft.
+/// Error (soft): softmax's bound against float64 softmax of the same f32 z:
+///   |y - y_ref| <= 2e-6 * y_ref + 1e-36. The noise itself is exact float64
+///   (then one f32 rounding).
+/// Special values: masked / -inf logits -> y = 0 (never the hard index). A
+/// row with NaN or +inf (in t or the noise) -> NaN row (hard too). All
+/// masked -> options.empty_row (kZero: zeros, hard too; kNan: NaN). n = 0:
+/// nothing. n = 1: y = 1.
+/// Aliasing: dst (and y_soft) may be exactly src (in place); dst and y_soft
+/// must not overlap.
+void gumbel_softmax(const TensorView& src, const TensorView& dst,
+                    const GumbelSoftmaxOptions& gumbel = {},
+                    const SoftmaxOptions& options = {});
+
+/// Backward of gumbel_softmax given the saved soft sample y (for hard = true
+/// too: the straight-through estimator passes the gradient of the soft
+/// sample): dx = c * y * (dy - <dy, y>) with c = fl(fl(scale / temperature)
+/// / tau) (f32). Error: |dx - dx_ref| <= 2e-6 * c * |y| * (|dy| + |<dy,y>|)
+/// + 1e-30 (float64 dot, like softmax_backward). Masked entries (by
+/// options' masks) get exactly 0. dx may alias dy.
+void gumbel_softmax_backward(const TensorView& y_soft, const TensorView& dy,
+                             const TensorView& dx, float tau = 1.0f,
+                             const SoftmaxOptions& options = {});
+
+/// Gumbel-max sampling: indices[r] = argmax_i ((double) t_i + g(seed, r, i))
+/// (float64, lowest index on ties), an exact sample of softmax(t) (up to the
+/// 2^-53 granularity of U). `indices`: i64, src's shape without the axis
+/// (or keepdim). -1 for n = 0, all-masked rows and rows with NaN or +inf.
+/// Cost: one SIMD max pass, then noise only for elements that can still win
+/// (t_i > best - 37, since g <= 36.74): typically a few hundred per row.
+void gumbel_max(const TensorView& src, const TensorView& indices, uint64_t seed,
+                const SoftmaxOptions& options = {});
+
+// ---------------------------------------------------------------------------
+// Fused softmax + top-k
+// ---------------------------------------------------------------------------
+
+struct SoftmaxTopkOptions {
+  int64_t k = 1;             ///< 0 <= k <= n (k > n is an error)
+  bool renormalize = false;  ///< probabilities over the k winners only
+};
+
+/// The k largest logits of each row with their softmax probabilities, in one
+/// read of the row: the online normaliser (m, d) and a SIMD threshold filter
+/// that keeps the k best candidates; only the k winners are exponentiated
+/// for the output.
+///   probs:   f32, src's shape with the axis replaced by k;
+///   indices: i64, same shape.
+/// Order: descending logit, ties by the lower index (torch.topk(sorted=True)
+/// with a stable tie rule). probs[j] = softmax(t)[indices[j]] over the FULL
+/// row (not renormalised: the k probabilities sum to <= 1), or with
+/// renormalize = true e^(t_j - m) / sum over the k winners.
+/// Error: as softmax, |p - p_ref| <= 2e-6 * p_ref + 1e-36 (outputs below
+/// FLT_MIN are flushed to 0); renormalised: float64 arithmetic on the k
+/// winners, |p - p_ref| <= 1e-6 * p_ref + 1e-36.
+/// Special values: masked / -inf logits rank last (ascending index) with
+/// probability 0. NaN or +inf anywhere -> probs NaN; indices rank NaN above
+/// +inf above everything else (like torch.topk). All masked -> indices
+/// 0..k-1 and probs per options.empty_row (0 or NaN). n = 0 -> k must be 0.
+/// k = 0 -> empty outputs.
+/// Aliasing: outputs must not overlap src or each other.
+void softmax_topk(const TensorView& src, const TensorView& probs, const TensorView& indices,
+                  const SoftmaxTopkOptions& topk, const SoftmaxOptions& options = {});
+/// Same with renormalize = false.
+void softmax_topk(const TensorView& src, const TensorView& probs, const TensorView& indices,
+                  int64_t k, const SoftmaxOptions& options = {});
+
+// ---------------------------------------------------------------------------
+// Sampling with temperature, top-k and top-p (nucleus)
+// ---------------------------------------------------------------------------
+
+struct SampleOptions {
+  /// Sampling temperature T (on top of options.scale / options.temperature):
+  /// z_i = fl(t_i / T). T = 0 is greedy: the first index of max t (top_k,
+  /// top_p and the seed are then ignored). Finite and >= 0.
+  float temperature = 1.0f;
+  /// Keep the top_k largest z (ties by the lower index: exactly top_k
+  /// entries). 0 = off; top_k >= n keeps everything. >= 0.
+  int64_t top_k = 0;
+  /// Nucleus: keep the shortest prefix (descending z, ties by lower index)
+  /// whose probability mass (softmax over what top-k kept) reaches top_p;
+  /// always at least one entry. 1 = off. In (0, 1].
+  float top_p = 1.0f;
+  uint64_t seed = 0;
+};
+
+/// The filtered, tempered logits that `sample` draws from: dst_i = z_i where
+/// element i survives temperature -> top-k -> top-p (the order of Hugging
+/// Face transformers' logits warpers), -inf elsewhere. Greedy (T = 0):
+/// dst = t at the greedy index, -inf elsewhere.
+/// Differences from transformers: ties at the top-k boundary keep exactly
+/// top_k entries (lower index first; transformers keeps every entry equal
+/// to the k-th value); the nucleus uses a stable order (lower index first).
+/// Probability masses for top-p are float64 on the kept candidates; the
+/// full-row normaliser (top_k off) comes from the SIMD online scan (relative
+/// error <= 1e-6), so a row whose cumulative mass lands within 1e-6 of top_p
+/// may keep one entry more or less than exact arithmetic would.
+/// Special values: NaN or +inf in z (also from overflow of t / T) -> NaN row
+/// (greedy: +inf is a valid max; NaN -> NaN row). All masked -> all -inf.
+/// dst may be exactly src (in place).
+void sampling_filter(const TensorView& src, const TensorView& dst,
+                     const SampleOptions& sample = {}, const SoftmaxOptions& options = {});
+
+/// One sample per row from softmax of sampling_filter's output:
+/// indices[r] = argmax over the kept i of ((double) z_i + g(seed, r, i))
+/// (Gumbel-max, lowest index on ties). Greedy for T = 0. -1 for empty,
+/// all-masked and NaN rows (and +inf rows unless greedy).
+/// `indices`: i64, src's shape without the axis (or keepdim).
+void sample(const TensorView& src, const TensorView& indices,
+            const SampleOptions& sample = {}, const SoftmaxOptions& options = {});
+
+// ---------------------------------------------------------------------------
+// Soft-NMS (Bodla et al., ICCV 2017; bharatsingh430/soft-nms)
+// ---------------------------------------------------------------------------
+
+enum class SoftNmsMethod : int {
+  kHard = 0,      ///< classic NMS: iou > Nt -> score 0
+  kLinear = 1,    ///< iou > Nt -> score * (1 - iou)
+  kGaussian = 2,  ///< score * exp(-iou^2 / sigma) for every remaining box
+};
+
+struct SoftNmsOptions {
+  SoftNmsMethod method = SoftNmsMethod::kLinear;  ///< mmcv's default
+  float sigma = 0.5f;            ///< gaussian width; finite and > 0
+  float iou_threshold = 0.3f;    ///< Nt (hard, linear); finite, in [0, 1]
+  float score_threshold = 0.001f;  ///< boxes whose score falls below are dropped; finite
+  bool plus_one = false;  ///< pixel convention: widths x2 - x1 + 1 (original code)
+};
+
+struct SoftNmsResult {
+  std::vector<int64_t> indices;  ///< kept boxes (indices into the input), in selection order
+  std::vector<float> scores;     ///< their decayed scores (the score at selection)
+};
+
+/// Greedy Soft-NMS over `boxes` (f32 [N, 4] as x1, y1, x2, y2, any strides)
+/// and `scores` (f32 [N]): repeatedly select the remaining box with the
+/// highest current score (ties: lower index), then decay every other
+/// remaining box by the IoU with it, and drop boxes whose score is below
+/// score_threshold (boxes already below it at the start are dropped too;
+/// the original code only drops boxes it decayed).
+/// IoU = inter / (area_a + area_b - inter), widths x2 - x1 (+1 with
+/// plus_one), computed in float64; decayed scores are kept in float64 and
+/// rounded to f32 once on output. Zero-area boxes are valid (IoU 0 when the
+/// union is 0). Errors: x2 < x1 or y2 < y1 (x2 < x1 - 1 with plus_one), a
+/// non-finite coordinate or score, bad options or shapes. O(N^2).
+SoftNmsResult soft_nms(const TensorView& boxes, const TensorView& scores,
+                       const SoftNmsOptions& options = {});
+
+/// Same, into caller views of capacity N: `indices` (i64 [N]) and
+/// `kept_scores` (f32 [N]) get the kept boxes in their first `count` entries
+/// (returned); the rest are set to -1 and 0.
+int64_t soft_nms(const TensorView& boxes, const TensorView& scores, const TensorView& indices,
+                 const TensorView& kept_scores, const SoftNmsOptions& options = {});
+
+/// "hard" / "linear" / "gaussian" (throws smax::Error naming the bad value).
+SoftNmsMethod parse_soft_nms_method(std::string_view name);
+const char* soft_nms_method_name(SoftNmsMethod method) noexcept;
+
+}  // namespace smax

@@ -1,0 +1,413 @@
+// python/src/ext_common.h: helpers shared by the translation units of the
+// nanobind module smax._smax (python/src/smax_ext.cc and ext_*.cc): ndarray ->
+// smax::TensorView conversion with TypeErrors that name the argument, and the
+// option tuples every op beyond the softmax family takes:
+//   co = (dim, scale, temperature, mask, algorithm, empty_row, threads)
+//   lo = (ignore_index, reduction, weight, empty_mean)
+#pragma once
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+#include "smax/cross_entropy.h"
+#include "smax/linear_cross_entropy.h"
+#include "smax/rescaled.h"
+#include "smax/reweight.h"
+#include "smax/sampling.h"
+#include "smax/smax.h"
+#include "smax/sparse.h"
+
+namespace nb = nanobind;
+
+namespace smax_py __attribute__((visibility("hidden"))) {
+
+
+// Any dtype, any device, any strides: accepted as-is (never converted, never
+// copied), then checked by to_view() so errors are TypeErrors with a clear
+// message instead of nanobind's generic "incompatible function arguments".
+using In = nb::ndarray<nb::ro>;
+using Out = nb::ndarray<>;
+
+const char* dtype_label(nb::dlpack::dtype d) {
+  using C = nb::dlpack::dtype_code;
+  const auto code = static_cast<C>(d.code);
+  if (d.lanes != 1) return "a vector type";
+  switch (code) {
+    case C::Float:
+      return d.bits == 16 ? "float16" : d.bits == 32 ? "float32" : d.bits == 64 ? "float64" : "float";
+    case C::Bfloat:
+      return "bfloat16";
+    case C::Int:
+      return d.bits == 8 ? "int8" : d.bits == 16 ? "int16" : d.bits == 32 ? "int32" : "int64";
+    case C::UInt:
+      return d.bits == 8 ? "uint8" : d.bits == 16 ? "uint16" : d.bits == 32 ? "uint32" : "uint64";
+    case C::Bool:
+      return "bool";
+    case C::Complex:
+      return "complex";
+    default:
+      return "an unknown dtype";
+  }
+}
+
+inline bool is_f32(nb::dlpack::dtype d) { return d == nb::dtype<float>(); }
+inline bool is_byte_mask(nb::dlpack::dtype d) {
+  return d == nb::dtype<bool>() || d == nb::dtype<uint8_t>();
+}
+inline bool is_i64(nb::dlpack::dtype d) { return d == nb::dtype<int64_t>(); }
+
+const char* want_label(smax::DType want) {
+  switch (want) {
+    case smax::DType::kF32:
+      return "float32";
+    case smax::DType::kI64:
+      return "int64";
+    default:
+      return "bool";
+  }
+}
+
+/// View over an ndarray's memory (strides in elements, as nanobind gives them).
+template <typename Array>
+inline smax::TensorView to_view(const Array& a, const char* op, const char* arg,
+                         smax::DType want) {
+  if (a.device_type() != nb::device::cpu::value) {
+    throw nb::type_error((std::string(op) + ": " + arg +
+                          " is not on the CPU; smax computes on CPU memory only")
+                             .c_str());
+  }
+  const auto d = a.dtype();
+  const bool ok = want == smax::DType::kF32   ? is_f32(d)
+                  : want == smax::DType::kI64 ? is_i64(d)
+                                              : is_byte_mask(d);
+  if (!ok) {
+    std::string msg = std::string(op) + ": " + arg + " has dtype " + dtype_label(d) +
+                      ", expected " + want_label(want);
+    if (want == smax::DType::kF32 && d == nb::dtype<double>()) {
+      msg += " (smax computes in float32 only; cast with .astype(np.float32) / .float())";
+    }
+    if (want == smax::DType::kI64 && d.code == static_cast<uint8_t>(nb::dlpack::dtype_code::Int)) {
+      msg += " (cast with .astype(np.int64) / .long())";
+    }
+    throw nb::type_error(msg.c_str());
+  }
+  const int rank = static_cast<int>(a.ndim());
+  if (rank > smax::kMaxRank) {
+    throw nb::value_error((std::string(op) + ": " + arg + " has rank " + std::to_string(rank) +
+                           ", more than smax's maximum of " + std::to_string(smax::kMaxRank))
+                              .c_str());
+  }
+  int64_t shape[smax::kMaxRank];
+  int64_t strides[smax::kMaxRank];
+  for (int i = 0; i < rank; ++i) {
+    shape[i] = static_cast<int64_t>(a.shape(i));
+    strides[i] = a.stride(i);
+  }
+  return smax::make_view(const_cast<void*>(static_cast<const void*>(a.data())), want, rank, shape,
+                         strides);
+}
+
+/// Options from the Python keyword arguments. A bool (or uint8) mask becomes
+/// `bool_mask`, a float32 mask `additive_mask`.
+inline smax::SoftmaxOptions make_options(const char* op, int64_t dim, double scale, double temperature,
+                                  const std::optional<In>& mask, const std::string& algorithm,
+                                  const std::string& empty_row, int threads) {
+  smax::SoftmaxOptions o;
+  o.axis = dim;
+  o.scale = static_cast<float>(scale);
+  o.temperature = static_cast<float>(temperature);
+  if (mask) {
+    if (is_byte_mask(mask->dtype())) {
+      o.bool_mask = to_view(*mask, op, "mask", smax::DType::kBool);
+    } else if (is_f32(mask->dtype())) {
+      o.additive_mask = to_view(*mask, op, "mask", smax::DType::kF32);
+    } else {
+      throw nb::type_error((std::string(op) + ": mask has dtype " + dtype_label(mask->dtype()) +
+                            ", expected bool (keep where true) or float32 (additive)")
+                               .c_str());
+    }
+  }
+  o.algorithm = smax::parse_algorithm(algorithm);
+  o.empty_row = smax::parse_empty_row(empty_row);
+  if (threads < 0) {
+    throw nb::value_error((std::string(op) + ": threads must be >= 0 (0 = default), got " +
+                           std::to_string(threads))
+                              .c_str());
+  }
+  o.threads = threads;
+  return o;
+}
+
+// ---- helpers of the ops beyond the softmax family ------------------------------------
+
+inline smax::TensorView f32(const In& a, const char* op, const char* arg) {
+  return to_view(a, op, arg, smax::DType::kF32);
+}
+inline smax::TensorView f32o(const Out& a, const char* op, const char* arg) {
+  return to_view(a, op, arg, smax::DType::kF32);
+}
+inline smax::TensorView i64(const In& a, const char* op, const char* arg) {
+  return to_view(a, op, arg, smax::DType::kI64);
+}
+inline smax::TensorView i64o(const Out& a, const char* op, const char* arg) {
+  return to_view(a, op, arg, smax::DType::kI64);
+}
+inline std::optional<smax::TensorView> opt_f32(const std::optional<In>& a, const char* op,
+                                        const char* arg) {
+  if (!a) return std::nullopt;
+  return f32(*a, op, arg);
+}
+inline std::optional<smax::TensorView> opt_f32o(const std::optional<Out>& a, const char* op,
+                                         const char* arg) {
+  if (!a) return std::nullopt;
+  return f32o(*a, op, arg);
+}
+
+/// Loss targets: int64 class indices, or float32 class probabilities where the
+/// op takes them (cross_entropy).
+inline smax::TensorView target_view(const In& a, const char* op, bool probabilities_ok) {
+  if (probabilities_ok && is_f32(a.dtype())) return f32(a, op, "target");
+  if (!is_i64(a.dtype())) {
+    throw nb::type_error((std::string(op) + ": target has dtype " + dtype_label(a.dtype()) +
+                          (probabilities_ok
+                               ? ", expected int64 (class indices) or float32 (probabilities)"
+                               : ", expected int64 class indices (cast with .astype(np.int64) / "
+                                 ".long())"))
+                             .c_str());
+  }
+  return i64(a, op, "target");
+}
+
+/// SoftmaxOptions from the tuple `co` = (dim, scale, temperature, mask,
+/// algorithm, empty_row, threads). The mask array is kept in `mask` so that
+/// the view in `o` stays valid while the op runs.
+struct Common {
+  std::optional<In> mask;
+  smax::SoftmaxOptions o;
+};
+
+inline Common common(const char* op, const nb::tuple& co) {
+  if (co.size() != 7) throw nb::type_error((std::string(op) + ": bad options tuple").c_str());
+  Common c;
+  if (!co[3].is_none()) c.mask = nb::cast<In>(co[3]);
+  c.o = make_options(op, nb::cast<int64_t>(co[0]), nb::cast<double>(co[1]),
+                     nb::cast<double>(co[2]), c.mask, nb::cast<std::string>(co[4]),
+                     nb::cast<std::string>(co[5]), nb::cast<int>(co[6]));
+  return c;
+}
+
+/// LossOptions from the tuple `lo` = (ignore_index, reduction, weight,
+/// empty_mean).
+struct Loss {
+  std::optional<In> weight;
+  smax::LossOptions l;
+};
+
+inline Loss loss(const char* op, const nb::tuple& lo) {
+  if (lo.size() != 4) throw nb::type_error((std::string(op) + ": bad loss tuple").c_str());
+  Loss r;
+  r.l.ignore_index = nb::cast<int64_t>(lo[0]);
+  r.l.reduction = smax::parse_reduction(nb::cast<std::string>(lo[1]));
+  if (!lo[2].is_none()) {
+    r.weight = nb::cast<In>(lo[2]);
+    r.l.weight = f32(*r.weight, op, "weight");
+  }
+  const std::string em = nb::cast<std::string>(lo[3]);
+  if (em == "nan") {
+    r.l.empty_mean = smax::EmptyMean::kNan;
+  } else if (em == "zero") {
+    r.l.empty_mean = smax::EmptyMean::kZero;
+  } else {
+    throw nb::value_error(
+        (std::string(op) + ": empty_mean must be \"nan\" or \"zero\", got \"" + em + "\"")
+            .c_str());
+  }
+  return r;
+}
+
+inline uint64_t seed_of(const char* op, nb::handle seed) {
+  try {
+    return nb::cast<uint64_t>(seed);
+  } catch (const std::exception&) {
+    throw nb::value_error(
+        (std::string(op) + ": seed must be an int in [0, 2**64), got " +
+         nb::cast<std::string>(nb::str(seed)))
+            .c_str());
+  }
+}
+
+inline smax::EntmaxBisectOptions bisect_params(const char* op, double alpha,
+                                        const std::optional<In>& alpha_t, int n_iter,
+                                        bool ensure_sum_one) {
+  smax::EntmaxBisectOptions p;
+  p.alpha = static_cast<float>(alpha);
+  p.n_iter = n_iter;
+  p.ensure_sum_one = ensure_sum_one;
+  p.alpha_tensor = opt_f32(alpha_t, op, "alpha");
+  return p;
+}
+
+inline smax::CrossEntropyOptions ce_params(double label_smoothing, double lse_square_scale,
+                                    double softcap, const smax::LossOptions& l) {
+  smax::CrossEntropyOptions ce;
+  ce.loss = l;
+  ce.label_smoothing = static_cast<float>(label_smoothing);
+  ce.lse_square_scale = static_cast<float>(lse_square_scale);
+  ce.softcap = static_cast<float>(softcap);
+  return ce;
+}
+
+using Co = nb::tuple;
+using Lo = nb::tuple;
+using OptIn = std::optional<In>;
+using OptOut = std::optional<Out>;
+
+// Forward `void F(src, dst, options)` and backward `void F(a, dy, dsrc, options)`.
+using Fwd = void (*)(const smax::TensorView&, const smax::TensorView&,
+                     const smax::SoftmaxOptions&);
+using Bwd = void (*)(const smax::TensorView&, const smax::TensorView&, const smax::TensorView&,
+                     const smax::SoftmaxOptions&);
+// Loss `void F(src, target, dst, loss, options)` and its backward
+// `void F(src, target, dloss, dsrc, loss, options)`.
+using LossF = void (*)(const smax::TensorView&, const smax::TensorView&, const smax::TensorView&,
+                       const smax::LossOptions&, const smax::SoftmaxOptions&);
+using LossB = void (*)(const smax::TensorView&, const smax::TensorView&, const smax::TensorView&,
+                       const smax::TensorView&, const smax::LossOptions&,
+                       const smax::SoftmaxOptions&);
+
+template <Fwd F>
+inline void def_fwd(nb::module_& m, const char* name) {
+  m.def(
+      name,
+      [name](const In& x, const Out& out, const Co& co) {
+        const Common c = common(name, co);
+        const auto xv = f32(x, name, "x");
+        const auto ov = f32o(out, name, "out");
+        nb::gil_scoped_release r;
+        F(xv, ov, c.o);
+      },
+      nb::arg("x"), nb::arg("out"), nb::arg("co"));
+}
+
+// `a` is the saved output y or the source x, whichever the C++ backward takes.
+template <Bwd F>
+inline void def_bwd(nb::module_& m, const char* name) {
+  m.def(
+      name,
+      [name](const In& a, const In& dy, const Out& out, const Co& co) {
+        const Common c = common(name, co);
+        const auto av = f32(a, name, "a");
+        const auto dyv = f32(dy, name, "dy");
+        const auto ov = f32o(out, name, "out");
+        nb::gil_scoped_release r;
+        F(av, dyv, ov, c.o);
+      },
+      nb::arg("a"), nb::arg("dy"), nb::arg("out"), nb::arg("co"));
+}
+
+template <LossF F>
+inline void def_loss(nb::module_& m, const char* name) {
+  m.def(
+      name,
+      [name](const In& x, const In& target, const Out& out, const Lo& lo, const Co& co) {
+        const Common c = common(name, co);
+        const Loss l = loss(name, lo);
+        const auto xv = f32(x, name, "x");
+        const auto tv = target_view(target, name, false);
+        const auto ov = f32o(out, name, "out");
+        nb::gil_scoped_release r;
+        F(xv, tv, ov, l.l, c.o);
+      },
+      nb::arg("x"), nb::arg("target"), nb::arg("out"), nb::arg("lo"), nb::arg("co"));
+}
+
+template <LossB F>
+inline void def_loss_bwd(nb::module_& m, const char* name) {
+  m.def(
+      name,
+      [name](const In& x, const In& target, const In& dloss, const Out& out, const Lo& lo,
+             const Co& co) {
+        const Common c = common(name, co);
+        const Loss l = loss(name, lo);
+        const auto xv = f32(x, name, "x");
+        const auto tv = target_view(target, name, false);
+        const auto dv = f32(dloss, name, "dloss");
+        const auto ov = f32o(out, name, "out");
+        nb::gil_scoped_release r;
+        F(xv, tv, dv, ov, l.l, c.o);
+      },
+      nb::arg("x"), nb::arg("target"), nb::arg("dloss"), nb::arg("out"), nb::arg("lo"),
+      nb::arg("co"));
+}
+
+// Wrappers giving the overloaded / defaulted C++ functions the plain shapes above.
+inline void sparsemax_fwd(const smax::TensorView& s, const smax::TensorView& d,
+                   const smax::SoftmaxOptions& o) {
+  smax::sparsemax(s, d, o);
+}
+inline void entmax15_fwd(const smax::TensorView& s, const smax::TensorView& d,
+                  const smax::SoftmaxOptions& o) {
+  smax::entmax15(s, d, o);
+}
+inline void stablemax_fwd(const smax::TensorView& s, const smax::TensorView& d,
+                   const smax::SoftmaxOptions& o) {
+  smax::stablemax(s, d, o);
+}
+inline void sparsemax_loss_f(const smax::TensorView& s, const smax::TensorView& t,
+                      const smax::TensorView& d, const smax::LossOptions& l,
+                      const smax::SoftmaxOptions& o) {
+  smax::sparsemax_loss(s, t, d, l, o);
+}
+inline void entmax15_loss_f(const smax::TensorView& s, const smax::TensorView& t,
+                     const smax::TensorView& d, const smax::LossOptions& l,
+                     const smax::SoftmaxOptions& o) {
+  smax::entmax15_loss(s, t, d, l, o);
+}
+inline void stablemax_ce_f(const smax::TensorView& s, const smax::TensorView& t,
+                    const smax::TensorView& d, const smax::LossOptions& l,
+                    const smax::SoftmaxOptions& o) {
+  smax::stablemax_cross_entropy(s, t, d, l, o);
+}
+inline void sparsemax_loss_b(const smax::TensorView& s, const smax::TensorView& t,
+                      const smax::TensorView& g, const smax::TensorView& d,
+                      const smax::LossOptions& l, const smax::SoftmaxOptions& o) {
+  smax::sparsemax_loss_backward(s, t, g, d, l, o);
+}
+inline void entmax15_loss_b(const smax::TensorView& s, const smax::TensorView& t,
+                     const smax::TensorView& g, const smax::TensorView& d,
+                     const smax::LossOptions& l, const smax::SoftmaxOptions& o) {
+  smax::entmax15_loss_backward(s, t, g, d, l, o);
+}
+inline void stablemax_ce_b(const smax::TensorView& s, const smax::TensorView& t,
+                    const smax::TensorView& g, const smax::TensorView& d,
+                    const smax::LossOptions& l, const smax::SoftmaxOptions& o) {
+  smax::stablemax_cross_entropy_backward(s, t, g, d, l, o);
+}
+inline void sparsemax_bwd(const smax::TensorView& y, const smax::TensorView& dy,
+                   const smax::TensorView& d, const smax::SoftmaxOptions& o) {
+  smax::sparsemax_backward(y, dy, d, o);
+}
+inline void entmax15_bwd(const smax::TensorView& y, const smax::TensorView& dy,
+                  const smax::TensorView& d, const smax::SoftmaxOptions& o) {
+  smax::entmax15_backward(y, dy, d, o);
+}
+inline void sparse_softmax_bwd(const smax::TensorView& y, const smax::TensorView& dy,
+                        const smax::TensorView& d, const smax::SoftmaxOptions& o) {
+  smax::sparse_softmax_backward(y, dy, d, o);
+}
+inline void stablemax_bwd(const smax::TensorView& x, const smax::TensorView& dy,
+                   const smax::TensorView& d, const smax::SoftmaxOptions& o) {
+  smax::stablemax_backward(x, dy, d, o);
+}
+inline void sigmoid_normalizer_bwd(const smax::TensorView& y, const smax::TensorView& dy,
+                            const smax::TensorView& d, const smax::SoftmaxOptions& o) {
+  smax::sigmoid_normalizer_backward(y, dy, d, o);
+}
+
+
+}  // namespace smax_py

@@ -1,0 +1,92 @@
+// python/src/ext_rescaled.cc: bindings of ssmax, softpick, stablemax (+ its
+// cross-entropy) and softmax_collapse_fraction (smax/rescaled.h).
+// Conventions: ext_common.h.
+#include "ext_common.h"
+
+namespace smax_py __attribute__((visibility("hidden"))) {
+
+void def_rescaled(nb::module_& m) {
+  def_fwd<&stablemax_fwd>(m, "stablemax");
+  def_bwd<&stablemax_bwd>(m, "stablemax_backward");
+  def_loss<&stablemax_ce_f>(m, "stablemax_cross_entropy");
+  def_loss_bwd<&stablemax_ce_b>(m, "stablemax_cross_entropy_backward");
+  m.def(
+      "ssmax",
+      [](const In& x, const Out& out, double s, const OptIn& s_t, int64_t fixed_n,
+         const Co& co) {
+        const char* op = "ssmax";
+        const Common c = common(op, co);
+        smax::SsmaxOptions p;
+        p.s = static_cast<float>(s);
+        p.s_rows = opt_f32(s_t, op, "s");
+        p.fixed_n = fixed_n;
+        const auto xv = f32(x, op, "x");
+        const auto ov = f32o(out, op, "out");
+        nb::gil_scoped_release r;
+        smax::ssmax(xv, ov, p, c.o);
+      },
+      nb::arg("x"), nb::arg("out"), nb::arg("s"), nb::arg("s_t").none(), nb::arg("fixed_n"),
+      nb::arg("co"));
+  m.def(
+      "ssmax_backward",
+      [](const In& x, const In& y, const In& dy, const Out& out, const OptOut& ds, double s,
+         const OptIn& s_t, int64_t fixed_n, const Co& co) {
+        const char* op = "ssmax_backward";
+        const Common c = common(op, co);
+        smax::SsmaxOptions p;
+        p.s = static_cast<float>(s);
+        p.s_rows = opt_f32(s_t, op, "s");
+        p.fixed_n = fixed_n;
+        const auto xv = f32(x, op, "x");
+        const auto yv = f32(y, op, "y");
+        const auto dyv = f32(dy, op, "dy");
+        const auto ov = f32o(out, op, "out");
+        const auto dsv = opt_f32o(ds, op, "ds");
+        nb::gil_scoped_release r;
+        smax::ssmax_backward(xv, yv, dyv, ov, p, c.o, dsv ? &*dsv : nullptr);
+      },
+      nb::arg("x"), nb::arg("y"), nb::arg("dy"), nb::arg("out"), nb::arg("ds").none(),
+      nb::arg("s"), nb::arg("s_t").none(), nb::arg("fixed_n"), nb::arg("co"));
+  m.def(
+      "softpick",
+      [](const In& x, const Out& out, double eps, const Co& co) {
+        const char* op = "softpick";
+        const Common c = common(op, co);
+        smax::SoftpickOptions p;
+        p.eps = static_cast<float>(eps);
+        const auto xv = f32(x, op, "x");
+        const auto ov = f32o(out, op, "out");
+        nb::gil_scoped_release r;
+        smax::softpick(xv, ov, p, c.o);
+      },
+      nb::arg("x"), nb::arg("out"), nb::arg("eps"), nb::arg("co"));
+  m.def(
+      "softpick_backward",
+      [](const In& x, const In& dy, const Out& out, double eps, const Co& co) {
+        const char* op = "softpick_backward";
+        const Common c = common(op, co);
+        smax::SoftpickOptions p;
+        p.eps = static_cast<float>(eps);
+        const auto xv = f32(x, op, "x");
+        const auto dyv = f32(dy, op, "dy");
+        const auto ov = f32o(out, op, "out");
+        nb::gil_scoped_release r;
+        smax::softpick_backward(xv, dyv, ov, p, c.o);
+      },
+      nb::arg("x"), nb::arg("dy"), nb::arg("out"), nb::arg("eps"), nb::arg("co"));
+  m.def(
+      "softmax_collapse_fraction",
+      [](const In& x, const std::string& precision, const OptOut& flags, const Co& co) {
+        const char* op = "softmax_collapse_fraction";
+        const Common c = common(op, co);
+        const smax::Precision pr = smax::parse_precision(precision);
+        const auto xv = f32(x, op, "x");
+        const auto fv = opt_f32o(flags, op, "flags");
+        nb::gil_scoped_release r;
+        return smax::softmax_collapse_fraction(xv, pr, c.o, fv ? &*fv : nullptr);
+      },
+      nb::arg("x"), nb::arg("precision"), nb::arg("flags").none(), nb::arg("co"));
+
+}
+
+}  // namespace smax_py

@@ -1,0 +1,130 @@
+// python/src/ext_sparse.cc: bindings of sparsemax, entmax15, entmax_bisect,
+// sparse_softmax and their losses (smax/sparse.h).
+// Conventions: ext_common.h.
+#include "ext_common.h"
+
+namespace smax_py __attribute__((visibility("hidden"))) {
+
+void def_sparse(nb::module_& m) {
+  def_fwd<&sparsemax_fwd>(m, "sparsemax");
+  def_fwd<&entmax15_fwd>(m, "entmax15");
+  def_bwd<&sparsemax_bwd>(m, "sparsemax_backward");
+  def_bwd<&entmax15_bwd>(m, "entmax15_backward");
+  def_bwd<&sparse_softmax_bwd>(m, "sparse_softmax_backward");
+  def_loss<&sparsemax_loss_f>(m, "sparsemax_loss");
+  def_loss<&entmax15_loss_f>(m, "entmax15_loss");
+  def_loss_bwd<&sparsemax_loss_b>(m, "sparsemax_loss_backward");
+  def_loss_bwd<&entmax15_loss_b>(m, "entmax15_loss_backward");
+  m.def(
+      "entmax_bisect",
+      [](const In& x, const Out& out, double alpha, const OptIn& alpha_t, int n_iter,
+         bool ensure_sum_one, const Co& co) {
+        const char* op = "entmax_bisect";
+        const Common c = common(op, co);
+        const auto p = bisect_params(op, alpha, alpha_t, n_iter, ensure_sum_one);
+        const auto xv = f32(x, op, "x");
+        const auto ov = f32o(out, op, "out");
+        nb::gil_scoped_release r;
+        smax::entmax_bisect(xv, ov, p, c.o);
+      },
+      nb::arg("x"), nb::arg("out"), nb::arg("alpha"), nb::arg("alpha_t").none(),
+      nb::arg("n_iter"), nb::arg("ensure_sum_one"), nb::arg("co"));
+  m.def(
+      "entmax_bisect_backward",
+      [](const In& y, const In& dy, const Out& out, const OptOut& dalpha, double alpha,
+         const OptIn& alpha_t, int n_iter, bool ensure_sum_one, const Co& co) {
+        const char* op = "entmax_bisect_backward";
+        const Common c = common(op, co);
+        const auto p = bisect_params(op, alpha, alpha_t, n_iter, ensure_sum_one);
+        const auto yv = f32(y, op, "y");
+        const auto dyv = f32(dy, op, "dy");
+        const auto ov = f32o(out, op, "out");
+        const auto da = opt_f32o(dalpha, op, "dalpha");
+        nb::gil_scoped_release r;
+        smax::entmax_bisect_backward(yv, dyv, ov, da, p, c.o);
+      },
+      nb::arg("y"), nb::arg("dy"), nb::arg("out"), nb::arg("dalpha").none(), nb::arg("alpha"),
+      nb::arg("alpha_t").none(), nb::arg("n_iter"), nb::arg("ensure_sum_one"), nb::arg("co"));
+  m.def(
+      "entmax_bisect_loss",
+      [](const In& x, const In& target, const Out& out, double alpha, const OptIn& alpha_t,
+         int n_iter, const Lo& lo, const Co& co) {
+        const char* op = "entmax_bisect_loss";
+        const Common c = common(op, co);
+        const Loss l = loss(op, lo);
+        const auto p = bisect_params(op, alpha, alpha_t, n_iter, true);
+        const auto xv = f32(x, op, "x");
+        const auto tv = target_view(target, op, false);
+        const auto ov = f32o(out, op, "out");
+        nb::gil_scoped_release r;
+        smax::entmax_bisect_loss(xv, tv, ov, p, l.l, c.o);
+      },
+      nb::arg("x"), nb::arg("target"), nb::arg("out"), nb::arg("alpha"),
+      nb::arg("alpha_t").none(), nb::arg("n_iter"), nb::arg("lo"), nb::arg("co"));
+  m.def(
+      "entmax_bisect_loss_backward",
+      [](const In& x, const In& target, const In& dloss, const Out& out, double alpha,
+         const OptIn& alpha_t, int n_iter, const Lo& lo, const Co& co) {
+        const char* op = "entmax_bisect_loss_backward";
+        const Common c = common(op, co);
+        const Loss l = loss(op, lo);
+        const auto p = bisect_params(op, alpha, alpha_t, n_iter, true);
+        const auto xv = f32(x, op, "x");
+        const auto tv = target_view(target, op, false);
+        const auto dv = f32(dloss, op, "dloss");
+        const auto ov = f32o(out, op, "out");
+        nb::gil_scoped_release r;
+        smax::entmax_bisect_loss_backward(xv, tv, dv, ov, p, l.l, c.o);
+      },
+      nb::arg("x"), nb::arg("target"), nb::arg("dloss"), nb::arg("out"), nb::arg("alpha"),
+      nb::arg("alpha_t").none(), nb::arg("n_iter"), nb::arg("lo"), nb::arg("co"));
+  m.def(
+      "sparse_softmax",
+      [](const In& x, const Out& out, int64_t k, const Co& co) {
+        const char* op = "sparse_softmax";
+        const Common c = common(op, co);
+        const auto xv = f32(x, op, "x");
+        const auto ov = f32o(out, op, "out");
+        nb::gil_scoped_release r;
+        smax::sparse_softmax(xv, ov, k, c.o);
+      },
+      nb::arg("x"), nb::arg("out"), nb::arg("k"), nb::arg("co"));
+  m.def(
+      "sparse_softmax_loss",
+      [](const In& x, const In& target, const Out& out, int64_t k, bool force_target,
+         const Lo& lo, const Co& co) {
+        const char* op = "sparse_softmax_loss";
+        const Common c = common(op, co);
+        const Loss l = loss(op, lo);
+        smax::SparseSoftmaxLossOptions p;
+        p.force_target = force_target;
+        const auto xv = f32(x, op, "x");
+        const auto tv = target_view(target, op, false);
+        const auto ov = f32o(out, op, "out");
+        nb::gil_scoped_release r;
+        smax::sparse_softmax_loss(xv, tv, ov, k, p, l.l, c.o);
+      },
+      nb::arg("x"), nb::arg("target"), nb::arg("out"), nb::arg("k"), nb::arg("force_target"),
+      nb::arg("lo"), nb::arg("co"));
+  m.def(
+      "sparse_softmax_loss_backward",
+      [](const In& x, const In& target, const In& dloss, const Out& out, int64_t k,
+         bool force_target, const Lo& lo, const Co& co) {
+        const char* op = "sparse_softmax_loss_backward";
+        const Common c = common(op, co);
+        const Loss l = loss(op, lo);
+        smax::SparseSoftmaxLossOptions p;
+        p.force_target = force_target;
+        const auto xv = f32(x, op, "x");
+        const auto tv = target_view(target, op, false);
+        const auto dv = f32(dloss, op, "dloss");
+        const auto ov = f32o(out, op, "out");
+        nb::gil_scoped_release r;
+        smax::sparse_softmax_loss_backward(xv, tv, dv, ov, k, p, l.l, c.o);
+      },
+      nb::arg("x"), nb::arg("target"), nb::arg("dloss"), nb::arg("out"), nb::arg("k"),
+      nb::arg("force_target"), nb::arg("lo"), nb::arg("co"));
+
+}
+
+}  // namespace smax_py

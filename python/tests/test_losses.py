@@ -1,0 +1,305 @@
+"""Losses: cross_entropy against torch.nn.functional.cross_entropy with every
+option (values and autograd gradients), the entmax package's losses, float64
+formulas for the others, linear_cross_entropy against torch, numpy arrays,
+strided inputs and errors."""
+import math
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+import smax  # noqa: E402
+import smax.torch as st  # noqa: E402
+
+entmax = pytest.importorskip("entmax")
+F = torch.nn.functional
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
+
+
+def close(got, want, rtol=2e-5, atol=2e-6):
+    torch.testing.assert_close(got.detach().double(), want.detach().double(), rtol=rtol,
+                               atol=atol, equal_nan=True)
+
+
+def grad_close(got, want, rtol=1e-4):
+    scale = want.abs().max().item() + 1e-12
+    torch.testing.assert_close(got.double(), want.double(), rtol=rtol, atol=rtol * scale)
+
+
+def _targets(n_rows_shape, C, ignore=True):
+    t = torch.randint(0, C, n_rows_shape)
+    if ignore:
+        t.view(-1)[::4] = -100  # some ignored rows
+    return t
+
+
+# ---- cross_entropy vs torch ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+@pytest.mark.parametrize("use_weight", [False, True])
+@pytest.mark.parametrize("label_smoothing", [0.0, 0.1])
+@pytest.mark.parametrize("shape", [(16, 10), (4, 7, 3), (9,)])
+def test_cross_entropy_class_indices(reduction, use_weight, label_smoothing, shape):
+    C = shape[1] if len(shape) > 1 else shape[0]
+    x = (torch.randn(shape) * 3).requires_grad_(True)
+    tshape = shape[:1] + shape[2:] if len(shape) > 1 else ()
+    target = _targets(tshape, C, ignore=len(shape) > 1)
+    w = torch.rand(C) + 0.5 if use_weight else None
+    loss = st.cross_entropy(x, target, w, reduction=reduction, label_smoothing=label_smoothing)
+    x64 = x.detach().double().requires_grad_(True)
+    ref = F.cross_entropy(x64, target, None if w is None else w.double(),
+                          reduction=reduction, label_smoothing=label_smoothing)
+    assert loss.shape == ref.shape and loss.dtype == torch.float32
+    close(loss, ref)
+    g = torch.rand(ref.shape) + 0.5 if reduction == "none" else torch.tensor(1.7)
+    loss.backward(g)
+    ref.backward(g.double())
+    grad_close(x.grad, x64.grad)
+    # the array function routes to autograd and gives the same bits
+    plain = smax.cross_entropy(x.detach(), target, w, reduction=reduction,
+                               label_smoothing=label_smoothing)
+    assert torch.equal(plain, loss.detach())
+
+
+@pytest.mark.parametrize("label_smoothing", [0.0, 0.2])
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+def test_cross_entropy_probability_targets(label_smoothing, reduction):
+    x = torch.randn(8, 6, requires_grad=True)
+    q = torch.softmax(torch.randn(8, 6), -1)
+    w = torch.rand(6) + 0.5
+    loss = st.cross_entropy(x, q, w, reduction=reduction, label_smoothing=label_smoothing)
+    x64 = x.detach().double().requires_grad_(True)
+    ref = F.cross_entropy(x64, q.double(), w.double(), reduction=reduction,
+                          label_smoothing=label_smoothing)
+    close(loss, ref)
+    g = torch.rand(ref.shape) + 0.5
+    loss.backward(g)
+    ref.backward(g.double())
+    grad_close(x.grad, x64.grad)
+
+
+def test_cross_entropy_ignore_index_all_ignored_and_custom_index():
+    x = torch.randn(4, 5)
+    t = torch.full((4,), 3)
+    t[1] = 7  # a custom ignore_index
+    close(smax.cross_entropy(x, t, ignore_index=7), F.cross_entropy(x.double(), t, ignore_index=7))
+    allign = torch.full((4,), -100)
+    assert torch.isnan(smax.cross_entropy(x, allign))
+    assert smax.cross_entropy(x, allign, empty_mean="zero").item() == 0.0
+    assert smax.cross_entropy(x, allign, reduction="sum").item() == 0.0
+
+
+def test_cross_entropy_extras_z_loss_softcap():
+    x = (torch.randn(6, 9) * 4).requires_grad_(True)
+    t = torch.randint(0, 9, (6,))
+    c, cap = 1e-3, 5.0
+    loss, z, lse, ent, tlp, acc = st.cross_entropy(
+        x, t, lse_square_scale=c, softcap=cap, return_z_loss=True, return_lse=True,
+        return_entropy=True, return_target_logprob=True, return_accuracy=True)
+    x64 = x.detach().double().requires_grad_(True)
+    u = cap * torch.tanh(x64 / cap)
+    L = torch.logsumexp(u, -1)
+    ref = F.cross_entropy(u, t, reduction="none") + c * L**2
+    close(loss, ref.mean())
+    close(z, (c * L**2).mean())
+    close(lse, L)
+    logp = torch.log_softmax(u, -1)
+    close(ent, -(logp.exp() * logp).sum(-1))
+    close(tlp, logp.gather(1, t[:, None])[:, 0])
+    close(acc, (u.argmax(-1) == t).double().mean())
+    loss.backward()
+    ref.mean().backward()
+    grad_close(x.grad, x64.grad)
+
+
+def test_cross_entropy_scale_mask_and_dim():
+    x = torch.randn(5, 8, requires_grad=True)
+    t = torch.randint(0, 6, (5,))
+    keep = torch.ones(8, dtype=torch.bool)
+    keep[6:] = False
+    loss = st.cross_entropy(x, t, mask=keep, scale=0.5)
+    x64 = x.detach().double().requires_grad_(True)
+    ref = F.cross_entropy((x64 * 0.5).masked_fill(~keep, -math.inf), t)
+    close(loss, ref)
+    loss.backward()
+    ref.backward()
+    grad_close(x.grad, x64.grad)
+    assert (x.grad[:, 6:] == 0).all()
+    # classes on the last dim of a 3-D tensor
+    y = torch.randn(2, 3, 7)
+    tt = torch.randint(0, 7, (2, 3))
+    close(smax.cross_entropy(y, tt, dim=-1), F.cross_entropy(y.double().permute(0, 2, 1), tt))
+
+
+def test_cross_entropy_module_and_numpy():
+    x = torch.randn(10, 4)
+    t = torch.randint(0, 4, (10,))
+    m = st.CrossEntropyLoss(ignore_index=-100, label_smoothing=0.1)
+    close(m(x, t), F.cross_entropy(x.double(), t, label_smoothing=0.1))
+    xn, tn = x.numpy(), t.numpy()
+    r = smax.cross_entropy(xn, tn, reduction="none")
+    assert isinstance(r, np.ndarray) and r.shape == (10,)
+    close(torch.from_numpy(r), F.cross_entropy(x.double(), t, reduction="none"))
+
+
+def test_cross_entropy_strided_logits():
+    base = torch.randn(12, 20)
+    x = base[::2, 1::2]  # non-contiguous
+    t = torch.randint(0, 10, (6,))
+    close(smax.cross_entropy(x, t), F.cross_entropy(x.double(), t))
+    xt = base.t()[:, :6].t()  # transposed storage
+    close(smax.cross_entropy(xt, t), F.cross_entropy(xt.double(), t))
+
+
+def test_cross_entropy_errors():
+    x = torch.randn(4, 5)
+    out = torch.full((), 9.0)
+    with pytest.raises(ValueError):
+        smax.cross_entropy(x, torch.tensor([0, 1, 5, 2]), out=out)
+    assert out.item() == 9.0
+    with pytest.raises(TypeError):
+        smax.cross_entropy(x, torch.tensor([0, 1, 2, 3], dtype=torch.int32))
+    with pytest.raises(ValueError):
+        smax.cross_entropy(x, torch.tensor([0, 1, 2, 3]), label_smoothing=1.5)
+    with pytest.raises(ValueError):
+        smax.cross_entropy(x, torch.tensor([0, 1, 2, 3]), reduction="avg")
+    with pytest.raises(TypeError):
+        smax.cross_entropy(x.double(), torch.tensor([0, 1, 2, 3]))
+
+
+# ---- entmax package losses --------------------------------------------------------------------
+
+ENTMAX_LOSSES = {
+    "sparsemax": (st.SparsemaxLoss, entmax.SparsemaxLoss, {}),
+    "entmax15": (st.Entmax15Loss, entmax.Entmax15Loss, {}),
+    "bisect": (lambda **kw: st.EntmaxBisectLoss(alpha=1.3, **kw),
+               lambda **kw: entmax.EntmaxBisectLoss(alpha=1.3, n_iter=80, **kw), {}),
+}
+
+
+@pytest.mark.parametrize("name", list(ENTMAX_LOSSES))
+@pytest.mark.parametrize("reduction", ["none", "sum", "elementwise_mean"])
+@pytest.mark.parametrize("ignore_index", [-100, 2])
+def test_entmax_losses(name, reduction, ignore_index):
+    ours_cls, ref_cls, _ = ENTMAX_LOSSES[name]
+    x = (torch.randn(12, 7) * 2).requires_grad_(True)
+    t = torch.randint(0, 7, (12,))
+    loss = ours_cls(ignore_index=ignore_index, reduction=reduction)(x, t)
+    x64 = x.detach().double().requires_grad_(True)
+    ref = ref_cls(ignore_index=ignore_index, reduction=reduction)(x64, t)
+    close(loss, ref, rtol=1e-5, atol=2e-6)
+    g = torch.rand(ref.shape) + 0.5
+    loss.backward(g)
+    ref.backward(g.double())
+    grad_close(x.grad, x64.grad)
+
+
+def test_entmax_loss_functions_numpy():
+    x = np.random.default_rng(0).standard_normal((6, 5)).astype(np.float32)
+    t = np.array([0, 1, 2, 3, 4, 0])
+    for ours, ref in ((smax.sparsemax_loss, entmax.sparsemax_loss),
+                      (smax.entmax15_loss, entmax.entmax15_loss)):
+        r = ours(x, t, reduction="none")
+        assert isinstance(r, np.ndarray)
+        close(torch.from_numpy(r), ref(torch.from_numpy(x).double(), torch.from_numpy(t)))
+
+
+# ---- other losses vs float64 formulas ---------------------------------------------------------
+
+
+def ref_stablemax_ce(t, y):
+    s = torch.where(t >= 0, t + 1, 1 / (1 - torch.where(t >= 0, torch.zeros_like(t), t)))
+    return -torch.log(s.gather(1, y[:, None])[:, 0] / s.sum(-1))
+
+
+def ref_spherical(t, y, a, b):
+    z = (t - t.mean(-1, keepdim=True)) / t.std(-1, unbiased=False, keepdim=True)
+    return F.softplus(a * (b - z.gather(1, y[:, None])[:, 0])) / a
+
+
+def ref_topk_loss(t, y, k):
+    v = t.topk(k, -1).values
+    return torch.logsumexp(v, -1) - t.gather(1, y[:, None])[:, 0]
+
+
+OTHER = {
+    "stablemax_cross_entropy": (lambda x, y, **kw: st.stablemax_cross_entropy(x, y, **kw),
+                                ref_stablemax_ce),
+    "spherical_z_loss": (lambda x, y, **kw: st.spherical_z_loss(x, y, 2.0, 1.0, **kw),
+                         lambda t, y: ref_spherical(t, y, 2.0, 1.0)),
+    "z_loss": (lambda x, y, **kw: st.z_loss(x, y, 1e-2, **kw),
+               lambda t, y: 1e-2 * torch.logsumexp(t, -1) ** 2),
+    "z_loss_no_target": (lambda x, y, **kw: st.z_loss(x, None, 1e-2, **kw),
+                         lambda t, y: 1e-2 * torch.logsumexp(t, -1) ** 2),
+    "sparse_softmax_loss": (lambda x, y, **kw: st.sparse_softmax_loss(x, y, 3, **kw),
+                            lambda t, y: ref_topk_loss(t, y, 3)),
+}
+
+
+@pytest.mark.parametrize("name", list(OTHER))
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+def test_other_losses(name, reduction):
+    ours, ref = OTHER[name]
+    x = (torch.randn(10, 8) * 2).requires_grad_(True)
+    t = torch.randint(0, 8, (10,))
+    w = torch.rand(8) + 0.5
+    weighted = name not in ("z_loss_no_target",)
+    loss = ours(x, t, reduction=reduction, weight=w if weighted else None)
+    x64 = x.detach().double().requires_grad_(True)
+    per_row = ref(x64, t)
+    rw = w.double()[t] if weighted else torch.ones(10, dtype=torch.float64)
+    red = {"none": per_row * rw, "sum": (per_row * rw).sum(),
+           "mean": (per_row * rw).sum() / rw.sum()}[reduction]
+    close(loss, red, rtol=1e-5, atol=1e-6)
+    g = torch.rand(red.shape) + 0.5
+    loss.backward(g)
+    red.backward(g.double())
+    grad_close(x.grad, x64.grad)
+
+
+# ---- linear_cross_entropy ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("label_smoothing", [0.0, 0.1])
+def test_linear_cross_entropy(reduction, label_smoothing):
+    N, D, V = 24, 16, 300
+    h = torch.randn(N, D, requires_grad=True)
+    W = (torch.randn(V, D) * 0.3).requires_grad_(True)
+    b = (torch.randn(V) * 0.1).requires_grad_(True)
+    t = _targets((N,), V)
+    loss = st.linear_cross_entropy(h, W, t, b, reduction=reduction,
+                                   label_smoothing=label_smoothing, vocab_chunk=64,
+                                   token_chunk=8)
+    h64, W64, b64 = (a.detach().double().requires_grad_(True) for a in (h, W, b))
+    ref = F.cross_entropy(h64 @ W64.t() + b64, t, reduction=reduction,
+                          label_smoothing=label_smoothing)
+    close(loss, ref, rtol=1e-4, atol=1e-5)
+    g = torch.rand(ref.shape) + 0.5
+    loss.backward(g)
+    ref.backward(g.double())
+    for a, r in ((h, h64), (W, W64), (b, b64)):
+        grad_close(a.grad, r.grad, rtol=2e-4)
+    # the array function without autograd, numpy in / numpy out
+    r = smax.linear_cross_entropy(h.detach().numpy(), W.detach().numpy(), t.numpy(),
+                                  b.detach().numpy(), reduction=reduction,
+                                  label_smoothing=label_smoothing)
+    assert isinstance(r, np.ndarray)
+    close(torch.from_numpy(np.asarray(r)), ref, rtol=1e-4, atol=1e-5)
+
+
+def test_loss_errors():
+    x = torch.randn(4, 5)
+    with pytest.raises(ValueError):
+        smax.sparsemax_loss(x, torch.tensor([0, 1, 9, 2]))
+    with pytest.raises(TypeError):
+        smax.entmax15_loss(x, torch.tensor([0.0, 1.0, 2.0, 3.0]))
+    with pytest.raises(ValueError):
+        smax.spherical_z_loss(x, torch.tensor([0, 1, 2, 3]), -1.0, 0.0)
+    with pytest.raises(ValueError):
+        smax.sparse_softmax_loss(x, torch.tensor([0, 1, 2, 3]), 0)

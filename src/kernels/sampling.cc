@@ -1,0 +1,246 @@
+// src/kernels/sampling.cc: Highway kernels of the sampling family
+// (src/kernels/sampling.h).
+//
+// topk_scan: one read of the row does two things per step of 4 vectors:
+//  * the online normaliser, as TwoPassScan in exp-inl.h (Dukhan &
+//    Ablavatski's reference-exponent form of the online sum): a row-wide
+//    reference exponent that moves only when a step's max exceeds it by
+//    kTwoPassSlack octaves (an exact power-of-two rescale), ExpRef reducing t
+//    itself (no TwoSum), blocked f32 sums widened to float64 every 16 adds
+//    per lane. Rows beyond ExpRef's exact range (|max| > kRefMaxAbs), with
+//    +inf or NaN get their sum from OnlineScan (TwoSum exp) in a second read;
+//  * a threshold filter for the k best: one compare of the step's max with
+//    the current k-th best value `thr`; only when some lane is above it are
+//    the 4 vectors stored and their lanes pushed (in index order) into the
+//    candidate buffer. When the buffer is full, nth_element keeps the best k
+//    and thr rises to the k-th value. After ~cap elements thr is near the
+//    top of the distribution, so almost every step is 1 compare + 1 branch on
+//    top of the exp-sum (no heap, no per-element scalar work).
+// An element enters only if strictly greater than thr: an element equal to
+// the k-th best has a higher index than all buffered ones, so it loses the
+// tie (ties keep the lower index) and may be dropped.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/sampling.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include <algorithm>
+#include <cctype>
+#include <string>
+
+#include "kernels/exp-inl.h"
+#include "kernels/sampling.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace smax::kernels::HWY_NAMESPACE {
+
+// Keeps the best k of buf[0..count) in buf[0..k) and returns the k-th value.
+HWY_INLINE float Compact(TopkCandidate* buf, int64_t& count, int64_t k) {
+  std::nth_element(buf, buf + (k - 1), buf + count, topk_better);
+  count = k;
+  return buf[k - 1].value;
+}
+
+TopkScan TopkScanImpl(const float* HWY_RESTRICT t, int64_t n64, int64_t k,
+                      TopkCandidate* HWY_RESTRICT buf, int64_t cap) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  const size_t n = static_cast<size_t>(n64);
+  const Logits<false, false> src{t, nullptr, 1.0f};
+  // The sum: TwoPassScan's scheme (exp-inl.h): sum = S * 2^nref with ExpRef
+  // reducing t itself (no TwoSum), nref moving only when a step's max
+  // exceeds (nref + kTwoPassSlack) ln2; the rescale is a power of two.
+  BlockSum sum(d);
+  float nref = 0.0f;
+  float thresh = kNegInf;  // (nref + slack) * ln2; -inf until the first finite max
+  VF vmax = hn::Set(d, kNegInf);
+  ExpRef exp = ExpRef::Make(nref);
+  float thr = kNegInf;  // k-th best value at the last compaction
+  int64_t count = 0;
+
+  auto rebase = [&](VF step_max) {  // rare path (see TwoPassScan)
+    const float m = hn::GetLane(hn::MaxOfLanes(d, step_max));
+    const float mc = std::fmin(std::fmax(m, -1e6f), 1e6f);
+    const float new_ref = std::nearbyint(mc * kLog2e);
+    const bool first = !(thresh > kNegInf);
+    sum.Flush(d);
+    if (!first) sum.wide.Scale(std::ldexp(1.0, static_cast<int>(nref - new_ref)));
+    nref = new_ref;
+    thresh = (nref + kTwoPassSlack) * static_cast<float>(kLn2d);
+    if (!(m < kInf)) thresh = kInf;
+    exp = ExpRef::Make(nref);
+  };
+  // Pushes the lanes of v above thr (lanes [0, lanes), element base + j).
+  auto push = [&](VF v, size_t base, size_t lanes) {
+    if (hn::AllFalse(d, hn::Gt(v, hn::Set(d, thr)))) return;
+    HWY_ALIGN float b[kMaxLanes] = {};  // slow path; {} quiets -Wmaybe-uninitialized
+    hn::Store(v, d, b);
+    for (size_t j = 0; j < lanes; ++j) {
+      if (b[j] > thr) {
+        buf[count].value = b[j];
+        buf[count].index = static_cast<int64_t>(base + j);
+        if (++count == cap) thr = Compact(buf, count, k);
+      }
+    }
+  };
+
+  size_t i = 0;
+  for (; i + kUnroll * N <= n; i += kUnroll * N) {
+    const VF t0 = src.Load(d, i);
+    const VF t1 = src.Load(d, i + N);
+    const VF t2 = src.Load(d, i + 2 * N);
+    const VF t3 = src.Load(d, i + 3 * N);
+    const VF sm = hn::Max(hn::Max(t0, t1), hn::Max(t2, t3));
+    vmax = hn::Max(vmax, sm);
+    if (HWY_UNLIKELY(!hn::AllFalse(d, hn::Gt(sm, hn::Set(d, thresh))))) rebase(sm);
+    sum.Add4(d, exp(d, t0), exp(d, t1), exp(d, t2), exp(d, t3));
+    if (HWY_UNLIKELY(!hn::AllFalse(d, hn::Gt(sm, hn::Set(d, thr))))) {
+      push(t0, i, N);
+      push(t1, i + N, N);
+      push(t2, i + 2 * N, N);
+      push(t3, i + 3 * N, N);
+    }
+  }
+  unsigned s = 0;
+  auto one = [&](VF v, size_t lanes) {
+    vmax = hn::Max(vmax, v);
+    if (!hn::AllFalse(d, hn::Gt(v, hn::Set(d, thresh)))) rebase(v);
+    sum.Add1(exp(d, v), s++);
+    push(v, i, lanes);
+  };
+  for (; i + N <= n; i += N) one(src.Load(d, i), N);
+  if (i < n) one(src.LoadTail(d, i, n - i), n - i);  // padding lanes are -inf
+
+  TopkScan res;
+  const double total = sum.Total(d);
+  res.max = hn::GetLane(hn::MaxOfLanes(d, vmax));
+  res.count = count;
+  if (res.max == kNegInf && total == 0.0) {  // every logit -inf (NaN gives NaN sums)
+    res.ref = 0.0;
+    res.d = 0.0;
+  } else if (std::fabs(res.max) <= kRefMaxAbs && std::isfinite(total)) {
+    res.ref = static_cast<double>(nref) * kLn2d;
+    res.d = total;
+  } else {
+    // |max| beyond the exact range of ExpRef, +inf or NaN: the sum again
+    // with the TwoSum online scan (a second read; the candidates stand).
+    const OnlineResult o = OnlineScan(src, n);
+    res.ref = o.ref;
+    res.d = o.d;
+  }
+  return res;
+}
+
+int64_t SelectGreaterImpl(const float* HWY_RESTRICT t, int64_t n64, float thr,
+                          int64_t* HWY_RESTRICT out) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  const size_t n = static_cast<size_t>(n64);
+  const Logits<false, false> src{t, nullptr, 1.0f};
+  const VF vt = hn::Set(d, thr);
+  int64_t count = 0;
+  auto take = [&](VF v, size_t base, size_t lanes) {
+    HWY_ALIGN float b[kMaxLanes] = {};  // slow path; {} quiets -Wmaybe-uninitialized
+    hn::Store(v, d, b);
+    for (size_t j = 0; j < lanes; ++j) {
+      if (b[j] > thr) out[count++] = static_cast<int64_t>(base + j);
+    }
+  };
+  size_t i = 0;
+  for (; i + 2 * N <= n; i += 2 * N) {
+    const VF v0 = src.Load(d, i);
+    const VF v1 = src.Load(d, i + N);
+    if (HWY_UNLIKELY(!hn::AllFalse(d, hn::Gt(hn::Max(v0, v1), vt)))) {
+      take(v0, i, N);
+      take(v1, i + N, N);
+    }
+  }
+  for (; i + N <= n; i += N) {
+    const VF v = src.Load(d, i);
+    if (!hn::AllFalse(d, hn::Gt(v, vt))) take(v, i, N);
+  }
+  if (i < n) {
+    const VF v = src.LoadTail(d, i, n - i);
+    if (!hn::AllFalse(d, hn::Gt(v, vt))) take(v, i, n - i);
+  }
+  return count;
+}
+
+MaxScan MaxScanImpl(const float* HWY_RESTRICT t, int64_t n64) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  const size_t n = static_cast<size_t>(n64);
+  const Logits<false, false> src{t, nullptr, 1.0f};
+  // NaN lanes are replaced by -inf before the max (x86 max semantics would
+  // let them through or not depending on the operand order) and recorded.
+  VF m0 = hn::Set(d, kNegInf), m1 = m0;
+  VF nan = hn::Zero(d);
+  auto step = [&](VF& m, VF v) {
+    const auto isnan = hn::IsNaN(v);
+    nan = hn::Or(nan, hn::VecFromMask(d, isnan));
+    m = hn::Max(m, hn::IfThenElse(isnan, hn::Set(d, kNegInf), v));
+  };
+  size_t i = 0;
+  for (; i + 2 * N <= n; i += 2 * N) {
+    step(m0, src.Load(d, i));
+    step(m1, src.Load(d, i + N));
+  }
+  for (; i + N <= n; i += N) step(m0, src.Load(d, i));
+  if (i < n) step(m1, src.LoadTail(d, i, n - i));
+  MaxScan r;
+  r.max = hn::GetLane(hn::MaxOfLanes(d, hn::Max(m0, m1)));
+  const DI di;
+  r.has_nan = !hn::AllTrue(di, hn::Eq(hn::BitCast(di, nan), hn::Zero(di)));
+  return r;
+}
+
+int64_t FindFirstEqualImpl(const float* HWY_RESTRICT t, int64_t n64, float v) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  const size_t n = static_cast<size_t>(n64);
+  const VF vv = hn::Set(d, v);
+  size_t i = 0;
+  for (; i + N <= n; i += N) {
+    if (!hn::AllFalse(d, hn::Eq(hn::LoadU(d, t + i), vv))) break;
+  }
+  for (; i < n; ++i) {
+    if (t[i] == v) return static_cast<int64_t>(i);
+  }
+  return n64;
+}
+
+int64_t SamplingTargetImpl() { return HWY_TARGET; }
+
+}  // namespace smax::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace smax::kernels {
+
+HWY_EXPORT(TopkScanImpl);
+HWY_EXPORT(SelectGreaterImpl);
+HWY_EXPORT(MaxScanImpl);
+HWY_EXPORT(FindFirstEqualImpl);
+HWY_EXPORT(SamplingTargetImpl);
+
+TopkScan topk_scan(const float* t, int64_t n, int64_t k, TopkCandidate* buf,
+                   int64_t cap) noexcept {
+  return HWY_DYNAMIC_DISPATCH(TopkScanImpl)(t, n, k, buf, cap);
+}
+int64_t select_greater(const float* t, int64_t n, float thr, int64_t* out) noexcept {
+  return HWY_DYNAMIC_DISPATCH(SelectGreaterImpl)(t, n, thr, out);
+}
+MaxScan max_scan(const float* t, int64_t n) noexcept {
+  return HWY_DYNAMIC_DISPATCH(MaxScanImpl)(t, n);
+}
+int64_t find_first_equal(const float* t, int64_t n, float v) noexcept {
+  return HWY_DYNAMIC_DISPATCH(FindFirstEqualImpl)(t, n, v);
+}
+std::string softmax_topk_kernel_name() {
+  std::string target = hwy::TargetName(HWY_DYNAMIC_DISPATCH(SamplingTargetImpl)());
+  for (char& ch : target) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return "f32_softmax_topk__" + target + "_rr2_p5_u4_ts_filter";
+}
+
+}  // namespace smax::kernels
+#endif  // HWY_ONCE

@@ -1,0 +1,359 @@
+// src/kernels/sparse.cc: Highway kernels of the sparse normalisers
+// (src/kernels/sparse.h): the max / special-value sweep, candidate
+// compaction, the float64 power sums of the entmax bisection, the backward
+// statistics and the top-k exponentials.
+//
+// Why float64 on the candidates: after the max shift the candidates are the
+// exact differences d_i = t_i - m in (-R, 0] (R = 1, 2 or 1/(alpha-1)), and
+// the threshold only moves inside that interval; in float64 the threshold and
+// every y_i = [z_i - tau]_+^p are exact to ~1e-16, so the only error left is
+// the final rounding to f32. Candidate sets are short for real logits (the
+// tail of the distribution within R of the max), so the f32 sweeps over the
+// whole row (max, compaction, zero fill, backward) dominate.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/sparse.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+#include <hwy/contrib/math/math-inl.h>
+
+#include "kernels/exp-inl.h"
+#include "kernels/sparse.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace smax::kernels::HWY_NAMESPACE {
+
+using D64 = hn::ScalableTag<double>;
+using V64 = hn::Vec<D64>;
+using DF64 = hn::Rebind<float, D64>;  // f32 lanes, as many as D64 has
+constexpr size_t kMaxLanes64 = HWY_MAX_BYTES / sizeof(double);
+
+SparseScan SparseScanImpl(const float* t, int64_t n64) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  const size_t n = static_cast<size_t>(n64);
+  const Logits<false, false> src{t, nullptr, 1.0f};
+  VF m0 = hn::Set(d, kNegInf), m1 = m0;
+  auto nan = hn::Zero(d);  // NaN lanes accumulate as all-ones bits
+  size_t i = 0;
+  for (; i + 2 * N <= n; i += 2 * N) {
+    const VF a = src.Load(d, i), b = src.Load(d, i + N);
+    m0 = hn::Max(m0, a);
+    m1 = hn::Max(m1, b);
+    nan = hn::Or(nan, hn::VecFromMask(d, hn::Or(hn::IsNaN(a), hn::IsNaN(b))));
+  }
+  for (; i + N <= n; i += N) {
+    const VF a = src.Load(d, i);
+    m0 = hn::Max(m0, a);
+    nan = hn::Or(nan, hn::VecFromMask(d, hn::IsNaN(a)));
+  }
+  if (i < n) {
+    const VF a = src.LoadTail(d, i, n - i);  // padding lanes are -inf
+    m1 = hn::Max(m1, a);
+    nan = hn::Or(nan, hn::VecFromMask(d, hn::IsNaN(a)));
+  }
+  SparseScan s;
+  s.max = hn::GetLane(hn::MaxOfLanes(d, hn::Max(m0, m1)));
+  s.has_nan = !hn::AllFalse(d, hn::MaskFromVec(nan));
+  s.has_pos_inf = !s.has_nan && s.max == kInf;  // without NaN the max is exact
+  return s;
+}
+
+int64_t SparseCandidatesImpl(const float* t, int64_t n64, float lo, float m, int64_t* idx,
+                             double* dd) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  const size_t n = static_cast<size_t>(n64);
+  const Logits<false, false> src{t, nullptr, 1.0f};
+  const VF vlo = hn::Set(d, lo);
+  const VF vninf = hn::Set(d, kNegInf);
+  const double md = static_cast<double>(m);
+  int64_t count = 0;
+  HWY_ALIGN float lanes[kMaxLanes];
+  auto extract = [&](VF v, size_t base, size_t valid) {
+    hn::Store(v, d, lanes);
+    for (size_t l = 0; l < valid; ++l) {
+      const float x = lanes[l];
+      if (x >= lo && x > kNegInf) {
+        idx[count] = static_cast<int64_t>(base + l);
+        dd[count] = static_cast<double>(x) - md;
+        ++count;
+      }
+    }
+  };
+  size_t i = 0;
+  for (; i + N <= n; i += N) {
+    const VF v = src.Load(d, i);
+    if (HWY_UNLIKELY(!hn::AllFalse(d, hn::And(hn::Ge(v, vlo), hn::Gt(v, vninf))))) {
+      extract(v, i, N);
+    }
+  }
+  if (i < n) extract(src.LoadTail(d, i, n - i), i, n - i);
+  return count;
+}
+
+// max(z - tau, 0)^p for one vector; kind: 1 -> v, 2 -> v^2, 3 -> sqrt(v),
+// 0 -> exp(p log v).
+template <int kKind>
+HWY_INLINE V64 PowPos(D64 d, V64 z, V64 tau, V64 p) {
+  const V64 v = hn::Sub(z, tau);
+  const auto pos = hn::Gt(v, hn::Zero(d));
+  if (kKind == 1) return hn::IfThenElseZero(pos, v);
+  if (kKind == 2) return hn::IfThenElseZero(pos, hn::Mul(v, v));
+  if (kKind == 3) return hn::IfThenElseZero(pos, hn::Sqrt(hn::IfThenElseZero(pos, v)));
+  const V64 safe = hn::IfThenElse(pos, v, hn::Set(d, 1.0));
+  return hn::IfThenElseZero(pos, hn::Exp(d, hn::Mul(p, hn::Log(d, safe))));
+}
+
+template <int kKind>
+HWY_INLINE double PowSumT(const double* z, size_t k, double tau, double p, double* out) {
+  const D64 d;
+  const size_t N = hn::Lanes(d);
+  const V64 vt = hn::Set(d, tau), vp = hn::Set(d, p);
+  V64 s0 = hn::Zero(d), s1 = hn::Zero(d);
+  size_t i = 0;
+  for (; i + 2 * N <= k; i += 2 * N) {
+    const V64 a = PowPos<kKind>(d, hn::LoadU(d, z + i), vt, vp);
+    const V64 b = PowPos<kKind>(d, hn::LoadU(d, z + i + N), vt, vp);
+    if (out != nullptr) {
+      hn::StoreU(a, d, out + i);
+      hn::StoreU(b, d, out + i + N);
+    }
+    s0 = hn::Add(s0, a);
+    s1 = hn::Add(s1, b);
+  }
+  for (; i < k; i += N) {
+    const size_t cnt = k - i < N ? k - i : N;
+    HWY_ALIGN double buf[kMaxLanes64];
+    for (size_t l = 0; l < N; ++l) buf[l] = l < cnt ? z[i + l] : tau;  // padding -> 0
+    const V64 a = PowPos<kKind>(d, hn::Load(d, buf), vt, vp);
+    if (out != nullptr) {
+      hn::Store(a, d, buf);
+      for (size_t l = 0; l < cnt; ++l) out[i + l] = buf[l];
+    }
+    s0 = hn::Add(s0, a);
+  }
+  return hn::GetLane(hn::SumOfLanes(d, hn::Add(s0, s1)));
+}
+
+double PowSumDispatch(const double* z, int64_t k64, double tau, double p, double* out) {
+  const size_t k = static_cast<size_t>(k64);
+  if (p == 1.0) return PowSumT<1>(z, k, tau, p, out);
+  if (p == 2.0) return PowSumT<2>(z, k, tau, p, out);
+  if (p == 0.5) return PowSumT<3>(z, k, tau, p, out);
+  return PowSumT<0>(z, k, tau, p, out);
+}
+
+double EntmaxPowSumImpl(const double* z, int64_t k, double tau, double p) {
+  return PowSumDispatch(z, k, tau, p, nullptr);
+}
+double EntmaxPowStoreImpl(const double* z, int64_t k, double tau, double p, double* out) {
+  return PowSumDispatch(z, k, tau, p, out);
+}
+
+// w = y^(2-alpha) on y > 0 (kind 2: indicator, 3: sqrt, 0: exp(e log y)).
+template <int kKind>
+HWY_INLINE EntmaxGradSums GradSumsT(const float* y, const float* g, size_t n, double alpha,
+                                    bool with_alpha, float* w_out) {
+  const D64 d;
+  const DF64 df;
+  const size_t N = hn::Lanes(d);
+  const V64 e = hn::Set(d, 2.0 - alpha);
+  V64 sw = hn::Zero(d), gw = sw, gy = sw, gS = sw, H = sw, sy = sw;
+  auto step = [&](V64 vy, V64 vg) -> V64 {
+    const auto pos = hn::Gt(vy, hn::Zero(d));
+    V64 w;
+    if (kKind == 2) {
+      w = hn::IfThenElseZero(pos, hn::Set(d, 1.0));
+    } else if (kKind == 3) {
+      w = hn::IfThenElseZero(pos, hn::Sqrt(hn::IfThenElseZero(pos, vy)));
+    } else {
+      const V64 safe = hn::IfThenElse(pos, vy, hn::Set(d, 1.0));
+      w = hn::IfThenElseZero(pos, hn::Exp(d, hn::Mul(e, hn::Log(d, safe))));
+    }
+    sw = hn::Add(sw, w);
+    sy = hn::Add(sy, vy);
+    gw = hn::MulAdd(vg, w, gw);
+    if (with_alpha) {
+      const V64 safe = hn::IfThenElse(pos, vy, hn::Set(d, 1.0));
+      const V64 S = hn::IfThenElseZero(pos, hn::Mul(vy, hn::Log(d, safe)));
+      gy = hn::MulAdd(vg, vy, gy);
+      gS = hn::MulAdd(vg, S, gS);
+      H = hn::Add(H, S);
+    }
+    return w;
+  };
+  size_t i = 0;
+  for (; i + N <= n; i += N) {
+    const V64 vy = hn::PromoteTo(d, hn::LoadU(df, y + i));
+    const V64 vg = hn::PromoteTo(d, hn::LoadU(df, g + i));
+    const V64 w = step(vy, vg);
+    hn::StoreU(hn::DemoteTo(df, w), df, w_out + i);
+  }
+  if (i < n) {
+    const size_t cnt = n - i;
+    HWY_ALIGN float by[kMaxLanes64] = {}, bg[kMaxLanes64] = {}, bw[kMaxLanes64];
+    for (size_t l = 0; l < cnt; ++l) {
+      by[l] = y[i + l];
+      bg[l] = g[i + l];
+    }
+    const V64 w = step(hn::PromoteTo(d, hn::Load(df, by)), hn::PromoteTo(d, hn::Load(df, bg)));
+    hn::Store(hn::DemoteTo(df, w), df, bw);
+    for (size_t l = 0; l < cnt; ++l) w_out[i + l] = bw[l];
+  }
+  EntmaxGradSums r;
+  r.sum_w = hn::GetLane(hn::SumOfLanes(d, sw));
+  r.gw = hn::GetLane(hn::SumOfLanes(d, gw));
+  r.sum_y = hn::GetLane(hn::SumOfLanes(d, sy));
+  if (with_alpha) {
+    r.gy = hn::GetLane(hn::SumOfLanes(d, gy));
+    r.gS = hn::GetLane(hn::SumOfLanes(d, gS));
+    r.H = hn::GetLane(hn::SumOfLanes(d, H));
+  }
+  return r;
+}
+
+EntmaxGradSums EntmaxGradSumsImpl(const float* y, const float* g, int64_t n64, double alpha,
+                                  bool with_alpha, float* w_out) {
+  const size_t n = static_cast<size_t>(n64);
+  if (alpha == 2.0) return GradSumsT<2>(y, g, n, alpha, with_alpha, w_out);
+  if (alpha == 1.5) return GradSumsT<3>(y, g, n, alpha, with_alpha, w_out);
+  return GradSumsT<0>(y, g, n, alpha, with_alpha, w_out);
+}
+
+void EntmaxGradStoreImpl(const float* w, const float* g, int64_t n64, float q, float scale,
+                         float* dx) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  const size_t n = static_cast<size_t>(n64);
+  const VF vq = hn::Set(d, q), vs = hn::Set(d, scale);
+  auto f = [&](VF vw, VF vg) { return hn::Mul(hn::Mul(vw, hn::Sub(vg, vq)), vs); };
+  size_t i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(f(hn::LoadU(d, w + i), hn::LoadU(d, g + i)), d, dx + i);
+  if (i < n) {
+    StoreTail(d, f(LoadTailZero(d, w + i, n - i), LoadTailZero(d, g + i, n - i)), dx + i, n - i);
+  }
+}
+
+double TopkExpStoreImpl(const float* t, int64_t n64, float theta, int64_t ge_end64, float m,
+                        float* dst) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  const size_t n = static_cast<size_t>(n64);
+  const size_t ge_end = static_cast<size_t>(ge_end64);
+  const Logits<false, false> src{t, nullptr, 1.0f};
+  const ExpDiff exp = ExpDiff::Make(m);
+  const VF vth = hn::Set(d, theta);
+  BlockSum sum(d);
+  auto keep = [&](VF v, size_t i) {
+    if (i + N <= ge_end) return hn::Ge(v, vth);
+    if (i >= ge_end) return hn::Gt(v, vth);
+    return hn::Or(hn::Gt(v, vth), hn::And(hn::Eq(v, vth), hn::FirstN(d, ge_end - i)));
+  };
+  size_t i = 0;
+  unsigned k = 0;
+  for (; i + N <= n; i += N, ++k) {
+    const VF v = src.Load(d, i);
+    const VF e = hn::IfThenElseZero(keep(v, i), exp(d, v));
+    hn::StoreU(e, d, dst + i);
+    sum.Add1(e, k);
+    if ((k & 15) == 15) sum.Flush(d);  // <= 8 adds per lane per f32 chain
+  }
+  if (i < n) {
+    const VF v = src.LoadTail(d, i, n - i);
+    const VF e = hn::IfThenElseZero(keep(v, i), exp(d, v));
+    StoreTail(d, e, dst + i, n - i);
+    sum.Add1(e, k);
+  }
+  return sum.Total(d);
+}
+
+int64_t NthEqualIndexImpl(const float* t, int64_t n64, float v, int64_t count) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  const size_t n = static_cast<size_t>(n64);
+  const VF vv = hn::Set(d, v);
+  int64_t seen = 0;
+  size_t i = 0;
+  for (; i + N <= n; i += N) {
+    const auto eq = hn::Eq(hn::LoadU(d, t + i), vv);
+    const int64_t c = static_cast<int64_t>(hn::CountTrue(d, eq));
+    if (seen + c >= count) break;
+    seen += c;
+  }
+  for (; i < n; ++i) {
+    if (t[i] == v && ++seen == count) return static_cast<int64_t>(i);
+  }
+  return n64;
+}
+
+int64_t CountGreaterImpl(const float* t, int64_t n64, float v) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  const size_t n = static_cast<size_t>(n64);
+  const Logits<false, false> src{t, nullptr, 1.0f};
+  const VF vv = hn::Set(d, v);
+  size_t count = 0;
+  size_t i = 0;
+  for (; i + N <= n; i += N) count += hn::CountTrue(d, hn::Gt(src.Load(d, i), vv));
+  if (i < n) count += hn::CountTrue(d, hn::Gt(src.LoadTail(d, i, n - i), vv));  // pad -inf
+  return static_cast<int64_t>(count);
+}
+
+void SparseFillImpl(float* dst, int64_t n, float value) {
+  Fill(dst, static_cast<size_t>(n), value);
+}
+
+}  // namespace smax::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace smax::kernels {
+
+HWY_EXPORT(SparseScanImpl);
+HWY_EXPORT(SparseCandidatesImpl);
+HWY_EXPORT(EntmaxPowSumImpl);
+HWY_EXPORT(EntmaxPowStoreImpl);
+HWY_EXPORT(EntmaxGradSumsImpl);
+HWY_EXPORT(EntmaxGradStoreImpl);
+HWY_EXPORT(TopkExpStoreImpl);
+HWY_EXPORT(NthEqualIndexImpl);
+HWY_EXPORT(CountGreaterImpl);
+HWY_EXPORT(SparseFillImpl);
+
+SparseScan sparse_scan(const float* t, int64_t n) noexcept {
+  return HWY_DYNAMIC_DISPATCH(SparseScanImpl)(t, n);
+}
+int64_t sparse_candidates(const float* t, int64_t n, float lo, float m, int64_t* idx,
+                          double* d) noexcept {
+  return HWY_DYNAMIC_DISPATCH(SparseCandidatesImpl)(t, n, lo, m, idx, d);
+}
+double entmax_pow_sum(const double* z, int64_t k, double tau, double p) noexcept {
+  return HWY_DYNAMIC_DISPATCH(EntmaxPowSumImpl)(z, k, tau, p);
+}
+double entmax_pow_store(const double* z, int64_t k, double tau, double p, double* out) noexcept {
+  return HWY_DYNAMIC_DISPATCH(EntmaxPowStoreImpl)(z, k, tau, p, out);
+}
+EntmaxGradSums entmax_grad_sums(const float* y, const float* g, int64_t n, double alpha,
+                                bool with_alpha, float* w_out) noexcept {
+  return HWY_DYNAMIC_DISPATCH(EntmaxGradSumsImpl)(y, g, n, alpha, with_alpha, w_out);
+}
+void entmax_grad_store(const float* w, const float* g, int64_t n, float q, float scale,
+                       float* dx) noexcept {
+  HWY_DYNAMIC_DISPATCH(EntmaxGradStoreImpl)(w, g, n, q, scale, dx);
+}
+double topk_exp_store(const float* t, int64_t n, float theta, int64_t ge_end, float m,
+                      float* dst) noexcept {
+  return HWY_DYNAMIC_DISPATCH(TopkExpStoreImpl)(t, n, theta, ge_end, m, dst);
+}
+int64_t nth_equal_index(const float* t, int64_t n, float v, int64_t count) noexcept {
+  return HWY_DYNAMIC_DISPATCH(NthEqualIndexImpl)(t, n, v, count);
+}
+int64_t count_greater(const float* t, int64_t n, float v) noexcept {
+  return HWY_DYNAMIC_DISPATCH(CountGreaterImpl)(t, n, v);
+}
+void sparse_fill(float* dst, int64_t n, float value) noexcept {
+  HWY_DYNAMIC_DISPATCH(SparseFillImpl)(dst, n, value);
+}
+
+}  // namespace smax::kernels
+#endif  // HWY_ONCE

@@ -1,0 +1,88 @@
+// src/ops/cross_entropy.h: what cross_entropy.cc and z_loss.cc share: the
+// logits setup (softcap moves the additive mask behind the cap), per-row
+// f32 outputs and inputs, and the reduction of fully weighted per-row losses.
+//
+// Why a reduction here and not only LossRows::write: PyTorch's label
+// smoothing with class weights is not w[target] * (something) per row (the
+// smoothing term is weighted per class, and still counts when w[target] is
+// 0), and probability targets have no per-row weight and divide kMean by the
+// number of rows. So the ops compute each row's fully weighted loss l_r and
+// `Reducer` sums them (float64, row order) and divides by the denominator
+// taken from LossRows (sum of w[target] over non-ignored rows, in LossRows'
+// order) or by the row count.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "smax/loss.h"
+#include "smax/options.h"
+#include "smax/tensor.h"
+
+namespace smax::detail {
+
+/// Rows of `src` over `axis` (product of the other dims).
+int64_t count_rows(const TensorView& src, int axis);
+
+/// Softcap > 0 with an additive mask: the mask must be added after the cap,
+/// so it is taken out of the options given to Rowwise and passed as an
+/// ordinary input (`mask`: a view of src's shape with zero strides where it
+/// broadcasts). Otherwise `options` is used as is.
+struct LogitsSetup {
+  SoftmaxOptions options;
+  std::optional<TensorView> mask;
+};
+LogitsSetup setup_logits(const char* op, const TensorView& src, const SoftmaxOptions& options,
+                         float softcap);
+
+/// A per-row f32 view (src's shape without the axis, or keepdim), validated.
+struct RowView {
+  TensorView view;
+  int64_t strides[kMaxRank] = {};
+};
+RowView check_row_view(const char* op, const TensorView& src, int axis, const TensorView& view,
+                       const char* name, bool output);
+void write_rows(const TensorView& src, int axis, const RowView& rv,
+                const std::vector<double>& values);
+std::vector<double> read_rows(const TensorView& src, int axis, const RowView& rv);
+
+/// Every output must be disjoint from every input and from the other outputs.
+struct NamedView {
+  TensorView view;
+  const char* name;
+};
+void check_outputs_disjoint(const char* op, const std::vector<NamedView>& outputs,
+                            const std::vector<NamedView>& inputs);
+
+class Reducer {
+ public:
+  /// `active[r]` false: row r is ignored (0 in kNone, left out of sums);
+  /// kMean divides by `denominator`.
+  Reducer(const char* op, const TensorView& src, int axis, Reduction reduction,
+          EmptyMean empty_mean, std::vector<char> active, double denominator);
+  Reduction reduction() const { return reduction_; }
+  bool active(int64_t r) const { return active_[static_cast<size_t>(r)] != 0; }
+  /// dst fits the reduction (kNone: a row view; else one element).
+  void check_output(const TensorView& dst, const char* name) const;
+  void write(const std::vector<double>& values, const TensorView& dst) const;
+  /// G_r: dloss_r (kNone), dloss (kSum), dloss / denominator (kMean; 0 when
+  /// the denominator is 0); 0 for inactive rows.
+  std::vector<double> coefficients(const TensorView& dloss) const;
+  /// Same reduction with another denominator (accuracy: count of rows).
+  Reducer with_denominator(double denominator) const;
+
+ private:
+  const char* op_;
+  TensorView src_;
+  int axis_;
+  Reduction reduction_;
+  EmptyMean empty_mean_;
+  std::vector<char> active_;
+  double denominator_;
+};
+
+/// Checks the reduction and empty_mean enum values.
+void check_loss_enums(const char* op, const LossOptions& loss);
+
+}  // namespace smax::detail

@@ -1,0 +1,335 @@
+// src/ops/rescaled.cc: SSMax, softpick, StableMax (+ cross-entropy) and the
+// Softmax Collapse detector (include/smax/rescaled.h), on the Rowwise driver
+// (ops/rowwise.h) and LossRows (ops/loss_rows.h). Op parameters are checked
+// before Rowwise::run, so nothing is written on error. Row math lives in
+// kernels/rescaled.cc (Highway); SSMax's softmax is the library's softmax
+// row kernel (kernels::softmax_rows) with scale = s ln n.
+#include "smax/rescaled.h"
+
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "kernels/kernels.h"
+#include "kernels/rescaled.h"
+#include "ops/loss_rows.h"
+#include "ops/rowwise.h"
+#include "smax/error.h"
+
+namespace smax {
+namespace {
+
+using detail::LossRows;
+using detail::RowArgs;
+using detail::Rowwise;
+
+constexpr float kNaNf = std::numeric_limits<float>::quiet_NaN();
+constexpr float kNegInff = -std::numeric_limits<float>::infinity();
+
+[[noreturn]] void fail(const char* op, const std::string& message) {
+  throw Error(Status::kInvalidArgument, std::string(op) + ": " + message);
+}
+
+std::string num(double v) {
+  std::ostringstream os;
+  os.precision(9);
+  os << v;
+  return os.str();
+}
+
+void fill(float* p, int64_t n, float v) {
+  for (int64_t i = 0; i < n; ++i) p[i] = v;
+}
+
+float empty_value(EmptyRow policy) { return policy == EmptyRow::kNan ? kNaNf : 0.0f; }
+
+// Rows of src over `axis` (product of the other dims; rank 0 -> 1 row).
+int64_t row_count(const TensorView& src, int axis) {
+  int64_t rows = 1;
+  for (int d = 0; d < src.rank; ++d) {
+    if (d != axis) rows *= src.shape[d];
+  }
+  return rows;
+}
+
+// ---- SSMax ---------------------------------------------------------------------
+
+void check_ssmax(const char* op, const SsmaxOptions& p) {
+  if (!p.s_rows && !std::isfinite(p.s)) fail(op, "s must be finite, got " + num(p.s));
+  if (p.fixed_n < 0) fail(op, "fixed_n must be >= 0, got " + std::to_string(p.fixed_n));
+}
+
+// c = fl(s ln n), rounded once from float64 (the reference does the same).
+float ssmax_factor(double s, int64_t n) {
+  return static_cast<float>(s * std::log(static_cast<double>(n)));
+}
+
+// n of the row: fixed_n, or the visible count (0: every entry -inf).
+int64_t ssmax_n(const SsmaxOptions& p, const float* t, int64_t n) {
+  return p.fixed_n > 0 ? p.fixed_n : kernels::count_visible(t, n);
+}
+
+}  // namespace
+
+void ssmax(const TensorView& src, const TensorView& dst, const SsmaxOptions& params,
+           const SoftmaxOptions& options) {
+  const char* op = "ssmax";
+  check_ssmax(op, params);
+  Rowwise rw(op, src, "src", /*src_is_logits=*/true, options);
+  rw.add_output(dst, "dst");
+  const bool per_row = params.s_rows.has_value();
+  if (per_row) rw.add_row_input(*params.s_rows, "s_rows", DType::kF32);
+  const Algorithm algo =
+      options.algorithm == Algorithm::kAuto ? Algorithm::kThreePassReload : options.algorithm;
+  rw.run(rw.src().shape[rw.axis()], [&](const RowArgs& a) {
+    const int64_t n = a.n;
+    if (n == 0) return;
+    const float* t = a.in[0];
+    float* y = a.out[0];
+    const int64_t nn = ssmax_n(params, t, n);
+    if (nn == 0) return fill(y, n, empty_value(a.empty_row));
+    const double s = per_row ? static_cast<double>(a.row_in[0]) : static_cast<double>(params.s);
+    const float c = ssmax_factor(s, nn);
+    if (!std::isfinite(c)) return fill(y, n, kNaNf);
+    kernels::Rows r;
+    r.rows = 1;
+    r.cols = n;
+    r.dst = y;
+    r.empty_row = a.empty_row;
+    if (c > 0.0f) {  // u = fl(t * c) inside the kernel; -inf stays -inf
+      r.src = t;
+      r.scale = c;
+    } else {  // c <= 0 would turn -inf into +inf or NaN: mask explicitly
+      kernels::ssmax_logits(t, n, c, a.scratch);
+      r.src = a.scratch;
+      r.scale = 1.0f;
+    }
+    kernels::softmax_rows(r, algo);
+  });
+}
+
+void ssmax_backward(const TensorView& src, const TensorView& y, const TensorView& dy,
+                    const TensorView& dsrc, const SsmaxOptions& params,
+                    const SoftmaxOptions& options, const TensorView* ds) {
+  const char* op = "ssmax_backward";
+  check_ssmax(op, params);
+  Rowwise rw(op, src, "src", /*src_is_logits=*/true, options);
+  rw.add_input(y, "y");
+  rw.add_input(dy, "dy");
+  rw.add_output(dsrc, "dsrc");
+  const bool per_row = params.s_rows.has_value();
+  if (per_row) rw.add_row_input(*params.s_rows, "s_rows", DType::kF32);
+  if (ds != nullptr) rw.add_row_output(*ds, "ds");
+  rw.zero_masked_outputs();
+  rw.run(0, [&](const RowArgs& a) {
+    const int64_t n = a.n;
+    float* dsv = ds != nullptr ? a.row_out[0] : nullptr;
+    if (n == 0) {
+      if (dsv) *dsv = 0.0f;
+      return;
+    }
+    const float* t = a.in[0];
+    const float* yv = a.in[1];
+    const float* g = a.in[2];
+    float* dx = a.out[0];
+    // All-masked rows follow empty_row whatever fixed_n is.
+    const int64_t visible = kernels::count_visible(t, n);
+    const int64_t nn = params.fixed_n > 0 ? params.fixed_n : visible;
+    if (visible == 0) {
+      fill(dx, n, empty_value(a.empty_row));
+      if (dsv) *dsv = empty_value(a.empty_row);
+      return;
+    }
+    const double s = per_row ? static_cast<double>(a.row_in[0]) : static_cast<double>(params.s);
+    const float c = ssmax_factor(s, nn);
+    if (!std::isfinite(c)) {
+      fill(dx, n, kNaNf);
+      if (dsv) *dsv = kNaNf;
+      return;
+    }
+    const double dot = kernels::dot_segment(g, yv, n);
+    const float k = static_cast<float>(static_cast<double>(a.scale) * static_cast<double>(c));
+    kernels::softmax_backward_segment(yv, g, n, static_cast<float>(dot), k, dx);
+    if (dsv) {
+      const double lnn = std::log(static_cast<double>(nn));
+      *dsv = static_cast<float>(lnn * kernels::ssmax_ds_sum(t, yv, g, n, static_cast<float>(dot)));
+    }
+  });
+}
+
+// ---- softpick --------------------------------------------------------------------
+
+namespace {
+void check_softpick(const char* op, const SoftpickOptions& p) {
+  if (!(std::isfinite(p.eps) && (p.eps == 0.0f || p.eps >= FLT_MIN))) {
+    fail(op, "eps must be 0 or a finite value >= FLT_MIN (1.17549435e-38), got " + num(p.eps));
+  }
+}
+}  // namespace
+
+void softpick(const TensorView& src, const TensorView& dst, const SoftpickOptions& params,
+              const SoftmaxOptions& options) {
+  const char* op = "softpick";
+  check_softpick(op, params);
+  Rowwise rw(op, src, "src", /*src_is_logits=*/true, options);
+  rw.add_output(dst, "dst");
+  rw.run(0, [&](const RowArgs& a) {
+    if (a.n == 0) return;
+    kernels::softpick_row(a.in[0], a.n, params.eps, a.empty_row, a.out[0]);
+  });
+}
+
+void softpick_backward(const TensorView& src, const TensorView& dy, const TensorView& dsrc,
+                       const SoftpickOptions& params, const SoftmaxOptions& options) {
+  const char* op = "softpick_backward";
+  check_softpick(op, params);
+  Rowwise rw(op, src, "src", /*src_is_logits=*/true, options);
+  rw.add_input(dy, "dy");
+  rw.add_output(dsrc, "dsrc");
+  rw.zero_masked_outputs();
+  rw.run(0, [&](const RowArgs& a) {
+    if (a.n == 0) return;
+    kernels::softpick_backward_row(a.in[0], a.in[1], a.n, params.eps, a.scale, a.empty_row,
+                                   a.out[0]);
+  });
+}
+
+// ---- StableMax ------------------------------------------------------------------
+
+void stablemax(const TensorView& src, const TensorView& dst, const SoftmaxOptions& options) {
+  Rowwise rw("stablemax", src, "src", /*src_is_logits=*/true, options);
+  rw.add_output(dst, "dst");
+  rw.run(0, [&](const RowArgs& a) {
+    if (a.n == 0) return;
+    kernels::stablemax_row(a.in[0], a.n, a.empty_row, a.out[0]);
+  });
+}
+
+void stablemax_backward(const TensorView& src, const TensorView& dy, const TensorView& dsrc,
+                        const SoftmaxOptions& options) {
+  Rowwise rw("stablemax_backward", src, "src", /*src_is_logits=*/true, options);
+  rw.add_input(dy, "dy");
+  rw.add_output(dsrc, "dsrc");
+  rw.zero_masked_outputs();
+  rw.run(0, [&](const RowArgs& a) {
+    if (a.n == 0) return;
+    kernels::stablemax_backward_row(a.in[0], a.in[1], a.n, a.scale, a.empty_row, a.out[0]);
+  });
+}
+
+namespace {
+
+// Status of one cross-entropy row (from the sum of the other classes and the
+// target's logit): kOk, or the special outcome.
+enum class CeRow { kOk, kNan, kEmpty, kInf };
+
+CeRow ce_classify(double others, float tt) {
+  if (std::isnan(others) || std::isnan(tt) || others == HUGE_VAL || tt == HUGE_VALF) {
+    return CeRow::kNan;
+  }
+  if (tt == kNegInff) return others == 0.0 ? CeRow::kEmpty : CeRow::kInf;
+  return CeRow::kOk;
+}
+
+double stable_s(double t) { return t >= 0.0 ? t + 1.0 : 1.0 / (1.0 - t); }
+
+}  // namespace
+
+void stablemax_cross_entropy(const TensorView& src, const TensorView& target,
+                             const TensorView& dst, const LossOptions& loss,
+                             const SoftmaxOptions& options) {
+  const char* op = "stablemax_cross_entropy";
+  Rowwise rw(op, src, "src", /*src_is_logits=*/true, options);
+  LossRows lr(op, src, rw.axis(), target, loss);
+  lr.check_output(dst, "dst");
+  std::vector<double> per(static_cast<size_t>(lr.rows()), 0.0);
+  rw.run(0, [&](const RowArgs& a) {
+    const size_t r = static_cast<size_t>(a.row);
+    if (lr.ignored(a.row) || a.n == 0) return;
+    const int64_t tg = lr.target(a.row);
+    const float* t = a.in[0];
+    const double others = kernels::stablemax_sum(t, a.n, tg);
+    switch (ce_classify(others, t[tg])) {
+      case CeRow::kNan: per[r] = std::nan(""); return;
+      case CeRow::kEmpty: per[r] = a.empty_row == EmptyRow::kNan ? std::nan("") : 0.0; return;
+      case CeRow::kInf: per[r] = HUGE_VAL; return;
+      case CeRow::kOk: break;
+    }
+    // -log s_t + log(s_t + others) = log1p(others / s_t): no cancellation.
+    per[r] = std::log1p(others / stable_s(static_cast<double>(t[tg])));
+  });
+  lr.write(per, dst);
+}
+
+void stablemax_cross_entropy_backward(const TensorView& src, const TensorView& target,
+                                      const TensorView& dloss, const TensorView& dsrc,
+                                      const LossOptions& loss, const SoftmaxOptions& options) {
+  const char* op = "stablemax_cross_entropy_backward";
+  Rowwise rw(op, src, "src", /*src_is_logits=*/true, options);
+  rw.add_output(dsrc, "dsrc");
+  LossRows lr(op, src, rw.axis(), target, loss);
+  const std::vector<double> coef = lr.coefficients(dloss);
+  rw.zero_masked_outputs();
+  rw.run(0, [&](const RowArgs& a) {
+    const int64_t n = a.n;
+    if (n == 0) return;
+    float* dx = a.out[0];
+    if (lr.ignored(a.row)) return fill(dx, n, 0.0f);
+    const int64_t tg = lr.target(a.row);
+    const float* t = a.in[0];
+    const double others = kernels::stablemax_sum(t, n, tg);
+    switch (ce_classify(others, t[tg])) {
+      case CeRow::kNan: return fill(dx, n, kNaNf);
+      case CeRow::kEmpty: return fill(dx, n, empty_value(a.empty_row));
+      case CeRow::kInf:  // masked target: the others' gradient, 0 on the target
+      case CeRow::kOk: break;
+    }
+    const double c = coef[static_cast<size_t>(a.row)] * static_cast<double>(a.scale);
+    kernels::stablemax_ce_grad_row(t, n, tg, others, static_cast<float>(c), dx);
+  });
+}
+
+// ---- Softmax Collapse ---------------------------------------------------------------
+
+Precision parse_precision(std::string_view name) {
+  if (name == "f32") return Precision::kF32;
+  if (name == "f16") return Precision::kF16;
+  if (name == "bf16") return Precision::kBF16;
+  throw Error(Status::kInvalidArgument,
+              "precision must be 'f32', 'f16' or 'bf16', got '" + std::string(name) + "'");
+}
+
+const char* precision_name(Precision precision) noexcept {
+  switch (precision) {
+    case Precision::kF32: return "f32";
+    case Precision::kF16: return "f16";
+    case Precision::kBF16: return "bf16";
+  }
+  return "unknown-precision";
+}
+
+double softmax_collapse_fraction(const TensorView& src, Precision precision,
+                                 const SoftmaxOptions& options, const TensorView* flags) {
+  const char* op = "softmax_collapse_fraction";
+  const int p = static_cast<int>(precision);
+  if (p < 0 || p > 2) fail(op, "precision has unknown value " + std::to_string(p));
+  Rowwise rw(op, src, "src", /*src_is_logits=*/true, options);
+  if (flags != nullptr) rw.add_row_output(*flags, "flags");
+  const int64_t rows = row_count(rw.src(), rw.axis());
+  std::vector<uint8_t> collapsed(static_cast<size_t>(rows), 0);
+  rw.run(p == 0 ? 0 : rw.src().shape[rw.axis()], [&](const RowArgs& a) {
+    const bool c = a.n > 0 && kernels::softmax_collapse_row(a.in[0], a.n, p, a.scratch);
+    collapsed[static_cast<size_t>(a.row)] = c ? 1 : 0;
+    if (flags != nullptr) *a.row_out[0] = c ? 1.0f : 0.0f;
+  });
+  if (rows == 0) return 0.0;
+  int64_t count = 0;
+  for (uint8_t c : collapsed) count += c;
+  return static_cast<double>(count) / static_cast<double>(rows);
+}
+
+}  // namespace smax

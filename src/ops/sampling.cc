@@ -1,0 +1,654 @@
+// src/ops/sampling.cc: gumbel_noise, gumbel_softmax (+ backward), gumbel_max,
+// softmax_topk, sampling_filter and sample (include/smax/sampling.h).
+//
+// Every op is a Rowwise op (validation, logit transform, gather, fixed task
+// grid). Outputs that Rowwise does not model (i64 per-row indices, [.., k]
+// top-k outputs) are validated here before Rowwise::run and written through
+// offsets computed from the row index (RowOut), so a row function still
+// writes only its own row's outputs.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include "kernels/sampling.h"
+#include "ops/execution.h"
+#include "ops/internal.h"
+#include "ops/long_row.h"
+#include "ops/rowwise.h"
+#include "ops/validate.h"
+#include "smax/error.h"
+#include "smax/runtime.h"
+#include "smax/sampling.h"
+
+namespace smax {
+namespace detail {
+namespace {
+
+constexpr float kInfF = std::numeric_limits<float>::infinity();
+constexpr float kNaNF = std::numeric_limits<float>::quiet_NaN();
+constexpr double kInfD = std::numeric_limits<double>::infinity();
+// Candidate indices examined per select_greater call in gumbel_argmax.
+constexpr int64_t kChunk = 1024;
+// Smallest candidate buffer of topk_scan. A buffer of 2k (>= 64) compacts
+// often at the start of a row, so the k-th best threshold rises quickly and
+// few steps take the slow path (measured on 64 x 128256, k = 50, AVX2: cap
+// 4096 costs 1.4x the time of cap 1024, which costs ~1.5x cap 2k).
+constexpr int64_t kMinCap = 64;
+
+using kernels::TopkCandidate;
+
+[[noreturn]] void fail(const char* op, const std::string& message) {
+  throw Error(Status::kInvalidArgument, std::string(op) + ": " + message);
+}
+
+std::string num(double v) {
+  char b[64];
+  std::snprintf(b, sizeof b, "%.9g", v);
+  return b;
+}
+
+// An output addressed by (row, j): element j along the axis of an output of
+// src's shape with the axis replaced by `len` (len 1 for per-row outputs).
+struct RowOut {
+  char* base = nullptr;
+  int elem = 0;
+  int rank = 0;
+  int axis = 0;
+  int64_t shape[kMaxRank] = {};    // src's shape (the axis entry unused)
+  int64_t strides[kMaxRank] = {};  // output strides in src's index space
+  int64_t axis_stride = 0;
+
+  int64_t offset(int64_t row) const {
+    int64_t off = 0;
+    for (int d = rank - 1; d >= 0; --d) {
+      if (d == axis) continue;
+      off += (row % shape[d]) * strides[d];
+      row /= shape[d];
+    }
+    return off;
+  }
+  template <typename T>
+  T* at(int64_t row) const {
+    return reinterpret_cast<T*>(base + offset(row) * elem);
+  }
+};
+
+// Rejects an output that overlaps src or a mask.
+void check_against_inputs(const TensorView& out, const char* name, const TensorView& src,
+                          const SoftmaxOptions& options, const char* op) {
+  check_disjoint_or_same(out, name, src, "src", op, false);
+  if (options.additive_mask) {
+    check_disjoint_or_same(out, name, *options.additive_mask, "additive_mask", op, false);
+  }
+  if (options.bool_mask) {
+    check_disjoint_or_same(out, name, *options.bool_mask, "bool_mask", op, false);
+  }
+}
+
+// Per-row i64 output: src's shape without the axis (or keepdim).
+RowOut index_output(const Rowwise& rw, const TensorView& out, const char* name,
+                    const TensorView& src_in, const SoftmaxOptions& options, const char* op) {
+  check_view(out, op, name, DType::kI64);
+  RowOut r;
+  const TensorView& src = rw.src();
+  reduced_strides(src, rw.axis(), out, name, op, r.strides);
+  check_no_self_overlap(out, name, op);
+  check_against_inputs(out, name, src_in, options, op);
+  r.base = static_cast<char*>(out.data);
+  r.elem = 8;
+  r.rank = src.rank;
+  r.axis = rw.axis();
+  for (int d = 0; d < src.rank; ++d) r.shape[d] = src.shape[d];
+  return r;
+}
+
+// [.., k] output: src's shape with the axis of length k.
+RowOut k_output(const Rowwise& rw, const TensorView& out_in, const char* name, DType dtype,
+                int64_t k, const TensorView& src_in, const SoftmaxOptions& options,
+                const char* op) {
+  check_view(out_in, op, name, dtype);
+  const TensorView out = as_rank1_if_scalar(out_in);
+  const TensorView& src = rw.src();
+  bool ok = out.rank == src.rank;
+  for (int d = 0; ok && d < src.rank; ++d) {
+    ok = out.shape[d] == (d == rw.axis() ? k : src.shape[d]);
+  }
+  if (!ok) {
+    fail(op, std::string(name) + " shape " + out_in.describe() + " must be src shape " +
+                 src.describe() + " with dim " + std::to_string(rw.axis()) + " of size k = " +
+                 std::to_string(k));
+  }
+  check_no_self_overlap(out_in, name, op);
+  check_against_inputs(out_in, name, src_in, options, op);
+  RowOut r;
+  r.base = static_cast<char*>(out.data);
+  r.elem = dtype_size(dtype);
+  r.rank = src.rank;
+  r.axis = rw.axis();
+  for (int d = 0; d < src.rank; ++d) {
+    r.shape[d] = src.shape[d];
+    r.strides[d] = out.strides[d];
+  }
+  r.axis_stride = out.strides[rw.axis()];
+  return r;
+}
+
+// Aligned pointer of `count` T inside float scratch (the caller reserved
+// count * sizeof(T) / 4 + 4 floats).
+template <typename T>
+T* carve(float*& scratch, int64_t count) {
+  auto p = reinterpret_cast<uintptr_t>(scratch);
+  p = (p + 15) & ~uintptr_t{15};
+  T* out = reinterpret_cast<T*>(p);
+  scratch = reinterpret_cast<float*>(out + count);
+  return out;
+}
+template <typename T>
+int64_t floats_for(int64_t count) {
+  return count * static_cast<int64_t>(sizeof(T) / sizeof(float)) + 4;
+}
+
+// Largest f32 thr such that t <= thr implies t + g < best for every noise
+// value g <= kGumbelBound, with a relative margin that also covers the
+// rounding of the float64 sum t + g.
+float prune_threshold(double best) {
+  const double th = best - kernels::kGumbelBound - std::fabs(best) * 1e-12;
+  float f = static_cast<float>(th);
+  if (static_cast<double>(f) > th) f = std::nextafter(f, -kInfF);
+  return f;
+}
+
+// argmax_i ((double) t_i + g(seed, row, i)), lowest index on ties; -1 for
+// empty, all -inf, NaN or +inf rows. Noise only for elements that can win.
+int64_t gumbel_argmax(const float* t, int64_t n, uint64_t seed, uint64_t row, int64_t* idx) {
+  if (n == 0) return -1;
+  const kernels::MaxScan ms = kernels::max_scan(t, n);
+  if (ms.has_nan || !(ms.max < kInfF) || ms.max == -kInfF) return -1;
+  int64_t best_i = kernels::find_first_equal(t, n, ms.max);
+  double best = static_cast<double>(ms.max) + kernels::gumbel(seed, row, static_cast<uint64_t>(best_i));
+  for (int64_t c0 = 0; c0 < n; c0 += kChunk) {
+    const int64_t len = std::min(kChunk, n - c0);
+    const int64_t cnt = kernels::select_greater(t + c0, len, prune_threshold(best), idx);
+    for (int64_t j = 0; j < cnt; ++j) {
+      const int64_t i = c0 + idx[j];
+      if (i == best_i) continue;
+      const double z = static_cast<double>(t[i]) + kernels::gumbel(seed, row, static_cast<uint64_t>(i));
+      if (z > best || (z == best && i < best_i)) {
+        best = z;
+        best_i = i;
+      }
+    }
+  }
+  return best_i;
+}
+
+Algorithm softmax_algorithm(const SoftmaxOptions& o, int64_t n) {
+  return o.algorithm == Algorithm::kAuto ? choose_algorithm("softmax", n) : o.algorithm;
+}
+
+// ---- top-k ------------------------------------------------------------------
+
+// The candidate buffer size for k winners in a row of n.
+int64_t topk_cap(int64_t k, int64_t n) {
+  return std::max(k, std::min(std::max(2 * k, kMinCap), n));
+}
+
+// Keeps the best min(k, count) candidates, sorted.
+int64_t finish_candidates(TopkCandidate* buf, int64_t count, int64_t k) {
+  if (count > k) {
+    std::nth_element(buf, buf + (k - 1), buf + count, kernels::topk_better);
+    count = k;
+  }
+  std::sort(buf, buf + count, kernels::topk_better);
+  return count;
+}
+
+// NaN ranks above everything (then +inf, finite, -inf), ties by index.
+bool better_nan_first(const TopkCandidate& a, const TopkCandidate& b) {
+  const bool an = std::isnan(a.value), bn = std::isnan(b.value);
+  if (an != bn) return an;
+  if (an) return a.index < b.index;
+  return kernels::topk_better(a, b);
+}
+
+// Scalar top-k of a row with NaN / +inf (rare path): the same buffer and
+// threshold scheme as topk_scan, with NaN ranked first.
+int64_t topk_special(const float* t, int64_t n, int64_t k, TopkCandidate* buf, int64_t cap) {
+  int64_t count = 0;
+  bool has_kth = false;
+  TopkCandidate kth{0.0f, 0};
+  for (int64_t i = 0; i < n; ++i) {
+    const TopkCandidate c{t[i], i};
+    if (has_kth && !better_nan_first(c, kth)) continue;
+    buf[count++] = c;
+    if (count == cap) {
+      std::nth_element(buf, buf + (k - 1), buf + count, better_nan_first);
+      count = k;
+      kth = buf[k - 1];
+      has_kth = true;
+    }
+  }
+  if (count > k) {
+    std::nth_element(buf, buf + (k - 1), buf + count, better_nan_first);
+    count = k;
+  }
+  std::sort(buf, buf + count, better_nan_first);
+  return count;
+}
+
+// The k best of t (sorted) in buf[0..k); returns the scan. Rows with NaN or
+// +inf (scan.d NaN) are ranked by topk_special.
+kernels::TopkScan topk_row(const float* t, int64_t n, int64_t k, TopkCandidate* buf,
+                           int64_t cap) {
+  kernels::TopkScan s = kernels::topk_scan(t, n, k, buf, cap);
+  if (std::isnan(s.d)) {
+    s.count = topk_special(t, n, k, buf, cap);
+    return s;
+  }
+  s.count = finish_candidates(buf, s.count, k);
+  // Fewer than k entries above -inf: the -inf ones follow, by index.
+  for (int64_t i = 0; s.count < k && i < n; ++i) {
+    if (t[i] == -kInfF) buf[s.count++] = TopkCandidate{t[i], i};
+  }
+  return s;
+}
+
+void softmax_topk_impl(const TensorView& src, const TensorView& probs, const TensorView& indices,
+                       const SoftmaxTopkOptions& topk, const SoftmaxOptions& options) {
+  const char* op = "softmax_topk";
+  Rowwise rw(op, src, "src", true, options);
+  const int64_t n = rw.src().shape[rw.axis()];
+  const int64_t k = topk.k;
+  if (k < 0 || k > n) {
+    fail(op, "k must be in [0, n = " + std::to_string(n) + "], got " + std::to_string(k));
+  }
+  const RowOut p = k_output(rw, probs, "probs", DType::kF32, k, src, options, op);
+  const RowOut ix = k_output(rw, indices, "indices", DType::kI64, k, src, options, op);
+  check_disjoint_or_same(probs, "probs", indices, "indices", op, false);
+  if (k == 0) {
+    rw.run(0, [](const RowArgs&) {});
+    return;
+  }
+  const bool renorm = topk.renormalize;
+  const int64_t cap = topk_cap(k, n);
+  rw.run(floats_for<TopkCandidate>(cap), [&](const RowArgs& a) {
+    float* scratch = a.scratch;
+    TopkCandidate* buf = carve<TopkCandidate>(scratch, cap);
+    const kernels::TopkScan s = topk_row(a.in[0], a.n, k, buf, cap);
+    float* pr = p.at<float>(a.row);
+    int64_t* id = ix.at<int64_t>(a.row);
+    const bool nan_row = std::isnan(s.d);
+    const bool empty = !nan_row && s.max == -kInfF;
+    double norm = 0.0, shift = 0.0;
+    if (renorm && !nan_row && !empty) {
+      shift = buf[0].value;
+      for (int64_t j = 0; j < k; ++j) norm += std::exp(static_cast<double>(buf[j].value) - shift);
+    }
+    for (int64_t j = 0; j < k; ++j) {
+      const double v = buf[j].value;
+      float q;
+      if (nan_row || (empty && a.empty_row == EmptyRow::kNan)) {
+        q = kNaNF;
+      } else if (v == -kInfD) {
+        q = 0.0f;
+      } else if (renorm) {
+        q = static_cast<float>(std::exp(v - shift) / norm);
+      } else {
+        q = static_cast<float>(std::exp(v - s.ref) / s.d);
+      }
+      if (std::fabs(q) < std::numeric_limits<float>::min()) q = 0.0f;  // no denormals
+      pr[j * p.axis_stride] = q;
+      id[j * ix.axis_stride] = buf[j].index;
+    }
+  });
+}
+
+// ---- sampling filter ------------------------------------------------------------
+
+void check_sample_options(const SampleOptions& so, const char* op) {
+  if (!(std::isfinite(so.temperature) && so.temperature >= 0.0f)) {
+    fail(op, "sample temperature must be finite and >= 0, got " + num(so.temperature));
+  }
+  if (so.top_k < 0) fail(op, "top_k must be >= 0, got " + std::to_string(so.top_k));
+  if (!(so.top_p > 0.0f && so.top_p <= 1.0f)) {
+    fail(op, "top_p must be in (0, 1], got " + num(so.top_p));
+  }
+}
+
+// What survives the filters in one row.
+struct Kept {
+  enum Kind { kNone, kNaN, kAll, kPrefix, kGreedy } kind = kNone;
+  float value = 0.0f;  // kPrefix: the last kept candidate (value, index):
+  int64_t index = 0;   // kept iff z > value || (z == value && i <= index)
+  int64_t count = 0;   // kPrefix: candidates buf[0..count) are the kept set
+  bool keeps(float z, int64_t i) const {
+    return z > value || (z == value && i <= index);
+  }
+};
+
+// Scratch: z (n floats) + candidate buffer of `cap` entries.
+struct FilterPlan {
+  int64_t cap = 0;
+  bool active = false;  // top-k or top-p filters something
+  int64_t top_k = 0;    // 0 = off
+};
+
+FilterPlan plan_filter(const SampleOptions& so, int64_t n) {
+  FilterPlan f;
+  f.top_k = (so.top_k > 0 && so.top_k < n) ? so.top_k : 0;
+  f.active = f.top_k > 0 || so.top_p < 1.0f;
+  if (!f.active || n == 0) return f;
+  f.cap = f.top_k > 0 ? topk_cap(f.top_k, n) : n;  // top-p alone may need every element
+  return f;
+}
+
+// Writes z = fl(t / T) to z (T > 0) and decides the kept set.
+Kept filter_row(const float* t, int64_t n, const SampleOptions& so, const FilterPlan& plan,
+                float* z, TopkCandidate* buf) {
+  Kept kept;
+  if (n == 0) return kept;
+  if (so.temperature == 0.0f) {
+    const kernels::MaxScan ms = kernels::max_scan(t, n);
+    if (ms.has_nan) {
+      kept.kind = Kept::kNaN;
+    } else if (ms.max > -kInfF) {
+      kept.kind = Kept::kGreedy;
+      kept.index = kernels::find_first_equal(t, n, ms.max);
+    }
+    return kept;
+  }
+  const float T = so.temperature;
+  if (T == 1.0f) {
+    if (z != t) std::memcpy(z, t, static_cast<size_t>(n) * sizeof(float));
+  } else {
+    for (int64_t i = 0; i < n; ++i) z[i] = t[i] / T;
+  }
+  if (!plan.active) {
+    const kernels::MaxScan ms = kernels::max_scan(z, n);
+    if (ms.has_nan || ms.max == kInfF) {
+      kept.kind = Kept::kNaN;
+    } else if (ms.max > -kInfF) {
+      kept.kind = Kept::kAll;
+    }
+    return kept;
+  }
+  const double top_p = so.top_p;
+  int64_t K = plan.top_k > 0 ? plan.top_k : std::min<int64_t>(n, 256);
+  for (;;) {
+    const int64_t cap = plan.top_k > 0 ? plan.cap : topk_cap(K, n);
+    const kernels::TopkScan s = kernels::topk_scan(z, n, K, buf, cap);
+    if (std::isnan(s.d)) {
+      kept.kind = Kept::kNaN;
+      return kept;
+    }
+    if (s.max == -kInfF) return kept;  // nothing to sample
+    const int64_t count = finish_candidates(buf, s.count, K);
+    const double z0 = buf[0].value;
+    int64_t last = count - 1;
+    bool complete = true;
+    if (top_p < 1.0) {
+      double total = 0.0;
+      if (plan.top_k > 0) {
+        for (int64_t j = 0; j < count; ++j) total += std::exp(static_cast<double>(buf[j].value) - z0);
+      } else {
+        total = s.d * std::exp(s.ref - z0);
+      }
+      const double target = top_p * total;
+      double cum = 0.0;
+      last = -1;
+      for (int64_t j = 0; j < count; ++j) {
+        cum += std::exp(static_cast<double>(buf[j].value) - z0);
+        if (cum >= target) {
+          last = j;
+          break;
+        }
+      }
+      if (last < 0) {
+        // Not reached within the candidates: more are needed unless the
+        // buffer already holds every entry above -inf (or top-k bounds it).
+        complete = plan.top_k > 0 || count < K || K == n;
+        last = count - 1;
+      }
+    }
+    if (complete) {
+      kept.kind = Kept::kPrefix;
+      kept.value = buf[last].value;
+      kept.index = buf[last].index;
+      kept.count = last + 1;
+      return kept;
+    }
+    K = std::min(n, 4 * K);
+  }
+}
+
+int64_t filter_floats(const FilterPlan& plan, int64_t n) {
+  return n + floats_for<TopkCandidate>(plan.cap) + floats_for<int64_t>(kChunk);
+}
+
+}  // namespace
+}  // namespace detail
+
+using detail::Kept;
+using detail::RowArgs;
+using detail::Rowwise;
+
+// ---- gumbel_noise ---------------------------------------------------------------
+
+void gumbel_noise(const TensorView& dst_in, uint64_t seed, int64_t axis) {
+  const char* op = "gumbel_noise";
+  detail::ensure_runtime_initialized();
+  detail::check_view(dst_in, op, "dst", DType::kF32);
+  detail::check_no_self_overlap(dst_in, "dst", op);
+  const TensorView dst = detail::as_rank1_if_scalar(dst_in);
+  const int ax = detail::resolve_axis(axis, dst_in.rank, op);
+  char* bases[detail::kMaxOperands] = {static_cast<char*>(dst.data)};
+  const int sizes[detail::kMaxOperands] = {4};
+  int64_t strides[detail::kMaxOperands][kMaxRank] = {};
+  for (int d = 0; d < dst.rank; ++d) strides[0][d] = dst.strides[d];
+  const detail::Geometry g = detail::make_geometry(dst, ax, 1, bases, sizes, strides);
+  if (g.rows == 0 || g.n == 0) return;
+  detail::for_each_row_task(g, max_threads(), [&](int64_t begin, int64_t end) {
+    int64_t off[detail::kMaxOperands];
+    for (int64_t row = begin; row < end; ++row) {
+      g.row_offsets(row, off);
+      float* p = reinterpret_cast<float*>(g.at(0, off[0]));
+      const int64_t s = g.axis_stride[0];
+      for (int64_t i = 0; i < g.n; i += 2) {
+        double g2[2];
+        kernels::gumbel_pair(seed, static_cast<uint64_t>(row), static_cast<uint64_t>(i / 2), g2);
+        p[i * s] = static_cast<float>(g2[0]);
+        if (i + 1 < g.n) p[(i + 1) * s] = static_cast<float>(g2[1]);
+      }
+    }
+  });
+}
+
+// ---- gumbel_softmax -------------------------------------------------------------
+
+void gumbel_softmax(const TensorView& src, const TensorView& dst,
+                    const GumbelSoftmaxOptions& gumbel, const SoftmaxOptions& options) {
+  const char* op = "gumbel_softmax";
+  Rowwise rw(op, src, "src", true, options);
+  if (!(std::isfinite(gumbel.tau) && gumbel.tau > 0.0f)) {
+    detail::fail(op, "tau must be finite and > 0, got " + detail::num(gumbel.tau));
+  }
+  const bool has_noise = gumbel.noise.has_value();
+  const bool has_soft = gumbel.y_soft.has_value();
+  if (has_noise) rw.add_input(*gumbel.noise, "noise");
+  rw.add_output(dst, "dst");
+  if (has_soft) rw.add_output(*gumbel.y_soft, "y_soft");
+  const float tau = gumbel.tau;
+  const bool hard = gumbel.hard;
+  const uint64_t seed = gumbel.seed;
+  rw.run(0, [&](const RowArgs& a) {
+    const int64_t n = a.n;
+    if (n == 0) return;
+    const float* t = a.in[0];
+    const float* noise = has_noise ? a.in[1] : nullptr;
+    float* soft = (hard && has_soft) ? a.out[1] : a.out[0];
+    double best = -detail::kInfD;
+    int64_t h = -1;
+    auto one = [&](int64_t i, double g, float gf) {
+      const double zd = static_cast<double>(t[i]) + g;
+      if (zd > best) {
+        best = zd;
+        h = i;
+      }
+      soft[i] = (t[i] + gf) / tau;
+    };
+    if (noise != nullptr) {
+      for (int64_t i = 0; i < n; ++i) one(i, noise[i], noise[i]);
+    } else {
+      for (int64_t i = 0; i < n; i += 2) {
+        double g2[2];
+        kernels::gumbel_pair(seed, static_cast<uint64_t>(a.row), static_cast<uint64_t>(i / 2), g2);
+        one(i, g2[0], static_cast<float>(g2[0]));
+        if (i + 1 < n) one(i + 1, g2[1], static_cast<float>(g2[1]));
+      }
+    }
+    detail::forward_row(detail::ForwardOp::kSoftmax, detail::softmax_algorithm(options, n), soft,
+                        nullptr, n, 1.0f, a.empty_row, soft, 1);
+    if (!hard) {
+      if (has_soft) std::memcpy(a.out[1], soft, static_cast<size_t>(n) * sizeof(float));
+      return;
+    }
+    float* out = a.out[0];
+    if (std::isnan(soft[0]) || !(best > -detail::kInfD) || !(best < detail::kInfD)) {
+      if (out != soft) std::memcpy(out, soft, static_cast<size_t>(n) * sizeof(float));
+      return;
+    }
+    std::fill(out, out + n, 0.0f);
+    out[h] = 1.0f;
+  });
+}
+
+void gumbel_softmax_backward(const TensorView& y_soft, const TensorView& dy, const TensorView& dx,
+                             float tau, const SoftmaxOptions& options) {
+  const char* op = "gumbel_softmax_backward";
+  Rowwise rw(op, y_soft, "y_soft", false, options);
+  if (!(std::isfinite(tau) && tau > 0.0f)) {
+    detail::fail(op, "tau must be finite and > 0, got " + detail::num(tau));
+  }
+  const float c = rw.scale() / tau;
+  if (!(std::isfinite(c) && c > 0.0f)) {
+    detail::fail(op, "scale / temperature / tau = " + detail::num(rw.scale()) + " / " +
+                         detail::num(tau) + " is not a finite positive f32");
+  }
+  rw.add_input(dy, "dy");
+  rw.add_output(dx, "dx");
+  rw.zero_masked_outputs();
+  rw.run(0, [&](const RowArgs& a) {
+    if (a.n == 0) return;
+    detail::backward_row(detail::BackwardOp::kSoftmax, a.in[0], a.in[1], a.n, c, a.out[0], 1);
+  });
+}
+
+// ---- gumbel_max -----------------------------------------------------------------
+
+void gumbel_max(const TensorView& src, const TensorView& indices, uint64_t seed,
+                const SoftmaxOptions& options) {
+  const char* op = "gumbel_max";
+  Rowwise rw(op, src, "src", true, options);
+  const detail::RowOut out = detail::index_output(rw, indices, "indices", src, options, op);
+  rw.run(detail::floats_for<int64_t>(detail::kChunk), [&](const RowArgs& a) {
+    float* scratch = a.scratch;
+    int64_t* idx = detail::carve<int64_t>(scratch, detail::kChunk);
+    *out.at<int64_t>(a.row) =
+        detail::gumbel_argmax(a.in[0], a.n, seed, static_cast<uint64_t>(a.row), idx);
+  });
+}
+
+// ---- softmax_topk ---------------------------------------------------------------
+
+void softmax_topk(const TensorView& src, const TensorView& probs, const TensorView& indices,
+                  const SoftmaxTopkOptions& topk, const SoftmaxOptions& options) {
+  detail::softmax_topk_impl(src, probs, indices, topk, options);
+}
+
+void softmax_topk(const TensorView& src, const TensorView& probs, const TensorView& indices,
+                  int64_t k, const SoftmaxOptions& options) {
+  SoftmaxTopkOptions topk;
+  topk.k = k;
+  detail::softmax_topk_impl(src, probs, indices, topk, options);
+}
+
+// ---- sampling_filter / sample ---------------------------------------------------
+
+void sampling_filter(const TensorView& src, const TensorView& dst, const SampleOptions& sample,
+                     const SoftmaxOptions& options) {
+  const char* op = "sampling_filter";
+  Rowwise rw(op, src, "src", true, options);
+  detail::check_sample_options(sample, op);
+  rw.add_output(dst, "dst");
+  const detail::FilterPlan plan = detail::plan_filter(sample, rw.src().shape[rw.axis()]);
+  rw.run(detail::filter_floats(plan, rw.src().shape[rw.axis()]), [&](const RowArgs& a) {
+    const int64_t n = a.n;
+    float* z = a.out[0];
+    float* scratch = a.scratch;
+    auto* buf = detail::carve<kernels::TopkCandidate>(scratch, plan.cap);
+    const Kept kept = detail::filter_row(a.in[0], n, sample, plan, z, buf);
+    switch (kept.kind) {
+      case Kept::kNone: std::fill(z, z + n, -detail::kInfF); break;
+      case Kept::kNaN: std::fill(z, z + n, detail::kNaNF); break;
+      case Kept::kAll: break;
+      case Kept::kGreedy: {
+        const float v = a.in[0][kept.index];
+        std::fill(z, z + n, -detail::kInfF);
+        z[kept.index] = v;
+        break;
+      }
+      case Kept::kPrefix:
+        for (int64_t i = 0; i < n; ++i) {
+          if (!kept.keeps(z[i], i)) z[i] = -detail::kInfF;
+        }
+        break;
+    }
+  });
+}
+
+void sample(const TensorView& src, const TensorView& indices, const SampleOptions& sample,
+            const SoftmaxOptions& options) {
+  const char* op = "sample";
+  Rowwise rw(op, src, "src", true, options);
+  detail::check_sample_options(sample, op);
+  const detail::RowOut out = detail::index_output(rw, indices, "indices", src, options, op);
+  const int64_t n_row = rw.src().shape[rw.axis()];
+  const detail::FilterPlan plan = detail::plan_filter(sample, n_row);
+  const uint64_t seed = sample.seed;
+  rw.run(detail::filter_floats(plan, n_row), [&](const RowArgs& a) {
+    const int64_t n = a.n;
+    float* scratch = a.scratch;
+    float* z = scratch;
+    scratch += n;
+    auto* buf = detail::carve<kernels::TopkCandidate>(scratch, plan.cap);
+    int64_t* idx = detail::carve<int64_t>(scratch, detail::kChunk);
+    const Kept kept = detail::filter_row(a.in[0], n, sample, plan, z, buf);
+    const auto row = static_cast<uint64_t>(a.row);
+    int64_t result = -1;
+    switch (kept.kind) {
+      case Kept::kNone:
+      case Kept::kNaN: break;
+      case Kept::kGreedy: result = kept.index; break;
+      case Kept::kAll: result = detail::gumbel_argmax(z, n, seed, row, idx); break;
+      case Kept::kPrefix: {
+        double best = -detail::kInfD;
+        for (int64_t j = 0; j < kept.count; ++j) {
+          const int64_t i = buf[j].index;
+          const double v = static_cast<double>(buf[j].value) +
+                           kernels::gumbel(seed, row, static_cast<uint64_t>(i));
+          if (v > best || (v == best && i < result)) {
+            best = v;
+            result = i;
+          }
+        }
+        break;
+      }
+    }
+    *out.at<int64_t>(a.row) = result;
+  });
+}
+
+}  // namespace smax

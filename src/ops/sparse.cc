@@ -1,0 +1,177 @@
+// src/ops/sparse.cc: sparsemax, 1.5-entmax, alpha-entmax (bisection) and
+// top-k sparse softmax, forward and backward (include/smax/sparse.h).
+// Row solvers: src/ops/sparse_rows.h; kernels: src/kernels/sparse.cc.
+#include <cmath>
+#include <string>
+
+#include "kernels/sparse.h"
+#include "ops/rowwise.h"
+#include "ops/sparse_rows.h"
+#include "ops/sparse_shared.h"
+#include "smax/error.h"
+#include "smax/softmax.h"
+#include "smax/sparse.h"
+
+namespace smax {
+namespace {
+
+using detail::RowArgs;
+using detail::Rowwise;
+namespace sp = detail::sparse;
+
+// Forward of the candidate-set normalisers: `radius` R of the candidate
+// window on t - m, `solve` the threshold step.
+template <class Solve>
+void candidate_forward(Rowwise& rw, double radius, Solve&& solve) {
+  rw.run(sp::work_floats(detail::row_length(rw)), [&](const RowArgs& a) {
+    sp::Row row = sp::prepare(a.in[0], a.n, radius, a.scratch);
+    if (row.kind == sp::Kind::kOk) solve(row, a);
+    sp::write_row(row, a.out[0], a.empty_row);
+  });
+}
+
+// Backward from y: w_i = y_i^(2 - alpha), dx = s w (g - <g,w>/sum w).
+// alpha per row through `alpha_of`; dalpha (row output 0) if `with_alpha`.
+template <class AlphaOf>
+void entmax_family_backward(Rowwise& rw, bool with_alpha, AlphaOf&& alpha_of) {
+  rw.zero_masked_outputs();
+  rw.run(detail::row_length(rw) + 16, [&](const RowArgs& a) {
+    const int64_t n = a.n;
+    const double alpha = alpha_of(a);
+    float dalpha = 0.0f;
+    if (n > 0) {
+      float* w = a.scratch;
+      const kernels::EntmaxGradSums s =
+          kernels::entmax_grad_sums(a.in[0], a.in[1], n, alpha, with_alpha, w);
+      if (!std::isfinite(s.sum_y)) {  // NaN (or non-finite) saved output: NaN row
+        kernels::sparse_fill(a.out[0], n, sp::kNaNF);
+        dalpha = sp::kNaNF;
+      } else if (s.sum_w == 0.0) {  // empty row (kZero policy): no gradient
+        kernels::sparse_fill(a.out[0], n, 0.0f);
+      } else {
+        const double q = s.gw / s.sum_w;
+        kernels::entmax_grad_store(w, a.in[1], n, static_cast<float>(q), a.scale, a.out[0]);
+        if (with_alpha) {
+          const double am1 = alpha - 1.0;
+          const double gpt = s.gw / s.sum_w;  // <g, p~>
+          const double v = (s.gy - gpt) / (am1 * am1) - (s.gS - gpt * s.H) / am1;
+          dalpha = static_cast<float>(v);
+        }
+      }
+    }
+    if (with_alpha) *a.row_out[0] = dalpha;
+  });
+}
+
+}  // namespace
+
+// ---- sparsemax ---------------------------------------------------------------
+
+void sparsemax(const TensorView& src, const TensorView& dst, const SoftmaxOptions& options) {
+  Rowwise rw("sparsemax", src, "src", true, options);
+  rw.add_output(dst, "dst");
+  candidate_forward(rw, 1.0, [](sp::Row& row, const RowArgs&) { sp::solve_sparsemax(row); });
+}
+
+void sparsemax_backward(const TensorView& y, const TensorView& dy, const TensorView& dsrc,
+                        const SoftmaxOptions& options) {
+  Rowwise rw("sparsemax_backward", y, "y", false, options);
+  rw.add_input(dy, "dy");
+  rw.add_output(dsrc, "dsrc");
+  entmax_family_backward(rw, false, [](const RowArgs&) { return 2.0; });
+}
+
+// ---- 1.5-entmax --------------------------------------------------------------
+
+void entmax15(const TensorView& src, const TensorView& dst, const SoftmaxOptions& options) {
+  Rowwise rw("entmax15", src, "src", true, options);
+  rw.add_output(dst, "dst");
+  candidate_forward(rw, 2.0, [](sp::Row& row, const RowArgs&) { sp::solve_entmax15(row); });
+}
+
+void entmax15_backward(const TensorView& y, const TensorView& dy, const TensorView& dsrc,
+                       const SoftmaxOptions& options) {
+  Rowwise rw("entmax15_backward", y, "y", false, options);
+  rw.add_input(dy, "dy");
+  rw.add_output(dsrc, "dsrc");
+  entmax_family_backward(rw, false, [](const RowArgs&) { return 1.5; });
+}
+
+// ---- alpha-entmax ------------------------------------------------------------
+
+void entmax_bisect(const TensorView& src, const TensorView& dst,
+                   const EntmaxBisectOptions& params, const SoftmaxOptions& options) {
+  const char* op = "entmax_bisect";
+  detail::check_bisect_params(op, params);
+  if (!params.alpha_tensor && params.alpha == 1.0f) {
+    softmax(src, dst, options);
+    return;
+  }
+  Rowwise rw(op, src, "src", true, options);
+  rw.add_output(dst, "dst");
+  const bool per_row = params.alpha_tensor.has_value();
+  if (per_row) {
+    rw.add_row_input(*params.alpha_tensor, "alpha_tensor", DType::kF32);
+    detail::check_alpha_tensor(op, *params.alpha_tensor);
+  }
+  const double scalar_alpha = params.alpha;
+  rw.run(sp::work_floats(detail::row_length(rw)), [&](const RowArgs& a) {
+    const double alpha = per_row ? static_cast<double>(a.row_in[0]) : scalar_alpha;
+    sp::Row row = sp::prepare(a.in[0], a.n, 1.0 / (alpha - 1.0), a.scratch);
+    if (row.kind == sp::Kind::kOk) sp::solve_bisect(row, alpha, params.n_iter, params.ensure_sum_one);
+    sp::write_row(row, a.out[0], a.empty_row);
+  });
+}
+
+void entmax_bisect_backward(const TensorView& y, const TensorView& dy, const TensorView& dsrc,
+                            const std::optional<TensorView>& dalpha,
+                            const EntmaxBisectOptions& params, const SoftmaxOptions& options) {
+  const char* op = "entmax_bisect_backward";
+  detail::check_bisect_params(op, params);
+  if (!params.alpha_tensor && params.alpha == 1.0f) {
+    if (dalpha) {
+      throw Error(Status::kInvalidArgument,
+                  std::string(op) + ": dalpha needs alpha > 1, got alpha 1 (the softmax route)");
+    }
+    softmax_backward(y, dy, dsrc, options);
+    return;
+  }
+  Rowwise rw(op, y, "y", false, options);
+  rw.add_input(dy, "dy");
+  rw.add_output(dsrc, "dsrc");
+  const bool per_row = params.alpha_tensor.has_value();
+  if (dalpha) rw.add_row_output(*dalpha, "dalpha");
+  if (per_row) {
+    rw.add_row_input(*params.alpha_tensor, "alpha_tensor", DType::kF32);
+    detail::check_alpha_tensor(op, *params.alpha_tensor);
+  }
+  const double scalar_alpha = params.alpha;
+  entmax_family_backward(rw, dalpha.has_value(), [&](const RowArgs& a) {
+    return per_row ? static_cast<double>(a.row_in[0]) : scalar_alpha;
+  });
+}
+
+// ---- top-k sparse softmax ------------------------------------------------------
+
+void sparse_softmax(const TensorView& src, const TensorView& dst, int64_t k,
+                    const SoftmaxOptions& options) {
+  const char* op = "sparse_softmax";
+  detail::check_k(op, k);
+  Rowwise rw(op, src, "src", true, options);
+  rw.add_output(dst, "dst");
+  if (k >= detail::row_length(rw)) {
+    softmax(src, dst, options);
+    return;
+  }
+  rw.run(sp::topk_floats(detail::row_length(rw)), [&](const RowArgs& a) {
+    const sp::TopK r = sp::solve_topk(a.in[0], a.n, k, -1, a.scratch, a.out[0]);
+    if (r.kind != sp::Kind::kOk && a.n > 0) sp::write_topk_special(r, a.n, a.out[0], a.empty_row);
+  });
+}
+
+void sparse_softmax_backward(const TensorView& y, const TensorView& dy, const TensorView& dsrc,
+                             const SoftmaxOptions& options) {
+  softmax_backward(y, dy, dsrc, options);
+}
+
+}  // namespace smax

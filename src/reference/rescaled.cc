@@ -1,0 +1,467 @@
+// src/reference/rescaled.cc: see rescaled.h. Plain float64 loops.
+#include "reference/rescaled.h"
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "reference/reference.h"
+#include "reference/rows.h"
+#include "smax/error.h"
+
+namespace smax::reference {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+const double kNaN = std::nan("");
+
+[[noreturn]] void fail(const char* fn, const std::string& message) {
+  throw Error(Status::kInvalidArgument, std::string(fn) + ": " + message);
+}
+
+bool has_nan_or_posinf(const Row& t) {
+  for (double v : t) {
+    if (std::isnan(v) || v == kInf) return true;
+  }
+  return false;
+}
+bool all_masked(const Row& t) {
+  for (double v : t) {
+    if (v != -kInf) return false;
+  }
+  return true;
+}
+Row constant(size_t n, double v) { return Row(n, v); }
+double empty_value(EmptyRow p) { return p == EmptyRow::kNan ? kNaN : 0.0; }
+
+Row row_of(const RefRows& R, int64_t r) { return Row(R.row(r), R.row(r) + R.n); }
+
+// Applies fn(row index) -> Row to every row and scatters to the dense layout.
+template <class F>
+std::vector<double> per_row(const RefRows& R, F&& fn) {
+  std::vector<double> by_row(static_cast<size_t>(R.rows * R.n));
+  for (int64_t r = 0; r < R.rows; ++r) {
+    const Row y = fn(r);
+    std::copy(y.begin(), y.end(), by_row.begin() + r * R.n);
+  }
+  return R.scatter(by_row);
+}
+
+// Targets in row order (dropped or keepdim shape: the same order).
+std::vector<int64_t> targets_of(const TensorView& target) {
+  int64_t count = 1;
+  for (int d = 0; d < target.rank; ++d) count *= target.shape[d];
+  std::vector<int64_t> out(static_cast<size_t>(count));
+  const auto* p = static_cast<const int64_t*>(target.data);
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t rem = i, off = 0;
+    for (int d = target.rank - 1; d >= 0; --d) {
+      off += (rem % target.shape[d]) * target.strides[d];
+      rem /= target.shape[d];
+    }
+    out[static_cast<size_t>(i)] = p[off];
+  }
+  return out;
+}
+
+// Per-row weights (0 for ignored) after validating the targets.
+std::vector<double> loss_weights(const char* fn, const RefRows& R,
+                                 const std::vector<int64_t>& tg, const LossOptions& loss) {
+  if (static_cast<int64_t>(tg.size()) != R.rows) fail(fn, "target has the wrong number of rows");
+  std::vector<double> cw(static_cast<size_t>(R.n), 1.0);
+  if (loss.weight) cw = to_dense(*loss.weight);
+  std::vector<double> w(tg.size());
+  for (size_t r = 0; r < tg.size(); ++r) {
+    if (tg[r] == loss.ignore_index) continue;
+    if (tg[r] < 0 || tg[r] >= R.n) fail(fn, "target out of range");
+    w[r] = cw[static_cast<size_t>(tg[r])];
+  }
+  return w;
+}
+
+}  // namespace
+
+// ---- rows ---------------------------------------------------------------------------
+
+Row softmax_row(const Row& u, EmptyRow policy) {
+  const size_t n = u.size();
+  if (has_nan_or_posinf(u)) return constant(n, kNaN);
+  if (all_masked(u)) return constant(n, empty_value(policy));
+  const double m = *std::max_element(u.begin(), u.end());
+  double s = 0.0;
+  for (double v : u) s += std::exp(v - m);
+  Row y(n);
+  for (size_t i = 0; i < n; ++i) y[i] = std::exp(u[i] - m) / s;
+  return y;
+}
+
+double ssmax_factor(double s, int64_t n, bool f32_factor) {
+  const double c = s * std::log(static_cast<double>(n));
+  return f32_factor ? static_cast<double>(static_cast<float>(c)) : c;
+}
+
+int64_t ssmax_n(const Row& t, int64_t fixed_n) {
+  if (fixed_n > 0) return fixed_n;
+  int64_t k = 0;
+  for (double v : t) k += v != -kInf;
+  return k;
+}
+
+Row ssmax_row(const Row& t, double s, int64_t fixed_n, EmptyRow policy, bool f32_factor,
+              bool f32_logits) {
+  const size_t n = t.size();
+  if (n == 0) return {};
+  const int64_t nn = ssmax_n(t, fixed_n);
+  if (nn == 0) return constant(n, empty_value(policy));
+  const double c = ssmax_factor(s, nn, f32_factor);
+  if (!std::isfinite(c)) return constant(n, kNaN);
+  Row u(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (t[i] == -kInf) {
+      u[i] = -kInf;
+    } else if (t[i] == kInf) {
+      u[i] = kNaN;
+    } else {
+      u[i] = f32_logits ? static_cast<double>(static_cast<float>(t[i]) * static_cast<float>(c))
+                        : t[i] * c;
+    }
+  }
+  return softmax_row(u, policy);
+}
+
+Row ssmax_vjp_row(const Row& t, const Row& y, const Row& g, double s, int64_t fixed_n,
+                  double sigma, EmptyRow policy, bool f32_factor, double* ds) {
+  const size_t n = t.size();
+  if (ds) *ds = 0.0;
+  if (n == 0) return {};
+  const int64_t nn = ssmax_n(t, fixed_n);
+  if (all_masked(t)) {
+    if (ds) *ds = empty_value(policy);
+    return constant(n, empty_value(policy));
+  }
+  const double c = ssmax_factor(s, nn, f32_factor);
+  double dot = 0.0;
+  for (size_t i = 0; i < n; ++i) dot += g[i] * y[i];
+  Row dx(n);
+  double acc = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    dx[i] = t[i] == -kInf ? 0.0 : sigma * c * y[i] * (g[i] - dot);
+    if (y[i] != 0.0) acc += t[i] * y[i] * (g[i] - dot);
+  }
+  if (ds) *ds = std::log(static_cast<double>(nn)) * acc;
+  return dx;
+}
+
+SoftpickRow softpick_row(const Row& t, double eps, EmptyRow policy) {
+  const size_t n = t.size();
+  SoftpickRow out;
+  out.q.assign(n, 0.0);
+  if (has_nan_or_posinf(t)) {
+    out.y = constant(n, kNaN);
+    return out;
+  }
+  if (all_masked(t)) {
+    out.y = constant(n, empty_value(policy));
+    return out;
+  }
+  const double m = *std::max_element(t.begin(), t.end());
+  if (m <= 0.0) {
+    out.y = constant(n, 0.0);
+    return out;
+  }
+  // a_j = e^(t_j - m) - e^-m = e^-m expm1(t_j), without cancellation.
+  const double em = std::exp(-m);
+  Row a(n, 0.0);
+  double S = eps * em;
+  for (size_t j = 0; j < n; ++j) {
+    if (t[j] == -kInf) continue;
+    a[j] = std::fabs(t[j]) < 1.0 ? em * std::expm1(t[j]) : std::exp(t[j] - m) - em;
+    S += std::fabs(a[j]);
+  }
+  out.y.assign(n, 0.0);
+  for (size_t j = 0; j < n; ++j) {
+    if (t[j] == -kInf) continue;
+    out.y[j] = std::max(a[j], 0.0) / S;
+    out.q[j] = std::exp(t[j] - m) / S;
+    out.K += out.q[j];
+  }
+  return out;
+}
+
+Row softpick_vjp_row(const Row& t, const Row& g, double eps, double sigma, EmptyRow policy) {
+  const size_t n = t.size();
+  const SoftpickRow f = softpick_row(t, eps, policy);
+  if (has_nan_or_posinf(t)) return constant(n, kNaN);
+  if (all_masked(t)) return constant(n, empty_value(policy));
+  double r = 0.0;
+  for (size_t j = 0; j < n; ++j) r += g[j] * f.y[j];
+  Row dx(n, 0.0);
+  for (size_t j = 0; j < n; ++j) {
+    if (t[j] == -kInf) continue;
+    const double pos = t[j] > 0.0 ? 1.0 : 0.0;
+    const double sgn = t[j] > 0.0 ? 1.0 : -1.0;  // sgn(0) = -1 (spec)
+    dx[j] = sigma * f.q[j] * (pos * g[j] - sgn * r);
+  }
+  return dx;
+}
+
+double stable_s(double t) { return t >= 0.0 ? t + 1.0 : 1.0 / (1.0 - t); }
+double stable_ds(double t) { return t >= 0.0 ? 1.0 : 1.0 / ((1.0 - t) * (1.0 - t)); }
+
+Row stablemax_row(const Row& t, EmptyRow policy) {
+  const size_t n = t.size();
+  if (has_nan_or_posinf(t)) return constant(n, kNaN);
+  if (all_masked(t)) return constant(n, empty_value(policy));
+  double S = 0.0;
+  for (double v : t) S += stable_s(v);
+  Row y(n);
+  for (size_t i = 0; i < n; ++i) y[i] = stable_s(t[i]) / S;
+  return y;
+}
+
+Row stablemax_vjp_row(const Row& t, const Row& g, double sigma, EmptyRow policy) {
+  const size_t n = t.size();
+  if (has_nan_or_posinf(t)) return constant(n, kNaN);
+  if (all_masked(t)) return constant(n, empty_value(policy));
+  double S = 0.0, P = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    S += stable_s(t[i]);
+    if (t[i] != -kInf) P += g[i] * stable_s(t[i]);
+  }
+  const double r = P / S;
+  Row dx(n, 0.0);
+  for (size_t i = 0; i < n; ++i) {
+    if (t[i] != -kInf) dx[i] = sigma * stable_ds(t[i]) / S * (g[i] - r);
+  }
+  return dx;
+}
+
+double stablemax_ce_row(const Row& t, int64_t target, EmptyRow policy) {
+  if (has_nan_or_posinf(t)) return kNaN;
+  if (all_masked(t)) return empty_value(policy);
+  const double tt = t[static_cast<size_t>(target)];
+  if (tt == -kInf) return kInf;
+  double others = 0.0;
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (static_cast<int64_t>(i) != target) others += stable_s(t[i]);
+  }
+  return std::log1p(others / stable_s(tt));
+}
+
+Row stablemax_ce_grad_row(const Row& t, int64_t target, double coef, EmptyRow policy) {
+  const size_t n = t.size();
+  if (has_nan_or_posinf(t)) return constant(n, kNaN);
+  if (all_masked(t)) return constant(n, empty_value(policy));
+  double S = 0.0, others = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    S += stable_s(t[i]);
+    if (static_cast<int64_t>(i) != target) others += stable_s(t[i]);
+  }
+  Row dx(n, 0.0);
+  for (size_t i = 0; i < n; ++i) {
+    if (t[i] == -kInf) continue;
+    const double ymd = static_cast<int64_t>(i) == target ? -others / S : stable_s(t[i]) / S;
+    dx[i] = coef * ymd / (1.0 + std::fabs(t[i]));  // s'/s = 1/(1 + |t|)
+  }
+  return dx;
+}
+
+double round_to(double v, Precision precision) {
+  if (!(v > 0.0) || std::isinf(v)) return v;
+  // Significand bits p and smallest normal 2^emin of the format.
+  const int p = precision == Precision::kF16 ? 11 : 8;
+  const int emin = precision == Precision::kF16 ? -14 : -126;
+  const double maxv = precision == Precision::kF16 ? 65504.0 : (2.0 - std::ldexp(1.0, -7)) * std::ldexp(1.0, 127);
+  const int e = std::max(static_cast<int>(std::floor(std::log2(v))), emin);  // v in [2^e, 2^(e+1))
+  // Guard against log2 rounding at binade edges.
+  int ee = e;
+  if (std::ldexp(1.0, ee) > v && ee > emin) --ee;
+  if (std::ldexp(1.0, ee + 1) <= v) ++ee;
+  const double quantum = std::ldexp(1.0, ee - (p - 1));
+  const double r = std::nearbyint(v / quantum) * quantum;
+  return r > maxv ? kInf : r;
+}
+
+bool collapse_row(const Row& t, Precision precision, int lanes, int perturb) {
+  const size_t n = t.size();
+  if (n == 0 || has_nan_or_posinf(t) || all_masked(t)) return false;
+  const double m = *std::max_element(t.begin(), t.end());
+  std::vector<float> e(n);
+  for (size_t i = 0; i < n; ++i) {
+    float v = static_cast<float>(std::exp(t[i] - m));
+    if (t[i] != m && v > 0.0f) {
+      for (int k = 0; k < 4; ++k) {
+        v = perturb > 0 ? std::nextafter(v, FLT_MAX) : perturb < 0 ? std::nextafter(v, 0.0f) : v;
+      }
+    }
+    // The kernel's exp flushes results below ~2^-125.5 to 0; the lower bound
+    // flushes a little more, the others never.
+    if (perturb < 0 && v < 0x1p-124f) v = 0.0f;
+    e[i] = v;
+  }
+  if (precision == Precision::kF32) {
+    // The library's blocked order (exp-inl.h ExpSum / BlockSum).
+    const size_t N = static_cast<size_t>(lanes);
+    std::vector<float> acc0(N, 0.0f), acc1(N, 0.0f);
+    std::vector<double> wide(N, 0.0);
+    auto flush = [&] {
+      for (size_t l = 0; l < N; ++l) {
+        wide[l] += static_cast<double>(acc0[l]);
+        wide[l] += static_cast<double>(acc1[l]);
+        acc0[l] = acc1[l] = 0.0f;
+      }
+    };
+    size_t i = 0;
+    unsigned steps = 0;
+    for (; i + 4 * N <= n; i += 4 * N) {
+      for (size_t l = 0; l < N; ++l) {
+        acc0[l] += e[i + l];
+        acc1[l] += e[i + N + l];
+        acc0[l] += e[i + 2 * N + l];
+        acc1[l] += e[i + 3 * N + l];
+      }
+      if (++steps == 8) {
+        flush();
+        steps = 0;
+      }
+    }
+    unsigned k = 0;
+    for (; i < n; i += N, ++k) {  // whole vectors, then the zero-padded tail
+      std::vector<float>& acc = (k & 1) ? acc1 : acc0;
+      for (size_t l = 0; l < N && i + l < n; ++l) acc[l] += e[i + l];
+    }
+    flush();
+    double s = 0.0;
+    for (size_t l = 0; l < N; ++l) s += wide[l];
+    return static_cast<float>(s) == 1.0f;
+  }
+  double acc = 0.0;
+  for (size_t i = 0; i < n; ++i) acc = round_to(acc + round_to(e[i], precision), precision);
+  return acc == 1.0;
+}
+
+// ---- views ---------------------------------------------------------------------------
+
+std::vector<double> ssmax(const TensorView& src, const SsmaxOptions& params,
+                          const SoftmaxOptions& options) {
+  const RefRows R = ref_rows("ssmax", src, options);
+  std::vector<double> s(static_cast<size_t>(R.rows), params.s);
+  if (params.s_rows) s = ref_row_values("ssmax", *params.s_rows, R);
+  return per_row(R, [&](int64_t r) {
+    return ssmax_row(row_of(R, r), s[static_cast<size_t>(r)], params.fixed_n, options.empty_row,
+                     true, true);
+  });
+}
+
+std::vector<double> ssmax_backward(const TensorView& src, const TensorView& y,
+                                   const TensorView& dy, const SsmaxOptions& params,
+                                   const SoftmaxOptions& options, std::vector<double>* ds) {
+  const RefRows R = ref_rows("ssmax_backward", src, options);
+  const RefRows Y = ref_rows("ssmax_backward", y, options, false);
+  const RefRows G = ref_rows("ssmax_backward", dy, options, false);
+  std::vector<double> s(static_cast<size_t>(R.rows), params.s);
+  if (params.s_rows) s = ref_row_values("ssmax_backward", *params.s_rows, R);
+  if (ds) ds->assign(static_cast<size_t>(R.rows), 0.0);
+  return per_row(R, [&](int64_t r) {
+    double d = 0.0;
+    Row dx = ssmax_vjp_row(row_of(R, r), row_of(Y, r), row_of(G, r), s[static_cast<size_t>(r)],
+                           params.fixed_n, R.scale, options.empty_row, true, &d);
+    if (ds) (*ds)[static_cast<size_t>(r)] = d;
+    return dx;
+  });
+}
+
+std::vector<double> softpick(const TensorView& src, const SoftpickOptions& params,
+                             const SoftmaxOptions& options) {
+  const RefRows R = ref_rows("softpick", src, options);
+  return per_row(R, [&](int64_t r) {
+    return softpick_row(row_of(R, r), params.eps, options.empty_row).y;
+  });
+}
+
+std::vector<double> softpick_backward(const TensorView& src, const TensorView& dy,
+                                      const SoftpickOptions& params,
+                                      const SoftmaxOptions& options) {
+  const RefRows R = ref_rows("softpick_backward", src, options);
+  const RefRows G = ref_rows("softpick_backward", dy, options, false);
+  return per_row(R, [&](int64_t r) {
+    return softpick_vjp_row(row_of(R, r), row_of(G, r), params.eps, R.scale, options.empty_row);
+  });
+}
+
+std::vector<double> stablemax(const TensorView& src, const SoftmaxOptions& options) {
+  const RefRows R = ref_rows("stablemax", src, options);
+  return per_row(R, [&](int64_t r) { return stablemax_row(row_of(R, r), options.empty_row); });
+}
+
+std::vector<double> stablemax_backward(const TensorView& src, const TensorView& dy,
+                                       const SoftmaxOptions& options) {
+  const RefRows R = ref_rows("stablemax_backward", src, options);
+  const RefRows G = ref_rows("stablemax_backward", dy, options, false);
+  return per_row(R, [&](int64_t r) {
+    return stablemax_vjp_row(row_of(R, r), row_of(G, r), R.scale, options.empty_row);
+  });
+}
+
+std::vector<double> stablemax_cross_entropy(const TensorView& src, const TensorView& target,
+                                            const LossOptions& loss,
+                                            const SoftmaxOptions& options) {
+  const char* fn = "stablemax_cross_entropy";
+  const RefRows R = ref_rows(fn, src, options);
+  const std::vector<int64_t> tg = targets_of(target);
+  const std::vector<double> w = loss_weights(fn, R, tg, loss);
+  std::vector<double> per(static_cast<size_t>(R.rows), 0.0);
+  double sum = 0.0, wsum = 0.0;
+  for (int64_t r = 0; r < R.rows; ++r) {
+    const size_t k = static_cast<size_t>(r);
+    if (tg[k] == loss.ignore_index) continue;
+    per[k] = w[k] * stablemax_ce_row(row_of(R, r), tg[k], options.empty_row);
+    sum += per[k];
+    wsum += w[k];
+  }
+  if (loss.reduction == Reduction::kNone) return per;
+  if (loss.reduction == Reduction::kSum) return {sum};
+  if (wsum == 0.0) return {loss.empty_mean == EmptyMean::kZero ? 0.0 : kNaN};
+  return {sum / wsum};
+}
+
+std::vector<double> stablemax_cross_entropy_backward(const TensorView& src,
+                                                     const TensorView& target,
+                                                     const TensorView& dloss,
+                                                     const LossOptions& loss,
+                                                     const SoftmaxOptions& options) {
+  const char* fn = "stablemax_cross_entropy_backward";
+  const RefRows R = ref_rows(fn, src, options);
+  const std::vector<int64_t> tg = targets_of(target);
+  const std::vector<double> w = loss_weights(fn, R, tg, loss);
+  const std::vector<double> g = to_dense(dloss);
+  double wsum = 0.0;
+  for (double v : w) wsum += v;
+  return per_row(R, [&](int64_t r) {
+    const size_t k = static_cast<size_t>(r);
+    if (tg[k] == loss.ignore_index) return Row(static_cast<size_t>(R.n), 0.0);
+    double c = w[k] * (loss.reduction == Reduction::kNone ? g[k] : g[0]);
+    if (loss.reduction == Reduction::kMean) c = wsum == 0.0 ? 0.0 : c / wsum;
+    return stablemax_ce_grad_row(row_of(R, r), tg[k], c * R.scale, options.empty_row);
+  });
+}
+
+std::vector<int> softmax_collapse_flags(const TensorView& src, Precision precision,
+                                        const SoftmaxOptions& options, int lanes) {
+  const RefRows R = ref_rows("softmax_collapse_fraction", src, options);
+  std::vector<int> out(static_cast<size_t>(R.rows));
+  for (int64_t r = 0; r < R.rows; ++r) {
+    const Row t = row_of(R, r);
+    const bool lo = collapse_row(t, precision, lanes, -1);
+    const bool hi = collapse_row(t, precision, lanes, +1);
+    // The sum is monotone in every e_i: collapsed with the larger exps =>
+    // collapsed for any exps in between; not collapsed with the smaller ones
+    // => never.
+    out[static_cast<size_t>(r)] = hi ? 1 : !lo ? 0 : -1;
+  }
+  return out;
+}
+
+}  // namespace smax::reference

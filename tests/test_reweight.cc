@@ -1,0 +1,902 @@
+// tests/test_reweight.cc: the re-weighting normalisers of smax/reweight.h
+// (SA-Softmax, sigmoid and softplus normalisers, Power-Softmax,
+// probability-domain temperature, logit standardisation), forward and
+// backward, against the float64 oracles of src/reference/reweight.h on
+// every SIMD target, with the error bounds stated in the header:
+//  * spec hand vectors;
+//  * random and adversarial rows (all of test_util's Data kinds) at sizes
+//    0..32000 and one 128256 row;
+//  * every axis of a strided 3-D tensor with bool + additive masks and a
+//    scale, in place, thread counts 1/2/3 bitwise equal;
+//  * backward vs the reference VJP (random upstream gradient), and the
+//    reference VJP vs float64 central finite differences of the reference
+//    forward;
+//  * error paths: smax::Error naming the argument, nothing written.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "reference/reweight.h"
+#include "reference/rows.h"
+#include "smax/reweight.h"
+#include "test_util.h"
+
+namespace smax_test {
+namespace {
+
+namespace ref = smax::reference;
+using ref::Row;
+
+constexpr double kU = 0x1p-24;
+
+// ---------------------------------------------------------------------------
+// The op variants under test.
+// ---------------------------------------------------------------------------
+enum class Kind { kSA, kSigmoid, kSoftplus, kPower, kProb, kLS };
+
+struct Spec {
+  std::string name;
+  Kind kind;
+  smax::SelfAdjustOptions sa;
+  smax::SigmoidNormalizerOptions sig;
+  smax::SoftplusNormalizerOptions sp;
+  int p = 2;
+  float T = 1.0f;
+  smax::LogitStandardizationOptions ls;
+};
+
+std::vector<Spec> all_specs() {
+  std::vector<Spec> v;
+  Spec s;
+  s = Spec{"sa", Kind::kSA};
+  v.push_back(s);
+  s = Spec{"sa_normalized", Kind::kSA};
+  s.sa.normalized = true;
+  v.push_back(s);
+  s.name = "sa_normalized_const_bounds";
+  s.sa.grad_through_bounds = false;
+  v.push_back(s);
+  s = Spec{"sigmoid", Kind::kSigmoid};
+  v.push_back(s);
+  s.name = "sigmoid_visible";
+  s.sig.count_visible = true;
+  v.push_back(s);
+  s = Spec{"softplus", Kind::kSoftplus};
+  s.sp.head_dim = 64;
+  v.push_back(s);
+  s = Spec{"softplus_lambda_power3", Kind::kSoftplus};
+  s.sp.lambda = 0.75f;
+  s.sp.power = 3.0f;
+  v.push_back(s);
+  s = Spec{"power2", Kind::kPower};
+  v.push_back(s);
+  s.name = "power6";
+  s.p = 6;
+  v.push_back(s);
+  s = Spec{"prob_T0.5", Kind::kProb};
+  s.T = 0.5f;
+  v.push_back(s);
+  s.name = "prob_T3";
+  s.T = 3.0f;
+  v.push_back(s);
+  s = Spec{"standardize", Kind::kLS};
+  s.ls.temperature = 2.0f;
+  v.push_back(s);
+  s.name = "standardize_biased";
+  s.ls.unbiased = false;
+  s.ls.temperature = 0.5f;
+  v.push_back(s);
+  return v;
+}
+
+void run_forward(const Spec& s, const TensorView& src, const TensorView& dst,
+                 const SoftmaxOptions& o) {
+  switch (s.kind) {
+    case Kind::kSA: smax::self_adjust_softmax(src, dst, s.sa, o); return;
+    case Kind::kSigmoid: smax::sigmoid_normalizer(src, dst, s.sig, o); return;
+    case Kind::kSoftplus: smax::softplus_normalizer(src, dst, s.sp, o); return;
+    case Kind::kPower: smax::power_softmax(src, dst, s.p, o); return;
+    case Kind::kProb: smax::probability_temperature(src, dst, s.T, o); return;
+    case Kind::kLS: smax::logit_standardization(src, dst, s.ls, o); return;
+  }
+}
+
+std::vector<double> ref_forward(const Spec& s, const TensorView& src, const SoftmaxOptions& o) {
+  switch (s.kind) {
+    case Kind::kSA: return ref::self_adjust_softmax(src, s.sa, o);
+    case Kind::kSigmoid: return ref::sigmoid_normalizer(src, s.sig, o);
+    case Kind::kSoftplus: return ref::softplus_normalizer(src, s.sp, o);
+    case Kind::kPower: return ref::power_softmax(src, s.p, o);
+    case Kind::kProb: return ref::probability_temperature(src, s.T, o);
+    case Kind::kLS: return ref::logit_standardization(src, s.ls, o);
+  }
+  return {};
+}
+
+// `in` is src (the logits), except for the sigmoid normaliser: its saved y.
+void run_backward(const Spec& s, const TensorView& in, const TensorView& dy,
+                  const TensorView& dx, const SoftmaxOptions& o) {
+  switch (s.kind) {
+    case Kind::kSA: smax::self_adjust_softmax_backward(in, dy, dx, s.sa, o); return;
+    case Kind::kSigmoid: smax::sigmoid_normalizer_backward(in, dy, dx, o); return;
+    case Kind::kSoftplus: smax::softplus_normalizer_backward(in, dy, dx, s.sp, o); return;
+    case Kind::kPower: smax::power_softmax_backward(in, dy, dx, s.p, o); return;
+    case Kind::kProb: smax::probability_temperature_backward(in, dy, dx, s.T, o); return;
+    case Kind::kLS: smax::logit_standardization_backward(in, dy, dx, s.ls, o); return;
+  }
+}
+
+std::vector<double> ref_backward(const Spec& s, const TensorView& in, const TensorView& dy,
+                                 const SoftmaxOptions& o) {
+  switch (s.kind) {
+    case Kind::kSA: return ref::self_adjust_softmax_backward(in, dy, s.sa, o);
+    case Kind::kSigmoid: return ref::sigmoid_normalizer_backward(in, dy, o);
+    case Kind::kSoftplus: return ref::softplus_normalizer_backward(in, dy, s.sp, o);
+    case Kind::kPower: return ref::power_softmax_backward(in, dy, s.p, o);
+    case Kind::kProb: return ref::probability_temperature_backward(in, dy, s.T, o);
+    case Kind::kLS: return ref::logit_standardization_backward(in, dy, s.ls, o);
+  }
+  return {};
+}
+
+// ---------------------------------------------------------------------------
+// Error bounds (include/smax/reweight.h), per row, from float64 quantities.
+// t: the row's logits, g: upstream gradient, y: the reference output row,
+// s: the chain factor. Returns one bound per element.
+// ---------------------------------------------------------------------------
+Row softmax_d(const Row& v) {
+  double m = -kInfD;
+  for (double x : v) m = std::max(m, x);
+  Row y(v.size(), 0.0);
+  double S = 0.0;
+  for (size_t i = 0; i < v.size(); ++i) {
+    y[i] = v[i] == -kInfD ? 0.0 : std::exp(v[i] - m);
+    S += y[i];
+  }
+  for (double& x : y) x /= S;
+  return y;
+}
+
+bool row_finite_visible(const Row& t) {
+  bool any = false;
+  for (double v : t) {
+    if (std::isnan(v) || v == kInfD) return false;
+    any |= v != -kInfD;
+  }
+  return any;
+}
+
+double power_kappa(int p) {
+  return std::max(2e-6, (2.0 * p + 4.0 * std::log2(static_cast<double>(p)) + 6.0) * kU);
+}
+
+// Relative forward bound factor e_i (|y - ref| <= e_i |ref| + 1e-36).
+Row forward_rel(const Spec& s, const Row& t, const Row& y) {
+  const size_t n = t.size();
+  Row e(n, 2e-6);
+  if (!row_finite_visible(t)) return e;
+  if (s.kind == Kind::kSA) {
+    for (double& x : e) x = 2.2e-6;
+  } else if (s.kind == Kind::kSoftplus && s.sp.power != 1.0f) {
+    Row L(n);
+    double sum = 0.0;
+    for (size_t i = 0; i < n; ++i) L[i] = ref::log_softplus(t[i]);  // t here is z
+    for (size_t i = 0; i < n; ++i) sum += y[i] * (t[i] == -kInfD ? 0.0 : std::fabs(L[i]));
+    for (size_t i = 0; i < n; ++i) {
+      const double Li = t[i] == -kInfD ? 0.0 : std::fabs(L[i]);
+      e[i] = 2e-6 + 3.0 * kU * s.sp.power * (1.0 + Li + sum);
+    }
+  } else if (s.kind == Kind::kPower) {
+    for (double& x : e) x = power_kappa(s.p);
+  } else if (s.kind == Kind::kLS) {
+    // v = (t - mu) k, as the reference forms it.
+    int64_t N = 0;
+    double mu = 0.0, sq = 0.0;
+    for (double v : t) {
+      if (v != -kInfD) mu += v, ++N;
+    }
+    mu /= static_cast<double>(N);
+    for (double v : t) {
+      if (v != -kInfD) sq += (v - mu) * (v - mu);
+    }
+    const double sigma =
+        N > 1 ? std::sqrt(sq / static_cast<double>(s.ls.unbiased ? N - 1 : N)) : 0.0;
+    const double k = sigma > 0 ? 1.0 / ((sigma + s.ls.eps) * s.ls.temperature) : 0.0;
+    double sum = 0.0;
+    for (size_t i = 0; i < n; ++i) {
+      if (t[i] != -kInfD) sum += y[i] * std::fabs((t[i] - mu) * k);
+    }
+    for (size_t i = 0; i < n; ++i) {
+      const double v = t[i] == -kInfD ? 0.0 : std::fabs((t[i] - mu) * k);
+      e[i] = 2e-6 + 4.0 * kU * (v + sum);
+    }
+  }
+  return e;
+}
+
+Row forward_bound(const Spec& s, const Row& t, const Row& y) {
+  const Row e = forward_rel(s, t, y);
+  Row b(t.size());
+  for (size_t i = 0; i < t.size(); ++i) {
+    b[i] = e[i] * std::fabs(y[i]) + 1e-36;
+    if (s.kind == Kind::kSA && std::isfinite(t[i])) b[i] += 1e-36 * std::fabs(t[i]);
+  }
+  return b;
+}
+
+double log_sigmoid(double z) {
+  return z >= 0.0 ? -std::log1p(std::exp(-z)) : z - std::log1p(std::exp(z));
+}
+
+// Backward bound; t is z for softplus (lambda = dz/dt given), y the reference
+// forward of the row, dx the reference backward (for relative terms).
+Row backward_bound(const Spec& s, const Row& t, const Row& g, const Row& y, const Row& dx,
+                   double scale, double lambda) {
+  const size_t n = t.size();
+  Row b(n, 1e-30);
+  if (s.kind == Kind::kSigmoid) {
+    for (size_t i = 0; i < n; ++i) b[i] += 2.5e-7 * std::fabs(dx[i]);
+    return b;
+  }
+  if (!row_finite_visible(t)) return b;
+  double gy_abs = 0.0, r = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    gy_abs += std::fabs(g[i] * y[i]);
+    r += g[i] * y[i];
+  }
+  switch (s.kind) {
+    case Kind::kSA: {
+      const Row p = softmax_d(t);
+      double a = 0.0, bb = 0.0, c = 1.0;
+      double mn = kInfD, mx = -kInfD;
+      for (double v : t) {
+        if (v != -kInfD) mn = std::min(mn, v), mx = std::max(mx, v);
+      }
+      if (s.sa.normalized) {
+        a = std::min(mn, 0.0);
+        bb = std::max(mx, 0.0);
+        c = bb > a ? 1.0 / (bb - a) : 0.0;
+      }
+      Row rr(n, 0.0);
+      double grp = 0.0, gp = 0.0, gr = 0.0;
+      for (size_t i = 0; i < n; ++i) {
+        if (t[i] == -kInfD) continue;
+        rr[i] = s.sa.normalized ? (t[i] - a) * c : t[i];
+        grp += std::fabs(g[i] * rr[i] * p[i]);
+        gp += std::fabs(g[i] * p[i]);
+        gr += std::fabs(g[i] * rr[i]);
+      }
+      const size_t jmin = static_cast<size_t>(std::find(t.begin(), t.end(), mn) - t.begin());
+      const size_t jmax = static_cast<size_t>(std::find(t.begin(), t.end(), mx) - t.begin());
+      for (size_t j = 0; j < n; ++j) {
+        if (t[j] == -kInfD) continue;
+        const double q = s.sa.normalized ? c + rr[j] : 1.0 + t[j];
+        b[j] += scale * (2.2e-6 * p[j] * (std::fabs(g[j] * q) + 2.0 * grp) +
+                         1e-36 * (std::fabs(g[j] * q) + gr));
+        if (s.sa.normalized && s.sa.grad_through_bounds &&
+            ((j == jmin && mn < 0) || (j == jmax && mx > 0))) {
+          b[j] += 2.2e-6 * scale * c * (grp + gp);
+        }
+      }
+      return b;
+    }
+    case Kind::kSoftplus: {
+      const Row e = forward_rel(s, t, y);
+      double ey = 0.0;
+      for (size_t i = 0; i < n; ++i) ey += e[i] * std::fabs(g[i] * y[i]);
+      for (size_t j = 0; j < n; ++j) {
+        if (t[j] == -kInfD) continue;
+        const double rho = std::exp(log_sigmoid(t[j]) - ref::log_softplus(t[j]));
+        b[j] += scale * lambda * s.sp.power * y[j] * rho *
+                    (e[j] * std::fabs(g[j] - r) + 2.0 * ey) +
+                10.0 * kU * std::fabs(dx[j]);
+      }
+      return b;
+    }
+    case Kind::kPower: {
+      double M = 0.0;
+      for (double v : t) {
+        if (v != -kInfD) M = std::max(M, std::fabs(v));
+      }
+      if (M == 0.0) return b;
+      double S = 0.0;
+      for (double v : t) {
+        if (v != -kInfD) S += std::pow(v / M, s.p);
+      }
+      const double kappa = power_kappa(s.p);
+      for (size_t j = 0; j < n; ++j) {
+        if (t[j] == -kInfD) continue;
+        b[j] += 2.0 * kappa * scale * s.p / (M * S) * std::pow(std::fabs(t[j]) / M, s.p - 1) *
+                (std::fabs(g[j] - r) + gy_abs);
+      }
+      return b;
+    }
+    case Kind::kProb: {
+      double M = 0.0, S = 0.0;
+      for (double v : t) M = std::max(M, v);
+      if (!(M > 0.0)) return b;  // all zero: empty row
+      const double a = 1.0 / static_cast<double>(s.T);
+      for (double v : t) {
+        if (v > 0) S += std::pow(v / M, a);
+      }
+      for (size_t j = 0; j < n; ++j) {
+        if (t[j] == -kInfD) continue;
+        const double c = scale * a / (M * S) * std::pow(t[j] / M, a - 1.0);
+        b[j] += 4e-6 * std::fabs(c) * (std::fabs(g[j] - r) + gy_abs);
+      }
+      return b;
+    }
+    case Kind::kLS: {
+      const Row e = forward_rel(s, t, y);
+      int64_t N = 0;
+      double mu = 0.0, sq = 0.0;
+      for (double v : t) {
+        if (v != -kInfD) mu += v, ++N;
+      }
+      mu /= static_cast<double>(N);
+      for (double v : t) {
+        if (v != -kInfD) sq += (v - mu) * (v - mu);
+      }
+      const double D = static_cast<double>(s.ls.unbiased ? N - 1 : N);
+      const double sigma = N > 1 ? std::sqrt(sq / D) : 0.0;
+      const double se = sigma + s.ls.eps;
+      const double k = 1.0 / (se * s.ls.temperature);
+      double dr = 0.0;
+      for (size_t i = 0; i < n; ++i) dr += e[i] * std::fabs(g[i] * y[i]);
+      auto dh = [&](size_t i) {
+        return e[i] * y[i] * (std::fabs(g[i]) + std::fabs(r)) + y[i] * dr;
+      };
+      double dC = 0.0;
+      if (sigma > 0) {
+        for (size_t i = 0; i < n; ++i) {
+          if (t[i] != -kInfD) dC += std::fabs(t[i] - mu) * dh(i);
+        }
+        dC /= se * D * sigma;
+      }
+      for (size_t j = 0; j < n; ++j) {
+        if (t[j] == -kInfD) continue;
+        b[j] += scale * k * (dh(j) + std::fabs(t[j] - mu) * dC) + 4.0 * kU * std::fabs(dx[j]);
+      }
+      return b;
+    }
+    default: break;
+  }
+  return b;
+}
+
+// Dense logical index of row r, element k.
+size_t dense_index(const ref::RefRows& R, int64_t r, int64_t k) {
+  int64_t inner = 1;
+  for (size_t d = static_cast<size_t>(R.axis) + 1; d < R.shape.size(); ++d) inner *= R.shape[d];
+  const int64_t o = r / inner, j = r % inner;
+  return static_cast<size_t>((o * R.n + k) * inner + j);
+}
+
+Row gather_row(const ref::RefRows& R, const std::vector<double>& dense, int64_t r) {
+  Row v(static_cast<size_t>(R.n));
+  for (int64_t k = 0; k < R.n; ++k) v[static_cast<size_t>(k)] = dense[dense_index(R, r, k)];
+  return v;
+}
+
+// Compares out with ref elementwise within the bounds; exact 0 required where
+// `exact_zero` (masked positions).
+::testing::AssertionResult compare(const std::vector<double>& out, const std::vector<double>& refv,
+                                   const std::vector<double>& bound,
+                                   const std::vector<char>& exact_zero, const std::string& what) {
+  if (out.size() != refv.size()) {
+    return ::testing::AssertionFailure() << what << ": size mismatch";
+  }
+  CheckResult res;
+  for (size_t i = 0; i < refv.size(); ++i) {
+    check_element(res, static_cast<int64_t>(i), static_cast<float>(out[i]), refv[i], bound[i],
+                  exact_zero[i] != 0);
+  }
+  return to_assertion(res, what);
+}
+
+// The logit rows of src for the spec (softplus: z = fl(lambda t)).
+ref::RefRows logit_rows(const Spec& s, const TensorView& src, const SoftmaxOptions& o) {
+  ref::RefRows R = ref::ref_rows("test", src, o, true);
+  if (s.kind == Kind::kSoftplus) R.values = [&] {
+    const std::vector<double> z = ref::softplus_z(src, s.sp, o);
+    std::vector<double> v(R.values.size());
+    for (int64_t r = 0; r < R.rows; ++r) {
+      for (int64_t k = 0; k < R.n; ++k) {
+        v[static_cast<size_t>(r * R.n + k)] = z[dense_index(R, r, k)];
+      }
+    }
+    return v;
+  }();
+  return R;
+}
+
+double softplus_lambda_of(const Spec& s, const Row& t) {
+  if (s.sp.lambda) return *s.sp.lambda;
+  int64_t vis = 0;
+  for (double v : t) vis += v != -kInfD;
+  return static_cast<float>(std::log(static_cast<double>(std::max<int64_t>(vis, 1))) /
+                            std::log(static_cast<double>(s.sp.head_dim)));
+}
+
+// Full forward check of src -> dst (dst poisoned first).
+::testing::AssertionResult check_forward(const Spec& s, const Tensor& src, Tensor& dst,
+                                         const SoftmaxOptions& o, const std::string& what) {
+  dst.poison();
+  run_forward(s, src.view(), dst.view(), o);
+  if (!dst.guards_intact()) return ::testing::AssertionFailure() << what << ": guard written";
+  const std::vector<double> refv = ref_forward(s, src.view(), o);
+  const std::vector<double> out = to_dense(dst.view());
+  const ref::RefRows R = logit_rows(s, src.view(), o);
+  std::vector<double> bound(refv.size());
+  std::vector<char> zero(refv.size(), 0);
+  for (int64_t r = 0; r < R.rows; ++r) {
+    const Row t(R.row(r), R.row(r) + R.n);
+    const Row b = forward_bound(s, t, gather_row(R, refv, r));
+    for (int64_t k = 0; k < R.n; ++k) {
+      bound[dense_index(R, r, k)] = b[static_cast<size_t>(k)];
+      zero[dense_index(R, r, k)] = t[static_cast<size_t>(k)] == -kInfD;
+    }
+  }
+  return compare(out, refv, bound, zero, what);
+}
+
+// Backward check: dy random; for the sigmoid normaliser the saved y is the
+// reference forward rounded to f32.
+::testing::AssertionResult check_backward_case(const Spec& s, const Tensor& src, Tensor& dx,
+                                               const SoftmaxOptions& o, Rng& rng,
+                                               const std::string& what) {
+  Tensor dy(src.shape());
+  fill_normal(dy, rng);
+  Tensor in = src;
+  if (s.kind == Kind::kSigmoid) {
+    const std::vector<double> y = ref_forward(s, src.view(), o);
+    in.fill([&](int64_t i) { return static_cast<float>(y[static_cast<size_t>(i)]); });
+  }
+  dx.poison();
+  run_backward(s, in.view(), dy.view(), dx.view(), o);
+  if (!dx.guards_intact()) return ::testing::AssertionFailure() << what << ": guard written";
+  const std::vector<double> refv = ref_backward(s, in.view(), dy.view(), o);
+  const std::vector<double> out = to_dense(dx.view());
+  const std::vector<double> yref = ref_forward(s, src.view(), o);
+  const ref::RefRows R = logit_rows(s, src.view(), o);
+  const ref::RefRows G = ref::ref_rows("test", dy.view(), o, false);
+  const ref::RefRows Tr = ref::ref_rows("test", src.view(), o, true);
+  std::vector<double> bound(refv.size());
+  std::vector<char> zero(refv.size(), 0);
+  for (int64_t r = 0; r < R.rows; ++r) {
+    const Row t(R.row(r), R.row(r) + R.n);
+    const Row g(G.row(r), G.row(r) + R.n);
+    const Row traw(Tr.row(r), Tr.row(r) + R.n);
+    const double lambda = s.kind == Kind::kSoftplus ? softplus_lambda_of(s, traw) : 1.0;
+    const Row b = backward_bound(s, t, g, gather_row(R, yref, r), gather_row(R, refv, r),
+                                 R.scale, lambda);
+    for (int64_t k = 0; k < R.n; ++k) {
+      bound[dense_index(R, r, k)] = b[static_cast<size_t>(k)];
+      zero[dense_index(R, r, k)] = t[static_cast<size_t>(k)] == -kInfD;
+    }
+  }
+  return compare(out, refv, bound, zero, what);
+}
+
+// Data for the spec: probabilities must be >= 0 (|x|, -inf kept; some exact
+// zeros), others as drawn.
+void fill_for(const Spec& s, Tensor& t, int axis, Data d, Rng& rng) {
+  fill_rows(t, axis, d, rng);
+  if (s.kind != Kind::kProb) return;
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    float& v = t.at(i);
+    if (v == -kInfF || std::isnan(v)) continue;
+    v = rng.bernoulli(0.1) ? 0.0f : std::fabs(v);
+  }
+}
+
+const std::vector<int64_t>& sweep_sizes() {
+  static const std::vector<int64_t> v = {0, 1, 2, 3, 7, 8, 9, 31, 33, 100, 1000, 1001, 32000};
+  return v;
+}
+
+class Reweight : public TargetTest {};
+
+// ---------------------------------------------------------------------------
+// Hand vectors (specs/normalizers.md §3).
+// ---------------------------------------------------------------------------
+std::vector<float> fwd(const Spec& s, std::vector<float> x) {
+  std::vector<float> y(x.size());
+  const int64_t n = static_cast<int64_t>(x.size());
+  run_forward(s, smax::make_view(x.data(), {n}), smax::make_view(y.data(), {n}), {});
+  return y;
+}
+std::vector<float> bwd(const Spec& s, std::vector<float> x, std::vector<float> g) {
+  std::vector<float> dx(x.size());
+  const int64_t n = static_cast<int64_t>(x.size());
+  run_backward(s, smax::make_view(x.data(), {n}), smax::make_view(g.data(), {n}),
+               smax::make_view(dx.data(), {n}), {});
+  return dx;
+}
+void expect_near(const std::vector<float>& got, const std::vector<double>& want, double rel,
+                 const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_NEAR(got[i], want[i], rel * std::fabs(want[i]) + 1e-7) << what << " [" << i << "]";
+  }
+}
+
+TEST_P(Reweight, SpecHandVectors) {
+  Spec sa{"sa", Kind::kSA};
+  expect_near(fwd(sa, {0.0f, std::log(3.0f)}), {0.0, 0.8239592}, 1e-6, "sa [0, ln3]");
+  expect_near(bwd(sa, {0.5f, -1.0f, 2.0f}, {1.0f, 2.0f, -1.0f}),
+              {0.5366996, 0.0610850, -1.1298661}, 1e-6, "sa VJP");
+  Spec san = sa;
+  san.sa.normalized = true;
+  expect_near(fwd(san, {1.0f, 3.0f}), {0.0397343, 0.8807971}, 1e-6, "sa normalised [1,3]");
+  expect_near(fwd(san, {-1.0f, 1.0f}), {0.0, 0.8807971}, 1e-6, "sa normalised [-1,1]");
+  EXPECT_EQ(fwd(san, {0.0f, 0.0f}), (std::vector<float>{0.0f, 0.0f})) << "b == a -> r = 0";
+
+  Spec sig{"sigmoid", Kind::kSigmoid};
+  expect_near(fwd(sig, {std::log(4.0f), 0.0f, 0.0f, 0.0f}), {0.5, 0.2, 0.2, 0.2}, 1e-6,
+              "sigmoid n=4");
+
+  Spec sp{"softplus", Kind::kSoftplus};
+  sp.sp.lambda = 1.0f;
+  expect_near(fwd(sp, {0.0f, 0.0f}), {0.5, 0.5}, 1e-6, "softplus [0,0]");
+  expect_near(fwd(sp, {static_cast<float>(std::log(std::exp(1.0) - 1.0)), 0.0f}),
+              {0.5906161, 0.4093839}, 1e-6, "softplus [ln(e-1), 0]");
+  // Default lambda = ln N / ln d: N = 4, d = 16 -> 0.5.
+  Spec spd{"softplus", Kind::kSoftplus};
+  spd.sp.head_dim = 16;
+  {
+    const double a = std::log1p(std::exp(0.5 * 2.0)), b = std::log(2.0);
+    const double S = a + 3 * b;
+    expect_near(fwd(spd, {2.0f, 0.0f, 0.0f, 0.0f}), {a / S, b / S, b / S, b / S}, 1e-6,
+                "softplus default lambda");
+  }
+
+  Spec pw{"power2", Kind::kPower};
+  expect_near(fwd(pw, {1.0f, -2.0f, 0.0f}), {0.2, 0.8, 0.0}, 1e-6, "power [1,-2,0]");
+  expect_near(bwd(pw, {1.0f, -2.0f, 0.5f}, {1.0f, 0.0f, 2.0f}),
+              {0.2721088, 0.2176871, 0.3265306}, 1e-6, "power VJP");
+  expect_near(fwd(pw, {0.0f, 0.0f, 0.0f, 0.0f}), {0.25, 0.25, 0.25, 0.25}, 0, "power zeros");
+
+  Spec pt{"prob", Kind::kProb};
+  pt.T = 0.5f;
+  expect_near(fwd(pt, {0.5f, 0.25f, 0.25f, 0.0f}), {2.0 / 3, 1.0 / 6, 1.0 / 6, 0.0}, 1e-6,
+              "prob T=0.5");
+  pt.T = 1.0f;
+  expect_near(fwd(pt, {2.0f, 1.0f, 1.0f}), {0.5, 0.25, 0.25}, 1e-6, "prob T=1");
+
+  Spec ls{"ls", Kind::kLS};
+  {
+    const double k = 1.0 / (1.0 + 1e-7f);
+    const Row y = softmax_d({-k, 0.0, k});
+    expect_near(fwd(ls, {1.0f, 2.0f, 3.0f}), {y[0], y[1], y[2]}, 1e-6, "standardize [1,2,3]");
+    // Shift and scale invariance (up to eps): [11, 21, 31] gives the same.
+    expect_near(fwd(ls, {11.0f, 21.0f, 31.0f}), {y[0], y[1], y[2]}, 1e-6, "standardize x10+1");
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Random and adversarial rows.
+// ---------------------------------------------------------------------------
+TEST_P(Reweight, ForwardSizesAndData) {
+  int failures = 0;
+  for (const Spec& s : all_specs()) {
+    for (Data d : all_data()) {
+      Rng rng(s.name + "/" + data_name(d));
+      for (int64_t n : sweep_sizes()) {
+        if (n > 1001 && d != Data::kUniform && d != Data::kWide && d != Data::kSomeNegInf) continue;
+        const int64_t rows = n > 1001 ? 1 : 3;
+        Tensor src({rows, n}, {}, 1), dst({rows, n});
+        fill_for(s, src, 1, d, rng);
+        SoftmaxOptions o;
+        if (d == Data::kAllNegInf && rng.bernoulli(0.5)) o.empty_row = EmptyRow::kNan;
+        const auto res = check_forward(s, src, dst, o,
+                                       s.name + " " + data_name(d) + " n=" + std::to_string(n));
+        EXPECT_TRUE(res) << GetParam();
+        if (!res && ++failures > 10) FAIL() << "too many failures";
+      }
+    }
+  }
+}
+
+TEST_P(Reweight, BackwardSizesAndData) {
+  int failures = 0;
+  for (const Spec& s : all_specs()) {
+    for (Data d : all_data()) {
+      Rng rng(s.name + "/" + data_name(d));
+      for (int64_t n : sweep_sizes()) {
+        if (n > 1001 && d != Data::kUniform && d != Data::kWide) continue;
+        const int64_t rows = n > 1001 ? 1 : 3;
+        Tensor src({rows, n}, {}, 1), dx({rows, n});
+        fill_for(s, src, 1, d, rng);
+        SoftmaxOptions o;
+        if (d == Data::kAllNegInf && rng.bernoulli(0.5)) o.empty_row = EmptyRow::kNan;
+        const auto res = check_backward_case(
+            s, src, dx, o, rng, s.name + " backward " + data_name(d) + " n=" + std::to_string(n));
+        EXPECT_TRUE(res) << GetParam();
+        if (!res && ++failures > 10) FAIL() << "too many failures";
+      }
+    }
+  }
+}
+
+TEST_P(Reweight, VocabularyRow) {
+  for (const Spec& s : all_specs()) {
+    Rng rng(s.name);
+    Tensor src({1, 128256}), dst({1, 128256});
+    fill_for(s, src, 1, Data::kWide, rng);
+    EXPECT_TRUE(check_forward(s, src, dst, {}, s.name + " n=128256")) << GetParam();
+    EXPECT_TRUE(check_backward_case(s, src, dst, {}, rng, s.name + " backward n=128256"))
+        << GetParam();
+  }
+}
+
+// Specific special values.
+TEST_P(Reweight, SpecialValues) {
+  const float ninf = -kInfF;
+  // +inf: sigmoid -> 1 (elementwise), everything else -> NaN row.
+  for (const Spec& s : all_specs()) {
+    const std::vector<float> y = fwd(s, {1.0f, kInfF, 0.5f});
+    if (s.kind == Kind::kSigmoid) {
+      EXPECT_EQ(y[1], 1.0f) << s.name;
+      EXPECT_FALSE(std::isnan(y[0])) << s.name;
+    } else {
+      for (float v : y) EXPECT_TRUE(std::isnan(v)) << s.name;
+    }
+    // n = 1: a single visible entry.
+    const std::vector<float> one = fwd(s, {0.75f});
+    if (s.kind == Kind::kSA) {
+      EXPECT_NEAR(one[0], s.sa.normalized ? 1.0f : 0.75f, 1e-7) << s.name;
+    } else if (s.kind != Kind::kSigmoid) {
+      EXPECT_EQ(one[0], 1.0f) << s.name;
+    }
+    // Masked entries: exact 0, also in backward.
+    const std::vector<float> m = fwd(s, {ninf, 0.5f, ninf, 0.25f});
+    EXPECT_EQ(m[0], 0.0f) << s.name;
+    EXPECT_EQ(m[2], 0.0f) << s.name;
+  }
+  // Probability temperature: negative -> NaN row; all zero -> empty policy.
+  Spec pt{"prob", Kind::kProb};
+  pt.T = 2.0f;
+  for (float v : fwd(pt, {0.5f, -0.25f, 0.25f})) EXPECT_TRUE(std::isnan(v));
+  EXPECT_EQ(fwd(pt, {0.0f, 0.0f}), (std::vector<float>{0.0f, 0.0f}));
+  // Gradient at p = 0: T < 1 -> 0, T > 1 -> inf.
+  pt.T = 0.5f;
+  EXPECT_EQ(bwd(pt, {0.0f, 0.5f, 0.5f}, {1.0f, 0.0f, 0.5f})[0], 0.0f);
+  pt.T = 2.0f;
+  EXPECT_TRUE(std::isinf(bwd(pt, {0.0f, 0.5f, 0.5f}, {1.0f, 0.0f, 0.5f})[0]));
+  // Logit standardisation with a single visible entry: y = 1, gradient 0.
+  Spec ls{"ls", Kind::kLS};
+  EXPECT_EQ(fwd(ls, {ninf, 3.0f})[1], 1.0f);
+  EXPECT_EQ(bwd(ls, {ninf, 3.0f}, {0.5f, 2.0f})[1], 0.0f);
+}
+
+// ---------------------------------------------------------------------------
+// Layouts: every axis of a strided 3-D tensor, masks, scale, in place,
+// thread counts.
+// ---------------------------------------------------------------------------
+TEST_P(Reweight, StridedAxesMasksInPlaceThreads) {
+  const std::vector<int64_t> shape = {4, 6, 9};
+  for (const Spec& s : all_specs()) {
+    Rng rng(s.name);
+    for (int axis = 0; axis < 3; ++axis) {
+      SCOPED_TRACE(s.name + " axis " + std::to_string(axis));
+      Tensor src(shape, permuted_strides(shape, {2, 0, 1}, 2), 1);
+      fill_for(s, src, axis, Data::kUniform, rng);
+      // Bool mask broadcast over dim 0; additive mask over the last dim with
+      // some -inf (and finite values except for probabilities).
+      BoolTensor keep({6, 9});
+      keep.fill([&](int64_t) { return static_cast<uint8_t>(rng.bernoulli(0.8)); });
+      Tensor add({9});
+      add.fill([&](int64_t i) {
+        if (i == 4) return -kInfF;
+        return s.kind == Kind::kProb ? 0.0f : rng.uniform(-1.0f, 1.0f);
+      });
+      SoftmaxOptions o;
+      o.axis = axis - 3;
+      o.scale = 0.5f;
+      o.temperature = 0.8f;
+      o.bool_mask = keep.view();
+      o.additive_mask = add.view();
+      Tensor dst(shape, permuted_strides(shape, {1, 2, 0}, 1));
+      ASSERT_TRUE(check_forward(s, src, dst, o, s.name + " strided")) << GetParam();
+      Tensor dx(shape, permuted_strides(shape, {0, 2, 1}, 3));
+      ASSERT_TRUE(check_backward_case(s, src, dx, o, rng, s.name + " strided backward"))
+          << GetParam();
+
+      // Threads: bitwise equal.
+      std::vector<std::vector<float>> outs;
+      Tensor dy(shape);
+      fill_normal(dy, rng);
+      for (int threads : {1, 2, 3}) {
+        o.threads = threads;
+        Tensor y(shape), g(shape);
+        run_forward(s, src.view(), y.view(), o);
+        run_backward(s, s.kind == Kind::kSigmoid ? y.view() : src.view(), dy.view(), g.view(), o);
+        std::vector<float> both = y.dense();
+        const std::vector<float> gd = g.dense();
+        both.insert(both.end(), gd.begin(), gd.end());
+        outs.push_back(both);
+      }
+      for (size_t k = 1; k < outs.size(); ++k) {
+        ASSERT_EQ(0, std::memcmp(outs[0].data(), outs[k].data(), outs[0].size() * sizeof(float)))
+            << "threads differ";
+      }
+      o.threads = 0;
+      // In place: forward dst == src, backward dsrc == dy: bitwise equal to
+      // out of place.
+      Tensor ip = src;
+      Tensor y0(shape);
+      run_forward(s, src.view(), y0.view(), o);
+      run_forward(s, ip.view(), ip.view(), o);
+      for (int64_t i = 0; i < ip.numel(); ++i) {
+        ASSERT_EQ(0, std::memcmp(&ip.at(i), &y0.at(i), sizeof(float))) << "in place fwd " << i;
+      }
+      const TensorView bin = s.kind == Kind::kSigmoid ? y0.view() : src.view();
+      Tensor g0(shape), gip = dy;
+      run_backward(s, bin, dy.view(), g0.view(), o);
+      run_backward(s, bin, gip.view(), gip.view(), o);
+      for (int64_t i = 0; i < gip.numel(); ++i) {
+        ASSERT_EQ(0, std::memcmp(&gip.at(i), &g0.at(i), sizeof(float))) << "in place bwd " << i;
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Reference VJP vs float64 central finite differences of the reference
+// forward (row level, in double).
+// ---------------------------------------------------------------------------
+TEST(ReweightReference, FiniteDifferences) {
+  Rng rng("fd");
+  const double h = 1e-6;
+  for (const Spec& s : all_specs()) {
+    if (s.kind == Kind::kSA && s.sa.normalized && !s.sa.grad_through_bounds) continue;
+    for (int n : {1, 2, 3, 5, 8}) {
+      for (int trial = 0; trial < 4; ++trial) {
+        Row t(static_cast<size_t>(n)), g(static_cast<size_t>(n));
+        for (int i = 0; i < n; ++i) {
+          t[static_cast<size_t>(i)] = s.kind == Kind::kProb ? rng.uniform(0.05f, 1.0f)
+                                                            : 2.0 * rng.normal();
+          g[static_cast<size_t>(i)] = rng.normal();
+        }
+        if (trial == 3 && n > 2) t[1] = -kInfD;  // a masked entry
+        auto forward = [&](const Row& x) -> Row {
+          switch (s.kind) {
+            case Kind::kSA: return ref::sa_row(x, s.sa.normalized, EmptyRow::kZero);
+            case Kind::kSigmoid: return ref::sigmoid_norm_row(x, -0.7, EmptyRow::kZero);
+            case Kind::kSoftplus: return ref::softplus_norm_row(x, s.sp.power, EmptyRow::kZero);
+            case Kind::kPower: return ref::power_row(x, s.p, EmptyRow::kZero);
+            case Kind::kProb: return ref::prob_temperature_row(x, s.T, EmptyRow::kZero);
+            case Kind::kLS: return ref::standardization_row(x, s.ls, EmptyRow::kZero);
+          }
+          return {};
+        };
+        Row vjp;
+        switch (s.kind) {
+          case Kind::kSA:
+            vjp = ref::sa_backward_row(t, g, s.sa.normalized, true, EmptyRow::kZero);
+            break;
+          case Kind::kSigmoid: {
+            const Row y = forward(t);
+            vjp.resize(t.size());
+            for (size_t i = 0; i < t.size(); ++i) vjp[i] = g[i] * y[i] * (1 - y[i]);
+            break;
+          }
+          case Kind::kSoftplus:
+            vjp = ref::softplus_norm_backward_row(t, g, s.sp.power, EmptyRow::kZero);
+            break;
+          case Kind::kPower: vjp = ref::power_backward_row(t, g, s.p, EmptyRow::kZero); break;
+          case Kind::kProb:
+            vjp = ref::prob_temperature_backward_row(t, g, s.T, EmptyRow::kZero);
+            break;
+          case Kind::kLS: vjp = ref::standardization_backward_row(t, g, s.ls, EmptyRow::kZero); break;
+        }
+        for (int j = 0; j < n; ++j) {
+          if (t[static_cast<size_t>(j)] == -kInfD) {
+            EXPECT_EQ(vjp[static_cast<size_t>(j)], 0.0) << s.name;
+            continue;
+          }
+          Row tp = t, tm = t;
+          tp[static_cast<size_t>(j)] += h;
+          tm[static_cast<size_t>(j)] -= h;
+          const Row yp = forward(tp), ym = forward(tm);
+          double fd = 0.0;
+          for (int i = 0; i < n; ++i) {
+            fd += g[static_cast<size_t>(i)] * (yp[static_cast<size_t>(i)] - ym[static_cast<size_t>(i)]);
+          }
+          fd /= 2 * h;
+          EXPECT_NEAR(vjp[static_cast<size_t>(j)], fd, 1e-6 * (1.0 + std::fabs(fd)))
+              << s.name << " n=" << n << " trial " << trial << " j=" << j;
+        }
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Errors: smax::Error naming the argument; nothing written.
+// ---------------------------------------------------------------------------
+TEST(ReweightErrors, ParametersAndShapes) {
+  Tensor src({3, 5}), dst({3, 5}), dy({3, 5}), bad({3, 4});
+  src.fill([](int64_t i) { return 0.1f * static_cast<float>(i); });
+  dy.fill([](int64_t i) { return 0.2f * static_cast<float>(i) - 1.0f; });
+  auto untouched = [&](const Tensor& t) {
+    for (float v : t.storage()) {
+      if (v != kSentinel) return false;
+    }
+    return true;
+  };
+  auto expect_error = [&](const std::function<void(const TensorView&)>& f,
+                          const std::string& needle) {
+    dst.poison();
+    EXPECT_TRUE(throws_invalid([&] { f(dst.view()); }, needle));
+    EXPECT_TRUE(untouched(dst)) << needle;
+  };
+  const TensorView x = src.view(), g = dy.view();
+  // power_softmax: p odd or <= 0.
+  for (int p : {1, 3, 0, -2}) {
+    expect_error([&](const TensorView& d) { smax::power_softmax(x, d, p); }, "p must be even");
+    expect_error([&](const TensorView& d) { smax::power_softmax_backward(x, g, d, p); },
+                 "power_softmax_backward: p");
+  }
+  // probability temperature.
+  for (float T : {0.0f, -1.0f, kInfF, kNanF}) {
+    expect_error([&](const TensorView& d) { smax::probability_temperature(x, d, T); },
+                 "probability_temperature: T");
+    expect_error([&](const TensorView& d) { smax::probability_temperature_backward(x, g, d, T); },
+                 "probability_temperature_backward: T");
+  }
+  // logit standardisation.
+  smax::LogitStandardizationOptions ls;
+  ls.temperature = 0.0f;
+  expect_error([&](const TensorView& d) { smax::logit_standardization(x, d, ls); }, "temperature");
+  ls.temperature = 1.0f;
+  ls.eps = -1e-3f;
+  expect_error([&](const TensorView& d) { smax::logit_standardization_backward(x, g, d, ls); },
+               "eps");
+  ls.eps = kNanF;
+  expect_error([&](const TensorView& d) { smax::logit_standardization(x, d, ls); }, "eps");
+  // softplus.
+  smax::SoftplusNormalizerOptions sp;
+  expect_error([&](const TensorView& d) { smax::softplus_normalizer(x, d, sp); }, "head_dim");
+  sp.head_dim = 1;
+  expect_error([&](const TensorView& d) { smax::softplus_normalizer(x, d, sp); }, "head_dim");
+  sp.lambda = -1.0f;
+  expect_error([&](const TensorView& d) { smax::softplus_normalizer_backward(x, g, d, sp); },
+               "lambda");
+  sp.lambda = 1.0f;
+  sp.power = 0.0f;
+  expect_error([&](const TensorView& d) { smax::softplus_normalizer(x, d, sp); }, "power");
+  // sigmoid.
+  smax::SigmoidNormalizerOptions sig;
+  sig.n_fixed = -3;
+  expect_error([&](const TensorView& d) { smax::sigmoid_normalizer(x, d, sig); }, "n_fixed");
+  sig.n_fixed = 0;
+  sig.bias = kInfF;
+  expect_error([&](const TensorView& d) { smax::sigmoid_normalizer(x, d, sig); }, "bias");
+  // Shapes, axis and options (from the Rowwise driver), every op.
+  for (const Spec& s : all_specs()) {
+    SoftmaxOptions o;
+    dst.poison();
+    EXPECT_TRUE(throws_invalid([&] { run_forward(s, x, bad.view(), o); }, "dst")) << s.name;
+    EXPECT_TRUE(throws_invalid([&] { run_backward(s, x, bad.view(), dst.view(), o); }, "dy"))
+        << s.name;
+    EXPECT_TRUE(untouched(dst)) << s.name;
+    o.axis = 2;
+    EXPECT_TRUE(throws_invalid([&] { run_forward(s, x, dst.view(), o); }, "axis")) << s.name;
+    o.axis = -1;
+    o.temperature = 0.0f;
+    EXPECT_TRUE(throws_invalid([&] { run_backward(s, x, g, dst.view(), o); }, "temperature"))
+        << s.name;
+    EXPECT_TRUE(untouched(dst)) << s.name;
+  }
+}
+
+SMAX_INSTANTIATE_PER_TARGET(Reweight);
+
+}  // namespace
+}  // namespace smax_test
