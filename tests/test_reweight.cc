@@ -49,41 +49,48 @@ struct Spec {
   smax::LogitStandardizationOptions ls;
 };
 
+Spec make(const std::string& name, Kind kind) {
+  Spec s;
+  s.name = name;
+  s.kind = kind;
+  return s;
+}
+
 std::vector<Spec> all_specs() {
   std::vector<Spec> v;
   Spec s;
-  s = Spec{"sa", Kind::kSA};
+  s = make("sa", Kind::kSA);
   v.push_back(s);
-  s = Spec{"sa_normalized", Kind::kSA};
+  s = make("sa_normalized", Kind::kSA);
   s.sa.normalized = true;
   v.push_back(s);
   s.name = "sa_normalized_const_bounds";
   s.sa.grad_through_bounds = false;
   v.push_back(s);
-  s = Spec{"sigmoid", Kind::kSigmoid};
+  s = make("sigmoid", Kind::kSigmoid);
   v.push_back(s);
   s.name = "sigmoid_visible";
   s.sig.count_visible = true;
   v.push_back(s);
-  s = Spec{"softplus", Kind::kSoftplus};
+  s = make("softplus", Kind::kSoftplus);
   s.sp.head_dim = 64;
   v.push_back(s);
-  s = Spec{"softplus_lambda_power3", Kind::kSoftplus};
+  s = make("softplus_lambda_power3", Kind::kSoftplus);
   s.sp.lambda = 0.75f;
   s.sp.power = 3.0f;
   v.push_back(s);
-  s = Spec{"power2", Kind::kPower};
+  s = make("power2", Kind::kPower);
   v.push_back(s);
   s.name = "power6";
   s.p = 6;
   v.push_back(s);
-  s = Spec{"prob_T0.5", Kind::kProb};
+  s = make("prob_T0.5", Kind::kProb);
   s.T = 0.5f;
   v.push_back(s);
   s.name = "prob_T3";
   s.T = 3.0f;
   v.push_back(s);
-  s = Spec{"standardize", Kind::kLS};
+  s = make("standardize", Kind::kLS);
   s.ls.temperature = 2.0f;
   v.push_back(s);
   s.name = "standardize_biased";
@@ -526,7 +533,7 @@ void expect_near(const std::vector<float>& got, const std::vector<double>& want,
 }
 
 TEST_P(Reweight, SpecHandVectors) {
-  Spec sa{"sa", Kind::kSA};
+  Spec sa = make("sa", Kind::kSA);
   expect_near(fwd(sa, {0.0f, std::log(3.0f)}), {0.0, 0.8239592}, 1e-6, "sa [0, ln3]");
   expect_near(bwd(sa, {0.5f, -1.0f, 2.0f}, {1.0f, 2.0f, -1.0f}),
               {0.5366996, 0.0610850, -1.1298661}, 1e-6, "sa VJP");
@@ -536,17 +543,17 @@ TEST_P(Reweight, SpecHandVectors) {
   expect_near(fwd(san, {-1.0f, 1.0f}), {0.0, 0.8807971}, 1e-6, "sa normalised [-1,1]");
   EXPECT_EQ(fwd(san, {0.0f, 0.0f}), (std::vector<float>{0.0f, 0.0f})) << "b == a -> r = 0";
 
-  Spec sig{"sigmoid", Kind::kSigmoid};
+  Spec sig = make("sigmoid", Kind::kSigmoid);
   expect_near(fwd(sig, {std::log(4.0f), 0.0f, 0.0f, 0.0f}), {0.5, 0.2, 0.2, 0.2}, 1e-6,
               "sigmoid n=4");
 
-  Spec sp{"softplus", Kind::kSoftplus};
+  Spec sp = make("softplus", Kind::kSoftplus);
   sp.sp.lambda = 1.0f;
   expect_near(fwd(sp, {0.0f, 0.0f}), {0.5, 0.5}, 1e-6, "softplus [0,0]");
   expect_near(fwd(sp, {static_cast<float>(std::log(std::exp(1.0) - 1.0)), 0.0f}),
               {0.5906161, 0.4093839}, 1e-6, "softplus [ln(e-1), 0]");
   // Default lambda = ln N / ln d: N = 4, d = 16 -> 0.5.
-  Spec spd{"softplus", Kind::kSoftplus};
+  Spec spd = make("softplus", Kind::kSoftplus);
   spd.sp.head_dim = 16;
   {
     const double a = std::log1p(std::exp(0.5 * 2.0)), b = std::log(2.0);
@@ -555,20 +562,20 @@ TEST_P(Reweight, SpecHandVectors) {
                 "softplus default lambda");
   }
 
-  Spec pw{"power2", Kind::kPower};
+  Spec pw = make("power2", Kind::kPower);
   expect_near(fwd(pw, {1.0f, -2.0f, 0.0f}), {0.2, 0.8, 0.0}, 1e-6, "power [1,-2,0]");
   expect_near(bwd(pw, {1.0f, -2.0f, 0.5f}, {1.0f, 0.0f, 2.0f}),
               {0.2721088, 0.2176871, 0.3265306}, 1e-6, "power VJP");
   expect_near(fwd(pw, {0.0f, 0.0f, 0.0f, 0.0f}), {0.25, 0.25, 0.25, 0.25}, 0, "power zeros");
 
-  Spec pt{"prob", Kind::kProb};
+  Spec pt = make("prob", Kind::kProb);
   pt.T = 0.5f;
   expect_near(fwd(pt, {0.5f, 0.25f, 0.25f, 0.0f}), {2.0 / 3, 1.0 / 6, 1.0 / 6, 0.0}, 1e-6,
               "prob T=0.5");
   pt.T = 1.0f;
   expect_near(fwd(pt, {2.0f, 1.0f, 1.0f}), {0.5, 0.25, 0.25}, 1e-6, "prob T=1");
 
-  Spec ls{"ls", Kind::kLS};
+  Spec ls = make("ls", Kind::kLS);
   {
     const double k = 1.0 / (1.0 + 1e-7f);
     const Row y = softmax_d({-k, 0.0, k});
@@ -659,7 +666,7 @@ TEST_P(Reweight, SpecialValues) {
     EXPECT_EQ(m[2], 0.0f) << s.name;
   }
   // Probability temperature: negative -> NaN row; all zero -> empty policy.
-  Spec pt{"prob", Kind::kProb};
+  Spec pt = make("prob", Kind::kProb);
   pt.T = 2.0f;
   for (float v : fwd(pt, {0.5f, -0.25f, 0.25f})) EXPECT_TRUE(std::isnan(v));
   EXPECT_EQ(fwd(pt, {0.0f, 0.0f}), (std::vector<float>{0.0f, 0.0f}));
@@ -669,7 +676,7 @@ TEST_P(Reweight, SpecialValues) {
   pt.T = 2.0f;
   EXPECT_TRUE(std::isinf(bwd(pt, {0.0f, 0.5f, 0.5f}, {1.0f, 0.0f, 0.5f})[0]));
   // Logit standardisation with a single visible entry: y = 1, gradient 0.
-  Spec ls{"ls", Kind::kLS};
+  Spec ls = make("ls", Kind::kLS);
   EXPECT_EQ(fwd(ls, {ninf, 3.0f})[1], 1.0f);
   EXPECT_EQ(bwd(ls, {ninf, 3.0f}, {0.5f, 2.0f})[1], 0.0f);
 }
