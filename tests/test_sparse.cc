@@ -208,6 +208,16 @@ TEST_P(Sparse, SpecVectors) {
   expect_near(run1({Case::kBisect, 1.5}, {-2, 0, 0.5f}), {0, 0.3260074, 0.6739926}, 2e-7);
   expect_near(run1({Case::kBisect, 2.0}, {0.5f, 0.3f, 0.1f}), {8.0 / 15, 1.0 / 3, 2.0 / 15}, 2e-7);
   expect_near(run1({Case::kTopK, 2, 2}, {1, 2, 3, 0}), {0, 0.2689414, 0.7310586, 0}, 1e-7);
+  {
+    // Regression: a support of one entry without renormalisation must give
+    // exactly that entry 1 (the bisection used to drift to tau_hi: 1/n).
+    std::vector<float> x = {0, 3}, y(2);
+    smax::EntmaxBisectOptions p;
+    p.alpha = 1.7f;
+    p.ensure_sum_one = false;
+    smax::entmax_bisect(smax::make_view(x.data(), {2}), smax::make_view(y.data(), {2}), p);
+    expect_near(y, {0, 1}, 1e-6);
+  }
 
   // VJPs.
   std::vector<float> y = {0, 0.25f, 0.75f}, g = {1, 2, 4}, dx(3);

@@ -23,7 +23,10 @@ def _seed():
 
 def close(got, want, rtol=2e-5, atol=2e-6):
     """got (float32) vs a float64 reference, NaN where the reference is NaN."""
-    g = got.detach().double() if isinstance(got, torch.Tensor) else torch.from_numpy(np.asarray(got, dtype=np.float64))
+    if isinstance(got, torch.Tensor):
+        g = got.detach().double()
+    else:
+        g = torch.from_numpy(np.asarray(got, dtype=np.float64))
     w = want.detach().double()
     assert g.shape == w.shape, (g.shape, w.shape)
     torch.testing.assert_close(g, w, rtol=rtol, atol=atol, equal_nan=True)
@@ -207,11 +210,18 @@ def test_masks_and_mask_gradient():
     x = torch.randn(4, 9)
     keep = torch.rand(4, 9) > 0.3
     keep[:, 0] = True
-    for fn in (st.sparsemax, st.entmax15, st.stablemax):
-        y = fn(x, -1, mask=keep)
+    for fn in (st.sparsemax, st.entmax15, st.stablemax, st.softpick, st.sigmoid_normalizer):
+        xr = x.clone().requires_grad_(True)
+        y = fn(xr, -1, mask=keep)
         assert (y[~keep] == 0).all()
-        ref = fn(x.masked_fill(~keep, -math.inf), -1)
+        xm = x.masked_fill(~keep, -math.inf).requires_grad_(True)
+        ref = fn(xm, -1)
         torch.testing.assert_close(y, ref)
+        g = torch.randn(4, 9)
+        y.backward(g)
+        ref.backward(g)
+        assert (xr.grad[~keep] == 0).all()  # masked: exactly 0 gradient
+        torch.testing.assert_close(xr.grad, xm.grad)
     # an additive float mask that requires grad (a learned bias)
     bias = (torch.randn(9) * 0.1).requires_grad_(True)
     xr = x.clone().requires_grad_(True)
@@ -251,7 +261,7 @@ def test_special_values():
 @pytest.mark.parametrize("dim", [0, 1, 2])
 def test_strided_inputs(dim):
     base = torch.randn(6, 8, 10)
-    views = [base.transpose(0, 2), base[:, ::2, 1:], base.flip(1), base.permute(2, 0, 1)]
+    views = [base.transpose(0, 2), base[:, ::2, 1:], base.transpose(1, 2)[1:], base.permute(2, 0, 1)]
     for v in views:
         assert not v.is_contiguous()
         for ours, ref in ((smax.sparsemax, entmax.sparsemax), (smax.entmax15, entmax.entmax15)):
@@ -260,6 +270,8 @@ def test_strided_inputs(dim):
         vn = v.numpy()
         assert not vn.flags.c_contiguous
         close(smax.sparsemax(vn, dim), entmax.sparsemax(torch.from_numpy(vn).double(), dim))
+    neg = base.numpy()[::-1, :, ::-2]  # negative strides (numpy only)
+    close(smax.entmax15(neg, dim), entmax.entmax15(torch.from_numpy(neg.copy()).double(), dim))
 
 
 def test_zero_copy_out_and_in_place():
@@ -340,3 +352,33 @@ def test_errors():
     with pytest.raises(ValueError):
         smax.sparsemax(x, out=out[:, :4])
     assert (out == 3.0).all()
+
+
+@pytest.mark.parametrize("name", ["sparsemax", "entmax15", "entmax_bisect", "softpick",
+                                  "logit_standardization", "ssmax"])
+def test_bitwise_across_threads_and_layouts(name):
+    fn = getattr(smax, name)
+    x = torch.randn(40, 257) * 3
+    ys = [fn(x, threads=n) for n in (1, 2, 3)]
+    assert torch.equal(ys[0], ys[1]) and torch.equal(ys[0], ys[2])
+    # the same rows seen through a transposed layout (dim 0) give the same bits
+    assert torch.equal(fn(x.t().contiguous(), dim=0).t(), ys[0])
+
+
+def test_entmax_bisect_options_vs_package():
+    x = torch.randn(7, 12) * 0.5  # supports of several entries (see the test below)
+    for n_iter in (5, 30):
+        for ens in (True, False):
+            close(smax.entmax_bisect(x, 1.7, -1, n_iter, ens),
+                  entmax.entmax_bisect(x.double(), 1.7, -1, n_iter, ens), rtol=1e-4, atol=1e-5)
+    close(smax.entmax_bisect(x, 1.0), torch.softmax(x.double(), -1))  # alpha = 1: softmax
+    close(st.EntmaxBisect(alpha=1.5)(x), entmax.EntmaxBisect(alpha=1.5)(x.double()))
+    close(st.Sparsemax()(x), entmax.Sparsemax()(x.double()))
+    close(st.Entmax15(dim=0)(x), entmax.Entmax15(dim=0)(x.double()))
+
+
+# Regression: a support of one entry used to drift to tau_hi (1/n instead of 1).
+def test_entmax_bisect_single_support_without_normalisation():
+    x = torch.tensor([[0.0, 3.0], [0.0, 0.5]])
+    close(smax.entmax_bisect(x, 1.7, -1, 50, False),
+          entmax.entmax_bisect(x.double(), 1.7, -1, 50, False))

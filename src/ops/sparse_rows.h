@@ -168,7 +168,6 @@ inline void solve_bisect(Row& r, double alpha, int n_iter, bool ensure_sum_one) 
   const double p = 1.0 / am1;
   double tau_lo = -1.0;  // max z - 1^(alpha-1)
   const double tau_hi = -std::pow(1.0 / static_cast<double>(r.n), am1);
-  const double f_lo = kernels::entmax_pow_sum(z, c, tau_lo, p) - 1.0;
   double dm = tau_hi - tau_lo;
   double tau_m = tau_lo;
   for (int it = 0; it < n_iter; ++it) {
@@ -176,7 +175,10 @@ inline void solve_bisect(Row& r, double alpha, int n_iter, bool ensure_sum_one) 
     tau_m = tau_lo + dm;
     if (tau_m == tau_lo) break;  // no later step can move tau (see sparse.h)
     const double f_m = kernels::entmax_pow_sum(z, c, tau_m, p) - 1.0;
-    if (f_m * f_lo >= 0) tau_lo = tau_m;
+    // f is decreasing in tau and f(tau_lo) >= 0 always (the max entry alone
+    // gives 1), so test f_m itself: the package's f_m * f_lo >= 0 stalls when
+    // f_lo is exactly 0 (a support of one entry) and drifts to tau_hi.
+    if (f_m >= 0) tau_lo = tau_m;
   }
   const double sum = kernels::entmax_pow_store(z, c, tau_m, p, r.p);
   if (ensure_sum_one) {

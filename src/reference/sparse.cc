@@ -133,14 +133,13 @@ std::vector<double> entmax_bisect_row(const std::vector<double>& t, double alpha
   };
   double tau_lo = -1.0;
   const double tau_hi = -std::pow(1.0 / static_cast<double>(t.size()), am1);
-  const double f_lo = p_at(tau_lo, nullptr) - 1.0;
   double dm = tau_hi - tau_lo;
   double tau_m = tau_lo;
   for (int it = 0; it < n_iter; ++it) {
     dm /= 2;
     tau_m = tau_lo + dm;
     const double f_m = p_at(tau_m, nullptr) - 1.0;
-    if (f_m * f_lo >= 0) tau_lo = tau_m;
+    if (f_m >= 0) tau_lo = tau_m;  // f(tau_lo) >= 0 always (see ops/sparse_rows.h)
   }
   y.assign(t.size(), 0.0);
   const double s = p_at(tau_m, &y);
