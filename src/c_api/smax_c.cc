@@ -1,18 +1,18 @@
-// src/c_api/smax_c.cc: the C ABI (include/smax/c/smax.h) over the C++ API.
-//
-// Every entry point runs its body inside guarded(), which turns every C++
-// exception into a status and a thread-local message: smax::Error keeps its
-// status, std::bad_alloc is SMAX_STATUS_OUT_OF_MEMORY, anything else is
-// SMAX_STATUS_INTERNAL. Descriptors are validated here only as far as needed
-// to convert them safely (rank bounds before copying the arrays, dtype values
-// before casting); everything else is the C++ ops' validation.
+// src/c_api/smax_c.cc: the C ABI (include/smax/c/smax.h) over the C++ API:
+// the shared helpers of c_api_internal.h (thread-local last error, guard,
+// descriptor / options conversion, struct_size rule), the tensor and
+// options initialisers, the softmax family, errors and runtime. The other
+// op families are in smax_c_<family>.cc.
 #include "smax/c/smax.h"
 
+#include <cstddef>
 #include <cstring>
 #include <exception>
 #include <new>
 #include <string>
+#include <type_traits>
 
+#include "c_api_internal.h"
 #include "smax/smax.h"
 
 static_assert(SMAX_MAX_RANK == smax::kMaxRank, "SMAX_MAX_RANK must match smax::kMaxRank");
@@ -27,52 +27,68 @@ static_assert(static_cast<int>(SMAX_EMPTY_ROW_NAN) == static_cast<int>(smax::Emp
               "empty_row values must mirror smax::EmptyRow");
 static_assert(static_cast<int>(SMAX_DTYPE_BOOL) == static_cast<int>(smax::DType::kBool),
               "dtype values must mirror smax::DType");
+static_assert(static_cast<int>(SMAX_DTYPE_I64) == static_cast<int>(smax::DType::kI64),
+              "dtype values must mirror smax::DType");
+static_assert(static_cast<int>(SMAX_REDUCTION_SUM) == static_cast<int>(smax::Reduction::kSum) &&
+                  static_cast<int>(SMAX_REDUCTION_MEAN) ==
+                      static_cast<int>(smax::Reduction::kMean),
+              "reduction values must mirror smax::Reduction");
+static_assert(static_cast<int>(SMAX_EMPTY_MEAN_ZERO) == static_cast<int>(smax::EmptyMean::kZero),
+              "empty_mean values must mirror smax::EmptyMean");
+
+// Every versioned struct starts with its uint32_t struct_size (the rule the
+// size check and docs/c_api.md rely on).
+#define SMAX_CHECK_VERSIONED(T)                                                  \
+  static_assert(offsetof(T, struct_size) == 0 &&                                 \
+                    std::is_same_v<decltype(T::struct_size), uint32_t> &&        \
+                    std::is_standard_layout_v<T>,                                 \
+                "struct_size must be the first member (uint32_t) of " #T)
+SMAX_CHECK_VERSIONED(smax_softmax_options);
+SMAX_CHECK_VERSIONED(smax_loss_options);
+SMAX_CHECK_VERSIONED(smax_entmax_bisect_options);
+SMAX_CHECK_VERSIONED(smax_sparse_softmax_loss_options);
+SMAX_CHECK_VERSIONED(smax_ssmax_options);
+SMAX_CHECK_VERSIONED(smax_softpick_options);
+SMAX_CHECK_VERSIONED(smax_self_adjust_options);
+SMAX_CHECK_VERSIONED(smax_sigmoid_normalizer_options);
+SMAX_CHECK_VERSIONED(smax_softplus_normalizer_options);
+SMAX_CHECK_VERSIONED(smax_logit_standardization_options);
+SMAX_CHECK_VERSIONED(smax_gumbel_softmax_options);
+SMAX_CHECK_VERSIONED(smax_softmax_topk_options);
+SMAX_CHECK_VERSIONED(smax_sample_options);
+SMAX_CHECK_VERSIONED(smax_soft_nms_options);
+SMAX_CHECK_VERSIONED(smax_cross_entropy_options);
+SMAX_CHECK_VERSIONED(smax_linear_cross_entropy_options);
+#undef SMAX_CHECK_VERSIONED
+
+namespace smax::capi {
 
 namespace {
-
 thread_local std::string t_last_error;
-thread_local std::string t_string_result;  // storage for returned strings
+// Largest struct_size accepted: guards the zero-tail scan against an
+// uninitialised struct_size (no options struct will ever be this large).
+constexpr uint32_t kMaxStructSize = 1024;
+}  // namespace
 
-// Sets the thread's message without ever throwing (an allocation failure
-// leaves a fixed message).
 void set_error(const char* message) noexcept {
   try {
     t_last_error = message;
   } catch (...) {
-    try {
-      t_last_error.clear();
-    } catch (...) {
-    }
+    t_last_error.clear();  // clear() never throws
   }
 }
 
-[[noreturn]] void fail(const std::string& message) {
+void clear_error() noexcept { t_last_error.clear(); }
+
+const char* last_error() noexcept { return t_last_error.c_str(); }
+
+void fail(const std::string& message) {
   throw smax::Error(smax::Status::kInvalidArgument, message);
 }
 
-template <typename Fn>
-smax_status guarded(Fn&& fn) noexcept {
-  try {
-    fn();
-    t_last_error.clear();  // clear() never throws
-    return SMAX_STATUS_OK;
-  } catch (const smax::Error& e) {
-    set_error(e.what());
-    const int s = static_cast<int>(e.status());
-    return (s >= 1 && s <= 4) ? static_cast<smax_status>(s) : SMAX_STATUS_INTERNAL;
-  } catch (const std::bad_alloc&) {
-    set_error("smax: out of memory");
-    return SMAX_STATUS_OUT_OF_MEMORY;
-  } catch (const std::exception& e) {
-    set_error((std::string("smax: internal error: ") + e.what()).c_str());
-    return SMAX_STATUS_INTERNAL;
-  } catch (...) {
-    set_error("smax: internal error: unknown exception");
-    return SMAX_STATUS_INTERNAL;
-  }
+bool valid_dtype(int32_t dtype) noexcept {
+  return dtype == SMAX_DTYPE_F32 || dtype == SMAX_DTYPE_BOOL || dtype == SMAX_DTYPE_I64;
 }
-
-bool valid_dtype(int32_t dtype) { return dtype == SMAX_DTYPE_F32 || dtype == SMAX_DTYPE_BOOL; }
 
 smax::TensorView to_view(const smax_tensor* t, const char* op, const char* name) {
   if (t == nullptr) fail(std::string(op) + ": " + name + " is a null smax_tensor pointer");
@@ -94,15 +110,46 @@ smax::TensorView to_view(const smax_tensor* t, const char* op, const char* name)
   return v;
 }
 
+std::optional<smax::TensorView> to_optional_view(const smax_tensor* t, const char* op,
+                                                 const char* name) {
+  if (t == nullptr) return std::nullopt;
+  return to_view(t, op, name);
+}
+
+void check_struct_size(const void* p, uint32_t struct_size, size_t known_size, const char* op,
+                       const char* arg, const char* type) {
+  if (struct_size < known_size) {
+    fail(std::string(op) + ": " + arg + ".struct_size " + std::to_string(struct_size) +
+         " is smaller than sizeof(" + type + ") = " + std::to_string(known_size) +
+         " (initialise it with " + type + "_init)");
+  }
+  if (struct_size > kMaxStructSize) {
+    fail(std::string(op) + ": " + arg + ".struct_size " + std::to_string(struct_size) +
+         " is larger than " + std::to_string(kMaxStructSize) + " (initialise it with " + type +
+         "_init)");
+  }
+  const auto* bytes = static_cast<const unsigned char*>(p);
+  for (size_t i = known_size; i < struct_size; ++i) {
+    if (bytes[i] != 0) {
+      throw smax::Error(smax::Status::kUnsupported,
+                        std::string(op) + ": " + arg + " (struct_size " +
+                            std::to_string(struct_size) + ") sets byte " + std::to_string(i) +
+                            ", a field of a newer " + type + " that this library (sizeof " +
+                            std::to_string(known_size) + ") does not know");
+    }
+  }
+}
+
+bool to_bool(int32_t value, const char* op, const char* name) {
+  if (value != 0 && value != 1) {
+    fail(std::string(op) + ": " + name + " must be 0 or 1, got " + std::to_string(value));
+  }
+  return value == 1;
+}
+
 smax::SoftmaxOptions to_options(const smax_softmax_options* o, const char* op) {
   smax::SoftmaxOptions out;
-  if (o == nullptr) return out;
-  if (o->struct_size != sizeof(smax_softmax_options)) {
-    fail(std::string(op) + ": options.struct_size " + std::to_string(o->struct_size) +
-         " is not sizeof(smax_softmax_options) = " +
-         std::to_string(sizeof(smax_softmax_options)) +
-         " (initialise options with smax_softmax_options_init)");
-  }
+  if (checked(o, op, "options", "smax_softmax_options") == nullptr) return out;
   out.axis = o->axis;
   out.scale = o->scale;
   out.temperature = o->temperature;
@@ -110,10 +157,80 @@ smax::SoftmaxOptions to_options(const smax_softmax_options* o, const char* op) {
   out.algorithm = static_cast<smax::Algorithm>(o->algorithm);
   out.empty_row = static_cast<smax::EmptyRow>(o->empty_row);
   out.threads = o->threads;
-  if (o->additive_mask != nullptr) out.additive_mask = to_view(o->additive_mask, op, "additive_mask");
-  if (o->bool_mask != nullptr) out.bool_mask = to_view(o->bool_mask, op, "bool_mask");
+  out.additive_mask = to_optional_view(o->additive_mask, op, "additive_mask");
+  out.bool_mask = to_optional_view(o->bool_mask, op, "bool_mask");
   return out;
 }
+
+smax::LossOptions to_loss(const smax_loss_options* o, const char* op) {
+  smax::LossOptions out;
+  if (checked(o, op, "loss", "smax_loss_options") == nullptr) return out;
+  out.ignore_index = o->ignore_index;
+  // Range-checked by the ops (LossRows names the bad value).
+  out.reduction = static_cast<smax::Reduction>(o->reduction);
+  out.empty_mean = static_cast<smax::EmptyMean>(o->empty_mean);
+  out.weight = to_optional_view(o->weight, op, "weight");
+  return out;
+}
+
+smax_status unary_op(UnaryFn fn, const char* op, const smax_tensor* a, const char* a_name,
+                     const smax_tensor* b, const char* b_name,
+                     const smax_softmax_options* options) noexcept {
+  return guarded([&] {
+    const smax::TensorView va = to_view(a, op, a_name);
+    const smax::TensorView vb = to_view(b, op, b_name);
+    fn(va, vb, to_options(options, op));
+  });
+}
+
+smax_status ternary_op(TernaryFn fn, const char* op, const smax_tensor* a, const char* a_name,
+                       const smax_tensor* b, const char* b_name, const smax_tensor* c,
+                       const char* c_name, const smax_softmax_options* options) noexcept {
+  return guarded([&] {
+    const smax::TensorView va = to_view(a, op, a_name);
+    const smax::TensorView vb = to_view(b, op, b_name);
+    const smax::TensorView vc = to_view(c, op, c_name);
+    fn(va, vb, vc, to_options(options, op));
+  });
+}
+
+smax_status loss_op(LossFn fn, const char* op, const smax_tensor* src, const smax_tensor* target,
+                    const smax_tensor* dst, const smax_loss_options* loss,
+                    const smax_softmax_options* options) noexcept {
+  return guarded([&] {
+    const smax::TensorView vs = to_view(src, op, "src");
+    const smax::TensorView vt = to_view(target, op, "target");
+    const smax::TensorView vd = to_view(dst, op, "dst");
+    const smax::LossOptions lo = to_loss(loss, op);
+    fn(vs, vt, vd, lo, to_options(options, op));
+  });
+}
+
+smax_status loss_backward_op(LossBackwardFn fn, const char* op, const smax_tensor* src,
+                             const smax_tensor* target, const smax_tensor* dloss,
+                             const smax_tensor* dsrc, const smax_loss_options* loss,
+                             const smax_softmax_options* options) noexcept {
+  return guarded([&] {
+    const smax::TensorView vs = to_view(src, op, "src");
+    const smax::TensorView vt = to_view(target, op, "target");
+    const smax::TensorView vl = to_view(dloss, op, "dloss");
+    const smax::TensorView vd = to_view(dsrc, op, "dsrc");
+    const smax::LossOptions lo = to_loss(loss, op);
+    fn(vs, vt, vl, vd, lo, to_options(options, op));
+  });
+}
+
+}  // namespace smax::capi
+
+namespace {
+
+using smax::capi::fail;
+using smax::capi::guarded;
+using smax::capi::to_options;
+using smax::capi::to_view;
+using smax::capi::valid_dtype;
+
+thread_local std::string t_string_result;  // storage for returned strings
 
 using ForwardFn = void (*)(const smax::TensorView&, const smax::TensorView&,
                            const smax::SoftmaxOptions&);
@@ -198,6 +315,16 @@ void smax_softmax_options_init(smax_softmax_options* options) {
   options->threads = 0;
 }
 
+void smax_loss_options_init(smax_loss_options* options) {
+  if (options == nullptr) return;
+  std::memset(options, 0, sizeof *options);
+  options->struct_size = sizeof(smax_loss_options);
+  options->reduction = SMAX_REDUCTION_MEAN;
+  options->ignore_index = -100;
+  options->weight = nullptr;
+  options->empty_mean = SMAX_EMPTY_MEAN_NAN;
+}
+
 smax_status smax_softmax(const smax_tensor* src, const smax_tensor* dst,
                          const smax_softmax_options* options) {
   return forward(&smax::softmax, "softmax", src, dst, options);
@@ -220,7 +347,7 @@ smax_status smax_log_softmax_backward(const smax_tensor* y, const smax_tensor* d
   return backward(&smax::log_softmax_backward, "log_softmax_backward", y, dy, dx, options);
 }
 
-const char* smax_last_error(void) { return t_last_error.c_str(); }
+const char* smax_last_error(void) { return smax::capi::last_error(); }
 
 const char* smax_status_name(smax_status status) {
   const int s = static_cast<int>(status);
