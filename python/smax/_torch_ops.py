@@ -12,7 +12,7 @@ probability targets and noise get no gradient.
 """
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence, Tuple, Union
+from typing import Any, Optional, Tuple, Union
 
 import numpy as _np
 import torch

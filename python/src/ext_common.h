@@ -33,7 +33,7 @@ namespace smax_py __attribute__((visibility("hidden"))) {
 using In = nb::ndarray<nb::ro>;
 using Out = nb::ndarray<>;
 
-const char* dtype_label(nb::dlpack::dtype d) {
+inline const char* dtype_label(nb::dlpack::dtype d) {
   using C = nb::dlpack::dtype_code;
   const auto code = static_cast<C>(d.code);
   if (d.lanes != 1) return "a vector type";
@@ -61,7 +61,7 @@ inline bool is_byte_mask(nb::dlpack::dtype d) {
 }
 inline bool is_i64(nb::dlpack::dtype d) { return d == nb::dtype<int64_t>(); }
 
-const char* want_label(smax::DType want) {
+inline const char* want_label(smax::DType want) {
   switch (want) {
     case smax::DType::kF32:
       return "float32";

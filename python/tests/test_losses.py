@@ -303,3 +303,115 @@ def test_loss_errors():
         smax.spherical_z_loss(x, torch.tensor([0, 1, 2, 3]), -1.0, 0.0)
     with pytest.raises(ValueError):
         smax.sparse_softmax_loss(x, torch.tensor([0, 1, 2, 3]), 0)
+
+
+# ---- adversarial rows, zero copy, threads, DLPack, GIL ----------------------------------------
+
+
+def test_cross_entropy_adversarial_rows():
+    inf, nan = math.inf, math.nan
+    x = torch.tensor([
+        [90.0, 95.0, 100.0, 92.0],      # naive exp overflows
+        [-1e30, 0.0, 1e30, 5.0],        # huge magnitudes
+        [-inf, 1.0, 2.0, -inf],         # -inf logits: probability 0, gradient 0
+        [1.0, nan, 0.0, 2.0],           # NaN -> NaN loss and gradient
+        [3.0, 3.0, 3.0, 3.0],           # constant row
+        [0.0, -inf, 1.0, 2.0],          # target's own logit is -inf -> +inf
+    ], requires_grad=True)
+    t = torch.tensor([2, 2, 1, 0, 3, 1])
+    loss = st.cross_entropy(x, t, reduction="none")
+    x64 = x.detach().double().requires_grad_(True)
+    ref = F.cross_entropy(x64, t, reduction="none")
+    close(loss, ref)
+    assert math.isinf(loss[5].item()) and loss[5] > 0
+    g = torch.tensor([1.0, 0.5, 2.0, 1.0, 1.5, 0.0])
+    loss.backward(g)
+    ref[:5].backward(g[:5].double())
+    grad_close(x.grad[[0, 1, 2, 4]], x64.grad[[0, 1, 2, 4]])
+    assert (x.grad[2, [0, 3]] == 0).all()
+    assert torch.isnan(x.grad[3]).all()
+    # the entmax losses on the same rows (finite ones)
+    for ours, ref_fn in ((smax.sparsemax_loss, entmax.sparsemax_loss),
+                         (smax.entmax15_loss, entmax.entmax15_loss)):
+        rows = [0, 1, 4]
+        close(ours(x.detach()[rows], t[rows], reduction="none"),
+              ref_fn(x64.detach()[rows], t[rows]), rtol=1e-5, atol=1e-5)
+
+
+def test_loss_inputs_are_not_copied():
+    # An output overlapping an input is rejected (ValueError), which the
+    # extension can only see if it reads the caller's memory, not a copy.
+    x = torch.randn(6, 5)
+    t = torch.randint(0, 5, (6,))
+    with pytest.raises(ValueError):
+        smax.cross_entropy(x, t, reduction="none", out=x[:, 0])
+    with pytest.raises(ValueError):
+        smax.sparsemax_loss(x, t, reduction="none", out=x[:, 1])
+    # out= into a strided view of a bigger buffer
+    buf = torch.full((6, 3), 9.0)
+    r = smax.cross_entropy(x, t, reduction="none", out=buf[:, 1])
+    assert r.data_ptr() == buf[:, 1].data_ptr()
+    close(buf[:, 1], F.cross_entropy(x.double(), t, reduction="none"))
+    assert (buf[:, [0, 2]] == 9.0).all()
+
+
+@pytest.mark.parametrize("op", ["cross_entropy", "sparsemax_loss", "entmax_bisect_loss",
+                                "stablemax_cross_entropy"])
+def test_losses_bitwise_across_threads(op):
+    x = torch.randn(64, 300)
+    t = torch.randint(0, 300, (64,))
+    fn = getattr(smax, op)
+    kw = {"dim": -1} if op == "cross_entropy" else {}
+    outs = [fn(x, t, reduction="none", threads=n, **kw) for n in (1, 2, 3)]
+    assert torch.equal(outs[0], outs[1]) and torch.equal(outs[0], outs[2])
+
+
+class DLPackOnly:
+    """An array type smax does not know: only the DLPack protocol."""
+
+    def __init__(self, a):
+        self._a = a
+        self.shape = a.shape
+
+    def __dlpack__(self, **kwargs):
+        return self._a.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self._a.__dlpack_device__()
+
+
+def test_generic_dlpack_arrays():
+    x = np.random.default_rng(0).standard_normal((5, 7)).astype(np.float32)
+    t = np.array([0, 1, 2, 3, 4])
+    r = smax.cross_entropy(DLPackOnly(x), DLPackOnly(t), reduction="none")
+    assert isinstance(r, np.ndarray)
+    close(torch.from_numpy(r), F.cross_entropy(torch.from_numpy(x).double(), torch.from_numpy(t),
+                                               reduction="none"))
+    y = smax.sparsemax(DLPackOnly(x))
+    assert isinstance(y, np.ndarray)
+    np.testing.assert_array_equal(y, smax.sparsemax(x))
+
+
+def test_gil_released_during_loss_kernels():
+    import threading
+    import time
+
+    x = torch.randn(64, 1 << 17) * 4  # 32 MiB of logits
+    t = torch.randint(0, 1 << 17, (64,))
+    span = {}
+
+    def work():
+        span["t0"] = time.perf_counter()
+        for _ in range(3):
+            smax.cross_entropy(x, t, label_smoothing=0.1, return_entropy=True, threads=1)
+        span["t1"] = time.perf_counter()
+
+    ticks = []
+    th = threading.Thread(target=work)
+    th.start()
+    while th.is_alive():
+        ticks.append(time.perf_counter())
+        time.sleep(0)
+    th.join()
+    inside = [s for s in ticks if span["t0"] < s < span["t1"]]
+    assert span["t1"] - span["t0"] > 0.01 and len(inside) > 10

@@ -197,3 +197,35 @@ def test_soft_nms(method):
     assert isinstance(ti, torch.Tensor) and torch.equal(ti, torch.from_numpy(idx))
     with pytest.raises(ValueError):
         smax.soft_nms(boxes[:, ::-1].copy(), scores)  # x2 < x1
+
+
+def test_in_place_and_numpy_outputs():
+    x = np.random.default_rng(2).standard_normal((8, 40)).astype(np.float32)
+    want = smax.sampling_filter(x, temperature=0.5, top_k=5)
+    a = x.copy()
+    ptr = a.ctypes.data
+    r = smax.sampling_filter(a, temperature=0.5, top_k=5, out=a)  # dst may be src
+    assert r is a and a.ctypes.data == ptr
+    np.testing.assert_array_equal(a, want)
+    y = smax.gumbel_softmax(x, tau=0.5, hard=True, seed=3)
+    assert isinstance(y, np.ndarray) and y.dtype == np.float32
+    y2, soft = smax.gumbel_softmax(x, tau=0.5, hard=True, seed=3, return_soft=True)
+    np.testing.assert_array_equal(y, y2)
+    np.testing.assert_array_equal(soft.argmax(-1), y.argmax(-1))
+    probs, idx = smax.softmax_topk(x.T, 3, dim=0)  # strided (transposed) input
+    assert probs.shape == (3, 8) and idx.dtype == np.int64
+    np.testing.assert_array_equal(idx, np.argsort(-x, axis=-1, kind="stable")[:, :3].T)
+
+
+def test_sampling_errors():
+    x = torch.randn(3, 6)
+    with pytest.raises(ValueError):
+        smax.softmax_topk(x, 7)  # k > n
+    with pytest.raises(ValueError):
+        smax.gumbel_softmax(x, tau=0.0)
+    with pytest.raises(ValueError):
+        smax.gumbel_max(x, seed=-1)
+    with pytest.raises(TypeError):
+        smax.gumbel_max(x.double())
+    with pytest.raises(ValueError):
+        smax.soft_nms(np.zeros((3, 4), np.float32), np.ones(3, np.float32), method="cubic")
