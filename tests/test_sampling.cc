@@ -415,6 +415,23 @@ TEST_P(Sampling, GumbelMaxExactlyTheOracle) {
   }
 }
 
+TEST_P(Sampling, SimdPhiloxMatchesRandom123) {
+  for (uint64_t j0 : {uint64_t{0}, uint64_t{5}, (uint64_t{1} << 32) - 3, uint64_t{123456789}}) {
+    for (int64_t count : {0, 1, 2, 3, 4, 5, 7, 8, 9, 17, 33, 512}) {
+      std::vector<uint32_t> hi(static_cast<size_t>(2 * count + 2), 0xDEADBEEFu);
+      const uint64_t seed = 0x123456789ABCDEFull + j0, row = (uint64_t{7} << 32) + 11;
+      smax::kernels::philox_hi_words(seed, row, j0, count, hi.data());
+      for (int64_t q = 0; q < count; ++q) {
+        uint32_t w[4];
+        smax::kernels::philox_words(seed, row, j0 + static_cast<uint64_t>(q), w);
+        ASSERT_EQ(hi[static_cast<size_t>(2 * q)], w[1]) << j0 << " " << count << " " << q;
+        ASSERT_EQ(hi[static_cast<size_t>(2 * q + 1)], w[3]) << j0 << " " << count << " " << q;
+      }
+      ASSERT_EQ(hi[static_cast<size_t>(2 * count)], 0xDEADBEEFu);  // nothing past the end
+    }
+  }
+}
+
 TEST_P(Sampling, GumbelMaxAnyAxisLayoutAndThreads) {
   Rng rng("data");
   const std::vector<int64_t> shape = {5, 7, 6};
@@ -554,10 +571,12 @@ TEST_P(Sampling, SoftmaxTopkAnyAxisMasksThreadsEmptyRow) {
   SoftmaxOptions o;
   o.threads = 1;
   smax::softmax_topk(x.view(), p1.view(), i1.view(), 50, o);
-  o.threads = 3;
-  smax::softmax_topk(x.view(), p2.view(), i2.view(), 50, o);
-  EXPECT_EQ(std::memcmp(p1.dense().data(), p2.dense().data(), 300 * sizeof(float)), 0);
-  EXPECT_EQ(i1.dense(), i2.dense());
+  for (int threads : {2, 3}) {
+    o.threads = threads;
+    smax::softmax_topk(x.view(), p2.view(), i2.view(), 50, o);
+    EXPECT_EQ(std::memcmp(p1.dense().data(), p2.dense().data(), 300 * sizeof(float)), 0);
+    EXPECT_EQ(i1.dense(), i2.dense());
+  }
   // Ties across the whole row: the lowest indices, probabilities 1/n.
   Tensor c({1, 1000});
   c.fill([](int64_t) { return 3.0f; });

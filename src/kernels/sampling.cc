@@ -26,6 +26,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstring>
 #include <string>
 
 #include "kernels/exp-inl.h"
@@ -209,6 +210,63 @@ int64_t FindFirstEqualImpl(const float* HWY_RESTRICT t, int64_t n64, float v) {
   return n64;
 }
 
+// Philox4x32-10 for `count` consecutive element pairs j0, j0 + 1, ... of a
+// row, vectorised across pairs: each u64 lane holds one 32-bit word (high
+// half 0) so MulEven on the u32 view is the full 32 x 32 -> 64 product
+// (mulhilo32). Writes the high word of u for elements 2j and 2j + 1
+// (Philox words 1 and 3) to hi[2q], hi[2q + 1]. The scalar target calls the
+// Random123 function; both give the words of kernels::philox_words.
+void PhiloxHiWordsImpl(uint64_t seed, uint64_t row, uint64_t j0, size_t count,
+                       uint32_t* HWY_RESTRICT hi) {
+#if HWY_TARGET == HWY_SCALAR
+  for (size_t q = 0; q < count; ++q) {
+    uint32_t w[4];
+    philox_words(seed, row, j0 + q, w);
+    hi[2 * q] = w[1];
+    hi[2 * q + 1] = w[3];
+  }
+#else
+  using D64 = hn::ScalableTag<uint64_t>;
+  using V64 = hn::Vec<D64>;
+  const D64 d64;
+  const hn::Repartition<uint32_t, D64> d32;
+  const size_t N = hn::Lanes(d64);
+  uint32_t k0[10], k1[10];
+  k0[0] = static_cast<uint32_t>(seed);
+  k1[0] = static_cast<uint32_t>(seed >> 32);
+  for (int r = 1; r < 10; ++r) {
+    k0[r] = k0[r - 1] + 0x9E3779B9u;  // PHILOX_W32_0
+    k1[r] = k1[r - 1] + 0xBB67AE85u;  // PHILOX_W32_1
+  }
+  const V64 lo32 = hn::Set(d64, uint64_t{0xFFFFFFFFu});
+  const V64 m0 = hn::Set(d64, uint64_t{0xD2511F53u});  // PHILOX_M4x32_0
+  const V64 m1 = hn::Set(d64, uint64_t{0xCD9E8D57u});  // PHILOX_M4x32_1
+  const V64 row_lo = hn::Set(d64, row & 0xFFFFFFFFu);
+  const V64 row_hi = hn::Set(d64, row >> 32);
+  HWY_ALIGN uint64_t tail[HWY_MAX_BYTES / sizeof(uint64_t)];
+  for (size_t q = 0; q < count; q += N) {
+    const V64 j = hn::Iota(d64, j0 + q);
+    V64 c0 = hn::And(j, lo32), c1 = hn::ShiftRight<32>(j), c2 = row_lo, c3 = row_hi;
+    for (int r = 0; r < 10; ++r) {
+      const V64 p0 = hn::MulEven(hn::BitCast(d32, c0), hn::BitCast(d32, m0));
+      const V64 p1 = hn::MulEven(hn::BitCast(d32, c2), hn::BitCast(d32, m1));
+      c0 = hn::Xor(hn::Xor(hn::ShiftRight<32>(p1), c1), hn::Set(d64, uint64_t{k0[r]}));
+      c1 = hn::And(p1, lo32);
+      c2 = hn::Xor(hn::Xor(hn::ShiftRight<32>(p0), c3), hn::Set(d64, uint64_t{k1[r]}));
+      c3 = hn::And(p0, lo32);
+    }
+    // Little-endian u64 (w1 | w3 << 32) stores the pair (w1, w3).
+    const V64 packed = hn::Or(c1, hn::ShiftLeft<32>(c3));
+    if (q + N <= count) {
+      hn::StoreU(packed, d64, reinterpret_cast<uint64_t*>(hi) + q);
+    } else {
+      hn::Store(packed, d64, tail);
+      std::memcpy(hi + 2 * q, tail, (count - q) * sizeof(uint64_t));
+    }
+  }
+#endif
+}
+
 int64_t SamplingTargetImpl() { return HWY_TARGET; }
 
 }  // namespace smax::kernels::HWY_NAMESPACE
@@ -221,6 +279,7 @@ HWY_EXPORT(TopkScanImpl);
 HWY_EXPORT(SelectGreaterImpl);
 HWY_EXPORT(MaxScanImpl);
 HWY_EXPORT(FindFirstEqualImpl);
+HWY_EXPORT(PhiloxHiWordsImpl);
 HWY_EXPORT(SamplingTargetImpl);
 
 TopkScan topk_scan(const float* t, int64_t n, int64_t k, TopkCandidate* buf,
@@ -235,6 +294,10 @@ MaxScan max_scan(const float* t, int64_t n) noexcept {
 }
 int64_t find_first_equal(const float* t, int64_t n, float v) noexcept {
   return HWY_DYNAMIC_DISPATCH(FindFirstEqualImpl)(t, n, v);
+}
+void philox_hi_words(uint64_t seed, uint64_t row, uint64_t j0, int64_t count,
+                     uint32_t* hi) noexcept {
+  HWY_DYNAMIC_DISPATCH(PhiloxHiWordsImpl)(seed, row, j0, static_cast<size_t>(count), hi);
 }
 std::string softmax_topk_kernel_name() {
   std::string target = hwy::TargetName(HWY_DYNAMIC_DISPATCH(SamplingTargetImpl)());

@@ -30,14 +30,26 @@ inline double gumbel_from_u64(uint64_t u) noexcept {
   return -std::log(-std::log(U));
 }
 
-/// Both noises of the element pair (2j, 2j + 1) of `row`.
-inline void gumbel_pair(uint64_t seed, uint64_t row, uint64_t j, double* g2) noexcept {
+/// The four Philox output words of the element pair (2j, 2j + 1) of `row`.
+inline void philox_words(uint64_t seed, uint64_t row, uint64_t j, uint32_t* w) noexcept {
   philox4x32_ctr_t c = {{static_cast<uint32_t>(j), static_cast<uint32_t>(j >> 32),
                          static_cast<uint32_t>(row), static_cast<uint32_t>(row >> 32)}};
   philox4x32_key_t k = {{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)}};
   const philox4x32_ctr_t r = philox4x32(c, k);
-  g2[0] = gumbel_from_u64((static_cast<uint64_t>(r.v[1]) << 32) | r.v[0]);
-  g2[1] = gumbel_from_u64((static_cast<uint64_t>(r.v[3]) << 32) | r.v[2]);
+  for (int q = 0; q < 4; ++q) w[q] = r.v[q];
+}
+
+/// u of element 2j + odd from its pair's words.
+inline uint64_t philox_u64(const uint32_t* w, int odd) noexcept {
+  return (static_cast<uint64_t>(w[2 * odd + 1]) << 32) | w[2 * odd];
+}
+
+/// Both noises of the element pair (2j, 2j + 1) of `row`.
+inline void gumbel_pair(uint64_t seed, uint64_t row, uint64_t j, double* g2) noexcept {
+  uint32_t w[4];
+  philox_words(seed, row, j, w);
+  g2[0] = gumbel_from_u64(philox_u64(w, 0));
+  g2[1] = gumbel_from_u64(philox_u64(w, 1));
 }
 
 /// g(seed, row, i).
@@ -95,6 +107,12 @@ MaxScan max_scan(const float* t, int64_t n) noexcept;
 
 /// Lowest i with t[i] == v, or n if none.
 int64_t find_first_equal(const float* t, int64_t n, float v) noexcept;
+
+/// Philox words 1 and 3 (the high 32 bits of u for elements 2j and 2j + 1)
+/// of the pairs j = j0 .. j0 + count - 1 of `row`, to hi[2q] and hi[2q + 1]
+/// (hi has 2 * count entries; the same words as philox_words).
+void philox_hi_words(uint64_t seed, uint64_t row, uint64_t j0, int64_t count,
+                     uint32_t* hi) noexcept;
 
 /// Name of the fused scan on the active target, e.g.
 /// "f32_softmax_topk__avx2_rr2_p5_u4_ts_filter".

@@ -13,6 +13,7 @@
 #include <limits>
 #include <string>
 
+#include "kernels/kernels.h"
 #include "kernels/sampling.h"
 #include "ops/execution.h"
 #include "ops/internal.h"
@@ -37,6 +38,10 @@ constexpr int64_t kChunk = 1024;
 // few steps take the slow path (measured on 64 x 128256, k = 50, AVX2: cap
 // 4096 costs 1.4x the time of cap 1024, which costs ~1.5x cap 2k).
 constexpr int64_t kMinCap = 64;
+// Nucleus sampling without top-k: candidates of the first scan, and the
+// factor by which the candidate set grows when their mass is short of top_p.
+constexpr int64_t kTopPFirstK = 1024;
+constexpr int64_t kTopPGrowth = 8;
 
 using kernels::TopkCandidate;
 
@@ -162,8 +167,22 @@ float prune_threshold(double best) {
 }
 
 // argmax_i ((double) t_i + g(seed, row, i)), lowest index on ties; -1 for
-// empty, all -inf, NaN or +inf rows. Noise only for elements that can win.
-int64_t gumbel_argmax(const float* t, int64_t n, uint64_t seed, uint64_t row, int64_t* idx) {
+// empty, all -inf, NaN or +inf rows. The two float64 logs of the noise are
+// paid only by entries that can still win. Per chunk of kChunk entries:
+//  1. a SIMD filter keeps t_i > best - 37 (g <= 36.74 for every U);
+//  2. a log-free test on U: with e_i ~ e^(t_i - best) (SIMD f32 exp against
+//     the f32-rounded best, |best| < 1e5 so the argument is off by < 0.01,
+//     i.e. e_i >= e^(t_i - best) / 1.02) and w = floor24(1 - U) <= 1 - U,
+//     w >= 2 e_i implies U <= 1 - 1.96 e^(t_i - best) <= exp(-1.96 e^(t_i -
+//     best)), hence g_i <= best - t_i - log(1.96) and t_i + g_i < best - 0.67:
+//     the entry cannot win (or tie), whatever the rounding of t_i + g_i.
+//     Only the top 24 bits of u are needed: (~u) >> 40 = (~hi) >> 8.
+// About 2 survivors per row are expected once best is near its final value,
+// The Philox words for step 2 come from a SIMD Philox over the chunk
+// (philox_hi_words); survivors recompute their full u with the scalar one.
+// So the cost per entry is ~1/2 vector Philox lane plus one SIMD exp.
+int64_t gumbel_argmax(const float* t, int64_t n, uint64_t seed, uint64_t row, int64_t* idx,
+                      float* ebuf, uint32_t* hbuf) {
   if (n == 0) return -1;
   const kernels::MaxScan ms = kernels::max_scan(t, n);
   if (ms.has_nan || !(ms.max < kInfF) || ms.max == -kInfF) return -1;
@@ -172,9 +191,18 @@ int64_t gumbel_argmax(const float* t, int64_t n, uint64_t seed, uint64_t row, in
   for (int64_t c0 = 0; c0 < n; c0 += kChunk) {
     const int64_t len = std::min(kChunk, n - c0);
     const int64_t cnt = kernels::select_greater(t + c0, len, prune_threshold(best), idx);
+    const bool prune_u = cnt > 16 && std::fabs(best) < 1e5;
+    if (prune_u) {
+      kernels::exp_scale_segment(t + c0, nullptr, len, 1.0f, static_cast<float>(best), 1.0f, ebuf);
+      kernels::philox_hi_words(seed, row, static_cast<uint64_t>(c0 / 2), (len + 1) / 2, hbuf);
+    }
     for (int64_t j = 0; j < cnt; ++j) {
       const int64_t i = c0 + idx[j];
       if (i == best_i) continue;
+      if (prune_u) {
+        const float wf = static_cast<float>((~hbuf[idx[j]]) >> 8) * 0x1p-24f;
+        if (wf >= 2.0f * ebuf[idx[j]]) continue;
+      }
       const double z = static_cast<double>(t[i]) + kernels::gumbel(seed, row, static_cast<uint64_t>(i));
       if (z > best || (z == best && i < best_i)) {
         best = z;
@@ -376,7 +404,7 @@ Kept filter_row(const float* t, int64_t n, const SampleOptions& so, const Filter
     return kept;
   }
   const double top_p = so.top_p;
-  int64_t K = plan.top_k > 0 ? plan.top_k : std::min<int64_t>(n, 256);
+  int64_t K = plan.top_k > 0 ? plan.top_k : std::min<int64_t>(n, kTopPFirstK);
   for (;;) {
     const int64_t cap = plan.top_k > 0 ? plan.cap : topk_cap(K, n);
     const kernels::TopkScan s = kernels::topk_scan(z, n, K, buf, cap);
@@ -420,12 +448,12 @@ Kept filter_row(const float* t, int64_t n, const SampleOptions& so, const Filter
       kept.count = last + 1;
       return kept;
     }
-    K = std::min(n, 4 * K);
+    K = std::min(n, kTopPGrowth * K);
   }
 }
 
 int64_t filter_floats(const FilterPlan& plan, int64_t n) {
-  return n + floats_for<TopkCandidate>(plan.cap) + floats_for<int64_t>(kChunk);
+  return n + floats_for<TopkCandidate>(plan.cap) + floats_for<int64_t>(kChunk) + 2 * kChunk;
 }
 
 }  // namespace
@@ -553,11 +581,12 @@ void gumbel_max(const TensorView& src, const TensorView& indices, uint64_t seed,
   const char* op = "gumbel_max";
   Rowwise rw(op, src, "src", true, options);
   const detail::RowOut out = detail::index_output(rw, indices, "indices", src, options, op);
-  rw.run(detail::floats_for<int64_t>(detail::kChunk), [&](const RowArgs& a) {
+  rw.run(detail::floats_for<int64_t>(detail::kChunk) + 2 * detail::kChunk, [&](const RowArgs& a) {
     float* scratch = a.scratch;
     int64_t* idx = detail::carve<int64_t>(scratch, detail::kChunk);
+    auto* hbuf = reinterpret_cast<uint32_t*>(scratch + detail::kChunk);
     *out.at<int64_t>(a.row) =
-        detail::gumbel_argmax(a.in[0], a.n, seed, static_cast<uint64_t>(a.row), idx);
+        detail::gumbel_argmax(a.in[0], a.n, seed, static_cast<uint64_t>(a.row), idx, scratch, hbuf);
   });
 }
 
@@ -625,6 +654,8 @@ void sample(const TensorView& src, const TensorView& indices, const SampleOption
     scratch += n;
     auto* buf = detail::carve<kernels::TopkCandidate>(scratch, plan.cap);
     int64_t* idx = detail::carve<int64_t>(scratch, detail::kChunk);
+    float* ebuf = scratch;  // kChunk floats
+    auto* hbuf = reinterpret_cast<uint32_t*>(scratch + detail::kChunk);  // kChunk words
     const Kept kept = detail::filter_row(a.in[0], n, sample, plan, z, buf);
     const auto row = static_cast<uint64_t>(a.row);
     int64_t result = -1;
@@ -632,7 +663,7 @@ void sample(const TensorView& src, const TensorView& indices, const SampleOption
       case Kept::kNone:
       case Kept::kNaN: break;
       case Kept::kGreedy: result = kept.index; break;
-      case Kept::kAll: result = detail::gumbel_argmax(z, n, seed, row, idx); break;
+      case Kept::kAll: result = detail::gumbel_argmax(z, n, seed, row, idx, ebuf, hbuf); break;
       case Kept::kPrefix: {
         double best = -detail::kInfD;
         for (int64_t j = 0; j < kept.count; ++j) {
