@@ -209,7 +209,7 @@ void logit_standardization(const TensorView& src, const TensorView& dst,
 /// eps)), h = y (dy - <dy, y>), D = N - 1 (unbiased) or N:
 ///   dt_j = k (h_j - d_j C),  C = sum_i h_i d_i / ((std + eps) D std)
 /// (C = 0 when std = 0). Recomputes y from src. Error: see
-/// docs/normalizers-reweight.md (relative to the terms' magnitudes).
+/// docs/normalizers.md ("Re-weighting normalisers") (relative to the terms' magnitudes).
 void logit_standardization_backward(const TensorView& src, const TensorView& dy,
                                     const TensorView& dsrc,
                                     const LogitStandardizationOptions& ls = {},
