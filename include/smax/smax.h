@@ -11,5 +11,6 @@
 #include "smax/reweight.h"
 #include "smax/sampling.h"
 #include "smax/cross_entropy.h"
+#include "smax/linear_cross_entropy.h"
 #include "smax/tensor.h"
 #include "smax/version.h"
