@@ -71,13 +71,14 @@ int64_t SparseCandidatesImpl(const float* t, int64_t n64, float lo, float m, int
   HWY_ALIGN float lanes[kMaxLanes];
   auto extract = [&](VF v, size_t base, size_t valid) {
     hn::Store(v, d, lanes);
+    // Branch-free compaction: write every lane, advance past the kept ones
+    // (about half the lanes of a block with candidates are kept, so a
+    // branch here mispredicts constantly). count <= base + l < n.
     for (size_t l = 0; l < valid; ++l) {
       const float x = lanes[l];
-      if (x >= lo && x > kNegInf) {
-        idx[count] = static_cast<int64_t>(base + l);
-        dd[count] = static_cast<double>(x) - md;
-        ++count;
-      }
+      idx[count] = static_cast<int64_t>(base + l);
+      dd[count] = static_cast<double>(x) - md;
+      count += static_cast<int64_t>(x >= lo && x > kNegInf);
     }
   };
   size_t i = 0;
