@@ -13,6 +13,8 @@
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/sparse.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <cstring>
+
 #include <hwy/highway.h>
 #include <hwy/contrib/math/math-inl.h>
 
@@ -68,27 +70,39 @@ int64_t SparseCandidatesImpl(const float* t, int64_t n64, float lo, float m, int
   const VF vninf = hn::Set(d, kNegInf);
   const double md = static_cast<double>(m);
   int64_t count = 0;
-  HWY_ALIGN float lanes[kMaxLanes];
-  auto extract = [&](VF v, size_t base, size_t valid) {
-    hn::Store(v, d, lanes);
-    // Branch-free compaction: write every lane, advance past the kept ones
-    // (about half the lanes of a block with candidates are kept, so a
-    // branch here mispredicts constantly). count <= base + l < n.
-    for (size_t l = 0; l < valid; ++l) {
-      const float x = lanes[l];
+  // Per block: the kept lanes as a bit mask, visited with count-trailing-
+  // zeros, so the cost follows the kept lanes (a per-lane branch mispredicts
+  // constantly, and Highway 1.0.3's AVX2 CompressStore copies its 2 KiB
+  // table to the stack on every call).
+  auto extract = [&](const float* block, size_t base, uint64_t bits) {
+    while (bits != 0) {
+      const size_t l = static_cast<size_t>(__builtin_ctzll(bits));
+      bits &= bits - 1;
       idx[count] = static_cast<int64_t>(base + l);
-      dd[count] = static_cast<double>(x) - md;
-      count += static_cast<int64_t>(x >= lo && x > kNegInf);
+      dd[count] = static_cast<double>(block[l]) - md;
+      ++count;
     }
   };
   size_t i = 0;
   for (; i + N <= n; i += N) {
     const VF v = src.Load(d, i);
-    if (HWY_UNLIKELY(!hn::AllFalse(d, hn::And(hn::Ge(v, vlo), hn::Gt(v, vninf))))) {
-      extract(v, i, N);
+    const auto mask = hn::And(hn::Ge(v, vlo), hn::Gt(v, vninf));
+    if (HWY_UNLIKELY(!hn::AllFalse(d, mask))) {
+      uint8_t bytes[8] = {};
+      hn::StoreMaskBits(d, mask, bytes);
+      uint64_t bits;
+      std::memcpy(&bits, bytes, sizeof bits);
+      extract(t + i, i, bits);
     }
   }
-  if (i < n) extract(src.LoadTail(d, i, n - i), i, n - i);
+  for (; i < n; ++i) {
+    const float x = t[i];
+    if (x >= lo && x > kNegInf) {
+      idx[count] = static_cast<int64_t>(i);
+      dd[count] = static_cast<double>(x) - md;
+      ++count;
+    }
+  }
   return count;
 }
 
