@@ -42,10 +42,8 @@ if ! command -v "$CXX" >/dev/null 2>&1; then
   exit 1
 fi
 
-# Tools on: the group harnesses drive the ops through the CLI's op table
-# (smax_cli_core); only the fuzz targets are built.
 cmake -S . -B "$FUZZ_DIR" -DCMAKE_BUILD_TYPE=Release -DSMAX_BUILD_FUZZERS=ON \
-  -DSMAX_BUILD_TESTS=OFF -DSMAX_BUILD_BENCHMARKS=OFF -DSMAX_BUILD_TOOLS=ON >/dev/null
+  -DSMAX_BUILD_TESTS=OFF -DSMAX_BUILD_BENCHMARKS=OFF -DSMAX_BUILD_TOOLS=OFF >/dev/null
 build_targets=()
 for t in "${targets[@]}"; do build_targets+=(--target "fuzz_$t"); done
 t_build=$(date +%s)

@@ -1,0 +1,31 @@
+// fuzz/fuzz_group.cc: the libFuzzer entry point of one group target
+// (fuzz_normalizers, fuzz_losses, fuzz_sampling; harness_ops.h). Compiled
+// once per group with SMAX_FUZZ_GROUP set to its name (fuzz/CMakeLists.txt).
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+
+#include "harness_ops.h"
+
+#ifndef SMAX_FUZZ_GROUP
+#error "define SMAX_FUZZ_GROUP to a group name"
+#endif
+
+namespace {
+smax_fuzz::Group target_group() {
+  static const smax_fuzz::Group g = [] {
+    smax_fuzz::Group x;
+    if (!smax_fuzz::parse_group(SMAX_FUZZ_GROUP, &x)) {
+      std::fprintf(stderr, "unknown SMAX_FUZZ_GROUP %s\n", SMAX_FUZZ_GROUP);
+      std::abort();
+    }
+    return x;
+  }();
+  return g;
+}
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  smax_fuzz::run_group_one(target_group(), data, size);
+  return 0;
+}

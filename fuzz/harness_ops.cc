@@ -1,0 +1,2318 @@
+// fuzz/harness_ops.cc: see harness_ops.h.
+#include "harness_ops.h"
+
+#include <algorithm>
+#include <array>
+#include <cfloat>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "ext_ops.h"
+#include "reference/cross_entropy.h"
+#include "reference/linear_cross_entropy.h"
+#include "reference/reference.h"
+#include "reference/rescaled.h"
+#include "reference/reweight.h"
+#include "reference/rows.h"
+#include "reference/sampling.h"
+#include "reference/sparse.h"
+#include "smax/linear_cross_entropy.h"
+#include "smax/smax.h"
+
+namespace smax_fuzz {
+namespace {
+
+using smax::DType;
+using smax::SoftmaxOptions;
+using smax::TensorView;
+namespace ref = smax::reference;
+using Row = std::vector<double>;
+
+constexpr double kU = 0x1p-24;
+constexpr double kInfD = std::numeric_limits<double>::infinity();
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr int64_t kGuard = 8;
+constexpr int64_t kMaxElements = 2048;
+const float kSentinel = -12345.678f;
+constexpr int64_t kSentinelI64 = 0x5A5A5A5A5A5A5A5All;
+constexpr uint8_t kSentinelByte = 0xA5;
+
+GroupStats g_stats;
+
+// ---- input decoding -----------------------------------------------------------------
+
+class Reader {
+ public:
+  Reader(const uint8_t* p, size_t n) : p_(p), n_(n) {}
+  uint8_t u8() { return i_ < n_ ? p_[i_++] : 0; }
+  uint16_t u16() { return static_cast<uint16_t>(u8() | (u8() << 8)); }
+  uint32_t u32() { return static_cast<uint32_t>(u16()) | (static_cast<uint32_t>(u16()) << 16); }
+  bool left() const { return i_ < n_; }
+
+ private:
+  const uint8_t* p_;
+  size_t n_;
+  size_t i_ = 0;
+};
+
+float bits_to_float(uint32_t b) {
+  float f;
+  std::memcpy(&f, &b, 4);
+  return f;
+}
+
+// Logits: specials, denormals, huge, raw patterns, ties, ordinary values.
+float logit(Reader& r) {
+  const uint8_t k = r.u8();
+  switch (k % 24) {
+    case 0: return kNaN;
+    case 1: return kInf;
+    case 2:
+    case 3: return -kInf;
+    case 4: return bits_to_float((r.u32() & 0x807fffffu) | 1u);  // denormal
+    case 5: {
+      const float huge[] = {1e30f, -1e30f, FLT_MAX, -FLT_MAX, 1e38f, -3e38f, 8e37f, -1e20f};
+      return huge[r.u8() % 8];
+    }
+    case 6: return bits_to_float(r.u32());
+    case 7: return (k & 0x20) ? -0.0f : 0.0f;
+    case 8: return 90.0f + static_cast<float>(r.u8()) / 25.6f;
+    case 9: return static_cast<float>(static_cast<int16_t>(r.u16())) / 8.0f;
+    case 10:
+    case 11: return static_cast<float>(r.u8() % 4);  // ties
+    case 12: return static_cast<float>(static_cast<int8_t>(r.u8())) / 1024.0f;  // near 0
+    default: return static_cast<float>(static_cast<int8_t>(r.u8())) / 16.0f;
+  }
+}
+
+// Upstream gradients: bounded (|dy| <= 2^15 * 1e3), rarely NaN / inf.
+float gradient(Reader& r) {
+  const uint8_t k = r.u8();
+  switch (k % 32) {
+    case 0: return kNaN;
+    case 1: return (k & 0x20) ? kInf : -kInf;
+    case 2: return bits_to_float((r.u32() & 0x807fffffu) | 1u);
+    case 3: return static_cast<float>(static_cast<int16_t>(r.u16())) * 1000.0f;
+    case 4: return 0.0f;
+    default: return static_cast<float>(static_cast<int16_t>(r.u16())) / 4096.0f;
+  }
+}
+
+float option_float(Reader& r) {
+  const uint8_t k = r.u8();
+  if (k < 200) return 1.0f;
+  const float table[] = {0.5f, 2.0f, 1e-3f, 1e3f, 0.0f, -1.0f, kNaN, kInf,
+                         3.0f, 0.125f, 1e-30f, 1e30f, 0.3f, -0.0f};
+  return table[k % 14];
+}
+
+// ---- operands in arenas --------------------------------------------------------------
+
+enum class Arena { kF32, kI64, kBool };
+
+struct Operand {
+  const char* name = "";
+  bool present = false;
+  Arena arena = Arena::kF32;
+  std::vector<int64_t> shape, strides;
+  int64_t origin = 0;
+  bool input = true;
+  int rank_override = -1000;
+  bool null_data = false;
+  bool wrong_dtype = false;
+  bool unallocatable = false;
+};
+
+int64_t numel_of(const std::vector<int64_t>& shape) {
+  for (int64_t s : shape) {
+    if (s == 0) return 0;
+  }
+  int64_t n = 1;
+  for (int64_t s : shape) {
+    if (s < 0 || __builtin_mul_overflow(n, s, &n)) return -1;
+  }
+  return n;
+}
+
+void span_of(const Operand& o, int64_t* lo, int64_t* hi) {
+  *lo = 0;
+  *hi = 0;
+  for (size_t d = 0; d < o.shape.size(); ++d) {
+    if (o.shape[d] <= 1) continue;
+    const int64_t ext = o.strides[d] * (o.shape[d] - 1);
+    (ext < 0 ? *lo : *hi) += ext;
+  }
+}
+
+std::vector<int64_t> offsets_of(const Operand& o) {
+  const int64_t n = numel_of(o.shape);
+  std::vector<int64_t> out;
+  if (n <= 0) return out;
+  out.resize(static_cast<size_t>(n));
+  const size_t r = o.shape.size();
+  std::vector<int64_t> idx(r, 0);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t off = 0;
+    for (size_t d = 0; d < r; ++d) off += idx[d] * o.strides[d];
+    out[static_cast<size_t>(i)] = off;
+    for (size_t d = r; d-- > 0;) {
+      if (++idx[d] < o.shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return out;
+}
+
+std::vector<int64_t> row_major(const std::vector<int64_t>& shape) {
+  std::vector<int64_t> st(shape.size());
+  int64_t s = 1;
+  for (size_t d = shape.size(); d-- > 0;) {
+    st[d] = s;
+    s *= std::max<int64_t>(shape[d], 1);
+  }
+  return st;
+}
+
+std::vector<int64_t> make_strides(const std::vector<int64_t>& shape, Reader& r) {
+  const size_t rank = shape.size();
+  std::vector<int64_t> st = row_major(shape);
+  switch (r.u8() % 12) {
+    case 3: {  // permuted memory order, padded
+      std::vector<size_t> order(rank);
+      for (size_t i = 0; i < rank; ++i) order[i] = i;
+      for (size_t i = rank; i > 1; --i) std::swap(order[i - 1], order[r.u8() % i]);
+      const int64_t pad = r.u8() % 3;
+      int64_t s = 1;
+      for (size_t i = rank; i-- > 0;) {
+        st[order[i]] = s;
+        s *= std::max<int64_t>(shape[order[i]], 1) + (i + 1 < rank ? pad : 0);
+      }
+      break;
+    }
+    case 4: {  // negative strides on some dims
+      const uint8_t m = r.u8();
+      for (size_t d = 0; d < rank; ++d) {
+        if (m & (1u << d)) st[d] = -st[d];
+      }
+      break;
+    }
+    case 5: {  // arbitrary small strides: zero, negative, overlapping
+      for (size_t d = 0; d < rank; ++d) st[d] = static_cast<int8_t>(r.u8()) % 24;
+      break;
+    }
+    case 6: {  // broadcast (zero) strides on some dims
+      const uint8_t m = r.u8();
+      for (size_t d = 0; d < rank; ++d) {
+        if (m & (1u << d)) st[d] = 0;
+      }
+      break;
+    }
+    case 7: {
+      const int64_t step = 2 + r.u8() % 2;
+      for (auto& s : st) s *= step;
+      break;
+    }
+    default: break;  // row-major
+  }
+  return st;
+}
+
+bool bytes_overflow(const Operand& o) {
+  if (numel_of(o.shape) <= 0) return false;
+  __int128 lo = 0, hi = 0;
+  for (size_t d = 0; d < o.shape.size(); ++d) {
+    if (o.shape[d] <= 1) continue;
+    const __int128 ext = static_cast<__int128>(o.strides[d]) * (o.shape[d] - 1);
+    (ext < 0 ? lo : hi) += ext;
+  }
+  const int size = o.arena == Arena::kBool ? 1 : o.arena == Arena::kI64 ? 8 : 4;
+  return hi * size + size > INT64_MAX || lo * size < INT64_MIN;
+}
+
+bool has_duplicates(std::vector<int64_t> offs) {
+  std::sort(offs.begin(), offs.end());
+  return std::adjacent_find(offs.begin(), offs.end()) != offs.end();
+}
+
+bool share_element(const Operand& a, const Operand& b) {
+  if (a.arena != b.arena) return false;
+  std::set<int64_t> sa;
+  for (int64_t x : offsets_of(a)) sa.insert(x + a.origin);
+  for (int64_t x : offsets_of(b)) {
+    if (sa.count(x + b.origin)) return true;
+  }
+  return false;
+}
+bool ranges_overlap(const Operand& a, const Operand& b) {
+  if (a.arena != b.arena || numel_of(a.shape) <= 0 || numel_of(b.shape) <= 0) return false;
+  if (a.unallocatable || b.unallocatable) return false;
+  int64_t alo, ahi, blo, bhi;
+  span_of(a, &alo, &ahi);
+  span_of(b, &blo, &bhi);
+  return a.origin + alo <= b.origin + bhi && b.origin + blo <= a.origin + ahi;
+}
+bool same_view(const Operand& a, const Operand& b) {
+  if (a.arena != b.arena || a.origin != b.origin || a.shape != b.shape) return false;
+  for (size_t d = 0; d < a.shape.size(); ++d) {
+    if (a.shape[d] != 1 && a.strides[d] != b.strides[d]) return false;
+  }
+  return true;
+}
+bool broadcastable(const std::vector<int64_t>& mask, const std::vector<int64_t>& target) {
+  if (mask.size() > target.size()) return false;
+  const size_t off = target.size() - mask.size();
+  for (size_t d = 0; d < mask.size(); ++d) {
+    if (mask[d] != target[d + off] && mask[d] != 1) return false;
+  }
+  return true;
+}
+
+// ---- ops ---------------------------------------------------------------------------------
+
+enum class Custom {
+  kNone,
+  kCollapse,
+  kGumbelNoise,
+  kGumbelSoftmaxBackward,
+  kSamplingFilter,
+  kSoftNms,
+  kLce,
+  kLceBackward,
+  kLceFused,
+};
+
+struct OpDef {
+  std::string name;                        // the public function (error message prefix)
+  const smax_cli::ExtOp* ext = nullptr;    // table op, or nullptr
+  Custom custom = Custom::kNone;
+};
+
+const std::vector<OpDef>& group_ops(Group g) {
+  static const std::array<std::vector<OpDef>, 3> groups = [] {
+    auto table = [](std::initializer_list<const char*> names) {
+      std::vector<OpDef> v;
+      for (const char* n : names) {
+        const smax_cli::ExtOp* op = smax_cli::find_ext_op(n);
+        if (!op) {
+          std::fprintf(stderr, "smax fuzz: op %s missing from the CLI table\n", n);
+          std::abort();
+        }
+        v.push_back({n, op, Custom::kNone});
+      }
+      return v;
+    };
+    std::vector<OpDef> norm = table(
+        {"sparsemax", "entmax15", "entmax_bisect", "sparse_softmax", "sparsemax_backward",
+         "entmax15_backward", "entmax_bisect_backward", "sparse_softmax_backward", "ssmax",
+         "ssmax_backward", "softpick", "softpick_backward", "stablemax", "stablemax_backward",
+         "self_adjust_softmax", "self_adjust_softmax_backward", "sigmoid_normalizer",
+         "sigmoid_normalizer_backward", "softplus_normalizer", "softplus_normalizer_backward",
+         "power_softmax", "power_softmax_backward", "probability_temperature",
+         "probability_temperature_backward", "logit_standardization",
+         "logit_standardization_backward"});
+    norm.push_back({"softmax_collapse_fraction", nullptr, Custom::kCollapse});
+    std::vector<OpDef> loss = table(
+        {"sparsemax_loss", "sparsemax_loss_backward", "entmax15_loss", "entmax15_loss_backward",
+         "entmax_bisect_loss", "entmax_bisect_loss_backward", "sparse_softmax_loss",
+         "sparse_softmax_loss_backward", "stablemax_cross_entropy",
+         "stablemax_cross_entropy_backward", "cross_entropy", "cross_entropy_backward", "z_loss",
+         "z_loss_backward", "spherical_z_loss", "spherical_z_loss_backward"});
+    loss.push_back({"linear_cross_entropy", nullptr, Custom::kLce});
+    loss.push_back({"linear_cross_entropy_backward", nullptr, Custom::kLceBackward});
+    loss.push_back({"linear_cross_entropy_fused", nullptr, Custom::kLceFused});
+    std::vector<OpDef> samp = table({"gumbel_softmax", "gumbel_max", "softmax_topk", "sample"});
+    samp.push_back({"gumbel_noise", nullptr, Custom::kGumbelNoise});
+    samp.push_back({"gumbel_softmax_backward", nullptr, Custom::kGumbelSoftmaxBackward});
+    samp.push_back({"sampling_filter", nullptr, Custom::kSamplingFilter});
+    samp.push_back({"soft_nms", nullptr, Custom::kSoftNms});
+    return std::array<std::vector<OpDef>, 3>{norm, loss, samp};
+  }();
+  return groups[static_cast<int>(g)];
+}
+
+// Parameter values: valid ones and ones the contract rejects.
+struct ParamChoice {
+  std::vector<double> valid, invalid;
+};
+const ParamChoice& param_choices(const std::string& op, const std::string& p) {
+  static const std::map<std::string, ParamChoice> by_name = {
+      {"alpha", {{1.5, 2.0, 1.2, 1.01, 3.0, 1.0, 1.75, 1.5}, {0.5, NAN, INFINITY, 0.999}}},
+      {"n_iter", {{50, 1, 5, 30, 50}, {0, -1}}},
+      {"k", {{1, 2, 3, 10, 1000, 5}, {0, -1}}},
+      {"s", {{0.43, 1, 0, -0.5, 3, 0.43}, {NAN, INFINITY}}},
+      {"fixed_n", {{0, 1, 7, 512, 0}, {-1}}},
+      {"eps", {{1e-6, 0, 1e-8, FLT_MIN, 1, 1e-6}, {-1, 1e-40, NAN, INFINITY}}},
+      {"normalized", {{0, 1}, {}}},
+      {"head_dim", {{64, 2, 1000, 64}, {1, 0, -1}}},
+      {"power", {{1, 2, 0.5, 3, 1}, {0, -1, NAN, INFINITY}}},
+      {"p", {{2, 4, 8, 2}, {1, 3, 0, -2}}},
+      {"T", {{2, 1, 0.5, 0.1, 10, 2}, {0, -1, NAN, INFINITY}}},
+      {"label_smoothing", {{0, 0.1, 1, 0.5, 0}, {-0.1, 1.5, NAN}}},
+      {"lse_square_scale", {{0, 1e-4, 1, 0}, {-1, INFINITY, NAN}}},
+      {"softcap", {{0, 30, 1, 0.5, 0}, {-1, INFINITY, NAN}}},
+      {"coefficient", {{1e-4, 0, 1, 1e-4}, {-1, NAN, INFINITY}}},
+      {"a", {{1, 0.5, 10, 1}, {0, -1, NAN, INFINITY}}},
+      {"b", {{1, 0, -2, 5}, {NAN, INFINITY}}},
+      {"tau", {{1, 0.5, 2, 0.01, 1}, {0, -1, NAN, INFINITY}}},
+      {"hard", {{0, 1}, {}}},
+      {"seed", {{1, 0, 12345, 9007199254740992.0}, {}}},
+      {"temperature", {{1, 0, 0.5, 2, 1}, {-1, NAN, INFINITY}}},
+      {"top_k", {{50, 0, 1, 3, 0}, {-1}}},
+      {"top_p", {{0.9, 1, 0.5, 0.01, 1}, {0, 1.5, -0.1, NAN}}},
+  };
+  static const ParamChoice topk_k = {{0, 1, 2, 3, 5}, {-1}};
+  if (op == "softmax_topk" && p == "k") return topk_k;
+  const auto it = by_name.find(p);
+  if (it == by_name.end()) {
+    std::fprintf(stderr, "smax fuzz: no value table for parameter %s of %s\n", p.c_str(), op.c_str());
+    std::abort();
+  }
+  return it->second;
+}
+
+// ---- one case -----------------------------------------------------------------------------
+
+struct Case {
+  const OpDef* op = nullptr;
+  std::string target_cap;
+  std::vector<int64_t> shape;  // logical shape of src (rank >= 0)
+  int rank = 0;
+  int ax = 0;                  // resolved axis (valid or not)
+  bool axis_ok = true;
+  int64_t n = 0;               // classes / row length
+  SoftmaxOptions opt;
+  smax::LossOptions loss;
+  std::map<std::string, double> params;
+  // Custom-op parameters.
+  smax::SoftNmsOptions nms;
+  bool nms_vector_api = false;
+  smax::LinearCrossEntropyOptions lce;
+  bool lce_bias = false, lce_dbias = false;
+  int64_t N = 0, D = 0, V = 0;
+  int precision = 0;
+  bool want_flags = false;
+  // Operands (f32 arena unless noted).
+  Operand x, y, dy, target, out, out_index, add_mask, bool_mask, weight;
+  Operand hidden, lweight, bias, dhidden, dweight, dbias, dloss;
+  bool alias = false;
+  bool raw_y = false;
+  bool must_reject = false;
+  std::string reject_reason;
+  std::vector<float> f32;
+  std::vector<int64_t> i64;
+  std::vector<uint8_t> bytes;
+
+  std::vector<Operand*> operands() {
+    return {&x, &y, &dy, &target, &out, &out_index, &add_mask, &bool_mask, &weight,
+            &hidden, &lweight, &bias, &dhidden, &dweight, &dbias, &dloss};
+  }
+};
+
+void reject(Case& c, const std::string& why) {
+  if (!c.must_reject) c.reject_reason = why;
+  c.must_reject = true;
+}
+
+std::string describe(Case& c) {
+  std::ostringstream os;
+  os.precision(9);
+  os << c.op->name << " target=" << c.target_cap << " shape=[";
+  for (size_t i = 0; i < c.shape.size(); ++i) os << (i ? "," : "") << c.shape[i];
+  os << "] axis=" << c.opt.axis << " scale=" << c.opt.scale << " temperature=" << c.opt.temperature
+     << " empty_row=" << static_cast<int>(c.opt.empty_row) << " threads=" << c.opt.threads
+     << " alias=" << c.alias << " raw_y=" << c.raw_y
+     << " reduction=" << static_cast<int>(c.loss.reduction)
+     << " ignore_index=" << c.loss.ignore_index << " empty_mean=" << static_cast<int>(c.loss.empty_mean);
+  for (const auto& p : c.params) os << " " << p.first << "=" << p.second;
+  if (c.op->custom == Custom::kSoftNms) {
+    os << " method=" << static_cast<int>(c.nms.method) << " sigma=" << c.nms.sigma
+       << " iou=" << c.nms.iou_threshold << " score_thr=" << c.nms.score_threshold
+       << " plus_one=" << c.nms.plus_one << " vector_api=" << c.nms_vector_api;
+  }
+  if (c.op->custom == Custom::kLce || c.op->custom == Custom::kLceBackward ||
+      c.op->custom == Custom::kLceFused) {
+    os << " N=" << c.N << " D=" << c.D << " V=" << c.V << " token_chunk=" << c.lce.token_chunk
+       << " vocab_chunk=" << c.lce.vocab_chunk;
+  }
+  for (Operand* o : c.operands()) {
+    if (!o->present) continue;
+    os << "\n  " << o->name << ": shape [";
+    for (size_t i = 0; i < o->shape.size(); ++i) os << (i ? "," : "") << o->shape[i];
+    os << "] strides [";
+    for (size_t i = 0; i < o->strides.size(); ++i) os << (i ? "," : "") << o->strides[i];
+    os << "] origin " << o->origin;
+    if (o->rank_override != -1000) os << " rank=" << o->rank_override;
+    if (o->null_data) os << " null";
+    if (o->wrong_dtype) os << " wrong-dtype";
+    // Values of small operands.
+    if (!o->unallocatable && !o->null_data && o->rank_override == -1000 &&
+        numel_of(o->shape) > 0 && numel_of(o->shape) <= 48) {
+      os << " values {";
+      bool first = true;
+      for (int64_t off : offsets_of(*o)) {
+        const size_t at = static_cast<size_t>(o->origin + off);
+        os << (first ? "" : ", ");
+        first = false;
+        if (o->arena == Arena::kF32) os << c.f32[at];
+        else if (o->arena == Arena::kI64) os << c.i64[at];
+        else os << static_cast<int>(c.bytes[at]);
+      }
+      os << "}";
+    }
+  }
+  if (c.must_reject) os << "\n  must reject: " << c.reject_reason;
+  return os.str();
+}
+
+[[noreturn]] void violation(Case& c, const std::string& what) {
+  std::fprintf(stderr, "\nsmax fuzz VIOLATION: %s\n  case: %s\n", what.c_str(), describe(c).c_str());
+  std::fflush(stderr);
+  std::abort();
+}
+
+TensorView view_of(Case& c, const Operand& o) {
+  TensorView v;
+  v.dtype = o.arena == Arena::kBool ? DType::kBool : o.arena == Arena::kI64 ? DType::kI64 : DType::kF32;
+  if (o.wrong_dtype) v.dtype = v.dtype == DType::kF32 ? DType::kI64 : DType::kF32;
+  v.rank = static_cast<int>(o.shape.size());
+  for (size_t d = 0; d < o.shape.size() && d < 8; ++d) {
+    v.shape[d] = o.shape[d];
+    v.strides[d] = o.strides[d];
+  }
+  if (o.rank_override != -1000) v.rank = o.rank_override;
+  if (o.null_data) {
+    v.data = nullptr;
+  } else if (o.arena == Arena::kBool) {
+    v.data = c.bytes.data() + o.origin;
+  } else if (o.arena == Arena::kI64) {
+    v.data = c.i64.data() + o.origin;
+  } else {
+    v.data = c.f32.data() + o.origin;
+  }
+  return v;
+}
+
+bool is_loss_backward(const OpDef& op) {
+  return op.ext && op.ext->out_shape == smax_cli::OutShape::kLoss && op.ext->needs_dy;
+}
+
+// ---- decoding a case --------------------------------------------------------------------------
+
+void set_operand(Operand& o, const char* name, std::vector<int64_t> shape, Arena a, bool input,
+                 Reader& r) {
+  o.name = name;
+  o.present = true;
+  o.arena = a;
+  o.input = input;
+  o.shape = std::move(shape);
+  o.strides = make_strides(o.shape, r);
+}
+
+void decode_rowwise(Case& c, Reader& r) {
+  const OpDef& op = *c.op;
+  const smax_cli::ExtOp* ext = op.ext;
+  // Rank and axis.
+  const uint8_t rb = r.u8();
+  c.rank = rb % 16 == 15 ? 4 : rb % 4;  // 0..3, sometimes 4
+  if ((op.custom == Custom::kGumbelNoise || op.name == "softmax_topk") && c.rank == 0) c.rank = 1;
+  c.shape.resize(static_cast<size_t>(c.rank));
+  const int eff = std::max(c.rank, 1);
+  const uint8_t ab = r.u8();
+  int64_t axis;
+  if (ab >= 248) {
+    const int64_t bad[] = {eff, -eff - 1, eff + 3, 8, -9, INT64_MAX, INT64_MIN, 1000};
+    axis = bad[ab % 8];
+  } else {
+    axis = (ab & 1) ? -1 - static_cast<int64_t>((ab >> 1) % eff) : static_cast<int64_t>((ab >> 1) % eff);
+  }
+  c.opt.axis = axis;
+  c.axis_ok = axis >= -eff && axis < eff;
+  c.ax = c.axis_ok ? static_cast<int>(axis < 0 ? axis + eff : axis) : eff - 1;
+  for (int d = 0; d < c.rank; ++d) {
+    const uint8_t s = r.u8();
+    int64_t size = s < 6 ? 0 : 1 + s % 5;
+    if (d == c.ax) {
+      const uint8_t w = r.u8();
+      size = s < 4 ? 0 : 1 + w % (s < 200 ? 12 : 300);
+    }
+    c.shape[static_cast<size_t>(d)] = size;
+  }
+  for (;;) {  // cap the element count
+    int64_t prod = 1, largest = -1;
+    for (int d = 0; d < c.rank; ++d) {
+      const int64_t v = c.shape[static_cast<size_t>(d)];
+      prod *= std::max<int64_t>(v, 1);
+      if (d != c.ax && v > 1 && (largest < 0 || v > c.shape[static_cast<size_t>(largest)])) largest = d;
+    }
+    if (prod <= kMaxElements || largest < 0) break;
+    c.shape[static_cast<size_t>(largest)] /= 2;
+  }
+  c.n = c.rank == 0 ? 1 : c.shape[static_cast<size_t>(c.ax)];
+  std::vector<int64_t> rows_shape = c.shape;
+  if (c.rank > 0) rows_shape.erase(rows_shape.begin() + c.ax);
+  std::vector<int64_t> keep_shape = c.shape;
+  if (c.rank > 0) keep_shape[static_cast<size_t>(c.ax)] = 1;
+
+  // Options.
+  c.opt.scale = option_float(r);
+  c.opt.temperature = option_float(r);
+  const uint8_t er = r.u8();
+  c.opt.empty_row = static_cast<smax::EmptyRow>(er < 252 ? (er & 1) : (er == 252 ? 2 : -1));
+  const uint8_t th = r.u8();
+  c.opt.threads = th < 252 ? th % 4 : -1;
+  const uint8_t al = r.u8();
+  c.opt.algorithm = static_cast<smax::Algorithm>(al % 8 < 5 ? al % 8 : 0);
+
+  // Parameters.
+  if (ext) {
+    for (const smax_cli::ExtParam& p : ext->params) {
+      const ParamChoice& ch = param_choices(op.name, p.name);
+      const uint8_t k = r.u8();
+      double v;
+      if (k >= 246 && !ch.invalid.empty()) {
+        v = ch.invalid[k % ch.invalid.size()];
+        reject(c, "parameter " + p.name);
+      } else if (k < 128) {
+        v = p.fallback;
+        if (op.name == "softmax_topk" && p.name == "k") v = std::min<double>(1, static_cast<double>(c.n));
+      } else {
+        v = ch.valid[k % ch.valid.size()];
+      }
+      if (op.name == "softmax_topk" && p.name == "k" && v > static_cast<double>(c.n)) {
+        reject(c, "k > n");
+      }
+      if (p.name == "precision") v = k % 3 == 0 ? 32 : k % 3 == 1 ? 16 : -16;
+      c.params[p.name] = v;
+    }
+  } else if (op.custom == Custom::kGumbelSoftmaxBackward) {
+    const ParamChoice& ch = param_choices(op.name, "tau");
+    const uint8_t k = r.u8();
+    if (k >= 246) {
+      c.params["tau"] = ch.invalid[k % ch.invalid.size()];
+      reject(c, "parameter tau");
+    } else {
+      c.params["tau"] = k < 128 ? 1.0 : ch.valid[k % ch.valid.size()];
+    }
+  } else if (op.custom == Custom::kSamplingFilter) {
+    for (const char* p : {"temperature", "top_k", "top_p", "seed"}) {
+      const ParamChoice& ch = param_choices(op.name, p);
+      const uint8_t k = r.u8();
+      if (k >= 246 && !ch.invalid.empty()) {
+        c.params[p] = ch.invalid[k % ch.invalid.size()];
+        reject(c, std::string("parameter ") + p);
+      } else {
+        c.params[p] = ch.valid[k % ch.valid.size()];
+      }
+    }
+  } else if (op.custom == Custom::kGumbelNoise) {
+    c.params["seed"] = static_cast<double>(r.u16());
+  } else if (op.custom == Custom::kCollapse) {
+    c.precision = r.u8() % 3;
+    c.want_flags = r.u8() & 1;
+  }
+
+  // Loss options.
+  const bool has_target = ext && ext->needs_target;
+  if (has_target) {
+    const uint8_t red = r.u8();
+    c.loss.reduction = static_cast<smax::Reduction>(red % 3);
+    c.loss.empty_mean = static_cast<smax::EmptyMean>((red >> 2) & 1);
+    const uint8_t ig = r.u8();
+    c.loss.ignore_index = ig < 200 ? -100 : ig % 4;
+  }
+
+  // Operands.
+  const bool gumbel_noise = op.custom == Custom::kGumbelNoise;
+  const bool reads_y = (ext && ext->forward) || op.custom == Custom::kGumbelSoftmaxBackward;
+  const bool needs_dy = (ext && ext->needs_dy) || op.custom == Custom::kGumbelSoftmaxBackward;
+  const bool loss_bw = is_loss_backward(op);
+  std::vector<int64_t> loss_shape =
+      c.loss.reduction == smax::Reduction::kNone ? rows_shape : std::vector<int64_t>{};
+  if (c.loss.reduction != smax::Reduction::kNone && (r.u8() & 3) == 0) loss_shape = {1};
+  if (!gumbel_noise) set_operand(c.x, "src", c.shape, Arena::kF32, true, r);
+  if (reads_y) set_operand(c.y, "y", c.shape, Arena::kF32, true, r);
+  if (needs_dy) set_operand(c.dy, loss_bw ? "dloss" : "dy", loss_bw ? loss_shape : c.shape, Arena::kF32, true, r);
+  if (has_target) {
+    set_operand(c.target, "target", (r.u8() & 7) == 0 ? keep_shape : rows_shape, Arena::kI64, true, r);
+    if ((r.u8() & 3) == 0) {
+      set_operand(c.weight, "weight", {c.n}, Arena::kF32, true, r);
+      if (r.u8() == 255) c.weight.shape = {c.n + 1};
+    }
+  }
+  // Outputs.
+  std::vector<int64_t> out_shape = c.shape;
+  bool f32_out = true, idx_out = false;
+  if (ext) {
+    switch (ext->out_shape) {
+      case smax_cli::OutShape::kSame: break;
+      case smax_cli::OutShape::kRows: out_shape = (r.u8() & 1) ? keep_shape : rows_shape; break;
+      case smax_cli::OutShape::kLoss: out_shape = ext->needs_dy ? c.shape : loss_shape; break;
+      case smax_cli::OutShape::kTopK:
+        if (c.rank > 0) out_shape[static_cast<size_t>(c.ax)] = static_cast<int64_t>(c.params["k"]);
+        else out_shape = {};
+        break;
+    }
+    f32_out = !ext->check_indices;
+    idx_out = ext->index_output;
+  } else if (op.custom == Custom::kCollapse) {
+    f32_out = c.want_flags;
+    out_shape = (r.u8() & 1) ? keep_shape : rows_shape;
+  }
+  if (f32_out) set_operand(c.out, ext && ext->needs_dy ? "dsrc" : "dst", out_shape, Arena::kF32, false, r);
+  if (idx_out) set_operand(c.out_index, "indices", out_shape, Arena::kI64, false, r);
+
+  // Masks (not for gumbel_noise, which has no options).
+  const uint8_t mk = gumbel_noise ? 0 : r.u8();
+  if ((mk & 3) == 1) set_operand(c.add_mask, "additive_mask", {}, Arena::kF32, true, r);
+  if ((mk & 12) == 4) set_operand(c.bool_mask, "bool_mask", {}, Arena::kBool, true, r);
+  for (Operand* m : {&c.add_mask, &c.bool_mask}) {
+    if (!m->present) continue;
+    const int mrank = c.rank - static_cast<int>(r.u8() % (c.rank + 1));
+    const uint8_t ones = r.u8();
+    m->shape.clear();
+    for (int d = 0; d < mrank; ++d) {
+      const int64_t full = c.shape[static_cast<size_t>(c.rank - mrank + d)];
+      m->shape.push_back((ones & (1u << d)) ? 1 : full);
+    }
+    if (r.u8() == 255 && mrank > 0) m->shape[0] += 1;
+    m->strides = make_strides(m->shape, r);
+  }
+}
+
+void decode_soft_nms(Case& c, Reader& r) {
+  const int64_t N = r.u8() % 24;
+  c.N = N;
+  set_operand(c.x, "boxes", {N, 4}, Arena::kF32, true, r);
+  set_operand(c.y, "scores", {N}, Arena::kF32, true, r);
+  const uint8_t m = r.u8();
+  c.nms.method = static_cast<smax::SoftNmsMethod>(m < 250 ? m % 3 : (m == 250 ? 3 : -1));
+  if (m >= 250) reject(c, "method");
+  const float sig[] = {0.5f, 0.1f, 2.0f, 0.5f, 0.0f, -1.0f, kNaN, kInf};
+  const uint8_t sb = r.u8();
+  c.nms.sigma = sig[sb < 240 ? sb % 4 : 4 + sb % 4];
+  if (sb >= 240) reject(c, "sigma");
+  const float iou[] = {0.3f, 0.5f, 0.0f, 1.0f, -0.1f, 1.5f, kNaN, kInf};
+  const uint8_t ib = r.u8();
+  c.nms.iou_threshold = iou[ib < 240 ? ib % 4 : 4 + ib % 4];
+  if (ib >= 240) reject(c, "iou_threshold");
+  const float st[] = {0.001f, 0.0f, 0.5f, -1.0f, kNaN, kInf, 0.001f, 0.2f};
+  const uint8_t tb = r.u8();
+  c.nms.score_threshold = st[tb < 240 ? (tb % 2 ? 6 + tb % 2 : tb % 4) : 4 + tb % 2];
+  if (tb >= 240) reject(c, "score_threshold");
+  c.nms.plus_one = r.u8() & 1;
+  c.nms_vector_api = r.u8() & 1;
+  if (!c.nms_vector_api) {
+    set_operand(c.out_index, "indices", {N}, Arena::kI64, false, r);
+    set_operand(c.out, "kept_scores", {N}, Arena::kF32, false, r);
+    if (r.u8() == 255) c.out.shape = {N + 1};
+  }
+}
+
+void decode_lce(Case& c, Reader& r) {
+  c.N = r.u8() % 7;
+  c.D = r.u8() % 9;
+  c.V = r.u8() % 41;
+  c.shape = {c.N, c.V};
+  c.rank = 2;
+  c.n = c.V;
+  c.ax = 1;
+  const uint8_t ab = r.u8();
+  c.opt.axis = ab < 200 ? (ab & 1 ? -1 : 1) : (ab % 2 ? 0 : -2);
+  if (ab >= 200) reject(c, "axis");
+  c.opt.scale = option_float(r);
+  c.opt.temperature = option_float(r);
+  const uint8_t er = r.u8();
+  c.opt.empty_row = static_cast<smax::EmptyRow>(er & 1);
+  c.opt.threads = r.u8() % 4;
+  for (const char* p : {"label_smoothing", "lse_square_scale", "softcap"}) {
+    const ParamChoice& ch = param_choices(c.op->name, p);
+    const uint8_t k = r.u8();
+    if (k >= 248) {
+      c.params[p] = ch.invalid[k % ch.invalid.size()];
+      reject(c, std::string("parameter ") + p);
+    } else {
+      c.params[p] = k < 128 ? 0.0 : ch.valid[k % ch.valid.size()];
+    }
+  }
+  const uint8_t red = r.u8();
+  c.loss.reduction = static_cast<smax::Reduction>(red % 3);
+  c.loss.empty_mean = static_cast<smax::EmptyMean>((red >> 2) & 1);
+  c.loss.ignore_index = r.u8() < 220 ? -100 : 0;
+  const uint8_t ch = r.u8();
+  c.lce.token_chunk = ch % 4;
+  c.lce.vocab_chunk = (ch >> 2) % 8;
+  if (ch >= 250) {
+    c.lce.token_chunk = -1;
+    reject(c, "token_chunk");
+  }
+  c.lce_bias = r.u8() & 1;
+  c.lce_dbias = r.u8() & 1;
+  set_operand(c.hidden, "hidden", {c.N, c.D}, Arena::kF32, true, r);
+  set_operand(c.lweight, "weight", {c.V, c.D}, Arena::kF32, true, r);
+  set_operand(c.target, "target", {c.N}, Arena::kI64, true, r);
+  if (c.lce_bias) set_operand(c.bias, "bias", {c.V}, Arena::kF32, true, r);
+  if ((r.u8() & 7) == 0) set_operand(c.weight, "class_weight", {c.V}, Arena::kF32, true, r);
+  std::vector<int64_t> loss_shape =
+      c.loss.reduction == smax::Reduction::kNone ? std::vector<int64_t>{c.N} : std::vector<int64_t>{};
+  const bool fwd = c.op->custom != Custom::kLceBackward;
+  const bool bwd = c.op->custom != Custom::kLce;
+  if (fwd) set_operand(c.out, "dst", loss_shape, Arena::kF32, false, r);
+  if (bwd) {
+    set_operand(c.dloss, "dloss", loss_shape, Arena::kF32, true, r);
+    set_operand(c.dhidden, "dhidden", {c.N, c.D}, Arena::kF32, false, r);
+    set_operand(c.dweight, "dweight", {c.V, c.D}, Arena::kF32, false, r);
+    if (c.lce_dbias) set_operand(c.dbias, "dbias", {c.V}, Arena::kF32, false, r);
+  }
+  if ((r.u8() & 31) == 0) {
+    set_operand(c.add_mask, "additive_mask", {c.V}, Arena::kF32, true, r);
+    reject(c, "masks are not supported");
+  }
+}
+
+// Corruptions that must be rejected, placement, fills and the model.
+void finish_decode(Case& c, Reader& r) {
+  std::vector<Operand*> present;
+  for (Operand* o : c.operands()) {
+    if (o->present) present.push_back(o);
+  }
+  const uint8_t cor = r.u8();
+  if (cor >= 236 && !present.empty()) {
+    Operand* victim = present[r.u8() % present.size()];
+    switch (cor % 6) {
+      case 0: {
+        if (victim->shape.empty()) {
+          victim->shape.push_back(2);
+          victim->strides.push_back(1);
+        }
+        const size_t d = r.u8() % victim->shape.size();
+        if (victim->shape[d] < 2) victim->shape[d] = 2;
+        const int64_t huge[] = {INT64_MAX, INT64_MIN, INT64_MAX / 4 + 1, -(INT64_MAX / 4) - 2};
+        victim->strides[d] = huge[r.u8() % 4];
+        victim->unallocatable = true;
+        break;
+      }
+      case 1: {
+        if (victim->shape.empty()) {
+          victim->shape.push_back(1);
+          victim->strides.push_back(1);
+        }
+        victim->shape[r.u8() % victim->shape.size()] = -1;
+        victim->unallocatable = true;
+        break;
+      }
+      case 2: victim->rank_override = (r.u8() & 1) ? 9 : -1; break;
+      case 3: victim->wrong_dtype = true; break;
+      case 4: victim->null_data = true; break;
+      default: break;
+    }
+  }
+  // Placement: f32, i64, bool arenas, each view after the previous with guards.
+  int64_t cursor[3] = {kGuard, kGuard, kGuard};
+  for (Operand* o : present) {
+    int64_t& cur = cursor[static_cast<int>(o->arena)];
+    if (o->unallocatable || numel_of(o->shape) <= 0) {
+      o->origin = cur;
+      cur += 1 + kGuard;
+      continue;
+    }
+    int64_t lo, hi;
+    span_of(*o, &lo, &hi);
+    o->origin = cur - lo;
+    cur += hi - lo + 1 + kGuard;
+  }
+  // Exact aliasing or overlap of the f32 output.
+  Operand* alias_to = nullptr;
+  const OpDef& op = *c.op;
+  if (op.ext) {
+    if (is_loss_backward(op)) alias_to = &c.x;
+    else if (op.ext->needs_dy) alias_to = &c.dy;
+    else if (op.ext->out_shape == smax_cli::OutShape::kSame && op.ext->forward) alias_to = &c.y;
+    else if (op.ext->out_shape == smax_cli::OutShape::kSame) alias_to = &c.x;
+  } else if (op.custom == Custom::kGumbelSoftmaxBackward) {
+    alias_to = &c.dy;
+  } else if (op.custom == Custom::kSamplingFilter) {
+    alias_to = &c.x;
+  }
+  const uint8_t pm = r.u8() % 16;
+  if (c.out.present && !c.out.unallocatable && c.out.rank_override == -1000) {
+    if (pm == 1 && alias_to && alias_to->present && !alias_to->unallocatable &&
+        alias_to->shape == c.out.shape) {
+      c.out.strides = alias_to->strides;
+      c.out.origin = alias_to->origin;
+      c.alias = true;
+    } else if (pm == 2) {
+      std::vector<Operand*> ins;
+      for (Operand* o : present) {
+        if (o->input && o->arena == Arena::kF32 && !o->unallocatable) ins.push_back(o);
+      }
+      if (!ins.empty()) c.out.origin = ins[r.u8() % ins.size()]->origin + static_cast<int8_t>(r.u8()) % 6;
+    }
+  }
+  // Arena sizes (an output placed over an input may reach beyond it).
+  for (int a = 0; a < 3; ++a) {
+    int64_t min_at = kGuard, max_at = cursor[a];
+    for (Operand* o : present) {
+      if (static_cast<int>(o->arena) != a || o->unallocatable || numel_of(o->shape) <= 0) continue;
+      int64_t lo, hi;
+      span_of(*o, &lo, &hi);
+      min_at = std::min(min_at, o->origin + lo);
+      max_at = std::max(max_at, o->origin + hi + 1);
+    }
+    const int64_t shift = kGuard - min_at;
+    for (Operand* o : present) {
+      if (static_cast<int>(o->arena) == a) o->origin += shift;
+    }
+    const size_t size = static_cast<size_t>(max_at + shift + kGuard);
+    if (a == 0) c.f32.assign(size, kSentinel);
+    if (a == 1) c.i64.assign(size, kSentinelI64);
+    if (a == 2) c.bytes.assign(size, kSentinelByte);
+  }
+
+  // The model.
+  const bool has_options = op.custom != Custom::kGumbelNoise && op.custom != Custom::kSoftNms;
+  if (has_options) {
+    if (!c.axis_ok) reject(c, "axis out of range");
+    const float s = c.opt.scale / c.opt.temperature;
+    if (!(std::isfinite(c.opt.scale) && c.opt.scale > 0)) reject(c, "scale");
+    if (!(std::isfinite(c.opt.temperature) && c.opt.temperature > 0)) reject(c, "temperature");
+    if (!(std::isfinite(s) && s > 0)) reject(c, "scale/temperature");
+    const int e = static_cast<int>(c.opt.empty_row);
+    if (e < 0 || e > 1) reject(c, "empty_row value");
+    if (c.opt.threads < 0) reject(c, "threads");
+  } else if (op.custom == Custom::kGumbelNoise && !c.axis_ok) {
+    reject(c, "axis out of range");
+  }
+  for (Operand* o : present) {
+    if (o->rank_override != -1000) reject(c, std::string(o->name) + " rank");
+    if (o->wrong_dtype) reject(c, std::string(o->name) + " dtype");
+    for (int64_t v : o->shape) {
+      if (v < 0) reject(c, std::string(o->name) + " negative size");
+    }
+    const int64_t n = numel_of(o->shape);
+    if (n < 0) reject(c, std::string(o->name) + " element count overflow");
+    if (n > 0 && o->null_data) reject(c, std::string(o->name) + " null data");
+    if (n > 0 && bytes_overflow(*o)) reject(c, std::string(o->name) + " byte offsets overflow");
+  }
+  if (c.must_reject) return;
+  for (Operand* m : {&c.add_mask, &c.bool_mask}) {
+    if (m->present && op.custom != Custom::kLce && op.custom != Custom::kLceBackward &&
+        op.custom != Custom::kLceFused && !broadcastable(m->shape, c.shape)) {
+      reject(c, std::string(m->name) + " not broadcastable");
+    }
+  }
+  if (c.weight.present && c.weight.shape != std::vector<int64_t>{c.n}) reject(c, "weight shape");
+  if (c.out.present && c.out.shape.size() == 1 && op.custom == Custom::kSoftNms && c.out.shape[0] != c.N) {
+    reject(c, "kept_scores shape");
+  }
+  for (Operand* o : present) {
+    if (o->input || numel_of(o->shape) <= 0) continue;
+    if (has_duplicates(offsets_of(*o))) reject(c, std::string(o->name) + " writes one element twice");
+    for (Operand* in : present) {
+      if (!in->input || in->arena != o->arena) continue;
+      const bool exact_ok = o == &c.out && in == alias_to && same_view(*o, *in);
+      if (!exact_ok && share_element(*o, *in)) {
+        reject(c, std::string(o->name) + " shares an element with " + in->name);
+      }
+    }
+    for (Operand* o2 : present) {
+      if (o2 != o && !o2->input && share_element(*o, *o2)) reject(c, "outputs overlap");
+    }
+  }
+}
+
+// ---- fills ---------------------------------------------------------------------------
+
+template <class F>
+void fill(Case& c, Operand& o, F&& value) {
+  if (!o.present || o.unallocatable || o.null_data || o.rank_override != -1000) return;
+  for (int64_t off : offsets_of(o)) {
+    const size_t at = static_cast<size_t>(o.origin + off);
+    if (o.arena == Arena::kF32) c.f32[at] = static_cast<float>(value());
+    else if (o.arena == Arena::kI64) c.i64[at] = static_cast<int64_t>(value());
+    else c.bytes[at] = static_cast<uint8_t>(value());
+  }
+}
+
+smax_cli::ExtCall ext_call(Case& c);
+
+void fill_inputs(Case& c, Reader& r) {
+  std::vector<float> pool;
+  for (int i = 0; i < 48 && r.left(); ++i) pool.push_back(logit(r));
+  if (pool.empty()) pool.push_back(0.5f);
+  size_t k = 0;
+  auto next_logit = [&] { return pool[k++ % pool.size()]; };
+  std::vector<float> gpool;
+  for (int i = 0; i < 16 && r.left(); ++i) gpool.push_back(gradient(r));
+  if (gpool.empty()) gpool.push_back(0.25f);
+  size_t g = 0;
+  auto next_grad = [&] { return gpool[g++ % gpool.size()]; };
+  const OpDef& op = *c.op;
+
+  if (op.custom == Custom::kSoftNms) {
+    // Boxes: x1, y1, then widths; sometimes inverted or non-finite.
+    const uint8_t style = r.u8();
+    std::vector<float> vals;
+    for (int64_t i = 0; i < c.N; ++i) {
+      const float x1 = static_cast<float>(r.u8() % 32), y1 = static_cast<float>(r.u8() % 32);
+      float w = static_cast<float>(r.u8() % 16), h = static_cast<float>(r.u8() % 16);
+      if ((style & 7) == 0 && r.u8() < 8) w = -2.0f;  // x2 < x1 (- 1)
+      vals.insert(vals.end(), {x1, y1, x1 + w, y1 + h});
+      if ((style & 7) == 1 && r.u8() < 4) vals.back() = kNaN;
+    }
+    size_t vi = 0;
+    fill(c, c.x, [&] { return vals[vi++]; });
+    fill(c, c.y, [&] {
+      const uint8_t b = r.u8();
+      if ((style & 7) == 2 && b < 4) return kInf;
+      return b % 8 == 0 ? 0.5f : static_cast<float>(b) / 256.0f;
+    });
+    // Model: invalid boxes / scores.
+    if (!c.must_reject && !c.x.unallocatable) {
+      const TensorView bv = view_of(c, c.x), sv = view_of(c, c.y);
+      const std::vector<double> b = ref::to_dense(bv), s = ref::to_dense(sv);
+      for (int64_t i = 0; i < c.N; ++i) {
+        const double* q = &b[static_cast<size_t>(4 * i)];
+        for (int j = 0; j < 4; ++j) {
+          if (!std::isfinite(q[j])) reject(c, "non-finite box");
+        }
+        const double slack = c.nms.plus_one ? 1.0 : 0.0;
+        if (q[2] < q[0] - slack || q[3] < q[1] - slack) reject(c, "inverted box");
+        if (!std::isfinite(s[static_cast<size_t>(i)])) reject(c, "non-finite score");
+      }
+    }
+    return;
+  }
+  if (op.custom == Custom::kLce || op.custom == Custom::kLceBackward || op.custom == Custom::kLceFused) {
+    fill(c, c.hidden, [&] {
+      const float v = next_logit();
+      return std::isfinite(v) ? std::max(-64.0f, std::min(64.0f, v)) : v;
+    });
+    fill(c, c.lweight, [&] { return static_cast<float>(static_cast<int8_t>(r.u8())) / 32.0f; });
+    fill(c, c.bias, [&] {
+      const uint8_t b = r.u8();
+      return b < 16 ? -kInf : static_cast<float>(static_cast<int8_t>(b)) / 8.0f;
+    });
+    fill(c, c.weight, [&] { return static_cast<float>(r.u8() % 4) / 2.0f; });
+    fill(c, c.dloss, next_grad);
+    fill(c, c.add_mask, next_logit);
+    fill(c, c.target, [&] {
+      const uint8_t b = r.u8();
+      if (b >= 250) return static_cast<int64_t>(b == 255 ? c.V : -1);
+      if (b >= 235) return c.loss.ignore_index;
+      return c.V > 0 ? static_cast<int64_t>(b % c.V) : c.loss.ignore_index;
+    });
+  } else {
+    fill(c, c.x, next_logit);
+    fill(c, c.add_mask, next_logit);
+    if (c.dy.present) fill(c, c.dy, next_grad);
+    fill(c, c.weight, [&] { return static_cast<float>(r.u8() % 4) / 2.0f; });
+    if (c.bool_mask.present) {
+      const uint8_t style = r.u8();
+      fill(c, c.bool_mask, [&] {
+        const uint8_t b = r.u8();
+        return style & 1 ? b : static_cast<uint8_t>(b & 1 ? 1 : (b & 2));
+      });
+    }
+    fill(c, c.target, [&] {
+      const uint8_t b = r.u8();
+      if (b >= 252) return static_cast<int64_t>(b == 255 ? c.n : b == 254 ? -1 : INT64_MAX);
+      if (b >= 240) return c.loss.ignore_index;
+      return c.n > 0 ? static_cast<int64_t>(b % c.n) : c.loss.ignore_index;
+    });
+  }
+  // Model: targets in range.
+  if (c.target.present && !c.target.unallocatable && !c.target.null_data &&
+      c.target.rank_override == -1000 && !c.target.wrong_dtype) {
+    for (int64_t off : offsets_of(c.target)) {
+      const int64_t t = c.i64[static_cast<size_t>(c.target.origin + off)];
+      if (t != c.loss.ignore_index && (t < 0 || t >= c.n)) reject(c, "target out of range");
+    }
+  }
+  // y: the library's forward of x (or raw values).
+  if (c.y.present && op.custom != Custom::kSoftNms) {
+    c.raw_y = (r.u8() % 8) == 0;
+    bool done = false;
+    if (!c.raw_y && !c.must_reject && !c.y.unallocatable && numel_of(c.y.shape) > 0) {
+      // Write through y's own layout (with overlapping strides later writes win).
+      std::vector<float> dense(static_cast<size_t>(numel_of(c.y.shape)));
+      std::vector<float> xs(dense.size());
+      size_t i = 0;
+      for (int64_t off : offsets_of(c.x)) xs[i++] = c.f32[static_cast<size_t>(c.x.origin + off)];
+      TensorView xv = smax::make_view(xs.data(), DType::kF32, static_cast<int>(c.shape.size()),
+                                      c.shape.data(), nullptr);
+      TensorView yv = smax::make_view(dense.data(), DType::kF32, static_cast<int>(c.shape.size()),
+                                      c.shape.data(), nullptr);
+      try {
+        if (op.custom == Custom::kGumbelSoftmaxBackward) {
+          smax::GumbelSoftmaxOptions go;
+          go.tau = static_cast<float>(c.params["tau"]);
+          go.seed = 7;
+          smax::gumbel_softmax(xv, yv, go, c.opt);
+        } else {
+          smax_cli::ExtCall fc = ext_call(c);
+          fc.x = xv;
+          fc.out = yv;
+          op.ext->forward(fc);
+        }
+        i = 0;
+        for (int64_t off : offsets_of(c.y)) c.f32[static_cast<size_t>(c.y.origin + off)] = dense[i++];
+        done = true;
+      } catch (const smax::Error&) {
+      }
+    }
+    if (!done) {
+      c.raw_y = true;
+      fill(c, c.y, next_logit);
+    }
+  }
+}
+
+smax_cli::ExtCall ext_call(Case& c) {
+  smax_cli::ExtCall e;
+  if (c.x.present) e.x = view_of(c, c.x);
+  if (c.y.present) e.y = view_of(c, c.y);
+  if (c.dy.present) e.dy = view_of(c, c.dy);
+  if (c.target.present) e.target = view_of(c, c.target);
+  if (c.out.present) e.out = view_of(c, c.out);
+  if (c.out_index.present) e.out_index = view_of(c, c.out_index);
+  e.options = c.opt;
+  if (c.add_mask.present) e.options.additive_mask = view_of(c, c.add_mask);
+  if (c.bool_mask.present) e.options.bool_mask = view_of(c, c.bool_mask);
+  e.loss = c.loss;
+  if (c.weight.present) e.loss.weight = view_of(c, c.weight);
+  e.params = c.params;
+  return e;
+}
+
+smax::CrossEntropyOptions lce_ce(Case& c) {
+  smax::CrossEntropyOptions ce;
+  ce.loss = c.loss;
+  if (c.weight.present) ce.loss.weight = view_of(c, c.weight);
+  ce.label_smoothing = static_cast<float>(c.params["label_smoothing"]);
+  ce.lse_square_scale = static_cast<float>(c.params["lse_square_scale"]);
+  ce.softcap = static_cast<float>(c.params["softcap"]);
+  return ce;
+}
+
+SoftmaxOptions full_options(Case& c) {
+  SoftmaxOptions o = c.opt;
+  if (c.add_mask.present) o.additive_mask = view_of(c, c.add_mask);
+  if (c.bool_mask.present) o.bool_mask = view_of(c, c.bool_mask);
+  return o;
+}
+
+// ---- calling the library ---------------------------------------------------------------------
+
+// Custom-op results that are not in the arenas.
+struct Extra {
+  double collapse = 0.0;
+  smax::SoftNmsResult nms;
+  int64_t nms_count = 0;
+};
+
+void invoke(Case& c, const SoftmaxOptions& opt_in, Extra* extra) {
+  const OpDef& op = *c.op;
+  Case& k = c;
+  SoftmaxOptions opt = opt_in;
+  if (k.add_mask.present) opt.additive_mask = view_of(k, k.add_mask);
+  if (k.bool_mask.present) opt.bool_mask = view_of(k, k.bool_mask);
+  if (op.ext) {
+    smax_cli::ExtCall e = ext_call(k);
+    e.options = opt;
+    op.ext->run(e);
+    return;
+  }
+  switch (op.custom) {
+    case Custom::kCollapse: {
+      const smax::Precision p = static_cast<smax::Precision>(k.precision);
+      const TensorView f = k.out.present ? view_of(k, k.out) : TensorView{};
+      extra->collapse = smax::softmax_collapse_fraction(view_of(k, k.x), p, opt, k.out.present ? &f : nullptr);
+      break;
+    }
+    case Custom::kGumbelNoise:
+      smax::gumbel_noise(view_of(k, k.out), static_cast<uint64_t>(k.params["seed"]), opt.axis);
+      break;
+    case Custom::kGumbelSoftmaxBackward:
+      smax::gumbel_softmax_backward(view_of(k, k.y), view_of(k, k.dy), view_of(k, k.out),
+                                    static_cast<float>(k.params["tau"]), opt);
+      break;
+    case Custom::kSamplingFilter: {
+      smax::SampleOptions so;
+      so.temperature = static_cast<float>(k.params["temperature"]);
+      so.top_k = static_cast<int64_t>(k.params["top_k"]);
+      so.top_p = static_cast<float>(k.params["top_p"]);
+      so.seed = static_cast<uint64_t>(k.params["seed"]);
+      smax::sampling_filter(view_of(k, k.x), view_of(k, k.out), so, opt);
+      break;
+    }
+    case Custom::kSoftNms:
+      if (k.nms_vector_api) {
+        extra->nms = smax::soft_nms(view_of(k, k.x), view_of(k, k.y), k.nms);
+      } else {
+        extra->nms_count = smax::soft_nms(view_of(k, k.x), view_of(k, k.y), view_of(k, k.out_index),
+                                          view_of(k, k.out), k.nms);
+      }
+      break;
+    case Custom::kLce:
+    case Custom::kLceBackward:
+    case Custom::kLceFused: {
+      const smax::CrossEntropyOptions ce = lce_ce(k);
+      std::optional<TensorView> bias, dbias;
+      if (k.bias.present) bias = view_of(k, k.bias);
+      if (k.dbias.present) dbias = view_of(k, k.dbias);
+      if (op.custom == Custom::kLce) {
+        smax::linear_cross_entropy(view_of(k, k.hidden), view_of(k, k.lweight), view_of(k, k.target),
+                                   bias, view_of(k, k.out), ce, k.lce, opt);
+      } else if (op.custom == Custom::kLceBackward) {
+        smax::linear_cross_entropy_backward(view_of(k, k.hidden), view_of(k, k.lweight),
+                                            view_of(k, k.target), bias, view_of(k, k.dloss),
+                                            view_of(k, k.dhidden), view_of(k, k.dweight), dbias, ce,
+                                            k.lce, opt);
+      } else {
+        smax::linear_cross_entropy_fused(view_of(k, k.hidden), view_of(k, k.lweight),
+                                         view_of(k, k.target), bias, view_of(k, k.out),
+                                         view_of(k, k.dloss), view_of(k, k.dhidden),
+                                         view_of(k, k.dweight), dbias, ce, k.lce, opt);
+      }
+      break;
+    }
+    case Custom::kNone: break;
+  }
+}
+
+// Error-message prefixes an op may use: its own name, and the op it is
+// documented to route to (entmax_bisect alpha = 1 and sparse_softmax k >= n
+// are smax::softmax; sparse_softmax_backward is softmax_backward).
+bool message_names_op(const std::string& op, const std::string& msg) {
+  auto starts = [&](const std::string& p) { return msg.rfind(p + ":", 0) == 0 || msg.rfind(p + " ", 0) == 0; };
+  if (starts(op)) return true;
+  static const std::map<std::string, std::vector<std::string>> routes = {
+      {"entmax_bisect", {"softmax"}},
+      {"entmax_bisect_backward", {"softmax_backward"}},
+      {"sparse_softmax", {"softmax"}},
+      {"sparse_softmax_backward", {"softmax_backward"}},
+  };
+  const auto it = routes.find(op);
+  if (it != routes.end()) {
+    for (const std::string& p : it->second) {
+      if (starts(p)) return true;
+    }
+  }
+  return false;
+}
+
+std::string call(Case& c, const SoftmaxOptions& opt, bool* ok, Extra* extra) {
+  *ok = false;
+  try {
+    invoke(c, opt, extra);
+  } catch (const smax::Error& e) {
+    const std::string msg = e.what();
+    if (e.status() != smax::Status::kInvalidArgument) {
+      violation(c, std::string("smax::Error with status ") + smax::status_name(e.status()) + ": " + msg);
+    }
+    if (!message_names_op(c.op->name, msg)) violation(c, "error message does not name the op: " + msg);
+    return msg;
+  } catch (const std::exception& e) {
+    violation(c, std::string("a non-smax exception escaped: ") + e.what());
+  } catch (...) {
+    violation(c, "an unknown exception escaped");
+  }
+  *ok = true;
+  return "";
+}
+
+// ---- the reference and the bounds --------------------------------------------------------
+
+struct Expect {
+  std::vector<double> ref;      // dense f32 output (may be empty)
+  std::vector<double> bound;    // per element
+  std::vector<char> exact_zero; // per element: 0 required exactly
+  std::vector<int64_t> ref_index;  // dense i64 output
+  std::vector<char> index_free;    // per element of the index output: not compared
+  double dot_gap_bound_extra = 0;  // not used per element (see dot_gap)
+  std::vector<double> dot_gap;     // per element: documented softmax_backward dot gap
+  // Extra outputs (LCE backward).
+  std::vector<double> ref2, bound2, ref3, bound3, ref4, bound4;
+  // soft_nms.
+  smax::SoftNmsResult nms;
+  std::vector<int> flags;
+};
+
+int64_t dense_index(const ref::RefRows& R, int64_t r, int64_t k) {
+  int64_t inner = 1;
+  for (size_t d = static_cast<size_t>(R.axis) + 1; d < R.shape.size(); ++d) inner *= R.shape[d];
+  const int64_t o = r / inner, j = r % inner;
+  return (o * R.n + k) * inner + j;
+}
+
+Row row_of(const ref::RefRows& R, int64_t r) { return Row(R.row(r), R.row(r) + R.n); }
+
+bool row_finite_visible(const Row& t) {
+  bool any = false;
+  for (double v : t) {
+    if (std::isnan(v) || v == kInfD) return false;
+    any |= v != -kInfD;
+  }
+  return any;
+}
+
+Row softmax_d(const Row& v) {
+  double m = -kInfD;
+  for (double x : v) m = std::max(m, x);
+  Row y(v.size(), 0.0);
+  double S = 0.0;
+  for (size_t i = 0; i < v.size(); ++i) {
+    y[i] = v[i] == -kInfD ? 0.0 : std::exp(v[i] - m);
+    S += y[i];
+  }
+  for (double& x : y) x /= S;
+  return y;
+}
+
+double power_kappa(int p) {
+  return std::max(2e-6, (2.0 * p + 4.0 * std::log2(static_cast<double>(p)) + 6.0) * kU);
+}
+
+// A per-row view (targets) in the keepdim form that ref_row_values
+// broadcasts: the "without the axis" form gets the axis back with size 1.
+TensorView keepdim_view(Case& c, const Operand& o) {
+  TensorView v = view_of(c, o);
+  if (c.rank > 0 && v.rank == c.rank - 1) {
+    for (int d = v.rank; d > c.ax; --d) {
+      v.shape[d] = v.shape[d - 1];
+      v.strides[d] = v.strides[d - 1];
+    }
+    v.shape[c.ax] = 1;
+    v.strides[c.ax] = 0;
+    v.rank += 1;
+  }
+  return v;
+}
+
+// Per-row loss coefficient c_r = G_r * w[target_r] (0 for ignored rows) and
+// the kMean denominator.
+struct LossRows {
+  std::vector<double> w;  // per row weight (0 ignored)
+  double den = 0.0;
+  std::vector<double> G;  // per row upstream factor (backward)
+};
+LossRows loss_rows(Case& c, const ref::RefRows& R) {
+  LossRows L;
+  const std::vector<double> tg = ref::ref_row_values("fuzz", keepdim_view(c, c.target), R);
+  std::vector<double> cw;
+  if (c.weight.present) cw = ref::to_dense(view_of(c, c.weight));
+  L.w.assign(static_cast<size_t>(R.rows), 0.0);
+  for (int64_t r = 0; r < R.rows; ++r) {
+    const int64_t t = static_cast<int64_t>(tg[static_cast<size_t>(r)]);
+    if (t == c.loss.ignore_index) continue;
+    L.w[static_cast<size_t>(r)] = cw.empty() ? 1.0 : cw[static_cast<size_t>(t)];
+    L.den += L.w[static_cast<size_t>(r)];
+  }
+  if (c.dy.present) {
+    const std::vector<double> dl = ref::to_dense(view_of(c, c.dy));
+    L.G.assign(static_cast<size_t>(R.rows), 0.0);
+    for (int64_t r = 0; r < R.rows; ++r) {
+      double G = c.loss.reduction == smax::Reduction::kNone ? dl[static_cast<size_t>(r)] : dl[0];
+      if (c.loss.reduction == smax::Reduction::kMean) G /= L.den;
+      L.G[static_cast<size_t>(r)] = G;
+    }
+  }
+  return L;
+}
+
+// Reduces per-row bounds like the loss: kNone as is, else one value.
+std::vector<double> reduce_bounds(Case& c, const std::vector<double>& rows, double den,
+                                  const std::vector<double>& ref) {
+  if (c.loss.reduction == smax::Reduction::kNone) return rows;
+  double s = 0.0;
+  for (double b : rows) s += b;
+  if (c.loss.reduction == smax::Reduction::kMean) s /= den;
+  const double v = ref.empty() ? 0.0 : ref[0];
+  return {s + 0x1p-23 * (std::isfinite(v) ? std::fabs(v) : 0.0) + 1e-30};
+}
+
+// Bounds for the table ops (documented in each op's header).
+void table_bounds(Case& c, Expect& ex, smax_cli::ExtCall& e) {
+  const std::string& name = c.op->name;
+  const smax_cli::ExtOp& op = *c.op->ext;
+  const size_t count = ex.ref.size();
+  ex.bound.assign(count, 0.0);
+  ex.exact_zero.assign(count, 0);
+  ex.dot_gap.assign(count, 0.0);
+  const SoftmaxOptions o = e.options;
+  const bool reads_y_only = op.forward && !op.needs_dy;                // probability_temperature
+  // Backward passes that read only the saved output y (not src).
+  const bool from_y = name == "sparsemax_backward" || name == "entmax15_backward" ||
+                      name == "entmax_bisect_backward" || name == "sparse_softmax_backward" ||
+                      name == "sigmoid_normalizer_backward";
+  // Rows of the logits (for ops reading y: y's rows as logits).
+  const TensorView in = reads_y_only || name == "probability_temperature_backward" ? e.y : e.x;
+  const ref::RefRows R = ref::ref_rows("fuzz", from_y ? e.y : in, o, !from_y);
+  const double sigma = R.scale;
+  auto set_row = [&](int64_t r, const Row& b) {
+    for (int64_t k = 0; k < R.n; ++k) ex.bound[static_cast<size_t>(dense_index(R, r, k))] = b[static_cast<size_t>(k)];
+  };
+  auto ref_row = [&](int64_t r) {
+    Row v(static_cast<size_t>(R.n));
+    for (int64_t k = 0; k < R.n; ++k) v[static_cast<size_t>(k)] = ex.ref[static_cast<size_t>(dense_index(R, r, k))];
+    return v;
+  };
+  // Masked entries (logit -inf) of elementwise outputs: exact 0 where the
+  // reference is 0.
+  if (op.out_shape == smax_cli::OutShape::kSame || (op.out_shape == smax_cli::OutShape::kLoss && op.needs_dy)) {
+    const ref::RefRows T = from_y ? ref::ref_rows("fuzz", e.y, o, true) : R;
+    for (int64_t r = 0; r < T.rows; ++r) {
+      for (int64_t k = 0; k < T.n; ++k) {
+        const size_t i = static_cast<size_t>(dense_index(T, r, k));
+        if (T.row(r)[k] == -kInfD && ex.ref[i] == 0.0) ex.exact_zero[i] = 1;
+      }
+    }
+  }
+  Row g_all;
+  ref::RefRows G;
+  if (op.needs_dy && op.out_shape == smax_cli::OutShape::kSame) G = ref::ref_rows("fuzz", e.dy, o, false);
+  auto grow = [&](int64_t r) { return row_of(G, r); };
+
+  if (name == "sparsemax" || name == "entmax15" || name == "entmax_bisect") {
+    double alpha = name == "sparsemax" ? 2.0 : name == "entmax15" ? 1.5 : c.params["alpha"];
+    alpha = static_cast<float>(alpha);
+    for (int64_t r = 0; r < R.rows; ++r) {
+      const Row y = ref_row(r);
+      Row b(y.size());
+      for (size_t i = 0; i < y.size(); ++i) {
+        if (alpha == 1.0) {
+          b[i] = 2e-6 * std::fabs(y[i]) + 1e-36;
+        } else {
+          const double p = 1.0 / (alpha - 1.0);
+          b[i] = 2 * kU * std::fabs(y[i]) + 1e-16 * (64.0 + static_cast<double>(R.n)) * std::max(1.0, p);
+        }
+      }
+      set_row(r, b);
+    }
+    return;
+  }
+  if (name == "sparse_softmax" || name == "ssmax" || name == "sigmoid_normalizer" ||
+      name == "probability_temperature" || name == "gumbel_softmax" || name == "softmax_topk") {
+    for (size_t i = 0; i < count; ++i) ex.bound[i] = 2e-6 * std::fabs(ex.ref[i]) + 1e-36;
+    if (name == "gumbel_softmax" && c.params["hard"] != 0) std::fill(ex.bound.begin(), ex.bound.end(), 0.0);
+    return;
+  }
+  if (name == "stablemax") {
+    for (size_t i = 0; i < count; ++i) ex.bound[i] = 1e-6 * std::fabs(ex.ref[i]) + 1e-36;
+    return;
+  }
+  if (name == "power_softmax") {
+    const double kappa = power_kappa(static_cast<int>(c.params["p"]));
+    for (size_t i = 0; i < count; ++i) ex.bound[i] = kappa * std::fabs(ex.ref[i]) + 1e-36;
+    return;
+  }
+  if (name == "softpick") {
+    const float eps = static_cast<float>(c.params["eps"]);
+    for (int64_t r = 0; r < R.rows; ++r) {
+      const ref::SoftpickRow f = ref::softpick_row(row_of(R, r), eps, o.empty_row);
+      Row b(static_cast<size_t>(R.n));
+      for (size_t i = 0; i < b.size(); ++i) b[i] = 2e-6 * ((1.0 + f.K) * std::fabs(f.y[i]) + f.q[i]) + 1e-36;
+      set_row(r, b);
+    }
+    return;
+  }
+  if (name == "self_adjust_softmax") {
+    for (int64_t r = 0; r < R.rows; ++r) {
+      const Row t = row_of(R, r), y = ref_row(r);
+      Row b(y.size());
+      for (size_t i = 0; i < y.size(); ++i) {
+        b[i] = 2.2e-6 * std::fabs(y[i]) + 1e-36;
+        if (std::isfinite(t[i])) b[i] += 1e-36 * std::fabs(t[i]);
+      }
+      set_row(r, b);
+    }
+    return;
+  }
+  if (name == "softplus_normalizer" || name == "softplus_normalizer_backward" ||
+      name == "logit_standardization" || name == "logit_standardization_backward" ||
+      name == "self_adjust_softmax_backward" || name == "power_softmax_backward" ||
+      name == "probability_temperature_backward") {
+    // The bounds of tests/test_reweight.cc (include/smax/reweight.h).
+    const bool bw = name.find("_backward") != std::string::npos;
+    smax::SoftplusNormalizerOptions sp;
+    sp.head_dim = static_cast<int64_t>(c.params.count("head_dim") ? c.params["head_dim"] : 0);
+    sp.power = static_cast<float>(c.params.count("power") ? c.params["power"] : 1.0);
+    smax::LogitStandardizationOptions ls;
+    ls.temperature = static_cast<float>(c.params.count("T") ? c.params["T"] : 1.0);
+    const bool softplus = name.rfind("softplus", 0) == 0;
+    const bool lstd = name.rfind("logit_standardization", 0) == 0;
+    std::vector<double> zdense;
+    if (softplus) zdense = ref::softplus_z(e.x, sp, o);
+    std::vector<double> yref;
+    if (bw) {
+      if (softplus) yref = ref::softplus_normalizer(e.x, sp, o);
+      else if (lstd) yref = ref::logit_standardization(e.x, ls, o);
+      else if (name.rfind("self_adjust", 0) == 0) yref = {};
+      else if (name.rfind("power", 0) == 0) yref = ref::power_softmax(e.x, static_cast<int>(c.params["p"]), o);
+      else yref = ref::probability_temperature(e.y, static_cast<float>(c.params["T"]), o);
+    } else {
+      yref = ex.ref;
+    }
+    for (int64_t r = 0; r < R.rows; ++r) {
+      Row t = row_of(R, r);
+      double lambda = 1.0;
+      if (softplus) {
+        Row z(t.size());
+        for (int64_t k = 0; k < R.n; ++k) z[static_cast<size_t>(k)] = zdense[static_cast<size_t>(dense_index(R, r, k))];
+        // lambda = dz/dt (f32), as the op forms it.
+        int64_t N = 0;
+        for (double v : t) N += v != -kInfD;
+        lambda = static_cast<float>(std::log(static_cast<double>(N)) / std::log(static_cast<double>(sp.head_dim)));
+        t = z;
+      }
+      const size_t n = t.size();
+      Row y(n, 0.0);
+      if (!yref.empty()) {
+        for (int64_t k = 0; k < R.n; ++k) y[static_cast<size_t>(k)] = yref[static_cast<size_t>(dense_index(R, r, k))];
+      }
+      // Forward relative factor e_i.
+      Row ev(n, 2e-6);
+      if (row_finite_visible(t)) {
+        if (softplus && sp.power != 1.0f) {
+          double sum = 0.0;
+          for (size_t i = 0; i < n; ++i) sum += y[i] * (t[i] == -kInfD ? 0.0 : std::fabs(ref::log_softplus(t[i])));
+          for (size_t i = 0; i < n; ++i) {
+            const double Li = t[i] == -kInfD ? 0.0 : std::fabs(ref::log_softplus(t[i]));
+            ev[i] = 2e-6 + 3.0 * kU * sp.power * (1.0 + Li + sum);
+          }
+        } else if (lstd) {
+          int64_t N = 0;
+          double mu = 0.0, sq = 0.0;
+          for (double v : t) {
+            if (v != -kInfD) mu += v, ++N;
+          }
+          mu /= static_cast<double>(N);
+          for (double v : t) {
+            if (v != -kInfD) sq += (v - mu) * (v - mu);
+          }
+          const double sg = N > 1 ? std::sqrt(sq / static_cast<double>(ls.unbiased ? N - 1 : N)) : 0.0;
+          const double kk = sg > 0 ? 1.0 / ((sg + ls.eps) * ls.temperature) : 0.0;
+          double sum = 0.0;
+          for (size_t i = 0; i < n; ++i) {
+            if (t[i] != -kInfD) sum += y[i] * std::fabs((t[i] - mu) * kk);
+          }
+          for (size_t i = 0; i < n; ++i) {
+            const double v = t[i] == -kInfD ? 0.0 : std::fabs((t[i] - mu) * kk);
+            ev[i] = 2e-6 + 4.0 * kU * (v + sum);
+          }
+        }
+      }
+      Row b(n, 0.0);
+      if (!bw) {
+        for (size_t i = 0; i < n; ++i) b[i] = ev[i] * std::fabs(y[i]) + 1e-36;
+        set_row(r, b);
+        continue;
+      }
+      const Row g = grow(r), dx = ref_row(r);
+      for (size_t i = 0; i < n; ++i) b[i] = 1e-30;
+      if (!row_finite_visible(t)) {
+        set_row(r, b);
+        continue;
+      }
+      double gy_abs = 0.0, rr = 0.0;
+      for (size_t i = 0; i < n; ++i) {
+        gy_abs += std::fabs(g[i] * y[i]);
+        rr += g[i] * y[i];
+      }
+      const double scale = sigma;
+      if (name == "self_adjust_softmax_backward") {
+        const bool normalized = c.params["normalized"] != 0;
+        const Row p = softmax_d(t);
+        double a = 0.0, bb = 0.0, cc = 1.0, mn = kInfD, mx = -kInfD;
+        for (double v : t) {
+          if (v != -kInfD) mn = std::min(mn, v), mx = std::max(mx, v);
+        }
+        if (normalized) {
+          a = std::min(mn, 0.0);
+          bb = std::max(mx, 0.0);
+          cc = bb > a ? 1.0 / (bb - a) : 0.0;
+        }
+        Row rv(n, 0.0);
+        double grp = 0.0, gp = 0.0, gr = 0.0;
+        for (size_t i = 0; i < n; ++i) {
+          if (t[i] == -kInfD) continue;
+          rv[i] = normalized ? (t[i] - a) * cc : t[i];
+          grp += std::fabs(g[i] * rv[i] * p[i]);
+          gp += std::fabs(g[i] * p[i]);
+          gr += std::fabs(g[i] * rv[i]);
+        }
+        const size_t jmin = static_cast<size_t>(std::find(t.begin(), t.end(), mn) - t.begin());
+        const size_t jmax = static_cast<size_t>(std::find(t.begin(), t.end(), mx) - t.begin());
+        for (size_t j = 0; j < n; ++j) {
+          if (t[j] == -kInfD) continue;
+          const double q = normalized ? cc + rv[j] : 1.0 + t[j];
+          b[j] += scale * (2.2e-6 * p[j] * (std::fabs(g[j] * q) + 2.0 * grp) + 1e-36 * (std::fabs(g[j] * q) + gr));
+          if (normalized && ((j == jmin && mn < 0) || (j == jmax && mx > 0))) {
+            b[j] += 2.2e-6 * scale * cc * (grp + gp);
+          }
+        }
+      } else if (softplus) {
+        double ey = 0.0;
+        for (size_t i = 0; i < n; ++i) ey += ev[i] * std::fabs(g[i] * y[i]);
+        for (size_t j = 0; j < n; ++j) {
+          if (t[j] == -kInfD) continue;
+          const double ls_j = t[j] >= 0.0 ? -std::log1p(std::exp(-t[j])) : t[j] - std::log1p(std::exp(t[j]));
+          const double rho = std::exp(ls_j - ref::log_softplus(t[j]));
+          b[j] += scale * lambda * sp.power * y[j] * rho * (ev[j] * std::fabs(g[j] - rr) + 2.0 * ey) +
+                  10.0 * kU * std::fabs(dx[j]);
+        }
+      } else if (name == "power_softmax_backward") {
+        const int p = static_cast<int>(c.params["p"]);
+        double M = 0.0, S = 0.0;
+        for (double v : t) {
+          if (v != -kInfD) M = std::max(M, std::fabs(v));
+        }
+        if (M > 0.0) {
+          for (double v : t) {
+            if (v != -kInfD) S += std::pow(v / M, p);
+          }
+          const double kappa = power_kappa(p);
+          for (size_t j = 0; j < n; ++j) {
+            if (t[j] == -kInfD) continue;
+            b[j] += 2.0 * kappa * scale * p / (M * S) * std::pow(std::fabs(t[j]) / M, p - 1) *
+                    (std::fabs(g[j] - rr) + gy_abs);
+          }
+        }
+      } else if (name == "probability_temperature_backward") {
+        double M = 0.0, S = 0.0;
+        for (double v : t) M = std::max(M, v);
+        if (M > 0.0) {
+          const double a = 1.0 / static_cast<double>(static_cast<float>(c.params["T"]));
+          for (double v : t) {
+            if (v > 0) S += std::pow(v / M, a);
+          }
+          for (size_t j = 0; j < n; ++j) {
+            if (t[j] == -kInfD) continue;
+            const double cj = scale * a / (M * S) * std::pow(t[j] / M, a - 1.0);
+            b[j] += 4e-6 * std::fabs(cj) * (std::fabs(g[j] - rr) + gy_abs);
+          }
+        }
+      } else {  // logit_standardization_backward
+        int64_t N = 0;
+        double mu = 0.0, sq = 0.0;
+        for (double v : t) {
+          if (v != -kInfD) mu += v, ++N;
+        }
+        mu /= static_cast<double>(N);
+        for (double v : t) {
+          if (v != -kInfD) sq += (v - mu) * (v - mu);
+        }
+        const double Dd = static_cast<double>(ls.unbiased ? N - 1 : N);
+        const double sg = N > 1 ? std::sqrt(sq / Dd) : 0.0;
+        const double se = sg + ls.eps;
+        const double kk = 1.0 / (se * ls.temperature);
+        double dr = 0.0;
+        for (size_t i = 0; i < n; ++i) dr += ev[i] * std::fabs(g[i] * y[i]);
+        auto dh = [&](size_t i) { return ev[i] * y[i] * (std::fabs(g[i]) + std::fabs(rr)) + y[i] * dr; };
+        double dC = 0.0;
+        if (sg > 0) {
+          for (size_t i = 0; i < n; ++i) {
+            if (t[i] != -kInfD) dC += std::fabs(t[i] - mu) * dh(i);
+          }
+          dC /= se * Dd * sg;
+        }
+        for (size_t j = 0; j < n; ++j) {
+          if (t[j] == -kInfD) continue;
+          b[j] += scale * kk * (dh(j) + std::fabs(t[j] - mu) * dC) + 4.0 * kU * std::fabs(dx[j]);
+        }
+      }
+      set_row(r, b);
+    }
+    return;
+  }
+  if (name == "sigmoid_normalizer_backward") {
+    for (size_t i = 0; i < count; ++i) ex.bound[i] = 2.5e-7 * std::fabs(ex.ref[i]) + 1e-30;
+    return;
+  }
+  if (name == "sparsemax_backward" || name == "entmax15_backward" || name == "entmax_bisect_backward" ||
+      name == "sparse_softmax_backward") {
+    double alpha = name == "sparsemax_backward" ? 2.0 : name == "entmax15_backward" ? 1.5
+                   : name == "sparse_softmax_backward" ? 1.0 : static_cast<float>(c.params["alpha"]);
+    for (int64_t r = 0; r < R.rows; ++r) {
+      const Row y = row_of(R, r), g = grow(r);
+      Row b(y.size(), 1e-30);
+      if (alpha == 1.0) {  // softmax_backward's bound (+ its documented dot gap)
+        double dot = 0.0, abs_dot = 0.0;
+        for (size_t i = 0; i < y.size(); ++i) {
+          dot += g[i] * y[i];
+          abs_dot += std::fabs(g[i] * y[i]);
+        }
+        for (size_t i = 0; i < y.size(); ++i) {
+          b[i] = 2e-6 * sigma * std::fabs(y[i]) * (std::fabs(g[i]) + std::fabs(dot)) + 1e-30;
+          ex.dot_gap[static_cast<size_t>(dense_index(R, r, static_cast<int64_t>(i)))] =
+              1.02e-6 * sigma * std::fabs(y[i]) * abs_dot;
+        }
+      } else {
+        Row w(y.size(), 0.0);
+        double sw = 0.0, gw = 0.0;
+        for (size_t i = 0; i < y.size(); ++i) {
+          if (y[i] > 0) w[i] = alpha == 2.0 ? 1.0 : std::pow(y[i], 2.0 - alpha);
+          sw += w[i];
+          gw += g[i] * w[i];
+        }
+        const double q = sw > 0 ? gw / sw : 0.0;
+        for (size_t i = 0; i < y.size(); ++i) b[i] = 1e-6 * sigma * w[i] * (std::fabs(g[i]) + std::fabs(q)) + 1e-30;
+      }
+      set_row(r, b);
+    }
+    return;
+  }
+  if (name == "ssmax_backward") {
+    const ref::RefRows Y = ref::ref_rows("fuzz", e.y, o, false);
+    const double s = static_cast<float>(c.params["s"]);
+    const int64_t fixed_n = static_cast<int64_t>(c.params["fixed_n"]);
+    for (int64_t r = 0; r < R.rows; ++r) {
+      const Row t = row_of(R, r), y = row_of(Y, r), g = grow(r);
+      double D = 0.0;
+      for (size_t i = 0; i < y.size(); ++i) D += g[i] * y[i];
+      const int64_t nn = ref::ssmax_n(t, fixed_n);
+      const double cf = nn > 0 ? ref::ssmax_factor(s, nn, true) : 0.0;
+      Row b(y.size());
+      for (size_t i = 0; i < y.size(); ++i) {
+        b[i] = 2e-6 * std::fabs(sigma * cf) * std::fabs(y[i]) * (std::fabs(g[i]) + std::fabs(D)) + 1e-30;
+      }
+      set_row(r, b);
+    }
+    return;
+  }
+  if (name == "softpick_backward") {
+    const float eps = static_cast<float>(c.params["eps"]);
+    for (int64_t r = 0; r < R.rows; ++r) {
+      const Row t = row_of(R, r), g = grow(r);
+      const ref::SoftpickRow f = ref::softpick_row(t, eps, o.empty_row);
+      double rr = 0.0, G2 = 0.0;
+      for (size_t i = 0; i < t.size(); ++i) {
+        if (std::isnan(f.y[i])) continue;
+        rr += g[i] * f.y[i];
+        G2 += std::fabs(g[i]) * (f.y[i] + f.q[i]);
+      }
+      Row b(t.size());
+      for (size_t i = 0; i < t.size(); ++i) {
+        b[i] = 2e-6 * sigma * f.q[i] * ((1.0 + f.K) * (std::fabs(g[i]) + std::fabs(rr)) + G2) + 1e-30;
+      }
+      set_row(r, b);
+    }
+    return;
+  }
+  if (name == "stablemax_backward") {
+    for (int64_t r = 0; r < R.rows; ++r) {
+      const Row t = row_of(R, r), g = grow(r);
+      const Row yy = ref::stablemax_row(t, o.empty_row);
+      double S = 0.0, rr = 0.0, ag = 0.0;
+      for (double v : t) S += ref::stable_s(v);
+      for (size_t i = 0; i < t.size(); ++i) {
+        if (t[i] == -kInfD) continue;
+        rr += g[i] * yy[i];
+        ag += std::fabs(g[i]) * yy[i];
+      }
+      Row b(t.size());
+      for (size_t i = 0; i < t.size(); ++i) {
+        const double sp = t[i] == -kInfD ? 0.0 : ref::stable_ds(t[i]) / S;
+        b[i] = 2e-6 * sigma * sp * (std::fabs(g[i]) + std::fabs(rr) + ag) + 1e-30;
+      }
+      set_row(r, b);
+    }
+    return;
+  }
+  // ---- losses -------------------------------------------------------------------------
+  const bool sparse_loss = name.rfind("sparsemax_loss", 0) == 0 || name.rfind("entmax15_loss", 0) == 0 ||
+                           name.rfind("entmax_bisect_loss", 0) == 0 || name.rfind("sparse_softmax_loss", 0) == 0;
+  const bool stable_ce = name.rfind("stablemax_cross_entropy", 0) == 0;
+  if ((sparse_loss || stable_ce) && !op.needs_dy) {
+    // Per-row weighted losses from the same oracle with reduction none.
+    smax_cli::ExtCall en = e;
+    en.loss.reduction = smax::Reduction::kNone;
+    const std::vector<double> rows = op.reference(en);
+    const LossRows L = loss_rows(c, R);
+    const bool wide = name.rfind("sparse_softmax_loss", 0) == 0 ||
+                      (name.rfind("entmax_bisect_loss", 0) == 0 && static_cast<float>(c.params["alpha"]) == 1.0f);
+    std::vector<double> rb(rows.size());
+    for (size_t r = 0; r < rows.size(); ++r) {
+      const double Lr = std::isfinite(rows[r]) ? std::fabs(rows[r]) : 0.0;
+      const double w = std::fabs(L.w[r]);
+      rb[r] = stable_ce ? 1e-6 * Lr + 1e-30 + kU * Lr : (wide ? 2e-6 : 1e-6) * (w + Lr) + kU * Lr;
+    }
+    ex.bound = reduce_bounds(c, rb, L.den, ex.ref);
+    return;
+  }
+  if (sparse_loss || stable_ce) {
+    const LossRows L = loss_rows(c, R);
+    double alpha = name.rfind("sparsemax", 0) == 0 ? 2.0 : name.rfind("entmax15", 0) == 0 ? 1.5
+                   : name.rfind("sparse_softmax", 0) == 0 ? 1.0 : static_cast<float>(c.params["alpha"]);
+    const std::vector<double> tg = ref::ref_row_values("fuzz", keepdim_view(c, c.target), R);
+    for (int64_t r = 0; r < R.rows; ++r) {
+      const double cs = std::fabs(L.G[static_cast<size_t>(r)] * L.w[static_cast<size_t>(r)] * sigma);
+      const Row dx = ref_row(r), t = row_of(R, r);
+      Row b(dx.size());
+      if (stable_ce) {
+        const Row yy = ref::stablemax_row(t, o.empty_row);
+        const int64_t tr = static_cast<int64_t>(tg[static_cast<size_t>(r)]);
+        for (size_t j = 0; j < b.size(); ++j) {
+          const double d = static_cast<int64_t>(j) == tr ? 1.0 : 0.0;
+          const double yv = std::isfinite(yy[j]) ? yy[j] : 0.0;
+          b[j] = 2e-6 * cs * std::fabs(yv - d) / (1.0 + (std::isfinite(t[j]) ? std::fabs(t[j]) : 0.0)) + 1e-30;
+        }
+      } else if (alpha == 1.0) {
+        for (size_t j = 0; j < b.size(); ++j) b[j] = 2e-6 * (std::fabs(dx[j]) + cs);
+      } else {
+        const double p = 1.0 / (alpha - 1.0);
+        const double A = 1e-16 * (64.0 + static_cast<double>(R.n)) * std::max(1.0, p);
+        for (size_t j = 0; j < b.size(); ++j) b[j] = 2 * kU * std::fabs(dx[j]) + cs * A;
+      }
+      set_row(r, b);
+    }
+    return;
+  }
+  if (name == "cross_entropy" || name == "z_loss" || name == "spherical_z_loss") {
+    ref::LossRef lr;
+    smax::CrossEntropyOptions ce;
+    ce.loss = e.loss;
+    ce.label_smoothing = static_cast<float>(c.params["label_smoothing"]);
+    ce.lse_square_scale = static_cast<float>(c.params["lse_square_scale"]);
+    ce.softcap = static_cast<float>(c.params["softcap"]);
+    if (name == "cross_entropy") lr = ref::cross_entropy(e.x, e.target, ce, o).loss;
+    else if (name == "z_loss") lr = ref::z_loss(e.x, &e.target, c.params["coefficient"], e.loss, o);
+    else lr = ref::spherical_z_loss(e.x, e.target, c.params["a"], c.params["b"], e.loss, o);
+    std::vector<double> rb(lr.rows_mag.size());
+    for (size_t r = 0; r < rb.size(); ++r) rb[r] = 4e-6 * lr.rows_mag[r] + 1e-30;
+    ex.bound = reduce_bounds(c, rb, lr.denominator, ex.ref);
+    return;
+  }
+  if (name == "cross_entropy_backward" || name == "z_loss_backward" || name == "spherical_z_loss_backward") {
+    ref::GradRef gr;
+    smax::CrossEntropyOptions ce;
+    ce.loss = e.loss;
+    ce.label_smoothing = static_cast<float>(c.params["label_smoothing"]);
+    ce.lse_square_scale = static_cast<float>(c.params["lse_square_scale"]);
+    ce.softcap = static_cast<float>(c.params["softcap"]);
+    if (name == "cross_entropy_backward") gr = ref::cross_entropy_backward(e.x, e.target, e.dy, ce, o);
+    else if (name == "z_loss_backward") gr = ref::z_loss_backward(e.x, &e.target, e.dy, c.params["coefficient"], e.loss, o);
+    else gr = ref::spherical_z_loss_backward(e.x, e.target, e.dy, c.params["a"], c.params["b"], e.loss, o);
+    const std::vector<double> xd = ref::to_dense(e.x);
+    const float s32 = static_cast<float>(sigma);
+    for (size_t i = 0; i < count; ++i) {
+      double f = 1.0;
+      if (name == "cross_entropy_backward" && ce.softcap > 0) {
+        const double u = static_cast<float>(static_cast<float>(xd[i]) * s32);
+        f = 1.0 + (std::isfinite(u) ? std::fabs(u) / ce.softcap : 0.0);
+      }
+      ex.bound[i] = name == "z_loss_backward" ? 4e-6 * std::fabs(ex.ref[i]) + 1e-30
+                                              : 4e-6 * gr.mag[i] * f + 1e-30;
+    }
+    return;
+  }
+  std::fprintf(stderr, "smax fuzz: no bound for %s\n", name.c_str());
+  std::abort();
+}
+
+// ---- checking -------------------------------------------------------------------------------
+
+struct Check {
+  std::string first;
+  long long failures = 0;
+  void fail(size_t i, double out, double refv, double bound, const char* what) {
+    if (failures++ == 0) {
+      std::ostringstream os;
+      os.precision(10);
+      os << "element " << i << ": out=" << out << " ref=" << refv << " bound=" << bound << " " << what;
+      first = os.str();
+    }
+  }
+};
+
+void check_values(Check& ck, const std::vector<double>& out, const std::vector<double>& refv,
+                  const std::vector<double>& bound, const std::vector<char>* exact_zero,
+                  const std::vector<double>* gap, const char* what) {
+  for (size_t i = 0; i < refv.size() && i < out.size(); ++i) {
+    const double o = out[i], r = refv[i], b = bound[i];
+    if (std::isnan(r) || std::isnan(o)) {
+      if (std::isnan(r) != std::isnan(o)) ck.fail(i, o, r, b, "(NaN mismatch)");
+      continue;
+    }
+    if (std::isinf(r)) {
+      if (o != r) ck.fail(i, o, r, b, "(inf mismatch)");
+      continue;
+    }
+    if (std::isinf(o)) {
+      if (static_cast<double>(static_cast<float>(r)) != o) ck.fail(i, o, r, b, "(unexpected inf)");
+      continue;
+    }
+    if (exact_zero && (*exact_zero)[i] && r == 0.0) {
+      if (o != 0.0) ck.fail(i, o, r, 0.0, "(exact 0 required)");
+      continue;
+    }
+    // Values whose f32 rounding is exact pass (bounds of 0: exact outputs).
+    if (static_cast<double>(static_cast<float>(r)) == o) continue;
+    if (std::fabs(o - r) <= b) continue;
+    if (gap && std::fabs(o - r) <= b + (*gap)[i]) {
+      ++g_stats.known_dot_gap;
+      continue;
+    }
+    ck.fail(i, o, r, b, what);
+  }
+  if (out.size() != refv.size()) ck.fail(0, out.size(), refv.size(), 0, "(sizes differ)");
+}
+
+std::vector<double> dense_f32(Case& c, const Operand& o) { return ref::to_dense(view_of(c, o)); }
+std::vector<int64_t> dense_i64(Case& c, const Operand& o) {
+  std::vector<int64_t> v;
+  for (int64_t off : offsets_of(o)) v.push_back(c.i64[static_cast<size_t>(o.origin + off)]);
+  return v;
+}
+
+// LCE: bounds of include/smax/linear_cross_entropy.h.
+void lce_expect(Case& c, Expect& ex) {
+  const smax::CrossEntropyOptions ce = lce_ce(c);
+  std::optional<TensorView> bias;
+  if (c.bias.present) bias = view_of(c, c.bias);
+  const SoftmaxOptions o = full_options(c);
+  const ref::LceProblem P = ref::lce_problem(view_of(c, c.hidden), view_of(c, c.lweight),
+                                             view_of(c, c.target), bias, ce, o);
+  std::vector<double> dl;
+  if (c.dloss.present) dl = dense_f32(c, c.dloss);
+  const ref::LceResult res = ref::lce_solve(P, c.dloss.present ? &dl : nullptr);
+  const int64_t N = P.N, V = P.V, D = P.D;
+  const double a = P.a, zs = P.zs, s = P.s;
+  double W = 0.0;
+  for (int64_t j = 0; j < V; ++j) W += P.class_w.empty() ? 1.0 : std::fabs(P.class_w[static_cast<size_t>(j)]);
+  auto cw = [&](int64_t j) { return P.class_w.empty() ? 1.0 : P.class_w[static_cast<size_t>(j)]; };
+  std::vector<double> E(static_cast<size_t>(N), 0.0), rowb(static_cast<size_t>(N), 0.0);
+  double den = 0.0;
+  for (int64_t r = 0; r < N; ++r) {
+    double mx = 0.0;
+    for (int64_t j = 0; j < V; ++j) {
+      double acc = P.b.empty() ? 0.0 : std::fabs(P.b[static_cast<size_t>(j)]);
+      if (!std::isfinite(acc)) acc = 0.0;
+      for (int64_t k = 0; k < D; ++k) {
+        acc += std::fabs(P.h[static_cast<size_t>(r * D + k)]) * std::fabs(P.w[static_cast<size_t>(j * D + k)]);
+      }
+      mx = std::max(mx, acc);
+    }
+    E[static_cast<size_t>(r)] = s * static_cast<double>(D + 3) * kU * mx;
+    const int64_t y = P.target[static_cast<size_t>(r)];
+    if (y == P.ignore_index) continue;
+    const double wy = cw(y);
+    den += wy;
+    const double L = res.lse[static_cast<size_t>(r)];
+    const double* t = &res.logits[static_cast<size_t>(r * V)];
+    double Lf = std::isfinite(L) ? std::fabs(L) : 0.0;
+    double M = (1.0 - a) * std::fabs(wy) * (1.0 + Lf + (std::isfinite(t[y]) ? std::fabs(t[y]) : 0.0));
+    double sm = 0.0;
+    for (int64_t j = 0; j < V; ++j) {
+      if (t[j] == -kInfD || !std::isfinite(t[j])) continue;
+      sm += std::fabs(cw(j)) * (1.0 + Lf + std::fabs(t[j]));
+    }
+    M += a / static_cast<double>(V) * sm + 2.0 * zs * std::fabs(wy) * (1.0 + Lf) * Lf;
+    rowb[static_cast<size_t>(r)] = 4e-6 * M + 2.0 * E[static_cast<size_t>(r)] *
+                                                  (std::fabs(wy) * (1.0 + 2.0 * zs * Lf) + a * W / static_cast<double>(V)) + 1e-30;
+  }
+  if (c.out.present) {
+    if (c.loss.reduction == smax::Reduction::kNone) {
+      ex.ref = res.row_loss;
+      ex.bound = rowb;
+    } else {
+      ex.ref = {res.loss};
+      double sb = 0.0;
+      for (double b : rowb) sb += b;
+      if (c.loss.reduction == smax::Reduction::kMean) sb /= res.row_loss.empty() ? 1.0 : den;
+      ex.bound = {sb + 0x1p-23 * (std::isfinite(res.loss) ? std::fabs(res.loss) : 0.0) + 1e-30};
+    }
+    ex.exact_zero.assign(ex.ref.size(), 0);
+  }
+  if (!c.dloss.present) return;
+  // dz bounds e_rj (cap' <= 1).
+  std::vector<double> e(static_cast<size_t>(N * V), 0.0);
+  for (int64_t r = 0; r < N; ++r) {
+    const int64_t y = P.target[static_cast<size_t>(r)];
+    if (y == P.ignore_index) continue;
+    const double G = std::fabs(res.G[static_cast<size_t>(r)]);
+    const double L = res.lse[static_cast<size_t>(r)];
+    const double* t = &res.logits[static_cast<size_t>(r * V)];
+    const double wy = cw(y);
+    double WU = 0.0;
+    for (int64_t j = 0; j < V; ++j) {
+      if (t[j] != -kInfD) WU += cw(j);
+    }
+    const double A = std::fabs((1.0 - a) * wy + a / static_cast<double>(V) * WU + 2.0 * zs * wy * (std::isfinite(L) ? L : 0.0));
+    for (int64_t j = 0; j < V; ++j) {
+      const double p = std::isfinite(L) && std::isfinite(t[j]) ? std::exp(t[j] - L) : 0.0;
+      const double B = std::fabs((1.0 - a) * wy * (j == y ? 1.0 : 0.0) + a / static_cast<double>(V) * cw(j));
+      double b = 4e-6 * s * G * (p * A + B) + 2.5 * s * G * p * (A + 2.0 * zs * std::fabs(wy)) * E[static_cast<size_t>(r)];
+      if (P.cap > 0) b += s * G * (p * A + B) * E[static_cast<size_t>(r)] / P.cap;
+      e[static_cast<size_t>(r * V + j)] = b + 1e-30;
+    }
+  }
+  ex.ref2 = res.dhidden;
+  ex.bound2.assign(static_cast<size_t>(N * D), 1e-30);
+  for (int64_t r = 0; r < N; ++r) {
+    for (int64_t k = 0; k < D; ++k) {
+      double b = 0.0;
+      for (int64_t j = 0; j < V; ++j) {
+        const double dz = res.dz[static_cast<size_t>(r * V + j)];
+        b += (e[static_cast<size_t>(r * V + j)] + (V + 2) * kU * (std::isfinite(dz) ? std::fabs(dz) : 0.0)) *
+             std::fabs(P.w[static_cast<size_t>(j * D + k)]);
+      }
+      ex.bound2[static_cast<size_t>(r * D + k)] += b;
+    }
+  }
+  ex.ref3 = res.dweight;
+  ex.bound3.assign(static_cast<size_t>(V * D), 1e-30);
+  for (int64_t j = 0; j < V; ++j) {
+    for (int64_t k = 0; k < D; ++k) {
+      double b = 0.0;
+      for (int64_t r = 0; r < N; ++r) {
+        const double dz = res.dz[static_cast<size_t>(r * V + j)];
+        b += (e[static_cast<size_t>(r * V + j)] + (N + 2) * kU * (std::isfinite(dz) ? std::fabs(dz) : 0.0)) *
+             std::fabs(P.h[static_cast<size_t>(r * D + k)]);
+      }
+      ex.bound3[static_cast<size_t>(j * D + k)] += b;
+    }
+  }
+  ex.ref4 = res.dbias;
+  ex.bound4.assign(static_cast<size_t>(V), 1e-30);
+  for (int64_t j = 0; j < V; ++j) {
+    for (int64_t r = 0; r < N; ++r) {
+      const double dz = res.dz[static_cast<size_t>(r * V + j)];
+      ex.bound4[static_cast<size_t>(j)] += e[static_cast<size_t>(r * V + j)] + 2 * kU * (std::isfinite(dz) ? std::fabs(dz) : 0.0);
+    }
+  }
+}
+
+// The expected result of a valid call (before the call: in-place calls
+// overwrite inputs).
+Expect expect_of(Case& c) {
+  Expect ex;
+  const OpDef& op = *c.op;
+  if (op.ext) {
+    smax_cli::ExtCall e = ext_call(c);
+    if (op.ext->check_indices || op.name == "softmax_topk") {
+      if (op.name == "gumbel_max") {
+        ex.ref_index = ref::gumbel_max(e.x, static_cast<uint64_t>(c.params["seed"]), e.options);
+      } else if (op.name == "sample") {
+        smax::SampleOptions so;
+        so.temperature = static_cast<float>(c.params["temperature"]);
+        so.top_k = static_cast<int64_t>(c.params["top_k"]);
+        so.top_p = static_cast<float>(c.params["top_p"]);
+        so.seed = static_cast<uint64_t>(c.params["seed"]);
+        ex.ref_index = ref::sample(e.x, so, e.options);
+        const ref::FilterRef f = ref::sampling_filter(e.x, so, e.options);
+        ex.index_free.assign(ex.ref_index.size(), 0);
+        for (size_t r = 0; r < f.fragile.size() && r < ex.index_free.size(); ++r) ex.index_free[r] = f.fragile[r];
+      } else {
+        smax::SoftmaxTopkOptions t;
+        t.k = static_cast<int64_t>(c.params["k"]);
+        const ref::TopkRef tr = ref::softmax_topk(e.x, t, e.options);
+        ex.ref_index = tr.indices;
+        ex.ref = tr.probs;
+      }
+    } else if (op.name == "sparse_softmax_backward" ||
+               (op.name == "entmax_bisect_backward" && static_cast<float>(c.params["alpha"]) == 1.0f)) {
+      // Documented as exactly softmax_backward, dx = s y (dy - <dy, y>),
+      // for any y (the table's entmax oracle divides by sum y instead,
+      // which agrees only when y sums to 1).
+      ex.ref = ref::softmax_backward(e.y, e.dy, e.options);
+    } else {
+      ex.ref = op.ext->reference(e);
+    }
+    if (!ex.ref.empty()) table_bounds(c, ex, e);
+    return ex;
+  }
+  const SoftmaxOptions o = full_options(c);
+  switch (op.custom) {
+    case Custom::kCollapse:
+      if (c.precision != 0) {
+        ex.flags = ref::softmax_collapse_flags(view_of(c, c.x), static_cast<smax::Precision>(c.precision), o, 1);
+      }
+      break;
+    case Custom::kGumbelNoise: {
+      std::vector<int64_t> shape = c.out.shape;
+      ex.ref = ref::gumbel_noise(shape, c.opt.axis, static_cast<uint64_t>(c.params["seed"]));
+      ex.bound.assign(ex.ref.size(), 0.0);
+      ex.exact_zero.assign(ex.ref.size(), 0);
+      break;
+    }
+    case Custom::kGumbelSoftmaxBackward: {
+      const float tau = static_cast<float>(c.params["tau"]);
+      ex.ref = ref::gumbel_softmax_backward(view_of(c, c.y), view_of(c, c.dy), tau, o);
+      const ref::RefRows Y = ref::ref_rows("fuzz", view_of(c, c.y), o, false);
+      const ref::RefRows G = ref::ref_rows("fuzz", view_of(c, c.dy), o, false);
+      const ref::RefRows T = ref::ref_rows("fuzz", view_of(c, c.y), o, true);
+      const double cf = static_cast<float>(static_cast<float>(Y.scale) / tau);
+      ex.bound.assign(ex.ref.size(), 0.0);
+      ex.exact_zero.assign(ex.ref.size(), 0);
+      for (int64_t r = 0; r < Y.rows; ++r) {
+        double dot = 0.0;
+        for (int64_t k = 0; k < Y.n; ++k) dot += Y.row(r)[k] * G.row(r)[k];
+        for (int64_t k = 0; k < Y.n; ++k) {
+          const size_t i = static_cast<size_t>(dense_index(Y, r, k));
+          ex.bound[i] = 2e-6 * cf * std::fabs(Y.row(r)[k]) * (std::fabs(G.row(r)[k]) + std::fabs(dot)) + 1e-30;
+          if (T.row(r)[k] == -kInfD && ex.ref[i] == 0.0) ex.exact_zero[i] = 1;
+        }
+      }
+      break;
+    }
+    case Custom::kSamplingFilter: {
+      smax::SampleOptions so;
+      so.temperature = static_cast<float>(c.params["temperature"]);
+      so.top_k = static_cast<int64_t>(c.params["top_k"]);
+      so.top_p = static_cast<float>(c.params["top_p"]);
+      so.seed = static_cast<uint64_t>(c.params["seed"]);
+      const ref::FilterRef f = ref::sampling_filter(view_of(c, c.x), so, o);
+      ex.ref = f.values;
+      ex.bound.assign(ex.ref.size(), 0.0);
+      ex.exact_zero.assign(ex.ref.size(), 0);
+      ex.index_free.assign(f.fragile.begin(), f.fragile.end());
+      break;
+    }
+    case Custom::kSoftNms:
+      ex.nms = ref::soft_nms(view_of(c, c.x), view_of(c, c.y), c.nms);
+      break;
+    case Custom::kLce:
+    case Custom::kLceBackward:
+    case Custom::kLceFused: lce_expect(c, ex); break;
+    case Custom::kNone: break;
+  }
+  return ex;
+}
+
+void check_result(Case& c, Expect& ex, const Extra& extra) {
+  Check ck;
+  const OpDef& op = *c.op;
+  if (op.custom == Custom::kCollapse) {
+    if (c.out.present) {
+      const std::vector<double> f = dense_f32(c, c.out);
+      double sum = 0.0;
+      for (size_t i = 0; i < f.size(); ++i) {
+        if (f[i] != 0.0 && f[i] != 1.0) ck.fail(i, f[i], 0, 0, "(flag not 0 / 1)");
+        sum += f[i];
+        if (!ex.flags.empty() && f[i] != ex.flags[i]) ck.fail(i, f[i], ex.flags[i], 0, "(collapse flag differs from the reference)");
+      }
+      const double frac = f.empty() ? 0.0 : sum / static_cast<double>(f.size());
+      if (std::fabs(frac - extra.collapse) > 1e-12) ck.fail(0, extra.collapse, frac, 0, "(fraction != mean of the flags)");
+    }
+    if (!(extra.collapse >= 0.0 && extra.collapse <= 1.0)) ck.fail(0, extra.collapse, 0, 0, "(fraction outside [0, 1])");
+  } else if (op.custom == Custom::kSoftNms) {
+    const smax::SoftNmsResult& want = ex.nms;
+    std::vector<int64_t> idx;
+    std::vector<double> sc;
+    if (c.nms_vector_api) {
+      idx = extra.nms.indices;
+      sc.assign(extra.nms.scores.begin(), extra.nms.scores.end());
+    } else {
+      const std::vector<int64_t> all = dense_i64(c, c.out_index);
+      const std::vector<double> alls = dense_f32(c, c.out);
+      if (extra.nms_count < 0 || extra.nms_count > static_cast<int64_t>(all.size())) ck.fail(0, extra.nms_count, 0, 0, "(count)");
+      for (size_t i = 0; i < all.size(); ++i) {
+        if (static_cast<int64_t>(i) < extra.nms_count) {
+          idx.push_back(all[i]);
+          sc.push_back(alls[i]);
+        } else if (all[i] != -1 || alls[i] != 0.0) {
+          ck.fail(i, alls[i], 0, 0, "(unused entries must be -1 / 0)");
+        }
+      }
+    }
+    if (idx != want.indices) {
+      ck.fail(0, idx.size(), want.indices.size(), 0, "(kept indices differ from the reference)");
+    } else {
+      for (size_t i = 0; i < sc.size(); ++i) {
+        const double r = want.scores[i];
+        if (sc[i] != r && std::fabs(sc[i] - r) > 1e-6 * std::fabs(r)) ck.fail(i, sc[i], r, 1e-6 * std::fabs(r), "(score)");
+      }
+    }
+  } else if (op.custom == Custom::kLce || op.custom == Custom::kLceBackward || op.custom == Custom::kLceFused) {
+    if (c.out.present) check_values(ck, dense_f32(c, c.out), ex.ref, ex.bound, nullptr, nullptr, "(loss bound)");
+    if (c.dloss.present) {
+      check_values(ck, dense_f32(c, c.dhidden), ex.ref2, ex.bound2, nullptr, nullptr, "(dhidden bound)");
+      check_values(ck, dense_f32(c, c.dweight), ex.ref3, ex.bound3, nullptr, nullptr, "(dweight bound)");
+      if (c.dbias.present) check_values(ck, dense_f32(c, c.dbias), ex.ref4, ex.bound4, nullptr, nullptr, "(dbias bound)");
+    }
+  } else if (op.custom == Custom::kSamplingFilter) {
+    // Exact, except that a fragile row (top-p cut within the oracle's
+    // tolerance) may keep one entry more or less.
+    const std::vector<double> out = dense_f32(c, c.out);
+    SoftmaxOptions axis_only;
+    axis_only.axis = c.opt.axis;
+    const ref::RefRows R = ref::ref_rows("fuzz", view_of(c, c.out), axis_only, false);
+    for (int64_t r = 0; r < R.rows; ++r) {
+      int diffs = 0;
+      for (int64_t k = 0; k < R.n; ++k) {
+        const size_t i = static_cast<size_t>(dense_index(R, r, k));
+        const double o = out[i], w = ex.ref[i];
+        const bool same = (std::isnan(o) && std::isnan(w)) || o == static_cast<double>(static_cast<float>(w));
+        if (same) continue;
+        if (ex.index_free[static_cast<size_t>(r)] && (o == -kInfD || w == -kInfD) && diffs++ == 0) continue;
+        ck.fail(i, o, w, 0, "(sampling_filter value)");
+      }
+    }
+  } else {
+    if (c.out.present && !ex.ref.empty()) {
+      const bool gap = std::any_of(ex.dot_gap.begin(), ex.dot_gap.end(), [](double v) { return v > 0; });
+      check_values(ck, dense_f32(c, c.out), ex.ref, ex.bound, &ex.exact_zero, gap ? &ex.dot_gap : nullptr,
+                   "(documented bound)");
+    }
+    if (c.out_index.present) {
+      const std::vector<int64_t> got = dense_i64(c, c.out_index);
+      if (got.size() != ex.ref_index.size()) ck.fail(0, got.size(), ex.ref_index.size(), 0, "(index count)");
+      for (size_t i = 0; i < got.size() && i < ex.ref_index.size(); ++i) {
+        if (got[i] == ex.ref_index[i]) continue;
+        if (!ex.index_free.empty() && ex.index_free[i] && got[i] >= -1 && got[i] < c.n) continue;
+        ck.fail(i, got[i], ex.ref_index[i], 0, "(index differs)");
+      }
+    }
+  }
+  if (ck.failures) violation(c, std::to_string(ck.failures) + " output element(s) wrong; first: " + ck.first);
+}
+
+}  // namespace
+
+const char* group_name(Group g) {
+  switch (g) {
+    case Group::kNormalizers: return "normalizers";
+    case Group::kLosses: return "losses";
+    case Group::kSampling: return "sampling";
+  }
+  return "?";
+}
+
+bool parse_group(const std::string& name, Group* g) {
+  for (Group x : {Group::kNormalizers, Group::kLosses, Group::kSampling}) {
+    if (name == group_name(x)) {
+      *g = x;
+      return true;
+    }
+  }
+  return false;
+}
+
+const GroupStats& group_stats() { return g_stats; }
+
+void run_group_one(Group group, const uint8_t* data, size_t size) {
+  ++g_stats.runs;
+  Reader r(data, size);
+  const std::vector<OpDef>& ops = group_ops(group);
+  Case c;
+  c.op = &ops[r.u8() % ops.size()];
+  const std::vector<std::string> targets = smax::supported_targets();
+  c.target_cap = targets[r.u8() % targets.size()];
+  if (c.op->custom == Custom::kSoftNms) decode_soft_nms(c, r);
+  else if (c.op->custom == Custom::kLce || c.op->custom == Custom::kLceBackward || c.op->custom == Custom::kLceFused) decode_lce(c, r);
+  else decode_rowwise(c, r);
+  finish_decode(c, r);
+  for (Operand* o : c.operands()) {
+    if (o->present && o->unallocatable && !c.must_reject) {
+      ++g_stats.skipped;
+      return;
+    }
+  }
+  fill_inputs(c, r);
+  smax::set_max_target(c.target_cap);
+
+  Expect ex;
+  bool ref_ok = false;
+  std::string ref_error;
+  if (!c.must_reject) {
+    try {
+      ex = expect_of(c);
+      ref_ok = true;
+    } catch (const smax::Error& e) {
+      ref_error = e.what();
+    }
+  }
+  const std::vector<float> f32_before = c.f32;
+  const std::vector<int64_t> i64_before = c.i64;
+  const std::vector<uint8_t> bytes_before = c.bytes;
+  bool ok = false;
+  Extra extra;
+  const std::string msg = call(c, c.opt, &ok, &extra);
+  if (!ok) {
+    ++g_stats.rejected;
+    if (std::memcmp(f32_before.data(), c.f32.data(), c.f32.size() * sizeof(float)) != 0 ||
+        i64_before != c.i64 || bytes_before != c.bytes) {
+      violation(c, "a rejected call wrote to memory: " + msg);
+    }
+    if (!c.must_reject) {
+      if (!ref_ok) {  // the oracle rejects it too: a gap of this model, not of smax
+        ++g_stats.grey;
+        return;
+      }
+      bool grey = false;
+      for (Operand* o : c.operands()) {
+        if (!o->present || o->input) continue;
+        for (Operand* in : c.operands()) {
+          if (in->present && in->input && ranges_overlap(*o, *in)) grey = true;
+        }
+      }
+      if (!grey) violation(c, "a valid call was rejected: " + msg);
+      ++g_stats.grey;
+    }
+    return;
+  }
+  ++g_stats.accepted;
+  if (c.must_reject) violation(c, "an invalid call was accepted");
+  if (!ref_ok) violation(c, "accepted, but the float64 oracle rejects the call: " + ref_error);
+  // Nothing outside the outputs changed.
+  {
+    std::vector<char> w32(c.f32.size(), 0), w64(c.i64.size(), 0);
+    for (Operand* o : c.operands()) {
+      if (!o->present || o->input) continue;
+      for (int64_t off : offsets_of(*o)) {
+        (o->arena == Arena::kF32 ? w32 : w64)[static_cast<size_t>(o->origin + off)] = 1;
+      }
+    }
+    for (size_t i = 0; i < c.f32.size(); ++i) {
+      if (!w32[i] && std::memcmp(&f32_before[i], &c.f32[i], sizeof(float)) != 0) {
+        violation(c, "f32 memory outside the outputs changed at arena index " + std::to_string(i));
+      }
+    }
+    for (size_t i = 0; i < c.i64.size(); ++i) {
+      if (!w64[i] && i64_before[i] != c.i64[i]) {
+        violation(c, "i64 memory outside the outputs changed at arena index " + std::to_string(i));
+      }
+    }
+    if (bytes_before != c.bytes) violation(c, "the bool mask changed");
+  }
+  check_result(c, ex, extra);
+
+  // Determinism: the same bits with one thread (when the inputs survived).
+  bool overlap = c.alias;
+  for (Operand* o : c.operands()) {
+    if (!o->present || o->input) continue;
+    for (Operand* in : c.operands()) {
+      if (in->present && in->input && ranges_overlap(*o, *in)) overlap = true;
+    }
+  }
+  if (!overlap && c.opt.threads != 1) {
+    const std::vector<float> f1 = c.f32;
+    const std::vector<int64_t> i1 = c.i64;
+    const double collapse1 = extra.collapse;
+    const smax::SoftNmsResult nms1 = extra.nms;
+    SoftmaxOptions one = c.opt;
+    one.threads = 1;
+    bool ok1 = false;
+    Extra extra1;
+    const std::string m1 = call(c, one, &ok1, &extra1);
+    if (!ok1) violation(c, "the threads=1 rerun failed: " + m1);
+    if (std::memcmp(f1.data(), c.f32.data(), f1.size() * sizeof(float)) != 0 || i1 != c.i64 ||
+        std::memcmp(&collapse1, &extra1.collapse, sizeof(double)) != 0 ||
+        nms1.indices != extra1.nms.indices || nms1.scores != extra1.nms.scores) {
+      violation(c, "results differ between threads=" + std::to_string(c.opt.threads) + " and threads=1");
+    }
+  }
+}
+
+}  // namespace smax_fuzz

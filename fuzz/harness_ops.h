@@ -1,0 +1,59 @@
+// fuzz/harness_ops.h: one fuzz input -> one checked call of a public op
+// beyond the softmax family (normalisers, losses, samplers, Soft-NMS,
+// linear cross-entropy).
+//
+// The ops are grouped into three libFuzzer targets; the first input byte
+// picks the op of the group:
+//  * normalizers: sparsemax, entmax15, entmax_bisect, sparse_softmax, ssmax,
+//    softpick, stablemax, self_adjust_softmax, sigmoid_normalizer,
+//    softplus_normalizer, power_softmax, probability_temperature,
+//    logit_standardization (each with its backward) and
+//    softmax_collapse_fraction;
+//  * losses: sparsemax / entmax15 / entmax_bisect / sparse_softmax /
+//    stablemax losses, cross_entropy, z_loss, spherical_z_loss (each with
+//    its backward) and linear_cross_entropy (forward, backward, fused);
+//  * sampling: gumbel_noise, gumbel_softmax (+ backward), gumbel_max,
+//    softmax_topk, sampling_filter, sample, soft_nms.
+// Most ops are driven through the CLI's op table (tools/smax/ext_ops.h: how
+// to call the op and its float64 oracle); the harness builds its own strided
+// views, options, masks, parameters (valid and invalid), targets, class
+// weights and reductions, and checks each result against the oracle within
+// the bound that the op's header documents (not the table's uniform bound;
+// see docs/reliability.md for the few places where the check is weaker).
+//
+// What is checked, as in harness.h:
+//  * a call the contract rejects (bad axis / scale / temperature / threads /
+//    empty_row, non-broadcastable masks, bad parameters, targets out of
+//    range, wrong dtypes, corrupted views, outputs sharing an element with
+//    an input they may not alias, ...) throws smax::Error (invalid argument)
+//    naming the op, and no byte of any operand changed;
+//  * a valid call succeeds, writes nothing outside its outputs, matches the
+//    oracle (NaN / inf / required exact zeros exactly, finite values within
+//    the documented bound) and gives the same bits with threads = 1;
+//  * outputs whose address range overlaps an input without sharing an
+//    element may be rejected (conservative overlap rule) or must be right.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace smax_fuzz {
+
+enum class Group : int { kNormalizers, kLosses, kSampling };
+
+/// "normalizers", "losses", "sampling" (the fuzz target is fuzz_<name>).
+const char* group_name(Group group);
+bool parse_group(const std::string& name, Group* group);
+
+/// Decodes `data` and runs one checked call of an op of `group`. Aborts
+/// with a description on a violation.
+void run_group_one(Group group, const uint8_t* data, size_t size);
+
+/// Counters since start (for the replay driver's summary).
+struct GroupStats {
+  long long runs = 0, accepted = 0, rejected = 0, grey = 0, skipped = 0, known_dot_gap = 0;
+};
+const GroupStats& group_stats();
+
+}  // namespace smax_fuzz
