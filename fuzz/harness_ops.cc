@@ -830,18 +830,45 @@ void finish_decode(Case& c, Reader& r) {
     o->origin = cur - lo;
     cur += hi - lo + 1 + kGuard;
   }
-  // Exact aliasing or overlap of the f32 output.
-  Operand* alias_to = nullptr;
+  // Exact aliasing or overlap of the f32 output. `allowed`: the inputs the
+  // header lets the output be exactly (must work); exact aliasing with
+  // another input is a grey zone (may be rejected; if accepted, must be
+  // right); sharing elements otherwise must be rejected.
+  std::vector<Operand*> allowed;
   const OpDef& op = *c.op;
+  const std::string& nm = op.name;
   if (op.ext) {
-    if (is_loss_backward(op)) alias_to = &c.x;
-    else if (op.ext->needs_dy) alias_to = &c.dy;
-    else if (op.ext->out_shape == smax_cli::OutShape::kSame && op.ext->forward) alias_to = &c.y;
-    else if (op.ext->out_shape == smax_cli::OutShape::kSame) alias_to = &c.x;
+    if (is_loss_backward(op)) {
+      allowed = {&c.x};
+    } else if (nm == "sigmoid_normalizer_backward") {
+      allowed = {&c.y, &c.dy};
+    } else if (nm == "probability_temperature_backward") {
+      allowed = {&c.y, &c.dy};
+    } else if (nm == "sparsemax_backward" || nm == "entmax15_backward" ||
+               nm == "entmax_bisect_backward" || nm == "sparse_softmax_backward" ||
+               nm == "ssmax_backward") {
+      allowed = {&c.dy};
+    } else if (op.ext->needs_dy) {
+      allowed = {&c.dy, &c.x};
+    } else if (op.ext->out_shape == smax_cli::OutShape::kSame && op.ext->forward) {
+      allowed = {&c.y};
+    } else if (op.ext->out_shape == smax_cli::OutShape::kSame) {
+      allowed = {&c.x};
+    }
   } else if (op.custom == Custom::kGumbelSoftmaxBackward) {
-    alias_to = &c.dy;
+    allowed = {&c.dy};
   } else if (op.custom == Custom::kSamplingFilter) {
-    alias_to = &c.x;
+    allowed = {&c.x};
+  }
+  Operand* alias_to = nullptr;
+  {
+    const uint8_t ab = r.u8();
+    std::vector<Operand*> any;
+    for (Operand* o : present) {
+      if (o->input && o->arena == Arena::kF32 && o->shape == c.out.shape) any.push_back(o);
+    }
+    if (!allowed.empty() && ab < 192) alias_to = allowed[ab % allowed.size()];
+    else if (!any.empty()) alias_to = any[ab % any.size()];
   }
   const uint8_t pm = r.u8() % 16;
   if (c.out.present && !c.out.unallocatable && c.out.rank_override == -1000) {
@@ -919,8 +946,9 @@ void finish_decode(Case& c, Reader& r) {
     if (has_duplicates(offsets_of(*o))) reject(c, std::string(o->name) + " writes one element twice");
     for (Operand* in : present) {
       if (!in->input || in->arena != o->arena) continue;
-      const bool exact_ok = o == &c.out && in == alias_to && same_view(*o, *in);
-      if (!exact_ok && share_element(*o, *in)) {
+      // Exact aliasing: allowed, or the grey zone (see above).
+      const bool exact = o == &c.out && same_view(*o, *in);
+      if (!exact && share_element(*o, *in)) {
         reject(c, std::string(o->name) + " shares an element with " + in->name);
       }
     }

@@ -1,6 +1,7 @@
 // src/reference/rows.cc: see rows.h. Plain loops over the logical index space.
 #include "reference/rows.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -115,6 +116,23 @@ RefRows ref_rows(const char* fn, const TensorView& src, const SoftmaxOptions& op
     R.values[static_cast<size_t>(r * R.n + k)] = v;
   }
   return R;
+}
+
+std::vector<char> ref_masked(const char* fn, const TensorView& src, const SoftmaxOptions& options) {
+  // The logits of an all-zero source: -inf exactly where a mask hides the entry.
+  const TensorView& s = src;
+  std::vector<int64_t> shape(s.shape, s.shape + s.rank);
+  int64_t count = 1;
+  for (int64_t d : shape) count *= d;
+  std::vector<float> zeros(static_cast<size_t>(std::max<int64_t>(count, 1)), 0.0f);
+  const TensorView z = make_view(zeros.data(), DType::kF32, s.rank, shape.data(), nullptr);
+  SoftmaxOptions o = options;
+  o.scale = 1.0f;
+  o.temperature = 1.0f;
+  const RefRows R = ref_rows(fn, z, o, true);
+  std::vector<char> masked(R.values.size());
+  for (size_t i = 0; i < masked.size(); ++i) masked[i] = R.values[i] == -std::numeric_limits<double>::infinity();
+  return masked;
 }
 
 std::vector<double> ref_row_values(const char* fn, const TensorView& view, const RefRows& R) {

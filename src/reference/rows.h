@@ -36,6 +36,12 @@ struct RefRows {
 RefRows ref_rows(const char* fn, const TensorView& src, const SoftmaxOptions& options,
                  bool logits = true);
 
+/// 1 where options' masks hide element (row, k) of src's row view (bool
+/// mask 0 or additive mask -inf), else 0; rows * n entries in RefRows order.
+/// Backward oracles zero those gradients whatever y / dy hold there, as the
+/// library does (masks win over NaN in a backward pass).
+std::vector<char> ref_masked(const char* fn, const TensorView& src, const SoftmaxOptions& options);
+
 /// Per-row values of a view broadcast (NumPy rules) to src's shape with the
 /// axis of size 1 (keepdim), in row order; i64 or f32 views, widened to
 /// double (targets, alpha, s...).

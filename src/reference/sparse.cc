@@ -280,6 +280,7 @@ std::vector<double> entmax_backward(const TensorView& y, const TensorView& dy, d
   std::vector<double> alphas(static_cast<size_t>(Y.rows), alpha);
   if (params != nullptr) alphas = row_alphas("entmax_backward", *params, Y);
   std::vector<double> out(Y.values.size());
+  const std::vector<char> masked = ref_masked("entmax_backward", y, o);
   if (dalpha) dalpha->assign(static_cast<size_t>(Y.rows), 0.0);
   for (int64_t r = 0; r < Y.rows; ++r) {
     const std::vector<double> yr(Y.row(r), Y.row(r) + Y.n), gr(G.row(r), G.row(r) + G.n);
@@ -288,6 +289,9 @@ std::vector<double> entmax_backward(const TensorView& y, const TensorView& dy, d
         entmax_vjp_row(yr, gr, alphas[static_cast<size_t>(r)], Y.scale, dalpha ? &da : nullptr);
     if (dalpha) (*dalpha)[static_cast<size_t>(r)] = da;
     std::copy(dx.begin(), dx.end(), out.begin() + r * Y.n);
+    for (int64_t k = 0; k < Y.n; ++k) {
+      if (masked[static_cast<size_t>(r * Y.n + k)]) out[static_cast<size_t>(r * Y.n + k)] = 0.0;
+    }
   }
   return Y.scatter(out);
 }

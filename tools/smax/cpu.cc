@@ -78,7 +78,9 @@ std::vector<std::pair<std::string, bool>> cpu_features() {
   SMAX_FEATURE("avx2");
   SMAX_FEATURE("fma");
   SMAX_FEATURE("bmi2");
+#if !defined(__clang__) || __clang_major__ >= 15  // clang 14 rejects "f16c" here
   SMAX_FEATURE("f16c");
+#endif
   SMAX_FEATURE("avx512f");
   SMAX_FEATURE("avx512vl");
   SMAX_FEATURE("avx512dq");

@@ -1,6 +1,7 @@
 // tools/smax/ext_sparse.cc: sparsemax, entmax and sparse-softmax in
 // `smax run` (table in ext_ops.h). Bounds of --check: include/smax/sparse.h.
 #include "ext_ops.h"
+#include "reference/reference.h"
 #include "reference/sparse.h"
 #include "smax/sparse.h"
 
@@ -74,6 +75,8 @@ void add_sparse_ops(std::vector<ExtOp>& ops) {
                  },
                  [](const ExtCall& c) {
                    const auto b = bisect_of(c);
+                   // alpha = 1 routes to softmax_backward (sparse.h).
+                   if (b.alpha == 1.0f) return ref::softmax_backward(c.y, c.dy, c.options);
                    return ref::entmax_backward(c.y, c.dy, b.alpha, c.options, &b);
                  },
                  1e-6, 1e-4});
@@ -83,7 +86,8 @@ void add_sparse_ops(std::vector<ExtOp>& ops) {
                    smax::sparse_softmax(c.x, c.out, static_cast<int64_t>(c.param("k")), c.options);
                  },
                  [](const ExtCall& c) { smax::sparse_softmax_backward(c.y, c.dy, c.out, c.options); },
-                 [](const ExtCall& c) { return ref::entmax_backward(c.y, c.dy, 1.0, c.options); },
+                 // Defined as softmax_backward for any y (sparse.h).
+                 [](const ExtCall& c) { return ref::softmax_backward(c.y, c.dy, c.options); },
                  1e-6, 1e-5});
   // Losses (targets uniform over the classes; --reduction).
   struct LossSpec {
