@@ -16,8 +16,7 @@
 # The build instruments every object with ASan + UBSan and all but the
 # Highway kernels with libFuzzer's coverage (SMAX_SANITIZE_KERNEL_FLAGS in the
 # top-level CMakeLists.txt; the kernels keep ASan only), for the reduced set
-# of Highway targets: about 25 CPU-minutes from scratch instead of hours
-# (docs/reliability.md).
+# of Highway targets (docs/reliability.md has the measured compile times).
 #
 # Each target starts from fuzz/corpus/<op>/ (kept in git, small) plus a
 # working corpus in $FUZZ_DIR/corpus/<op>/ that grows across runs. A crash,
@@ -59,7 +58,7 @@ run_target() {  # runs one fuzzer; its log is $FUZZ_DIR/fuzz_$1.log
   mkdir -p "$work" "$artifacts" "fuzz/corpus/$t"
   rm -f "$artifacts"* "$FUZZ_DIR/fuzz_$t.rc"
   local rc=0
-  "$FUZZ_DIR/fuzz_$t" -max_total_time="$SECONDS_PER_TARGET" -print_final_stats=1 \
+  "$FUZZ_DIR/fuzz/fuzz_$t" -max_total_time="$SECONDS_PER_TARGET" -print_final_stats=1 \
     -max_len=4096 -timeout=60 -rss_limit_mb=6144 -artifact_prefix="$artifacts" \
     "${extra[@]}" "$work" "fuzz/corpus/$t" >"$FUZZ_DIR/fuzz_$t.log" 2>&1 || rc=$?
   echo $rc >"$FUZZ_DIR/fuzz_$t.rc"
