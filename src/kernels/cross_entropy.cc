@@ -124,7 +124,7 @@ HWY_INLINE XentScan ScanT(const Src& src, size_t n, const float* HWY_RESTRICT w,
   int64_t best_idx = 0;
 
   auto rebase = [&](VF step_max) {  // rare path
-    const float new_ref = hn::GetLane(hn::MaxOfLanes(d, step_max));
+    const float new_ref = ReduceMax(d, step_max);
     // f overflows only at the first rebase (ref = 0 >> new_ref), where the
     // sums are 0 (or NaN, which must survive): hence the s0 == 0 tests.
     const double s0 = carry0 + sum.Total(d);
@@ -246,7 +246,7 @@ HWY_INLINE XentScan ScanT(const Src& src, size_t n, const float* HWY_RESTRICT w,
   XentScan res;
   res.ref = ref;
   res.d = carry0 + sum.Total(d);
-  res.max = hn::GetLane(hn::MaxOfLanes(d, vmax));
+  res.max = ReduceMax(d, vmax);
   res.argmax = best_idx;
   if (kSums) {
     res.sum_t = st.Total(d);

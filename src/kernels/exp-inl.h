@@ -437,6 +437,35 @@ struct BlockSum {
   }
 };
 
+// ---- horizontal max / min ---------------------------------------------------------
+// Highway 1.0.3's EMU128 MaxOfLanes / MinOfLanes start from the lowest /
+// highest *finite* value, so a vector of -inf (+inf) reduces to -FLT_MAX
+// (FLT_MAX) there: an all-masked row then looked finite and came out NaN
+// (found by the fuzz targets, which clang builds with EMU128 as fallback).
+// These fold the lanes themselves on EMU128 and use Highway elsewhere.
+HWY_INLINE float ReduceMax(DF d, VF v) {
+#if HWY_TARGET == HWY_EMU128
+  HWY_ALIGN float lanes[kMaxLanes];
+  hn::Store(v, d, lanes);
+  float m = lanes[0];
+  for (size_t i = 1; i < hn::Lanes(d); ++i) m = lanes[i] > m ? lanes[i] : m;
+  return m;
+#else
+  return ReduceMax(d, v);
+#endif
+}
+HWY_INLINE float ReduceMin(DF d, VF v) {
+#if HWY_TARGET == HWY_EMU128
+  HWY_ALIGN float lanes[kMaxLanes];
+  hn::Store(v, d, lanes);
+  float m = lanes[0];
+  for (size_t i = 1; i < hn::Lanes(d); ++i) m = lanes[i] < m ? lanes[i] : m;
+  return m;
+#else
+  return ReduceMin(d, v);
+#endif
+}
+
 // ---- row scans ----------------------------------------------------------------
 // max_i t_i with 4 independent accumulators (hides the 3-cycle max latency;
 // the loop is load-bound). NaN may or may not propagate (x86 max semantics).
@@ -455,7 +484,7 @@ HWY_INLINE float RowMax(const Src& src, size_t n) {
   for (; i + N <= n; i += N) m0 = hn::Max(m0, src.Load(d, i));
   if (i < n) m1 = hn::Max(m1, src.LoadTail(d, i, n - i));
   m0 = hn::Max(hn::Max(m0, m1), hn::Max(m2, m3));
-  return hn::GetLane(hn::MaxOfLanes(d, m0));
+  return ReduceMax(d, m0);
 }
 
 // (min_i t_i, max_i t_i) in one read: the min lets the three-pass kernels
@@ -497,7 +526,7 @@ HWY_INLINE MinMax RowMinMax(const Src& src, size_t n) {
   }
   m0 = hn::Max(hn::Max(m0, m1), hn::Max(m2, m3));
   l0 = hn::Min(hn::Min(l0, l1), hn::Min(l2, l3));
-  return MinMax{hn::GetLane(hn::MinOfLanes(d, l0)), hn::GetLane(hn::MaxOfLanes(d, m0))};
+  return MinMax{ReduceMin(d, l0), ReduceMax(d, m0)};
 }
 
 // True if some t_i is NaN (IsNaN, not Ne(t, t): AVX2 Ne is the ordered
@@ -683,7 +712,7 @@ HWY_INLINE OnlineResult OnlineScan(const Src& src, size_t n) {
   ExpDiff exp = ExpDiff::Make(ref);
 
   auto rebase = [&](VF step_max) {  // rare path
-    const float new_ref = hn::GetLane(hn::MaxOfLanes(d, step_max));
+    const float new_ref = ReduceMax(d, step_max);
     const bool first = !(thresh > kNegInf);
     sum.Flush(d);
     if (!first) sum.wide.Scale(std::exp(static_cast<double>(ref) - new_ref));
@@ -714,7 +743,7 @@ HWY_INLINE OnlineResult OnlineScan(const Src& src, size_t n) {
   OnlineResult res;
   res.d = sum.Total(d);
   res.ref = ref;
-  res.max = hn::GetLane(hn::MaxOfLanes(d, vmax));
+  res.max = ReduceMax(d, vmax);
   return res;
 }
 
@@ -744,7 +773,7 @@ HWY_INLINE TwoPassResult TwoPassScan(const Src& src, size_t n) {
   ExpRef exp = ExpRef::Make(nref);
 
   auto rebase = [&](VF step_max) {  // rare path
-    const float m = hn::GetLane(hn::MaxOfLanes(d, step_max));
+    const float m = ReduceMax(d, step_max);
     // Clamp keeps the exponent arithmetic finite for inf/huge rows (those
     // are out of range and recomputed by the caller anyway).
     const float mc = std::fmin(std::fmax(m, -1e6f), 1e6f);
@@ -780,7 +809,7 @@ HWY_INLINE TwoPassResult TwoPassScan(const Src& src, size_t n) {
 
   TwoPassResult res;
   const double s = sum.Total(d);
-  res.max = hn::GetLane(hn::MaxOfLanes(d, vmax));
+  res.max = ReduceMax(d, vmax);
   if (res.max == kNegInf && s == 0.0) {  // every logit -inf (NaN gives s NaN)
     res.mu = 0.0;
     res.nu = -std::numeric_limits<double>::infinity();

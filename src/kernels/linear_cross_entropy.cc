@@ -141,7 +141,7 @@ HWY_INLINE LceScan ScanT(const Src& src, size_t n, const float* HWY_RESTRICT w,
   ExpDiff exp = ExpDiff::Make(ref);
 
   auto rebase = [&](VF step_max) {  // rare path
-    const float new_ref = hn::GetLane(hn::MaxOfLanes(d, step_max));
+    const float new_ref = ReduceMax(d, step_max);
     const double s0 = carry0 + sum.Total(d);
     const double f = std::exp(static_cast<double>(ref) - static_cast<double>(new_ref));
     if (kEntropy) {
@@ -215,7 +215,7 @@ HWY_INLINE LceScan ScanT(const Src& src, size_t n, const float* HWY_RESTRICT w,
   LceScan res;
   res.ref = ref;
   res.d = carry0 + sum.Total(d);
-  res.max = hn::GetLane(hn::MaxOfLanes(d, vmax));
+  res.max = ReduceMax(d, vmax);
   if (kSums) {
     res.sum_t = st.Total(d);
     res.sum_w = sw.Total(d);

@@ -172,8 +172,8 @@ RowStats RowStatsImpl(const float* t, int64_t n64) {
   });
   RowStats s;
   s.visible = visible;
-  s.min = hn::GetLane(hn::MinOfLanes(d, vmin));
-  s.max = hn::GetLane(hn::MaxOfLanes(d, vmax));
+  s.min = ReduceMin(d, vmin);
+  s.max = ReduceMax(d, vmax);
   s.has_nan = !hn::AllFalse(d, nan_any);
   return s;
 }

@@ -60,7 +60,7 @@ TopkScan TopkScanImpl(const float* HWY_RESTRICT t, int64_t n64, int64_t k,
   int64_t count = 0;
 
   auto rebase = [&](VF step_max) {  // rare path (see TwoPassScan)
-    const float m = hn::GetLane(hn::MaxOfLanes(d, step_max));
+    const float m = ReduceMax(d, step_max);
     const float mc = std::fmin(std::fmax(m, -1e6f), 1e6f);
     const float new_ref = std::nearbyint(mc * kLog2e);
     const bool first = !(thresh > kNegInf);
@@ -114,7 +114,7 @@ TopkScan TopkScanImpl(const float* HWY_RESTRICT t, int64_t n64, int64_t k,
 
   TopkScan res;
   const double total = sum.Total(d);
-  res.max = hn::GetLane(hn::MaxOfLanes(d, vmax));
+  res.max = ReduceMax(d, vmax);
   res.count = count;
   if (res.max == kNegInf && total == 0.0) {  // every logit -inf (NaN gives NaN sums)
     res.ref = 0.0;
@@ -189,7 +189,7 @@ MaxScan MaxScanImpl(const float* HWY_RESTRICT t, int64_t n64) {
   for (; i + N <= n; i += N) step(m0, src.Load(d, i));
   if (i < n) step(m1, src.LoadTail(d, i, n - i));
   MaxScan r;
-  r.max = hn::GetLane(hn::MaxOfLanes(d, hn::Max(m0, m1)));
+  r.max = ReduceMax(d, hn::Max(m0, m1));
   const DI di;
   r.has_nan = !hn::AllTrue(di, hn::Eq(hn::BitCast(di, nan), hn::Zero(di)));
   return r;

@@ -54,7 +54,7 @@ SparseScan SparseScanImpl(const float* t, int64_t n64) {
     nan = hn::Or(nan, hn::VecFromMask(d, hn::IsNaN(a)));
   }
   SparseScan s;
-  s.max = hn::GetLane(hn::MaxOfLanes(d, hn::Max(m0, m1)));
+  s.max = ReduceMax(d, hn::Max(m0, m1));
   s.has_nan = !hn::AllFalse(d, hn::MaskFromVec(nan));
   s.has_pos_inf = !s.has_nan && s.max == kInf;  // without NaN the max is exact
   return s;
