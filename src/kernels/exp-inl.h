@@ -451,7 +451,7 @@ HWY_INLINE float ReduceMax(DF d, VF v) {
   for (size_t i = 1; i < hn::Lanes(d); ++i) m = lanes[i] > m ? lanes[i] : m;
   return m;
 #else
-  return ReduceMax(d, v);
+  return hn::GetLane(hn::MaxOfLanes(d, v));
 #endif
 }
 HWY_INLINE float ReduceMin(DF d, VF v) {
@@ -462,7 +462,7 @@ HWY_INLINE float ReduceMin(DF d, VF v) {
   for (size_t i = 1; i < hn::Lanes(d); ++i) m = lanes[i] < m ? lanes[i] : m;
   return m;
 #else
-  return ReduceMin(d, v);
+  return hn::GetLane(hn::MinOfLanes(d, v));
 #endif
 }
 
