@@ -14,11 +14,15 @@
 // and exact 0 (output and gradient) at masked entries.
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
 #include "reference/reference.h"
 #include "reference/rows.h"
+#include "kernels/sparse.h"
+#include "ops/sparse_rows.h"
 #include "reference/sparse.h"
 #include "smax/sparse.h"
 #include "test_util.h"
@@ -300,6 +304,106 @@ TEST_P(Sparse, LongRows) {
         EXPECT_TRUE(run_case(c, src, dst, {}, "ties n=" + std::to_string(n)));
       }
     }
+  }
+}
+
+// The whole-row 1.5-entmax path (rows up to kEntmax15WholeRowMax): the
+// kernel's certified threshold against the spec's sorted algorithm in
+// float64, on data that stresses the certificate (ties, an entry exactly at
+// the threshold, huge and tiny spreads, masked entries); it must either
+// match or decline (NaN: the op then takes the sorted path), and decline
+// rarely on ordinary rows. Then the op across the path boundary.
+double sorted_entmax15_tau(const std::vector<float>& t, float m) {
+  std::vector<double> z;
+  for (float x : t) {
+    if (x > -std::numeric_limits<float>::infinity()) {
+      z.push_back(0.5 * (static_cast<double>(x) - static_cast<double>(m)));
+    }
+  }
+  std::sort(z.begin(), z.end(), std::greater<double>());
+  double tau = 0.0;
+  smax::detail::sparse::entmax15_support(z.data(), static_cast<int64_t>(z.size()), &tau);
+  return tau;
+}
+
+TEST_P(Sparse, Entmax15WholeRowThreshold) {
+  namespace kn = smax::kernels;
+  Rng rng("e15-whole-row");
+  int rows = 0, declined = 0, ordinary_rows = 0, ordinary_declined = 0;
+  auto check = [&](const std::vector<float>& t, const std::string& what, bool ordinary) {
+    const int64_t n = static_cast<int64_t>(t.size());
+    float m = -std::numeric_limits<float>::infinity();
+    for (float x : t) m = std::max(m, x);
+    ASSERT_TRUE(std::isfinite(m)) << what;
+    const double tau = kn::entmax15_threshold(t.data(), n, m);
+    const double want = sorted_entmax15_tau(t, m);
+    ++rows;
+    ordinary_rows += ordinary;
+    if (std::isnan(tau)) {
+      ++declined;
+      ordinary_declined += ordinary;
+      return;
+    }
+    // Both are float64 thresholds in z units (|tau| <= 1) from sums of <= n terms.
+    EXPECT_NEAR(tau, want, 1e-16 * (64.0 + static_cast<double>(n)) * 4.0) << what << " n=" << n;
+    std::vector<float> y(t.size());
+    kn::entmax15_store(t.data(), n, m, tau, y.data());
+    double sum = 0.0;
+    for (size_t i = 0; i < t.size(); ++i) {
+      const double v = std::max(0.5 * (static_cast<double>(t[i]) - m) - want, 0.0);
+      EXPECT_NEAR(y[i], v * v, 2 * kU * v * v + 1e-16 * (64.0 + static_cast<double>(n)) * 2)
+          << what << " i=" << i;
+      sum += y[i];
+    }
+    EXPECT_NEAR(sum, 1.0, 1e-5) << what;
+  };
+  for (int64_t n : {1, 2, 3, 5, 8, 9, 17, 64, 128, 129, 255, 1000, 2048}) {
+    for (int rep = 0; rep < 20; ++rep) {
+      std::vector<float> t(static_cast<size_t>(n));
+      for (auto& x : t) x = rng.normal();
+      check(t, "normal", true);
+      for (auto& x : t) x = rng.normal(0.0f, 20.0f);
+      check(t, "wide", true);
+      for (auto& x : t) x = rng.uniform(-0.01f, 0.01f);  // every entry in the support
+      check(t, "narrow", true);
+      for (auto& x : t) x = static_cast<float>(rng.index(4)) * 0.5f;
+      check(t, "ties", false);
+      for (auto& x : t) x = rng.normal() + 1e6f;  // f32 stage A rounds coarsely here
+      check(t, "offset 1e6", false);
+      for (auto& x : t) x = rng.bernoulli(0.3) ? -std::numeric_limits<float>::infinity() : rng.normal();
+      t[0] = 0.0f;
+      check(t, "masked", false);
+      for (auto& x : t) x = rng.bernoulli(0.5) ? 1e30f * rng.normal() : 1e-40f * rng.normal();
+      t[0] = std::fabs(t[0]);
+      check(t, "huge", false);
+    }
+    // An entry exactly at the threshold: four tied maxima c (y = 1/4 each,
+    // tau* = -1/2 in z units) and entries at c - 1 (z = -1/2: y = 0).
+    for (float c : {0.0f, 3.25f, -1024.0f, 1.5e7f}) {
+      std::vector<float> t(static_cast<size_t>(std::max<int64_t>(n, 5)), c - 3.0f);
+      for (int i = 0; i < 4; ++i) t[static_cast<size_t>(i) * t.size() / 5] = c;
+      t.back() = c - 1.0f;
+      t[t.size() / 2 + 1] = c - 1.0f;
+      check(t, "entry at the threshold c=" + std::to_string(c), false);
+    }
+  }
+  // Declining is the exception: the op's speed rests on it.
+  EXPECT_LE(ordinary_declined * 100, ordinary_rows) << declined << " of " << rows << " declined";
+}
+
+TEST_P(Sparse, Entmax15PathBoundary) {
+  using smax::detail::sparse::kEntmax15WholeRowMax;
+  Rng rng("e15-boundary");
+  const Case c{Case::kEntmax15};
+  for (int64_t n : {kEntmax15WholeRowMax - 1, kEntmax15WholeRowMax, kEntmax15WholeRowMax + 1}) {
+    for (Data d : all_data()) {
+      Tensor src({2, n}), dst({2, n});
+      fill_rows(src, 1, d, rng);
+      EXPECT_TRUE(run_case(c, src, dst, {}, std::string(data_name(d)) + " n=" + std::to_string(n)));
+    }
+    Tensor src({2, n}), dst({2, n});
+    fill_ties(src, rng);
+    EXPECT_TRUE(run_case(c, src, dst, {}, "ties n=" + std::to_string(n)));
   }
 }
 

@@ -25,9 +25,12 @@
 //   (alpha-1) t for alpha-entmax), only entries with z_i > max(z) - 1 can be
 //   in the support: a second vector pass compacts those candidates as exact
 //   float64 differences t_i - m. The threshold is then found on the
-//   candidates in float64 (Michelot's pivoting for sparsemax, a partial sort
-//   of the top candidates with doubling for 1.5-entmax, bisection for
-//   alpha-entmax), and the output y_i is rounded to f32 once.
+//   candidates in float64 (Michelot's pivoting for sparsemax, Newton
+//   pruning + the sorted exact algorithm for 1.5-entmax, bisection for
+//   alpha-entmax), and the output y_i is rounded to f32 once. entmax15 on
+//   rows of up to 2048 entries skips the compaction: vectorised Newton
+//   passes over the whole row, each certifying the exact float64 threshold
+//   of its support (docs/normalizers.md, "1.5-entmax").
 // * Numerics (f32 result vs the float64 reference on the same f32 logits,
 //   any n, any thread count; u = 2^-24):
 //     sparsemax, entmax15, entmax_bisect:

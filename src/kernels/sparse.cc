@@ -13,7 +13,9 @@
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/sparse.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 #include <hwy/highway.h>
 #include <hwy/contrib/math/math-inl.h>
@@ -163,6 +165,171 @@ double EntmaxPowSumImpl(const double* z, int64_t k, double tau, double p) {
 }
 double EntmaxPowStoreImpl(const double* z, int64_t k, double tau, double p, double* out) {
   return PowSumDispatch(z, k, tau, p, out);
+}
+
+// ---- 1.5-entmax on a whole row -------------------------------------------------
+// z_i = (t_i - m) / 2, y_i = max(z_i - tau*, 0)^2, sum y = 1. Each pass at a
+// lower bound tau gathers, over S = {z_i > tau}: k = |S|, s1 = sum v,
+// s2 = sum v^2, vmin = min v (v_i = z_i - tau), and from those
+//  * certifies: the exact threshold of S is tau + delta, delta the smaller
+//    root of k delta^2 - 2 s1 delta + s2 - 1 = 0, written
+//    (s2 - 1) / (s1 + sqrt(D)) (no cancellation). When vmin >= delta >= 0,
+//    no entry of S falls below tau + delta (one exactly at it gets y = 0)
+//    and every other entry lies at
+//    or below tau, so sum (z - tau - delta)_+^2 = 1 holds on S: the answer;
+//  * or steps: Newton on f(tau) = sum (z - tau)_+^2 - 1 (convex,
+//    decreasing): tau + (s2 - 1) / (2 s1) <= tau* (a convex function lies
+//    above its tangent), so S only shrinks towards the support.
+// Stage A runs the passes in f32 (8 lanes per AVX2 vector, half the float64
+// cost) to find the support; stage B repeats them in float64 on the exact
+// z from just below stage A's tau (usually one pass: the certificate), so
+// the threshold is float64-exact whatever stage A's rounding did.
+
+struct Entmax15Pass {
+  double k, s1, s2, vmin;
+};
+
+// Certify (returns tau* or NaN with *next = the Newton step, NaN when the
+// pass cannot step: tau at or past tau* by rounding).
+HWY_INLINE double Entmax15Step(const Entmax15Pass& s, double tau, double* next) {
+  *next = std::numeric_limits<double>::quiet_NaN();
+  if (!(s.k >= 1.0) || !(s.s1 > 0.0)) return *next;
+  const double disc = s.s1 * s.s1 - s.k * (s.s2 - 1.0);
+  if (disc >= 0.0) {
+    const double delta = (s.s2 - 1.0) / (s.s1 + std::sqrt(disc));
+    if (delta >= 0.0 && s.vmin >= delta) return tau + delta;
+  }
+  if (s.s2 > 1.0) *next = tau + (s.s2 - 1.0) / (2.0 * s.s1);
+  return std::numeric_limits<double>::quiet_NaN();
+}
+
+template <class D, class V>
+HWY_INLINE double FoldMin(D d, V v) {  // EMU128's MinOfLanes caps at the max finite
+  HWY_ALIGN hn::TFromD<D> lanes[HWY_MAX_BYTES / sizeof(hn::TFromD<D>)];
+  hn::Store(v, d, lanes);
+  double r = static_cast<double>(lanes[0]);
+  for (size_t l = 1; l < hn::Lanes(d); ++l) r = lanes[l] < r ? lanes[l] : r;
+  return r;
+}
+
+// Stage A pass: v_i = fl(t_i / 2 - c), c = m / 2 + tau, in f32.
+HWY_INLINE Entmax15Pass Entmax15PassF32(const float* t, size_t n, float c) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  const Logits<false, false> src{t, nullptr, 1.0f};
+  const VF vc = hn::Set(d, -c), half = hn::Set(d, 0.5f), one = hn::Set(d, 1.0f);
+  const VF inf = hn::Set(d, kInf);
+  VF k0 = hn::Zero(d), k1 = k0, a0 = k0, a1 = k0, b0 = k0, b1 = k0, m0 = inf, m1 = inf;
+  auto acc = [&](VF x, VF& k, VF& a, VF& b, VF& mn) {
+    const VF v = hn::MulAdd(x, half, vc);
+    const auto p = hn::Gt(v, hn::Zero(d));
+    const VF w = hn::IfThenElseZero(p, v);
+    k = hn::Add(k, hn::IfThenElseZero(p, one));
+    a = hn::Add(a, w);
+    b = hn::MulAdd(w, w, b);
+    mn = hn::Min(mn, hn::IfThenElse(p, v, inf));
+  };
+  size_t i = 0;
+  for (; i + 2 * N <= n; i += 2 * N) {
+    acc(src.Load(d, i), k0, a0, b0, m0);
+    acc(src.Load(d, i + N), k1, a1, b1, m1);
+  }
+  for (; i + N <= n; i += N) acc(src.Load(d, i), k0, a0, b0, m0);
+  if (i < n) acc(src.LoadTail(d, i, n - i), k1, a1, b1, m1);  // padding: -inf
+  Entmax15Pass r;
+  r.k = hn::GetLane(hn::SumOfLanes(d, hn::Add(k0, k1)));
+  r.s1 = hn::GetLane(hn::SumOfLanes(d, hn::Add(a0, a1)));
+  r.s2 = hn::GetLane(hn::SumOfLanes(d, hn::Add(b0, b1)));
+  r.vmin = FoldMin(d, hn::Min(m0, m1));
+  return r;
+}
+
+// Loads N64 logits as float64 (the tail from a -inf padded copy).
+HWY_INLINE V64 LoadT64(const float* t, size_t i, size_t n) {
+  const D64 d;
+  const DF64 df;
+  const size_t N = hn::Lanes(d);
+  if (i + N <= n) return hn::PromoteTo(d, hn::LoadU(df, t + i));
+  HWY_ALIGN float buf[kMaxLanes64];
+  for (size_t l = 0; l < N; ++l) buf[l] = i + l < n ? t[i + l] : kNegInf;
+  return hn::PromoteTo(d, hn::Load(df, buf));
+}
+
+// Stage B pass: v_i = (t_i - m) / 2 - tau in float64 (z exact).
+HWY_INLINE Entmax15Pass Entmax15PassF64(const float* t, size_t n, double m, double tau) {
+  const D64 d;
+  const size_t N = hn::Lanes(d);
+  const V64 vm = hn::Set(d, m), vt = hn::Set(d, tau), half = hn::Set(d, 0.5);
+  const V64 one = hn::Set(d, 1.0), inf = hn::Set(d, kInf);
+  V64 k0 = hn::Zero(d), k1 = k0, a0 = k0, a1 = k0, b0 = k0, b1 = k0, m0 = inf, m1 = inf;
+  auto acc = [&](V64 x, V64& k, V64& a, V64& b, V64& mn) {
+    const V64 v = hn::Sub(hn::Mul(hn::Sub(x, vm), half), vt);
+    const auto p = hn::Gt(v, hn::Zero(d));
+    const V64 w = hn::IfThenElseZero(p, v);
+    k = hn::Add(k, hn::IfThenElseZero(p, one));
+    a = hn::Add(a, w);
+    b = hn::MulAdd(w, w, b);
+    mn = hn::Min(mn, hn::IfThenElse(p, v, inf));
+  };
+  size_t i = 0;
+  for (; i + 2 * N <= n; i += 2 * N) {
+    acc(LoadT64(t, i, n), k0, a0, b0, m0);
+    acc(LoadT64(t, i + N, n), k1, a1, b1, m1);
+  }
+  for (; i < n; i += N) acc(LoadT64(t, i, n), k0, a0, b0, m0);
+  Entmax15Pass r;
+  r.k = hn::GetLane(hn::SumOfLanes(d, hn::Add(k0, k1)));
+  r.s1 = hn::GetLane(hn::SumOfLanes(d, hn::Add(a0, a1)));
+  r.s2 = hn::GetLane(hn::SumOfLanes(d, hn::Add(b0, b1)));
+  r.vmin = FoldMin(d, hn::Min(m0, m1));
+  return r;
+}
+
+double Entmax15ThresholdImpl(const float* t, int64_t n64, float m) {
+  const size_t n = static_cast<size_t>(n64);
+  const double md = static_cast<double>(m);
+  // Stage A: from tau = -1 (max z = 0 and y_max = tau*^2 <= 1: tau* >= -1).
+  double tau = -1.0;
+  for (int pass = 0; pass < 32; ++pass) {
+    const Entmax15Pass s = Entmax15PassF32(t, n, static_cast<float>(0.5 * md + tau));
+    double next;
+    const double cert = Entmax15Step(s, tau, &next);
+    if (!std::isnan(cert) || std::isnan(next)) break;  // support found (or rounding)
+    tau = next;
+  }
+  // Stage B: back off by more than stage A's rounding (f32 v: ~1e-7 of
+  // |t / 2| and |c|; sums of <= n terms) and certify in float64.
+  const double margin = 1e-5 * (1.0 + 0.5 * std::fabs(md)) + 1e-6 * std::fabs(tau);
+  tau = std::max(-1.0, tau - margin);
+  for (int pass = 0; pass < 64; ++pass) {
+    const Entmax15Pass s = Entmax15PassF64(t, n, md, tau);
+    double next;
+    const double cert = Entmax15Step(s, tau, &next);
+    if (!std::isnan(cert)) return cert;
+    if (std::isnan(next)) break;
+    tau = next;
+  }
+  return std::numeric_limits<double>::quiet_NaN();
+}
+
+void Entmax15StoreImpl(const float* t, int64_t n64, float m, double tau, float* dst) {
+  const D64 d;
+  const DF64 df;
+  const size_t N = hn::Lanes(d);
+  const size_t n = static_cast<size_t>(n64);
+  const V64 vm = hn::Set(d, static_cast<double>(m)), vt = hn::Set(d, tau);
+  const V64 half = hn::Set(d, 0.5);
+  auto f = [&](V64 x) {
+    const V64 v = hn::Max(hn::Sub(hn::Mul(hn::Sub(x, vm), half), vt), hn::Zero(d));
+    return hn::DemoteTo(df, hn::Mul(v, v));
+  };
+  size_t i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(f(LoadT64(t, i, n)), df, dst + i);
+  if (i < n) {
+    HWY_ALIGN float buf[kMaxLanes64];
+    hn::Store(f(LoadT64(t, i, n)), df, buf);
+    for (size_t l = 0; i + l < n; ++l) dst[i + l] = buf[l];
+  }
 }
 
 // w = y^(2-alpha) on y > 0 (kind 2: indicator, 3: sqrt, 0: exp(e log y)).
@@ -334,6 +501,8 @@ HWY_EXPORT(TopkExpStoreImpl);
 HWY_EXPORT(NthEqualIndexImpl);
 HWY_EXPORT(CountGreaterImpl);
 HWY_EXPORT(SparseFillImpl);
+HWY_EXPORT(Entmax15ThresholdImpl);
+HWY_EXPORT(Entmax15StoreImpl);
 
 SparseScan sparse_scan(const float* t, int64_t n) noexcept {
   return HWY_DYNAMIC_DISPATCH(SparseScanImpl)(t, n);
@@ -368,6 +537,12 @@ int64_t count_greater(const float* t, int64_t n, float v) noexcept {
 }
 void sparse_fill(float* dst, int64_t n, float value) noexcept {
   HWY_DYNAMIC_DISPATCH(SparseFillImpl)(dst, n, value);
+}
+double entmax15_threshold(const float* t, int64_t n, float m) noexcept {
+  return HWY_DYNAMIC_DISPATCH(Entmax15ThresholdImpl)(t, n, m);
+}
+void entmax15_store(const float* t, int64_t n, float m, double tau, float* dst) noexcept {
+  HWY_DYNAMIC_DISPATCH(Entmax15StoreImpl)(t, n, m, tau, dst);
 }
 
 }  // namespace smax::kernels

@@ -64,6 +64,17 @@ int64_t count_greater(const float* t, int64_t n, float v) noexcept;
 /// Index of the `count`-th (1-based) element equal to v, or n if fewer.
 int64_t nth_equal_index(const float* t, int64_t n, float v, int64_t count) noexcept;
 
+/// 1.5-entmax threshold of a whole row, vectorised (no candidate
+/// compaction, no sort): t has no NaN / +inf, m = max t finite. Newton
+/// passes from tau = -1, each certifying the exact threshold of its
+/// support, first in f32 (to find the support), then in float64 on the
+/// exact z_i = (t_i - m) / 2 (see sparse.cc). Returns tau* in z units
+/// (y_i = max(z_i - tau*, 0)^2), or NaN when no pass certified it (the
+/// caller falls back to the sorted algorithm).
+double entmax15_threshold(const float* t, int64_t n, float m) noexcept;
+/// dst_i = f32(max((t_i - m) / 2 - tau, 0)^2), evaluated in float64.
+void entmax15_store(const float* t, int64_t n, float m, double tau, float* dst) noexcept;
+
 /// dst_i = value.
 void sparse_fill(float* dst, int64_t n, float value) noexcept;
 

@@ -86,7 +86,12 @@ void sparsemax_backward(const TensorView& y, const TensorView& dy, const TensorV
 void entmax15(const TensorView& src, const TensorView& dst, const SoftmaxOptions& options) {
   Rowwise rw("entmax15", src, "src", true, options);
   rw.add_output(dst, "dst");
-  candidate_forward(rw, 2.0, [](sp::Row& row, const RowArgs&) { sp::solve_entmax15(row); });
+  rw.run(sp::work_floats(detail::row_length(rw)), [&](const RowArgs& a) {
+    if (sp::entmax15_row_fast(a.in[0], a.n, a.out[0])) return;
+    sp::Row row = sp::prepare(a.in[0], a.n, 2.0, a.scratch);
+    if (row.kind == sp::Kind::kOk) sp::solve_entmax15(row);
+    sp::write_row(row, a.out[0], a.empty_row);
+  });
 }
 
 void entmax15_backward(const TensorView& y, const TensorView& dy, const TensorView& dsrc,

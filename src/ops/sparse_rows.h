@@ -177,6 +177,29 @@ inline void solve_entmax15(Row& r) {
   }
 }
 
+/// 1.5-entmax of one row straight from the logits (the forward's fast path):
+/// one max sweep, then vectorised Newton passes over the whole row that each
+/// certify the exact threshold of their support (kernels::entmax15_threshold)
+/// and one store pass; no candidate compaction, no sort. Same float64
+/// threshold (up to summation order) as solve_entmax15, rounded once.
+/// Returns false, writing nothing, for the rows it leaves to the candidate
+/// path: rows longer than kEntmax15WholeRowMax (each pass reads the whole
+/// row, while the candidate set of a long row stays short: 4096x128 rows
+/// 0.40 vs 1.14 us per row, 1000: 1.8 vs 2.8 us, 4096: 6.9 vs 6.5 us,
+/// 32000: 59 vs 23 us; thread CPU time, AVX2), NaN / +inf / all -inf rows,
+/// and a threshold no pass certified.
+inline constexpr int64_t kEntmax15WholeRowMax = 2048;
+inline bool entmax15_row_fast(const float* t, int64_t n, float* dst) {
+  if (n == 0) return true;
+  if (n > kEntmax15WholeRowMax) return false;
+  const kernels::SparseScan s = kernels::sparse_scan(t, n);
+  if (s.has_nan || s.has_pos_inf || s.max == kNegInfF) return false;
+  const double tau = kernels::entmax15_threshold(t, n, s.max);
+  if (std::isnan(tau)) return false;
+  kernels::entmax15_store(t, n, s.max, tau, dst);
+  return true;
+}
+
 /// alpha-entmax by the entmax package's bisection, in float64 on the
 /// candidates z = (alpha - 1) d (max z = 0). n is the full row length.
 inline void solve_bisect(Row& r, double alpha, int n_iter, bool ensure_sum_one) {
