@@ -1,0 +1,143 @@
+// smax/attention.h: fused CPU attention with pluggable normalisers
+// (specs/normalizers.md §1 and §8), with PyTorch
+// scaled_dot_product_attention (SDPA) semantics and names.
+//
+//   out[b, h, i, :] = sum_j P[b, h, i, j] * v[b, h / G, j, :],
+//   P[b, h, i, :]   = normalizer(t[b, h, i, :]),   G = H / Hkv (GQA),
+//   t_ij = mask(alibi(softcap(fl(<q_i, k_j> * scale))))
+// in that order (scale -> softcap -> ALiBi / additive mask -> bool mask and
+// causal = -inf; the ONNX Attention order). Masked entries (t = -inf) get
+// exactly 0 weight and exactly 0 gradient.
+//
+// Contract of attention / attention_backward
+// ------------------------------------------
+// * Layout: q [B, H, Lq, D], k [B, Hkv, Lk, D], v [B, Hkv, Lk, Dv],
+//   out [B, H, Lq, Dv], any strides (elements; e.g. a transposed [B, L, H, D]
+//   buffer viewed as [B, H, L, D] is used without a copy when the last dim has
+//   unit stride; other layouts are gathered per task). H % Hkv == 0.
+// * Masks: attn_mask is bool (true / non-zero = attend, SDPA's meaning) or f32
+//   (added to the logits), any rank <= 4 broadcast to [B, H, Lq, Lk] (NumPy
+//   rules). is_causal keeps j <= i (top-left aligned tril over [Lq, Lk], as
+//   SDPA's is_causal; with Lq > Lk the rows i >= Lk see every key).
+// * Fully masked query rows (no visible key): options.empty_row, kZero
+//   (default) gives out = 0, lse = -inf and zero gradients (SDPA / Flash-
+//   Attention); kNan gives NaN (out, lse and the gradients that depend on
+//   them). A softmax sink counts as a visible logit: with a sink such a row
+//   is out = 0 (weights 0 / e^sink), not empty.
+// * Special values: a NaN or +inf logit on a visible entry -> NaN output row
+//   (after softcap, +inf scores become cap: finite). NaN under a masked entry
+//   (bool mask, causal) is ignored. -inf logits are masked.
+// * Sizes: Lq, Lk < 2^24 (positions are exact in f32 for ALiBi / causal).
+// * Errors: smax::Error (invalid argument) naming the argument for bad views,
+//   ranks, shape mismatches (B, D, Lk, Dv, H % Hkv), masks that do not
+//   broadcast or have a wrong dtype, non-finite scale / softcap < 0, sinks or
+//   lse with a normaliser other than softmax, an output overlapping an input
+//   or itself, threads < 0. Nothing is written on error.
+// * Determinism: tasks on a fixed grid over (batch, head, query block)
+//   (forward) and (batch, kv head) (backward, dk / dv summed in a fixed
+//   order): bitwise identical results for any `threads`. Scores and P V use
+//   OpenBLAS SGEMM, whose bits depend on OPENBLAS_NUM_THREADS (fixed per
+//   process) and the SIMD target.
+// * Memory: O(block) scratch per task: softmax keeps the online (m, d, o)
+//   state of a 64-query block over 512-key blocks (never Lq x Lk); other
+//   normalisers hold a [block_q, Lk] row block (block_q = clamp(2^18 / Lk,
+//   1, 64)); the backward holds [block_q, Lk] blocks plus dk / dv
+//   accumulators of one kv head ([Lk, D + Dv]).
+// * Error bounds: see each function and docs/attention.md.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string_view>
+
+#include "smax/options.h"
+#include "smax/tensor.h"
+
+namespace smax {
+
+/// Row normaliser of the attention scores (specs/normalizers.md §3, §8).
+enum class AttentionNormalizer : int {
+  kSoftmax = 0,    ///< exact softmax (online (m, d, o) merge over key blocks)
+  kSigmoid = 1,    ///< sigmoid(t + b), b = sigmoid_bias or -ln(visible keys)
+  kSoftpick = 2,   ///< relu(e^t - 1) / (sum_visible |e^t - 1| + eps)
+  kSsmax = 3,      ///< softmax((s ln n) t), n = visible keys of the query row
+  kStablemax = 4,  ///< s(t) / sum s(t), s = t + 1 (t >= 0), 1 / (1 - t)
+  kSoftplus = 5,   ///< softplus(lambda t) / sum, lambda = ln(visible) / ln(D)
+};
+
+/// "softmax", "sigmoid", "softpick", "ssmax", "stablemax", "softplus".
+AttentionNormalizer parse_attention_normalizer(std::string_view name);
+const char* attention_normalizer_name(AttentionNormalizer n) noexcept;
+
+struct AttentionOptions {
+  /// Multiplies <q, k>. NaN (default) = 1 / sqrt(D) (SDPA's default; D = 0:
+  /// 1). Otherwise finite (any sign, like SDPA's `scale`).
+  float scale = std::numeric_limits<float>::quiet_NaN();
+  /// SDPA's is_causal: mask j > i (top-left aligned).
+  bool is_causal = false;
+  /// Bool (non-zero = attend) or f32 additive, broadcastable to [B, H, Lq, Lk].
+  std::optional<TensorView> attn_mask;
+  /// > 0: t = softcap * tanh(t / softcap) after scaling (Gemma 2). 0 = off.
+  float softcap = 0.0f;
+  /// Optional f32 [H]: a per-head sink logit that joins the softmax
+  /// denominator without an output column (gpt-oss style). Softmax only. Not
+  /// scaled, capped or masked. No gradient is returned for it.
+  std::optional<TensorView> sinks;
+  /// Optional f32 [H] or [B, H]: ALiBi slopes; adds -slope * |i - j| to the
+  /// logits (= slope * (j - i) on the causal side, Press et al.'s bias; the
+  /// symmetric form off it, as FlashAttention's non-causal ALiBi).
+  std::optional<TensorView> alibi_slopes;
+  AttentionNormalizer normalizer = AttentionNormalizer::kSoftmax;
+  /// kSigmoid: b. NaN (default) = -ln(n), n = number of visible keys of the
+  /// query row (the spec's -ln n with masking; a fully masked row is empty).
+  float sigmoid_bias = std::numeric_limits<float>::quiet_NaN();
+  /// kSoftpick: eps of the denominator (0 or >= FLT_MIN; spec default 1e-6).
+  float softpick_eps = 1e-6f;
+  /// kSsmax: s (0.43 = the paper's initialisation); n = visible keys per row.
+  float ssmax_s = 0.43f;
+  /// Optional output f32 [B, H, Lq] (softmax only): log of the denominator,
+  /// m + log d (sink included). -inf for empty rows (kZero), NaN for NaN rows.
+  std::optional<TensorView> lse;
+  EmptyRow empty_row = EmptyRow::kZero;
+  int threads = 0;  ///< 0 = smax::max_threads(); results do not depend on it
+};
+
+/// Forward. out may not overlap q, k, v, the masks or itself.
+/// Bound (softmax; tested per SIMD target against a float64 evaluation from
+/// the same f32 inputs): |out_ic - ref_ic| <= (2 Delta_i + (L_acc + 16) u)
+/// * sum_j P_ij |v_jc| + 1e-30, u = 2^-24, where Delta_i = max over visible j
+/// of (D + 2) u |scale| sum_d |q_id k_jd| + 2 u |t_ij| bounds the error of the
+/// f32 logits (SGEMM dot products, scale, bias), and L_acc = 512 + Lk / 512
+/// (the P V accumulation over one key block and the block merges). The other
+/// normalisers meet the same form with their own sensitivity in place of 2
+/// and, for softpick, P_ij + e^t_ij / S in place of P_ij (docs/attention.md).
+void attention(const TensorView& q, const TensorView& k, const TensorView& v,
+               const TensorView& out, const AttentionOptions& options = {});
+
+/// Backward: given q, k, v, the saved forward output `out` and the upstream
+/// gradient `dout` (both [B, H, Lq, Dv]), writes dq [B, H, Lq, D], dk
+/// [B, Hkv, Lk, D], dv [B, Hkv, Lk, Dv] (overwritten, not accumulated).
+/// P is recomputed per query block from q and k (options.lse is ignored);
+/// `out` is validated but only used through the recomputed P:
+///   dV = P^T dO, dP = dO V^T, dT = normaliser VJP (softmax: P (dP - <dP, P>)),
+///   dS = dT * softcap'(.), dQ = scale dS K, dK = scale dS^T Q.
+/// GQA: dk / dv sum over the G query heads of each kv head, in head order.
+/// Masked entries contribute exactly 0. Outputs may not overlap inputs or
+/// each other. A fully masked query row gives dq = 0 and no dk / dv share
+/// (kZero; kNan: NaN in dq and, through P^T dO, in dk / dv of its kv head). No gradient for masks, sinks or ALiBi slopes.
+/// Bound (tested per SIMD target), elementwise, for dq, dk and dv:
+///   |d - ref| <= (2e-6 + 2 (Lq + Lk + D + Dv) u + 4 max_i Delta_i) * mag + 1e-30,
+/// Delta_i as in attention(); mag = the float64 chain-rule sum with every
+/// term replaced by its absolute value, where the row VJP term dT_ij becomes
+/// |dT_ij| + w_ij (A_ij + sum_l |P_il| A_il), A_ij = sum_c |dout_ic v_jc|
+/// (w = P scaled by max(1, |s ln n|, lambda); softpick: P + e^t / S), the
+/// softcap factor f = 1 - tanh^2 becomes f + 1/4 (its absolute f32 error,
+/// <= 8 u, is not relative to f) and dv's P_ij becomes w_ij: the size of
+/// what rounding can perturb. (Measured worst error / bound: 0.05.)
+void attention_backward(const TensorView& q, const TensorView& k, const TensorView& v,
+                        const TensorView& out, const TensorView& dout, const TensorView& dq,
+                        const TensorView& dk, const TensorView& dv,
+                        const AttentionOptions& options = {});
+
+}  // namespace smax

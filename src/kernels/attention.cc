@@ -1,0 +1,218 @@
+// src/kernels/attention.cc: row kernels of fused attention (kernels/attention.h).
+//
+// * Logits: t = fl(s * scale), then cap * tanh(t / cap) (Highway's contrib
+//   Tanh, a few ulp), then + fl(-slope * |i - j|) (ALiBi; |i - j| is exact in
+//   f32 below 2^24), then + the additive mask, then -inf where the bool mask is
+//   0 or j >= limit (causal). Multiplies and adds are separate roundings (the
+//   library builds with -ffp-contract=off), like the reference's f32 logits.
+// * Online step (Milakov & Gimelshein): M = max(m_old, max t); p = e^(t - M)
+//   with the exact difference (ExpDiff: TwoSum + the library exp, -inf and
+//   t - M < ~-87 flush to exact 0); the block sum is widened to float64 per
+//   vector (F64Acc), so d never loses bits to the block length. NaN / +inf
+//   logits set `bad` (the op turns the row into NaN; the max ignores NaN).
+// Tails run the same vector code on a zero-padded stack copy, so every
+// element is computed by the same instruction sequence whatever n is.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/attention.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+#include <hwy/contrib/math/math-inl.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/attention.h"
+#include "kernels/exp-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace smax::kernels::HWY_NAMESPACE {
+
+HWY_INLINE VF LogitsVec(DF d, VF s, size_t j, const AttentionLogits& p, const float* add,
+                        const uint8_t* keep, size_t count) {
+  const DI di;
+  VF t = hn::Mul(s, hn::Set(d, p.scale));
+  if (p.softcap > 0.0f) {
+    const VF cap = hn::Set(d, p.softcap);
+    t = hn::Mul(cap, hn::CallTanh(d, hn::Div(t, cap)));
+  }
+  if (p.alibi_slope != 0.0f) {
+    const VF jj = hn::ConvertTo(d, hn::Iota(di, static_cast<int32_t>(j)));
+    const VF dist = hn::Abs(hn::Sub(hn::Set(d, p.alibi_i_minus_j0), jj));
+    t = hn::Add(t, hn::Neg(hn::Mul(hn::Set(d, p.alibi_slope), dist)));
+  }
+  if (add != nullptr) t = hn::Add(t, hn::LoadU(d, add));
+  if (keep != nullptr) {
+    const hn::Rebind<uint8_t, DF> d8;
+    const auto k32 = hn::PromoteTo(di, hn::LoadU(d8, keep));
+    t = hn::IfThenElse(hn::RebindMask(d, hn::Eq(k32, hn::Zero(di))), hn::Set(d, kNegInf), t);
+  }
+  if (p.limit >= 0) {
+    const VF jj = hn::ConvertTo(d, hn::Iota(di, static_cast<int32_t>(j)));
+    const VF lim = hn::Set(d, static_cast<float>(std::min<int64_t>(p.limit, int64_t{1} << 24)));
+    t = hn::IfThenElse(hn::Ge(jj, lim), hn::Set(d, kNegInf), t);
+  }
+  (void)count;
+  return t;
+}
+
+void AttentionLogitsRowImpl(float* s, int64_t n_, const AttentionLogits& p) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  const size_t n = static_cast<size_t>(n_);
+  size_t j = 0;
+  for (; j + N <= n; j += N) {
+    const VF t = LogitsVec(d, hn::LoadU(d, s + j), j, p, p.add ? p.add + j : nullptr,
+                           p.keep ? p.keep + j : nullptr, N);
+    hn::StoreU(t, d, s + j);
+  }
+  if (j < n) {
+    const size_t c = n - j;
+    HWY_ALIGN float sb[kMaxLanes] = {};
+    HWY_ALIGN float ab[kMaxLanes] = {};
+    HWY_ALIGN uint8_t kb[kMaxLanes] = {};
+    std::memcpy(sb, s + j, c * sizeof(float));
+    if (p.add) std::memcpy(ab, p.add + j, c * sizeof(float));
+    if (p.keep) std::memcpy(kb, p.keep + j, c);
+    const VF t = LogitsVec(d, hn::Load(d, sb), j, p, p.add ? ab : nullptr,
+                           p.keep ? kb : nullptr, c);
+    hn::Store(t, d, sb);
+    std::memcpy(s + j, sb, c * sizeof(float));
+  }
+}
+
+OnlineStep AttentionOnlineStepImpl(float* t, int64_t n_, float m_old) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  const size_t n = static_cast<size_t>(n_);
+  OnlineStep r;
+  // Pass 1: max (NaN lanes replaced by -inf) and the bad flag.
+  VF mx = hn::Set(d, kNegInf);
+  auto bad = hn::FirstN(d, 0);  // all false
+  const VF inf = hn::Set(d, kInf);
+  size_t j = 0;
+  for (; j + N <= n; j += N) {
+    const VF v = hn::LoadU(d, t + j);
+    const auto nan = hn::IsNaN(v);
+    bad = hn::Or(bad, hn::Or(nan, hn::Eq(v, inf)));
+    mx = hn::Max(mx, hn::IfThenElse(nan, hn::Set(d, kNegInf), v));
+  }
+  HWY_ALIGN float tb[kMaxLanes];
+  const size_t c = n - j;
+  if (c > 0) {
+    for (size_t k = 0; k < N; ++k) tb[k] = kNegInf;
+    std::memcpy(tb, t + j, c * sizeof(float));
+    const VF v = hn::Load(d, tb);
+    const auto nan = hn::IsNaN(v);
+    bad = hn::Or(bad, hn::Or(nan, hn::Eq(v, inf)));
+    mx = hn::Max(mx, hn::IfThenElse(nan, hn::Set(d, kNegInf), v));
+  }
+  r.bad = !hn::AllFalse(d, bad);
+  const float bm = ReduceMax(d, mx);
+  const float M = bm > m_old ? bm : m_old;
+  r.m = M;
+  if (M == kNegInf) {
+    for (size_t k = 0; k < n; ++k) t[k] = 0.0f;
+    r.alpha = 1.0f;
+    r.sum = 0.0;
+    return r;
+  }
+  r.alpha = m_old == kNegInf ? 1.0f
+                             : static_cast<float>(std::exp(static_cast<double>(m_old) -
+                                                           static_cast<double>(M)));
+  const ExpDiff e = ExpDiff::Make(M);
+  F64Acc acc0, acc1;
+  j = 0;
+  for (; j + 2 * N <= n; j += 2 * N) {
+    const VF p0 = e(d, hn::LoadU(d, t + j));
+    const VF p1 = e(d, hn::LoadU(d, t + j + N));
+    hn::StoreU(p0, d, t + j);
+    hn::StoreU(p1, d, t + j + N);
+    acc0.Add(d, p0);
+    acc1.Add(d, p1);
+  }
+  for (; j + N <= n; j += N) {
+    const VF p0 = e(d, hn::LoadU(d, t + j));
+    hn::StoreU(p0, d, t + j);
+    acc0.Add(d, p0);
+  }
+  if (j < n) {
+    const size_t cc = n - j;
+    for (size_t k = 0; k < N; ++k) tb[k] = kNegInf;
+    std::memcpy(tb, t + j, cc * sizeof(float));
+    const VF p0 = e(d, hn::Load(d, tb));
+    hn::Store(p0, d, tb);
+    std::memcpy(t + j, tb, cc * sizeof(float));
+    acc1.Add(d, p0);
+  }
+  r.sum = acc0.Total(d) + acc1.Total(d);
+  return r;
+}
+
+void AttentionScaleRowImpl(float* o, int64_t n_, float a) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  const size_t n = static_cast<size_t>(n_);
+  const VF va = hn::Set(d, a);
+  size_t j = 0;
+  for (; j + N <= n; j += N) hn::StoreU(hn::Mul(hn::LoadU(d, o + j), va), d, o + j);
+  for (; j < n; ++j) o[j] *= a;  // same single rounding as the vector multiply
+}
+
+void AttentionSoftcapGradRowImpl(const float* s, float* dt, int64_t n_, float scale,
+                                 float cap) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  const size_t n = static_cast<size_t>(n_);
+  const VF vs = hn::Set(d, scale), vc = hn::Set(d, cap), one = hn::Set(d, 1.0f);
+  auto f = [&](VF sv, VF g) {
+    const VF th = hn::CallTanh(d, hn::Div(hn::Mul(sv, vs), vc));
+    return hn::Mul(g, hn::Mul(hn::Sub(one, th), hn::Add(one, th)));
+  };
+  size_t j = 0;
+  for (; j + N <= n; j += N) {
+    hn::StoreU(f(hn::LoadU(d, s + j), hn::LoadU(d, dt + j)), d, dt + j);
+  }
+  if (j < n) {
+    const size_t c = n - j;
+    HWY_ALIGN float sb[kMaxLanes] = {};
+    HWY_ALIGN float gb[kMaxLanes] = {};
+    std::memcpy(sb, s + j, c * sizeof(float));
+    std::memcpy(gb, dt + j, c * sizeof(float));
+    hn::Store(f(hn::Load(d, sb), hn::Load(d, gb)), d, gb);
+    std::memcpy(dt + j, gb, c * sizeof(float));
+  }
+}
+
+}  // namespace smax::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace smax::kernels {
+
+HWY_EXPORT(AttentionLogitsRowImpl);
+HWY_EXPORT(AttentionOnlineStepImpl);
+HWY_EXPORT(AttentionScaleRowImpl);
+HWY_EXPORT(AttentionSoftcapGradRowImpl);
+
+void attention_logits_row(float* s, int64_t n, const AttentionLogits& p) noexcept {
+  if (n > 0) HWY_DYNAMIC_DISPATCH(AttentionLogitsRowImpl)(s, n, p);
+}
+OnlineStep attention_online_step(float* t, int64_t n, float m_old) noexcept {
+  if (n <= 0) {
+    OnlineStep r;
+    r.m = m_old;
+    return r;
+  }
+  return HWY_DYNAMIC_DISPATCH(AttentionOnlineStepImpl)(t, n, m_old);
+}
+void attention_scale_row(float* o, int64_t n, float a) noexcept {
+  if (n > 0) HWY_DYNAMIC_DISPATCH(AttentionScaleRowImpl)(o, n, a);
+}
+void attention_softcap_grad_row(const float* s, float* dt, int64_t n, float scale,
+                                float cap) noexcept {
+  if (n > 0) HWY_DYNAMIC_DISPATCH(AttentionSoftcapGradRowImpl)(s, dt, n, scale, cap);
+}
+
+}  // namespace smax::kernels
+#endif  // HWY_ONCE

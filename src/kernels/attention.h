@@ -1,0 +1,46 @@
+// src/kernels/attention.h: row kernels of fused attention (include/smax/attention.h):
+// the score -> logit transform (scale, softcap, ALiBi, masks, causal limit),
+// one step of the online (m, d) softmax over a key block, and the softcap
+// chain rule. See src/kernels/attention.cc for the implementation notes.
+//
+// Contract (like kernels.h): one contiguous row of n >= 0 f32 values, noexcept,
+// allocation-free, dispatched once per call, no read or write outside
+// [p, p + n). Ops validate everything before calling.
+#pragma once
+
+#include <cstdint>
+
+namespace smax::kernels {
+
+/// How raw dot products s_j = <q_i, k_j> become logits t_j.
+struct AttentionLogits {
+  float scale = 1.0f;            ///< t = fl(s * scale)
+  float softcap = 0.0f;          ///< > 0: t = fl(cap * tanh(t / cap))
+  float alibi_slope = 0.0f;      ///< != 0: t += fl(-slope * |i - j|)
+  float alibi_i_minus_j0 = 0.0f; ///< i - j0 (as float, exact below 2^24)
+  const float* add = nullptr;    ///< contiguous additive row (nullptr: none), added last
+  const uint8_t* keep = nullptr; ///< contiguous bool row, 0 = masked (t = -inf)
+  int64_t limit = -1;            ///< >= 0: entries j >= limit are masked (causal)
+};
+
+/// In place: s_j -> t_j as described by `p` (order: scale -> softcap ->
+/// ALiBi -> additive mask -> bool mask / causal limit = -inf).
+void attention_logits_row(float* s, int64_t n, const AttentionLogits& p) noexcept;
+
+/// One online-softmax step over a block of logits t (in place -> p).
+struct OnlineStep {
+  float m = 0.0f;      ///< new running max M = max(m_old, max_j t_j) (-inf: nothing visible yet)
+  float alpha = 1.0f;  ///< e^(m_old - M): factor for the old (d, o); 1 when M = -inf
+  double sum = 0.0;    ///< sum_j p_j, p_j = e^(t_j - M) (exact difference), float64
+  bool bad = false;    ///< some t_j is NaN or +inf (the row's output is NaN)
+};
+OnlineStep attention_online_step(float* t, int64_t n, float m_old) noexcept;
+
+/// o_j *= a (n entries).
+void attention_scale_row(float* o, int64_t n, float a) noexcept;
+
+/// dt_j *= 1 - tanh(fl(s_j * scale) / cap)^2 (the softcap chain rule), in place.
+void attention_softcap_grad_row(const float* s, float* dt, int64_t n, float scale,
+                                float cap) noexcept;
+
+}  // namespace smax::kernels

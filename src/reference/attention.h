@@ -1,0 +1,52 @@
+// src/reference/attention.h: float64 oracle of smax::attention /
+// attention_backward (include/smax/attention.h). Naive loops: scores as
+// float64 dot products of the f32 inputs, the normaliser row in float64,
+// P V, and the backward by the chain rule. Also takes float64 inputs directly
+// (for finite-difference checks of the reference itself).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "smax/attention.h"
+
+namespace smax::reference {
+
+/// A dense float64 attention problem (row-major [B, H(kv), L, D] arrays;
+/// masks expanded to [B, H, Lq, Lk]).
+struct AttentionProblem {
+  int64_t B = 0, H = 0, Hkv = 0, Lq = 0, Lk = 0, D = 0, Dv = 0;
+  std::vector<double> q, k, v;
+  std::vector<double> add;     ///< additive mask [B, H, Lq, Lk] (empty: none)
+  std::vector<uint8_t> keep;   ///< bool mask [B, H, Lq, Lk] (empty: none)
+  std::vector<double> sinks;   ///< [H] (empty: none)
+  std::vector<double> alibi;   ///< [B, H] (empty: none)
+  double scale = 1.0;          ///< resolved (NaN option -> 1/sqrt(D))
+  AttentionOptions o;          ///< normaliser, causal, softcap, params, empty_row
+};
+
+/// Reads the views (any strides) and options into a dense problem.
+AttentionProblem attention_problem(const TensorView& q, const TensorView& k, const TensorView& v,
+                                   const AttentionOptions& options);
+
+struct AttentionResult {
+  std::vector<double> out;  ///< [B, H, Lq, Dv]
+  std::vector<double> lse;  ///< [B, H, Lq] (softmax)
+  std::vector<double> P;    ///< [B, H, Lq, Lk] normalised weights
+  std::vector<double> T;    ///< [B, H, Lq, Lk] logits (-inf = masked)
+};
+AttentionResult attention_forward(const AttentionProblem& p);
+
+struct AttentionGrads {
+  std::vector<double> dq, dk, dv;
+  /// Magnitudes for elementwise error bounds: the same sums with every term
+  /// replaced by its absolute value, where the row VJP term dT_ij becomes
+  /// |dT_ij| + w_ij (A_ij + sum_l |P_il| A_il), A_ij = sum_c |dO_ic v_jc| (w = c P, c = max(1, |ssmax c|,
+  /// softplus lambda); softpick: w = P + e^t / S), i.e. the size of what
+  /// rounding can perturb.
+  std::vector<double> dq_mag, dk_mag, dv_mag;
+};
+/// dout dense [B, H, Lq, Dv].
+AttentionGrads attention_backward(const AttentionProblem& p, const std::vector<double>& dout);
+
+}  // namespace smax::reference

@@ -1,0 +1,707 @@
+// tests/test_attention.cc: smax::attention / attention_backward against the
+// float64 oracle (src/reference/attention.h), per SIMD target.
+//
+// Forward bound (include/smax/attention.h), per output element:
+//   |out_ic - ref_ic| <= (sens * Delta_i + e_norm + (L_acc + 16) u) * W_ic + 1e-30
+//   Delta_i = max_j vis [(D + 2) u |scale| sum_d |q_id k_jd| + 2 u |t_ij| + 4 u cap]
+//   W_ic = sum_j G_ij |v_jc| (G = P; softpick: P + e^t / S)
+// with sens = 2 (softmax, stablemax, softpick), 2 |c| (ssmax), 1 (sigmoid),
+// 2 lambda (softplus); e_norm = the row op's own relative bound (2e-6, 0 for
+// softmax); L_acc = 512 + Lk / 512 (softmax), Lk (others).
+// Backward, elementwise: |d - ref| <= (2e-6 + 2 (Lq + Lk + D + Dv) u + 4 max Delta) * mag + 1e-30,
+// mag = the reference's sums with absolute values (reference/attention.h).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "kernels/attention.h"
+#include "reference/attention.h"
+#include "smax/attention.h"
+#include "test_util.h"
+
+namespace smax_test {
+namespace {
+
+using smax::AttentionNormalizer;
+using smax::AttentionOptions;
+namespace ref = smax::reference;
+
+constexpr double kU = 1.0 / 16777216.0;  // 2^-24
+
+const std::vector<AttentionNormalizer>& all_normalizers() {
+  static const std::vector<AttentionNormalizer> v = {
+      AttentionNormalizer::kSoftmax, AttentionNormalizer::kSigmoid,
+      AttentionNormalizer::kSoftpick, AttentionNormalizer::kSsmax,
+      AttentionNormalizer::kStablemax, AttentionNormalizer::kSoftplus};
+  return v;
+}
+
+struct Shape {
+  int64_t B, H, Hkv, Lq, Lk, D, Dv;
+};
+
+std::string shape_name(const Shape& s) {
+  return "[B=" + std::to_string(s.B) + " H=" + std::to_string(s.H) + " Hkv=" +
+         std::to_string(s.Hkv) + " Lq=" + std::to_string(s.Lq) + " Lk=" + std::to_string(s.Lk) +
+         " D=" + std::to_string(s.D) + " Dv=" + std::to_string(s.Dv) + "]";
+}
+
+// Tensors of one problem; `transposed` stores q/k/v/out as [B, L, H, D].
+struct Problem {
+  Shape s;
+  Tensor q, k, v, out;
+  Problem(const Shape& sh, bool transposed) : s(sh) {
+    auto make = [&](int64_t b, int64_t h, int64_t l, int64_t d) {
+      std::vector<int64_t> shape = {b, h, l, d};
+      if (!transposed) return Tensor(shape, {}, 1);
+      return Tensor(shape, permuted_strides(shape, {0, 2, 1, 3}), 3);
+    };
+    q = make(sh.B, sh.H, sh.Lq, sh.D);
+    k = make(sh.B, sh.Hkv, sh.Lk, sh.D);
+    v = make(sh.B, sh.Hkv, sh.Lk, sh.Dv);
+    out = make(sh.B, sh.H, sh.Lq, sh.Dv);
+  }
+  void fill(Rng& rng, float qs = 1.0f) {
+    q.fill([&](int64_t) { return rng.normal() * qs; });
+    k.fill([&](int64_t) { return rng.normal(); });
+    v.fill([&](int64_t) { return rng.normal(); });
+  }
+};
+
+double sensitivity(const ref::AttentionProblem& p, int64_t row, const ref::AttentionResult& r) {
+  switch (p.o.normalizer) {
+    case AttentionNormalizer::kSigmoid:
+      return 1.0;
+    case AttentionNormalizer::kSsmax: {
+      int64_t vis = 0;
+      for (int64_t j = 0; j < p.Lk; ++j) vis += r.T[row * p.Lk + j] != -kInfD;
+      return 2.0 * std::abs(p.o.ssmax_s * std::log(std::max<double>(vis, 1)));
+    }
+    case AttentionNormalizer::kSoftplus: {
+      int64_t vis = 0;
+      for (int64_t j = 0; j < p.Lk; ++j) vis += r.T[row * p.Lk + j] != -kInfD;
+      return 2.0 * std::log(std::max<double>(vis, 1)) / std::log(static_cast<double>(p.D)) + 2.0;
+    }
+    default:
+      return 2.0;
+  }
+}
+
+// Delta_i: bound on the error of the f32 logits of query row (b, h, i).
+double row_delta(const ref::AttentionProblem& p, const ref::AttentionResult& r, int64_t b,
+                 int64_t h, int64_t i) {
+  const int64_t G = p.Hkv > 0 ? p.H / p.Hkv : 1;
+  const int64_t row = (b * p.H + h) * p.Lq + i;
+  const double* Q = p.q.data() + row * p.D;
+  const double* K = p.k.data() + (b * p.Hkv + h / G) * p.Lk * p.D;
+  double delta = 0;
+  for (int64_t j = 0; j < p.Lk; ++j) {
+    const double t = r.T[row * p.Lk + j];
+    if (t == -kInfD || std::isnan(t)) continue;
+    double a = 0;
+    for (int64_t c = 0; c < p.D; ++c) a += std::abs(Q[c] * K[j * p.D + c]);
+    delta = std::max(delta, (p.D + 2) * kU * std::abs(p.scale) * a + 2 * kU * std::abs(t) +
+                                4 * kU * p.o.softcap);
+  }
+  return delta;
+}
+
+// Checks a forward result against the reference with the bound above.
+::testing::AssertionResult check_forward(const ref::AttentionProblem& p,
+                                         const ref::AttentionResult& r,
+                                         const std::vector<float>& out, const std::string& what,
+                                         double* worst = nullptr) {
+  CheckResult cr;
+  const int64_t G = p.Hkv > 0 ? p.H / p.Hkv : 1;
+  const bool softmax = p.o.normalizer == AttentionNormalizer::kSoftmax;
+  const double lacc = softmax ? 512.0 + static_cast<double>(p.Lk) / 512.0 : static_cast<double>(p.Lk);
+  const double enorm = softmax ? 0.0 : 2e-6;
+  for (int64_t b = 0; b < p.B; ++b)
+    for (int64_t h = 0; h < p.H; ++h)
+      for (int64_t i = 0; i < p.Lq; ++i) {
+        const int64_t row = (b * p.H + h) * p.Lq + i;
+        const int64_t hk = h / G;
+        const double* V = p.v.data() + (b * p.Hkv + hk) * p.Lk * p.Dv;
+        const double delta = row_delta(p, r, b, h, i);
+        double m = -kInfD, S = 0;
+        for (int64_t j = 0; j < p.Lk; ++j) {
+          const double t = r.T[row * p.Lk + j];
+          if (t == -kInfD || std::isnan(t)) continue;
+          m = std::max(m, t);
+        }
+        std::vector<double> G(static_cast<size_t>(p.Lk));
+        for (int64_t j = 0; j < p.Lk; ++j) G[j] = std::abs(r.P[row * p.Lk + j]);
+        if (p.o.normalizer == AttentionNormalizer::kSoftpick && m > -kInfD) {
+          for (int64_t j = 0; j < p.Lk; ++j) {
+            const double t = r.T[row * p.Lk + j];
+            if (t != -kInfD) S += std::abs(std::exp(t - m) - std::exp(-m));
+          }
+          S += p.o.softpick_eps * std::exp(-m);
+          for (int64_t j = 0; j < p.Lk; ++j) {
+            const double t = r.T[row * p.Lk + j];
+            if (t != -kInfD) G[j] += std::exp(t - m) / S;
+          }
+        }
+        const double E = sensitivity(p, row, r) * delta + enorm + (lacc + 16) * kU;
+        for (int64_t c = 0; c < p.Dv; ++c) {
+          double W = 0;
+          for (int64_t j = 0; j < p.Lk; ++j) W += G[j] * std::abs(V[j * p.Dv + c]);
+          const int64_t idx = row * p.Dv + c;
+          check_element(cr, idx, out[idx], r.out[idx], E * W + 1e-30, false, [&] {
+            return " (b=" + std::to_string(b) + " h=" + std::to_string(h) + " i=" +
+                   std::to_string(i) + " c=" + std::to_string(c) + ")";
+          });
+        }
+      }
+  if (worst != nullptr) *worst = std::max(*worst, cr.worst_ratio);
+  return to_assertion(cr, what);
+}
+
+std::vector<float> dense_f(const Tensor& t) { return t.dense(); }
+
+// Runs the library forward on `pr` (out poisoned first) and checks it.
+::testing::AssertionResult run_forward(Problem& pr, const AttentionOptions& o,
+                                       const std::string& what, double* worst = nullptr) {
+  pr.out.poison();
+  smax::attention(pr.q.view(), pr.k.view(), pr.v.view(), pr.out.view(), o);
+  if (!pr.out.guards_intact()) return ::testing::AssertionFailure() << what << ": guards";
+  const auto p = ref::attention_problem(pr.q.view(), pr.k.view(), pr.v.view(), o);
+  const auto r = ref::attention_forward(p);
+  return check_forward(p, r, dense_f(pr.out), what, worst);
+}
+
+// Elementwise comparison of a gradient tensor: |got - want| <= rel * mag + 1e-30.
+::testing::AssertionResult check_grad(const std::vector<float>& got,
+                                      const std::vector<double>& want,
+                                      const std::vector<double>& mag, double rel,
+                                      const std::string& what, double* worst = nullptr) {
+  CheckResult cr;
+  for (size_t i = 0; i < want.size(); ++i) {
+    check_element(cr, static_cast<int64_t>(i), got[i], want[i], rel * mag[i] + 1e-30, false);
+  }
+  if (worst != nullptr) *worst = std::max(*worst, cr.worst_ratio);
+  return to_assertion(cr, what);
+}
+
+struct Grads {
+  Tensor dq, dk, dv;
+};
+
+Grads run_backward(Problem& pr, const Tensor& dout, const AttentionOptions& o) {
+  Grads g{Tensor({pr.s.B, pr.s.H, pr.s.Lq, pr.s.D}, {}, 2),
+          Tensor({pr.s.B, pr.s.Hkv, pr.s.Lk, pr.s.D}, {}, 1),
+          Tensor({pr.s.B, pr.s.Hkv, pr.s.Lk, pr.s.Dv}, {}, 3)};
+  smax::attention_backward(pr.q.view(), pr.k.view(), pr.v.view(), pr.out.view(), dout.view(),
+                           g.dq.view(), g.dk.view(), g.dv.view(), o);
+  return g;
+}
+
+double g_bwd_worst = 0;
+std::string g_bwd_worst_what;
+
+// Backward bound: rel = 2e-6 + 2 (Lq + Lk + D + Dv) u + 4 max_i Delta_i, times the
+// reference magnitudes.
+::testing::AssertionResult check_backward_case(Problem& pr, const AttentionOptions& o, Rng& rng,
+                                               const std::string& what) {
+  smax::attention(pr.q.view(), pr.k.view(), pr.v.view(), pr.out.view(), o);
+  Tensor dout({pr.s.B, pr.s.H, pr.s.Lq, pr.s.Dv});
+  dout.fill([&](int64_t) { return rng.normal(); });
+  Grads g = run_backward(pr, dout, o);
+  if (!g.dq.guards_intact() || !g.dk.guards_intact() || !g.dv.guards_intact()) {
+    return ::testing::AssertionFailure() << what << ": guards";
+  }
+  const auto p = ref::attention_problem(pr.q.view(), pr.k.view(), pr.v.view(), o);
+  const auto want = ref::attention_backward(p, to_dense(dout.view()));
+  const auto fr = ref::attention_forward(p);
+  double dmax = 0;
+  for (int64_t b = 0; b < p.B; ++b)
+    for (int64_t h = 0; h < p.H; ++h)
+      for (int64_t i = 0; i < p.Lq; ++i) dmax = std::max(dmax, row_delta(p, fr, b, h, i));
+  const double rel =
+      2e-6 + 2.0 * static_cast<double>(pr.s.Lq + pr.s.Lk + pr.s.D + pr.s.Dv) * kU + 4 * dmax;
+  const double before = g_bwd_worst;
+  struct Note {
+    const double& before;
+    const std::string& what;
+    ~Note() {
+      if (g_bwd_worst > before) g_bwd_worst_what = what;
+    }
+  } note{before, what};
+  auto a = check_grad(g.dq.dense(), want.dq, want.dq_mag, rel, what + " dq", &g_bwd_worst);
+  if (!a) return a;
+  a = check_grad(g.dk.dense(), want.dk, want.dk_mag, rel, what + " dk", &g_bwd_worst);
+  if (!a) return a;
+  return check_grad(g.dv.dense(), want.dv, want.dv_mag, rel, what + " dv", &g_bwd_worst);
+}
+
+class Attention : public TargetTest {};
+
+// ---- hand vectors (specs/normalizers.md) ------------------------------------------
+// D = 2, q = (1, 0), k_j = (x_j, 0), scale 1, V = identity: out = P.
+std::vector<float> hand(AttentionNormalizer n, const std::vector<float>& x, float param = NAN) {
+  const int64_t L = static_cast<int64_t>(x.size());
+  Tensor q({1, 1, 1, 2}), k({1, 1, L, 2}), v({1, 1, L, L}), out({1, 1, 1, L});
+  q.fill([](int64_t i) { return i == 0 ? 1.0f : 0.0f; });
+  k.fill([&](int64_t i) { return i % 2 == 0 ? x[static_cast<size_t>(i / 2)] : 0.0f; });
+  v.fill([&](int64_t i) { return i / L == i % L ? 1.0f : 0.0f; });
+  AttentionOptions o;
+  o.scale = 1.0f;
+  o.normalizer = n;
+  if (n == AttentionNormalizer::kSsmax) o.ssmax_s = param;
+  smax::attention(q.view(), k.view(), v.view(), out.view(), o);
+  return out.dense();
+}
+
+void expect_near_all(const std::vector<float>& got, const std::vector<double>& want, double tol) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], tol) << "index " << i;
+}
+
+TEST_P(Attention, HandVectors) {
+  expect_near_all(hand(AttentionNormalizer::kSoftmax, {1, 2, 3}),
+                  {0.0900306, 0.2447285, 0.6652410}, 1e-6);
+  expect_near_all(hand(AttentionNormalizer::kSoftpick, {std::log(3.0f), std::log(2.0f)}),
+                  {2.0 / 3, 1.0 / 3}, 2e-6);
+  expect_near_all(hand(AttentionNormalizer::kSoftpick, {std::log(2.0f), 0, -std::log(2.0f)}),
+                  {2.0 / 3, 0, 0}, 2e-6);
+  expect_near_all(hand(AttentionNormalizer::kStablemax, {0, 1, -1}), {2.0 / 7, 4.0 / 7, 1.0 / 7},
+                  1e-6);
+  expect_near_all(hand(AttentionNormalizer::kSigmoid, {std::log(4.0f), 0, 0, 0}),
+                  {0.5, 0.2, 0.2, 0.2}, 1e-6);
+  expect_near_all(hand(AttentionNormalizer::kSsmax, {1, 0}, 1.0f), {2.0 / 3, 1.0 / 3}, 1e-6);
+  expect_near_all(hand(AttentionNormalizer::kSsmax, {1, 0, 0, 0}, 1.0f),
+                  {4.0 / 7, 1.0 / 7, 1.0 / 7, 1.0 / 7}, 1e-6);
+  // softplus with D = 2, N = 2: lambda = ln 2 / ln 2 = 1.
+  expect_near_all(hand(AttentionNormalizer::kSoftplus, {0, 0}), {0.5, 0.5}, 1e-6);
+  expect_near_all(hand(AttentionNormalizer::kSoftplus, {static_cast<float>(std::log(M_E - 1)), 0}),
+                  {0.5906161, 0.4093839}, 1e-6);
+}
+
+// ---- forward vs reference -----------------------------------------------------------
+TEST_P(Attention, ForwardShapesEveryNormalizer) {
+  const std::vector<Shape> shapes = {
+      {1, 1, 1, 1, 1, 1, 1},    {2, 4, 2, 7, 9, 8, 8},     {1, 2, 1, 33, 31, 64, 64},
+      {1, 1, 1, 3, 100, 100, 7}, {1, 2, 2, 65, 130, 128, 16}, {1, 1, 1, 2, 1001, 8, 3},
+      {1, 1, 1, 0, 5, 4, 4},    {1, 1, 1, 3, 0, 4, 4},     {1, 2, 1, 4, 3, 0, 2}};
+  Rng rng("fwd");
+  double worst = 0;
+  for (const auto n : all_normalizers()) {
+    for (const Shape& sh : shapes) {
+      if (n == AttentionNormalizer::kSoftplus && sh.D < 2) continue;
+      for (int causal = 0; causal < 2; ++causal) {
+        Problem pr(sh, false);
+        pr.fill(rng);
+        AttentionOptions o;
+        o.normalizer = n;
+        o.is_causal = causal != 0;
+        EXPECT_TRUE(run_forward(pr, o,
+                                std::string(smax::attention_normalizer_name(n)) + " " +
+                                    shape_name(sh) + (causal ? " causal" : ""),
+                                &worst));
+      }
+    }
+  }
+  RecordProperty("worst_ratio", std::to_string(worst));
+  std::printf("forward worst err/bound = %.3g\n", worst);
+}
+
+TEST_P(Attention, ForwardLongSoftmaxAndStrided) {
+  Rng rng("long");
+  double worst = 0;
+  // Long key rows, odd block tails, transposed [B, L, H, D] storage, GQA.
+  for (const Shape& sh : {Shape{1, 2, 1, 17, 2051, 64, 64}, Shape{2, 4, 2, 70, 129, 32, 40}}) {
+    for (bool tr : {false, true}) {
+      for (int causal = 0; causal < 2; ++causal) {
+        Problem pr(sh, tr);
+        pr.fill(rng, 2.0f);
+        AttentionOptions o;
+        o.is_causal = causal != 0;
+        EXPECT_TRUE(run_forward(pr, o, shape_name(sh) + (tr ? " transposed" : "") +
+                                           (causal ? " causal" : ""), &worst));
+      }
+    }
+  }
+  std::printf("long/strided worst err/bound = %.3g\n", worst);
+}
+
+TEST_P(Attention, CausalLqNotLk) {
+  Rng rng("causal");
+  for (const auto n : all_normalizers()) {
+    for (const Shape& sh : {Shape{1, 2, 2, 5, 20, 8, 8}, Shape{1, 2, 2, 20, 5, 8, 8},
+                            Shape{1, 1, 1, 130, 70, 4, 4}}) {
+      Problem pr(sh, false);
+      pr.fill(rng);
+      AttentionOptions o;
+      o.normalizer = n;
+      o.is_causal = true;
+      EXPECT_TRUE(run_forward(pr, o, std::string(smax::attention_normalizer_name(n)) + " " +
+                                         shape_name(sh)));
+    }
+  }
+}
+
+TEST_P(Attention, MasksBroadcastAndEmptyRows) {
+  Rng rng("masks");
+  const Shape sh{2, 2, 1, 6, 11, 8, 5};
+  for (const auto n : all_normalizers()) {
+    for (EmptyRow er : {EmptyRow::kZero, EmptyRow::kNan}) {
+      // bool [Lq, Lk] with row 2 fully masked.
+      BoolTensor bm({6, 11});
+      bm.fill([&](int64_t i) -> uint8_t { return i / 11 == 2 ? 0 : rng.bernoulli(0.7); });
+      // f32 [B, 1, 1, Lk] with -inf entries (strided: every other element).
+      Tensor fm({2, 1, 1, 11}, {44, 44, 44, 2});
+      fm.fill([&](int64_t) { return rng.bernoulli(0.2) ? -kInfF : rng.normal(); });
+      // f32 [H, Lq, Lk] where row (h=1, i=4) is all -inf.
+      Tensor fm3({2, 6, 11});
+      fm3.fill([&](int64_t i) { return i / 11 == 6 + 4 ? -kInfF : rng.uniform(-1, 1); });
+      int which = 0;
+      for (const TensorView& mv : {bm.view(), fm.view(), fm3.view()}) {
+        Problem pr(sh, which == 2);
+        pr.fill(rng);
+        AttentionOptions o;
+        o.normalizer = n;
+        o.empty_row = er;
+        o.attn_mask = mv;
+        o.is_causal = which == 1;
+        EXPECT_TRUE(run_forward(pr, o, std::string(smax::attention_normalizer_name(n)) +
+                                           " mask " + std::to_string(which) +
+                                           (er == EmptyRow::kNan ? " nan" : " zero")));
+        // Fully masked rows: exactly 0 or NaN.
+        if (which == 0) {
+          const auto out = pr.out.dense();
+          for (int64_t b = 0; b < 2; ++b)
+            for (int64_t h = 0; h < 2; ++h)
+              for (int64_t c = 0; c < 5; ++c) {
+                const float x = out[static_cast<size_t>(((b * 2 + h) * 6 + 2) * 5 + c)];
+                if (er == EmptyRow::kZero) {
+                  EXPECT_EQ(x, 0.0f);
+                } else {
+                  EXPECT_TRUE(std::isnan(x));
+                }
+              }
+        }
+        ++which;
+      }
+    }
+  }
+}
+
+TEST_P(Attention, SpecialValues) {
+  Rng rng("special");
+  const Shape sh{1, 1, 1, 4, 37, 8, 4};
+  for (const auto n : all_normalizers()) {
+    // Huge scores (naive exp overflows), a NaN in one query, a +inf key entry.
+    Problem pr(sh, false);
+    pr.fill(rng, 60.0f);
+    AttentionOptions o;
+    o.normalizer = n;
+    o.scale = 1.0f;
+    EXPECT_TRUE(run_forward(pr, o, std::string(smax::attention_normalizer_name(n)) + " huge"));
+    Problem pn(sh, false);
+    pn.fill(rng);
+    pn.q.at(1 * 8 + 3) = kNanF;  // query row 1 -> NaN row
+    pn.k.at(5 * 8 + 0) = kInfF;  // key 5: inf * q -> +-inf / NaN scores
+    EXPECT_TRUE(run_forward(pn, o, std::string(smax::attention_normalizer_name(n)) + " nan/inf"));
+    const auto out = pn.out.dense();
+    for (int c = 0; c < 4; ++c) EXPECT_TRUE(std::isnan(out[static_cast<size_t>(4 + c)]));
+  }
+}
+
+TEST_P(Attention, SoftcapSinksAlibiLse) {
+  Rng rng("extras");
+  const Shape sh{2, 4, 2, 19, 45, 16, 8};
+  for (int variant = 0; variant < 6; ++variant) {
+    Problem pr(sh, variant % 2 == 1);
+    pr.fill(rng, 3.0f);
+    Tensor sinks({4});
+    sinks.fill([&](int64_t i) { return i == 3 ? -kInfF : rng.normal(); });
+    Tensor slopes({2, 4});
+    slopes.fill([&](int64_t i) { return 0.05f * static_cast<float>(i + 1); });
+    Tensor lse({2, 4, 19});
+    AttentionOptions o;
+    o.softcap = variant >= 2 ? 5.0f : 0.0f;
+    if (variant != 2) o.sinks = sinks.view();
+    if (variant >= 3) o.alibi_slopes = slopes.view();
+    o.is_causal = variant >= 4;
+    if (variant == 5) {
+      o.normalizer = AttentionNormalizer::kSoftpick;
+      o.sinks.reset();
+    } else {
+      o.lse = lse.view();
+    }
+    lse.poison();
+    EXPECT_TRUE(run_forward(pr, o, "variant " + std::to_string(variant)));
+    if (variant == 5) continue;
+    EXPECT_TRUE(lse.guards_intact());
+    const auto p = ref::attention_problem(pr.q.view(), pr.k.view(), pr.v.view(), o);
+    const auto r = ref::attention_forward(p);
+    const auto got = lse.dense();
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_NEAR(got[i], r.lse[i], 1e-5 * (1 + std::abs(r.lse[i]))) << i;
+    }
+  }
+}
+
+// The softcap chain-rule factor f = 1 - tanh(x s / cap)^2 (Highway's Tanh in
+// f32) has an absolute error <= 8 u (measured: 3 u); the backward bound's
+// magnitudes add 1/4 > 8 u / 2e-6 to f (src/reference/attention.cc).
+TEST_P(Attention, SoftcapFactorAbsoluteError) {
+  const int64_t n = 20001;
+  std::vector<float> s(n), dt(n, 1.0f);
+  for (int64_t i = 0; i < n; ++i) s[i] = -20.0f + 40.0f * static_cast<float>(i) / (n - 1);
+  for (float cap : {0.7f, 2.0f, 30.0f}) {
+    std::fill(dt.begin(), dt.end(), 1.0f);
+    smax::kernels::attention_softcap_grad_row(s.data(), dt.data(), n, 0.37f, cap);
+    double worst = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const double x = static_cast<double>(static_cast<float>(s[i] * 0.37f)) / cap;
+      const double th = std::tanh(x);
+      worst = std::max(worst, std::abs(dt[i] - (1 - th) * (1 + th)) / kU);
+    }
+    EXPECT_LE(worst, 8.0) << "cap " << cap;
+    std::printf("softcap factor: worst abs error %.1f u (cap %g)\n", worst, cap);
+  }
+}
+
+// ---- threads --------------------------------------------------------------------
+TEST_P(Attention, ThreadCountsBitwise) {
+  Rng rng("threads");
+  const Shape sh{2, 4, 2, 150, 77, 16, 12};
+  for (const auto n : {AttentionNormalizer::kSoftmax, AttentionNormalizer::kSoftpick}) {
+    Problem pr(sh, false);
+    pr.fill(rng);
+    Tensor dout({2, 4, 150, 12});
+    dout.fill([&](int64_t) { return rng.normal(); });
+    std::vector<float> o1, q1, k1, v1;
+    for (int th : {1, 2, 3}) {
+      AttentionOptions o;
+      o.normalizer = n;
+      o.is_causal = true;
+      o.threads = th;
+      smax::attention(pr.q.view(), pr.k.view(), pr.v.view(), pr.out.view(), o);
+      Grads g = run_backward(pr, dout, o);
+      if (th == 1) {
+        o1 = pr.out.dense();
+        q1 = g.dq.dense();
+        k1 = g.dk.dense();
+        v1 = g.dv.dense();
+      } else {
+        EXPECT_EQ(0, std::memcmp(o1.data(), pr.out.dense().data(), o1.size() * 4)) << th;
+        EXPECT_EQ(0, std::memcmp(q1.data(), g.dq.dense().data(), q1.size() * 4)) << th;
+        EXPECT_EQ(0, std::memcmp(k1.data(), g.dk.dense().data(), k1.size() * 4)) << th;
+        EXPECT_EQ(0, std::memcmp(v1.data(), g.dv.dense().data(), v1.size() * 4)) << th;
+      }
+    }
+  }
+}
+
+// ---- backward ---------------------------------------------------------------------
+TEST_P(Attention, BackwardEveryNormalizer) {
+  Rng rng("bwd");
+  const std::vector<Shape> shapes = {{1, 1, 1, 1, 1, 2, 1}, {2, 4, 2, 9, 13, 8, 6},
+                                     {1, 2, 1, 70, 33, 64, 32}, {1, 1, 1, 5, 300, 100, 8}};
+  for (const auto n : all_normalizers()) {
+    for (const Shape& sh : shapes) {
+      for (int variant = 0; variant < 3; ++variant) {
+        Problem pr(sh, variant == 2);
+        pr.fill(rng);
+        AttentionOptions o;
+        o.normalizer = n;
+        o.is_causal = variant >= 1;
+        if (variant == 2) o.softcap = 2.0f;
+        EXPECT_TRUE(check_backward_case(pr, o, rng,
+                                        std::string(smax::attention_normalizer_name(n)) + " " +
+                                            shape_name(sh) + " v" + std::to_string(variant)));
+      }
+    }
+  }
+  std::printf("backward worst err/bound = %.3g (%s)\n", g_bwd_worst, g_bwd_worst_what.c_str());
+}
+
+TEST_P(Attention, BackwardMasksSinksAlibi) {
+  Rng rng("bwd2");
+  const Shape sh{2, 4, 2, 12, 21, 8, 8};
+  BoolTensor bm({12, 21});
+  bm.fill([&](int64_t i) -> uint8_t { return i / 21 == 3 ? 0 : rng.bernoulli(0.7); });
+  Tensor sinks({4});
+  sinks.fill([&](int64_t) { return rng.normal(); });
+  Tensor slopes({4});
+  slopes.fill([&](int64_t i) { return 0.1f * static_cast<float>(i + 1); });
+  for (const auto n : all_normalizers()) {
+    for (EmptyRow er : {EmptyRow::kZero, EmptyRow::kNan}) {
+      for (bool with_sink : {false, true}) {
+        if (with_sink && n != AttentionNormalizer::kSoftmax) continue;
+        Problem pr(sh, true);
+        pr.fill(rng);
+        AttentionOptions o;
+        o.normalizer = n;
+        o.attn_mask = bm.view();
+        o.alibi_slopes = slopes.view();
+        o.empty_row = er;
+        if (with_sink) o.sinks = sinks.view();
+        EXPECT_TRUE(check_backward_case(
+            pr, o, rng,
+            std::string(smax::attention_normalizer_name(n)) +
+                (er == EmptyRow::kNan ? " nan" : " zero") + (with_sink ? " sink" : "")));
+      }
+    }
+  }
+}
+
+// The reference VJP against float64 central differences of the reference forward.
+TEST(AttentionReference, FiniteDifferences) {
+  Rng rng("fd");
+  for (const auto n : all_normalizers()) {
+    Problem pr({1, 2, 1, 4, 6, 3, 2}, false);
+    pr.fill(rng);
+    Tensor sinks({2});
+    sinks.fill([&](int64_t) { return rng.normal(); });
+    Tensor slopes({2});
+    slopes.fill([&](int64_t) { return 0.3f; });
+    AttentionOptions o;
+    o.normalizer = n;
+    o.is_causal = true;
+    o.softcap = 1.5f;
+    o.alibi_slopes = slopes.view();
+    if (n == AttentionNormalizer::kSoftmax) o.sinks = sinks.view();
+    auto p = ref::attention_problem(pr.q.view(), pr.k.view(), pr.v.view(), o);
+    std::vector<double> dout(static_cast<size_t>(2 * 4 * 2));
+    for (double& x : dout) x = rng.normal();
+    const auto g = ref::attention_backward(p, dout);
+    auto loss = [&](const ref::AttentionProblem& pp) {
+      const auto r = ref::attention_forward(pp);
+      double l = 0;
+      for (size_t i = 0; i < dout.size(); ++i) l += r.out[i] * dout[i];
+      return l;
+    };
+    const double h = 1e-6;
+    auto fd = [&](std::vector<double> ref::AttentionProblem::*field, const std::vector<double>& an,
+                  const char* name) {
+      for (size_t i = 0; i < an.size(); ++i) {
+        auto pp = p, pm = p;
+        (pp.*field)[i] += h;
+        (pm.*field)[i] -= h;
+        const double num = (loss(pp) - loss(pm)) / (2 * h);
+        EXPECT_NEAR(an[i], num, 1e-6 * (1 + std::abs(num)))
+            << smax::attention_normalizer_name(n) << " " << name << "[" << i << "]";
+      }
+    };
+    fd(&ref::AttentionProblem::q, g.dq, "dq");
+    fd(&ref::AttentionProblem::k, g.dk, "dk");
+    fd(&ref::AttentionProblem::v, g.dv, "dv");
+  }
+}
+
+// ---- errors ---------------------------------------------------------------------
+TEST_P(Attention, ErrorsLeaveOutputsUntouched) {
+  Rng rng("errors");
+  Problem pr({1, 4, 2, 3, 5, 8, 6}, false);
+  pr.fill(rng);
+  pr.out.poison();
+  const auto before = pr.out.storage();
+  auto untouched = [&] { return pr.out.storage() == before; };
+  auto call = [&](const AttentionOptions& o) {
+    smax::attention(pr.q.view(), pr.k.view(), pr.v.view(), pr.out.view(), o);
+  };
+  AttentionOptions o;
+  {
+    AttentionOptions b = o;
+    b.scale = kInfF;
+    EXPECT_TRUE(throws_invalid([&] { call(b); }, "scale"));
+  }
+  {
+    AttentionOptions b = o;
+    b.softcap = -1.0f;
+    EXPECT_TRUE(throws_invalid([&] { call(b); }, "softcap"));
+  }
+  {
+    Tensor sinks({4});
+    AttentionOptions b = o;
+    b.sinks = sinks.view();
+    b.normalizer = AttentionNormalizer::kSigmoid;
+    EXPECT_TRUE(throws_invalid([&] { call(b); }, "sinks"));
+    Tensor s3({3});
+    b.normalizer = AttentionNormalizer::kSoftmax;
+    b.sinks = s3.view();
+    EXPECT_TRUE(throws_invalid([&] { call(b); }, "sinks"));
+  }
+  {
+    Tensor m({3, 4});
+    AttentionOptions b = o;
+    b.attn_mask = m.view();
+    EXPECT_TRUE(throws_invalid([&] { call(b); }, "attn_mask"));
+    Array<int64_t> mi({3, 5});
+    b.attn_mask = mi.view();
+    EXPECT_TRUE(throws_invalid([&] { call(b); }, "attn_mask"));
+  }
+  {
+    Tensor lse({1, 4, 3});
+    AttentionOptions b = o;
+    b.lse = lse.view();
+    b.normalizer = AttentionNormalizer::kSoftpick;
+    EXPECT_TRUE(throws_invalid([&] { call(b); }, "lse"));
+    Tensor lse2({1, 4, 2});
+    b.normalizer = AttentionNormalizer::kSoftmax;
+    b.lse = lse2.view();
+    EXPECT_TRUE(throws_invalid([&] { call(b); }, "lse"));
+  }
+  {
+    AttentionOptions b = o;
+    b.threads = -1;
+    EXPECT_TRUE(throws_invalid([&] { call(b); }, "threads"));
+    b = o;
+    b.softpick_eps = -1.0f;
+    b.normalizer = AttentionNormalizer::kSoftpick;
+    EXPECT_TRUE(throws_invalid([&] { call(b); }, "softpick_eps"));
+    b = o;
+    b.normalizer = static_cast<AttentionNormalizer>(17);
+    EXPECT_TRUE(throws_invalid([&] { call(b); }, "normalizer"));
+  }
+  // Shapes.
+  Tensor k3({1, 3, 5, 8}), kd({1, 2, 5, 7}), vL({1, 2, 4, 6}), o3({1, 4, 3, 5}), q3({4, 3, 8});
+  EXPECT_TRUE(throws_invalid([&] { smax::attention(pr.q.view(), k3.view(), pr.v.view(), pr.out.view()); }, "Hkv"));
+  EXPECT_TRUE(throws_invalid([&] { smax::attention(pr.q.view(), kd.view(), pr.v.view(), pr.out.view()); }, "head dim"));
+  EXPECT_TRUE(throws_invalid([&] { smax::attention(pr.q.view(), pr.k.view(), vL.view(), pr.out.view()); }, "v"));
+  EXPECT_TRUE(throws_invalid([&] { smax::attention(pr.q.view(), pr.k.view(), pr.v.view(), o3.view()); }, "out"));
+  EXPECT_TRUE(throws_invalid([&] { smax::attention(q3.view(), pr.k.view(), pr.v.view(), pr.out.view()); }, "q"));
+  // Output aliasing an input.
+  {
+    Problem pa({1, 1, 1, 4, 4, 4, 4}, false);
+    pa.fill(rng);
+    EXPECT_TRUE(throws_invalid([&] { smax::attention(pa.q.view(), pa.k.view(), pa.v.view(), pa.q.view()); }, "out"));
+  }
+  EXPECT_TRUE(untouched());
+  // Backward errors: dq wrong shape, dk aliasing dv.
+  Tensor dout({1, 4, 3, 6});
+  Grads g{Tensor({1, 4, 3, 8}), Tensor({1, 2, 5, 8}), Tensor({1, 2, 5, 6})};
+  g.dq.poison();
+  g.dk.poison();
+  g.dv.poison();
+  const auto dq0 = g.dq.storage(), dk0 = g.dk.storage(), dv0 = g.dv.storage();
+  Tensor bad_dq({1, 4, 3, 7});
+  EXPECT_TRUE(throws_invalid([&] {
+    smax::attention_backward(pr.q.view(), pr.k.view(), pr.v.view(), pr.out.view(), dout.view(),
+                             bad_dq.view(), g.dk.view(), g.dv.view());
+  }, "dq"));
+  EXPECT_TRUE(throws_invalid([&] {
+    smax::attention_backward(pr.q.view(), pr.k.view(), pr.v.view(), pr.out.view(), dout.view(),
+                             g.dq.view(), g.dk.view(), pr.v.view());
+  }, "dv"));
+  EXPECT_TRUE(throws_invalid([&] {
+    smax::attention_backward(pr.q.view(), pr.k.view(), pr.v.view(), pr.out.view(), dout.view(),
+                             g.dq.view(), g.dk.view(), g.dk.view());
+  }, "dv"));
+  EXPECT_EQ(g.dq.storage(), dq0);
+  EXPECT_EQ(g.dk.storage(), dk0);
+  EXPECT_EQ(g.dv.storage(), dv0);
+}
+
+SMAX_INSTANTIATE_PER_TARGET(Attention);
+
+}  // namespace
+}  // namespace smax_test
