@@ -19,6 +19,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -173,8 +174,67 @@ Built build(const Case& c, Rng& rng) {
   return b;
 }
 
-// Forward with every output, kNone and `red`; backward with kNone (random
-// dloss) and `red`. Returns false after the first failing check.
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return false;
+  return a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+::testing::AssertionResult check_fused(const Built& b, const Case& c, Reduction fr,
+                                       const std::string& what_in) {
+  const std::string what = what_in + " fused " + smax::reduction_name(fr);
+  const std::vector<int64_t> lshape =
+      fr == Reduction::kNone ? b.row_shape : std::vector<int64_t>{};
+  CrossEntropyOptions ce = b.ce;
+  ce.loss.reduction = fr;
+  Tensor ones(lshape);
+  ones.fill([](int64_t) { return 1.0f; });
+  Tensor l_plain(lshape), e_plain(b.row_shape), a_plain(lshape);
+  ce.entropy = e_plain.view();
+  ce.accuracy = a_plain.view();
+  smax::cross_entropy(b.src.view(), b.target(), l_plain.view(), ce, b.o);
+  ce.entropy.reset();
+  ce.accuracy.reset();
+  Tensor g_ref(c.shape, {}, 2);
+  smax::cross_entropy_backward(b.src.view(), b.target(), ones.view(), g_ref.view(), ce, b.o);
+  // Fused, separate gradient tensor, with extras (another scan variant).
+  Tensor l_fused(lshape), e_fused(b.row_shape), a_fused(lshape), g_fused(c.shape, {}, 3);
+  ce.entropy = e_fused.view();
+  ce.accuracy = a_fused.view();
+  ce.grad = g_fused.view();
+  smax::cross_entropy(b.src.view(), b.target(), l_fused.view(), ce, b.o);
+  if (!g_fused.guards_intact() || !l_fused.guards_intact()) {
+    return ::testing::AssertionFailure() << what << ": guard overwritten";
+  }
+  if (!same_bits(l_plain.dense(), l_fused.dense())) {
+    return ::testing::AssertionFailure() << what << ": loss differs from the plain forward";
+  }
+  if (!same_bits(e_plain.dense(), e_fused.dense()) || !same_bits(a_plain.dense(), a_fused.dense())) {
+    return ::testing::AssertionFailure() << what << ": extras differ from the plain forward";
+  }
+  if (!same_bits(g_ref.dense(), g_fused.dense())) {
+    const std::vector<float> x = g_ref.dense(), y = g_fused.dense();
+    size_t i = 0;
+    while (i < x.size() && std::memcmp(&x[i], &y[i], 4) == 0) ++i;
+    return ::testing::AssertionFailure() << what << ": gradient differs from the backward at "
+                                         << i << ": " << x[i] << " vs " << y[i];
+  }
+  // In place: the logits become their gradient; no extras.
+  Tensor x = b.src;
+  Tensor l_in(lshape);
+  ce.entropy.reset();
+  ce.accuracy.reset();
+  ce.grad = x.view();
+  smax::cross_entropy(x.view(), b.target(), l_in.view(), ce, b.o);
+  if (!x.guards_intact()) return ::testing::AssertionFailure() << what << ": in-place guard";
+  if (!same_bits(l_plain.dense(), l_in.dense()) || !same_bits(g_ref.dense(), x.dense())) {
+    return ::testing::AssertionFailure() << what << ": in place differs";
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// Forward with every output, kNone and `red`; fused forward + gradient;
+// backward with kNone (random dloss) and `red`. Returns false after the
+// first failing check.
 ::testing::AssertionResult run_case(const Case& c, Reduction red, Rng& rng) {
   Built b = build(c, rng);
   const std::string what = c.name() + " reduction " + smax::reduction_name(red);
@@ -224,6 +284,13 @@ Built build(const Case& c, Rng& rng) {
     double count = 0.0;
     for (char a : L.active) count += a;
     if (auto r = check_reduced(a1.at(0), L, R.accuracy, std::vector<double>(ones.size(), 0.0), count, what + " accuracy"); !r) return r;
+  }
+
+  // ---- fused gradient (CrossEntropyOptions::grad): the loss and the extras
+  // of the plain forward, the gradient of the backward with dloss = 1 (no
+  // lse input), bit for bit; into a separate tensor and in place. ----
+  for (Reduction fr : {Reduction::kNone, red}) {
+    if (auto r = check_fused(b, c, fr, what); !r) return r;
   }
 
   // ---- backward ----
@@ -453,7 +520,7 @@ TEST_P(CrossEntropy, ThreadCountsBitwiseEqual) {
   ce.lse_square_scale = 1e-4f;
   ce.softcap = 20.0f;
   ce.loss.reduction = Reduction::kNone;
-  std::vector<float> first_loss, first_grad, first_ent;
+  std::vector<float> first_loss, first_grad, first_ent, first_fused;
   for (int threads : {1, 2, 3}) {
     SoftmaxOptions o;
     o.threads = threads;
@@ -462,12 +529,20 @@ TEST_P(CrossEntropy, ThreadCountsBitwiseEqual) {
     smax::cross_entropy(x.view(), t.view(), loss.view(), ce, o);
     ce.entropy.reset();
     smax::cross_entropy_backward(x.view(), t.view(), dl.view(), dx.view(), ce, o);
+    Tensor fused_loss({37}), fused_grad({37, 1001});
+    ce.grad = fused_grad.view();
+    smax::cross_entropy(x.view(), t.view(), fused_loss.view(), ce, o);
+    ce.grad.reset();
     if (threads == 1) {
       first_loss = loss.dense();
       first_grad = dx.dense();
       first_ent = ent.dense();
+      first_fused = fused_grad.dense();
+      EXPECT_EQ(0, std::memcmp(first_loss.data(), fused_loss.dense().data(), first_loss.size() * 4));
       continue;
     }
+    EXPECT_EQ(0, std::memcmp(first_fused.data(), fused_grad.dense().data(), first_fused.size() * 4))
+        << threads;
     EXPECT_EQ(0, std::memcmp(first_loss.data(), loss.dense().data(), first_loss.size() * 4)) << threads;
     EXPECT_EQ(0, std::memcmp(first_ent.data(), ent.dense().data(), first_ent.size() * 4)) << threads;
     EXPECT_EQ(0, std::memcmp(first_grad.data(), dx.dense().data(), first_grad.size() * 4)) << threads;
@@ -751,6 +826,28 @@ TEST(CrossEntropyErrors, EveryPathThrowsBeforeWriting) {
   t3.fill([](int64_t) -> int64_t { return 0; });
   EXPECT_TRUE(throws_invalid([&] { smax::cross_entropy_backward(x3, t3.view(), one.view(), part, ce); },
                              "overlaps"));
+  // Fused gradient: wrong shape, partial overlap with src, overlap with an
+  // output, given to the backward.
+  ce = {};
+  ce.grad = rows.view();
+  EXPECT_TRUE(throws_invalid(ce_call(ce, t.view(), dst.view()), "grad"));
+  ce.grad = part;
+  EXPECT_TRUE(throws_invalid([&] { smax::cross_entropy(x3, t3.view(), one.view(), ce); }, "overlaps"));
+  Tensor g45({4, 5});
+  ce.grad = g45.view();
+  ce.loss.reduction = Reduction::kNone;
+  TensorView g_row = g45.view();
+  g_row.rank = 1;
+  g_row.shape[0] = 4;
+  g_row.strides[0] = 5;
+  EXPECT_TRUE(throws_invalid(ce_call(ce, t.view(), g_row), "overlaps"));
+  ce.loss.reduction = Reduction::kMean;
+  ce.lse = g_row;
+  EXPECT_TRUE(throws_invalid(ce_call(ce, t.view(), dst.view()), "overlaps"));
+  ce.lse.reset();
+  EXPECT_TRUE(throws_invalid([&] { smax::cross_entropy_backward(x.view(), t.view(), one.view(), dx.view(), ce); },
+                             "grad"));
+  ce = {};
   // z-losses.
   EXPECT_TRUE(throws_invalid([&] { smax::z_loss(x.view(), dst.view(), -1.0f); }, "coefficient"));
   LossOptions lo;
@@ -760,7 +857,7 @@ TEST(CrossEntropyErrors, EveryPathThrowsBeforeWriting) {
   EXPECT_TRUE(throws_invalid([&] { smax::spherical_z_loss(x.view(), t.view(), dst.view(), 1.0f, kNanF); }, "b must"));
   EXPECT_TRUE(throws_invalid([&] { smax::spherical_z_loss(x.view(), bad.view(), dst.view(), 1.0f, 0.0f); }, "target"));
   // Nothing was written anywhere.
-  for (const Tensor* out : {&dst, &rows, &dx, &rows5}) {
+  for (const Tensor* out : {&dst, &rows, &dx, &rows5, &g45}) {
     EXPECT_TRUE(out->guards_intact());
     for (float v : out->dense()) EXPECT_EQ(v, kSentinel);
   }

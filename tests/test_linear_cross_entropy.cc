@@ -876,6 +876,14 @@ TEST_P(Lce, Errors) {
   CrossEntropyOptions cz;
   cz.lse_square_scale = -1.0f;
   expect_invalid(fwd(H, W, T, B, dst.view(), cz, l0, o0), "lse_square_scale");
+  CrossEntropyOptions cg;  // cross_entropy's fused logits gradient: no logits here
+  Tensor g45({4, 5});
+  cg.grad = g45.view();
+  expect_invalid(fwd(H, W, T, B, dst.view(), cg, l0, o0), "ce.grad");
+  EXPECT_TRUE(throws_invalid([&] {
+    smax::linear_cross_entropy_backward(H, W, T, B, dl.view(), dh.view(), dw.view(), db.view(), cg,
+                                        l0, o0);
+  }, "ce.grad"));
   CrossEntropyOptions cc;
   cc.softcap = kNanF;
   expect_invalid(fwd(H, W, T, B, dst.view(), cc, l0, o0), "softcap");

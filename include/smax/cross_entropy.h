@@ -46,7 +46,9 @@
 //   reads each logit twice (scan + gradient; the second read hits the cache
 //   for rows up to the L2 size) and writes it once. Without label smoothing
 //   the backward takes the forward's `lse` (CrossEntropyOptions::lse) and
-//   skips the scan.
+//   skips the scan. The fused path (CrossEntropyOptions::grad) computes loss
+//   and unit gradient in one call: one read and one write of each logit from
+//   memory (the gradient pass re-reads the row from cache).
 #pragma once
 
 #include <optional>
@@ -91,6 +93,23 @@ struct CrossEntropyOptions {
   /// target's argmax) as 1 / 0: per row for kNone (ignored rows 0), else the
   /// unweighted mean over non-ignored rows (kMean) or the count (kSum).
   std::optional<TensorView> accuracy;
+
+  // ---- fused gradient (forward only) ---------------------------------------
+  /// When given, cross_entropy also writes d(loss)/d(src) for a unit upstream
+  /// gradient (dloss = 1 for kMean / kSum; every dloss_r = 1 for kNone), f32
+  /// of src's shape, computed per row right after that row's scan while the
+  /// row is still in cache: each logit comes from memory once (one read, one
+  /// write in total) instead of three times (forward, backward scan,
+  /// backward write). This is the fused loss + gradient of large-vocabulary
+  /// trainers (Liger-Kernel; flash-attn's CrossEntropyLoss(inplace_backward)):
+  /// the caller multiplies by the real upstream gradient later (a scalar for
+  /// kMean / kSum, per row for kNone). `grad` may be exactly `src` (same
+  /// data and strides): the logits are then overwritten by their gradient
+  /// after the loss is computed; any other overlap with an input or output
+  /// is rejected. The bits are exactly those of cross_entropy_backward(src,
+  /// target, dloss = 1, dsrc, ce without `lse`, options) (enforced by tests).
+  /// cross_entropy_backward and linear_cross_entropy reject it.
+  std::optional<TensorView> grad;
 };
 
 /// Cross-entropy from logits, per row (w = class weights or 1, a =

@@ -172,13 +172,22 @@ struct SampleOptions {
 /// Special values: NaN or +inf in z (also from overflow of t / T) -> NaN row
 /// (greedy: +inf is a valid max; NaN -> NaN row). All masked -> all -inf.
 /// dst may be exactly src (in place).
+/// Cost: top-k: one scan with a candidate buffer. top_p alone: one scan for
+/// (max m, normaliser d); then only the entries with p_i >= (1 - top_p) /
+/// (2n) (a threshold on z from m and d; the rest hold < (1 - top_p) / 2 of
+/// the mass, so the nucleus lies inside) are collected, and the boundary is
+/// found by bisection with nth_element (expected O(candidates)); no full sort
+/// and no rescans. (If rounding leaves those candidates short of top_p, e.g.
+/// top_p = 1 - 2^-24, the widening top-k loop takes over.)
 void sampling_filter(const TensorView& src, const TensorView& dst,
                      const SampleOptions& sample = {}, const SoftmaxOptions& options = {});
 
 /// One sample per row from softmax of sampling_filter's output:
 /// indices[r] = argmax over the kept i of ((double) z_i + g(seed, r, i))
 /// (Gumbel-max, lowest index on ties). Greedy for T = 0. -1 for empty,
-/// all-masked and NaN rows (and +inf rows unless greedy).
+/// all-masked and NaN rows (and +inf rows unless greedy). A kept set of more
+/// than 256 entries is sampled over the masked row by the pruned Gumbel-max
+/// scan (the noise of ~2 entries per row is evaluated; same result).
 /// `indices`: i64, src's shape without the axis (or keepdim).
 void sample(const TensorView& src, const TensorView& indices,
             const SampleOptions& sample = {}, const SoftmaxOptions& options = {});

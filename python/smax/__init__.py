@@ -414,3 +414,7 @@ from ._ops import *  # noqa: E402,F401,F403
 from ._ops import __all__ as _ops_all  # noqa: E402
 
 __all__ += list(_ops_all)
+
+from ._attention import ATTENTION_NORMALIZERS, attention  # noqa: E402,F401
+
+__all__ += ["attention", "ATTENTION_NORMALIZERS"]

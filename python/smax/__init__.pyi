@@ -72,6 +72,8 @@ from ._ops import (
 )
 
 # Internal helpers shared with smax.torch.
+from ._attention import ATTENTION_NORMALIZERS as ATTENTION_NORMALIZERS
+from ._attention import attention as attention
 from . import _smax as _C
 def _forward(fn: Any, op: str, x: Any, out_shape: Optional[Tuple[int, ...]], dim: int,
              scale: float, temperature: float, mask: Any, algorithm: str, empty_row: str,

@@ -763,9 +763,12 @@ def _cross_entropy_fwd(input: Any, target: Any, weight: Any, ignore_index: int,
                        reduction: str, label_smoothing: float, dim: Optional[int],
                        lse_square_scale: float, softcap: float, want: Sequence[bool],
                        empty_mean: str, scale: float, temperature: float, mask: Any,
-                       empty_row: str, threads: int, out: Any) -> Tuple[Any, list]:
+                       empty_row: str, threads: int, out: Any,
+                       grad: Any = None) -> Tuple[Any, list]:
     """cross_entropy's forward; `extras` holds an array for every True in `want`
-    (z_loss, lse, entropy, target_logprob, accuracy), else None."""
+    (z_loss, lse, entropy, target_logprob, accuracy), else None. `grad`: an
+    f32 array of input's shape (or input itself) that receives d loss / d input
+    for a unit upstream gradient (the fused path, smax::CrossEntropyOptions::grad)."""
     op = "cross_entropy"
     shape = _shape_of(input, "input", op)
     d = _ce_dim(input, dim, op)
@@ -783,7 +786,8 @@ def _cross_entropy_fwd(input: Any, target: Any, weight: Any, ignore_index: int,
                      float(lse_square_scale), float(softcap),
                      *[None if e is None else _arg(e) for e in extras],
                      _lo(ignore_index, reduction, weight, empty_mean),
-                     _co(op, d, scale, temperature, mask, empty_row, threads))
+                     _co(op, d, scale, temperature, mask, empty_row, threads),
+                     None if grad is None else _arg(grad))
     return out, extras
 
 

@@ -491,21 +491,40 @@ def z_loss(x: Tensor, target: Optional[Tensor] = None, coefficient: float = 1e-4
 
 
 class _CrossEntropy(torch.autograd.Function):
+    """Two paths. Fused (the default when a gradient is needed): the forward
+    also writes d loss / d x for a unit upstream gradient
+    (smax::CrossEntropyOptions::grad; one read and one write of the logits,
+    into a new tensor or, with inplace_backward, over the logits) and the
+    backward only scales it by grad_output. Two-call (fused=False): the
+    forward computes the loss, the backward runs cross_entropy_backward
+    (a second scan of the logits; no [N, C] tensor held between the passes)."""
+
     @staticmethod
     def forward(ctx: Any, x: Tensor, mask: Optional[Tensor], target: Tensor,
                 weight: Optional[Tensor], dim: int, args: tuple, want: tuple,
-                co: tuple) -> Any:
+                co: tuple, fused: bool, inplace: bool) -> Any:
         (ignore_index, reduction, label_smoothing, lse_square_scale, softcap, empty_mean) = args
         co = _with_mask(co, mask)
-        # The forward's lse lets the backward skip its scan (no label smoothing).
-        keep_lse = label_smoothing == 0.0 and target.dtype == torch.int64
+        need_grad = ctx.needs_input_grad[0] or ctx.needs_input_grad[1]
+        fused = need_grad and (fused or inplace)
+        grad = None
+        if fused:
+            grad = x.detach() if inplace else torch.empty(tuple(x.shape))
+        # The forward's lse lets the two-call backward skip its scan (no smoothing).
+        keep_lse = (not fused and label_smoothing == 0.0 and target.dtype == torch.int64)
         w = list(want)
         w[1] = w[1] or keep_lse
         loss, extras = O._cross_entropy_fwd(x, target, weight, ignore_index, reduction,
                                             label_smoothing, dim, lse_square_scale, softcap, w,
-                                            empty_mean, co[1], co[2], co[3], co[5], co[6], None)
+                                            empty_mean, co[1], co[2], co[3], co[5], co[6], None,
+                                            grad)
         lse = extras[1] if keep_lse else None
-        ctx.save_for_backward(x, mask, target, weight, lse)
+        ctx.fused = fused
+        ctx.unit_grad = grad
+        if fused:
+            ctx.save_for_backward(None, mask, None, None, None)
+        else:
+            ctx.save_for_backward(x, mask, target, weight, lse)
         ctx.meta = (dim, args)
         ctx.co = co[:3] + (None,) + co[4:]
         outs = [e for e, k in zip(extras, want) if k]
@@ -520,6 +539,21 @@ class _CrossEntropy(torch.autograd.Function):
         dim, args = ctx.meta
         (ignore_index, reduction, label_smoothing, lse_square_scale, softcap, empty_mean) = args
         co = _with_mask(ctx.co, mask)
+        if ctx.fused:
+            dx = ctx.unit_grad
+            if dx is None:
+                raise RuntimeError(
+                    "smax.torch.cross_entropy: the fused path's gradient was already handed "
+                    "to an earlier backward (it is scaled in place); call cross_entropy with "
+                    "fused=False to run backward more than once (retain_graph=True)")
+            ctx.unit_grad = None  # hand the tensor over: autograd can keep it without a copy
+            if O._reduction(reduction) == "none":
+                d = O._ce_dim(dx, dim, "cross_entropy")
+                dx.mul_(dloss.unsqueeze(d) if dx.dim() >= 2 else dloss)
+            elif float(dloss) != 1.0:
+                dx.mul_(dloss)
+            dmask = _mask_grad(ctx, 1, mask, dx, co)
+            return dx, dmask, None, None, None, None, None, None, None, None
         d = O._ce_dim(x, dim, "cross_entropy")
         co = (d,) + co[1:]
         dx = torch.empty(tuple(x.shape))
@@ -527,7 +561,7 @@ class _CrossEntropy(torch.autograd.Function):
                                   float(lse_square_scale), float(softcap), lse,
                                   O._lo(ignore_index, reduction, weight, empty_mean), co)
         dmask = _mask_grad(ctx, 1, mask, dx, co)
-        return dx, dmask, None, None, None, None, None, None
+        return dx, dmask, None, None, None, None, None, None, None, None
 
 
 def cross_entropy(input: Tensor, target: Tensor, weight: Optional[Tensor] = None,
@@ -538,11 +572,29 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Optional[Tensor] = None
                   return_entropy: bool = False, return_target_logprob: bool = False,
                   return_accuracy: bool = False, empty_mean: str = "nan", scale: float = 1.0,
                   temperature: float = 1.0, mask: Optional[Tensor] = None,
-                  empty_row: str = "zero", threads: int = 0) -> Any:
+                  empty_row: str = "zero", threads: int = 0, fused: bool = True,
+                  inplace_backward: bool = False) -> Any:
     """Differentiable ``smax.cross_entropy``; a drop-in for
     ``F.cross_entropy(input, target, weight, ignore_index=..., reduction=...,
     label_smoothing=...)`` (class-index or probability targets; the gradient
-    flows to ``input`` and a float mask; extras are not differentiable)."""
+    flows to ``input`` and a float mask; extras are not differentiable).
+
+    When a gradient is needed the forward is fused with the backward
+    (``fused=True``, the default): it also computes d loss / d input for a
+    unit upstream gradient while each row is still in cache (one read and one
+    write of the logits in total; Liger-Kernel, flash-attn's
+    ``CrossEntropyLoss``) and backward only multiplies it by ``grad_output``
+    (skipped when that is exactly 1; per row for ``reduction="none"``). The
+    gradient tensor is held from forward to backward. ``fused=False``: the
+    classic two calls (backward scans the logits again). Backward runs once
+    per forward on the fused path (``retain_graph`` double calls raise);
+    double backward is not supported (``once_differentiable``).
+
+    ``inplace_backward=True`` (flash-attn's name): the gradient overwrites the
+    logits' storage during the forward, so no [N, C] gradient is allocated;
+    ``input`` must not be used afterwards (it holds the gradient, and
+    ``input.grad`` shares its storage), nor saved by another op for its
+    backward."""
     _check(input, "cross_entropy")
     want = (bool(return_z_loss), bool(return_lse), bool(return_entropy),
             bool(return_target_logprob), bool(return_accuracy))
@@ -551,7 +603,8 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Optional[Tensor] = None
     d = O._ce_dim(input, dim, "cross_entropy")
     co = O._co("cross_entropy", d, scale, temperature, None, empty_row, threads)
     w = None if weight is None else weight.detach()
-    return _CrossEntropy.apply(input, mask, target, w, d, args, want, co)
+    return _CrossEntropy.apply(input, mask, target, w, d, args, want, co, bool(fused),
+                               bool(inplace_backward))
 
 
 class _LinearCrossEntropy(torch.autograd.Function):

@@ -73,6 +73,10 @@ __all__ = ["softmax", "log_softmax", "logsumexp", "Softmax", "LogSoftmax", "LogS
            "Sparsemax", "Entmax15", "EntmaxBisect", "CrossEntropyLoss", "SparsemaxLoss",
            "Entmax15Loss", "EntmaxBisectLoss"] + list(_ops_all)
 
+from smax._attention import torch_attention as attention  # noqa: E402
+
+__all__ += ["attention"]
+
 
 def _mask_grad(dt: torch.Tensor, mask: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
     """d(loss)/d(additive mask) from d(loss)/d(logits), reduced to the mask's shape."""

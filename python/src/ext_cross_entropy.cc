@@ -11,7 +11,7 @@ void def_cross_entropy(nb::module_& m) {
       [](const In& x, const In& target, const Out& out, double label_smoothing,
          double lse_square_scale, double softcap, const OptOut& z_loss, const OptOut& lse,
          const OptOut& entropy, const OptOut& target_logprob, const OptOut& accuracy,
-         const Lo& lo, const Co& co) {
+         const Lo& lo, const Co& co, const OptOut& grad) {
         const char* op = "cross_entropy";
         const Common c = common(op, co);
         const Loss l = loss(op, lo);
@@ -21,6 +21,7 @@ void def_cross_entropy(nb::module_& m) {
         ce.entropy = opt_f32o(entropy, op, "entropy");
         ce.target_logprob = opt_f32o(target_logprob, op, "target_logprob");
         ce.accuracy = opt_f32o(accuracy, op, "accuracy");
+        ce.grad = opt_f32o(grad, op, "grad");  // the fused unit gradient (may be x)
         const auto xv = f32(x, op, "x");
         const auto tv = target_view(target, op, true);
         const auto ov = f32o(out, op, "out");
@@ -30,7 +31,8 @@ void def_cross_entropy(nb::module_& m) {
       nb::arg("x"), nb::arg("target"), nb::arg("out"), nb::arg("label_smoothing"),
       nb::arg("lse_square_scale"), nb::arg("softcap"), nb::arg("z_loss").none(),
       nb::arg("lse").none(), nb::arg("entropy").none(), nb::arg("target_logprob").none(),
-      nb::arg("accuracy").none(), nb::arg("lo"), nb::arg("co"));
+      nb::arg("accuracy").none(), nb::arg("lo"), nb::arg("co"),
+      nb::arg("grad").none() = nb::none());
   m.def(
       "cross_entropy_backward",
       [](const In& x, const In& target, const In& dloss, const Out& out, double label_smoothing,

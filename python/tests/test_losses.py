@@ -415,3 +415,104 @@ def test_gil_released_during_loss_kernels():
     th.join()
     inside = [s for s in ticks if span["t0"] < s < span["t1"]]
     assert span["t1"] - span["t0"] > 0.01 and len(inside) > 10
+
+
+# ---- the fused path: forward stores d loss / d logits for a unit upstream gradient ---------------
+
+
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+@pytest.mark.parametrize("mode", ["fused", "inplace", "two-call"])
+@pytest.mark.parametrize("label_smoothing", [0.0, 0.1])
+def test_cross_entropy_fused_paths_vs_torch(reduction, mode, label_smoothing):
+    C = 37
+    x0 = torch.randn(12, C) * 3
+    t = _targets((12,), C)
+    w = torch.rand(C) + 0.5
+    x = x0.clone().requires_grad_(True)
+    loss = st.cross_entropy(x, t, w, reduction=reduction, label_smoothing=label_smoothing,
+                            fused=mode != "two-call", inplace_backward=mode == "inplace")
+    x64 = x0.double().requires_grad_(True)
+    ref = F.cross_entropy(x64, t, w.double(), reduction=reduction,
+                          label_smoothing=label_smoothing)
+    close(loss, ref)
+    # random upstream gradients (per row for "none"), 1 (the multiply is skipped) and 0.37
+    for g in ([torch.randn(ref.shape)] if reduction == "none"
+              else [torch.tensor(1.0), torch.tensor(0.37)]):
+        xi = x0.clone().requires_grad_(True)
+        li = st.cross_entropy(xi, t, w, reduction=reduction, label_smoothing=label_smoothing,
+                              fused=mode != "two-call", inplace_backward=mode == "inplace")
+        li.backward(g)
+        x64.grad = None
+        F.cross_entropy(x64, t, w.double(), reduction=reduction,
+                        label_smoothing=label_smoothing).backward(g.double())
+        grad_close(xi.grad, x64.grad)
+        if mode == "inplace":  # the gradient lives in the logits' storage
+            assert xi.grad.data_ptr() == xi.data_ptr()
+
+
+def test_cross_entropy_fused_matches_two_call_bitwise_and_options():
+    # dloss = 1: the fused gradient has the bits of cross_entropy_backward(dloss = 1).
+    x0 = torch.randn(4, 9, 5) * 4
+    t = _targets((4, 5), 9)
+    keep = torch.rand(9, 1) > 0.2
+    kw = dict(label_smoothing=0.1, lse_square_scale=1e-3, softcap=5.0, scale=0.7, mask=keep)
+    grads = []
+    for fused, inplace in ((False, False), (True, False), (True, True)):
+        x = x0.clone().requires_grad_(True)
+        loss, z = st.cross_entropy(x, t, fused=fused, inplace_backward=inplace,
+                                   return_z_loss=True, **kw)
+        loss.backward()
+        grads.append(x.grad.clone())
+    assert torch.equal(grads[0], grads[1]) and torch.equal(grads[0], grads[2])
+    # probability targets, reduction none with a random upstream gradient
+    q = torch.softmax(torch.randn(6, 11), dim=1)
+    x = (torch.randn(6, 11) * 2).requires_grad_(True)
+    g = torch.randn(6)
+    st.cross_entropy(x, q, reduction="none").backward(g)
+    x64 = x.detach().double().requires_grad_(True)
+    F.cross_entropy(x64, q.double(), reduction="none").backward(g.double())
+    grad_close(x.grad, x64.grad)
+
+
+def test_cross_entropy_fused_backward_once_and_no_double_backward():
+    x = torch.randn(5, 8).requires_grad_(True)
+    t = torch.randint(0, 8, (5,))
+    loss = st.cross_entropy(x, t)
+    loss.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="fused=False"):
+        loss.backward()
+    # fused=False supports retain_graph
+    x.grad = None
+    loss = st.cross_entropy(x, t, fused=False)
+    loss.backward(retain_graph=True)
+    g1 = x.grad.clone()
+    loss.backward()
+    close(x.grad, 2 * g1)
+    # double backward: once_differentiable's error
+    loss = st.cross_entropy(x, t)
+    (gx,) = torch.autograd.grad(loss, x, create_graph=True)
+    with pytest.raises(RuntimeError, match="differentiate twice|does not require grad"):
+        gx.sum().backward()
+
+
+def test_cross_entropy_fused_without_grad_and_numpy_grad_out():
+    x = torch.randn(6, 10)
+    t = torch.randint(0, 10, (6,))
+    x0 = x.clone()
+    st.cross_entropy(x, t, inplace_backward=True)  # no gradient needed: logits untouched
+    assert torch.equal(x, x0)
+    # the array API's fused output (smax._ops level): grad of a unit upstream gradient
+    from smax import _ops as O
+    g = np.empty((6, 10), np.float32)
+    xn = x.numpy()
+    loss, _ = O._cross_entropy_fwd(xn, t.numpy(), None, -100, "sum", 0.0, None, 0.0, 0.0,
+                                   [False] * 5, "nan", 1.0, 1.0, None, "zero", 0, None, g)
+    x64 = x.double().requires_grad_(True)
+    F.cross_entropy(x64, t, reduction="sum").backward()
+    grad_close(torch.from_numpy(g), x64.grad)
+    buf = np.random.default_rng(0).standard_normal((6, 11)).astype(np.float32)
+    before = buf.copy()
+    with pytest.raises(ValueError, match="overlaps"):  # partial overlap with the logits
+        O._cross_entropy_fwd(buf[:, :10], t.numpy(), None, -100, "sum", 0.0, None, 0.0, 0.0,
+                             [False] * 5, "nan", 1.0, 1.0, None, "zero", 0, None, buf[:, 1:])
+    assert np.array_equal(buf, before)

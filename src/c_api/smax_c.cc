@@ -350,7 +350,12 @@ smax_status smax_log_softmax_backward(const smax_tensor* y, const smax_tensor* d
 const char* smax_last_error(void) { return smax::capi::last_error(); }
 
 const char* smax_status_name(smax_status status) {
-  const int s = static_cast<int>(status);
+  // A C caller may pass any int (C enums are ints); loading an enumerator
+  // outside the enum's range as a C++ enum value is undefined (UBSan:
+  // "not a valid value for type 'smax_status'"), so read its bits.
+  int s = 0;
+  static_assert(sizeof(s) == sizeof(status), "smax_status is int-sized");
+  std::memcpy(&s, &status, sizeof s);
   if (s < 0 || s > 4) return "unknown status";
   return smax::status_name(static_cast<smax::Status>(s));
 }

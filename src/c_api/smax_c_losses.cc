@@ -31,6 +31,7 @@ smax::CrossEntropyOptions to_ce(const smax_cross_entropy_options* p,
     out.entropy = to_optional_view(p->entropy, op, "ce.entropy");
     out.target_logprob = to_optional_view(p->target_logprob, op, "ce.target_logprob");
     out.accuracy = to_optional_view(p->accuracy, op, "ce.accuracy");
+    out.grad = to_optional_view(p->grad, op, "ce.grad");
   }
   out.loss = to_loss(loss, op);
   return out;
@@ -62,6 +63,7 @@ void smax_cross_entropy_options_init(smax_cross_entropy_options* options) {
   options->entropy = nullptr;
   options->target_logprob = nullptr;
   options->accuracy = nullptr;
+  options->grad = nullptr;
 }
 
 void smax_linear_cross_entropy_options_init(smax_linear_cross_entropy_options* options) {

@@ -30,10 +30,12 @@ namespace smax::kernels::HWY_NAMESPACE {
 
 // ---- row sources: t_j (and what the softcap derivative needs) ---------------
 // Plain rows: t = x (the op layer formed the logits).
+// `x` is not restrict: the gradient may be written over it in place (each
+// element is loaded before its own store).
 struct PlainSrc {
   static constexpr bool kCap = false;
   static constexpr bool kRawKey = false;  // argmax over t itself
-  const float* HWY_RESTRICT x;
+  const float* x;
   HWY_INLINE VF Load(DF d, size_t i) const { return hn::LoadU(d, x + i); }
   HWY_INLINE VF LoadTail(DF d, size_t i, size_t count) const {
     return Logits<false, false>{x, nullptr, 1.0f}.LoadTail(d, i, count);
@@ -56,7 +58,7 @@ struct CapSrc {
   // Without a mask after the cap, the argmax is taken over u: the cap is
   // monotonic, and rounding cap * tanh(u / cap) to f32 would create ties.
   static constexpr bool kRawKey = !kMask;
-  const float* HWY_RESTRICT x;
+  const float* x;  // not restrict (in-place gradient)
   const float* HWY_RESTRICT mask;
   float cap;
   float inv_cap;
@@ -320,7 +322,7 @@ XentProbSums XentProbSumsImpl(const XentRow& row, const float* q, const float* w
 template <bool kW, bool kQ, class Src, class Exp>
 HWY_INLINE void GradT(const Src& src, size_t n, const Exp& exp, float factor, float b, float bq,
                       const float* HWY_RESTRICT w, const float* HWY_RESTRICT q, float scale,
-                      float* HWY_RESTRICT dst) {
+                      float* dst) {  // dst may be exactly the logits (src.x)
   const DF d;
   const size_t N = hn::Lanes(d);
   const VF vf = hn::Set(d, factor);

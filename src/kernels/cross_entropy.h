@@ -60,7 +60,8 @@ XentProbSums xent_prob_sums(const XentRow& row, const float* q, const float* wei
 ///   dst_j = s * cap'_j * (factor * e^(t_j - shift) - w_j * (b + bq * q_j))
 /// with cap'_j = 1 - tanh^2(u_j / softcap) (1 without softcap), w = weight
 /// or 1, q nullable (0); dst_j = 0 where t_j = -inf. `shift` finite.
-/// dst must not overlap x, mask, weight or q.
+/// dst may be exactly row.x (in place: each element is read before it is
+/// written); it must not overlap mask, weight or q, nor x otherwise.
 struct XentGrad {
   float shift = 0.0f;
   double factor = 0.0;

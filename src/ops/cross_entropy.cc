@@ -173,6 +173,70 @@ struct Outputs {
   bool z = false, acc = false;
 };
 
+// L = LSE(t) from a scan: NaN (NaN / +inf in the row), -inf (every logit
+// masked, or n == 0), else ref + log d.
+double scan_lse(const kernels::XentScan& sc) {
+  return std::isnan(sc.d) ? kNan : sc.d == 0.0 ? -kInf : static_cast<double>(sc.ref) + std::log(sc.d);
+}
+
+// The gradient row of an active row (the backward pass and the fused
+// forward share it, so both give the same bits; `out` may be exactly the
+// row of logits a.in[0]: every element is read before it is written): g = G_r, L = LSE(t)
+// (scan_lse or the forward's lse), e^(t_j - shift) * inv_d = p_j, sum_w
+// from the scan (label smoothing), `ps` the probability-target sums when the
+// caller has them (nullptr: computed here; the kernel is deterministic).
+void grad_row(const Setup& s, const RowArgs& a, double g, double L, double shift, double inv_d,
+              double sum_w, const kernels::XentProbSums* ps_in, float* out) {
+  if (L == -kInf) {  // every logit masked (or n == 0)
+    fill(out, a.n, s.empty_row == EmptyRow::kNan ? std::numeric_limits<float>::quiet_NaN() : 0.0f);
+    return;
+  }
+  if (!std::isfinite(L)) {
+    nan_row(s, a, out);
+    return;
+  }
+  const kernels::XentRow row = make_row(s, a);
+  const double C = static_cast<double>(s.classes);
+  const float* weight = s.weight.empty() ? nullptr : s.weight.data();
+  kernels::XentGrad gr;
+  gr.shift = static_cast<float>(shift);
+  gr.weight = weight;
+  gr.scale = s.scale;
+  gr.b = static_cast<float>(g * s.a / C);
+  double A;
+  double wy = 1.0;
+  int64_t y = -1;
+  if (s.probs) {
+    gr.q = a.in[s.target_input];
+    gr.bq = static_cast<float>(g * (1.0 - s.a));
+    const kernels::XentProbSums ps =
+        ps_in != nullptr ? *ps_in : kernels::xent_prob_sums(row, gr.q, weight);
+    A = (1.0 - s.a) * (ps.wq + ps.wq_masked) + 2.0 * s.zs * L;
+  } else {
+    y = s.lr->target(a.row);
+    wy = s.lr->weight(a.row);
+    A = (1.0 - s.a) * wy + 2.0 * s.zs * wy * L;
+  }
+  if (s.a > 0.0) A += s.a / C * sum_w;
+  gr.factor = g * A * inv_d;
+  // The target's term is read before the kernel: `out` may be the logits.
+  const bool fix_y = y >= 0 && !masked_at(s, a, y);
+  const double fix =
+      fix_y ? static_cast<double>(s.scale) * cap_deriv(s, a, y) * g * (1.0 - s.a) * wy : 0.0;
+  kernels::xent_grad(row, gr, out);
+  if (fix_y) out[y] = static_cast<float>(static_cast<double>(out[y]) - fix);
+}
+
+// grad is exactly src (same data, shape and strides).
+bool same_view(const TensorView& a_in, const TensorView& b_in) {
+  const TensorView a = as_rank1_if_scalar(a_in), b = as_rank1_if_scalar(b_in);
+  if (a.data != b.data || a.rank != b.rank || a.dtype != b.dtype) return false;
+  for (int d = 0; d < a.rank; ++d) {
+    if (a.shape[d] != b.shape[d] || a.strides[d] != b.strides[d]) return false;
+  }
+  return true;
+}
+
 }  // namespace
 }  // namespace detail
 
@@ -212,11 +276,30 @@ void cross_entropy(const TensorView& src, const TensorView& target, const Tensor
   row_out(ce.lse, "lse", o.lse);
   row_out(ce.entropy, "entropy", o.entropy);
   row_out(ce.target_logprob, "target_logprob", o.target_logprob);
-  std::vector<detail::NamedView> ins = {{src, "src"}, {target, "target"}};
+  std::vector<detail::NamedView> ins = {{target, "target"}};
   if (ce.loss.weight) ins.push_back({*ce.loss.weight, "weight"});
   if (options.additive_mask) ins.push_back({*options.additive_mask, "additive_mask"});
   if (options.bool_mask) ins.push_back({*options.bool_mask, "bool_mask"});
+  // The fused gradient: src's shape, exactly src or disjoint from it
+  // (Rowwise checks a separate output), disjoint from everything else. In
+  // place (grad is src) it is not a Rowwise output: the row function writes
+  // it straight over the logits' row once the row is done (through scratch
+  // when the row is strided or was transformed by scale / masks).
+  const bool fused = ce.grad.has_value();
+  const bool in_place = fused && detail::same_view(*ce.grad, src);
+  if (fused) {
+    if (in_place) {
+      detail::check_no_self_overlap(*ce.grad, "grad", op);
+    } else {
+      rw.add_output(*ce.grad, "grad", /*allow_alias=*/false);
+    }
+    std::vector<detail::NamedView> others = ins;
+    others.insert(others.end(), outs.begin(), outs.end());
+    detail::check_outputs_disjoint(op, {{*ce.grad, "grad"}}, others);
+  }
+  ins.push_back({src, "src"});
   detail::check_outputs_disjoint(op, outs, ins);
+  const std::vector<double> G = fused ? s.red->unit_coefficients() : std::vector<double>();
 
   const size_t rows = static_cast<size_t>(s.rows);
   std::vector<double> loss(rows, 0.0), z(o.z ? rows : 0), lse(o.lse ? rows : 0),
@@ -224,15 +307,47 @@ void cross_entropy(const TensorView& src, const TensorView& target, const Tensor
   const double C = static_cast<double>(s.classes);
   const float* weight = s.weight.empty() ? nullptr : s.weight.data();
 
-  rw.run(0, [&](const RowArgs& a) {
+  rw.run(in_place ? s.classes : 0, [&](const RowArgs& a) {
     const int64_t r = a.row;
     const size_t ri = static_cast<size_t>(r);
     const bool active = s.red->active(r);
     const bool need_stats = o.lse || o.entropy;
+    // Where the gradient row goes: the output, or (in place) the logits'
+    // row itself when Rowwise passed it directly, else scratch + scatter.
+    float* grad_out = nullptr;
+    float* scatter_to = nullptr;
+    int64_t scatter_stride = 0;
+    if (in_place) {
+      const detail::Geometry& geo = rw.geometry();
+      int64_t off[detail::kMaxOperands];
+      geo.row_offsets(r, off);
+      float* row0 = reinterpret_cast<float*>(geo.at(0, off[0]));
+      if (a.in[0] == row0 && (geo.axis_stride[0] == 1 || a.n <= 1)) {
+        grad_out = row0;
+      } else {
+        grad_out = a.scratch;
+        scatter_to = row0;
+        scatter_stride = geo.axis_stride[0];
+      }
+    } else if (fused) {
+      grad_out = a.out[0];
+    }
+    auto finish_grad = [&] {
+      if (scatter_to == nullptr) return;
+      for (int64_t j = 0; j < a.n; ++j) scatter_to[j * scatter_stride] = grad_out[j];
+    };
+    if (fused && !active) {
+      if (!need_stats) {
+        detail::fill(grad_out, a.n, 0.0f);
+        finish_grad();
+        return;
+      }
+    }
     if (!active && !need_stats) return;
     // Per-row results (filled below, then stored where requested).
     double L = -detail::kInf, H = 0.0, loss_r = 0.0, z_r = 0.0, tlp_r = -detail::kInf, acc_r = 0.0;
     kernels::XentScan sc;
+    kernels::XentProbSums ps;
     if (a.n > 0) {
       kernels::XentScanRequest req;
       req.sums = active && s.a > 0.0;
@@ -252,7 +367,7 @@ void cross_entropy(const TensorView& src, const TensorView& target, const Tensor
       if (active) {
         if (s.probs) {
           const float* q = a.in[s.target_input];
-          const kernels::XentProbSums ps = kernels::xent_prob_sums(detail::make_row(s, a), q, weight);
+          ps = kernels::xent_prob_sums(detail::make_row(s, a), q, weight);
           const double b = 1.0 - s.a;
           loss_r = b * (ps.wq * L - ps.wqt);
           if (b != 0.0 && ps.wq_masked != 0.0) loss_r += b * ps.wq_masked * detail::kInf;
@@ -274,6 +389,13 @@ void cross_entropy(const TensorView& src, const TensorView& target, const Tensor
         loss_r += z_r;
       }
     }
+    if (fused && active && a.n > 0) {
+      detail::grad_row(s, a, G[ri], detail::scan_lse(sc), sc.ref, 1.0 / sc.d, sc.sum_w,
+                       s.probs ? &ps : nullptr, grad_out);
+    } else if (fused) {
+      detail::fill(grad_out, a.n, 0.0f);  // inactive row (its stats were needed)
+    }
+    finish_grad();
     loss[ri] = loss_r;
     if (o.z) z[ri] = z_r;
     if (o.lse) lse[ri] = L;
@@ -299,6 +421,10 @@ void cross_entropy_backward(const TensorView& src, const TensorView& target,
                             const CrossEntropyOptions& ce, const SoftmaxOptions& options) {
   const char* op = "cross_entropy_backward";
   detail::check_ce_options(op, ce);
+  if (ce.grad) {
+    detail::fail(op, "grad (the fused gradient of the forward) is not an option of the backward "
+                     "pass; pass the gradient as dsrc");
+  }
   const detail::LogitsSetup ls = detail::setup_logits(op, src, options, ce.softcap);
   detail::Rowwise rw(op, src, "src", /*src_is_logits=*/true, ls.options);
   detail::Setup s;
@@ -320,9 +446,7 @@ void cross_entropy_backward(const TensorView& src, const TensorView& target,
   if (use_lse) ins.push_back({*ce.lse, "lse"});
   detail::check_outputs_disjoint(op, {{dsrc, "dsrc"}}, ins);
 
-  const double C = static_cast<double>(s.classes);
   const float* weight = s.weight.empty() ? nullptr : s.weight.data();
-  const float nanf = std::numeric_limits<float>::quiet_NaN();
 
   rw.run(0, [&](const RowArgs& a) {
     const int64_t r = a.row;
@@ -332,57 +456,16 @@ void cross_entropy_backward(const TensorView& src, const TensorView& target,
       return;
     }
     const double g = G[static_cast<size_t>(r)];
-    const kernels::XentRow row = detail::make_row(s, a);
-    double L, shift, inv_d = 1.0, sum_w = 0.0;
     if (use_lse) {
-      L = lse_in[static_cast<size_t>(r)];
-      shift = L;
-    } else {
-      kernels::XentScanRequest req;
-      req.sums = s.a > 0.0;
-      req.weight = weight;
-      const kernels::XentScan sc = kernels::xent_scan(row, req);
-      L = std::isnan(sc.d) ? detail::kNan
-          : sc.d == 0.0    ? -detail::kInf
-                           : static_cast<double>(sc.ref) + std::log(sc.d);
-      shift = sc.ref;
-      inv_d = 1.0 / sc.d;
-      sum_w = sc.sum_w;
-    }
-    if (L == -detail::kInf) {  // every logit masked (or n == 0)
-      detail::fill(out, a.n, s.empty_row == EmptyRow::kNan ? nanf : 0.0f);
+      const double L = lse_in[static_cast<size_t>(r)];
+      detail::grad_row(s, a, g, L, L, 1.0, 0.0, nullptr, out);
       return;
     }
-    if (!std::isfinite(L)) {
-      detail::nan_row(s, a, out);
-      return;
-    }
-    kernels::XentGrad gr;
-    gr.shift = static_cast<float>(shift);
-    gr.weight = weight;
-    gr.scale = s.scale;
-    gr.b = static_cast<float>(g * s.a / C);
-    double A;
-    double wy = 1.0;
-    int64_t y = -1;
-    if (s.probs) {
-      gr.q = a.in[s.target_input];
-      gr.bq = static_cast<float>(g * (1.0 - s.a));
-      const kernels::XentProbSums ps = kernels::xent_prob_sums(row, gr.q, weight);
-      A = (1.0 - s.a) * (ps.wq + ps.wq_masked) + 2.0 * s.zs * L;
-    } else {
-      y = s.lr->target(r);
-      wy = s.lr->weight(r);
-      A = (1.0 - s.a) * wy + 2.0 * s.zs * wy * L;
-    }
-    if (s.a > 0.0) A += s.a / C * sum_w;
-    gr.factor = g * A * inv_d;
-    kernels::xent_grad(row, gr, out);
-    if (y >= 0 && !detail::masked_at(s, a, y)) {
-      const double fix = static_cast<double>(s.scale) * detail::cap_deriv(s, a, y) * g *
-                         (1.0 - s.a) * wy;
-      out[y] = static_cast<float>(static_cast<double>(out[y]) - fix);
-    }
+    kernels::XentScanRequest req;
+    req.sums = s.a > 0.0;
+    req.weight = weight;
+    const kernels::XentScan sc = kernels::xent_scan(detail::make_row(s, a), req);
+    detail::grad_row(s, a, g, detail::scan_lse(sc), sc.ref, 1.0 / sc.d, sc.sum_w, nullptr, out);
   });
 }
 

@@ -69,6 +69,9 @@ class Reducer {
   /// G_r: dloss_r (kNone), dloss (kSum), dloss / denominator (kMean; 0 when
   /// the denominator is 0); 0 for inactive rows.
   std::vector<double> coefficients(const TensorView& dloss) const;
+  /// coefficients() for a unit dloss (1.0f in every element), without a
+  /// tensor: the multipliers of the fused gradient (CrossEntropyOptions::grad).
+  std::vector<double> unit_coefficients() const;
   /// Same reduction with another denominator (accuracy: count of rows).
   Reducer with_denominator(double denominator) const;
 

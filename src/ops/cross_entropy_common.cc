@@ -167,4 +167,13 @@ std::vector<double> Reducer::coefficients(const TensorView& dloss) const {
   return c;
 }
 
+std::vector<double> Reducer::unit_coefficients() const {
+  // Exactly coefficients() with dloss = 1.0f: g = 1, kMean divides once.
+  double g = 1.0;
+  if (reduction_ == Reduction::kMean) g = denominator_ == 0.0 ? 0.0 : g / denominator_;
+  std::vector<double> c(active_.size(), 0.0);
+  for (size_t r = 0; r < c.size(); ++r) c[r] = active_[r] ? g : 0.0;
+  return c;
+}
+
 }  // namespace smax::detail

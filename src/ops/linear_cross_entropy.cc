@@ -190,6 +190,10 @@ Setup prepare(const char* op, const TensorView& hidden, const TensorView& weight
   if (!(std::isfinite(ce.softcap) && ce.softcap >= 0.0f)) {
     fail(op, "softcap must be finite and >= 0 (0 = off), got " + std::to_string(ce.softcap));
   }
+  if (ce.grad) {
+    fail(op, "ce.grad (cross_entropy's fused logits gradient) is not supported: the logits are "
+             "never materialised (linear_cross_entropy_fused gives dhidden / dweight in one call)");
+  }
   if (lce.token_chunk < 0) fail(op, "token_chunk must be >= 0, got " + std::to_string(lce.token_chunk));
   if (lce.vocab_chunk < 0) fail(op, "vocab_chunk must be >= 0, got " + std::to_string(lce.vocab_chunk));
   if (options.additive_mask) {

@@ -42,6 +42,14 @@ constexpr int64_t kMinCap = 64;
 // factor by which the candidate set grows when their mass is short of top_p.
 constexpr int64_t kTopPFirstK = 1024;
 constexpr int64_t kTopPGrowth = 8;
+// Nucleus candidates at or below this count are sorted outright.
+constexpr int64_t kNucleusSortMax = 64;
+// Buckets (equal width in z) of the nucleus candidates' masses.
+constexpr int kNucleusBuckets = 2048;
+// A kept set larger than this is sampled by masking z and running
+// gumbel_argmax (SIMD pruning: ~2 noise evaluations per row) instead of
+// evaluating the noise of every kept entry.
+constexpr int64_t kPrefixLoopMax = 256;
 
 using kernels::TopkCandidate;
 
@@ -351,7 +359,8 @@ struct Kept {
   enum Kind { kNone, kNaN, kAll, kPrefix, kGreedy } kind = kNone;
   float value = 0.0f;  // kPrefix: the last kept candidate (value, index):
   int64_t index = 0;   // kept iff z > value || (z == value && i <= index)
-  int64_t count = 0;   // kPrefix: candidates buf[0..count) are the kept set
+  int64_t count = 0;   // kPrefix: the size of the kept set
+  bool listed = true;  // kPrefix: buf[0..count) holds the kept set (else use keeps())
   bool keeps(float z, int64_t i) const {
     return z > value || (z == value && i <= index);
   }
@@ -373,9 +382,119 @@ FilterPlan plan_filter(const SampleOptions& so, int64_t n) {
   return f;
 }
 
+// The nucleus boundary among buf[0..count) (any order), which hold the
+// masses after the first `above`: bisection with nth_element (each step
+// halves the range and sums the better half; O(count) expected), then the
+// last <= kNucleusSortMax candidates sorted and accumulated in order.
+// Returns the position pos of the boundary (buf[0..pos] are then exactly
+// the candidates kept), or -1 if the target is not reached.
+int64_t nucleus_boundary(TopkCandidate* buf, int64_t count, double above, double target,
+                         double z0) {
+  auto mass = [z0](const TopkCandidate& c) { return std::exp(static_cast<double>(c.value) - z0); };
+  // Invariant: buf[0, lo) are better than buf[lo, count) and hold `above`;
+  // the boundary lies in [lo, hi).
+  int64_t lo = 0, hi = count;
+  while (hi - lo > kNucleusSortMax) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    std::nth_element(buf + lo, buf + mid, buf + hi, kernels::topk_better);
+    double m = 0.0;
+    for (int64_t j = lo; j <= mid; ++j) m += mass(buf[j]);
+    if (above + m >= target) {
+      hi = mid + 1;
+    } else {
+      above += m;
+      lo = mid + 1;
+    }
+  }
+  std::sort(buf + lo, buf + hi, kernels::topk_better);
+  double cum = above;
+  for (int64_t j = lo; j < hi; ++j) {
+    cum += mass(buf[j]);
+    if (cum >= target) return j;
+  }
+  return -1;
+}
+
+// Nucleus sampling without top-k, one scan plus work on the candidates only.
+// From the scan's (max z0, normaliser total = sum_i e^(z_i - z0)), every
+// entry with z_i < theta = z0 + log(total) + log((1 - top_p) / (2n)) has
+// e^(z_i - z0) < total (1 - top_p) / (2n), so together they hold less than
+// total (1 - top_p) / 2: the candidates z_i >= theta hold more than
+// total (1 + top_p) / 2 > top_p total, i.e. the nucleus lies inside them.
+// The candidates' masses (float64) are summed into kNucleusBuckets buckets
+// of equal width in z over [theta, z0] (a monotonic map: a higher bucket
+// holds only larger z); the running sum over the buckets, best first, finds
+// the bucket of the boundary, and only that bucket's members are ordered
+// (nucleus_boundary). Without a usable bucket width (theta not finite, or
+// every candidate equal) the whole candidate set goes to nucleus_boundary.
+// Returns false (the caller falls back to the widening top-k loop) when
+// rounding leaves the candidates' mass short of the target.
+bool nucleus_by_threshold(const float* z, int64_t n, double top_p, const kernels::TopkScan& s,
+                          TopkCandidate* buf, int64_t* idx, Kept& kept) {
+  const double z0 = s.max;
+  const double total = s.d * std::exp(s.ref - z0);
+  const double target = top_p * total;
+  const double th = z0 + std::log(total) + std::log((1.0 - top_p) * 0.5 / static_cast<double>(n));
+  float thr = static_cast<float>(th);  // -inf when th < -FLT_MAX: every finite z
+  if (static_cast<double>(thr) > th) thr = std::nextafter(thr, -kInfF);
+  thr = std::nextafter(thr, -kInfF);  // select_greater is strict: keep z == thr
+  int64_t count = 0;
+  for (int64_t c0 = 0; c0 < n; c0 += kChunk) {
+    const int64_t len = std::min(kChunk, n - c0);
+    const int64_t cnt = kernels::select_greater(z + c0, len, thr, idx);
+    for (int64_t j = 0; j < cnt; ++j) {
+      const int64_t i = c0 + idx[j];
+      buf[count++] = TopkCandidate{z[i], i};
+    }
+  }
+  const double span = z0 - static_cast<double>(thr);
+  const double inv_width = static_cast<double>(kNucleusBuckets) / span;
+  if (count > kNucleusSortMax && std::isfinite(span) && span > 0.0 && std::isfinite(inv_width)) {
+    auto bucket = [&](float v) {
+      const double b = (z0 - static_cast<double>(v)) * inv_width;
+      return b >= kNucleusBuckets - 1 ? kNucleusBuckets - 1 : static_cast<int>(b);
+    };
+    double bmass[kNucleusBuckets] = {};
+    int64_t bcount[kNucleusBuckets] = {};
+    for (int64_t j = 0; j < count; ++j) {
+      const int b = bucket(buf[j].value);
+      bmass[b] += std::exp(static_cast<double>(buf[j].value) - z0);
+      ++bcount[b];
+    }
+    double above = 0.0;
+    int64_t before = 0;  // candidates in the better buckets
+    for (int b = 0; b < kNucleusBuckets; ++b) {
+      if (above + bmass[b] >= target) {
+        int64_t m = 0;  // the bucket's members, compacted to the front
+        for (int64_t j = 0; j < count; ++j) {
+          if (bucket(buf[j].value) == b) buf[m++] = buf[j];
+        }
+        const int64_t pos = nucleus_boundary(buf, m, above, target, z0);
+        if (pos < 0) break;  // rounding: the next bucket would be needed
+        kept.kind = Kept::kPrefix;
+        kept.value = buf[pos].value;
+        kept.index = buf[pos].index;
+        kept.count = before + pos + 1;
+        kept.listed = false;
+        return true;
+      }
+      above += bmass[b];
+      before += bcount[b];
+    }
+    return false;
+  }
+  const int64_t pos = nucleus_boundary(buf, count, 0.0, target, z0);
+  if (pos < 0) return false;
+  kept.kind = Kept::kPrefix;
+  kept.value = buf[pos].value;
+  kept.index = buf[pos].index;
+  kept.count = pos + 1;  // buf[0..pos] is exactly the kept set
+  return true;
+}
+
 // Writes z = fl(t / T) to z (T > 0) and decides the kept set.
 Kept filter_row(const float* t, int64_t n, const SampleOptions& so, const FilterPlan& plan,
-                float* z, TopkCandidate* buf) {
+                float* z, TopkCandidate* buf, int64_t* idx) {
   Kept kept;
   if (n == 0) return kept;
   if (so.temperature == 0.0f) {
@@ -404,6 +523,17 @@ Kept filter_row(const float* t, int64_t n, const SampleOptions& so, const Filter
     return kept;
   }
   const double top_p = so.top_p;
+  if (plan.top_k == 0) {
+    // top-p alone: (m, d) and NaN from one scan (k = 1), then the candidates
+    // above the threshold only.
+    const kernels::TopkScan s = kernels::topk_scan(z, n, 1, buf, topk_cap(1, n));
+    if (std::isnan(s.d)) {
+      kept.kind = Kept::kNaN;
+      return kept;
+    }
+    if (s.max == -kInfF) return kept;  // nothing to sample
+    if (nucleus_by_threshold(z, n, top_p, s, buf, idx, kept)) return kept;
+  }
   int64_t K = plan.top_k > 0 ? plan.top_k : std::min<int64_t>(n, kTopPFirstK);
   for (;;) {
     const int64_t cap = plan.top_k > 0 ? plan.cap : topk_cap(K, n);
@@ -618,7 +748,8 @@ void sampling_filter(const TensorView& src, const TensorView& dst, const SampleO
     float* z = a.out[0];
     float* scratch = a.scratch;
     auto* buf = detail::carve<kernels::TopkCandidate>(scratch, plan.cap);
-    const Kept kept = detail::filter_row(a.in[0], n, sample, plan, z, buf);
+    int64_t* idx = detail::carve<int64_t>(scratch, detail::kChunk);
+    const Kept kept = detail::filter_row(a.in[0], n, sample, plan, z, buf, idx);
     switch (kept.kind) {
       case Kept::kNone: std::fill(z, z + n, -detail::kInfF); break;
       case Kept::kNaN: std::fill(z, z + n, detail::kNaNF); break;
@@ -656,7 +787,7 @@ void sample(const TensorView& src, const TensorView& indices, const SampleOption
     int64_t* idx = detail::carve<int64_t>(scratch, detail::kChunk);
     float* ebuf = scratch;  // kChunk floats
     auto* hbuf = reinterpret_cast<uint32_t*>(scratch + detail::kChunk);  // kChunk words
-    const Kept kept = detail::filter_row(a.in[0], n, sample, plan, z, buf);
+    const Kept kept = detail::filter_row(a.in[0], n, sample, plan, z, buf, idx);
     const auto row = static_cast<uint64_t>(a.row);
     int64_t result = -1;
     switch (kept.kind) {
@@ -665,6 +796,15 @@ void sample(const TensorView& src, const TensorView& indices, const SampleOption
       case Kept::kGreedy: result = kept.index; break;
       case Kept::kAll: result = detail::gumbel_argmax(z, n, seed, row, idx, ebuf, hbuf); break;
       case Kept::kPrefix: {
+        if (!kept.listed || kept.count > detail::kPrefixLoopMax) {
+          // Large kept set: the same argmax over the masked row, with
+          // gumbel_argmax's pruning (exact: the same float64 sums).
+          for (int64_t i = 0; i < n; ++i) {
+            if (!kept.keeps(z[i], i)) z[i] = -detail::kInfF;
+          }
+          result = detail::gumbel_argmax(z, n, seed, row, idx, ebuf, hbuf);
+          break;
+        }
         double best = -detail::kInfD;
         for (int64_t j = 0; j < kept.count; ++j) {
           const int64_t i = buf[j].index;

@@ -311,6 +311,11 @@ typedef struct smax_cross_entropy_options {
   const smax_tensor* entropy;        /**< out: entropy of softmax(t) per row */
   const smax_tensor* target_logprob; /**< out: log p_target per row */
   const smax_tensor* accuracy;       /**< out: argmax == target (per row, mean or count) */
+  /** out (smax_cross_entropy only): d loss / d src for a unit upstream
+   *  gradient, src's shape, written in the same pass as the loss (may be
+   *  exactly src: the logits are overwritten by their gradient).
+   *  smax_cross_entropy_backward and the linear cross-entropy reject it. */
+  const smax_tensor* grad;
 } smax_cross_entropy_options;
 void smax_cross_entropy_options_init(smax_cross_entropy_options* options);
 
@@ -640,6 +645,71 @@ int32_t smax_max_threads(void);
 smax_status smax_set_max_threads(int32_t threads);
 /** Library version, "MAJOR.MINOR.PATCH". */
 const char* smax_version(void);
+
+/* ==== attention (include/smax/attention.h) ===================================
+ * Fused scaled dot-product attention with PyTorch SDPA semantics and a
+ * pluggable row normaliser: q [B, H, Lq, D], k [B, Hkv, Lk, D],
+ * v [B, Hkv, Lk, Dv], out [B, H, Lq, Dv] (any strides, H % Hkv == 0: GQA),
+ *   out[b,h,i,:] = sum_j P[b,h,i,j] v[b,h/G,j,:],  P = normalizer(t),
+ *   t = mask(alibi(softcap(fl(<q_i, k_j> * scale)))).
+ * Error bounds, special values (NaN / +inf logit on a visible key -> NaN
+ * row; masked -> exactly 0 weight and gradient; fully masked rows follow
+ * empty_row), determinism (bitwise identical for any thread count) and
+ * memory: include/smax/attention.h and docs/attention.md. Outputs may not
+ * overlap any input or each other (SMAX_STATUS_INVALID_ARGUMENT). */
+
+/** Row normaliser of the scores (smax::AttentionNormalizer). */
+typedef enum smax_attention_normalizer {
+  SMAX_ATTENTION_SOFTMAX = 0,   /**< exact softmax (online merge over key blocks) */
+  SMAX_ATTENTION_SIGMOID = 1,   /**< sigmoid(t + b), b = sigmoid_bias or -ln(visible keys) */
+  SMAX_ATTENTION_SOFTPICK = 2,  /**< relu(e^t - 1) / (sum |e^t - 1| + eps) */
+  SMAX_ATTENTION_SSMAX = 3,     /**< softmax((s ln n) t), n = visible keys of the row */
+  SMAX_ATTENTION_STABLEMAX = 4, /**< s(t) / sum s(t), s = t + 1 (t >= 0), 1 / (1 - t) */
+  SMAX_ATTENTION_SOFTPLUS = 5   /**< softplus(lambda t) / sum, lambda = ln(visible) / ln(D) */
+} smax_attention_normalizer;
+
+/** smax::AttentionOptions. NULL = the defaults below. */
+typedef struct smax_attention_options {
+  uint32_t struct_size;           /**< set by smax_attention_options_init */
+  int32_t normalizer;             /**< an smax_attention_normalizer value (default SOFTMAX) */
+  float scale;                    /**< multiplies <q, k>; NaN = 1/sqrt(D) (default NaN), else finite */
+  int32_t is_causal;              /**< 0/1: mask j > i, top-left aligned (default 0) */
+  const smax_tensor* attn_mask;   /**< bool (non-zero = attend) or f32 (added), broadcastable
+                                       to [B, H, Lq, Lk]; NULL = none */
+  float softcap;                  /**< > 0: t = softcap tanh(t / softcap); 0 = off (default 0) */
+  const smax_tensor* sinks;       /**< f32 [H] sink logits (softmax only); NULL = none */
+  const smax_tensor* alibi_slopes; /**< f32 [H] or [B, H]: adds -slope |i - j|; NULL = none */
+  float sigmoid_bias;             /**< SIGMOID: b; NaN = -ln(visible keys) (default NaN) */
+  float softpick_eps;             /**< SOFTPICK: 0 or >= FLT_MIN (default 1e-6) */
+  float ssmax_s;                  /**< SSMAX: s (default 0.43) */
+  const smax_tensor* lse;         /**< out (smax_attention, softmax only): f32 [B, H, Lq],
+                                       m + log d; ignored by the backward; NULL = none */
+  int32_t empty_row;              /**< an smax_empty_row value for fully masked query rows
+                                       (default ZERO: out 0, lse -inf, gradient 0) */
+  int32_t threads;                /**< 0 = smax_max_threads(); results do not depend on it */
+} smax_attention_options;
+void smax_attention_options_init(smax_attention_options* options);
+
+/** "softmax", "sigmoid", "softpick", "ssmax", "stablemax", "softplus";
+ *  "unknown" for other values. Never NULL (static storage). */
+const char* smax_attention_normalizer_name(int32_t normalizer);
+/** The smax_attention_normalizer value of one of the names above (exact,
+ *  lower case) into *normalizer; SMAX_STATUS_INVALID_ARGUMENT (and
+ *  *normalizer untouched) for other names or NULL pointers. */
+smax_status smax_attention_normalizer_parse(const char* name, int32_t* normalizer);
+
+/** Forward (smax::attention): writes out and, when params->lse is given, lse. */
+smax_status smax_attention(const smax_tensor* q, const smax_tensor* k, const smax_tensor* v,
+                           const smax_tensor* out, const smax_attention_options* params);
+/** Backward (smax::attention_backward): from q, k, v, the saved forward
+ *  output `out` and the upstream gradient dout [B, H, Lq, Dv], overwrites
+ *  dq [B, H, Lq, D], dk [B, Hkv, Lk, D] and dv [B, Hkv, Lk, Dv] (P is
+ *  recomputed; params->lse is ignored). Pass the forward's params. */
+smax_status smax_attention_backward(const smax_tensor* q, const smax_tensor* k,
+                                    const smax_tensor* v, const smax_tensor* out,
+                                    const smax_tensor* dout, const smax_tensor* dq,
+                                    const smax_tensor* dk, const smax_tensor* dv,
+                                    const smax_attention_options* params);
 
 #ifdef __cplusplus
 }  /* extern "C" */

@@ -1,0 +1,205 @@
+"""Fused CPU attention with pluggable normalisers (C++: smax/attention.h).
+
+``smax.attention`` follows ``torch.nn.functional.scaled_dot_product_attention``
+(names, defaults, shapes, bool-mask meaning) and adds the normalisers of the
+smax family; ``smax.torch.attention`` is the differentiable version (gradients
+to q, k and v). See docs/attention.md.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Any, Optional, Tuple
+
+from . import _smax as _C
+from . import _arg, _is_torch, _shape_of, _torch_module, _wants_grad, _check_out
+
+__all__ = ["attention", "ATTENTION_NORMALIZERS"]
+
+#: Accepted values of ``normalizer=``.
+ATTENTION_NORMALIZERS: Tuple[str, ...] = (
+    "softmax", "sigmoid", "softpick", "ssmax", "stablemax", "softplus")
+
+_NAN = float("nan")
+
+
+def _alloc(like: Any, shape: Tuple[int, ...]) -> Any:
+    if _is_torch(like):
+        t = _torch_module()
+        if like.device.type != "cpu":
+            raise TypeError(f"attention: tensors must be on the CPU, got device {like.device}")
+        return t.empty(shape, dtype=t.float32)
+    import numpy as np
+    return np.empty(shape, dtype=np.float32)
+
+
+def _as4(x: Any, name: str) -> Tuple[Any, bool]:
+    """[B, H, L, D] as is; [H, L, D] as a [1, H, L, D] view (no copy)."""
+    shape = _shape_of(x, name, "attention")
+    if len(shape) == 4:
+        return x, False
+    if len(shape) == 3:
+        return x[None], True
+    raise ValueError(f"attention: {name} must be 4-D [B, H, L, E] (or 3-D [H, L, E]), "
+                     f"got shape {list(shape)}")
+
+
+def _options(op: str, q4: Any, k4: Any, is_causal: bool, scale: Optional[float],
+             enable_gqa: bool, dropout_p: float, normalizer: str, softcap: float,
+             sinks: Any, alibi_slopes: Any, sigmoid_bias: Optional[float], softpick_eps: float,
+             ssmax_s: float, empty_row: str, threads: Optional[int]) -> tuple:
+    if not isinstance(dropout_p, numbers.Real) or dropout_p != 0.0:
+        raise ValueError(f"{op}: dropout_p must be 0 (dropout is not supported), got {dropout_p!r}")
+    if normalizer not in ATTENTION_NORMALIZERS:
+        raise ValueError(f"{op}: normalizer must be one of {', '.join(ATTENTION_NORMALIZERS)}, "
+                         f"got {normalizer!r}")
+    hq, hkv = int(q4.shape[1]), int(k4.shape[1])
+    if hq != hkv and not enable_gqa:
+        raise ValueError(f"{op}: q has {hq} heads and k/v {hkv}; pass enable_gqa=True for "
+                         f"grouped-query attention")
+    if scale is not None and (not isinstance(scale, numbers.Real) or math.isnan(scale)):
+        raise ValueError(f"{op}: scale must be a finite number or None, got {scale!r}")
+    return (bool(is_causal), _NAN if scale is None else float(scale), float(softcap),
+            None if sinks is None else _arg(sinks),
+            None if alibi_slopes is None else _arg(alibi_slopes), str(normalizer),
+            _NAN if sigmoid_bias is None else float(sigmoid_bias), float(softpick_eps),
+            float(ssmax_s), str(empty_row), 0 if threads is None else int(threads))
+
+
+def attention(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 0.0,
+              is_causal: bool = False, scale: Optional[float] = None, enable_gqa: bool = False,
+              *, normalizer: str = "softmax", softcap: float = 0.0, sinks: Any = None,
+              alibi_slopes: Any = None, sigmoid_bias: Optional[float] = None,
+              softpick_eps: float = 1e-6, ssmax_s: float = 0.43, empty_row: str = "zero",
+              return_lse: bool = False, threads: Optional[int] = None,
+              out: Any = None) -> Any:
+    """Scaled dot-product attention, ``softmax(q k^T * scale + mask) v`` for
+    ``normalizer="softmax"`` (the other normalisers replace the softmax row).
+
+    q: [B, H, Lq, D] (or [H, Lq, D]); k: [B, Hkv, Lk, D]; v: [B, Hkv, Lk, Dv];
+    float32, any strides (a transposed [B, L, H, D] buffer is read in place).
+    attn_mask: bool (True = attend) or float32 (added), broadcastable to
+    [B, H, Lq, Lk]. is_causal: SDPA's top-left causal mask (may be combined
+    with attn_mask). scale: None = 1/sqrt(D). enable_gqa: required when
+    H != Hkv (H % Hkv == 0). dropout_p must be 0.
+    smax extras: normalizer ("softmax", "sigmoid", "softpick", "ssmax",
+    "stablemax", "softplus"), softcap (cap * tanh(t / cap) after scaling),
+    sinks ([H] sink logits, softmax only), alibi_slopes ([H] or [B, H]; adds
+    -slope * |i - j|), sigmoid_bias (None = -ln(visible keys)), softpick_eps,
+    ssmax_s, empty_row ("zero": fully masked queries give 0 like SDPA;
+    "nan"), return_lse (softmax only: also return lse [B, H, Lq]), threads.
+    A torch tensor that requires grad goes through ``smax.torch.attention``.
+    """
+    if _wants_grad(q, k, v):
+        if out is not None:
+            _check_out(out, "attention")
+        if return_lse:
+            raise ValueError("attention: return_lse is not supported with autograd; "
+                             "call it under torch.no_grad()")
+        return torch_attention(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa,
+                               normalizer=normalizer, softcap=softcap, sinks=sinks,
+                               alibi_slopes=alibi_slopes, sigmoid_bias=sigmoid_bias,
+                               softpick_eps=softpick_eps, ssmax_s=ssmax_s,
+                               empty_row=empty_row, threads=threads)
+    q4, squeeze = _as4(q, "q")
+    k4, _ = _as4(k, "k")
+    v4, _ = _as4(v, "v")
+    ao = _options("attention", q4, k4, is_causal, scale, enable_gqa, dropout_p, normalizer,
+                  softcap, sinks, alibi_slopes, sigmoid_bias, softpick_eps, ssmax_s, empty_row,
+                  threads)
+    shape = (int(q4.shape[0]), int(q4.shape[1]), int(q4.shape[2]), int(v4.shape[3]))
+    if out is None:
+        res = _alloc(q, shape)
+        o4 = res
+    else:
+        _check_out(out, "attention")
+        res = out
+        o4, _ = _as4(out, "out")
+    lse = _alloc(q, shape[:3]) if return_lse else None
+    _C.attention(_arg(q4), _arg(k4), _arg(v4), _arg(o4),
+                 None if attn_mask is None else _arg(attn_mask), lse, ao)
+    if out is None and squeeze:
+        res = res[0]
+        if lse is not None:
+            lse = lse[0]
+    return (res, lse) if return_lse else res
+
+
+# ---- torch autograd --------------------------------------------------------------------
+
+_FUNCTION: Any = None
+
+
+def _function() -> Any:
+    global _FUNCTION
+    if _FUNCTION is not None:
+        return _FUNCTION
+    torch = _torch_module()
+    if torch is None:  # pragma: no cover
+        import torch  # noqa: F811
+    from torch.autograd.function import once_differentiable
+
+    class _Attention(torch.autograd.Function):
+        """out = attention(q, k, v); backward recomputes P (first order only)."""
+
+        @staticmethod
+        def forward(ctx: Any, q: Any, k: Any, v: Any, mask: Any, sinks: Any, alibi: Any,
+                    ao: tuple) -> Any:
+            shape = (q.shape[0], q.shape[1], q.shape[2], v.shape[3])
+            out = torch.empty(shape, dtype=torch.float32)
+            ao = ao[:3] + (None if sinks is None else sinks.detach(),
+                           None if alibi is None else alibi.detach()) + ao[5:]
+            _C.attention(q.detach(), k.detach(), v.detach(), out,
+                         None if mask is None else mask.detach(), None, ao)
+            ctx.save_for_backward(q, k, v, out, mask, sinks, alibi)
+            ctx.ao = ao[:3] + (None, None) + ao[5:]
+            return out
+
+        @staticmethod
+        @once_differentiable
+        def backward(ctx: Any, dout: Any) -> Tuple[Optional[Any], ...]:
+            q, k, v, out, mask, sinks, alibi = ctx.saved_tensors
+            ao = ctx.ao[:3] + (None if sinks is None else sinks.detach(),
+                               None if alibi is None else alibi.detach()) + ctx.ao[5:]
+            dq = torch.empty(q.shape, dtype=torch.float32)
+            dk = torch.empty(k.shape, dtype=torch.float32)
+            dv = torch.empty(v.shape, dtype=torch.float32)
+            _C.attention_backward(q.detach(), k.detach(), v.detach(), out, dout.detach(), dq,
+                                  dk, dv, None if mask is None else mask.detach(), ao)
+            return dq, dk, dv, None, None, None, None
+
+    _FUNCTION = _Attention
+    return _FUNCTION
+
+
+def torch_attention(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 0.0,
+                    is_causal: bool = False, scale: Optional[float] = None,
+                    enable_gqa: bool = False, *, normalizer: str = "softmax",
+                    softcap: float = 0.0, sinks: Any = None, alibi_slopes: Any = None,
+                    sigmoid_bias: Optional[float] = None, softpick_eps: float = 1e-6,
+                    ssmax_s: float = 0.43, empty_row: str = "zero",
+                    threads: Optional[int] = None) -> Any:
+    """Differentiable ``smax.attention`` for float32 CPU torch tensors: same
+    arguments (no ``out`` / ``return_lse``); gradients flow to q, k and v
+    (not to the mask, sinks or ALiBi slopes)."""
+    torch = _torch_module()
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if torch is None or not isinstance(t, torch.Tensor):
+            raise TypeError(f"smax.torch.attention: {name} must be a torch.Tensor, "
+                            f"got {type(t).__name__}")
+    q4, squeeze = _as4(q, "q")
+    k4, _ = _as4(k, "k")
+    v4, _ = _as4(v, "v")
+    ao = _options("attention", q4, k4, is_causal, scale, enable_gqa, dropout_p, normalizer,
+                  softcap, sinks, alibi_slopes, sigmoid_bias, softpick_eps, ssmax_s, empty_row,
+                  threads)
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if t.dtype != torch.float32:
+            raise TypeError(f"smax.torch.attention: {name} has dtype {t.dtype}, expected "
+                            f"torch.float32")
+
+    def as_t(x: Any) -> Any:
+        return x if x is None or isinstance(x, torch.Tensor) else torch.as_tensor(x)
+
+    res = _function().apply(q4, k4, v4, as_t(attn_mask), as_t(sinks), as_t(alibi_slopes), ao)
+    return res[0] if squeeze else res

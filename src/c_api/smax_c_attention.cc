@@ -1,0 +1,139 @@
+// src/c_api/smax_c_attention.cc: C ABI of the fused attention
+// (include/smax/attention.h): smax_attention, smax_attention_backward, the
+// options struct and the normaliser names.
+#include <cstddef>
+#include <cstring>
+#include <string>
+#include <type_traits>
+
+#include "c_api_internal.h"
+#include "smax/attention.h"
+#include "smax/c/smax.h"
+
+using smax::capi::checked;
+using smax::capi::fail;
+using smax::capi::guarded;
+using smax::capi::to_bool;
+using smax::capi::to_optional_view;
+using smax::capi::to_view;
+
+static_assert(static_cast<int>(SMAX_ATTENTION_SOFTMAX) ==
+                      static_cast<int>(smax::AttentionNormalizer::kSoftmax) &&
+                  static_cast<int>(SMAX_ATTENTION_SIGMOID) ==
+                      static_cast<int>(smax::AttentionNormalizer::kSigmoid) &&
+                  static_cast<int>(SMAX_ATTENTION_SOFTPICK) ==
+                      static_cast<int>(smax::AttentionNormalizer::kSoftpick) &&
+                  static_cast<int>(SMAX_ATTENTION_SSMAX) ==
+                      static_cast<int>(smax::AttentionNormalizer::kSsmax) &&
+                  static_cast<int>(SMAX_ATTENTION_STABLEMAX) ==
+                      static_cast<int>(smax::AttentionNormalizer::kStablemax) &&
+                  static_cast<int>(SMAX_ATTENTION_SOFTPLUS) ==
+                      static_cast<int>(smax::AttentionNormalizer::kSoftplus),
+              "attention normaliser values must mirror smax::AttentionNormalizer");
+
+static_assert(offsetof(smax_attention_options, struct_size) == 0 &&
+                  std::is_same_v<decltype(smax_attention_options::struct_size), uint32_t> &&
+                  std::is_standard_layout_v<smax_attention_options>,
+              "struct_size must be the first member (uint32_t) of smax_attention_options");
+
+namespace {
+
+smax::AttentionOptions to_attention(const smax_attention_options* p, const char* op) {
+  smax::AttentionOptions out;
+  if (checked(p, op, "params", "smax_attention_options") == nullptr) return out;
+  if (p->normalizer < SMAX_ATTENTION_SOFTMAX || p->normalizer > SMAX_ATTENTION_SOFTPLUS) {
+    fail(std::string(op) + ": params.normalizer has unknown value " +
+         std::to_string(p->normalizer));
+  }
+  out.normalizer = static_cast<smax::AttentionNormalizer>(p->normalizer);
+  out.scale = p->scale;
+  out.is_causal = to_bool(p->is_causal, op, "params.is_causal");
+  out.attn_mask = to_optional_view(p->attn_mask, op, "params.attn_mask");
+  out.softcap = p->softcap;
+  out.sinks = to_optional_view(p->sinks, op, "params.sinks");
+  out.alibi_slopes = to_optional_view(p->alibi_slopes, op, "params.alibi_slopes");
+  out.sigmoid_bias = p->sigmoid_bias;
+  out.softpick_eps = p->softpick_eps;
+  out.ssmax_s = p->ssmax_s;
+  out.lse = to_optional_view(p->lse, op, "params.lse");
+  if (p->empty_row != SMAX_EMPTY_ROW_ZERO && p->empty_row != SMAX_EMPTY_ROW_NAN) {
+    fail(std::string(op) + ": params.empty_row has unknown value " +
+         std::to_string(p->empty_row));
+  }
+  out.empty_row = static_cast<smax::EmptyRow>(p->empty_row);
+  out.threads = p->threads;
+  return out;
+}
+
+}  // namespace
+
+extern "C" {
+
+void smax_attention_options_init(smax_attention_options* options) {
+  if (options == nullptr) return;
+  const smax::AttentionOptions d;
+  std::memset(options, 0, sizeof *options);
+  options->struct_size = sizeof *options;
+  options->normalizer = static_cast<int32_t>(d.normalizer);
+  options->scale = d.scale;
+  options->is_causal = d.is_causal ? 1 : 0;
+  options->attn_mask = nullptr;
+  options->softcap = d.softcap;
+  options->sinks = nullptr;
+  options->alibi_slopes = nullptr;
+  options->sigmoid_bias = d.sigmoid_bias;
+  options->softpick_eps = d.softpick_eps;
+  options->ssmax_s = d.ssmax_s;
+  options->lse = nullptr;
+  options->empty_row = static_cast<int32_t>(d.empty_row);
+  options->threads = d.threads;
+}
+
+const char* smax_attention_normalizer_name(int32_t normalizer) {
+  if (normalizer < SMAX_ATTENTION_SOFTMAX || normalizer > SMAX_ATTENTION_SOFTPLUS) {
+    return "unknown";
+  }
+  return smax::attention_normalizer_name(static_cast<smax::AttentionNormalizer>(normalizer));
+}
+
+smax_status smax_attention_normalizer_parse(const char* name, int32_t* normalizer) {
+  const char* op = "attention_normalizer_parse";
+  return guarded([&] {
+    if (name == nullptr) fail(std::string(op) + ": name is NULL");
+    if (normalizer == nullptr) fail(std::string(op) + ": normalizer is NULL");
+    *normalizer = static_cast<int32_t>(smax::parse_attention_normalizer(name));
+  });
+}
+
+smax_status smax_attention(const smax_tensor* q, const smax_tensor* k, const smax_tensor* v,
+                           const smax_tensor* out, const smax_attention_options* params) {
+  const char* op = "attention";
+  return guarded([&] {
+    const smax::TensorView tq = to_view(q, op, "q");
+    const smax::TensorView tk = to_view(k, op, "k");
+    const smax::TensorView tv = to_view(v, op, "v");
+    const smax::TensorView to = to_view(out, op, "out");
+    smax::attention(tq, tk, tv, to, to_attention(params, op));
+  });
+}
+
+smax_status smax_attention_backward(const smax_tensor* q, const smax_tensor* k,
+                                    const smax_tensor* v, const smax_tensor* out,
+                                    const smax_tensor* dout, const smax_tensor* dq,
+                                    const smax_tensor* dk, const smax_tensor* dv,
+                                    const smax_attention_options* params) {
+  const char* op = "attention_backward";
+  return guarded([&] {
+    const smax::TensorView tq = to_view(q, op, "q");
+    const smax::TensorView tk = to_view(k, op, "k");
+    const smax::TensorView tv = to_view(v, op, "v");
+    const smax::TensorView to = to_view(out, op, "out");
+    const smax::TensorView tdo = to_view(dout, op, "dout");
+    const smax::TensorView tdq = to_view(dq, op, "dq");
+    const smax::TensorView tdk = to_view(dk, op, "dk");
+    const smax::TensorView tdv = to_view(dv, op, "dv");
+    smax::attention_backward(tq, tk, tv, to, tdo, tdq, tdk, tdv, to_attention(params, op));
+  });
+}
+
+}  // extern "C"
