@@ -486,6 +486,38 @@ TEST_P(Lce, OddSizes) {
   }
 }
 
+// D = 0 (no hidden units) with null hidden / weight / dhidden / dweight
+// data: logits are the bias alone; no address may be formed from the null
+// pointers (fuzz finding: the backward computed dweight + v0 * stride).
+TEST_P(Lce, ZeroHiddenUnitsNullData) {
+  const int64_t N = 3, V = 7;
+  std::vector<float> bias(V), dbias(V, -1.0f), loss(1, -1.0f), dloss(1, 1.0f);
+  for (int64_t j = 0; j < V; ++j) bias[static_cast<size_t>(j)] = 0.25f * static_cast<float>(j);
+  std::vector<int64_t> target = {1, 6, 3};
+  const auto h = smax::make_view(static_cast<float*>(nullptr), {N, 0});
+  const auto w = smax::make_view(static_cast<float*>(nullptr), {V, 0});
+  const auto t = smax::make_index_view(target.data(), {N});
+  const auto b = smax::make_view(bias.data(), {V});
+  smax::CrossEntropyOptions ce;  // mean
+  smax::linear_cross_entropy(h, w, t, b, smax::make_view(loss.data(), {}), ce);
+  // Every row has the logits `bias`: loss = mean over rows of lse(bias) - bias[target].
+  double lse = 0.0;
+  for (float v : bias) lse += std::exp(static_cast<double>(v));
+  lse = std::log(lse);
+  double want = 0.0;
+  for (int64_t tg : target) want += lse - bias[static_cast<size_t>(tg)];
+  EXPECT_NEAR(loss[0], want / N, 1e-6);
+  smax::linear_cross_entropy_backward(h, w, t, b, smax::make_view(dloss.data(), {}),
+                                      smax::make_view(static_cast<float*>(nullptr), {N, 0}),
+                                      smax::make_view(static_cast<float*>(nullptr), {V, 0}),
+                                      smax::make_view(dbias.data(), {V}), ce);
+  for (int64_t j = 0; j < V; ++j) {
+    double g = 0.0;
+    for (int64_t tg : target) g += std::exp(bias[static_cast<size_t>(j)] - lse) - (tg == j ? 1.0 : 0.0);
+    EXPECT_NEAR(dbias[static_cast<size_t>(j)], g / N, 1e-6) << j;
+  }
+}
+
 TEST_P(Lce, VocabularySizes) {
   Rng rng("vocab");
   for (int64_t V : {0, 1, 2, 3, 7, 8, 9, 31, 33, 100, 1000, 1001, 32000, 128256}) {

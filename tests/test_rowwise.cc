@@ -10,6 +10,7 @@
 #include "ops/loss_rows.h"
 #include "ops/rowwise.h"
 #include "reference/rows.h"
+#include "smax/smax.h"
 #include "test_util.h"
 
 namespace {
@@ -130,6 +131,33 @@ TEST(Rowwise, InPlaceGoesThroughScratch) {
   for (int64_t r = 0; r < 4; ++r) {
     for (int64_t i = 0; i < 9; ++i) EXPECT_EQ(x.at(r * 9 + i), static_cast<float>(r * 9 + 8 - i));
   }
+}
+
+// Rows of length 0 touch no element, so their tensors may have null data:
+// no address may be formed from it (fuzz finding: smax::sample on
+// [1, 0, 5, 4] with null data computed null + offset in the gather, UB).
+TEST(Rowwise, EmptyRowsWithNullData) {
+  const smax::TensorView x = smax::make_view(static_cast<float*>(nullptr), {1, 0, 5, 4});
+  smax::SoftmaxOptions o;
+  o.axis = 1;
+  std::vector<float> param(20, 1.0f), count(20, -1.0f);
+  const auto pv = smax::make_view(param.data(), {1, 1, 5, 4});
+  const auto cv = smax::make_view(count.data(), {1, 1, 5, 4});
+  smax::TensorView mask;  // a bool mask with no elements either (null data)
+  mask.dtype = smax::DType::kBool;
+  mask.rank = 4;
+  const int64_t mshape[4] = {1, 0, 5, 4};
+  for (int d = 0; d < 4; ++d) mask.shape[d] = mshape[d];
+  mask.strides[1] = 1;
+  o.bool_mask = mask;
+  EXPECT_NO_THROW(toy(x, smax::make_view(static_cast<float*>(nullptr), {1, 0, 5, 4}), pv, cv, o));
+  for (float c : count) EXPECT_EQ(c, 0.0f);  // every row ran, with n = 0
+  // Public ops on the same shape (the normalisers, a loss, the sampler).
+  o.bool_mask.reset();
+  EXPECT_NO_THROW(smax::sparsemax(x, smax::make_view(static_cast<float*>(nullptr), {1, 0, 5, 4}), o));
+  EXPECT_NO_THROW(smax::softpick(x, smax::make_view(static_cast<float*>(nullptr), {1, 0, 5, 4}), {}, o));
+  std::vector<int64_t> idx(20, -7);
+  EXPECT_NO_THROW(smax::sample(x, smax::make_index_view(idx.data(), {1, 1, 5, 4}), {}, o));
 }
 
 TEST(Rowwise, ErrorsBeforeAnyWrite) {

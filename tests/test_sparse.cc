@@ -867,6 +867,25 @@ TEST_P(Sparse, Errors) {
   EXPECT_THROW(smax::entmax15_loss(x.view(), t.view(), bad.view(), lo), smax::Error);
   EXPECT_TRUE(throws_invalid([&] { smax::sparse_softmax_loss(x.view(), t.view(), l.view(), 0, {}, lo); }, "k"));
   EXPECT_TRUE(throws_invalid([&] { smax::sparse_softmax_loss_backward(x.view(), t.view(), l.view(), y.view(), -3, {}, lo); }, "k"));
+  // Outputs overlapping an input other than src (fuzz finding: only src was
+  // checked): the additive mask, class weights, per-row alpha, dloss.
+  {
+    std::vector<float> buf(64, 0.0f);
+    const std::vector<float> before = buf;
+    SoftmaxOptions mo;
+    mo.additive_mask = smax::make_view(buf.data(), {2, 5});
+    const auto out_on_mask = smax::make_view(buf.data() + 4, {2});
+    EXPECT_TRUE(throws_invalid([&] { smax::sparsemax_loss(x.view(), t.view(), out_on_mask, lo, mo); }, "additive_mask"));
+    EntmaxBisectOptions pa;
+    pa.alpha_tensor = smax::make_view(buf.data() + 20, {2});
+    EXPECT_TRUE(throws_invalid([&] { smax::entmax_bisect_loss(x.view(), t.view(), smax::make_view(buf.data() + 21, {2}), pa, lo); }, "alpha_tensor"));
+    LossOptions lw = lo;
+    lw.weight = smax::make_view(buf.data() + 30, {5});
+    EXPECT_TRUE(throws_invalid([&] { smax::entmax15_loss(x.view(), t.view(), smax::make_view(buf.data() + 33, {2}), lw); }, "weight"));
+    EXPECT_TRUE(throws_invalid([&] { smax::entmax15_loss_backward(x.view(), t.view(), smax::make_view(buf.data() + 60, {2}), smax::make_view(buf.data() + 26, {2, 5}), lw); }, "weight"));
+    EXPECT_TRUE(throws_invalid([&] { smax::sparsemax_loss_backward(x.view(), t.view(), smax::make_view(buf.data() + 50, {2}), smax::make_view(buf.data() + 45, {2, 5}), lo); }, "dloss"));
+    EXPECT_EQ(buf, before);
+  }
   EXPECT_TRUE(untouched());
   EXPECT_TRUE(l.guards_intact());
   for (int64_t i = 0; i < 2; ++i) EXPECT_EQ(l.at(i), kSentinel);

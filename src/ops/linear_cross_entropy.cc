@@ -104,6 +104,8 @@ class InputMatrix {
   Operand rows(int64_t r0, int64_t rc, float* buf) const {
     const float* base = static_cast<const float*>(v_.data);
     const int64_t cols = v_.shape[1];
+    // D = 0: nothing to read, and data may be null (no offset arithmetic on it).
+    if (cols == 0) return Operand{buf, 1, false};
     if (l_.direct) {
       return l_.colmajor ? Operand{base + r0 * v_.strides[0], l_.ld, true}
                          : Operand{base + r0 * v_.strides[0], l_.ld, false};
@@ -682,6 +684,7 @@ void grad_tile_tail(const Setup& s, Work& w, const Operand& hc, const Operand& w
       }
     });
   }
+  if (s.D == 0) return;  // dhidden / dweight have no elements (and may be null)
   const Operand dz{w.tile.data(), vc, false};
   // dhidden: B(k = class, j = unit) = W[v0 + k, j] (wv as is).
   gemm(nc, s.D, vc, dz, wv, v0 == 0 ? 0.0f : 1.0f, t.dh + n0 * t.dh_rs, t.dh_ld);

@@ -123,9 +123,14 @@ class Rowwise {
     a.scale = scale_;
     a.empty_row = empty_row_;
     float* next = buffer;
+    // Rows of length 0 touch no element: their tensors may have null data,
+    // so no address is formed from them (the row pointers point at scratch).
+    const bool empty = n == 0;
     for (int k = 0; k < inputs_; ++k) {
       const int op = input_operand_[k];
-      if (direct_input_[k]) {
+      if (empty) {
+        a.in[k] = buffer;
+      } else if (direct_input_[k]) {
         a.in[k] = reinterpret_cast<const float*>(g_.at(op, off[op]));
       } else {
         gather_input(k, off, next);
@@ -134,7 +139,8 @@ class Rowwise {
       }
     }
     float* scatter_to[kMaxRowwiseOutputs] = {};
-    for (int k = 0; k < outputs_; ++k) {
+    for (int k = 0; k < outputs_ && empty; ++k) a.out[k] = buffer;
+    for (int k = 0; k < outputs_ && !empty; ++k) {
       const int op = output_operand_[k];
       float* dst = reinterpret_cast<float*>(g_.at(op, off[op]));
       bool direct = g_.axis_stride[op] == 1 || n <= 1;
@@ -162,7 +168,7 @@ class Rowwise {
     }
     a.scratch = next;
     fn(a);
-    for (int k = 0; k < outputs_; ++k) {
+    for (int k = 0; k < outputs_ && !empty; ++k) {
       const int op = output_operand_[k];
       if (zero_masked_outputs_) zero_masked(off, a.out[k]);
       if (scatter_to[k] != nullptr) {

@@ -141,6 +141,27 @@ void add_alpha(const char* op, Rowwise& rw, const EntmaxBisectOptions& params) {
   }
 }
 
+// An output of a loss may not overlap any of its inputs (src is checked by
+// the caller, with the aliasing it allows): target, class weights, masks,
+// per-row alpha and dloss.
+void check_output_disjoint(const char* op, const TensorView& out, const char* out_name,
+                           const TensorView& target, const LossOptions& loss,
+                           const SoftmaxOptions& options, const EntmaxBisectOptions* params,
+                           const TensorView* dloss) {
+  detail::check_disjoint_or_same(out, out_name, target, "target", op, false);
+  if (loss.weight) detail::check_disjoint_or_same(out, out_name, *loss.weight, "weight", op, false);
+  if (options.additive_mask) {
+    detail::check_disjoint_or_same(out, out_name, *options.additive_mask, "additive_mask", op, false);
+  }
+  if (options.bool_mask) {
+    detail::check_disjoint_or_same(out, out_name, *options.bool_mask, "bool_mask", op, false);
+  }
+  if (params != nullptr && params->alpha_tensor) {
+    detail::check_disjoint_or_same(out, out_name, *params->alpha_tensor, "alpha_tensor", op, false);
+  }
+  if (dloss != nullptr) detail::check_disjoint_or_same(out, out_name, *dloss, "dloss", op, false);
+}
+
 void loss_forward(const char* op, const Family& f, const TensorView& src,
                   const TensorView& target, const TensorView& dst, const LossOptions& loss,
                   const SoftmaxOptions& options, const EntmaxBisectOptions* params) {
@@ -149,6 +170,7 @@ void loss_forward(const char* op, const Family& f, const TensorView& src,
   LossRows lr(op, src, rw.axis(), target, loss);
   lr.check_output(dst, "dst");
   detail::check_disjoint_or_same(dst, "dst", src, "src", op, false);
+  check_output_disjoint(op, dst, "dst", target, loss, options, params, nullptr);
   std::vector<double> out(static_cast<size_t>(lr.rows()), 0.0);
   const int64_t n = detail::row_length(rw);
   rw.run(scratch_floats(f, n), [&](const RowArgs& a) {
@@ -166,7 +188,7 @@ void loss_backward(const char* op, const Family& f, const TensorView& src,
   rw.add_output(dsrc, "dsrc");
   if (params != nullptr) add_alpha(op, rw, *params);
   LossRows lr(op, src, rw.axis(), target, loss);
-  detail::check_disjoint_or_same(dsrc, "dsrc", dloss, "dloss", op, false);
+  check_output_disjoint(op, dsrc, "dsrc", target, loss, options, params, &dloss);
   const std::vector<double> c = lr.coefficients(dloss);
   const int64_t n = detail::row_length(rw);
   rw.run(scratch_floats(f, n), [&](const RowArgs& a) {
