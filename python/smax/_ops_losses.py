@@ -1,0 +1,331 @@
+"""Array functions of the losses: cross-entropy, linear cross-entropy,
+z-losses and the sparse / StableMax losses (re-exported by ``smax``;
+conventions: ``help(smax._ops)``)."""
+from __future__ import annotations
+
+import numbers
+from typing import Any, Optional, Sequence, Tuple, Union
+
+import numpy as _np
+
+from . import _smax as _C
+from . import (  # noqa: F401  (helpers defined before this module is imported)
+    _arg,
+    _check_out,
+    _is_torch,
+    _norm_dim,
+    _shape_of,
+    _torch_module,
+    _wants_grad,
+)
+from ._ops_common import (  # noqa: F401
+    Array,
+    _st,
+    _alloc,
+    _co,
+    _reduction,
+    _lo,
+    _rows_shape,
+    _scalar_or_array,
+    _loss,
+)
+
+
+# ---- losses ---------------------------------------------------------------------------------
+
+_LOSS_DOC = """
+    Loss conventions (PyTorch's): ``target`` holds int64 class indices with
+    ``x``'s shape without ``dim``; a target equal to ``ignore_index``
+    contributes 0 loss and 0 gradient, any other target outside [0, C) raises
+    ValueError. ``weight``: optional float32 [C] class weights (a row's loss is
+    scaled by ``weight[target]``). ``reduction``: ``"none"`` (one value per
+    row), ``"sum"``, or ``"mean"`` (divided by the summed weights of the
+    non-ignored rows; ``"elementwise_mean"`` is accepted as an alias).
+    ``empty_mean``: what a mean over zero rows gives, ``"nan"`` (PyTorch) or
+    ``"zero"``."""
+
+
+def _loss_entry(op: str, x: Any, target: Any, dim: Any, params: tuple, ignore_index: int,
+                reduction: str, weight: Any, empty_mean: str, scale: float, temperature: float,
+                mask: Any, empty_row: str, threads: int, out: Any) -> Any:
+    if out is None and _wants_grad(x, mask):
+        return _st().generic_loss(op, x, target, dim, params, ignore_index, reduction, weight,
+                                  empty_mean, scale, temperature, mask, empty_row, threads)
+    return _loss(op, x, target, dim, params, _lo(ignore_index, reduction, weight, empty_mean),
+                 _co(op, dim, scale, temperature, mask, empty_row, threads), out)
+
+
+def sparsemax_loss(x: Array, target: Array, dim: int = -1, ignore_index: int = -100,
+                   reduction: str = "mean", weight: Any = None, *, empty_mean: str = "nan",
+                   scale: float = 1.0, temperature: float = 1.0, mask: Any = None,
+                   empty_row: str = "zero", threads: int = 0, out: Any = None) -> Array:
+    """Sparsemax loss (Martins & Astudillo 2016), ``entmax.SparsemaxLoss``:
+    ``(1 - |p|^2) / 2 + <p, t> - t_target``, ``p = sparsemax(t)``; >= 0, 0 iff
+    p is the one-hot of the target. Gradient ``p - onehot(target)``. A masked
+    target gives +inf. Per-row error <= 1e-6 (1 + |loss|)."""
+    return _loss_entry("sparsemax_loss", x, target, dim, (), ignore_index, reduction, weight,
+                       empty_mean, scale, temperature, mask, empty_row, threads, out)
+
+
+sparsemax_loss.__doc__ = (sparsemax_loss.__doc__ or "") + _LOSS_DOC
+
+
+def entmax15_loss(x: Array, target: Array, dim: int = -1, ignore_index: int = -100,
+                  reduction: str = "mean", weight: Any = None, *, empty_mean: str = "nan",
+                  scale: float = 1.0, temperature: float = 1.0, mask: Any = None,
+                  empty_row: str = "zero", threads: int = 0, out: Any = None) -> Array:
+    """1.5-entmax loss, ``entmax.Entmax15Loss``:
+    ``(1 - sum p^1.5) / 0.75 + <p, t> - t_target``, ``p = entmax15(t)``.
+    Gradient ``p - onehot(target)``."""
+    return _loss_entry("entmax15_loss", x, target, dim, (), ignore_index, reduction, weight,
+                       empty_mean, scale, temperature, mask, empty_row, threads, out)
+
+
+entmax15_loss.__doc__ = (entmax15_loss.__doc__ or "") + _LOSS_DOC
+
+
+def entmax_bisect_loss(x: Array, target: Array, alpha: Union[float, Array] = 1.5,
+                       dim: int = -1, n_iter: int = 50, ignore_index: int = -100,
+                       reduction: str = "mean", weight: Any = None, *,
+                       empty_mean: str = "nan", scale: float = 1.0, temperature: float = 1.0,
+                       mask: Any = None, empty_row: str = "zero", threads: int = 0,
+                       out: Any = None) -> Array:
+    """alpha-entmax loss, ``entmax.EntmaxBisectLoss``:
+    ``(1 - sum p^alpha) / (alpha (alpha - 1)) + <p, t> - t_target`` with
+    ``p = entmax_bisect(t, alpha)`` (normalised). ``alpha == 1``: the
+    cross-entropy. Gradient ``p - onehot(target)`` (no gradient for alpha)."""
+    a, a_t = _scalar_or_array(alpha, "alpha", "entmax_bisect_loss")
+    return _loss_entry("entmax_bisect_loss", x, target, dim, (a, a_t, int(n_iter)),
+                       ignore_index, reduction, weight, empty_mean, scale, temperature, mask,
+                       empty_row, threads, out)
+
+
+entmax_bisect_loss.__doc__ = (entmax_bisect_loss.__doc__ or "") + _LOSS_DOC
+
+
+def sparse_softmax_loss(x: Array, target: Array, k: int, dim: int = -1, *,
+                        force_target: bool = False, ignore_index: int = -100,
+                        reduction: str = "mean", weight: Any = None, empty_mean: str = "nan",
+                        scale: float = 1.0, temperature: float = 1.0, mask: Any = None,
+                        empty_row: str = "zero", threads: int = 0, out: Any = None) -> Array:
+    """Top-k softmax loss: ``log sum_{j in K} exp(t_j) - t_target`` (K = the k
+    largest logits). ``force_target``: K also holds the target (the loss is
+    then a cross-entropy over K + target, >= 0). Gradient
+    ``p - onehot(target)`` with p the top-k softmax."""
+    return _loss_entry("sparse_softmax_loss", x, target, dim, (int(k), bool(force_target)),
+                       ignore_index, reduction, weight, empty_mean, scale, temperature, mask,
+                       empty_row, threads, out)
+
+
+sparse_softmax_loss.__doc__ = (sparse_softmax_loss.__doc__ or "") + _LOSS_DOC
+
+
+def stablemax_cross_entropy(x: Array, target: Array, dim: int = -1, ignore_index: int = -100,
+                            reduction: str = "mean", weight: Any = None, *,
+                            empty_mean: str = "nan", scale: float = 1.0,
+                            temperature: float = 1.0, mask: Any = None,
+                            empty_row: str = "zero", threads: int = 0,
+                            out: Any = None) -> Array:
+    """StableMax cross-entropy (Prieto et al. 2025):
+    ``-log stablemax(t)[target]``, computed without cancellation. Per-row
+    relative error <= 1e-6."""
+    return _loss_entry("stablemax_cross_entropy", x, target, dim, (), ignore_index, reduction,
+                       weight, empty_mean, scale, temperature, mask, empty_row, threads, out)
+
+
+stablemax_cross_entropy.__doc__ = (stablemax_cross_entropy.__doc__ or "") + _LOSS_DOC
+
+
+def spherical_z_loss(x: Array, target: Array, a: float, b: float, dim: int = -1,
+                     ignore_index: int = -100, reduction: str = "mean", weight: Any = None, *,
+                     empty_mean: str = "nan", scale: float = 1.0, temperature: float = 1.0,
+                     mask: Any = None, empty_row: str = "zero", threads: int = 0,
+                     out: Any = None) -> Array:
+    """The Z-loss of de Brebisson & Vincent (ICLR 2016):
+    ``softplus(a (b - z_target)) / a`` with ``z = (t - mean t) / std t``
+    (population std over the unmasked logits). ``a > 0``, ``b`` finite (no
+    defaults: the paper tunes both). A constant row gives NaN."""
+    return _loss_entry("spherical_z_loss", x, target, dim, (float(a), float(b)), ignore_index,
+                       reduction, weight, empty_mean, scale, temperature, mask, empty_row,
+                       threads, out)
+
+
+spherical_z_loss.__doc__ = (spherical_z_loss.__doc__ or "") + _LOSS_DOC
+
+
+def z_loss(x: Array, target: Optional[Array] = None, coefficient: float = 1e-4, dim: int = -1,
+           ignore_index: int = -100, reduction: str = "mean", weight: Any = None, *,
+           empty_mean: str = "nan", scale: float = 1.0, temperature: float = 1.0,
+           mask: Any = None, empty_row: str = "zero", threads: int = 0,
+           out: Any = None) -> Array:
+    """PaLM z-loss ``coefficient * logsumexp(t)^2`` per row. Without ``target``
+    every row counts with weight 1; with ``target`` (class indices) ignored
+    rows are skipped and rows are weighted by ``weight[target]``: exactly the
+    z-loss part of ``cross_entropy(..., lse_square_scale=coefficient)``."""
+    return _loss_entry("z_loss", x, target, dim, (float(coefficient),), ignore_index,
+                       reduction, weight, empty_mean, scale, temperature, mask, empty_row,
+                       threads, out)
+
+
+z_loss.__doc__ = (z_loss.__doc__ or "") + _LOSS_DOC
+
+_CE_EXTRAS = ("z_loss", "lse", "entropy", "target_logprob", "accuracy")
+
+
+def _ce_dim(x: Any, dim: Optional[int], op: str) -> int:
+    shape = _shape_of(x, "input", op)
+    if dim is None:
+        return 1 if len(shape) >= 2 else 0
+    return _norm_dim(dim, len(shape), op)
+
+
+def cross_entropy(input: Array, target: Array, weight: Any = None, ignore_index: int = -100,
+                  reduction: str = "mean", label_smoothing: float = 0.0, *,
+                  dim: Optional[int] = None, lse_square_scale: float = 0.0,
+                  softcap: Optional[float] = None, return_z_loss: bool = False,
+                  return_lse: bool = False, return_entropy: bool = False,
+                  return_target_logprob: bool = False, return_accuracy: bool = False,
+                  empty_mean: str = "nan", scale: float = 1.0, temperature: float = 1.0,
+                  mask: Any = None, empty_row: str = "zero", threads: int = 0,
+                  out: Any = None) -> Any:
+    """Fused cross-entropy from logits, ``torch.nn.functional.cross_entropy``'s
+    signature and results (one read of the logits, no log-softmax tensor).
+
+    Args:
+        input: float32 logits ``[C]``, ``[N, C]`` or ``[N, C, d1, ...]``.
+        target: int64 class indices (``input``'s shape without the class dim)
+            or float32 class probabilities (``input``'s shape).
+        weight, ignore_index, reduction, label_smoothing: as PyTorch.
+        dim: the class dimension; None = PyTorch's (1, or 0 for 1-D input).
+        lse_square_scale: PaLM z-loss coefficient: adds ``c * lse^2`` per row.
+        softcap: Gemma 2 logit soft-capping ``softcap * tanh(t / softcap)``
+            (None / 0 = off).
+        return_z_loss, return_lse, return_entropy, return_target_logprob,
+        return_accuracy: also return these (in that order, after the loss):
+            z_loss (reduced like the loss, already included in it), per-row
+            lse and softmax entropy, per-row log p(target), and the top-1
+            accuracy (per row for reduction "none", else the mean over
+            non-ignored rows, or the count for "sum"). Not differentiable.
+        empty_mean: a mean over zero non-ignored rows gives NaN (PyTorch) or
+            0 (``"zero"``).
+        scale, temperature, mask, empty_row, threads, out: as ``smax.softmax``
+            (masks are an smax extension: a masked class has probability 0).
+
+    Returns the loss, or a tuple ``(loss, *extras)`` when extras are asked for.
+    Per-row error vs float64 <= 4e-6 (1 + |lse| + |t_target|) (weighted).
+    """
+    want = (return_z_loss, return_lse, return_entropy, return_target_logprob, return_accuracy)
+    cap = 0.0 if softcap is None else float(softcap)
+    if out is None and _wants_grad(input, mask):
+        return _st().cross_entropy(input, target, weight, ignore_index, reduction,
+                                   label_smoothing, dim=dim, lse_square_scale=lse_square_scale,
+                                   softcap=softcap, return_z_loss=return_z_loss,
+                                   return_lse=return_lse, return_entropy=return_entropy,
+                                   return_target_logprob=return_target_logprob,
+                                   return_accuracy=return_accuracy, empty_mean=empty_mean,
+                                   scale=scale, temperature=temperature, mask=mask,
+                                   empty_row=empty_row, threads=threads)
+    loss, extras = _cross_entropy_fwd(input, target, weight, ignore_index, reduction,
+                                      label_smoothing, dim, lse_square_scale, cap, want,
+                                      empty_mean, scale, temperature, mask, empty_row, threads,
+                                      out)
+    if not any(want):
+        return loss
+    return (loss,) + tuple(e for e, w in zip(extras, want) if w)
+
+
+def _cross_entropy_fwd(input: Any, target: Any, weight: Any, ignore_index: int,
+                       reduction: str, label_smoothing: float, dim: Optional[int],
+                       lse_square_scale: float, softcap: float, want: Sequence[bool],
+                       empty_mean: str, scale: float, temperature: float, mask: Any,
+                       empty_row: str, threads: int, out: Any,
+                       grad: Any = None) -> Tuple[Any, list]:
+    """cross_entropy's forward; `extras` holds an array for every True in `want`
+    (z_loss, lse, entropy, target_logprob, accuracy), else None. `grad`: an
+    f32 array of input's shape (or input itself) that receives d loss / d input
+    for a unit upstream gradient (the fused path, smax::CrossEntropyOptions::grad)."""
+    op = "cross_entropy"
+    shape = _shape_of(input, "input", op)
+    d = _ce_dim(input, dim, op)
+    _shape_of(target, "target", op)
+    rows = _rows_shape(shape, d, False)
+    red = _reduction(reduction)
+    reduced = rows if red == "none" else ()
+    if out is None:
+        out = _alloc(input, reduced)
+    else:
+        _check_out(out, op)
+    shapes = (reduced, rows, rows, rows, reduced)
+    extras = [_alloc(input, s) if w else None for s, w in zip(shapes, want)]
+    _C.cross_entropy(_arg(input), _arg(target), _arg(out), float(label_smoothing),
+                     float(lse_square_scale), float(softcap),
+                     *[None if e is None else _arg(e) for e in extras],
+                     _lo(ignore_index, reduction, weight, empty_mean),
+                     _co(op, d, scale, temperature, mask, empty_row, threads),
+                     None if grad is None else _arg(grad))
+    return out, extras
+
+
+def linear_cross_entropy(hidden: Array, weight: Array, target: Array, bias: Any = None,
+                         ce_weight: Any = None, ignore_index: int = -100,
+                         lse_square_scale: float = 0.0, label_smoothing: float = 0.0,
+                         reduction: str = "mean", softcap: Optional[float] = None,
+                         return_z_loss: bool = False, *, return_lse: bool = False,
+                         return_entropy: bool = False, return_target_logprob: bool = False,
+                         return_accuracy: bool = False, token_chunk: int = 0,
+                         vocab_chunk: int = 0, empty_mean: str = "nan", scale: float = 1.0,
+                         temperature: float = 1.0, empty_row: str = "zero",
+                         threads: int = 0) -> Any:
+    """Fused linear layer + cross-entropy (LM head) that never materialises the
+    ``[N, V]`` logits: ``cross_entropy(hidden @ weight.T + bias, target)``.
+
+    Signature as Liger-Kernel's ``liger_fused_linear_cross_entropy``:
+    ``hidden [N, D]``, ``weight [V, D]``, ``target`` int64 ``[N]``, ``bias
+    [V]``, ``ce_weight`` the class weights ``[V]``; the other options and the
+    extras as ``cross_entropy``. Memory O(N + token_chunk * vocab_chunk)
+    (0 = auto tiles). With ``smax.torch`` hidden, weight and bias get
+    gradients. Masks are not supported (give padding classes a -inf bias).
+    """
+    op = "linear_cross_entropy"
+    want = (return_z_loss, return_lse, return_entropy, return_target_logprob, return_accuracy)
+    cap = 0.0 if softcap is None else float(softcap)
+    if _wants_grad(hidden, weight, bias):
+        return _st().linear_cross_entropy(
+            hidden, weight, target, bias, ce_weight, ignore_index, lse_square_scale,
+            label_smoothing, reduction, softcap, return_z_loss, return_lse=return_lse,
+            return_entropy=return_entropy, return_target_logprob=return_target_logprob,
+            return_accuracy=return_accuracy, token_chunk=token_chunk, vocab_chunk=vocab_chunk,
+            empty_mean=empty_mean, scale=scale, temperature=temperature, empty_row=empty_row,
+            threads=threads)
+    loss, extras = _linear_cross_entropy_fwd(hidden, weight, target, bias, ce_weight,
+                                             ignore_index, lse_square_scale, label_smoothing,
+                                             reduction, cap, want, token_chunk, vocab_chunk,
+                                             empty_mean, scale, temperature, empty_row, threads)
+    if not any(want):
+        return loss
+    return (loss,) + tuple(e for e, w in zip(extras, want) if w)
+
+
+def _linear_cross_entropy_fwd(hidden: Any, weight: Any, target: Any, bias: Any, ce_weight: Any,
+                              ignore_index: int, lse_square_scale: float,
+                              label_smoothing: float, reduction: str, softcap: float,
+                              want: Sequence[bool], token_chunk: int, vocab_chunk: int,
+                              empty_mean: str, scale: float, temperature: float,
+                              empty_row: str, threads: int) -> Tuple[Any, list]:
+    op = "linear_cross_entropy"
+    hs = _shape_of(hidden, "hidden", op)
+    _shape_of(weight, "weight", op)
+    _shape_of(target, "target", op)
+    rows = hs[:1] if hs else ()
+    reduced = rows if _reduction(reduction) == "none" else ()
+    out = _alloc(hidden, reduced)
+    shapes = (reduced, rows, rows, rows, reduced)
+    extras = [_alloc(hidden, s) if w else None for s, w in zip(shapes, want)]
+    _C.linear_cross_entropy(_arg(hidden), _arg(weight), _arg(target),
+                            None if bias is None else _arg(bias), _arg(out),
+                            float(label_smoothing), float(lse_square_scale), float(softcap),
+                            *[None if e is None else _arg(e) for e in extras],
+                            int(token_chunk), int(vocab_chunk),
+                            _lo(ignore_index, reduction, ce_weight, empty_mean),
+                            _co(op, -1, scale, temperature, None, empty_row, threads))
+    return out, extras

@@ -1,0 +1,389 @@
+"""Array functions of the sparse, rescaled and re-weighting normalisers
+(re-exported by ``smax``; conventions: ``help(smax._ops)``)."""
+from __future__ import annotations
+
+import numbers
+from typing import Any, Optional, Sequence, Tuple, Union
+
+import numpy as _np
+
+from . import _smax as _C
+from . import (  # noqa: F401  (helpers defined before this module is imported)
+    _arg,
+    _check_out,
+    _is_torch,
+    _norm_dim,
+    _shape_of,
+    _torch_module,
+    _wants_grad,
+)
+from ._ops_common import (  # noqa: F401
+    Array,
+    _st,
+    _alloc,
+    _co,
+    _rows_shape,
+    _normalize,
+    _vjp,
+    _scalar_or_array,
+    _OPTS_DOC,
+)
+
+
+# ---- sparse normalisers ---------------------------------------------------------------------
+
+
+def sparsemax(x: Array, dim: int = -1, *, scale: float = 1.0, temperature: float = 1.0,
+              mask: Any = None, empty_row: str = "zero", threads: int = 0,
+              out: Any = None) -> Array:
+    """Sparsemax (Martins & Astudillo, ICML 2016) along ``dim``.
+
+    ``y = max(t - tau, 0)`` with tau such that ``sum(y) == 1``: the Euclidean
+    projection of the logits onto the simplex (sparse: entries below tau are
+    exactly 0). Same result as ``entmax.sparsemax(x, dim)``.
+
+    Error vs float64: ``|y - y_ref| <= 2^-23 |y_ref| + 1e-12`` (the threshold
+    is found in float64, the output rounded once). NaN / +inf in a row -> NaN
+    row; -inf / masked -> 0; n = 1 -> 1. Ties get equal outputs.
+    """
+    if out is None and _wants_grad(x, mask):
+        return _st().sparsemax(x, dim, scale=scale, temperature=temperature, mask=mask,
+                               empty_row=empty_row, threads=threads)
+    return _normalize("sparsemax", x, dim, (),
+                      _co("sparsemax", dim, scale, temperature, mask, empty_row, threads), out)
+
+
+sparsemax.__doc__ = (sparsemax.__doc__ or "") + _OPTS_DOC
+
+
+def entmax15(x: Array, dim: int = -1, *, scale: float = 1.0, temperature: float = 1.0,
+             mask: Any = None, empty_row: str = "zero", threads: int = 0,
+             out: Any = None) -> Array:
+    """1.5-entmax (Peters, Niculae & Martins, ACL 2019) along ``dim``, exact.
+
+    ``y = max(t/2 - tau, 0)^2`` with ``sum(y) == 1`` (exact threshold, no
+    bisection). Same result as ``entmax.entmax15(x, dim)``. Error and special
+    values as ``sparsemax``.
+    """
+    if out is None and _wants_grad(x, mask):
+        return _st().entmax15(x, dim, scale=scale, temperature=temperature, mask=mask,
+                              empty_row=empty_row, threads=threads)
+    return _normalize("entmax15", x, dim, (),
+                      _co("entmax15", dim, scale, temperature, mask, empty_row, threads), out)
+
+
+entmax15.__doc__ = (entmax15.__doc__ or "") + _OPTS_DOC
+
+
+def entmax_bisect(x: Array, alpha: Union[float, Array] = 1.5, dim: int = -1, n_iter: int = 50,
+                  ensure_sum_one: bool = True, *, scale: float = 1.0, temperature: float = 1.0,
+                  mask: Any = None, empty_row: str = "zero", threads: int = 0,
+                  out: Any = None) -> Array:
+    """alpha-entmax by bisection (Peters et al. 2019), ``entmax.entmax_bisect``'s
+    algorithm and signature.
+
+    ``y = max((alpha - 1) t - tau, 0)^(1 / (alpha - 1))``, tau by ``n_iter``
+    bisection steps (in float64: 50 steps reach the exact threshold), divided
+    by its sum when ``ensure_sum_one``.
+
+    Args:
+        alpha: > 1, a number or a float32 array of per-row values broadcastable
+            to ``x``'s shape with ``dim`` of size 1 (e.g. ``[B, 1]`` for
+            ``x [B, C]``). With ``smax.torch`` an alpha tensor that requires
+            grad gets its gradient (Correia et al. 2019). ``alpha == 1`` (a
+            number) is softmax; 2 is sparsemax.
+        n_iter: bisection steps, >= 1.
+    Error vs float64 as ``sparsemax``.
+    """
+    a, a_t = _scalar_or_array(alpha, "alpha", "entmax_bisect")
+    if out is None and _wants_grad(x, mask, alpha):
+        return _st().entmax_bisect(x, alpha, dim, n_iter, ensure_sum_one, scale=scale,
+                                   temperature=temperature, mask=mask, empty_row=empty_row,
+                                   threads=threads)
+    return _normalize("entmax_bisect", x, dim, (a, a_t, int(n_iter), bool(ensure_sum_one)),
+                      _co("entmax_bisect", dim, scale, temperature, mask, empty_row, threads),
+                      out)
+
+
+entmax_bisect.__doc__ = (entmax_bisect.__doc__ or "") + _OPTS_DOC
+
+
+def sparse_softmax(x: Array, k: int, dim: int = -1, *, scale: float = 1.0,
+                   temperature: float = 1.0, mask: Any = None, algorithm: str = "auto",
+                   empty_row: str = "zero", threads: int = 0, out: Any = None) -> Array:
+    """Top-k ("sparse") softmax: softmax over the ``k`` largest logits of each
+    row, exactly 0 elsewhere.
+
+    Ties at the k-th value: the lowest indices are kept (exactly k entries);
+    -inf entries are never kept. ``k >= n``: plain softmax; ``k < 1``:
+    ValueError. Relative error <= 2e-6 (outputs >= 1e-30).
+    """
+    if out is None and _wants_grad(x, mask):
+        return _st().sparse_softmax(x, k, dim, scale=scale, temperature=temperature, mask=mask,
+                                    algorithm=algorithm, empty_row=empty_row, threads=threads)
+    return _normalize("sparse_softmax", x, dim, (int(k),),
+                      _co("sparse_softmax", dim, scale, temperature, mask, empty_row, threads,
+                          algorithm), out)
+
+
+sparse_softmax.__doc__ = (sparse_softmax.__doc__ or "") + _OPTS_DOC
+
+
+def sparsemax_backward(y: Array, dy: Array, dim: int = -1, *, scale: float = 1.0,
+                       temperature: float = 1.0, threads: int = 0, out: Any = None) -> Array:
+    """VJP of sparsemax from its output ``y``: on the support ``y > 0``,
+    ``dx = s (dy - mean_support(dy))``, 0 elsewhere (``s = scale / temperature``)."""
+    return _vjp("sparsemax_backward", y, dy, dim, (),
+                _co("sparsemax_backward", dim, scale, temperature, None, "zero", threads), out)
+
+
+def entmax15_backward(y: Array, dy: Array, dim: int = -1, *, scale: float = 1.0,
+                      temperature: float = 1.0, threads: int = 0, out: Any = None) -> Array:
+    """VJP of entmax15 from its output ``y``: ``w = sqrt(y)``,
+    ``dx = s w (dy - <dy, w> / sum w)``."""
+    return _vjp("entmax15_backward", y, dy, dim, (),
+                _co("entmax15_backward", dim, scale, temperature, None, "zero", threads), out)
+
+
+def entmax_bisect_backward(y: Array, dy: Array, alpha: Union[float, Array] = 1.5,
+                           dim: int = -1, *, return_dalpha: bool = False, scale: float = 1.0,
+                           temperature: float = 1.0, threads: int = 0,
+                           out: Any = None) -> Any:
+    """VJP of entmax_bisect from its output ``y``: ``w = y^(2 - alpha)`` on the
+    support, ``dx = s w (dy - <dy, w> / sum w)``. With ``return_dalpha``,
+    returns ``(dx, dalpha)``, dalpha per row (``x``'s shape with ``dim`` of
+    size 1): the gradient with respect to each row's alpha (sum it over rows
+    that share an alpha)."""
+    op = "entmax_bisect_backward"
+    a, a_t = _scalar_or_array(alpha, "alpha", op)
+    shape = _shape_of(y, "y", op)
+    d = _norm_dim(dim, len(shape), op)
+    _shape_of(dy, "dy", op)
+    da = _alloc(y, _rows_shape(shape, d, True)) if return_dalpha else None
+    if out is None:
+        out = _alloc(y, shape)
+    else:
+        _check_out(out, op)
+    _C.entmax_bisect_backward(_arg(y), _arg(dy), _arg(out), None if da is None else _arg(da),
+                              a, a_t, 50, True,
+                              _co(op, dim, scale, temperature, None, "zero", threads))
+    return (out, da) if return_dalpha else out
+
+
+def sparse_softmax_backward(y: Array, dy: Array, dim: int = -1, *, scale: float = 1.0,
+                            temperature: float = 1.0, threads: int = 0,
+                            out: Any = None) -> Array:
+    """VJP of sparse_softmax from its output: ``dx = s y (dy - <dy, y>)``."""
+    return _vjp("sparse_softmax_backward", y, dy, dim, (),
+                _co("sparse_softmax_backward", dim, scale, temperature, None, "zero", threads),
+                out)
+
+
+# ---- rescaled / rectified softmaxes -------------------------------------------------------------
+
+
+def ssmax(x: Array, s: Union[float, Array] = 0.43, dim: int = -1, *, fixed_n: int = 0,
+          scale: float = 1.0, temperature: float = 1.0, mask: Any = None,
+          algorithm: str = "auto", empty_row: str = "zero", threads: int = 0,
+          out: Any = None) -> Array:
+    """Scalable-Softmax (Nakanishi 2025, arXiv:2501.19399): ``softmax((s ln n) t)``.
+
+    Args:
+        s: the scaling parameter (0.43 is the paper's initialisation): a number
+            or a float32 array of per-row values broadcastable to ``x``'s shape
+            with ``dim`` of size 1 (e.g. ``[heads, 1, 1]``, learnable per head:
+            with ``smax.torch`` it gets its gradient).
+        fixed_n: 0 = n is the row's number of visible (unmasked) entries, as
+            in attention with masking; > 0 = this n for every row.
+    Relative error <= 2e-6 vs float64 softmax of the scaled logits.
+    """
+    sv, s_t = _scalar_or_array(s, "s", "ssmax")
+    if out is None and _wants_grad(x, mask, s):
+        return _st().ssmax(x, s, dim, fixed_n=fixed_n, scale=scale, temperature=temperature,
+                           mask=mask, algorithm=algorithm, empty_row=empty_row, threads=threads)
+    return _normalize("ssmax", x, dim, (sv, s_t, int(fixed_n)),
+                      _co("ssmax", dim, scale, temperature, mask, empty_row, threads, algorithm),
+                      out)
+
+
+ssmax.__doc__ = (ssmax.__doc__ or "") + _OPTS_DOC
+
+
+def softpick(x: Array, dim: int = -1, *, eps: float = 1e-6, scale: float = 1.0,
+             temperature: float = 1.0, mask: Any = None, empty_row: str = "zero",
+             threads: int = 0, out: Any = None) -> Array:
+    """Softpick (Zuhri et al. 2025, arXiv:2504.20966), the rectified softmax:
+    ``y_i = relu(e^t_i - 1) / (sum_j |e^t_j - 1| + eps)``.
+
+    Not sum-to-one; a row whose visible entries are all <= 0 gives 0. Masked
+    entries are left out of the denominator. Computed in a shifted form that
+    never overflows. Relative error ~2e-6 (see docs/python.md).
+    """
+    if out is None and _wants_grad(x, mask):
+        return _st().softpick(x, dim, eps=eps, scale=scale, temperature=temperature, mask=mask,
+                              empty_row=empty_row, threads=threads)
+    return _normalize("softpick", x, dim, (float(eps),),
+                      _co("softpick", dim, scale, temperature, mask, empty_row, threads), out)
+
+
+softpick.__doc__ = (softpick.__doc__ or "") + _OPTS_DOC
+
+
+def stablemax(x: Array, dim: int = -1, *, scale: float = 1.0, temperature: float = 1.0,
+              mask: Any = None, empty_row: str = "zero", threads: int = 0,
+              out: Any = None) -> Array:
+    """StableMax (Prieto et al. 2025, arXiv:2501.04697):
+    ``y_i = s(t_i) / sum_j s(t_j)``, ``s(x) = x + 1`` for x >= 0, ``1 / (1 - x)``
+    below. Not shift invariant. Relative error <= 1e-6 (outputs >= 1e-30)."""
+    if out is None and _wants_grad(x, mask):
+        return _st().stablemax(x, dim, scale=scale, temperature=temperature, mask=mask,
+                               empty_row=empty_row, threads=threads)
+    return _normalize("stablemax", x, dim, (),
+                      _co("stablemax", dim, scale, temperature, mask, empty_row, threads), out)
+
+
+stablemax.__doc__ = (stablemax.__doc__ or "") + _OPTS_DOC
+
+
+def softmax_collapse_fraction(x: Array, dim: int = -1, precision: str = "f32", *,
+                              return_flags: bool = False, scale: float = 1.0,
+                              temperature: float = 1.0, mask: Any = None,
+                              threads: int = 0) -> Any:
+    """Fraction of rows whose softmax has collapsed (Prieto et al. 2025): the
+    normaliser ``sum_i exp(t_i - max t)`` rounds to exactly 1 in ``precision``
+    (``"f32"``, ``"f16"`` or ``"bf16"``), so the top class gets probability 1
+    and a zero cross-entropy gradient.
+
+    Returns a float; with ``return_flags``, ``(fraction, flags)`` where flags
+    (float32, ``x``'s shape without ``dim``) is 1 for a collapsed row, else 0.
+    """
+    op = "softmax_collapse_fraction"
+    shape = _shape_of(x, "x", op)
+    d = _norm_dim(dim, len(shape), op)
+    flags = _alloc(x, _rows_shape(shape, d, False)) if return_flags else None
+    frac = _C.softmax_collapse_fraction(_arg(x), str(precision),
+                                        None if flags is None else _arg(flags),
+                                        _co(op, dim, scale, temperature, mask, "zero", threads))
+    return (float(frac), flags) if return_flags else float(frac)
+
+
+# ---- re-weighting normalisers -----------------------------------------------------------------
+
+
+def self_adjust_softmax(x: Array, dim: int = -1, *, normalized: bool = False,
+                        grad_through_bounds: bool = True, scale: float = 1.0,
+                        temperature: float = 1.0, mask: Any = None, empty_row: str = "zero",
+                        threads: int = 0, out: Any = None) -> Array:
+    """SA-Softmax (Zheng et al. 2025, "Self-Adjusting Softmax"): ``y = t * softmax(t)``,
+    or with ``normalized=True`` ``y = (t - a) / (b - a) * softmax(t)``,
+    ``a = min(min t, 0)``, ``b = max(max t, 0)``.
+
+    ``grad_through_bounds`` (normalised variant): True differentiates a and b
+    too (what autograd of a PyTorch implementation gives); False treats them
+    as constants. Error <= 2.2e-6 relative.
+    """
+    if out is None and _wants_grad(x, mask):
+        return _st().self_adjust_softmax(x, dim, normalized=normalized,
+                                         grad_through_bounds=grad_through_bounds, scale=scale,
+                                         temperature=temperature, mask=mask,
+                                         empty_row=empty_row, threads=threads)
+    return _normalize("self_adjust_softmax", x, dim, (bool(normalized), bool(grad_through_bounds)),
+                      _co("self_adjust_softmax", dim, scale, temperature, mask, empty_row,
+                          threads), out)
+
+
+self_adjust_softmax.__doc__ = (self_adjust_softmax.__doc__ or "") + _OPTS_DOC
+
+
+def sigmoid_normalizer(x: Array, dim: int = -1, *, bias: Optional[float] = None,
+                       n_fixed: int = 0, count_visible: bool = False, scale: float = 1.0,
+                       temperature: float = 1.0, mask: Any = None, empty_row: str = "zero",
+                       threads: int = 0, out: Any = None) -> Array:
+    """Sigmoid attention normaliser (Ramapuram et al. 2024): ``y = sigmoid(t + b)``
+    elementwise, ``b = -ln n`` by default (n = the row length, or ``n_fixed``
+    if > 0, or the number of visible entries with ``count_visible``), or the
+    given ``bias``. Relative error <= 2e-6."""
+    if out is None and _wants_grad(x, mask):
+        return _st().sigmoid_normalizer(x, dim, bias=bias, n_fixed=n_fixed,
+                                        count_visible=count_visible, scale=scale,
+                                        temperature=temperature, mask=mask,
+                                        empty_row=empty_row, threads=threads)
+    return _normalize("sigmoid_normalizer", x, dim,
+                      (None if bias is None else float(bias), int(n_fixed), bool(count_visible)),
+                      _co("sigmoid_normalizer", dim, scale, temperature, mask, empty_row,
+                          threads), out)
+
+
+sigmoid_normalizer.__doc__ = (sigmoid_normalizer.__doc__ or "") + _OPTS_DOC
+
+
+def softplus_normalizer(x: Array, dim: int = -1, *, lambd: Optional[float] = None,
+                        head_dim: int = 0, power: float = 1.0, scale: float = 1.0,
+                        temperature: float = 1.0, mask: Any = None, empty_row: str = "zero",
+                        threads: int = 0, out: Any = None) -> Array:
+    """Softplus normaliser, LSSA (Gao & Spratling 2025):
+    ``y = softplus(lambda t) / sum softplus(lambda t)``.
+
+    ``lambd``: a fixed lambda > 0, or None for ``log N / log head_dim`` (N =
+    visible entries; ``head_dim >= 2`` is then required). ``power != 1``:
+    the re-weighted variant ``l1norm(A^power)``. Relative error ~2e-6.
+    """
+    if out is None and _wants_grad(x, mask):
+        return _st().softplus_normalizer(x, dim, lambd=lambd, head_dim=head_dim, power=power,
+                                         scale=scale, temperature=temperature, mask=mask,
+                                         empty_row=empty_row, threads=threads)
+    return _normalize("softplus_normalizer", x, dim,
+                      (None if lambd is None else float(lambd), int(head_dim), float(power)),
+                      _co("softplus_normalizer", dim, scale, temperature, mask, empty_row,
+                          threads), out)
+
+
+softplus_normalizer.__doc__ = (softplus_normalizer.__doc__ or "") + _OPTS_DOC
+
+
+def power_softmax(x: Array, p: int = 2, dim: int = -1, *, scale: float = 1.0,
+                  temperature: float = 1.0, mask: Any = None, empty_row: str = "zero",
+                  threads: int = 0, out: Any = None) -> Array:
+    """Power-Softmax (Zimerman et al. 2024): ``y = t^p / sum t^p`` for an even
+    ``p > 0`` (odd or <= 0: ValueError). A row of zeros gives the uniform
+    distribution over its visible entries."""
+    if out is None and _wants_grad(x, mask):
+        return _st().power_softmax(x, p, dim, scale=scale, temperature=temperature, mask=mask,
+                                   empty_row=empty_row, threads=threads)
+    return _normalize("power_softmax", x, dim, (int(p),),
+                      _co("power_softmax", dim, scale, temperature, mask, empty_row, threads),
+                      out)
+
+
+power_softmax.__doc__ = (power_softmax.__doc__ or "") + _OPTS_DOC
+
+
+def probability_temperature(p: Array, T: float, dim: int = -1, *, mask: Any = None,
+                            empty_row: str = "zero", threads: int = 0, out: Any = None) -> Array:
+    """Temperature in the probability domain: ``y = p^(1/T) / sum p^(1/T)``
+    (= ``softmax(log p / T)``), T > 0. ``p_i = 0`` stays 0; a negative, +inf or
+    NaN entry gives a NaN row. Relative error <= 2e-6."""
+    if out is None and _wants_grad(p, mask):
+        return _st().probability_temperature(p, T, dim, mask=mask, empty_row=empty_row,
+                                             threads=threads)
+    return _normalize("probability_temperature", p, dim, (float(T),),
+                      _co("probability_temperature", dim, 1.0, 1.0, mask, empty_row, threads),
+                      out)
+
+
+def logit_standardization(x: Array, dim: int = -1, *, temperature: float = 1.0,
+                          eps: float = 1e-7, unbiased: bool = True, scale: float = 1.0,
+                          mask: Any = None, empty_row: str = "zero", threads: int = 0,
+                          out: Any = None) -> Array:
+    """Logit standardisation for knowledge distillation (Sun et al., CVPR 2024):
+    ``softmax((t - mean t) / (std t + eps) / temperature)`` over the visible
+    entries (``unbiased``: std with N - 1). Here ``temperature`` is the
+    distillation temperature of the paper (applied after standardising)."""
+    if out is None and _wants_grad(x, mask):
+        return _st().logit_standardization(x, dim, temperature=temperature, eps=eps,
+                                           unbiased=unbiased, scale=scale, mask=mask,
+                                           empty_row=empty_row, threads=threads)
+    return _normalize("logit_standardization", x, dim,
+                      (float(temperature), float(eps), bool(unbiased)),
+                      _co("logit_standardization", dim, scale, 1.0, mask, empty_row, threads),
+                      out)
