@@ -554,6 +554,157 @@ TEST_P(Attention, BackwardMasksSinksAlibi) {
 }
 
 // The reference VJP against float64 central differences of the reference forward.
+// Regression (fuzz_attention): non-finite k / q entries whose scores are all
+// masked gave NaN gradients (0 * inf in the dQ = dS K and dK = dS^T Q SGEMMs,
+// and 0 * NaN in the softcap factor), although the forward ignores them and
+// masked entries contribute exactly 0. Keys 3 and 4 are causally masked for
+// every query row (Lq = 3) and hold inf / NaN; query row 0 of head 0 is fully
+// masked by the bool mask and holds inf.
+TEST_P(Attention, BackwardNonFiniteUnderMask) {
+  Rng rng("nonfinite-under-mask");
+  for (AttentionNormalizer n : all_normalizers()) {
+    for (float cap : {0.0f, 2.0f}) {
+      Problem pr({1, 2, 1, 3, 5, 4, 3}, false);
+      pr.fill(rng);
+      for (int64_t c = 0; c < 4; ++c) {
+        pr.k.at(4 * 4 + c) = c % 2 == 0 ? kInfF : -kInfF;  // k[0, 0, 4, c]
+        pr.k.at(3 * 4 + c) = c == 1 ? kNanF : 1.0f;         // k[0, 0, 3, c]
+        pr.q.at(c) = kInfF;                                 // q[0, 0, 0, c]
+      }
+      Array<uint8_t> keep({2, 3, 5});
+      keep.fill([](int64_t i) { return static_cast<uint8_t>(i < 5 ? 0 : 1); });
+      AttentionOptions o;
+      o.normalizer = n;
+      o.is_causal = true;
+      o.softcap = cap;
+      o.attn_mask = keep.view();
+      const std::string what = std::string(smax::attention_normalizer_name(n)) +
+                               (cap > 0 ? " softcap" : "");
+      EXPECT_TRUE(run_forward(pr, o, what + " forward"));
+      for (float x : pr.out.dense()) EXPECT_TRUE(std::isfinite(x)) << what;
+      EXPECT_TRUE(check_backward_case(pr, o, rng, what + " backward"));
+    }
+  }
+}
+
+// Regressions (fuzz_attention): NaN rows (a NaN query; an empty row with
+// kNan) must give NaN in their dq and in dk / dv of every key of their kv
+// head. With scale = 0 the dQ / dK SGEMMs (alpha = 0) skipped the product
+// (dq = 0), with causal the keys past the query block's causal end
+// (Lq = 3 < Lk = 4: key 3) kept dk = dv = 0, and the softcap factor must keep
+// a NaN dT NaN.
+TEST_P(Attention, BackwardNaNRowsScaleZeroAndCausal) {
+  Rng rng("nan-rows");
+  for (AttentionNormalizer n : all_normalizers()) {
+    for (float scale : {0.0f, 0.5f}) {
+      for (bool causal : {false, true}) {
+       for (float cap : {0.0f, 3.0f}) {
+        Problem pr({1, 2, 1, 3, 4, 4, 3}, false);
+        pr.fill(rng);
+        pr.q.at(1 * 4 + 2) = kNanF;  // q[0, 0, 1, 2]: row 1 of head 0 is NaN
+        Array<uint8_t> keep({2, 3, 1});
+        keep.fill([](int64_t i) { return static_cast<uint8_t>(i == 3 ? 0 : 1); });  // h 1, row 0
+        AttentionOptions o;
+        o.normalizer = n;
+        o.scale = scale;
+        o.is_causal = causal;
+        o.attn_mask = keep.view();
+        o.empty_row = smax::EmptyRow::kNan;
+        o.softcap = cap;
+        const std::string what = std::string(smax::attention_normalizer_name(n)) + " scale " +
+                                 std::to_string(scale) + (causal ? " causal" : "") +
+                                 (cap > 0 ? " softcap" : "");
+        EXPECT_TRUE(check_backward_case(pr, o, rng, what));
+        Tensor dout({1, 2, 3, 3});
+        dout.fill([&](int64_t) { return rng.normal(); });
+        const Grads g = run_backward(pr, dout, o);
+        const auto dq = g.dq.dense();
+        const auto dk = g.dk.dense();
+        const auto dv = g.dv.dense();
+        for (int64_t c = 0; c < 4; ++c) {
+          EXPECT_TRUE(std::isnan(dq[static_cast<size_t>(1 * 4 + c)])) << what << " NaN row";
+          EXPECT_TRUE(std::isnan(dq[static_cast<size_t>(3 * 4 + c)])) << what << " empty row";
+          EXPECT_FALSE(std::isnan(dq[static_cast<size_t>(0 * 4 + c)])) << what;
+          EXPECT_TRUE(std::isnan(dk[static_cast<size_t>(3 * 4 + c)])) << what << " dk key 3";
+        }
+        for (int64_t c = 0; c < 3; ++c) {
+          EXPECT_TRUE(std::isnan(dv[static_cast<size_t>(3 * 3 + c)])) << what << " dv key 3";
+        }
+       }
+      }
+    }
+  }
+}
+
+// Regression (fuzz_attention): softpick with eps = 0 and every visible score
+// 0 (here q = 0) has S = 0: smax::softpick gives exactly 0 (a row whose
+// visible entries are all <= 0) and 0 gradient; the float64 oracle gave
+// 0 / 0 = NaN.
+TEST_P(Attention, SoftpickEpsZeroZeroScores) {
+  Rng rng("softpick-eps0");
+  Problem pr({1, 2, 1, 3, 5, 4, 3}, false);
+  pr.fill(rng);
+  pr.q.fill([](int64_t) { return 0.0f; });
+  AttentionOptions o;
+  o.normalizer = AttentionNormalizer::kSoftpick;
+  o.softpick_eps = 0.0f;
+  EXPECT_TRUE(run_forward(pr, o, "softpick eps 0"));
+  for (float x : pr.out.dense()) EXPECT_EQ(x, 0.0f);
+  EXPECT_TRUE(check_backward_case(pr, o, rng, "softpick eps 0 backward"));
+}
+
+// Regression (fuzz_attention): Lk = 0 with kNan: every row is empty, so out
+// and dq are NaN (the oracle's backward gave dq = 0 while its forward gave
+// NaN); kZero: 0.
+TEST_P(Attention, NoKeysEmptyRowPolicy) {
+  Rng rng("no-keys");
+  for (AttentionNormalizer n : all_normalizers()) {
+    for (smax::EmptyRow e : {smax::EmptyRow::kZero, smax::EmptyRow::kNan}) {
+      Problem pr({1, 2, 1, 3, 0, 4, 3}, false);
+      pr.fill(rng);
+      AttentionOptions o;
+      o.normalizer = n;
+      o.empty_row = e;
+      const std::string what = std::string(smax::attention_normalizer_name(n)) +
+                               (e == smax::EmptyRow::kNan ? " nan" : " zero");
+      EXPECT_TRUE(run_forward(pr, o, what + " forward"));
+      EXPECT_TRUE(check_backward_case(pr, o, rng, what + " backward"));
+      Tensor dout({1, 2, 3, 3});
+      dout.fill([&](int64_t) { return rng.normal(); });
+      for (float x : run_backward(pr, dout, o).dq.dense()) {
+        if (e == smax::EmptyRow::kNan) {
+          EXPECT_TRUE(std::isnan(x)) << what;
+        } else {
+          EXPECT_EQ(x, 0.0f) << what;
+        }
+      }
+    }
+  }
+}
+
+// Regression (fuzz_attention): a NaN row whose other keys are masked (a
+// float mask of -inf plus a NaN key: NaN + -inf = NaN) must give NaN dk at
+// every key of its kv head for every normaliser; ssmax's row VJP kept 0 at
+// the masked entries.
+TEST_P(Attention, BackwardNaNRowMaskedKeysEveryNormalizer) {
+  Rng rng("nan-row-masked");
+  for (AttentionNormalizer n : all_normalizers()) {
+    Problem pr({1, 1, 1, 2, 3, 2, 2}, false);
+    pr.fill(rng);
+    pr.k.at(1 * 2 + 0) = kNanF;  // key 1
+    Tensor add({1});
+    add.fill([](int64_t) { return -kInfF; });
+    AttentionOptions o;
+    o.normalizer = n;
+    o.attn_mask = add.view();
+    const std::string what = smax::attention_normalizer_name(n);
+    EXPECT_TRUE(check_backward_case(pr, o, rng, what));
+    Tensor dout({1, 1, 2, 2});
+    dout.fill([&](int64_t) { return rng.normal(); });
+    for (float x : run_backward(pr, dout, o).dk.dense()) EXPECT_TRUE(std::isnan(x)) << what;
+  }
+}
+
 TEST(AttentionReference, FiniteDifferences) {
   Rng rng("fd");
   for (const auto n : all_normalizers()) {

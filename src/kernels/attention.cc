@@ -165,9 +165,14 @@ void AttentionSoftcapGradRowImpl(const float* s, float* dt, int64_t n_, float sc
   const size_t N = hn::Lanes(d);
   const size_t n = static_cast<size_t>(n_);
   const VF vs = hn::Set(d, scale), vc = hn::Set(d, cap), one = hn::Set(d, 1.0f);
+  const VF zero = hn::Zero(d);
+  // dt = 0 (a masked entry) stays exactly 0 even where s is NaN (a NaN score
+  // under the mask) instead of 0 * NaN; a NaN dt stays NaN (Eq is false for
+  // NaN, so IfThenZeroElse keeps the product).
   auto f = [&](VF sv, VF g) {
     const VF th = hn::CallTanh(d, hn::Div(hn::Mul(sv, vs), vc));
-    return hn::Mul(g, hn::Mul(hn::Sub(one, th), hn::Add(one, th)));
+    return hn::IfThenZeroElse(hn::Eq(g, zero),
+                              hn::Mul(g, hn::Mul(hn::Sub(one, th), hn::Add(one, th))));
   };
   size_t j = 0;
   for (; j + N <= n; j += N) {

@@ -39,7 +39,8 @@ OnlineStep attention_online_step(float* t, int64_t n, float m_old) noexcept;
 /// o_j *= a (n entries).
 void attention_scale_row(float* o, int64_t n, float a) noexcept;
 
-/// dt_j *= 1 - tanh(fl(s_j * scale) / cap)^2 (the softcap chain rule), in place.
+/// dt_j *= 1 - tanh(fl(s_j * scale) / cap)^2 (the softcap chain rule), in place;
+/// dt_j = 0 stays exactly 0 whatever s_j (NaN scores under a mask); NaN stays NaN.
 void attention_softcap_grad_row(const float* s, float* dt, int64_t n, float scale,
                                 float cap) noexcept;
 

@@ -95,6 +95,39 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const 
               static_cast<int>(lda), B, static_cast<int>(ldb), beta, C, static_cast<int>(ldc));
 }
 
+// True when the rows x cols matrix M (leading dimension ld) is all finite.
+bool all_finite(const Mat& M, int64_t rows, int64_t cols) {
+  for (int64_t i = 0; i < rows; ++i) {
+    const float* p = M.p + i * M.ld;
+    for (int64_t c = 0; c < cols; ++c) {
+      if (!std::isfinite(p[c])) return false;
+    }
+  }
+  return true;
+}
+
+// C[M x N] (ldc) = alpha A B + beta C (A: M x K, lda; B: K x N, ldb), or with
+// a_t: A^T where A is stored K x M. Terms whose weight alpha * a is exactly 0
+// are skipped, so a non-finite B entry under a masked score adds 0, not
+// 0 * inf = NaN, while a NaN weight stays NaN even with alpha = 0 (SGEMM
+// skips the product when alpha = 0). The path for non-finite inputs and
+// alpha = 0 (SGEMM otherwise); sums in float in a fixed order.
+void gemm_skip_zero(bool a_t, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+                    int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+                    int64_t ldc) {
+  for (int64_t i = 0; i < M; ++i) {
+    float* c = C + i * ldc;
+    for (int64_t n = 0; n < N; ++n) c[n] = beta == 0.0f ? 0.0f : beta * c[n];
+    for (int64_t k = 0; k < K; ++k) {
+      const float a = a_t ? A[k * lda + i] : A[i * lda + k];
+      const float w = alpha * a;
+      if (w == 0.0f) continue;
+      const float* b = B + k * ldb;
+      for (int64_t n = 0; n < N; ++n) c[n] += w * b[n];
+    }
+  }
+}
+
 struct Setup {
   const char* op = nullptr;
   int64_t B = 0, H = 0, Hkv = 0, G = 1, Lq = 0, Lk = 0, D = 0, Dv = 0;
@@ -598,6 +631,10 @@ void backward(const Setup& s, const TensorView& dout, const TensorView& dq, cons
     std::fill(dV, dV + s.Lk * Dvn, 0.0f);
     const Mat K = matrix(s.mat_base(s.k, b, hk), s.k.strides[2], s.k.strides[3], 0, s.Lk, s.D, kbuf);
     const Mat V = matrix(s.mat_base(s.v, b, hk), s.v.strides[2], s.v.strides[3], 0, s.Lk, s.Dv, vbuf);
+    // Non-finite k (q) entries under masked scores (dT = 0) must add 0 to dq
+    // (dk), as in the forward, where their scores are masked.
+    // scale = 0: SGEMM would not propagate NaN gradients (alpha = 0 skips A B).
+    const bool k_finite = s.scale != 0.0f && all_finite(K, s.Lk, s.D);
     for (int64_t g = 0; g < s.G; ++g) {
       const int64_t h = hk * s.G + g;
       for (int64_t qb = 0; qb < nqb; ++qb) {
@@ -625,22 +662,54 @@ void backward(const Setup& s, const TensorView& dout, const TensorView& dq, cons
         }
         std::memcpy(P, T, bq * w * sizeof(float));
         normalize_rows(s, P, bq, w);
+        // NaN rows (a NaN / +inf logit, or an empty row with kNan): NaN output.
+        bool nan_rows[kBlockQ];
+        bool any_nan_row = false;
+        for (int64_t r = 0; r < bq; ++r) {
+          bool nan = false;
+          for (int64_t j = 0; j < w && !nan; ++j) nan = std::isnan(P[r * w + j]);
+          nan_rows[r] = nan;
+          any_nan_row = any_nan_row || nan;
+        }
+        if (any_nan_row && kend < s.Lk) {
+          // A NaN row is NaN at every key, also at the causally skipped keys
+          // [kend, Lk): its NaN reaches their dk / dv through P^T dO and
+          // dS^T Q, as without causal.
+          for (int64_t j = kend; j < s.Lk; ++j) {
+            std::fill(dK + j * Dn, dK + j * Dn + s.D, kNaNf);
+            std::fill(dV + j * Dvn, dV + j * Dvn + s.Dv, kNaNf);
+          }
+        }
         gemm(false, true, bq, kend, s.Dv, 1.0f, dO.p, dO.ld, V.p, V.ld, 0.0f, dP, w);
         if (sink) {
           for (int64_t r = 0; r < bq; ++r) dP[r * w + kend] = 0.0f;
         }
         normalize_backward_rows(s, T, P, dP, dT, bq, w);
+        // A NaN row has NaN gradient at every key, masked ones included, for
+        // every normaliser (ssmax_backward keeps 0 at masked entries; the
+        // others propagate y = NaN): consistent NaN dk / dv.
+        for (int64_t r = 0; r < bq && any_nan_row; ++r) {
+          if (nan_rows[r]) std::fill(dT + r * w, dT + r * w + w, kNaNf);
+        }
         if (s.cap > 0.0f) {
           for (int64_t r = 0; r < bq; ++r) {
             kernels::attention_softcap_grad_row(Sraw + r * kend, dT + r * w, kend, s.scale, s.cap);
           }
         }
         // dQ = scale dT K; dK += scale dT^T Q; dV += P^T dO.
-        gemm(false, false, bq, s.D, kend, s.scale, dT, w, K.p, K.ld, 0.0f, dQ, Dn);
+        if (k_finite) {
+          gemm(false, false, bq, s.D, kend, s.scale, dT, w, K.p, K.ld, 0.0f, dQ, Dn);
+        } else {
+          gemm_skip_zero(false, bq, s.D, kend, s.scale, dT, w, K.p, K.ld, 0.0f, dQ, Dn);
+        }
         for (int64_t r = 0; r < bq; ++r) {
           for (int64_t c = 0; c < s.D; ++c) dqb[(i0 + r) * dq.strides[2] + c * dq.strides[3]] = dQ[r * Dn + c];
         }
-        gemm(true, false, kend, s.D, bq, s.scale, dT, w, Q.p, Q.ld, 1.0f, dK, Dn);
+        if (s.scale != 0.0f && all_finite(Q, bq, s.D)) {
+          gemm(true, false, kend, s.D, bq, s.scale, dT, w, Q.p, Q.ld, 1.0f, dK, Dn);
+        } else {
+          gemm_skip_zero(true, kend, s.D, bq, s.scale, dT, w, Q.p, Q.ld, 1.0f, dK, Dn);
+        }
         gemm(true, false, kend, s.Dv, bq, 1.0f, P, w, dO.p, dO.ld, 1.0f, dV, Dvn);
       }
     }

@@ -100,8 +100,12 @@ double normalize_row(const AttentionProblem& p, const double* t, int64_t n, cons
       for (int64_t j = 0; j < n; ++j)
         if (t[j] != -kInf) S += std::abs(std::exp(t[j] - m) - em);
       S += static_cast<double>(o.softpick_eps) * em;
-      for (int64_t j = 0; j < n; ++j)
-        y[j] = t[j] == -kInf ? 0.0 : std::max(std::exp(t[j] - m) - em, 0.0) / S;
+      // A row whose visible entries are all <= 0 gives exactly 0 (smax::softpick;
+      // also with eps = 0 and every t = 0, where S = 0).
+      for (int64_t j = 0; j < n; ++j) {
+        const double num = t[j] == -kInf ? 0.0 : std::max(std::exp(t[j] - m) - em, 0.0);
+        y[j] = num == 0.0 ? 0.0 : num / S;
+      }
       *aux = S / em;  // S in unshifted units (may overflow: only used as e^t / S)
       aux[1] = m;
       aux[2] = S;
@@ -151,7 +155,8 @@ void normalize_row_backward(const AttentionProblem& p, const double* t, const do
         dt[j] = g[j] * y[j] * (1 - y[j]);
         break;
       case AttentionNormalizer::kSoftpick: {
-        const double q = std::exp(t[j] - aux[1]) / aux[2];
+        // S = 0 (eps = 0, every visible t = 0): y = 0 and 0 gradient.
+        const double q = aux[2] == 0.0 ? 0.0 : std::exp(t[j] - aux[1]) / aux[2];
         const double sgn = t[j] > 0 ? 1.0 : -1.0;
         dt[j] = std::isnan(y[j]) ? kNaN : q * ((t[j] > 0 ? g[j] : 0.0) - sgn * r);
         break;
@@ -281,6 +286,11 @@ AttentionGrads attention_backward(const AttentionProblem& p, const std::vector<d
         double* dQ = g.dq.data() + row * p.D;
         double* mQ = g.dq_mag.data() + row * p.D;
         const double* dO = dout.data() + row * p.Dv;
+        if (p.Lk == 0 && p.sinks.empty() && p.o.empty_row == EmptyRow::kNan) {
+          // No key at all: an empty row (NaN output, as the forward): NaN dq.
+          for (int64_t c = 0; c < p.D; ++c) dQ[c] = kNaN;
+          continue;
+        }
         const double* t = f.T.data() + row * p.Lk;
         const double* y = f.P.data() + row * p.Lk;
         double aux[3] = {0, 0, 0};
@@ -312,7 +322,8 @@ AttentionGrads attention_backward(const AttentionProblem& p, const std::vector<d
         }
         for (int64_t j = 0; j < p.Lk; ++j) {
           double w = cw * std::abs(y[j]);
-          if (p.o.normalizer == AttentionNormalizer::kSoftpick && t[j] != -kInf) {
+          if (p.o.normalizer == AttentionNormalizer::kSoftpick && t[j] != -kInf &&
+              aux[2] != 0.0) {
             w += std::exp(t[j] - aux[1]) / aux[2];
           }
           for (int64_t c = 0; c < p.Dv; ++c) mV[j * p.Dv + c] += w * std::abs(dO[c]);

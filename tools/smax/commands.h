@@ -10,12 +10,14 @@ namespace smax_cli {
 int cmd_info(int argc, char** argv, int first);
 int cmd_run(int argc, char** argv, int first);
 int cmd_compare(int argc, char** argv, int first);
+int cmd_attention(int argc, char** argv, int first);
 
 /// Help texts (also printed by `smax help COMMAND` / `smax COMMAND --help`).
 extern const char* const kMainHelp;
 extern const char* const kInfoHelp;
 extern const char* const kRunHelp;
 extern const char* const kCompareHelp;
+extern const char* const kAttentionHelp;  // cmd_attention.cc
 
 /// True when argv[first..argc) contains --help or -h.
 bool wants_help(int argc, char** argv, int first);

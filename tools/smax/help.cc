@@ -11,6 +11,7 @@ commands:
   info       CPU features, cache sizes, SIMD targets and the kernel each op uses
   run        time one op on one shape, optionally checking it against float64
   compare    smax's softmax algorithms vs each other and a naive loop, 1K..32M
+  attention  time fused attention (any normaliser, causal, GQA), forward or backward
   help CMD   help for one command (same as smax CMD --help)
 
 options:

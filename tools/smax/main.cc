@@ -26,12 +26,13 @@ const char* command_help(const std::string& command) {
   if (command == "info") return smax_cli::kInfoHelp;
   if (command == "run") return smax_cli::kRunHelp;
   if (command == "compare") return smax_cli::kCompareHelp;
+  if (command == "attention") return smax_cli::kAttentionHelp;
   return nullptr;
 }
 
 int dispatch(int argc, char** argv) {
   using namespace smax_cli;
-  if (argc < 2) throw UsageError("no command given (expected info, run or compare; see smax --help)");
+  if (argc < 2) throw UsageError("no command given (expected info, run, compare or attention; see smax --help)");
   const std::string command = argv[1];
   if (command == "--help" || command == "-h") {
     std::fputs(kMainHelp, stdout);
@@ -50,7 +51,7 @@ int dispatch(int argc, char** argv) {
     const char* text = command_help(argv[2]);
     if (text == nullptr || argc > 3) {
       throw UsageError("help: unknown command '" + std::string(argv[2]) +
-                       "' (expected info, run or compare)");
+                       "' (expected info, run, compare or attention)");
     }
     std::fputs(text, stdout);
     return kExitOk;
@@ -62,8 +63,9 @@ int dispatch(int argc, char** argv) {
   if (command == "info") return cmd_info(argc, argv, 2);
   if (command == "run") return cmd_run(argc, argv, 2);
   if (command == "compare") return cmd_compare(argc, argv, 2);
+  if (command == "attention") return cmd_attention(argc, argv, 2);
   throw UsageError("unknown command '" + command +
-                   "' (expected info, run or compare; see smax --help)");
+                   "' (expected info, run, compare or attention; see smax --help)");
 }
 
 }  // namespace

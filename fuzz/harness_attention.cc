@@ -1,0 +1,895 @@
+// fuzz/harness_attention.cc: see harness_attention.h.
+#include "harness_attention.h"
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "reference/attention.h"
+#include "smax/attention.h"
+#include "smax/c/smax.h"
+#include "smax/error.h"
+#include "smax/runtime.h"
+#include "smax/tensor.h"
+
+namespace smax_fuzz {
+namespace {
+
+using smax::AttentionNormalizer;
+using smax::AttentionOptions;
+using smax::DType;
+using smax::TensorView;
+namespace ref = smax::reference;
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr double kU = 1.0 / 16777216.0;  // 2^-24
+constexpr double kNegInfD = -std::numeric_limits<double>::infinity();
+constexpr int64_t kGuard = 8;
+constexpr uint8_t kSentinelByte = 0xA5;
+constexpr double kOverflowRisk = 1e30;  // f32 overflow possible where float64 is finite
+
+AttentionStats g_stats;
+
+class Reader {
+ public:
+  Reader(const uint8_t* p, size_t n) : p_(p), n_(n) {}
+  uint8_t u8() { return i_ < n_ ? p_[i_++] : 0; }
+  uint16_t u16() { return static_cast<uint16_t>(u8() | (u8() << 8)); }
+  uint32_t u32() { return static_cast<uint32_t>(u16()) | (static_cast<uint32_t>(u16()) << 16); }
+
+ private:
+  const uint8_t* p_;
+  size_t n_;
+  size_t i_ = 0;
+};
+
+float bits_to_float(uint32_t b) {
+  float f;
+  std::memcpy(&f, &b, 4);
+  return f;
+}
+
+// Values: mostly ordinary, sometimes special (`special` = 0..255: higher =
+// more specials).
+float value(Reader& r, uint8_t special) {
+  const uint8_t k = r.u8();
+  if (k >= special) return static_cast<float>(static_cast<int8_t>(r.u8())) / 32.0f;
+  switch (k % 10) {
+    case 0: return kNaN;
+    case 1: return kInf;
+    case 2: return -kInf;
+    case 3: return bits_to_float((r.u32() & 0x807fffffu) | 1u);  // denormal
+    case 4: {
+      const float huge[] = {1e30f, -1e30f, FLT_MAX, -FLT_MAX, 1e20f, -3e38f, 1e10f, -1e15f};
+      return huge[r.u8() % 8];
+    }
+    case 5: return bits_to_float(r.u32());
+    case 6: return (k & 0x20) ? -0.0f : 0.0f;
+    case 7: return 60.0f + static_cast<float>(r.u8()) / 4.0f;
+    default: return static_cast<float>(static_cast<int16_t>(r.u16())) / 64.0f;
+  }
+}
+
+// v values: specials that keep the oracle comparable (denormals, signed
+// zeros, large but not overflowing), and NaN / +-inf only when `nonfinite`
+// (the oracle skips zero weights, SGEMM computes 0 * NaN: such calls are
+// checked for guards and determinism only).
+float value_v(Reader& r, uint8_t special, bool nonfinite) {
+  const uint8_t k = r.u8();
+  if (k >= special) return static_cast<float>(static_cast<int8_t>(r.u8())) / 32.0f;
+  switch (k % 5) {
+    case 0: return bits_to_float((r.u32() & 0x807fffffu) | 1u);
+    case 1: return (k & 0x20) ? -0.0f : 0.0f;
+    case 2: return (k & 0x40) ? 1e6f : -3e5f;
+    case 3: return nonfinite ? ((k & 0x20) ? kNaN : ((k & 0x40) ? kInf : -kInf)) : 1e-30f;
+    default: return static_cast<float>(static_cast<int16_t>(r.u16())) / 64.0f;
+  }
+}
+
+// ---- strided buffers with guards -------------------------------------------------------
+
+// A buffer (guards + padding filled with a sentinel) holding one strided view.
+struct Buf {
+  std::vector<unsigned char> bytes;
+  std::vector<char> is_elem;  // per element slot of the buffer
+  TensorView view;
+  int esize = 4;
+  std::string layout;
+};
+
+// Layout codes: 0 row-major, 1 [B, L, H, D] transposed, 2 padded, 3 negative
+// stride on one dim, 4 random permutation + padding, 5 last-dim stride 2.
+void make_buf(Buf& b, const std::vector<int64_t>& shape, DType dtype, int code, Reader& r) {
+  const int rank = static_cast<int>(shape.size());
+  b.esize = dtype == DType::kBool ? 1 : dtype == DType::kI64 ? 8 : 4;
+  std::vector<int> perm(static_cast<size_t>(rank));
+  for (int i = 0; i < rank; ++i) perm[i] = i;
+  std::vector<int64_t> pad(static_cast<size_t>(rank), 0);
+  int neg = -1;
+  int64_t inner = 1;
+  switch (code) {
+    case 1:
+      if (rank == 4) std::swap(perm[1], perm[2]);
+      break;
+    case 2:
+      for (int i = 0; i < rank; ++i) pad[i] = r.u8() % 3;
+      break;
+    case 3:
+      if (rank > 0) neg = r.u8() % rank;
+      break;
+    case 4:
+      for (int i = rank - 1; i > 0; --i) std::swap(perm[i], perm[r.u8() % (i + 1)]);
+      for (int i = 0; i < rank; ++i) pad[i] = r.u8() % 2;
+      break;
+    case 5:
+      inner = 2;
+      break;
+    default:
+      break;
+  }
+  b.view = TensorView{};
+  b.view.dtype = dtype;
+  b.view.rank = rank;
+  int64_t stride = inner;
+  for (int k = rank - 1; k >= 0; --k) {
+    const int d = perm[k];
+    b.view.shape[d] = shape[d];
+    b.view.strides[d] = stride;
+    stride = stride * std::max<int64_t>(shape[d], 1) + pad[d];
+  }
+  int64_t numel = 1;
+  for (int d = 0; d < rank; ++d) numel *= shape[d];
+  int64_t lo = 0, hi = 0;  // element offsets relative to data
+  if (numel > 0) {
+    for (int d = 0; d < rank; ++d) hi += (shape[d] - 1) * b.view.strides[d];
+  }
+  int64_t base = 0;
+  if (neg >= 0 && shape[neg] > 1) {
+    base = (shape[neg] - 1) * b.view.strides[neg];
+    b.view.strides[neg] = -b.view.strides[neg];
+    lo = 0;
+  }
+  const int64_t span = numel > 0 ? hi - lo + 1 : 0;
+  const int64_t slots = span + 2 * kGuard;
+  b.bytes.assign(static_cast<size_t>(slots * b.esize), kSentinelByte);
+  b.is_elem.assign(static_cast<size_t>(slots), 0);
+  b.view.data = b.bytes.data() + (kGuard + base) * b.esize;
+  // Mark element slots.
+  if (numel > 0) {
+    std::vector<int64_t> idx(static_cast<size_t>(rank), 0);
+    for (int64_t e = 0; e < numel; ++e) {
+      int64_t off = kGuard + base;
+      for (int d = 0; d < rank; ++d) off += idx[d] * b.view.strides[d];
+      b.is_elem[static_cast<size_t>(off)] = 1;
+      for (int d = rank - 1; d >= 0; --d) {
+        if (++idx[d] < shape[d]) break;
+        idx[d] = 0;
+      }
+    }
+  }
+  static const char* const kNames[] = {"row-major", "transposed", "padded",
+                                       "negative",  "permuted",   "stride2"};
+  b.layout = kNames[code % 6];
+}
+
+// Visits every element (logical row-major order) with its slot index.
+template <typename Fn>
+void for_each_elem(const Buf& b, Fn&& fn) {
+  const TensorView& v = b.view;
+  int64_t numel = 1;
+  for (int d = 0; d < v.rank; ++d) numel *= v.shape[d];
+  if (numel == 0) return;
+  const int64_t base = (static_cast<const unsigned char*>(v.data) - b.bytes.data()) / b.esize;
+  std::vector<int64_t> idx(static_cast<size_t>(v.rank), 0);
+  for (int64_t e = 0; e < numel; ++e) {
+    int64_t off = base;
+    for (int d = 0; d < v.rank; ++d) off += idx[d] * v.strides[d];
+    fn(e, off);
+    for (int d = v.rank - 1; d >= 0; --d) {
+      if (++idx[d] < v.shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+float* fslot(Buf& b, int64_t off) { return reinterpret_cast<float*>(b.bytes.data()) + off; }
+float fget(const Buf& b, int64_t off) {
+  float f;
+  std::memcpy(&f, b.bytes.data() + off * 4, 4);
+  return f;
+}
+
+std::vector<float> dense(const Buf& b) {
+  std::vector<float> out;
+  for_each_elem(b, [&](int64_t, int64_t off) { out.push_back(fget(b, off)); });
+  return out;
+}
+
+// ---- the decoded case -------------------------------------------------------------------
+
+struct Case {
+  bool backward = false, capi = false;
+  int64_t B = 1, H = 1, Hkv = 1, Lq = 1, Lk = 1, D = 1, Dv = 1;
+  AttentionOptions o;
+  int mask_kind = 0;  // 0 none, 1 bool, 2 f32
+  std::vector<int64_t> mask_shape, alibi_shape;
+  bool sinks = false, lse = false;
+  int corruption = -1;  // -1 none
+  std::string target;
+  uint8_t special = 0;
+  std::string describe() const {
+    std::ostringstream s;
+    s << (backward ? "attention_backward" : "attention") << (capi ? " (C ABI)" : "")
+      << " B=" << B << " H=" << H << " Hkv=" << Hkv << " Lq=" << Lq << " Lk=" << Lk
+      << " D=" << D << " Dv=" << Dv << " normalizer=" << static_cast<int>(o.normalizer)
+      << " causal=" << o.is_causal << " scale=" << o.scale << " softcap=" << o.softcap
+      << " mask=" << mask_kind << " [";
+    for (int64_t d : mask_shape) s << d << ",";
+    s << "] sinks=" << sinks << " alibi=" << alibi_shape.size() << " lse=" << lse
+      << " empty_row=" << static_cast<int>(o.empty_row) << " threads=" << o.threads
+      << " sigmoid_bias=" << o.sigmoid_bias << " softpick_eps=" << o.softpick_eps
+      << " ssmax_s=" << o.ssmax_s << " corruption=" << corruption << " target=" << target
+      << " special=" << static_cast<int>(special);
+    return s.str();
+  }
+};
+
+// Set while a case runs: prints the operands (SMAX_FUZZ_DUMP=1).
+std::function<void()> g_dump;
+
+[[noreturn]] void violation(const Case& c, const std::string& what) {
+  std::fprintf(stderr, "smax fuzz attention violation: %s\n  case: %s\n", what.c_str(),
+               c.describe().c_str());
+  const char* dump = std::getenv("SMAX_FUZZ_DUMP");
+  if (g_dump && dump != nullptr && dump[0] == '1') g_dump();
+  std::fflush(stderr);
+  std::abort();
+}
+
+// Corruptions (each must be rejected).
+enum Corruption : int {
+  kKHeadDim, kHeadsNotMultiple, kOutShape, kQRank3, kOverflowSize, kOutAliasesQ,
+  kOutSelfOverlap, kMaskDtype, kMaskShape, kQDtype, kNullData, kBadScale, kBadSoftcap,
+  kBadNormalizer, kBadEmptyRow, kBadThreads, kSinksNonSoftmax, kLseNonSoftmax, kBadEps,
+  kBadSsmaxS, kBadSigmoidBias, kSinksShape, kAlibiShape, kLseShape, kLseAliasesOut,
+  kDqAliasesQ, kDkAliasesDv, kDoutShape, kBatchMismatch,
+  kCorruptionCount
+};
+
+smax_tensor to_c(const TensorView& v) {
+  smax_tensor t;
+  std::memset(&t, 0, sizeof t);
+  t.data = v.data;
+  t.dtype = static_cast<int32_t>(v.dtype);
+  t.rank = v.rank;
+  for (int d = 0; d < v.rank && d < SMAX_MAX_RANK; ++d) {
+    t.shape[d] = v.shape[d];
+    t.strides[d] = v.strides[d];
+  }
+  return t;
+}
+
+// ---- bounds (include/smax/attention.h) -------------------------------------------------
+
+double row_delta(const ref::AttentionProblem& p, const ref::AttentionResult& r, int64_t row,
+                 double* dot_max) {
+  const int64_t G = p.Hkv > 0 ? p.H / p.Hkv : 1;
+  const int64_t bh = row / p.Lq, b = bh / p.H, h = bh % p.H;
+  const double* Q = p.q.data() + row * p.D;
+  const double* K = p.k.data() + (b * p.Hkv + h / G) * p.Lk * p.D;
+  double delta = 0;
+  for (int64_t j = 0; j < p.Lk; ++j) {
+    double a = 0;
+    for (int64_t c = 0; c < p.D; ++c) a += std::abs(Q[c] * K[j * p.D + c]);
+    const double t = r.T[static_cast<size_t>(row * p.Lk + j)];
+    if (dot_max != nullptr && !std::isnan(a)) *dot_max = std::max(*dot_max, a);
+    if (t == kNegInfD || std::isnan(t)) continue;
+    delta = std::max(delta, (p.D + 2) * kU * std::abs(p.scale) * a + 2 * kU * std::abs(t) +
+                                4 * kU * p.o.softcap);
+  }
+  return delta;
+}
+
+double sensitivity(const ref::AttentionProblem& p, const ref::AttentionResult& r, int64_t row) {
+  int64_t vis = 0;
+  for (int64_t j = 0; j < p.Lk; ++j) vis += r.T[static_cast<size_t>(row * p.Lk + j)] != kNegInfD;
+  const double n = static_cast<double>(std::max<int64_t>(vis, 1));
+  switch (p.o.normalizer) {
+    case AttentionNormalizer::kSigmoid: return 1.0;
+    case AttentionNormalizer::kSsmax: return 2.0 * std::abs(p.o.ssmax_s * std::log(n));
+    case AttentionNormalizer::kSoftplus:
+      return 2.0 * std::log(n) / std::log(static_cast<double>(p.D)) + 2.0;
+    default: return 2.0;
+  }
+}
+
+bool same_special(double got, double want) {
+  if (std::isnan(want) || std::isnan(got)) return std::isnan(want) && std::isnan(got);
+  if (std::isinf(want) || std::isinf(got)) return want == got;
+  return true;
+}
+
+// Rows whose f32 evaluation may overflow where float64 does not.
+std::vector<char> risky_rows(const ref::AttentionProblem& p, const ref::AttentionResult& r,
+                             bool v_nonfinite, double vmax) {
+  const int64_t rows = p.B * p.H * p.Lq;
+  std::vector<char> risky(static_cast<size_t>(rows), 0);
+  for (int64_t row = 0; row < rows; ++row) {
+    double dmax = 0;
+    row_delta(p, r, row, &dmax);
+    bool bad = v_nonfinite || dmax * std::max(1.0, std::abs(p.scale)) > kOverflowRisk ||
+               vmax * static_cast<double>(p.Lk + 1) > kOverflowRisk;
+    for (int64_t j = 0; j < p.Lk && !bad; ++j) {
+      const double t = r.T[static_cast<size_t>(row * p.Lk + j)];
+      if (std::isfinite(t) && std::abs(t) > 1e30) bad = true;
+    }
+    if (!p.add.empty()) {
+      for (int64_t j = 0; j < p.Lk && !bad; ++j) {
+        const double a = p.add[static_cast<size_t>(row * p.Lk + j)];
+        if (std::isfinite(a) && std::abs(a) > 1e30) bad = true;
+      }
+    }
+    if (!p.alibi.empty()) {
+      const double s = std::abs(p.alibi[static_cast<size_t>(row / p.Lq)]);
+      if (std::isfinite(s) && s * static_cast<double>(std::max(p.Lq, p.Lk)) > 1e30) bad = true;
+    }
+    if (!p.sinks.empty()) {
+      const double s = p.sinks[static_cast<size_t>((row / p.Lq) % p.H)];
+      if (std::isfinite(s) && std::abs(s) > 1e30) bad = true;
+    }
+    risky[static_cast<size_t>(row)] = bad;
+  }
+  return risky;
+}
+
+// ---- the call ---------------------------------------------------------------------------
+
+struct Operands {
+  Buf q, k, v, out, lse, dout, dq, dk, dv, mask, sinks, alibi;
+};
+
+// Runs the op on `ops` with options `o` (views from the buffers); returns the
+// error message or "" on success; `status` gets the smax::Status / C status.
+std::string call(const Case& c, Operands& ops, const AttentionOptions& o0, int* status) {
+  AttentionOptions o = o0;
+  if (c.mask_kind) o.attn_mask = ops.mask.view;
+  if (c.sinks) o.sinks = ops.sinks.view;
+  if (!c.alibi_shape.empty()) o.alibi_slopes = ops.alibi.view;
+  if (c.lse && !c.backward) o.lse = ops.lse.view;
+  *status = 0;
+  if (c.capi) {
+    smax_tensor q = to_c(ops.q.view), k = to_c(ops.k.view), v = to_c(ops.v.view),
+                out = to_c(ops.out.view), dout = to_c(ops.dout.view), dq = to_c(ops.dq.view),
+                dk = to_c(ops.dk.view), dv = to_c(ops.dv.view), mask = to_c(ops.mask.view),
+                sinks = to_c(ops.sinks.view), alibi = to_c(ops.alibi.view),
+                lse = to_c(ops.lse.view);
+    smax_attention_options co;
+    smax_attention_options_init(&co);
+    co.normalizer = static_cast<int32_t>(o.normalizer);
+    co.scale = o.scale;
+    co.is_causal = o.is_causal ? 1 : 0;
+    co.attn_mask = o.attn_mask ? &mask : nullptr;
+    co.softcap = o.softcap;
+    co.sinks = o.sinks ? &sinks : nullptr;
+    co.alibi_slopes = o.alibi_slopes ? &alibi : nullptr;
+    co.sigmoid_bias = o.sigmoid_bias;
+    co.softpick_eps = o.softpick_eps;
+    co.ssmax_s = o.ssmax_s;
+    co.lse = o.lse ? &lse : nullptr;
+    co.empty_row = static_cast<int32_t>(o.empty_row);
+    co.threads = o.threads;
+    const smax_status s =
+        c.backward ? smax_attention_backward(&q, &k, &v, &out, &dout, &dq, &dk, &dv, &co)
+                   : smax_attention(&q, &k, &v, &out, &co);
+    *status = static_cast<int>(s);
+    return s == SMAX_STATUS_OK ? std::string() : std::string(smax_last_error());
+  }
+  try {
+    if (c.backward) {
+      smax::attention_backward(ops.q.view, ops.k.view, ops.v.view, ops.out.view, ops.dout.view,
+                               ops.dq.view, ops.dk.view, ops.dv.view, o);
+    } else {
+      smax::attention(ops.q.view, ops.k.view, ops.v.view, ops.out.view, o);
+    }
+  } catch (const smax::Error& e) {
+    *status = static_cast<int>(e.status());
+    return std::string(e.what()).empty() ? std::string("(empty message)") : std::string(e.what());
+  }
+  return std::string();
+}
+
+std::vector<Buf*> all_bufs(Operands& ops) {
+  return {&ops.q, &ops.k, &ops.v, &ops.out, &ops.lse, &ops.dout,
+          &ops.dq, &ops.dk, &ops.dv, &ops.mask, &ops.sinks, &ops.alibi};
+}
+
+void check_guards(const Case& c, const Buf& b, const char* name) {
+  for (size_t i = 0; i < b.is_elem.size(); ++i) {
+    if (b.is_elem[i]) continue;
+    for (int e = 0; e < b.esize; ++e) {
+      if (b.bytes[i * b.esize + e] != kSentinelByte) {
+        violation(c, std::string("write outside ") + name + " (slot " + std::to_string(i) +
+                         ", layout " + b.layout + ")");
+      }
+    }
+  }
+}
+
+void check_element(const Case& c, const char* what, int64_t i, double got, double want,
+                   double bound) {
+  if (!same_special(got, want)) {
+    violation(c, std::string(what) + "[" + std::to_string(i) + "] = " + std::to_string(got) +
+                     ", reference " + std::to_string(want) + " (special values differ)");
+  }
+  if (std::isfinite(want) && !(std::abs(got - want) <= bound)) {
+    char msg[256];
+    std::snprintf(msg, sizeof msg, "%s[%lld] = %.9g, reference %.17g, |err| %.3g > bound %.3g",
+                  what, static_cast<long long>(i), got, want, std::abs(got - want), bound);
+    violation(c, msg);
+  }
+}
+
+}  // namespace
+
+const AttentionStats& attention_stats() { return g_stats; }
+
+void run_attention_one(const uint8_t* data, size_t size) {
+  ++g_stats.runs;
+  struct ClearDump {
+    ~ClearDump() { g_dump = nullptr; }
+  } clear_dump;
+  Reader r(data, size);
+  Case c;
+  const uint8_t f0 = r.u8();
+  c.backward = f0 & 1;
+  c.capi = (f0 >> 1) & 1;
+  const bool corrupt = ((f0 >> 2) & 7) == 0;  // 1 in 8 inputs
+  c.Hkv = 1 + r.u8() % 3;
+  const int64_t G = 1 + r.u8() % 3;
+  c.H = G * c.Hkv;
+  c.B = 1 + r.u8() % 2;
+  const uint8_t lq = r.u8(), lk = r.u8();
+  c.Lq = (lq & 0x80) ? (lq & 0x7f) % 70 : lq % 12;
+  c.Lk = (lk & 0x80) ? 500 + (lk & 0x7f) % 60 : lk % 20;  // > 512: two key blocks
+  c.D = r.u8() % 65;
+  c.Dv = r.u8() % 65;
+  if (r.u8() % 8 == 0) c.Lq = 0;
+  // Bound the work of the float64 oracle.
+  while (c.B * c.H * std::max<int64_t>(c.Lq, 1) * std::max<int64_t>(c.Lk, 1) *
+             (c.D + c.Dv + 2) > 400000) {
+    if (c.D > 8) c.D /= 2;
+    if (c.Dv > 8) c.Dv /= 2;
+    if (c.Lq > 4) c.Lq /= 2;
+    else if (c.B > 1) c.B = 1;
+    else if (c.Hkv * G > 1 && c.H > c.Hkv) c.H = c.Hkv;
+    else c.Lk = std::max<int64_t>(c.Lk / 2, 1);
+  }
+  const uint8_t f1 = r.u8();
+  c.o.normalizer = static_cast<AttentionNormalizer>(f1 % 6);
+  c.o.is_causal = (f1 >> 3) & 1;
+  c.lse = ((f1 >> 4) & 1) && c.o.normalizer == AttentionNormalizer::kSoftmax;
+  c.sinks = ((f1 >> 5) & 1) && c.o.normalizer == AttentionNormalizer::kSoftmax;
+  c.o.empty_row = (f1 >> 6) & 1 ? smax::EmptyRow::kNan : smax::EmptyRow::kZero;
+  const uint8_t f2 = r.u8();
+  switch (f2 % 8) {
+    case 0: case 1: case 2: break;  // default NaN = 1/sqrt(D)
+    case 3: c.o.scale = 1.0f; break;
+    case 4: c.o.scale = -0.5f; break;
+    case 5: c.o.scale = 0.0f; break;
+    case 6: c.o.scale = static_cast<float>(static_cast<int8_t>(r.u8())) / 8.0f; break;
+    default: c.o.scale = 1e-3f; break;
+  }
+  switch ((f2 >> 3) % 6) {
+    case 0: c.o.softcap = 5.0f; break;
+    case 1: c.o.softcap = 0.5f; break;
+    case 2: c.o.softcap = 50.0f; break;
+    default: break;
+  }
+  const uint8_t f3 = r.u8();
+  c.mask_kind = f3 % 3;
+  if (c.mask_kind) {
+    const int rank = (f3 >> 2) % 5;
+    const int64_t full[4] = {c.B, c.H, c.Lq, c.Lk};
+    const uint8_t bits = r.u8();
+    for (int d = 4 - rank; d < 4; ++d) c.mask_shape.push_back((bits >> d) & 1 ? full[d] : 1);
+  }
+  const uint8_t f4 = r.u8();
+  if (f4 & 1) {
+    c.alibi_shape = (f4 & 2) ? std::vector<int64_t>{c.B, c.H} : std::vector<int64_t>{c.H};
+  }
+  c.o.threads = (f4 >> 2) % 4;
+  if (c.o.normalizer == AttentionNormalizer::kSigmoid && ((f4 >> 4) & 1)) {
+    c.o.sigmoid_bias = static_cast<float>(static_cast<int8_t>(r.u8())) / 16.0f;
+  }
+  if (c.o.normalizer == AttentionNormalizer::kSoftpick && ((f4 >> 4) & 1)) {
+    c.o.softpick_eps = (f4 & 0x20) ? 0.0f : FLT_MIN;
+  }
+  if (c.o.normalizer == AttentionNormalizer::kSsmax && ((f4 >> 4) & 1)) {
+    c.o.ssmax_s = static_cast<float>(static_cast<int8_t>(r.u8())) / 64.0f;
+  }
+  if (c.o.normalizer == AttentionNormalizer::kSoftplus && c.D < 2) c.D = 2;
+  c.special = (f4 & 0xC0) == 0 ? static_cast<uint8_t>(r.u8() % 64) : 0;
+  const std::vector<std::string> targets = smax::supported_targets();
+  c.target = targets[r.u8() % targets.size()];
+  if (corrupt) c.corruption = r.u8() % kCorruptionCount;
+
+  // Corruptions that change the shapes or options before allocation.
+  int64_t qH = c.H, kD = c.D, outDv = c.Dv, kHkv = c.Hkv, kB = c.B;
+  bool q_rank3 = false;
+  switch (c.corruption) {
+    case kKHeadDim: kD = c.D + 1; break;
+    case kHeadsNotMultiple: kHkv = c.H + 1; break;
+    case kOutShape: outDv = c.Dv + 1; break;
+    case kQRank3: q_rank3 = true; break;
+    case kBatchMismatch: kB = c.B + 1; break;
+    case kOutAliasesQ: c.Dv = c.D; outDv = c.D; break;
+    case kDkAliasesDv: c.Dv = c.D; outDv = c.D; break;
+    case kDqAliasesQ: break;
+    case kBadScale: c.o.scale = (r.u8() & 1) ? kInf : -kInf; break;
+    case kBadSoftcap: c.o.softcap = (r.u8() & 1) ? -1.0f : kNaN; break;
+    case kBadNormalizer: c.o.normalizer = static_cast<AttentionNormalizer>(6 + r.u8() % 3); break;
+    case kBadEmptyRow: c.o.empty_row = static_cast<smax::EmptyRow>(2 + r.u8() % 3); break;
+    case kBadThreads: c.o.threads = -1 - r.u8() % 3; break;
+    case kSinksNonSoftmax:
+      c.o.normalizer = static_cast<AttentionNormalizer>(1 + r.u8() % 5);
+      c.sinks = true;
+      c.lse = false;
+      break;
+    case kLseNonSoftmax:
+      c.o.normalizer = static_cast<AttentionNormalizer>(1 + r.u8() % 5);
+      c.lse = true;
+      c.sinks = false;
+      break;
+    case kBadEps: c.o.softpick_eps = (r.u8() & 1) ? 1e-40f : -1.0f; break;
+    case kBadSsmaxS: c.o.ssmax_s = kInf; break;
+    case kBadSigmoidBias: c.o.sigmoid_bias = -kInf; break;
+    default: break;
+  }
+  if (c.o.normalizer == AttentionNormalizer::kSoftplus && c.D < 2) {
+    c.D = 2;
+    if (kD < 2) kD = 2;
+  }
+  if (c.corruption == kLseNonSoftmax && c.backward) c.corruption = kLseShape;  // lse unused there
+  if ((c.corruption == kLseShape || c.corruption == kLseAliasesOut) && c.backward) {
+    c.corruption = kBadThreads;
+    c.o.threads = -1;
+  }
+  if ((c.corruption == kDqAliasesQ || c.corruption == kDkAliasesDv ||
+       c.corruption == kDoutShape) && !c.backward) {
+    c.corruption = kOutSelfOverlap;
+  }
+  if (c.corruption == kLseShape || c.corruption == kLseAliasesOut) {
+    c.o.normalizer = AttentionNormalizer::kSoftmax;
+    c.lse = true;
+  }
+  if (c.corruption == kSinksShape) {
+    c.o.normalizer = AttentionNormalizer::kSoftmax;
+    c.sinks = true;
+  }
+  if (c.corruption == kAlibiShape && c.alibi_shape.empty()) c.alibi_shape = {c.H};
+
+  // Allocation and values.
+  Operands ops;
+  auto layout = [&] { return static_cast<int>(r.u8() % 6); };
+  if (q_rank3) {
+    make_buf(ops.q, {c.B * c.H, c.Lq, c.D}, DType::kF32, layout(), r);
+  } else {
+    make_buf(ops.q, {c.B, qH, c.Lq, c.D}, c.corruption == kQDtype ? DType::kBool : DType::kF32,
+             layout(), r);
+  }
+  make_buf(ops.k, {kB, kHkv, c.Lk, kD}, DType::kF32, layout(), r);
+  make_buf(ops.v, {c.B, c.Hkv, c.Lk, c.Dv}, DType::kF32, layout(), r);
+  make_buf(ops.out, {c.B, c.H, c.Lq, outDv}, DType::kF32, layout(), r);
+  make_buf(ops.lse, {c.B, c.H, c.corruption == kLseShape ? c.Lq + 1 : c.Lq}, DType::kF32,
+           layout(), r);
+  make_buf(ops.dout, {c.B, c.H, c.corruption == kDoutShape ? c.Lq + 1 : c.Lq, c.Dv}, DType::kF32,
+           layout(), r);
+  make_buf(ops.dq, {c.B, c.H, c.Lq, c.D}, DType::kF32, layout(), r);
+  make_buf(ops.dk, {c.B, c.Hkv, c.Lk, c.D}, DType::kF32, layout(), r);
+  make_buf(ops.dv, {c.B, c.Hkv, c.Lk, c.Dv}, DType::kF32, layout(), r);
+  if (c.mask_kind) {
+    std::vector<int64_t> ms = c.mask_shape;
+    if (c.corruption == kMaskShape) ms.insert(ms.begin(), 1), ms.back() = c.Lk + 2;
+    const DType mt = c.corruption == kMaskDtype ? DType::kI64
+                     : c.mask_kind == 1         ? DType::kBool
+                                                : DType::kF32;
+    make_buf(ops.mask, ms, mt, layout(), r);
+  } else if (c.corruption == kMaskShape || c.corruption == kMaskDtype) {
+    c.mask_kind = 1;
+    make_buf(ops.mask, {c.Lk + 3}, c.corruption == kMaskDtype ? DType::kI64 : DType::kBool,
+             layout(), r);
+  } else {
+    make_buf(ops.mask, {1}, DType::kF32, 0, r);
+  }
+  make_buf(ops.sinks, {c.corruption == kSinksShape ? c.H + 1 : c.H}, DType::kF32, layout(), r);
+  if (c.corruption == kAlibiShape) {
+    make_buf(ops.alibi, {c.B, c.H + 1}, DType::kF32, layout(), r);
+  } else {
+    make_buf(ops.alibi, c.alibi_shape.empty() ? std::vector<int64_t>{1} : c.alibi_shape,
+             DType::kF32, layout(), r);
+  }
+  auto fill_f = [&](Buf& b, auto&& gen) {
+    if (b.view.dtype != DType::kF32) {
+      for_each_elem(b, [&](int64_t, int64_t off) { b.bytes[off * b.esize] = r.u8() & 1; });
+      return;
+    }
+    for_each_elem(b, [&](int64_t, int64_t off) { *fslot(b, off) = gen(); });
+  };
+  const uint8_t sp = c.special;
+  fill_f(ops.q, [&] { return value(r, sp); });
+  fill_f(ops.k, [&] { return value(r, sp); });
+  const bool v_allow_nonfinite = (f0 >> 5) == 7;  // 1 in 8 inputs
+  fill_f(ops.v, [&] { return value_v(r, static_cast<uint8_t>(sp / 2), v_allow_nonfinite); });
+  fill_f(ops.dout, [&] { return static_cast<float>(static_cast<int8_t>(r.u8())) / 32.0f; });
+  if (c.mask_kind == 1 || ops.mask.view.dtype != DType::kF32) {
+    // Mostly keep (3 of 4), sometimes a whole mask of zeros (empty rows).
+    const bool none = r.u8() % 16 == 0;
+    for_each_elem(ops.mask, [&](int64_t, int64_t off) {
+      for (int e = 0; e < ops.mask.esize; ++e) ops.mask.bytes[off * ops.mask.esize + e] = 0;
+      ops.mask.bytes[off * ops.mask.esize] = none ? 0 : (r.u8() % 4 != 0);
+    });
+  } else if (c.mask_kind == 2) {
+    fill_f(ops.mask, [&] {
+      const uint8_t k = r.u8();
+      return k % 5 == 0 ? -kInf : value(r, static_cast<uint8_t>(sp / 2));
+    });
+  }
+  fill_f(ops.sinks, [&] { return value(r, static_cast<uint8_t>(sp / 2)); });
+  fill_f(ops.alibi, [&] { return static_cast<float>(r.u8()) / 64.0f; });
+
+  // Aliasing / view corruptions after allocation.
+  Operands& o = ops;
+  switch (c.corruption) {
+    case kOverflowSize: {
+      Buf& b = (r.u8() & 1) ? o.q : o.out;
+      b.view.shape[2] = int64_t{1} << 62;
+      b.view.shape[3] = std::max<int64_t>(b.view.shape[3], 4);
+      if (b.view.shape[0] == 0 || b.view.shape[1] == 0) b.view.shape[0] = b.view.shape[1] = 1;
+      break;
+    }
+    case kOutAliasesQ:
+      if (!c.backward) o.out.view = o.q.view;
+      else o.dq.view = o.q.view;
+      break;
+    case kOutSelfOverlap: {
+      Buf& b = c.backward ? o.dq : o.out;
+      b.view.shape[2] = std::max<int64_t>(b.view.shape[2], 2);
+      b.view.strides[2] = 0;
+      // Keep the other operands consistent with the grown shape.
+      if (b.view.shape[2] != c.Lq) c.corruption = kOutShape;
+      break;
+    }
+    case kNullData: {
+      Buf& b = (r.u8() & 1) ? o.k : o.q;
+      b.view.data = nullptr;
+      break;
+    }
+    case kLseAliasesOut:
+      // lse[b, h, i] = out[b, h, i, 0]: every lse element is an out element
+      // (a certain overlap, never outside out's buffer).
+      if (c.Dv > 0) {
+        o.lse.view.data = o.out.view.data;
+        for (int d = 0; d < 3; ++d) o.lse.view.strides[d] = o.out.view.strides[d];
+      } else {
+        c.corruption = kBadThreads;
+        c.o.threads = -1;
+      }
+      break;
+    case kDqAliasesQ:
+      o.dq.view = o.q.view;
+      break;
+    case kDkAliasesDv:
+      o.dk.view = o.dv.view;
+      break;
+    default:
+      break;
+  }
+
+  // Is the rejection certain? Some corruptions are no-ops on empty tensors.
+  auto numel = [](const TensorView& v) {
+    int64_t n = 1;
+    for (int d = 0; d < v.rank; ++d) n *= v.shape[d];
+    return n;
+  };
+  bool expect_reject = c.corruption >= 0;
+  bool grey = false;
+  if (c.corruption == kOutAliasesQ || c.corruption == kDqAliasesQ) {
+    grey = numel(o.q.view) == 0;
+  } else if (c.corruption == kDkAliasesDv) {
+    grey = numel(o.dv.view) == 0;
+  } else if (c.corruption == kLseAliasesOut) {
+    grey = numel(o.lse.view) == 0 || numel(o.out.view) == 0;
+  } else if (c.corruption == kOutSelfOverlap) {
+    grey = true;  // 0-sized dims may make the overlap empty
+    const TensorView& v = c.backward ? o.dq.view : o.out.view;
+    grey = numel(v) == 0;
+  } else if (c.corruption == kNullData) {
+    grey = numel(o.q.view) == 0 || numel(o.k.view) == 0;
+  } else if (c.corruption == kBadSigmoidBias || c.corruption == kBadEps ||
+             c.corruption == kBadSsmaxS) {
+    expect_reject = true;  // options are validated whatever the normaliser
+  } else if (c.corruption == kMaskShape) {
+    grey = false;
+  }
+
+  g_dump = [&] {
+    const char* names[] = {"q", "k", "v", "mask", "sinks", "alibi", "dout"};
+    Buf* bs[] = {&o.q, &o.k, &o.v, &o.mask, &o.sinks, &o.alibi, &o.dout};
+    for (int i = 0; i < 7; ++i) {
+      if (bs[i]->view.dtype != DType::kF32 || bs[i]->view.data == nullptr) continue;
+      std::fprintf(stderr, "  %s (%s):", names[i], bs[i]->layout.c_str());
+      for (float x : dense(*bs[i])) std::fprintf(stderr, " %.9g", x);
+      std::fprintf(stderr, "\n");
+    }
+  };
+  smax::set_max_target(c.target);
+
+  // Snapshot every buffer; run.
+  std::vector<Buf*> bufs = all_bufs(o);
+  std::vector<std::vector<unsigned char>> before;
+  for (Buf* b : bufs) before.push_back(b->bytes);
+  int status = 0;
+  const std::string err = call(c, o, c.o, &status);
+  const char* opname = c.backward ? "attention_backward" : "attention";
+  if (!err.empty()) {
+    ++g_stats.rejected;
+    if (!expect_reject && !grey) violation(c, "valid call rejected: " + err);
+    if (grey) ++g_stats.grey;
+    if (status != static_cast<int>(smax::Status::kInvalidArgument)) {
+      violation(c, "rejected with status " + std::to_string(status) + ": " + err);
+    }
+    if (err.find(opname) == std::string::npos && err.find("attention") == std::string::npos) {
+      violation(c, "error message does not name the op: " + err);
+    }
+    for (size_t i = 0; i < bufs.size(); ++i) {
+      if (bufs[i]->bytes != before[i]) violation(c, "rejected call changed memory: " + err);
+    }
+    smax::set_max_target("");
+    return;
+  }
+  if (expect_reject && !grey) violation(c, "invalid call accepted");
+  ++g_stats.accepted;
+  // Inputs unchanged, outputs' guards intact.
+  const std::vector<Buf*> outputs =
+      c.backward ? std::vector<Buf*>{&o.dq, &o.dk, &o.dv}
+                 : (c.lse ? std::vector<Buf*>{&o.out, &o.lse} : std::vector<Buf*>{&o.out});
+  for (size_t i = 0; i < bufs.size(); ++i) {
+    if (std::find(outputs.begin(), outputs.end(), bufs[i]) != outputs.end()) continue;
+    if (bufs[i]->bytes != before[i]) violation(c, "an input buffer changed");
+  }
+  static const char* const kNames[] = {"q", "k", "v", "out", "lse", "dout",
+                                       "dq", "dk", "dv", "mask", "sinks", "alibi"};
+  for (size_t i = 0; i < bufs.size(); ++i) {
+    if (std::find(outputs.begin(), outputs.end(), bufs[i]) != outputs.end()) {
+      check_guards(c, *bufs[i], kNames[i]);
+    }
+  }
+  if (grey) {
+    smax::set_max_target("");
+    return;
+  }
+
+  // Same bits with threads = 1.
+  {
+    std::vector<std::vector<float>> got;
+    for (Buf* b : outputs) got.push_back(dense(*b));
+    AttentionOptions o1 = c.o;
+    o1.threads = 1;
+    int st = 0;
+    const std::string e1 = call(c, o, o1, &st);
+    if (!e1.empty()) violation(c, "threads = 1 rejected: " + e1);
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      const std::vector<float> again = dense(*outputs[i]);
+      for (size_t j = 0; j < again.size(); ++j) {
+        const bool same = std::memcmp(&again[j], &got[i][j], 4) == 0 ||
+                          (std::isnan(again[j]) && std::isnan(got[i][j]));
+        if (!same) {
+          violation(c, "threads = " + std::to_string(c.o.threads) +
+                           " differs from threads = 1 at element " + std::to_string(j));
+        }
+      }
+    }
+  }
+
+  // Against the float64 oracle.
+  AttentionOptions ro = c.o;
+  if (c.mask_kind) ro.attn_mask = o.mask.view;
+  if (c.sinks) ro.sinks = o.sinks.view;
+  if (!c.alibi_shape.empty()) ro.alibi_slopes = o.alibi.view;
+  const auto p = ref::attention_problem(o.q.view, o.k.view, o.v.view, ro);
+  const auto fr = ref::attention_forward(p);
+  bool v_nonfinite = false;
+  double vmax = 0;
+  for (double x : p.v) {
+    if (!std::isfinite(x)) v_nonfinite = true;
+    else vmax = std::max(vmax, std::abs(x));
+  }
+  const std::vector<char> risky = risky_rows(p, fr, v_nonfinite, vmax);
+  const int64_t rows = p.B * p.H * p.Lq;
+  int64_t n_risky = 0;
+  for (char x : risky) n_risky += x;
+  g_stats.unchecked_rows += n_risky;
+  const int64_t Gq = p.Hkv > 0 ? p.H / p.Hkv : 1;
+  if (!c.backward) {
+    const std::vector<float> out = dense(o.out);
+    const bool softmax = p.o.normalizer == AttentionNormalizer::kSoftmax;
+    const double lacc = softmax ? 512.0 + static_cast<double>(p.Lk) / 512.0
+                                : static_cast<double>(p.Lk);
+    const double enorm = softmax ? 0.0 : 2e-6;
+    std::vector<double> w(static_cast<size_t>(p.Lk));
+    for (int64_t row = 0; row < rows; ++row) {
+      if (risky[static_cast<size_t>(row)]) continue;
+      const int64_t bh = row / p.Lq, b = bh / p.H, h = bh % p.H;
+      const double* V = p.v.data() + (b * p.Hkv + h / Gq) * p.Lk * p.Dv;
+      const double* T = fr.T.data() + row * p.Lk;
+      for (int64_t j = 0; j < p.Lk; ++j) w[j] = std::abs(fr.P[static_cast<size_t>(row * p.Lk + j)]);
+      if (p.o.normalizer == AttentionNormalizer::kSoftpick) {
+        double m = kNegInfD, S = 0;
+        for (int64_t j = 0; j < p.Lk; ++j) {
+          if (T[j] != kNegInfD && !std::isnan(T[j])) m = std::max(m, T[j]);
+        }
+        if (m > kNegInfD) {
+          for (int64_t j = 0; j < p.Lk; ++j) {
+            if (T[j] != kNegInfD) S += std::abs(std::exp(T[j] - m) - std::exp(-m));
+          }
+          S += p.o.softpick_eps * std::exp(-m);
+          for (int64_t j = 0; j < p.Lk; ++j) {
+            if (T[j] != kNegInfD && S > 0) w[j] += std::exp(T[j] - m) / S;
+          }
+        }
+      }
+      const double E = sensitivity(p, fr, row) * row_delta(p, fr, row, nullptr) + enorm +
+                       (lacc + 16) * kU;
+      for (int64_t cc = 0; cc < p.Dv; ++cc) {
+        double W = 0;
+        for (int64_t j = 0; j < p.Lk; ++j) W += w[j] * std::abs(V[j * p.Dv + cc]);
+        const int64_t idx = row * p.Dv + cc;
+        check_element(c, "out", idx, out[static_cast<size_t>(idx)],
+                      fr.out[static_cast<size_t>(idx)], E * W + 1e-30);
+      }
+      if (c.lse) {
+        const std::vector<float> l = dense(o.lse);
+        const double want = fr.lse[static_cast<size_t>(row)];
+        // lse = m + log d: abs error <= Delta + (Lk + 8) u (|lse| + 1) (the f32 sum and log).
+        const double bound = row_delta(p, fr, row, nullptr) +
+                             (static_cast<double>(p.Lk) + 8) * kU * (std::abs(want) + 1);
+        check_element(c, "lse", row, l[static_cast<size_t>(row)], want, bound);
+      }
+    }
+    ++g_stats.checked;
+  } else {
+    if (n_risky == 0) {
+      std::vector<double> g;
+      for (float x : dense(o.dout)) g.push_back(x);
+      const auto want = ref::attention_backward(p, g);
+      double dmax = 0;
+      for (int64_t row = 0; row < rows; ++row) dmax = std::max(dmax, row_delta(p, fr, row, nullptr));
+      const double rel = 2e-6 + 2.0 * static_cast<double>(p.Lq + p.Lk + p.D + p.Dv) * kU + 4 * dmax;
+      auto grad = [&](const char* what, const Buf& b, const std::vector<double>& w,
+                      const std::vector<double>& mag) {
+        const std::vector<float> got = dense(b);
+        for (size_t i = 0; i < w.size(); ++i) {
+          if (mag[i] > kOverflowRisk) continue;
+          check_element(c, what, static_cast<int64_t>(i), got[i], w[i], rel * mag[i] + 1e-30);
+        }
+      };
+      grad("dq", o.dq, want.dq, want.dq_mag);
+      grad("dk", o.dk, want.dk, want.dk_mag);
+      grad("dv", o.dv, want.dv, want.dv_mag);
+      ++g_stats.checked;
+    }
+  }
+  smax::set_max_target("");
+}
+
+}  // namespace smax_fuzz

@@ -1,0 +1,358 @@
+// tools/smax/cmd_attention.cc: `smax attention`: times smax::attention or
+// smax::attention_backward on one problem (contiguous [B, H, L, D] tensors)
+// and optionally checks the result against the float64 oracle
+// (src/reference/attention.h) with the bounds of include/smax/attention.h.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "args.h"
+#include "commands.h"
+#include "data.h"
+#include "json.h"
+#include "reference/attention.h"
+#include "smax/attention.h"
+#include "smax/smax.h"
+#include "timing.h"
+
+namespace smax_cli {
+namespace {
+
+constexpr double kU = 1.0 / 16777216.0;  // 2^-24
+constexpr double kNegInf = -INFINITY;
+
+namespace ref = smax::reference;
+
+// A contiguous f32 tensor of `shape` with its view.
+struct Buf {
+  std::vector<int64_t> shape;
+  std::vector<float> data;
+  explicit Buf(std::vector<int64_t> s) : shape(std::move(s)) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    data.assign(static_cast<size_t>(n), 0.0f);
+  }
+  smax::TensorView view() {
+    return smax::make_view(static_cast<void*>(data.data()), smax::DType::kF32,
+                           static_cast<int>(shape.size()), shape.data(), nullptr);
+  }
+};
+
+// Number of visible entries of query row `row` (T = -inf is masked).
+int64_t visible(const ref::AttentionProblem& p, const ref::AttentionResult& r, int64_t row) {
+  int64_t n = 0;
+  for (int64_t j = 0; j < p.Lk; ++j) n += r.T[static_cast<size_t>(row * p.Lk + j)] != kNegInf;
+  return n;
+}
+
+// The normaliser's sensitivity to logit errors (include/smax/attention.h).
+double sensitivity(const ref::AttentionProblem& p, const ref::AttentionResult& r, int64_t row) {
+  const double n = static_cast<double>(std::max<int64_t>(visible(p, r, row), 1));
+  switch (p.o.normalizer) {
+    case smax::AttentionNormalizer::kSigmoid:
+      return 1.0;
+    case smax::AttentionNormalizer::kSsmax:
+      return 2.0 * std::abs(p.o.ssmax_s * std::log(n));
+    case smax::AttentionNormalizer::kSoftplus:
+      return 2.0 * std::log(n) / std::log(static_cast<double>(p.D)) + 2.0;
+    default:
+      return 2.0;
+  }
+}
+
+// Delta_i: the error bound of the f32 logits of query row `row`.
+double row_delta(const ref::AttentionProblem& p, const ref::AttentionResult& r, int64_t row) {
+  const int64_t G = p.Hkv > 0 ? p.H / p.Hkv : 1;
+  const int64_t bh = row / std::max<int64_t>(p.Lq, 1);
+  const int64_t b = bh / std::max<int64_t>(p.H, 1), h = bh % std::max<int64_t>(p.H, 1);
+  const double* Q = p.q.data() + row * p.D;
+  const double* K = p.k.data() + (b * p.Hkv + h / G) * p.Lk * p.D;
+  double delta = 0;
+  for (int64_t j = 0; j < p.Lk; ++j) {
+    const double t = r.T[static_cast<size_t>(row * p.Lk + j)];
+    if (t == kNegInf || std::isnan(t)) continue;
+    double a = 0;
+    for (int64_t c = 0; c < p.D; ++c) a += std::abs(Q[c] * K[j * p.D + c]);
+    delta = std::max(delta, (p.D + 2) * kU * std::abs(p.scale) * a + 2 * kU * std::abs(t) +
+                                4 * kU * p.o.softcap);
+  }
+  return delta;
+}
+
+struct CheckStats {
+  double max_abs = 0, worst_ratio = 0, worst_got = 0, worst_ref = 0;
+  int64_t violations = 0, worst = -1;
+  std::string worst_what;
+  void add(const char* what, int64_t i, double got, double want, double bound) {
+    double ratio = 0;
+    if (std::isnan(want) || std::isnan(got)) {
+      ratio = std::isnan(want) == std::isnan(got) ? 0 : INFINITY;
+    } else if (std::isinf(want) || std::isinf(got)) {
+      ratio = want == got ? 0 : INFINITY;
+    } else {
+      const double err = std::abs(got - want);
+      max_abs = std::max(max_abs, err);
+      ratio = err / bound;
+    }
+    if (ratio > 1) ++violations;
+    if (ratio > worst_ratio || worst < 0) {
+      worst_ratio = ratio;
+      worst = i;
+      worst_got = got;
+      worst_ref = want;
+      worst_what = what;
+    }
+  }
+};
+
+// Forward: |out_ic - ref_ic| <= (sens Delta_i + e_norm + (L_acc + 16) u) W_ic + 1e-30.
+void check_forward(const ref::AttentionProblem& p, const ref::AttentionResult& r,
+                   const std::vector<float>& out, CheckStats& st) {
+  const int64_t G = p.Hkv > 0 ? p.H / p.Hkv : 1;
+  const bool softmax = p.o.normalizer == smax::AttentionNormalizer::kSoftmax;
+  const double lacc = softmax ? 512.0 + static_cast<double>(p.Lk) / 512.0
+                              : static_cast<double>(p.Lk);
+  const double enorm = softmax ? 0.0 : 2e-6;
+  std::vector<double> w(static_cast<size_t>(p.Lk));
+  for (int64_t row = 0; row < p.B * p.H * p.Lq; ++row) {
+    const int64_t bh = row / p.Lq, b = bh / p.H, h = bh % p.H;
+    const double* V = p.v.data() + (b * p.Hkv + h / G) * p.Lk * p.Dv;
+    const double* T = r.T.data() + row * p.Lk;
+    for (int64_t j = 0; j < p.Lk; ++j) w[j] = std::abs(r.P[static_cast<size_t>(row * p.Lk + j)]);
+    if (p.o.normalizer == smax::AttentionNormalizer::kSoftpick) {
+      double m = kNegInf, S = 0;
+      for (int64_t j = 0; j < p.Lk; ++j) {
+        if (T[j] != kNegInf && !std::isnan(T[j])) m = std::max(m, T[j]);
+      }
+      if (m > kNegInf) {
+        for (int64_t j = 0; j < p.Lk; ++j) {
+          if (T[j] != kNegInf) S += std::abs(std::exp(T[j] - m) - std::exp(-m));
+        }
+        S += p.o.softpick_eps * std::exp(-m);
+        for (int64_t j = 0; j < p.Lk; ++j) {
+          if (T[j] != kNegInf && S > 0) w[j] += std::exp(T[j] - m) / S;
+        }
+      }
+    }
+    const double E = sensitivity(p, r, row) * row_delta(p, r, row) + enorm + (lacc + 16) * kU;
+    for (int64_t c = 0; c < p.Dv; ++c) {
+      double W = 0;
+      for (int64_t j = 0; j < p.Lk; ++j) W += w[j] * std::abs(V[j * p.Dv + c]);
+      const int64_t idx = row * p.Dv + c;
+      st.add("out", idx, out[static_cast<size_t>(idx)], r.out[static_cast<size_t>(idx)],
+             E * W + 1e-30);
+    }
+  }
+}
+
+int64_t visible_pairs(int64_t Lq, int64_t Lk, bool causal) {
+  if (!causal) return Lq * Lk;
+  int64_t n = 0;
+  for (int64_t i = 0; i < Lq; ++i) n += std::min(i + 1, Lk);
+  return n;
+}
+
+}  // namespace
+
+const char* const kAttentionHelp = R"(usage: smax attention [OPTIONS]
+
+Times smax::attention (or its backward) on contiguous q [B, H, Lq, D],
+k, v [B, Hkv, Lk, D / Dv] and prints the median time per call and GFLOP/s
+(forward 2 B H P (D + Dv), backward 2 B H P (3 D + 2 Dv), P = visible
+(query, key) pairs: Lq Lk, or the causal triangle).
+
+  --shape S        B,H,Lq,Lk,D[,Dv] (default 1,8,1024,1024,64; Dv = D)
+  --kv-heads N     k / v heads Hkv, a divisor of H (default H; < H is GQA)
+  --normalizer N   softmax (default), sigmoid, softpick, ssmax, stablemax, softplus
+  --causal         mask j > i (top-left aligned)
+  --softcap X      t = X tanh(t / X), X > 0 (default 0 = off)
+  --scale X        multiplies <q, k> (default 1/sqrt(D))
+  --backward       time attention_backward (dq, dk, dv from dout ~ N(0,1))
+  --threads N      threads, >= 1 (default: smax::max_threads())
+  --target T       cap the SIMD target: avx3, avx2, sse4, ssse3, scalar
+  --dist D         q, k, v entries: normal (default), normal:MEAN,STD, uniform:LO,HI
+                   (--data is the same option)
+  --seed N         data seed (default 1)
+  --reps N         take exactly N timed samples (--repeat is the same option)
+  --min-time SEC   otherwise sample for at least SEC seconds (default 0.5)
+  --check          compare with the float64 reference (src/reference/attention.h):
+                   max abs error and worst error / bound, with the bounds of
+                   include/smax/attention.h (exit status 1 when out of bounds)
+  --format F       text (default) or json
+)";
+
+int cmd_attention(int argc, char** argv, int first) {
+  const Args args("smax attention",
+                  {{"shape", true}, {"kv-heads", true}, {"normalizer", true}, {"causal", false},
+                   {"softcap", true}, {"scale", true}, {"backward", false}, {"threads", true},
+                   {"target", true}, {"dist", true}, {"data", true}, {"seed", true},
+                   {"reps", true}, {"repeat", true}, {"min-time", true}, {"check", false},
+                   {"format", true}, {"help", false}},
+                  argc, argv, first);
+  const std::vector<int64_t> shape = parse_shape(args.get("shape", "1,8,1024,1024,64"));
+  if (shape.size() != 5 && shape.size() != 6) {
+    throw UsageError("--shape: expected B,H,Lq,Lk,D[,Dv], got '" + args.get("shape", "") + "'");
+  }
+  const int64_t B = shape[0], H = shape[1], Lq = shape[2], Lk = shape[3], D = shape[4];
+  const int64_t Dv = shape.size() == 6 ? shape[5] : D;
+  const int64_t Hkv = args.has("kv-heads") ? parse_int("--kv-heads", args.get("kv-heads", "")) : H;
+  if (Hkv < 1 || H % Hkv != 0) {
+    throw UsageError("--kv-heads: expected a divisor of H = " + std::to_string(H) + ", got " +
+                     std::to_string(Hkv));
+  }
+  smax::AttentionOptions o;
+  try {
+    o.normalizer = smax::parse_attention_normalizer(args.get("normalizer", "softmax"));
+  } catch (const smax::Error& e) {
+    throw UsageError(std::string("--normalizer: ") + e.what());
+  }
+  o.is_causal = args.has("causal");
+  if (args.has("softcap")) {
+    const double c = parse_double("--softcap", args.get("softcap", ""));
+    if (!(c >= 0) || !std::isfinite(static_cast<float>(c))) {
+      throw UsageError("--softcap: expected a finite number >= 0, got '" +
+                       args.get("softcap", "") + "'");
+    }
+    o.softcap = static_cast<float>(c);
+  }
+  if (args.has("scale")) {
+    const double s = parse_double("--scale", args.get("scale", ""));
+    if (!std::isfinite(static_cast<float>(s))) {
+      throw UsageError("--scale: expected a finite number, got '" + args.get("scale", "") + "'");
+    }
+    o.scale = static_cast<float>(s);
+  }
+  const bool backward = args.has("backward");
+  const int threads =
+      args.has("threads") ? parse_threads(args.get("threads", "")) : smax::max_threads();
+  o.threads = threads;
+  if (args.has("dist") && args.has("data")) {
+    throw UsageError("--dist and --data are the same option; give one");
+  }
+  const Dist dist = parse_dist(args.has("data") ? args.get("data", "") : args.get("dist", "normal"));
+  const int64_t seed = parse_int("--seed", args.get("seed", "1"));
+  if (seed < 0) throw UsageError("--seed: expected an integer >= 0");
+  if (args.has("reps") && args.has("repeat")) {
+    throw UsageError("--reps and --repeat are the same option; give one");
+  }
+  TimingConfig timing;
+  if (args.has("reps") || args.has("repeat")) {
+    const std::string text = args.has("reps") ? args.get("reps", "") : args.get("repeat", "");
+    const int64_t r = parse_int("--reps", text);
+    if (r < 1 || r > 1000000) throw UsageError("--reps: expected an integer in [1, 1000000]");
+    timing.repeat = static_cast<int>(r);
+  }
+  if (args.has("min-time")) {
+    const double t = parse_double("--min-time", args.get("min-time", ""));
+    if (!(t >= 0) || t > 3600) throw UsageError("--min-time: expected seconds in [0, 3600]");
+    timing.min_time_s = t;
+  }
+  const bool check = args.has("check");
+  const Format format = parse_format(args.get("format", "text"));
+  if (args.has("target")) apply_target(args.get("target", ""));
+
+  Buf q({B, H, Lq, D}), k({B, Hkv, Lk, D}), v({B, Hkv, Lk, Dv}), out({B, H, Lq, Dv});
+  const uint64_t s0 = static_cast<uint64_t>(seed) * 4;
+  fill(q.data.data(), q.data.size(), dist, s0);
+  fill(k.data.data(), k.data.size(), dist, s0 + 1);
+  fill(v.data.data(), v.data.size(), dist, s0 + 2);
+  smax::attention(q.view(), k.view(), v.view(), out.view(), o);  // validates; out for backward
+  Buf dout({B, H, Lq, Dv}), dq({B, H, Lq, D}), dk({B, Hkv, Lk, D}), dv({B, Hkv, Lk, Dv});
+  if (backward) fill(dout.data.data(), dout.data.size(), Dist{}, s0 + 3);
+
+  const Timing t = backward ? measure([&] {
+    smax::attention_backward(q.view(), k.view(), v.view(), out.view(), dout.view(), dq.view(),
+                             dk.view(), dv.view(), o);
+  }, timing)
+                            : measure([&] {
+                                smax::attention(q.view(), k.view(), v.view(), out.view(), o);
+                              }, timing);
+  const double pairs = static_cast<double>(visible_pairs(Lq, Lk, o.is_causal));
+  const double flops = 2.0 * static_cast<double>(B * H) * pairs *
+                       static_cast<double>(backward ? 3 * D + 2 * Dv : D + Dv);
+  const double gflops = t.median_s > 0 ? flops / t.median_s * 1e-9 : 0.0;
+
+  CheckStats st;
+  double rel = 0;
+  if (check) {
+    const auto p = ref::attention_problem(q.view(), k.view(), v.view(), o);
+    const auto r = ref::attention_forward(p);
+    if (!backward) {
+      check_forward(p, r, out.data, st);
+    } else {
+      std::vector<double> g(dout.data.begin(), dout.data.end());
+      const auto want = ref::attention_backward(p, g);
+      double dmax = 0;
+      for (int64_t row = 0; row < B * H * Lq; ++row) dmax = std::max(dmax, row_delta(p, r, row));
+      rel = 2e-6 + 2.0 * static_cast<double>(Lq + Lk + D + Dv) * kU + 4 * dmax;
+      auto grad = [&](const char* what, const std::vector<float>& got,
+                      const std::vector<double>& w, const std::vector<double>& mag) {
+        for (size_t i = 0; i < w.size(); ++i) {
+          st.add(what, static_cast<int64_t>(i), got[i], w[i], rel * mag[i] + 1e-30);
+        }
+      };
+      grad("dq", dq.data, want.dq, want.dq_mag);
+      grad("dk", dk.data, want.dk, want.dk_mag);
+      grad("dv", dv.data, want.dv, want.dv_mag);
+    }
+  }
+  const std::string bound =
+      backward ? "|d - ref| <= (2e-6 + 2 (Lq + Lk + D + Dv) u + 4 max Delta) * mag + 1e-30"
+               : "|out - ref| <= (sens Delta_i + e_norm + (L_acc + 16) u) * W_ic + 1e-30";
+  const char* norm = smax::attention_normalizer_name(o.normalizer);
+  if (format == Format::kJson) {
+    JsonObject j;
+    j.str("op", backward ? "attention_backward" : "attention")
+        .raw("shape", json_int_array({B, H, Lq, Lk, D, Dv}))
+        .integer("kv_heads", Hkv)
+        .str("normalizer", norm)
+        .boolean("causal", o.is_causal)
+        .num("softcap", o.softcap)
+        .str("target", smax::active_target())
+        .integer("threads", threads)
+        .str("dist", format_dist(dist))
+        .integer("samples", t.samples)
+        .num("median_ms", t.median_s * 1e3)
+        .num("min_ms", t.min_s * 1e3)
+        .num("gflop_per_call", flops * 1e-9)
+        .num("gflops", gflops);
+    if (check) {
+      j.num("max_abs_err", st.max_abs)
+          .num("worst_err_over_bound", st.worst_ratio)
+          .integer("violations", st.violations)
+          .boolean("within_bounds", st.violations == 0);
+    } else {
+      j.null("max_abs_err").null("worst_err_over_bound").null("violations").null("within_bounds");
+    }
+    j.str("bound", bound).str("version", smax::version());
+    std::printf("%s\n", j.pretty().c_str());
+  } else {
+    std::printf("op         %s (%s%s%s), B=%lld H=%lld Hkv=%lld Lq=%lld Lk=%lld D=%lld Dv=%lld\n",
+                backward ? "attention_backward" : "attention", norm,
+                o.is_causal ? ", causal" : "", o.softcap > 0 ? ", softcap" : "",
+                static_cast<long long>(B), static_cast<long long>(H),
+                static_cast<long long>(Hkv), static_cast<long long>(Lq),
+                static_cast<long long>(Lk), static_cast<long long>(D),
+                static_cast<long long>(Dv));
+    std::printf("target     %s, threads %d\n", smax::active_target().c_str(), threads);
+    std::printf("time       %.4g ms median (min %.4g ms) over %d samples\n", t.median_s * 1e3,
+                t.min_s * 1e3, t.samples);
+    std::printf("speed      %.4g GFLOP/s (%.4g GFLOP per call)\n", gflops, flops * 1e-9);
+    if (check) {
+      std::printf("check      max abs err %.3g, worst err/bound %.3g: %s\n", st.max_abs,
+                  st.worst_ratio, st.violations == 0 ? "within bounds" : "OUT OF BOUNDS");
+      std::printf("bound      %s\n", bound.c_str());
+      if (st.violations) {
+        std::printf("worst      %s element %lld: got %.9g, reference %.17g (%.3g x the bound), "
+                    "%lld elements out of bounds\n",
+                    st.worst_what.c_str(), static_cast<long long>(st.worst), st.worst_got,
+                    st.worst_ref, st.worst_ratio, static_cast<long long>(st.violations));
+      }
+    }
+  }
+  return check && st.violations ? kExitCheckFailed : kExitOk;
+}
+
+}  // namespace smax_cli
