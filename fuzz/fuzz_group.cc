@@ -23,6 +23,18 @@ smax_fuzz::Group target_group() {
   }();
   return g;
 }
+
+// Counters at exit (libFuzzer exits after -max_total_time): what the
+// checks did, including the calls of known open findings (not failed).
+struct PrintStatsAtExit {
+  ~PrintStatsAtExit() {
+    const smax_fuzz::GroupStats& g = smax_fuzz::group_stats();
+    std::fprintf(stderr,
+                 "smax fuzz stats: %lld runs, %lld accepted, %lld rejected, %lld grey, %lld skipped, "
+                 "%lld dot gap, %lld known open\n",
+                 g.runs, g.accepted, g.rejected, g.grey, g.skipped, g.known_dot_gap, g.known_open);
+  }
+} print_stats_at_exit;
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -291,14 +291,39 @@ enum class Custom {
   kLceFused,
 };
 
+// Options of table ops that the CLI table does not expose (group "options"):
+// the op is called directly with them, and checked against the oracle with
+// the same options.
+enum class Variant {
+  kNone,
+  kAlphaTensor,  // entmax_bisect(_backward): per-row EntmaxBisectOptions::alpha_tensor (+ dalpha)
+  kSRows,        // ssmax(_backward): per-row SsmaxOptions::s_rows (+ ds)
+  kForceTarget,  // sparse_softmax_loss(_backward): SparseSoftmaxLossOptions::force_target
+  kProbTargets,  // cross_entropy(_backward): f32 probability targets (+ the optional outputs)
+  kCeOutputs,    // cross_entropy: z_loss, lse, entropy, target_logprob, accuracy outputs
+};
+
+const char* variant_name(Variant v) {
+  switch (v) {
+    case Variant::kNone: return "none";
+    case Variant::kAlphaTensor: return "alpha_tensor";
+    case Variant::kSRows: return "s_rows";
+    case Variant::kForceTarget: return "force_target";
+    case Variant::kProbTargets: return "probability_targets";
+    case Variant::kCeOutputs: return "optional_outputs";
+  }
+  return "?";
+}
+
 struct OpDef {
   std::string name;                        // the public function (error message prefix)
   const smax_cli::ExtOp* ext = nullptr;    // table op, or nullptr
   Custom custom = Custom::kNone;
+  Variant variant = Variant::kNone;
 };
 
 const std::vector<OpDef>& group_ops(Group g) {
-  static const std::array<std::vector<OpDef>, 3> groups = [] {
+  static const std::array<std::vector<OpDef>, 4> groups = [] {
     auto table = [](std::initializer_list<const char*> names) {
       std::vector<OpDef> v;
       for (const char* n : names) {
@@ -335,7 +360,24 @@ const std::vector<OpDef>& group_ops(Group g) {
     samp.push_back({"gumbel_softmax_backward", nullptr, Custom::kGumbelSoftmaxBackward});
     samp.push_back({"sampling_filter", nullptr, Custom::kSamplingFilter});
     samp.push_back({"soft_nms", nullptr, Custom::kSoftNms});
-    return std::array<std::vector<OpDef>, 3>{norm, loss, samp};
+    // The options the CLI table does not expose (a group of its own, so the
+    // inputs of the three groups above decode as before).
+    std::vector<OpDef> opts;
+    auto add = [&](const char* n, Variant v) {
+      std::vector<OpDef> one = table({n});
+      one[0].variant = v;
+      opts.push_back(one[0]);
+    };
+    add("entmax_bisect", Variant::kAlphaTensor);
+    add("entmax_bisect_backward", Variant::kAlphaTensor);
+    add("ssmax", Variant::kSRows);
+    add("ssmax_backward", Variant::kSRows);
+    add("sparse_softmax_loss", Variant::kForceTarget);
+    add("sparse_softmax_loss_backward", Variant::kForceTarget);
+    add("cross_entropy", Variant::kProbTargets);
+    add("cross_entropy_backward", Variant::kProbTargets);
+    add("cross_entropy", Variant::kCeOutputs);
+    return std::array<std::vector<OpDef>, 4>{norm, loss, samp, opts};
   }();
   return groups[static_cast<int>(g)];
 }
@@ -404,6 +446,10 @@ struct Case {
   // Operands (f32 arena unless noted).
   Operand x, y, dy, target, out, out_index, add_mask, bool_mask, weight;
   Operand hidden, lweight, bias, dhidden, dweight, dbias, dloss;
+  // Variants: per-row parameter inputs, per-row gradient outputs (dalpha /
+  // ds), cross_entropy's optional outputs.
+  Operand prow, dprow, ce_z, ce_lse, ce_ent, ce_tlp, ce_acc;
+  std::vector<int64_t> rows_shape, keep_shape;
   bool alias = false;
   bool raw_y = false;
   bool must_reject = false;
@@ -414,7 +460,8 @@ struct Case {
 
   std::vector<Operand*> operands() {
     return {&x, &y, &dy, &target, &out, &out_index, &add_mask, &bool_mask, &weight,
-            &hidden, &lweight, &bias, &dhidden, &dweight, &dbias, &dloss};
+            &hidden, &lweight, &bias, &dhidden, &dweight, &dbias, &dloss,
+            &prow, &dprow, &ce_z, &ce_lse, &ce_ent, &ce_tlp, &ce_acc};
   }
 };
 
@@ -426,7 +473,9 @@ void reject(Case& c, const std::string& why) {
 std::string describe(Case& c) {
   std::ostringstream os;
   os.precision(9);
-  os << c.op->name << " target=" << c.target_cap << " shape=[";
+  os << c.op->name;
+  if (c.op->variant != Variant::kNone) os << " (" << variant_name(c.op->variant) << ")";
+  os << " target=" << c.target_cap << " shape=[";
   for (size_t i = 0; i < c.shape.size(); ++i) os << (i ? "," : "") << c.shape[i];
   os << "] axis=" << c.opt.axis << " scale=" << c.opt.scale << " temperature=" << c.opt.temperature
      << " empty_row=" << static_cast<int>(c.opt.empty_row) << " threads=" << c.opt.threads
@@ -456,7 +505,7 @@ std::string describe(Case& c) {
     if (o->wrong_dtype) os << " wrong-dtype";
     // Values of small operands.
     if (!o->unallocatable && !o->null_data && o->rank_override == -1000 &&
-        numel_of(o->shape) > 0 && numel_of(o->shape) <= 48) {
+        numel_of(o->shape) > 0 && numel_of(o->shape) <= (std::getenv("SMAX_FUZZ_VERBOSE") ? 4096 : 48)) {
       os << " values {";
       bool first = true;
       for (int64_t off : offsets_of(*o)) {
@@ -518,6 +567,71 @@ void set_operand(Operand& o, const char* name, std::vector<int64_t> shape, Arena
   o.strides = make_strides(o.shape, r);
 }
 
+// A per-row parameter (alpha_tensor, s_rows): broadcast to the keepdim
+// shape (leading dims dropped, some set to 1), sometimes not broadcastable.
+std::vector<int64_t> row_param_shape(Case& c, Reader& r) {
+  const int rank = static_cast<int>(c.keep_shape.size());
+  const int prank = rank - static_cast<int>(r.u8() % (rank + 1));
+  const uint8_t ones = r.u8();
+  std::vector<int64_t> s;
+  for (int d = 0; d < prank; ++d) {
+    const int64_t full = c.keep_shape[static_cast<size_t>(rank - prank + d)];
+    s.push_back((ones & (1u << d)) ? 1 : full);
+  }
+  if (r.u8() == 255 && prank > 0) s[0] += 1;
+  return s;
+}
+
+// A per-row output: the rows' shape without the axis or keepdim; rarely a
+// rank that is neither (must be rejected).
+std::vector<int64_t> row_output_shape(Case& c, Reader& r) {
+  const uint8_t b = r.u8();
+  if (b == 255) {
+    std::vector<int64_t> s = c.keep_shape;
+    s.insert(s.begin(), 2);
+    return s;
+  }
+  return (b & 1) ? c.keep_shape : c.rows_shape;
+}
+
+// A reduced-like-the-loss output (z_loss, accuracy): per row for kNone, else
+// one element ([] or [1]); rarely a wrong shape.
+std::vector<int64_t> loss_output_shape(Case& c, Reader& r) {
+  if (c.loss.reduction == smax::Reduction::kNone) return row_output_shape(c, r);
+  const uint8_t b = r.u8();
+  if (b == 255) return {2};
+  return (b & 1) ? std::vector<int64_t>{1} : std::vector<int64_t>{};
+}
+
+void decode_variant(Case& c, Reader& r) {
+  const OpDef& op = *c.op;
+  const bool backward = op.ext && op.ext->needs_dy;
+  switch (op.variant) {
+    case Variant::kAlphaTensor:
+    case Variant::kSRows:
+      set_operand(c.prow, op.variant == Variant::kAlphaTensor ? "alpha_tensor" : "s_rows",
+                  row_param_shape(c, r), Arena::kF32, true, r);
+      if (backward && (r.u8() & 1)) {
+        set_operand(c.dprow, op.variant == Variant::kAlphaTensor ? "dalpha" : "ds",
+                    row_output_shape(c, r), Arena::kF32, false, r);
+      }
+      break;
+    case Variant::kProbTargets:
+    case Variant::kCeOutputs: {
+      if (backward) break;
+      const uint8_t m = r.u8();
+      if (m & 1) set_operand(c.ce_z, "z_loss", loss_output_shape(c, r), Arena::kF32, false, r);
+      if (m & 2) set_operand(c.ce_acc, "accuracy", loss_output_shape(c, r), Arena::kF32, false, r);
+      if (m & 4) set_operand(c.ce_lse, "lse", row_output_shape(c, r), Arena::kF32, false, r);
+      if (m & 8) set_operand(c.ce_ent, "entropy", row_output_shape(c, r), Arena::kF32, false, r);
+      if (m & 16) set_operand(c.ce_tlp, "target_logprob", row_output_shape(c, r), Arena::kF32, false, r);
+      break;
+    }
+    case Variant::kForceTarget:
+    case Variant::kNone: break;
+  }
+}
+
 void decode_rowwise(Case& c, Reader& r) {
   const OpDef& op = *c.op;
   const smax_cli::ExtOp* ext = op.ext;
@@ -562,6 +676,8 @@ void decode_rowwise(Case& c, Reader& r) {
   if (c.rank > 0) rows_shape.erase(rows_shape.begin() + c.ax);
   std::vector<int64_t> keep_shape = c.shape;
   if (c.rank > 0) keep_shape[static_cast<size_t>(c.ax)] = 1;
+  c.rows_shape = rows_shape;
+  c.keep_shape = keep_shape;
 
   // Options.
   c.opt.scale = option_float(r);
@@ -578,10 +694,17 @@ void decode_rowwise(Case& c, Reader& r) {
     for (const smax_cli::ExtParam& p : ext->params) {
       const ParamChoice& ch = param_choices(op.name, p.name);
       const uint8_t k = r.u8();
+      // The per-row tensor overrides the scalar (kept valid here).
+      if ((op.variant == Variant::kAlphaTensor && p.name == "alpha") ||
+          (op.variant == Variant::kSRows && p.name == "s")) {
+        c.params[p.name] = p.name == "alpha" ? 1.5 : 0.43;
+        continue;
+      }
       double v;
       if (k >= 246 && !ch.invalid.empty()) {
         v = ch.invalid[k % ch.invalid.size()];
-        reject(c, "parameter " + p.name);
+        // sparse_softmax_backward does not take k (the table declares it).
+        if (op.name != "sparse_softmax_backward") reject(c, "parameter " + p.name);
       } else if (k < 128) {
         v = p.fallback;
         if (op.name == "softmax_topk" && p.name == "k") v = std::min<double>(1, static_cast<double>(c.n));
@@ -643,7 +766,12 @@ void decode_rowwise(Case& c, Reader& r) {
   if (reads_y) set_operand(c.y, "y", c.shape, Arena::kF32, true, r);
   if (needs_dy) set_operand(c.dy, loss_bw ? "dloss" : "dy", loss_bw ? loss_shape : c.shape, Arena::kF32, true, r);
   if (has_target) {
-    set_operand(c.target, "target", (r.u8() & 7) == 0 ? keep_shape : rows_shape, Arena::kI64, true, r);
+    const bool keep_target = (r.u8() & 7) == 0;
+    if (op.variant == Variant::kProbTargets) {
+      set_operand(c.target, "target", c.shape, Arena::kF32, true, r);  // probabilities
+    } else {
+      set_operand(c.target, "target", keep_target ? keep_shape : rows_shape, Arena::kI64, true, r);
+    }
     if ((r.u8() & 3) == 0) {
       set_operand(c.weight, "weight", {c.n}, Arena::kF32, true, r);
       if (r.u8() == 255) c.weight.shape = {c.n + 1};
@@ -687,6 +815,7 @@ void decode_rowwise(Case& c, Reader& r) {
     if (r.u8() == 255 && mrank > 0) m->shape[0] += 1;
     m->strides = make_strides(m->shape, r);
   }
+  decode_variant(c, r);
 }
 
 void decode_soft_nms(Case& c, Reader& r) {
@@ -777,6 +906,34 @@ void decode_lce(Case& c, Reader& r) {
     set_operand(c.add_mask, "additive_mask", {c.V}, Arena::kF32, true, r);
     reject(c, "masks are not supported");
   }
+}
+
+// An output whose strides fold indices together by the library's documented
+// (conservative) rule: sorted by |stride|, each stride must exceed the
+// extent of the smaller dims. Such an output may be rejected even when it
+// never writes one element twice (docs/reliability.md).
+bool folds(const Operand& o) {
+  std::vector<std::pair<int64_t, int64_t>> dims;
+  for (size_t d = 0; d < o.shape.size(); ++d) {
+    if (o.shape[d] > 1) dims.push_back({o.strides[d] < 0 ? -o.strides[d] : o.strides[d], o.shape[d]});
+  }
+  std::sort(dims.begin(), dims.end());
+  __int128 extent = 0;
+  for (const auto& d : dims) {
+    if (d.first <= extent) return true;
+    extent += static_cast<__int128>(d.first) * (d.second - 1);
+  }
+  return false;
+}
+
+// Ops that do not read src (the harness still makes one, to compute y):
+// corrupting it, or placing an output over it, is not the library's concern.
+bool src_unused(const OpDef& op) {
+  static const std::set<std::string> names = {
+      "sparsemax_backward", "entmax15_backward", "entmax_bisect_backward",
+      "sparse_softmax_backward", "sigmoid_normalizer_backward", "probability_temperature",
+      "probability_temperature_backward", "gumbel_softmax_backward"};
+  return names.count(op.name) > 0;
 }
 
 // Corruptions that must be rejected, placement, fills and the model.
@@ -919,9 +1076,15 @@ void finish_decode(Case& c, Reader& r) {
   } else if (op.custom == Custom::kGumbelNoise && !c.axis_ok) {
     reject(c, "axis out of range");
   }
+  const bool skip_src = src_unused(op);
   for (Operand* o : present) {
+    if (skip_src && o == &c.x) continue;
     if (o->rank_override != -1000) reject(c, std::string(o->name) + " rank");
-    if (o->wrong_dtype) reject(c, std::string(o->name) + " dtype");
+    // cross_entropy(_backward) takes f32 targets as probabilities (src's shape).
+    const bool prob_target = o == &c.target && o->wrong_dtype && o->arena == Arena::kI64 &&
+                             o->shape == c.shape &&
+                             (op.name == "cross_entropy" || op.name == "cross_entropy_backward");
+    if (o->wrong_dtype && !prob_target) reject(c, std::string(o->name) + " dtype");
     for (int64_t v : o->shape) {
       if (v < 0) reject(c, std::string(o->name) + " negative size");
     }
@@ -938,6 +1101,16 @@ void finish_decode(Case& c, Reader& r) {
     }
   }
   if (c.weight.present && c.weight.shape != std::vector<int64_t>{c.n}) reject(c, "weight shape");
+  if (c.prow.present && !broadcastable(c.prow.shape, c.keep_shape)) {
+    reject(c, std::string(c.prow.name) + " not broadcastable");
+  }
+  for (Operand* o : {&c.dprow, &c.ce_lse, &c.ce_ent, &c.ce_tlp, &c.ce_z, &c.ce_acc}) {
+    if (!o->present) continue;
+    const bool reduced = (o == &c.ce_z || o == &c.ce_acc) && c.loss.reduction != smax::Reduction::kNone;
+    if (reduced ? numel_of(o->shape) != 1 : (o->shape != c.rows_shape && o->shape != c.keep_shape)) {
+      reject(c, std::string(o->name) + " shape");
+    }
+  }
   if (c.out.present && c.out.shape.size() == 1 && op.custom == Custom::kSoftNms && c.out.shape[0] != c.N) {
     reject(c, "kept_scores shape");
   }
@@ -946,6 +1119,7 @@ void finish_decode(Case& c, Reader& r) {
     if (has_duplicates(offsets_of(*o))) reject(c, std::string(o->name) + " writes one element twice");
     for (Operand* in : present) {
       if (!in->input || in->arena != o->arena) continue;
+      if (skip_src && in == &c.x) continue;
       // Exact aliasing: allowed, or the grey zone (see above).
       const bool exact = o == &c.out && same_view(*o, *in);
       if (!exact && share_element(*o, *in)) {
@@ -972,6 +1146,9 @@ void fill(Case& c, Operand& o, F&& value) {
 }
 
 smax_cli::ExtCall ext_call(Case& c);
+SoftmaxOptions full_options(Case& c);
+smax::EntmaxBisectOptions bisect_options(Case& c);
+smax::SsmaxOptions ssmax_options(Case& c);
 
 void fill_inputs(Case& c, Reader& r) {
   std::vector<float> pool;
@@ -1051,15 +1228,48 @@ void fill_inputs(Case& c, Reader& r) {
         return style & 1 ? b : static_cast<uint8_t>(b & 1 ? 1 : (b & 2));
       });
     }
-    fill(c, c.target, [&] {
-      const uint8_t b = r.u8();
-      if (b >= 252) return static_cast<int64_t>(b == 255 ? c.n : b == 254 ? -1 : INT64_MAX);
-      if (b >= 240) return c.loss.ignore_index;
-      return c.n > 0 ? static_cast<int64_t>(b % c.n) : c.loss.ignore_index;
-    });
+    if (c.target.arena == Arena::kF32) {  // probability targets: mostly in [0, 1], rows need not sum to 1
+      fill(c, c.target, [&] {
+        const uint8_t b = r.u8();
+        const float q[] = {0.0f, 0.0f, 1.0f, 0.5f, 0.25f, 0.125f, 0.75f, 0.375f, 2.0f, 1e-30f};
+        return b < 248 ? q[b % 8] : q[8 + b % 2];
+      });
+    } else {
+      fill(c, c.target, [&] {
+        const uint8_t b = r.u8();
+        if (b >= 252) return static_cast<int64_t>(b == 255 ? c.n : b == 254 ? -1 : INT64_MAX);
+        if (b >= 240) return c.loss.ignore_index;
+        return c.n > 0 ? static_cast<int64_t>(b % c.n) : c.loss.ignore_index;
+      });
+    }
+    // Per-row parameters: alpha (valid > 1, sometimes invalid), s (any
+    // finite value; non-finite gives NaN rows).
+    if (c.op->variant == Variant::kAlphaTensor) {
+      fill(c, c.prow, [&] {
+        const uint8_t b = r.u8();
+        const float v[] = {1.5f, 2.0f, 1.2f, 1.01f, 3.0f, 1.75f, 1.5f, 1.333f};
+        const float bad[] = {1.0f, 0.5f, kNaN, kInf, -2.0f, 0.999f};
+        return b < 250 ? v[b % 8] : bad[b % 6];
+      });
+    } else if (c.op->variant == Variant::kSRows) {
+      fill(c, c.prow, [&] {
+        const uint8_t b = r.u8();
+        const float v[] = {0.43f, 1.0f, 0.0f, -0.5f, 3.0f, 2.5f, 0.43f, 1e-3f};
+        const float odd[] = {kNaN, kInf, -kInf, 1e30f};
+        return b < 250 ? v[b % 8] : odd[b % 4];
+      });
+    }
+  }
+  // Model: alpha_tensor values finite and > 1.
+  if (c.op->variant == Variant::kAlphaTensor && c.prow.present && !c.prow.unallocatable &&
+      !c.prow.null_data && c.prow.rank_override == -1000 && !c.prow.wrong_dtype) {
+    for (int64_t off : offsets_of(c.prow)) {
+      const float a = c.f32[static_cast<size_t>(c.prow.origin + off)];
+      if (!(std::isfinite(a) && a > 1.0f)) reject(c, "alpha_tensor value");
+    }
   }
   // Model: targets in range.
-  if (c.target.present && !c.target.unallocatable && !c.target.null_data &&
+  if (c.target.present && c.target.arena == Arena::kI64 && !c.target.unallocatable && !c.target.null_data &&
       c.target.rank_override == -1000 && !c.target.wrong_dtype) {
     for (int64_t off : offsets_of(c.target)) {
       const int64_t t = c.i64[static_cast<size_t>(c.target.origin + off)];
@@ -1086,6 +1296,10 @@ void fill_inputs(Case& c, Reader& r) {
           go.tau = static_cast<float>(c.params["tau"]);
           go.seed = 7;
           smax::gumbel_softmax(xv, yv, go, c.opt);
+        } else if (op.variant == Variant::kAlphaTensor || op.variant == Variant::kSRows) {
+          SoftmaxOptions fo = full_options(c);
+          if (op.variant == Variant::kAlphaTensor) smax::entmax_bisect(xv, yv, bisect_options(c), fo);
+          else smax::ssmax(xv, yv, ssmax_options(c), fo);
         } else {
           smax_cli::ExtCall fc = ext_call(c);
           fc.x = xv;
@@ -1139,6 +1353,113 @@ SoftmaxOptions full_options(Case& c) {
   return o;
 }
 
+// ---- the variants' options (group "options") ---------------------------------------------
+
+smax::EntmaxBisectOptions bisect_options(Case& c) {
+  smax::EntmaxBisectOptions b;
+  b.alpha = static_cast<float>(c.params["alpha"]);
+  b.n_iter = static_cast<int>(c.params["n_iter"]);
+  if (c.prow.present) b.alpha_tensor = view_of(c, c.prow);
+  return b;
+}
+
+smax::SsmaxOptions ssmax_options(Case& c) {
+  smax::SsmaxOptions o;
+  o.s = static_cast<float>(c.params["s"]);
+  o.fixed_n = static_cast<int64_t>(c.params["fixed_n"]);
+  if (c.prow.present) o.s_rows = view_of(c, c.prow);
+  return o;
+}
+
+smax::reference::SparseLossSpec force_spec(Case& c) {
+  smax::reference::SparseLossSpec spec;
+  spec.which = smax::reference::SparseLossSpec::kTopK;
+  spec.k = static_cast<int64_t>(c.params["k"]);
+  spec.force_target = true;
+  return spec;
+}
+
+// cross_entropy's options, with the optional outputs of the forward when
+// `outputs`.
+smax::CrossEntropyOptions ce_options(Case& c, const smax::LossOptions& loss, bool outputs) {
+  smax::CrossEntropyOptions ce;
+  ce.loss = loss;
+  ce.label_smoothing = static_cast<float>(c.params["label_smoothing"]);
+  ce.lse_square_scale = static_cast<float>(c.params["lse_square_scale"]);
+  ce.softcap = static_cast<float>(c.params["softcap"]);
+  if (outputs) {
+    if (c.ce_z.present) ce.z_loss = view_of(c, c.ce_z);
+    if (c.ce_acc.present) ce.accuracy = view_of(c, c.ce_acc);
+    if (c.ce_lse.present) ce.lse = view_of(c, c.ce_lse);
+    if (c.ce_ent.present) ce.entropy = view_of(c, c.ce_ent);
+    if (c.ce_tlp.present) ce.target_logprob = view_of(c, c.ce_tlp);
+  }
+  return ce;
+}
+
+// Calls a variant op with the options the table does not expose.
+void invoke_variant(Case& c, const smax_cli::ExtCall& e) {
+  const OpDef& op = *c.op;
+  const bool backward = op.ext->needs_dy;
+  switch (op.variant) {
+    case Variant::kAlphaTensor:
+      if (!backward) {
+        smax::entmax_bisect(e.x, e.out, bisect_options(c), e.options);
+      } else {
+        std::optional<TensorView> da;
+        if (c.dprow.present) da = view_of(c, c.dprow);
+        smax::entmax_bisect_backward(e.y, e.dy, e.out, da, bisect_options(c), e.options);
+      }
+      break;
+    case Variant::kSRows:
+      if (!backward) {
+        smax::ssmax(e.x, e.out, ssmax_options(c), e.options);
+      } else {
+        const TensorView ds = c.dprow.present ? view_of(c, c.dprow) : TensorView{};
+        smax::ssmax_backward(e.x, e.y, e.dy, e.out, ssmax_options(c), e.options,
+                             c.dprow.present ? &ds : nullptr);
+      }
+      break;
+    case Variant::kForceTarget: {
+      smax::SparseSoftmaxLossOptions so;
+      so.force_target = true;
+      const int64_t k = static_cast<int64_t>(c.params["k"]);
+      if (!backward) smax::sparse_softmax_loss(e.x, e.target, e.out, k, so, e.loss, e.options);
+      else smax::sparse_softmax_loss_backward(e.x, e.target, e.dy, e.out, k, so, e.loss, e.options);
+      break;
+    }
+    case Variant::kProbTargets:
+    case Variant::kCeOutputs:
+      if (!backward) smax::cross_entropy(e.x, e.target, e.out, ce_options(c, e.loss, true), e.options);
+      else smax::cross_entropy_backward(e.x, e.target, e.dy, e.out, ce_options(c, e.loss, false), e.options);
+      break;
+    case Variant::kNone: break;
+  }
+}
+
+// The float64 oracle of the main output (dense, out's logical order).
+std::vector<double> reference_of(Case& c, const smax_cli::ExtCall& e) {
+  const OpDef& op = *c.op;
+  const bool backward = op.ext->needs_dy;
+  switch (op.variant) {
+    case Variant::kAlphaTensor: {
+      const smax::EntmaxBisectOptions b = bisect_options(c);
+      if (!backward) return ref::entmax_bisect(e.x, b, e.options);
+      return ref::entmax_backward(e.y, e.dy, 0.0, e.options, &b);
+    }
+    case Variant::kSRows:
+      if (!backward) return ref::ssmax(e.x, ssmax_options(c), e.options);
+      return ref::ssmax_backward(e.x, e.y, e.dy, ssmax_options(c), e.options);
+    case Variant::kForceTarget:
+      if (!backward) return ref::sparse_loss(force_spec(c), e.x, e.target, e.loss, e.options);
+      return ref::sparse_loss_backward(force_spec(c), e.x, e.target, e.dy, e.loss, e.options);
+    case Variant::kProbTargets:
+    case Variant::kCeOutputs:
+    case Variant::kNone: break;
+  }
+  return op.ext->reference(e);  // the table's oracle (cross_entropy takes f32 targets as well)
+}
+
 // ---- calling the library ---------------------------------------------------------------------
 
 // Custom-op results that are not in the arenas.
@@ -1157,7 +1478,8 @@ void invoke(Case& c, const SoftmaxOptions& opt_in, Extra* extra) {
   if (op.ext) {
     smax_cli::ExtCall e = ext_call(k);
     e.options = opt;
-    op.ext->run(e);
+    if (op.variant != Variant::kNone) invoke_variant(k, e);
+    else op.ext->run(e);
     return;
   }
   switch (op.custom) {
@@ -1269,11 +1591,26 @@ struct Expect {
   std::vector<char> index_free;    // per element of the index output: not compared
   double dot_gap_bound_extra = 0;  // not used per element (see dot_gap)
   std::vector<double> dot_gap;     // per element: documented softmax_backward dot gap
+  // Per element: +-inf / NaN accepted because an f32 intermediate of the
+  // softmax-style VJP row overflows (vjp_row_overflows; only a y far
+  // outside [0, 1] reaches it), see docs/reliability.md.
+  std::vector<char> overflow_ok;
+  // Per element: value not compared (a row whose upstream gradient dy holds
+  // +-inf / NaN, see unchecked_rows); filled before the call (dy may be
+  // overwritten in place).
+  std::vector<char> unchecked;
+  std::vector<char> unchecked_row;  // the same per row (per-row outputs: dalpha, ds)
   // Extra outputs (LCE backward).
   std::vector<double> ref2, bound2, ref3, bound3, ref4, bound4;
   // soft_nms.
   smax::SoftNmsResult nms;
   std::vector<int> flags;
+  // Optional outputs of the variants (dalpha, ds, cross_entropy's extras).
+  struct Out {
+    const Operand* o;
+    std::vector<double> ref, bound;
+  };
+  std::vector<Out> extras;
 };
 
 int64_t dense_index(const ref::RefRows& R, int64_t r, int64_t k) {
@@ -1369,6 +1706,8 @@ std::vector<double> reduce_bounds(Case& c, const std::vector<double>& rows, doub
   return {s + 0x1p-23 * (std::isfinite(v) ? std::fabs(v) : 0.0) + 1e-30};
 }
 
+bool vjp_row_overflows(const double* y, const double* g, int64_t n);
+
 // Bounds for the table ops (documented in each op's header).
 void table_bounds(Case& c, Expect& ex, smax_cli::ExtCall& e) {
   const std::string& name = c.op->name;
@@ -1411,10 +1750,14 @@ void table_bounds(Case& c, Expect& ex, smax_cli::ExtCall& e) {
   if (op.needs_dy && op.out_shape == smax_cli::OutShape::kSame) G = ref::ref_rows("fuzz", e.dy, o, false);
   auto grow = [&](int64_t r) { return row_of(G, r); };
 
+  // Per-row alpha / s of the variants (group "options").
+  std::vector<double> prow;
+  if (c.prow.present) prow = ref::ref_row_values("fuzz", view_of(c, c.prow), R);
   if (name == "sparsemax" || name == "entmax15" || name == "entmax_bisect") {
-    double alpha = name == "sparsemax" ? 2.0 : name == "entmax15" ? 1.5 : c.params["alpha"];
-    alpha = static_cast<float>(alpha);
+    double alpha0 = name == "sparsemax" ? 2.0 : name == "entmax15" ? 1.5 : c.params["alpha"];
+    alpha0 = static_cast<float>(alpha0);
     for (int64_t r = 0; r < R.rows; ++r) {
+      const double alpha = prow.empty() ? alpha0 : static_cast<float>(prow[static_cast<size_t>(r)]);
       const Row y = ref_row(r);
       Row b(y.size());
       for (size_t i = 0; i < y.size(); ++i) {
@@ -1617,6 +1960,15 @@ void table_bounds(Case& c, Expect& ex, smax_cli::ExtCall& e) {
           }
         }
       } else if (name == "probability_temperature_backward") {
+        // p_j = 0, T > 1: "+-inf (NaN where dy_j == <dy,y>)" (the header);
+        // which one depends on the rounding of dy_j - <dy,y>.
+        if (static_cast<float>(c.params["T"]) > 1.0f) {
+          for (size_t j = 0; j < n; ++j) {
+            if (t[j] != 0.0) continue;
+            ex.overflow_ok.resize(count, 0);
+            ex.overflow_ok[static_cast<size_t>(dense_index(R, r, static_cast<int64_t>(j)))] = 1;
+          }
+        }
         double M = 0.0, S = 0.0;
         for (double v : t) M = std::max(M, v);
         if (M > 0.0) {
@@ -1669,12 +2021,19 @@ void table_bounds(Case& c, Expect& ex, smax_cli::ExtCall& e) {
   }
   if (name == "sparsemax_backward" || name == "entmax15_backward" || name == "entmax_bisect_backward" ||
       name == "sparse_softmax_backward") {
-    double alpha = name == "sparsemax_backward" ? 2.0 : name == "entmax15_backward" ? 1.5
+    const double alpha0 = name == "sparsemax_backward" ? 2.0 : name == "entmax15_backward" ? 1.5
                    : name == "sparse_softmax_backward" ? 1.0 : static_cast<float>(c.params["alpha"]);
     for (int64_t r = 0; r < R.rows; ++r) {
+      const double alpha = prow.empty() ? alpha0 : static_cast<float>(prow[static_cast<size_t>(r)]);
       const Row y = row_of(R, r), g = grow(r);
       Row b(y.size(), 1e-30);
       if (alpha == 1.0) {  // softmax_backward's bound (+ its documented dot gap)
+        if (vjp_row_overflows(y.data(), g.data(), static_cast<int64_t>(y.size()))) {
+          ex.overflow_ok.resize(count, 0);
+          for (size_t i = 0; i < y.size(); ++i) {
+            ex.overflow_ok[static_cast<size_t>(dense_index(R, r, static_cast<int64_t>(i)))] = 1;
+          }
+        }
         double dot = 0.0, abs_dot = 0.0;
         for (size_t i = 0; i < y.size(); ++i) {
           dot += g[i] * y[i];
@@ -1702,17 +2061,23 @@ void table_bounds(Case& c, Expect& ex, smax_cli::ExtCall& e) {
   }
   if (name == "ssmax_backward") {
     const ref::RefRows Y = ref::ref_rows("fuzz", e.y, o, false);
-    const double s = static_cast<float>(c.params["s"]);
+    const double s0 = static_cast<float>(c.params["s"]);
     const int64_t fixed_n = static_cast<int64_t>(c.params["fixed_n"]);
     for (int64_t r = 0; r < R.rows; ++r) {
+      const double s = prow.empty() ? s0 : static_cast<float>(prow[static_cast<size_t>(r)]);
       const Row t = row_of(R, r), y = row_of(Y, r), g = grow(r);
       double D = 0.0;
       for (size_t i = 0; i < y.size(); ++i) D += g[i] * y[i];
       const int64_t nn = ref::ssmax_n(t, fixed_n);
       const double cf = nn > 0 ? ref::ssmax_factor(s, nn, true) : 0.0;
       Row b(y.size());
+      const bool ovf = vjp_row_overflows(y.data(), g.data(), static_cast<int64_t>(y.size()));
       for (size_t i = 0; i < y.size(); ++i) {
         b[i] = 2e-6 * std::fabs(sigma * cf) * std::fabs(y[i]) * (std::fabs(g[i]) + std::fabs(D)) + 1e-30;
+        if (ovf) {
+          ex.overflow_ok.resize(count, 0);
+          ex.overflow_ok[static_cast<size_t>(dense_index(R, r, static_cast<int64_t>(i)))] = 1;
+        }
       }
       set_row(r, b);
     }
@@ -1765,7 +2130,7 @@ void table_bounds(Case& c, Expect& ex, smax_cli::ExtCall& e) {
     // Per-row weighted losses from the same oracle with reduction none.
     smax_cli::ExtCall en = e;
     en.loss.reduction = smax::Reduction::kNone;
-    const std::vector<double> rows = op.reference(en);
+    const std::vector<double> rows = reference_of(c, en);
     const LossRows L = loss_rows(c, R);
     const bool wide = name.rfind("sparse_softmax_loss", 0) == 0 ||
                       (name.rfind("entmax_bisect_loss", 0) == 0 && static_cast<float>(c.params["alpha"]) == 1.0f);
@@ -1796,7 +2161,10 @@ void table_bounds(Case& c, Expect& ex, smax_cli::ExtCall& e) {
           b[j] = 2e-6 * cs * std::fabs(yv - d) / (1.0 + (std::isfinite(t[j]) ? std::fabs(t[j]) : 0.0)) + 1e-30;
         }
       } else if (alpha == 1.0) {
-        for (size_t j = 0; j < b.size(); ++j) b[j] = 2e-6 * (std::fabs(dx[j]) + cs);
+        // The header's 2e-6 (|ref| + |c s|) plus softmax's absolute 1e-36:
+        // gradients below FLT_MIN come out as 0 (the library's exp does not
+        // produce subnormals); the header lacks that term (reported).
+        for (size_t j = 0; j < b.size(); ++j) b[j] = 2e-6 * (std::fabs(dx[j]) + cs) + 1e-36;
       } else {
         const double p = 1.0 / (alpha - 1.0);
         const double A = 1e-16 * (64.0 + static_cast<double>(R.n)) * std::max(1.0, p);
@@ -1865,9 +2233,12 @@ struct Check {
 
 void check_values(Check& ck, const std::vector<double>& out, const std::vector<double>& refv,
                   const std::vector<double>& bound, const std::vector<char>* exact_zero,
-                  const std::vector<double>* gap, const char* what) {
+                  const std::vector<double>* gap, const char* what,
+                  const std::vector<char>* overflow_ok = nullptr) {
   for (size_t i = 0; i < refv.size() && i < out.size(); ++i) {
     const double o = out[i], r = refv[i], b = bound[i];
+    const bool ovf = overflow_ok && i < overflow_ok->size() && (*overflow_ok)[i];
+    if (ovf && !std::isfinite(o)) continue;  // f32 intermediate overflow (see vjp_row_overflows)
     if (std::isnan(r) || std::isnan(o)) {
       if (std::isnan(r) != std::isnan(o)) ck.fail(i, o, r, b, "(NaN mismatch)");
       continue;
@@ -2021,6 +2392,204 @@ void lce_expect(Case& c, Expect& ex) {
   }
 }
 
+// A softmax-style VJP row c y (dy - <dy, y>) whose f32 intermediates
+// overflow: a product y_i dy_i, the dot or y_i (dy_i - dot) beyond FLT_MAX
+// (only a y far outside [0, 1], which no forward produces, gets there).
+// The library computes them in f32, so such rows may hold +-inf or NaN
+// where the float64 reference is finite.
+bool vjp_row_overflows(const double* y, const double* g, int64_t n) {
+  double dot = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (std::fabs(y[i] * g[i]) > FLT_MAX) return true;
+    dot += y[i] * g[i];
+  }
+  if (std::fabs(dot) > FLT_MAX) return true;
+  for (int64_t i = 0; i < n; ++i) {
+    if (std::fabs(y[i] * (g[i] - dot)) > FLT_MAX) return true;
+  }
+  return false;
+}
+
+// sigmoid_normalizer_backward and gumbel_softmax_backward from a saved y:
+// their headers zero the entries masked by the options' masks, and compute
+// every other entry from y as given. The table / reference oracles take y's
+// -inf entries as masked too (right for any y the forward produces, which is
+// never -inf); the harness also feeds raw y, so it uses this oracle, which
+// takes the masked set from the masks (reference::ref_masked).
+std::vector<double> from_y_backward(const char* fn, const TensorView& y, const TensorView& dy,
+                                    const SoftmaxOptions& o, bool gumbel, float tau) {
+  const ref::RefRows Y = ref::ref_rows(fn, y, o, false);
+  const ref::RefRows G = ref::ref_rows(fn, dy, o, false);
+  const std::vector<char> masked = ref::ref_masked(fn, y, o);
+  const double cg = static_cast<float>(static_cast<float>(Y.scale) / tau);
+  std::vector<double> out(static_cast<size_t>(Y.rows * Y.n), 0.0);
+  for (int64_t r = 0; r < Y.rows; ++r) {
+    double dot = 0.0;
+    for (int64_t i = 0; i < Y.n; ++i) dot += Y.row(r)[i] * G.row(r)[i];
+    for (int64_t i = 0; i < Y.n; ++i) {
+      const size_t at = static_cast<size_t>(r * Y.n + i);
+      if (masked[at]) continue;
+      const double v = Y.row(r)[i], g = G.row(r)[i];
+      out[at] = gumbel ? cg * v * (g - dot) : Y.scale * g * v * (1.0 - v);
+    }
+  }
+  return Y.scatter(out);
+}
+
+// Backward passes that zero every entry masked by the options' masks,
+// whatever the row holds (Rowwise::zero_masked_outputs; "masks win over NaN
+// in a backward pass", src/reference/rows.h): NaN rows and all-masked
+// empty_row = kNan rows included. Returns the view whose masks count (the
+// op's row input), or nullptr for other ops.
+const TensorView* masks_zero_gradient(Case& c, const smax_cli::ExtCall& e) {
+  static const std::set<std::string> from_src = {"ssmax_backward", "softpick_backward",
+                                                 "stablemax_backward",
+                                                 "stablemax_cross_entropy_backward"};
+  static const std::set<std::string> from_y = {"sparsemax_backward", "entmax15_backward",
+                                               "entmax_bisect_backward",
+                                               "sigmoid_normalizer_backward"};
+  if (from_src.count(c.op->name)) return &e.x;
+  if (from_y.count(c.op->name)) return &e.y;
+  return nullptr;
+}
+
+void zero_masked_expect(Case& c, Expect& ex, const TensorView& v, const SoftmaxOptions& o) {
+  const ref::RefRows R = ref::ref_rows("fuzz", v, o, false);
+  const std::vector<char> masked = ref::ref_masked("fuzz", v, o);
+  for (int64_t r = 0; r < R.rows; ++r) {
+    for (int64_t k = 0; k < R.n; ++k) {
+      if (!masked[static_cast<size_t>(r * R.n + k)]) continue;
+      const size_t i = static_cast<size_t>(dense_index(R, r, k));
+      if (i >= ex.ref.size()) continue;
+      ex.ref[i] = 0.0;
+      if (i < ex.exact_zero.size()) ex.exact_zero[i] = 1;
+    }
+  }
+}
+
+// cross_entropy_backward / z_loss_backward: "a masked class, or any class
+// whose logit is -inf, ... gets exactly 0 gradient" (smax/cross_entropy.h),
+// NaN rows and a NaN / inf dloss included; only an all-masked (or empty) row
+// with empty_row = kNan is NaN everywhere. The oracles multiply a NaN / inf
+// G by p_j = 0 there (NaN).
+void zero_neg_inf_logits(Case& c, Expect& ex, const smax_cli::ExtCall& e) {
+  const ref::RefRows R = ref::ref_rows("fuzz", e.x, e.options, true);
+  for (int64_t r = 0; r < R.rows; ++r) {
+    bool all = true;
+    for (int64_t k = 0; k < R.n; ++k) all &= R.row(r)[k] == -kInfD;
+    if (all && e.options.empty_row == smax::EmptyRow::kNan) continue;
+    for (int64_t k = 0; k < R.n; ++k) {
+      if (R.row(r)[k] != -kInfD) continue;
+      const size_t i = static_cast<size_t>(dense_index(R, r, k));
+      if (i >= ex.ref.size()) continue;
+      ex.ref[i] = 0.0;
+      if (i < ex.exact_zero.size()) ex.exact_zero[i] = 1;
+    }
+  }
+}
+
+// The optional outputs of the variants, with the bounds of their headers
+// (as tests/test_sparse.cc, test_rescaled.cc, test_cross_entropy.cc check
+// them).
+void variant_extras(Case& c, Expect& ex, const smax_cli::ExtCall& e) {
+  const OpDef& op = *c.op;
+  const SoftmaxOptions& o = e.options;
+  if (op.variant == Variant::kAlphaTensor && c.dprow.present) {
+    // dalpha: 1e-6 (1 + |ref|) (include/smax/sparse.h).
+    const smax::EntmaxBisectOptions b = bisect_options(c);
+    std::vector<double> da;
+    ref::entmax_backward(e.y, e.dy, 0.0, o, &b, &da);
+    Expect::Out out{&c.dprow, da, {}};
+    for (double v : da) out.bound.push_back(1e-6 * (1.0 + (std::isfinite(v) ? std::fabs(v) : 0.0)));
+    ex.extras.push_back(out);
+  }
+  if (op.variant == Variant::kSRows && c.dprow.present) {
+    // ds: 2e-6 ln n sum_i |t_i y_i| (|dy_i| + |<dy, y>|) + 1e-30 (include/smax/rescaled.h).
+    std::vector<double> ds;
+    const smax::SsmaxOptions so = ssmax_options(c);
+    ref::ssmax_backward(e.x, e.y, e.dy, so, o, &ds);
+    const ref::RefRows T = ref::ref_rows("fuzz", e.x, o, true);
+    const ref::RefRows Y = ref::ref_rows("fuzz", e.y, o, false);
+    const ref::RefRows G = ref::ref_rows("fuzz", e.dy, o, false);
+    Expect::Out out{&c.dprow, ds, std::vector<double>(ds.size(), 1e-30)};
+    for (int64_t r = 0; r < T.rows && static_cast<size_t>(r) < ds.size(); ++r) {
+      const Row t = row_of(T, r), y = row_of(Y, r), g = row_of(G, r);
+      double D = 0.0, sum = 0.0;
+      for (size_t i = 0; i < y.size(); ++i) D += g[i] * y[i];
+      const int64_t nn = ref::ssmax_n(t, so.fixed_n);
+      const double ln = nn > 1 ? std::log(static_cast<double>(nn)) : 0.0;
+      for (size_t i = 0; i < y.size(); ++i) {
+        if (y[i] == 0.0 || !std::isfinite(t[i])) continue;
+        sum += std::fabs(t[i] * y[i]) * (std::fabs(g[i]) + std::fabs(D));
+      }
+      if (std::isfinite(sum)) out.bound[static_cast<size_t>(r)] += 2e-6 * ln * sum;
+      if (vjp_row_overflows(y.data(), g.data(), static_cast<int64_t>(y.size()))) {  // f32 overflow
+        ex.unchecked_row.resize(static_cast<size_t>(T.rows), 0);
+        ex.unchecked_row[static_cast<size_t>(r)] = 1;
+      }
+    }
+    ex.extras.push_back(out);
+  }
+  if (op.variant == Variant::kProbTargets || op.variant == Variant::kCeOutputs) {
+    if (op.ext->needs_dy) return;
+    const ref::CrossEntropyRef R = ref::cross_entropy(e.x, e.target, ce_options(c, e.loss, false), o);
+    const ref::LossRef& L = R.loss;
+    const bool reduced = c.loss.reduction != smax::Reduction::kNone;
+    // Reduced like the loss: value, and 4e-6 (the same reduction of the
+    // magnitudes) + 2^-23 |value| + 1e-30 (tests/test_cross_entropy.cc).
+    auto reduce = [&](const std::vector<double>& v, const std::vector<double>& mag, double eps,
+                      double den, Expect::Out& out) {
+      const double want = L.reduce_with(v, den);
+      std::vector<double> am(mag.size());
+      for (size_t i = 0; i < mag.size(); ++i) am[i] = std::fabs(mag[i]);
+      double bound = eps * std::fabs(L.reduce_with(am, den)) + std::ldexp(std::fabs(want), -23) + 1e-30;
+      if (std::isnan(bound)) bound = 0.0;
+      out.ref = {want};
+      out.bound = {bound};
+    };
+    auto per_row = [&](const std::vector<double>& v, const std::vector<double>& mag, double eps,
+                       Expect::Out& out) {
+      out.ref = v;
+      for (double m : mag) out.bound.push_back(eps * m + 1e-30);
+    };
+    if (c.ce_z.present) {
+      std::vector<double> zmag(R.z.size());
+      for (size_t i = 0; i < zmag.size(); ++i) {
+        const double Li = std::fabs(R.lse[i]);
+        zmag[i] = std::isfinite(R.z[i]) && std::isfinite(Li) && Li > 0 ? std::fabs(R.z[i]) * (1.0 + Li) / Li : 0.0;
+      }
+      Expect::Out out{&c.ce_z, {}, {}};
+      if (reduced) reduce(R.z, zmag, 4e-6, L.denominator, out);
+      else per_row(R.z, zmag, 4e-6, out);
+      ex.extras.push_back(out);
+    }
+    if (c.ce_acc.present) {
+      Expect::Out out{&c.ce_acc, {}, {}};
+      const std::vector<double> zero(R.accuracy.size(), 0.0);
+      double count = 0.0;
+      for (char a : L.active) count += a;
+      if (reduced) reduce(R.accuracy, zero, 0.0, count, out);
+      else per_row(R.accuracy, zero, 0.0, out);
+      ex.extras.push_back(out);
+    }
+    if (c.ce_lse.present) {
+      Expect::Out out{&c.ce_lse, {}, {}};
+      per_row(R.lse, R.lse_mag, 2e-6, out);
+      ex.extras.push_back(out);
+    }
+    if (c.ce_ent.present) {
+      Expect::Out out{&c.ce_ent, {}, {}};
+      per_row(R.entropy, R.entropy_mag, 4e-6, out);
+      ex.extras.push_back(out);
+    }
+    if (c.ce_tlp.present) {
+      Expect::Out out{&c.ce_tlp, {}, {}};
+      per_row(R.target_logprob, R.target_logprob_mag, 2e-6, out);
+      ex.extras.push_back(out);
+    }
+  }
+}
+
 // The expected result of a valid call (before the call: in-place calls
 // overwrite inputs).
 Expect expect_of(Case& c) {
@@ -2054,10 +2623,19 @@ Expect expect_of(Case& c) {
       // for any y (the table's entmax oracle divides by sum y instead,
       // which agrees only when y sums to 1).
       ex.ref = ref::softmax_backward(e.y, e.dy, e.options);
+    } else if (op.name == "sigmoid_normalizer_backward") {
+      ex.ref = from_y_backward("sigmoid_normalizer_backward", e.y, e.dy, e.options, false, 1.0f);
     } else {
-      ex.ref = op.ext->reference(e);
+      ex.ref = reference_of(c, e);
     }
     if (!ex.ref.empty()) table_bounds(c, ex, e);
+    if (const TensorView* mv = masks_zero_gradient(c, e)) {
+      if (!ex.ref.empty()) zero_masked_expect(c, ex, *mv, e.options);
+    }
+    if ((op.name == "cross_entropy_backward" || op.name == "z_loss_backward") && !ex.ref.empty()) {
+      zero_neg_inf_logits(c, ex, e);
+    }
+    if (op.variant != Variant::kNone) variant_extras(c, ex, e);
     return ex;
   }
   const SoftmaxOptions o = full_options(c);
@@ -2076,7 +2654,7 @@ Expect expect_of(Case& c) {
     }
     case Custom::kGumbelSoftmaxBackward: {
       const float tau = static_cast<float>(c.params["tau"]);
-      ex.ref = ref::gumbel_softmax_backward(view_of(c, c.y), view_of(c, c.dy), tau, o);
+      ex.ref = from_y_backward("gumbel_softmax_backward", view_of(c, c.y), view_of(c, c.dy), o, true, tau);
       const ref::RefRows Y = ref::ref_rows("fuzz", view_of(c, c.y), o, false);
       const ref::RefRows G = ref::ref_rows("fuzz", view_of(c, c.dy), o, false);
       const ref::RefRows T = ref::ref_rows("fuzz", view_of(c, c.y), o, true);
@@ -2086,9 +2664,14 @@ Expect expect_of(Case& c) {
       for (int64_t r = 0; r < Y.rows; ++r) {
         double dot = 0.0;
         for (int64_t k = 0; k < Y.n; ++k) dot += Y.row(r)[k] * G.row(r)[k];
+        const bool ovf = vjp_row_overflows(Y.row(r), G.row(r), Y.n);
         for (int64_t k = 0; k < Y.n; ++k) {
           const size_t i = static_cast<size_t>(dense_index(Y, r, k));
           ex.bound[i] = 2e-6 * cf * std::fabs(Y.row(r)[k]) * (std::fabs(G.row(r)[k]) + std::fabs(dot)) + 1e-30;
+          if (ovf) {
+            ex.overflow_ok.resize(ex.ref.size(), 0);
+            ex.overflow_ok[i] = 1;
+          }
           if (T.row(r)[k] == -kInfD && ex.ref[i] == 0.0) ex.exact_zero[i] = 1;
         }
       }
@@ -2118,9 +2701,51 @@ Expect expect_of(Case& c) {
   return ex;
 }
 
+// Elementwise backward passes: rows whose upstream gradient dy holds +-inf or
+// NaN. The headers do not define 0 * inf there (e.g. dy = -inf at a masked
+// entry, where y = 0: the library leaves masked entries out of <dy, y>, the
+// oracles compute -inf * 0 = NaN), so those rows' values are not compared
+// (everything else is still checked).
+void unchecked_rows(Case& c, Expect& ex) {
+  if (!c.dy.present || is_loss_backward(*c.op) || ex.ref.empty() || c.dy.shape != c.shape) return;
+  const ref::RefRows D = ref::ref_rows("fuzz", view_of(c, c.dy), full_options(c), false);
+  for (int64_t r = 0; r < D.rows; ++r) {
+    bool bad = false;
+    for (int64_t k = 0; k < D.n; ++k) bad |= !std::isfinite(D.row(r)[k]);
+    if (!bad) continue;
+    ++g_stats.nonfinite_dy_rows;
+    ex.unchecked.resize(ex.ref.size(), 0);
+    ex.unchecked_row.resize(static_cast<size_t>(D.rows), 0);
+    ex.unchecked_row[static_cast<size_t>(r)] = 1;
+    for (int64_t k = 0; k < D.n; ++k) {
+      const size_t i = static_cast<size_t>(dense_index(D, r, k));
+      if (i < ex.unchecked.size()) ex.unchecked[i] = 1;
+    }
+  }
+}
+
+// Loss gradients for a non-finite upstream dloss: the headers do not say
+// what G * 0 gives for G = +-inf / NaN (entries outside a sparse support,
+// p_j (..) - q_j that cancel exactly); the oracles follow IEEE (NaN), the
+// library often writes the structural 0. Such cases are checked for
+// everything but the values (counted as known_open).
+bool nonfinite_dloss(Case& c) {
+  const bool lce = c.op->custom == Custom::kLceBackward || c.op->custom == Custom::kLceFused;
+  const Operand& g = lce ? c.dloss : c.dy;
+  if (!(is_loss_backward(*c.op) || lce) || !g.present) return false;
+  for (double v : dense_f32(c, g)) {
+    if (!std::isfinite(v)) return true;
+  }
+  return false;
+}
+
 void check_result(Case& c, Expect& ex, const Extra& extra) {
   Check ck;
   const OpDef& op = *c.op;
+  if (nonfinite_dloss(c)) {
+    ++g_stats.known_open;
+    return;
+  }
   if (op.custom == Custom::kCollapse) {
     if (c.out.present) {
       const std::vector<double> f = dense_f32(c, c.out);
@@ -2189,9 +2814,33 @@ void check_result(Case& c, Expect& ex, const Extra& extra) {
     }
   } else {
     if (c.out.present && !ex.ref.empty()) {
+      if (!ex.unchecked.empty()) {  // not compared: the output stands in for the reference
+        const std::vector<double> out = dense_f32(c, c.out);
+        for (size_t i = 0; i < ex.unchecked.size() && i < out.size() && i < ex.ref.size(); ++i) {
+          if (!ex.unchecked[i]) continue;
+          ex.ref[i] = out[i];
+          if (i < ex.exact_zero.size()) ex.exact_zero[i] = 0;
+        }
+      }
       const bool gap = std::any_of(ex.dot_gap.begin(), ex.dot_gap.end(), [](double v) { return v > 0; });
       check_values(ck, dense_f32(c, c.out), ex.ref, ex.bound, &ex.exact_zero, gap ? &ex.dot_gap : nullptr,
-                   "(documented bound)");
+                   "(documented bound)", ex.overflow_ok.empty() ? nullptr : &ex.overflow_ok);
+    }
+    for (Expect::Out& x : ex.extras) {
+      const std::string what = std::string("(") + x.o->name + " bound)";
+      // Known open finding (options/open/cross_entropy_prob_targets_softcap_mask_accuracy):
+      // accuracy's argmax with softcap and an additive mask.
+      if (x.o == &c.ce_acc && c.params["softcap"] > 0 && c.add_mask.present) {
+        ++g_stats.known_open;
+        continue;
+      }
+      const std::vector<double> got = dense_f32(c, *x.o);
+      if (x.o == &c.dprow) {  // per row: rows with a non-finite dy are not compared
+        for (size_t r = 0; r < ex.unchecked_row.size() && r < x.ref.size() && r < got.size(); ++r) {
+          if (ex.unchecked_row[r]) x.ref[r] = got[r];
+        }
+      }
+      check_values(ck, got, x.ref, x.bound, nullptr, nullptr, what.c_str());
     }
     if (c.out_index.present) {
       const std::vector<int64_t> got = dense_i64(c, c.out_index);
@@ -2203,6 +2852,20 @@ void check_result(Case& c, Expect& ex, const Extra& extra) {
       }
     }
   }
+  // Known open finding (losses/open/cross_entropy_backward_softcap_bound): the
+  // softcap gradient's error exceeds the bound as the harness evaluates it.
+  if (ck.failures && op.name == "cross_entropy_backward" && c.params["softcap"] > 0) {
+    ++g_stats.known_open;
+    return;
+  }
+  // Known open finding (options/open/cross_entropy_backward_prob_targets_zloss_overflow_nan):
+  // a gradient row that overflows (an infinite reference) comes out NaN
+  // elsewhere in the row (f32 intermediates such as 2 zs L beyond FLT_MAX).
+  if (ck.failures && op.name == "cross_entropy_backward" &&
+      std::any_of(ex.ref.begin(), ex.ref.end(), [](double v) { return std::isinf(v); })) {
+    ++g_stats.known_open;
+    return;
+  }
   if (ck.failures) violation(c, std::to_string(ck.failures) + " output element(s) wrong; first: " + ck.first);
 }
 
@@ -2213,12 +2876,13 @@ const char* group_name(Group g) {
     case Group::kNormalizers: return "normalizers";
     case Group::kLosses: return "losses";
     case Group::kSampling: return "sampling";
+    case Group::kOptions: return "options";
   }
   return "?";
 }
 
 bool parse_group(const std::string& name, Group* g) {
-  for (Group x : {Group::kNormalizers, Group::kLosses, Group::kSampling}) {
+  for (Group x : {Group::kNormalizers, Group::kLosses, Group::kSampling, Group::kOptions}) {
     if (name == group_name(x)) {
       *g = x;
       return true;
@@ -2249,6 +2913,14 @@ void run_group_one(Group group, const uint8_t* data, size_t size) {
   }
   fill_inputs(c, r);
   smax::set_max_target(c.target_cap);
+  // Known open finding (normalizers/open/sparse_softmax_backward_all_masked_nan_mask_nan_out):
+  // sparse_softmax_backward with NaN in the additive mask gives NaN at masked entries.
+  // Seen with a raw y (NaN / inf at masked entries) as well.
+  if (c.op->name == "sparse_softmax_backward" && (c.add_mask.present || c.bool_mask.present) &&
+      c.raw_y && !c.must_reject) {
+    ++g_stats.known_open;
+    return;
+  }
 
   Expect ex;
   bool ref_ok = false;
@@ -2256,10 +2928,14 @@ void run_group_one(Group group, const uint8_t* data, size_t size) {
   if (!c.must_reject) {
     try {
       ex = expect_of(c);
+      unchecked_rows(c, ex);
       ref_ok = true;
     } catch (const smax::Error& e) {
       ref_error = e.what();
     }
+  }
+  if (std::getenv("SMAX_FUZZ_TRACE")) {  // the case before the call (for reports that abort inside it)
+    std::fprintf(stderr, "smax fuzz case: %s\n", describe(c).c_str());
   }
   const std::vector<float> f32_before = c.f32;
   const std::vector<int64_t> i64_before = c.i64;
@@ -2281,6 +2957,7 @@ void run_group_one(Group group, const uint8_t* data, size_t size) {
       bool grey = false;
       for (Operand* o : c.operands()) {
         if (!o->present || o->input) continue;
+        if (folds(*o)) grey = true;
         for (Operand* in : c.operands()) {
           if (in->present && in->input && ranges_overlap(*o, *in)) grey = true;
         }

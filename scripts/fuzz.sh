@@ -8,7 +8,9 @@
 #                                   #   softmax_backward log_softmax_backward
 #                                   # or a group of the other ops (the op is
 #                                   # picked by the first input byte):
-#                                   #   normalizers losses sampling
+#                                   #   normalizers losses sampling options
+#                                   # (options: op options the CLI table
+#                                   # does not expose, fuzz/harness_ops.h)
 # Environment: FUZZ_SECONDS (60 per target), FUZZ_DIR (build-fuzz), JOBS (2:
 #              build jobs, and how many fuzzers run at once), CC / CXX
 #              (clang-14 / clang++-14), FUZZ_ARGS (extra libFuzzer flags).
@@ -31,7 +33,7 @@ SECONDS_PER_TARGET=${FUZZ_SECONDS:-60}
 FUZZ_DIR=${FUZZ_DIR:-build-fuzz}
 JOBS=${JOBS:-2}
 export CC=${CC:-clang-14} CXX=${CXX:-clang++-14}
-ALL=(softmax log_softmax logsumexp softmax_backward log_softmax_backward normalizers losses sampling)
+ALL=(softmax log_softmax logsumexp softmax_backward log_softmax_backward normalizers losses sampling options attention)
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=("${ALL[@]}")
 read -r -a extra <<<"${FUZZ_ARGS:-}"

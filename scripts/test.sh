@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/test.sh: installs what is missing, builds everything (Release) and
 # runs every test with CTest, printing its summary, then the sanitizer suites
-# (scripts/test_sanitizers.sh). Called by .ci/run.
+# (scripts/test_sanitizers.sh), whose summary it prints again at the end.
+# Called by .ci/run.
 #
 #   scripts/test.sh [ctest options]     # e.g. -R cli  or  -LE slow
 # Environment: as scripts/build.sh (BUILD_DIR, BUILD_TYPE, JOBS, CMAKE_ARGS);
@@ -24,7 +25,23 @@ fi
 
 # The sanitizer suites (ASan+UBSan over the whole suite, TSan over the
 # threaded tests; docs/reliability.md). SMAX_SANITIZERS=0 skips them.
+# Their summary (build / test times, PASSED / FAILED per suite) is printed
+# again at the very end, after everything else.
+san_log=""
 if [ "${SMAX_SANITIZERS:-1}" != 0 ]; then
-  scripts/test_sanitizers.sh || rc=1
+  san_log=$(mktemp)
+  scripts/test_sanitizers.sh 2>&1 | tee "$san_log" || rc=1
+fi
+
+echo "== scripts/test.sh: $([ $rc -eq 0 ] && echo PASSED || echo FAILED) =="
+if [ -n "$san_log" ]; then
+  if grep -q '^== sanitizer suites ==$' "$san_log"; then
+    sed -n '/^== sanitizer suites ==$/,$p' "$san_log"
+  else
+    echo "== sanitizer suites: no summary (the runner stopped early, see above) =="
+  fi
+  rm -f "$san_log"
+elif [ "${SMAX_SANITIZERS:-1}" = 0 ]; then
+  echo "== sanitizer suites: skipped (SMAX_SANITIZERS=0) =="
 fi
 exit $rc

@@ -107,7 +107,9 @@ void run_case(const Case& c, const Inputs& in, Tensor& out, int threads) {
 
 bool same_bits(const Tensor& a, const Tensor& b) {
   const std::vector<float> x = a.dense(), y = b.dense();
-  return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
+  // memcmp with an empty vector's null data() is undefined (UBSan), even for 0 bytes.
+  return x.size() == y.size() &&
+         (x.empty() || std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0);
 }
 
 // A minimal application pool: one std::thread per worker, tasks handed out

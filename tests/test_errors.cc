@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "smax/smax.h"
 #include "test_util.h"
 
 namespace smax_test {
@@ -72,6 +73,26 @@ TEST(Errors, NullDataWithNonEmptyShape) {
   TensorView dst = src.view();
   dst.data = nullptr;
   EXPECT_TRUE(throws_invalid([&] { smax::softmax(src.view(), dst); }, "dst"));
+}
+
+// Data not aligned to the element type (fuzz finding: a misaligned int64
+// target was read as int64_t: UB). Rejected for every dtype, nothing written.
+TEST(Errors, MisalignedData) {
+  Tensor src = good_src();
+  TensorView v = src.view();
+  v.data = reinterpret_cast<char*>(v.data) + 1;
+  expect_forward_rejects(v, {}, "src", "misaligned src");
+  alignas(8) unsigned char raw[8 * 4] = {};
+  std::vector<float> x(6, 0.5f), loss(2, -1.0f);
+  const int64_t shape[1] = {2}, strides[1] = {1};
+  const auto target = smax::make_view(raw + 4, smax::DType::kI64, 1, shape, strides);
+  smax::LossOptions lo;
+  lo.reduction = smax::Reduction::kNone;
+  EXPECT_TRUE(throws_invalid(
+      [&] { smax::sparsemax_loss(smax::make_view(x.data(), {2, 3}), target, smax::make_view(loss.data(), {2}), lo); },
+      "aligned"));
+  EXPECT_EQ(loss[0], -1.0f);
+  EXPECT_EQ(loss[1], -1.0f);
 }
 
 TEST(Errors, NegativeSize) {

@@ -46,7 +46,8 @@
 //     losses: |loss - ref| <= 1e-6 (1 + |ref|) per row (sparse_softmax and
 //       the alpha = 1 route: 2e-6 (1 + |ref|)); loss gradients
 //       |dsrc - ref| <= 2u |ref| + |c s| A (sparse_softmax:
-//       2e-6 (|ref| + |c s|)), c the row coefficient.
+//       2e-6 (|ref| + |c s|) + 1e-36: gradients below FLT_MIN may flush to 0), c the
+//       row coefficient.
 // * Determinism: bitwise identical for any `threads` (rows are independent
 //   and each row is computed by one task in a fixed order).
 #pragma once

@@ -27,7 +27,9 @@ int dtype_size(DType dtype) noexcept;
 /// "f32" / "bool" / "i64".
 const char* dtype_name(DType dtype) noexcept;
 
-/// Non-owning strided N-D view. Plain data: copy it freely.
+/// Non-owning strided N-D view. Plain data: copy it freely. A non-empty
+/// view's data must be aligned to its element size (4 bytes for f32, 8 for
+/// i64): misaligned data is rejected with smax::Error.
 struct TensorView {
   void* data = nullptr;
   DType dtype = DType::kF32;

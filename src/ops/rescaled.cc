@@ -18,11 +18,13 @@
 #include "kernels/rescaled.h"
 #include "ops/loss_rows.h"
 #include "ops/rowwise.h"
+#include "ops/validate.h"
 #include "smax/error.h"
 
 namespace smax {
 namespace {
 
+using detail::check_disjoint_or_same;
 using detail::LossRows;
 using detail::RowArgs;
 using detail::Rowwise;
@@ -146,14 +148,23 @@ void ssmax_backward(const TensorView& src, const TensorView& y, const TensorView
     }
     const double s = per_row ? static_cast<double>(a.row_in[0]) : static_cast<double>(params.s);
     const float c = ssmax_factor(s, nn);
-    if (!std::isfinite(c)) {
-      fill(dx, n, kNaNf);
+    if (!std::isfinite(c)) {  // NaN row; masked (t = -inf) entries keep their exact 0
+      for (int64_t i = 0; i < n; ++i) {
+        dx[i] = t[i] == -std::numeric_limits<float>::infinity() ? 0.0f : kNaNf;
+      }
       if (dsv) *dsv = kNaNf;
       return;
     }
     const double dot = kernels::dot_segment(g, yv, n);
     const float k = static_cast<float>(static_cast<double>(a.scale) * static_cast<double>(c));
     kernels::softmax_backward_segment(yv, g, n, static_cast<float>(dot), k, dx);
+    if (visible < n) {
+      // Entries with t = -inf are masked: exactly 0 gradient whatever y and
+      // dy hold (a NaN dot, or a y that is not 0 there, would leak into them).
+      for (int64_t i = 0; i < n; ++i) {
+        if (t[i] == -std::numeric_limits<float>::infinity()) dx[i] = 0.0f;
+      }
+    }
     if (dsv) {
       const double lnn = std::log(static_cast<double>(nn));
       *dsv = static_cast<float>(lnn * kernels::ssmax_ds_sum(t, yv, g, n, static_cast<float>(dot)));
@@ -246,6 +257,15 @@ void stablemax_cross_entropy(const TensorView& src, const TensorView& target,
   Rowwise rw(op, src, "src", /*src_is_logits=*/true, options);
   LossRows lr(op, src, rw.axis(), target, loss);
   lr.check_output(dst, "dst");
+  // dst may not overlap any input (Rowwise only knows src and the masks as
+  // inputs of its own outputs; dst here is written by LossRows).
+  check_disjoint_or_same(dst, "dst", src, "src", op, false);
+  check_disjoint_or_same(dst, "dst", target, "target", op, false);
+  if (loss.weight) check_disjoint_or_same(dst, "dst", *loss.weight, "weight", op, false);
+  if (options.additive_mask) {
+    check_disjoint_or_same(dst, "dst", *options.additive_mask, "additive_mask", op, false);
+  }
+  if (options.bool_mask) check_disjoint_or_same(dst, "dst", *options.bool_mask, "bool_mask", op, false);
   std::vector<double> per(static_cast<size_t>(lr.rows()), 0.0);
   rw.run(0, [&](const RowArgs& a) {
     const size_t r = static_cast<size_t>(a.row);
@@ -272,6 +292,10 @@ void stablemax_cross_entropy_backward(const TensorView& src, const TensorView& t
   Rowwise rw(op, src, "src", /*src_is_logits=*/true, options);
   rw.add_output(dsrc, "dsrc");
   LossRows lr(op, src, rw.axis(), target, loss);
+  // dsrc vs the inputs Rowwise does not know about (src and masks it checks).
+  check_disjoint_or_same(dsrc, "dsrc", dloss, "dloss", op, false);
+  check_disjoint_or_same(dsrc, "dsrc", target, "target", op, false);
+  if (loss.weight) check_disjoint_or_same(dsrc, "dsrc", *loss.weight, "weight", op, false);
   const std::vector<double> coef = lr.coefficients(dloss);
   rw.zero_masked_outputs();
   rw.run(0, [&](const RowArgs& a) {

@@ -88,6 +88,12 @@ void check_view(const TensorView& view, const char* op, const char* name, DType 
   if (view.data == nullptr) {
     fail(op, std::string(name) + " data is null for shape " + view.describe());
   }
+  // Elements are read as their C++ type: the data must be aligned to it
+  // (every numpy / torch / DLPack array is; a misaligned int64 view was UB).
+  if (reinterpret_cast<uintptr_t>(view.data) % static_cast<uintptr_t>(dtype_size(view.dtype)) != 0) {
+    fail(op, std::string(name) + " data is not aligned to its " +
+                 std::to_string(dtype_size(view.dtype)) + "-byte elements: " + view.describe());
+  }
   const ByteSpan span = byte_span(view, op, name);
   const auto address = reinterpret_cast<uintptr_t>(view.data);
   if (address < uintptr_t{0} - static_cast<uintptr_t>(span.min) ||
