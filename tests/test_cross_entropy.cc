@@ -307,7 +307,8 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
     const ref::GradRef G = ref::cross_entropy_backward(b.src.view(), b.target(), dloss.view(), bce, b.o);
     const Tensor& got = c.in_place ? src_copy : dsrc;
     if (!got.guards_intact()) return ::testing::AssertionFailure() << what << ": dsrc guard overwritten";
-    // Bound: 4e-6 * mag * (1 + |u/cap|) (+ f32 lse input: 2^-24 |L| p |A| <= 2^-24 |L| mag).
+    // Bound: 4e-6 * mag * (1 + |u/cap|) (+ f32 lse input: 2^-24 |L| p |A| <= 2^-24 |L| mag;
+    // + softcap with an additive mask: 0.03 (|t_j| + |L|), t's f32 rounding).
     const std::vector<float> gv = got.dense();
     const std::vector<double> x = to_dense(b.src.view());
     const Geometry g(c.shape, c.axis);
@@ -321,6 +322,7 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
           const double u = static_cast<double>(static_cast<float>(x[i]) * eff_scale(b.o));
           if (c.cap > 0.0f && std::isfinite(u)) f += std::fabs(u) / c.cap;
           if (c.lse_input && c.smoothing == 0.0f && std::isfinite(L)) f += std::fabs(L) * 0.02;
+          if (i < G.t_round.size()) f += G.t_round[i];  // softcap + additive mask
           check_value(r, static_cast<int64_t>(i), gv[i], G.dsrc[i], kGradEps * G.mag[i] * f + 1e-30);
         }
       }
@@ -547,6 +549,118 @@ TEST_P(CrossEntropy, ThreadCountsBitwiseEqual) {
     EXPECT_EQ(0, std::memcmp(first_ent.data(), ent.dense().data(), first_ent.size() * 4)) << threads;
     EXPECT_EQ(0, std::memcmp(first_grad.data(), dx.dense().data(), first_grad.size() * 4)) << threads;
   }
+}
+
+// ---------------------------------------------------------------------------
+// Fuzz regressions (fuzz/regressions/{losses,options}/cross_entropy_*).
+// ---------------------------------------------------------------------------
+
+// Accuracy with softcap and an additive mask: the f32 t = fl(tanh(7.9375) +
+// 7.9375) rounds to 8.9375 = fl(tanh(1e38) + 7.9375), a tie the float64
+// capped logits do not have (entry 5 is the maximum). The library took the
+// first f32 maximum (0); it now agrees with the oracle.
+TEST_P(CrossEntropy, FuzzRegressionSoftcapMaskAccuracy) {
+  const std::vector<float> x = {7.9375f, 0.125f, -4.625f, 2.25f, -4.625f, 1e38f,
+                                0.5f,    7.9375f, 1.0f,   -2.0f, 7.9375f, 3.0f};
+  const float mask = 7.9375f;
+  SoftmaxOptions o;
+  o.additive_mask = smax::make_view(&mask, {1});
+  CrossEntropyOptions ce;
+  ce.softcap = 1.0f;
+  ce.loss.reduction = Reduction::kNone;
+  std::vector<float> dst(2), acc(2, 7.0f);
+  ce.accuracy = smax::make_view(acc.data(), {2});
+  // Probability targets (all 0: the target's argmax is class 0).
+  const std::vector<float> q(12, 0.0f);
+  smax::cross_entropy(smax::make_view(x.data(), {2, 6}), smax::make_view(q.data(), {2, 6}),
+                      smax::make_view(dst.data(), {2}), ce, o);
+  CrossEntropyOptions rce = ce;
+  rce.accuracy.reset();
+  const ref::CrossEntropyRef r = ref::cross_entropy(smax::make_view(x.data(), {2, 6}),
+                                                    smax::make_view(q.data(), {2, 6}), rce, o);
+  EXPECT_EQ(acc[0], 0.0f);
+  for (size_t i = 0; i < 2; ++i) EXPECT_EQ(static_cast<double>(acc[i]), r.accuracy[i]) << i;
+  // Class targets: 5 is right for row 0; row 1's u ties exactly at 7.9375
+  // (entries 1 and 4): the first wins.
+  const std::vector<int64_t> y = {5, 1};
+  smax::cross_entropy(smax::make_view(x.data(), {2, 6}), smax::make_index_view(y.data(), {2}),
+                      smax::make_view(dst.data(), {2}), ce, o);
+  const ref::CrossEntropyRef ri = ref::cross_entropy(smax::make_view(x.data(), {2, 6}),
+                                                     smax::make_index_view(y.data(), {2}), rce, o);
+  EXPECT_EQ(acc[0], 1.0f);
+  EXPECT_EQ(acc[1], 1.0f);
+  for (size_t i = 0; i < 2; ++i) EXPECT_EQ(static_cast<double>(acc[i]), ri.accuracy[i]) << i;
+}
+
+// A gradient row whose p_j factor (2 zs L, L = 1e38) is beyond f32: the
+// kernel's f32 factor was inf, and inf * e^(t_j - L) = inf * 0 gave NaN at
+// every other entry; now -inf at the max (float64 -5.2e45) and -0
+// elsewhere, as the oracle. With dloss = 1 the factor (2e38) is still past
+// 2^126: the float64 path, bitwise the same in the fused forward.
+TEST_P(CrossEntropy, FuzzRegressionZlossOverflowRowNoNan) {
+  const std::vector<float> x = {-kInfF, -6.8125f, -4.75f, 1e38f, 97.65625f, 0.1875f, -3.875f, 1.0f, -6.3125f};
+  const std::vector<float> q(9, 0.0f);
+  const std::vector<float> w = {0, 1, 0, 1, 0.5f, 0.5f, 0, 1.5f, 0.5f};
+  const float dloss = -26114000.0f;
+  CrossEntropyOptions ce;
+  ce.lse_square_scale = 1.0f;
+  ce.loss.weight = smax::make_view(w.data(), {9});
+  std::vector<float> dx(9, 7.0f);
+  smax::cross_entropy_backward(smax::make_view(x.data(), {9}), smax::make_view(q.data(), {9}),
+                               smax::make_view(&dloss, {}), smax::make_view(dx.data(), {9}), ce);
+  const ref::GradRef g = ref::cross_entropy_backward(smax::make_view(x.data(), {9}),
+                                                     smax::make_view(q.data(), {9}),
+                                                     smax::make_view(&dloss, {}), ce);
+  EXPECT_EQ(dx[3], -kInfF);
+  EXPECT_LT(g.dsrc[3], -static_cast<double>(FLT_MAX));  // -5.2e45: -inf in f32
+  for (size_t j = 0; j < 9; ++j) {
+    if (j == 3) continue;
+    EXPECT_EQ(dx[j], 0.0f) << j;
+    EXPECT_EQ(g.dsrc[j], 0.0) << j;
+  }
+  // The fused gradient (unit dloss) has the same bits as the backward pass.
+  std::vector<float> dst(1), fused(9, 7.0f), back(9, 5.0f);
+  CrossEntropyOptions fce = ce;
+  fce.grad = smax::make_view(fused.data(), {9});
+  smax::cross_entropy(smax::make_view(x.data(), {9}), smax::make_view(q.data(), {9}),
+                      smax::make_view(dst.data(), {}), fce);
+  const float one = 1.0f;
+  smax::cross_entropy_backward(smax::make_view(x.data(), {9}), smax::make_view(q.data(), {9}),
+                               smax::make_view(&one, {}), smax::make_view(back.data(), {9}), ce);
+  EXPECT_EQ(std::memcmp(fused.data(), back.data(), sizeof(float) * 9), 0);
+  EXPECT_NEAR(back[3], 2e38, 2e38 * 1e-6);  // 2 zs L, L = 1e38: still finite
+  for (size_t j = 0; j < 9; ++j) EXPECT_FALSE(std::isnan(back[j])) << j;
+}
+
+// Softcap and a large additive mask (3500.875): t = fl(tanh(u) + 3500.875)
+// keeps 2^-13 of the capped value, so p_j is off by ~2^-24 (|t_j| + |L|)
+// relative against the float64 oracle: the 0.03 (|t_j| + |L|) term of the
+// bound (the old bound, without it, was 20x too small here).
+TEST_P(CrossEntropy, FuzzRegressionSoftcapMaskBound) {
+  const std::vector<float> x = {-7.3125f, 1.875f, -6.75f, 0.1025390625f, -3.6875f, 2.0625f, 0.875f, 6.0625f};
+  const std::vector<int64_t> y = {0};
+  const float mask = 3500.875f, dloss = 0.25f;
+  SoftmaxOptions o;
+  o.additive_mask = smax::make_view(&mask, {1});
+  CrossEntropyOptions ce;
+  ce.softcap = 1.0f;
+  std::vector<float> dx(8);
+  smax::cross_entropy_backward(smax::make_view(x.data(), {1, 8}), smax::make_index_view(y.data(), {1}),
+                               smax::make_view(&dloss, {}), smax::make_view(dx.data(), {1, 8}), ce, o);
+  const ref::GradRef g = ref::cross_entropy_backward(smax::make_view(x.data(), {1, 8}),
+                                                     smax::make_index_view(y.data(), {1}),
+                                                     smax::make_view(&dloss, {}), ce, o);
+  ASSERT_EQ(g.t_round.size(), 8u);
+  for (size_t j = 0; j < 8; ++j) {
+    EXPECT_GT(g.t_round[j], 0.0);
+    const double f = 1.0 + std::fabs(x[j]) / ce.softcap + g.t_round[j];
+    EXPECT_LE(std::fabs(dx[j] - g.dsrc[j]), 4e-6 * g.mag[j] * f + 1e-30) << j;
+  }
+  // Without the mask the term is absent (the oracle's t is the library's).
+  const ref::GradRef g0 = ref::cross_entropy_backward(smax::make_view(x.data(), {1, 8}),
+                                                      smax::make_index_view(y.data(), {1}),
+                                                      smax::make_view(&dloss, {}), ce);
+  for (double v : g0.t_round) EXPECT_EQ(v, 0.0);
 }
 
 SMAX_INSTANTIATE_PER_TARGET(CrossEntropy);

@@ -900,6 +900,44 @@ TEST(RescaledSpec, SpecialRows) {
   EXPECT_EQ(yb[2], 0.0f);
 }
 
+// Fuzz regression (fuzz/regressions/normalizers/softpick_backward_neg_inf_logits_nan_ref):
+// a non-finite dy at a masked entry (t = -inf, from src or a mask) is left
+// out of <dy, y>: the other entries are exactly those of dy = 0 there, and
+// the float64 oracle agrees (it gave NaN through -inf * 0).
+TEST_P(Rescaled, SoftpickBackwardNonFiniteDyAtMaskedEntries) {
+  const std::vector<float> x = {1.6875f, -2.5e-39f, 7.875f, 3.0f, -INFINITY,
+                                0.5f,    -1.0f,     2.0f,   4.0f, 1.0f};
+  const uint8_t keep[10] = {1, 1, 1, 1, 1, 1, 0, 1, 1, 0};
+  SoftmaxOptions o;
+  o.bool_mask = smax::make_bool_view(keep, {2, 5});
+  for (float bad : {-INFINITY, INFINITY, NAN}) {
+    std::vector<float> dy = {2.5f, 2.5f, -2.7f, 7.0f, bad, 1.0f, bad, -0.5f, 0.25f, bad};
+    std::vector<float> dy0 = dy;
+    for (float& v : dy0) {
+      if (!std::isfinite(v)) v = 0.0f;
+    }
+    std::vector<float> dx(10), dx0(10);
+    smax::softpick_backward(smax::make_view(x.data(), {2, 5}), smax::make_view(dy.data(), {2, 5}),
+                            smax::make_view(dx.data(), {2, 5}), {}, o);
+    smax::softpick_backward(smax::make_view(x.data(), {2, 5}), smax::make_view(dy0.data(), {2, 5}),
+                            smax::make_view(dx0.data(), {2, 5}), {}, o);
+    EXPECT_EQ(std::memcmp(dx.data(), dx0.data(), sizeof(float) * dx.size()), 0);
+    const std::vector<double> r = ref::softpick_backward(
+        smax::make_view(x.data(), {2, 5}), smax::make_view(dy.data(), {2, 5}), {}, o);
+    for (size_t i = 0; i < dx.size(); ++i) {
+      const bool masked = i == 4 || keep[i] == 0;
+      if (masked) {
+        EXPECT_EQ(dx[i], 0.0f) << i;
+        EXPECT_EQ(r[i], 0.0) << i;
+        continue;
+      }
+      EXPECT_TRUE(std::isfinite(dx[i])) << i;
+      EXPECT_TRUE(std::isfinite(r[i])) << i;
+      EXPECT_NEAR(dx[i], r[i], 1e-5 * (1.0 + std::fabs(r[i]))) << i;
+    }
+  }
+}
+
 SMAX_INSTANTIATE_PER_TARGET(Rescaled);
 
 }  // namespace

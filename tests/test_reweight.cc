@@ -903,6 +903,52 @@ TEST(ReweightErrors, ParametersAndShapes) {
   }
 }
 
+// Fuzz regression (fuzz/regressions/normalizers/softplus_normalizer_backward_zero_vs_nan):
+// every visible z = fl(lambda t) overflows to -inf (t = -FLT_MAX after an
+// additive mask of -FLT_MAX, lambda = log 6 / log 2 > 1): the row has no
+// mass and follows empty_row like a row with no visible entry (it was a NaN
+// row with 0 at the masked entries in both policies). Forward, backward and
+// the float64 oracle agree.
+TEST_P(Reweight, SoftplusAllZOverflowFollowsEmptyRow) {
+  const float ninf = -kInfF;
+  const std::vector<float> x = {0.0234375f, 2581.875f, ninf, -FLT_MAX, ninf,
+                                -3.43596282e-39f, 0.0f, 0.0234375f, 2581.875f, ninf};
+  const std::vector<float> dy(10, 0.25f);
+  const float am = -FLT_MAX;
+  smax::SoftplusNormalizerOptions sp;
+  sp.head_dim = 2;
+  for (EmptyRow er : {EmptyRow::kZero, EmptyRow::kNan}) {
+    SoftmaxOptions o;
+    o.additive_mask = smax::make_view(&am, {1});
+    o.empty_row = er;
+    std::vector<float> y(10, 7.0f), dx(10, 7.0f);
+    smax::softplus_normalizer(smax::make_view(x.data(), {10}), smax::make_view(y.data(), {10}), sp, o);
+    smax::softplus_normalizer_backward(smax::make_view(x.data(), {10}), smax::make_view(dy.data(), {10}),
+                                       smax::make_view(dx.data(), {10}), sp, o);
+    const std::vector<double> ry = ref::softplus_normalizer(smax::make_view(x.data(), {10}), sp, o);
+    const std::vector<double> rd = ref::softplus_normalizer_backward(
+        smax::make_view(x.data(), {10}), smax::make_view(dy.data(), {10}), sp, o);
+    for (size_t i = 0; i < 10; ++i) {
+      if (er == EmptyRow::kNan) {
+        EXPECT_TRUE(std::isnan(y[i]) && std::isnan(dx[i]) && std::isnan(ry[i]) && std::isnan(rd[i])) << i;
+      } else {
+        EXPECT_EQ(y[i], 0.0f) << i;
+        EXPECT_EQ(dx[i], 0.0f) << i;
+        EXPECT_EQ(ry[i], 0.0) << i;
+        EXPECT_EQ(rd[i], 0.0) << i;
+      }
+    }
+  }
+  // Only some z overflow: those entries get 0 (softplus(-inf) = 0), the row is finite.
+  const std::vector<float> x2 = {-FLT_MAX, 1.0f, 0.5f, -FLT_MAX};
+  std::vector<float> y2(4);
+  smax::softplus_normalizer(smax::make_view(x2.data(), {4}), smax::make_view(y2.data(), {4}), sp);
+  const std::vector<double> r2 = ref::softplus_normalizer(smax::make_view(x2.data(), {4}), sp, {});
+  for (size_t i = 0; i < 4; ++i) EXPECT_NEAR(y2[i], r2[i], 2e-6 * r2[i] + 1e-36) << i;
+  EXPECT_EQ(y2[0], 0.0f);
+  EXPECT_EQ(y2[3], 0.0f);
+}
+
 SMAX_INSTANTIATE_PER_TARGET(Reweight);
 
 }  // namespace

@@ -891,6 +891,94 @@ TEST_P(Sparse, Errors) {
   for (int64_t i = 0; i < 2; ++i) EXPECT_EQ(l.at(i), kSentinel);
 }
 
+// Fuzz regressions (fuzz/regressions/normalizers/sparse_softmax_backward_*):
+// sparse_softmax_backward (and entmax_bisect_backward's alpha = 1 route) is
+// softmax_backward, which ignores the masks; sparse.h promises exact 0 at
+// masked entries whatever y holds there (raw y with NaN / inf, NaN rows,
+// all-masked rows). Unmasked entries keep softmax_backward's bits.
+TEST_P(Sparse, FuzzRegressionSoftmaxRouteMasksWin) {
+  smax::EntmaxBisectOptions a1;
+  a1.alpha = 1.0f;
+  auto run = [&](int route, const TensorView& y, const TensorView& dy, const TensorView& dx,
+                 const SoftmaxOptions& o) {
+    if (route == 0) smax::sparse_softmax_backward(y, dy, dx, o);
+    else smax::entmax_bisect_backward(y, dy, dx, std::nullopt, a1, o);
+  };
+  for (int route = 0; route < 2; ++route) {
+    for (EmptyRow er : {EmptyRow::kZero, EmptyRow::kNan}) {
+      // [6,3,3] axis 0, a rank-0 bool mask 0 (every entry masked) and an
+      // additive mask [3,1] holding NaN; raw y with NaN / inf.
+      std::vector<float> y(54), dy(54), dx(54, 7.0f);
+      for (size_t i = 0; i < y.size(); ++i) {
+        y[i] = i % 5 == 0 ? kNanF : i % 7 == 0 ? kInfF : 0.1f * static_cast<float>(i % 4);
+        dy[i] = i % 11 == 0 ? -kInfF : 0.25f * static_cast<float>(i % 3) - 0.3f;
+      }
+      const uint8_t keep = 0;
+      const float add[3] = {kNanF, 1.0f, -kInfF};
+      SoftmaxOptions o;
+      o.axis = 0;
+      o.empty_row = er;
+      o.bool_mask = smax::make_bool_view(&keep, {});
+      o.additive_mask = smax::make_view(add, {3, 1});
+      run(route, smax::make_view(y.data(), {6, 3, 3}), smax::make_view(dy.data(), {6, 3, 3}),
+          smax::make_view(dx.data(), {6, 3, 3}), o);
+      for (float v : dx) {
+        EXPECT_EQ(v, 0.0f);
+        EXPECT_FALSE(std::signbit(v));
+      }
+      // Bool mask [1,3] hiding column 1, additive mask -inf on row 2 of dim 1:
+      // masked entries 0, the others exactly softmax_backward's (no masks).
+      std::vector<float> ref(54);
+      const uint8_t kb[3] = {1, 0, 1};
+      const float add2[3] = {0.0f, 0.0f, -kInfF};
+      o.bool_mask = smax::make_bool_view(kb, {1, 3});
+      o.additive_mask = smax::make_view(add2, {3, 1});
+      for (size_t i = 0; i < y.size(); ++i) {
+        const bool masked = (i % 3) == 1 || (i / 3) % 3 == 2;
+        y[i] = masked ? (i % 2 ? kNanF : kInfF) : 0.05f * static_cast<float>(i % 6);
+      }
+      run(route, smax::make_view(y.data(), {6, 3, 3}), smax::make_view(dy.data(), {6, 3, 3}),
+          smax::make_view(dx.data(), {6, 3, 3}), o);
+      SoftmaxOptions plain;
+      plain.axis = 0;
+      smax::softmax_backward(smax::make_view(y.data(), {6, 3, 3}),
+                             smax::make_view(dy.data(), {6, 3, 3}),
+                             smax::make_view(ref.data(), {6, 3, 3}), plain);
+      for (size_t i = 0; i < y.size(); ++i) {
+        const bool masked = (i % 3) == 1 || (i / 3) % 3 == 2;
+        if (masked) {
+          EXPECT_EQ(dx[i], 0.0f) << i;
+          EXPECT_FALSE(std::signbit(dx[i])) << i;
+        } else {
+          EXPECT_EQ(std::memcmp(&dx[i], &ref[i], sizeof(float)), 0) << i << " " << dx[i] << " " << ref[i];
+        }
+      }
+    }
+  }
+  // Without masks: exactly softmax_backward (same bits), in place on dy too.
+  Rng rng("route");
+  std::vector<float> y(3 * 40), dy(3 * 40), dx(3 * 40), ref(3 * 40);
+  for (size_t i = 0; i < y.size(); ++i) {
+    y[i] = rng.uniform(0.0f, 0.05f);
+    dy[i] = rng.uniform(-2.0f, 2.0f);
+  }
+  smax::sparse_softmax_backward(smax::make_view(y.data(), {3, 40}), smax::make_view(dy.data(), {3, 40}),
+                                smax::make_view(dx.data(), {3, 40}));
+  smax::softmax_backward(smax::make_view(y.data(), {3, 40}), smax::make_view(dy.data(), {3, 40}),
+                         smax::make_view(ref.data(), {3, 40}));
+  EXPECT_EQ(std::memcmp(dx.data(), ref.data(), dx.size() * sizeof(float)), 0);
+  // Masks of the wrong shape are rejected (they were ignored before).
+  const uint8_t kb[2] = {1, 1};
+  SoftmaxOptions bad;
+  bad.bool_mask = smax::make_bool_view(kb, {2});
+  const std::vector<float> before = dx;
+  EXPECT_TRUE(throws_invalid([&] {
+    smax::sparse_softmax_backward(smax::make_view(y.data(), {3, 40}), smax::make_view(dy.data(), {3, 40}),
+                                  smax::make_view(dx.data(), {3, 40}), bad);
+  }, "bool_mask"));
+  EXPECT_EQ(dx, before);
+}
+
 SMAX_INSTANTIATE_PER_TARGET(Sparse);
 
 }  // namespace

@@ -132,7 +132,12 @@ struct CrossEntropyOptions {
 ///   (1 + |L| + sum_j p_j |t_j| + H); target_logprob: 2e-6 (1 + |L| + |t_y|)
 ///   (probabilities: max_j |t_j| for |t_y|); accuracy: exact. The argmax is
 ///   the first maximum of t, or of u with softcap and no additive mask (the
-///   cap is monotonic; rounding the capped values to f32 would make ties).
+///   cap is monotonic; rounding the capped values to f32 would make ties),
+///   or with softcap and an additive mask of the float64 values
+///   softcap * tanh(u_j / softcap) + mask_j (the f32 t = fl(c_j + mask_j)
+///   ties entries whose capped logits differ in their last bits; the
+///   library evaluates the entries within the f32 rounding of the max in
+///   float64, as the oracle does).
 void cross_entropy(const TensorView& src, const TensorView& target, const TensorView& dst,
                    const CrossEntropyOptions& ce = {}, const SoftmaxOptions& options = {});
 
@@ -146,12 +151,21 @@ void cross_entropy(const TensorView& src, const TensorView& target, const Tensor
 ///   otherwise; 0 for masked j and ignored rows.
 /// `dsrc` may be exactly `src` (in place). Error vs float64, elementwise:
 ///   |dsrc_j - ref| <= 4e-6 * s * cap'_j * |G| * (p_j |A| + |B_j| + [j == y] |D|)
-///                     * (1 + |u_j| / softcap + 0.02 |L| [f32 lse input]) + 1e-30
+///                     * (1 + |u_j| / softcap + 0.02 |L| [f32 lse input]
+///                        + 0.03 (|t_j| + |L|) [softcap and an additive mask]) + 1e-30
 /// with A the p_j coefficient, B_j the w_j term, D = (1 - a) w_y. The
 /// |u_j| / softcap term: cap' = 4 e^(-2|u/cap|) / (1 + e^(-2|u/cap|))^2
 /// amplifies the f32 rounding of u / cap by 2 |u / cap|. With the forward's
 /// f32 `lse` as input, p_j = e^(t_j - lse) carries lse's rounding (<= 2^-24
-/// |L| relative).
+/// |L| relative). With softcap and an additive mask, t_j = fl(c_j + mask_j)
+/// rounds the capped value to the f32 grid of |t_j| (a mask of 3500 leaves
+/// c_j 2^-13 of resolution): against the float64 c_j + mask_j, p_j =
+/// e^(t_j - L) is off by up to 2^-24 (|t_j| + |L|) relative, twice that
+/// when the f32 tanh puts c_j on the other side of a rounding boundary
+/// (fuzz/regressions/losses/cross_entropy_backward_softcap_bound). The
+/// gradient of a row whose p_j factor is beyond f32 (|G A| / sum >= 2^126,
+/// e.g. 2 zs L with L near FLT_MAX) is evaluated in float64: inf where the
+/// float64 value is beyond f32, the other entries finite (p_j = 0 -> 0).
 void cross_entropy_backward(const TensorView& src, const TensorView& target,
                             const TensorView& dloss, const TensorView& dsrc,
                             const CrossEntropyOptions& ce = {},

@@ -114,6 +114,8 @@ void softpick(const TensorView& src, const TensorView& dst, const SoftpickOption
 ///   dsrc_j = sigma (e^t_j / S) (1[t_j > 0] dy_j - sgn(t_j) <dy, y>), sgn(0) = -1.
 /// Bound: |dsrc - ref| <= 2e-6 sigma q_j ((1 + K)(|dy_j| + |r|) + G) + 1e-30,
 /// r = <dy, y>, G = sum_i |dy_i| (y_i + q_i). dsrc may alias dy or src.
+/// Masked entries (t = -inf) get exactly 0 and are left out of <dy, y> (and
+/// of G), so any dy there (even +-inf or NaN) does not reach the others.
 void softpick_backward(const TensorView& src, const TensorView& dy, const TensorView& dsrc,
                        const SoftpickOptions& params = {}, const SoftmaxOptions& options = {});
 

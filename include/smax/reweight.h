@@ -128,6 +128,10 @@ struct SoftplusNormalizerOptions {
 /// 1e-36. With power p != 1: |y - ref| <= |ref| (2e-6 + 3 u p (1 + |L_i| +
 /// sum_j y_j |L_j|)) + 1e-36, L = log softplus(z) (the f32 rounding of L
 /// and of p * L). +inf in a row (or z overflowing to +inf) -> NaN row.
+/// z = -inf (masked, or lambda * t below -FLT_MAX) has softplus 0 (no mass);
+/// a row where every z is -inf (no mass at all: every visible t below
+/// -FLT_MAX / lambda) follows options.empty_row like a row with no visible
+/// entry (forward and backward; kNan: NaN at every entry).
 void softplus_normalizer(const TensorView& src, const TensorView& dst,
                          const SoftplusNormalizerOptions& sp = {},
                          const SoftmaxOptions& options = {});

@@ -113,7 +113,8 @@ void entmax15_loss_backward(const TensorView& src, const TensorView& target,
 
 struct EntmaxBisectOptions {
   /// alpha > 1 (finite). alpha = 1 is accepted here only as a scalar and
-  /// routes to smax::softmax (backward: softmax_backward). alpha = 2 gives
+  /// routes to smax::softmax (backward: softmax_backward, masked entries
+  /// zeroed as in sparse_softmax_backward). alpha = 2 gives
   /// sparsemax (to the bisection's accuracy).
   float alpha = 1.5f;
   /// Bisection steps (>= 1). As in the entmax package: tau_lo = max z - 1,
@@ -175,7 +176,13 @@ void sparse_softmax(const TensorView& src, const TensorView& dst, int64_t k,
                     const SoftmaxOptions& options = {});
 
 /// VJP from y: softmax's on the kept set, dx = s * y * (dy - <dy, y>)
-/// (exactly softmax_backward; k is not needed).
+/// (softmax_backward's kernel and bound; k is not needed). Unlike
+/// softmax_backward, which ignores the options' masks, entries masked by
+/// them (bool mask 0, additive mask -inf) get exactly 0 whatever y and dy
+/// hold there (a raw y with NaN / inf at masked entries, NaN rows and
+/// all-masked rows included); without masks the result is exactly
+/// softmax_backward's. The same holds for entmax_bisect_backward's
+/// alpha = 1 route.
 void sparse_softmax_backward(const TensorView& y, const TensorView& dy, const TensorView& dsrc,
                              const SoftmaxOptions& options = {});
 

@@ -394,6 +394,32 @@ HWY_INLINE void GradExp(const Src& src, size_t n, const XentGrad& g, float* dst)
   }
 }
 
+// ---- entries near the max (accuracy's exact argmax with softcap + mask) --------
+int64_t XentNearMaxImpl(const XentRow& row, float threshold, int64_t* idx, int64_t cap) {
+  int64_t count = 0;
+  const size_t n = static_cast<size_t>(row.n);
+  WithSrc(row, [&](const auto& src) {
+    const DF d;
+    const size_t N = hn::Lanes(d);
+    const VF th = hn::Set(d, threshold);
+    HWY_ALIGN float buf[kMaxLanes] = {};
+    auto one = [&](VF t, size_t i, size_t lanes) {
+      if (hn::AllFalse(d, hn::Ge(t, th))) return;
+      hn::Store(t, d, buf);
+      for (size_t k = 0; k < lanes; ++k) {
+        if (buf[k] >= threshold) {
+          if (count < cap) idx[count] = static_cast<int64_t>(i + k);
+          ++count;
+        }
+      }
+    };
+    size_t i = 0;
+    for (; i + N <= n; i += N) one(src.Load(d, i), i, N);
+    if (i < n) one(src.LoadTail(d, i, n - i), i, n - i);
+  });
+  return count;
+}
+
 void XentGradImpl(const XentRow& row, const XentGrad& g, float* dst) {
   const size_t n = static_cast<size_t>(row.n);
   WithSrc(row, [&](const auto& src) {
@@ -422,6 +448,7 @@ namespace smax::kernels {
 HWY_EXPORT(XentScanImpl);
 HWY_EXPORT(XentProbSumsImpl);
 HWY_EXPORT(XentGradImpl);
+HWY_EXPORT(XentNearMaxImpl);
 
 XentScan xent_scan(const XentRow& row, const XentScanRequest& req) noexcept {
   return HWY_DYNAMIC_DISPATCH(XentScanImpl)(row, req);
@@ -431,6 +458,9 @@ XentProbSums xent_prob_sums(const XentRow& row, const float* q, const float* wei
 }
 void xent_grad(const XentRow& row, const XentGrad& g, float* dst) noexcept {
   HWY_DYNAMIC_DISPATCH(XentGradImpl)(row, g, dst);
+}
+int64_t xent_near_max(const XentRow& row, float threshold, int64_t* idx, int64_t cap) noexcept {
+  return HWY_DYNAMIC_DISPATCH(XentNearMaxImpl)(row, threshold, idx, cap);
 }
 
 }  // namespace smax::kernels

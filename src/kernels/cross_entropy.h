@@ -73,6 +73,11 @@ struct XentGrad {
 };
 void xent_grad(const XentRow& row, const XentGrad& g, float* dst) noexcept;
 
+/// The indices j (ascending) whose f32 t_j, formed exactly as in the scan,
+/// is >= threshold: the first min(count, cap) are written to idx; returns
+/// count. (accuracy's float64 argmax with softcap and a mask.)
+int64_t xent_near_max(const XentRow& row, float threshold, int64_t* idx, int64_t cap) noexcept;
+
 /// Mean and sum of squared deviations over the entries with t_j > -inf (two
 /// passes over the row, in float64). count = number of such
 /// entries; NaN / +inf propagate into mean and m2.

@@ -168,6 +168,42 @@ int64_t first_argmax(const float* q, int64_t n) {
   return best;
 }
 
+// accuracy's argmax. With softcap and an additive mask it is the first
+// maximum of the float64 t_j = cap tanh(u_j / cap) + mask_j (logit_at): the
+// scan's f32 t = fl(fl(c) + mask) rounds the cap's last bits away and ties
+// entries whose logits differ (fuzz/regressions/options/
+// cross_entropy_prob_targets_softcap_mask_accuracy). Candidates: the
+// entries whose f32 t is within 2^-18 (cap + |max|) of the f32 max, four
+// times the scan's rounding of t (Tanh <= 4 ulp, u / cap, the products and
+// the sum: <= 2^-21 cap + 2^-24 |t| each way); every other entry is below
+// the maximum in float64 too. Otherwise the scan's argmax (of t, or of u
+// with softcap and no mask).
+int64_t accuracy_argmax(const Setup& s, const RowArgs& a, const kernels::XentScan& sc) {
+  if (!(s.cap > 0.0f) || s.mask_input < 0 || a.n == 0) return sc.argmax;
+  const double m = static_cast<double>(sc.max);
+  if (!std::isfinite(m)) return sc.argmax;
+  const float threshold =
+      static_cast<float>(m - 0x1p-18 * (static_cast<double>(s.cap) + std::fabs(m)));
+  constexpr int64_t kCap = 64;
+  int64_t idx[kCap];
+  const int64_t count = kernels::xent_near_max(make_row(s, a), threshold, idx, kCap);
+  int64_t best = -1;
+  double best_v = -kInf;
+  auto consider = [&](int64_t j) {
+    const double v = logit_at(s, a, j);
+    if (best < 0 || v > best_v) {
+      best = j;
+      best_v = v;
+    }
+  };
+  if (count <= kCap) {
+    for (int64_t k = 0; k < count; ++k) consider(idx[k]);
+  } else {  // many near-ties (e.g. a saturated cap): every entry, in order
+    for (int64_t j = 0; j < a.n; ++j) consider(j);
+  }
+  return best < 0 ? sc.argmax : best;
+}
+
 struct Outputs {
   std::optional<RowView> lse, entropy, target_logprob;
   bool z = false, acc = false;
@@ -223,7 +259,29 @@ void grad_row(const Setup& s, const RowArgs& a, double g, double L, double shift
   const bool fix_y = y >= 0 && !masked_at(s, a, y);
   const double fix =
       fix_y ? static_cast<double>(s.scale) * cap_deriv(s, a, y) * g * (1.0 - s.a) * wy : 0.0;
-  kernels::xent_grad(row, gr, out);
+  if (std::isfinite(gr.factor) && std::fabs(gr.factor) >= 0x1p126) {
+    // The p_j factor is beyond f32 (e.g. 2 zs L with L near FLT_MAX): the
+    // kernel's f32 factor would be inf and inf * e^(t_j - shift) = inf * 0
+    // NaN at every entry whose p_j underflows. Such a row's gradient
+    // overflows at its max anyway (rare): evaluate it in float64 and round
+    // each entry once (inf only where the float64 value is beyond f32)
+    // (fuzz/regressions/options/cross_entropy_backward_prob_targets_zloss_overflow_nan).
+    const float* q = gr.q;
+    for (int64_t j = 0; j < a.n; ++j) {
+      const double t = logit_at(s, a, j);
+      if (t == -kInf) {
+        out[j] = 0.0f;
+        continue;
+      }
+      const double p = std::exp(t - shift) * inv_d;
+      const double w = weight != nullptr ? static_cast<double>(weight[j]) : 1.0;
+      const double qj = q != nullptr ? static_cast<double>(q[j]) : 0.0;
+      const double dt = g * A * p - w * (static_cast<double>(gr.b) + static_cast<double>(gr.bq) * qj);
+      out[j] = static_cast<float>(static_cast<double>(s.scale) * cap_deriv(s, a, j) * dt);
+    }
+  } else {
+    kernels::xent_grad(row, gr, out);
+  }
   if (fix_y) out[y] = static_cast<float>(static_cast<double>(out[y]) - fix);
 }
 
@@ -373,7 +431,7 @@ void cross_entropy(const TensorView& src, const TensorView& target, const Tensor
           if (b != 0.0 && ps.wq_masked != 0.0) loss_r += b * ps.wq_masked * detail::kInf;
           tlp_r = ps.qt - ps.q * L;
           if (ps.q_masked != 0.0) tlp_r -= ps.q_masked * detail::kInf;
-          if (o.acc) acc_r = sc.argmax == detail::first_argmax(q, a.n) ? 1.0 : 0.0;
+          if (o.acc) acc_r = detail::accuracy_argmax(s, a, sc) == detail::first_argmax(q, a.n) ? 1.0 : 0.0;
           z_r = s.zs * L * L;
         } else {
           const int64_t y = s.lr->target(r);
@@ -383,7 +441,7 @@ void cross_entropy(const TensorView& src, const TensorView& target, const Tensor
           if (c != 0.0) loss_r = c * (L - ty);
           z_r = s.zs * wy * L * L;
           tlp_r = ty - L;
-          acc_r = sc.argmax == y ? 1.0 : 0.0;
+          if (o.acc) acc_r = detail::accuracy_argmax(s, a, sc) == y ? 1.0 : 0.0;
         }
         if (s.a > 0.0) loss_r += s.a * (sc.sum_w * L - sc.sum_t) / C;
         loss_r += z_r;

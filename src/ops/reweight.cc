@@ -116,6 +116,10 @@ bool softplus_forward_row(const RowArgs& a, const SoftplusNormalizerOptions& sp,
     fill(y, a.n, kNaN);
     return false;
   }
+  if (zmax == -kInf) {  // every visible z = fl(lambda t) overflows to -inf: no mass,
+    fill(y, a.n, empty_value(a.empty_row));  // as a row with no visible entry
+    return false;
+  }
   if (sp.power == 1.0f) {
     const double S = kernels::softplus_norm_row(t, a.n, lambda, std::min(zmax, 0.0f), y);
     normalize_by(y, a.n, S);

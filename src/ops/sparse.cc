@@ -5,6 +5,7 @@
 #include <string>
 
 #include "kernels/sparse.h"
+#include "ops/long_row.h"
 #include "ops/rowwise.h"
 #include "ops/sparse_rows.h"
 #include "ops/sparse_shared.h"
@@ -60,6 +61,30 @@ void entmax_family_backward(Rowwise& rw, bool with_alpha, AlphaOf&& alpha_of) {
       }
     }
     if (with_alpha) *a.row_out[0] = dalpha;
+  });
+}
+
+// softmax_backward (dx = s y (dy - <dy, y>)) with the contract of this
+// header: entries masked by the options' masks (bool mask 0, additive mask
+// -inf) get exactly 0, whatever y and dy hold there (a raw y, NaN rows,
+// all-masked rows). softmax_backward itself ignores the masks (its y is 0
+// there), so with masks the same row kernel runs on the Rowwise driver,
+// which validates the masks and zeroes the masked outputs; without masks it
+// is exactly softmax_backward (same bits).
+void masked_softmax_backward(const char* op, const TensorView& y, const TensorView& dy,
+                             const TensorView& dsrc, const SoftmaxOptions& options) {
+  if (!options.additive_mask && !options.bool_mask) {
+    softmax_backward(y, dy, dsrc, options);
+    return;
+  }
+  Rowwise rw(op, y, "y", false, options);
+  rw.add_input(dy, "dy");
+  rw.add_output(dsrc, "dsrc");
+  rw.zero_masked_outputs();
+  rw.run(0, [&](const RowArgs& a) {
+    if (a.n == 0) return;
+    detail::backward_row(detail::BackwardOp::kSoftmax, a.in[0], a.in[1], a.n, a.scale, a.out[0],
+                         1);
   });
 }
 
@@ -138,7 +163,7 @@ void entmax_bisect_backward(const TensorView& y, const TensorView& dy, const Ten
       throw Error(Status::kInvalidArgument,
                   std::string(op) + ": dalpha needs alpha > 1, got alpha 1 (the softmax route)");
     }
-    softmax_backward(y, dy, dsrc, options);
+    masked_softmax_backward(op, y, dy, dsrc, options);
     return;
   }
   Rowwise rw(op, y, "y", false, options);
@@ -176,7 +201,7 @@ void sparse_softmax(const TensorView& src, const TensorView& dst, int64_t k,
 
 void sparse_softmax_backward(const TensorView& y, const TensorView& dy, const TensorView& dsrc,
                              const SoftmaxOptions& options) {
-  softmax_backward(y, dy, dsrc, options);
+  masked_softmax_backward("sparse_softmax_backward", y, dy, dsrc, options);
 }
 
 }  // namespace smax

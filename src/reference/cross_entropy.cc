@@ -339,12 +339,21 @@ GradRef cross_entropy_backward(const TensorView& src, const TensorView& target,
   const double a = ce.label_smoothing, zs = ce.lse_square_scale, C = static_cast<double>(R.n);
   const int64_t n = R.n;
   std::vector<double> by_row(rows * static_cast<size_t>(n), 0.0), mag(by_row.size(), 0.0);
+  std::vector<double> t_round(by_row.size(), 0.0);
+  const bool cap_mask = ce.softcap > 0.0f && options.additive_mask.has_value();
   for (size_t r = 0; r < rows; ++r) {
     if (!tg.active[r]) continue;
     const double* t = lg.row(static_cast<int64_t>(r));
     double* g = by_row.data() + r * static_cast<size_t>(n);
     double* m = mag.data() + r * static_cast<size_t>(n);
     const RowStats st = stats(t, n);
+    if (cap_mask && !st.empty && !st.nan) {
+      for (int64_t j = 0; j < n; ++j) {
+        if (t[j] == -kInf) continue;
+        t_round[r * static_cast<size_t>(n) + static_cast<size_t>(j)] =
+            0.03 * (std::fabs(t[j]) + std::fabs(st.L));
+      }
+    }
     if (st.empty) {
       if (options.empty_row == EmptyRow::kNan) std::fill(g, g + n, kNan);
       continue;
@@ -381,7 +390,7 @@ GradRef cross_entropy_backward(const TensorView& src, const TensorView& target,
       m[j] = std::fabs(f) * (p * std::fabs(A) + std::fabs(B) + (j == y ? std::fabs(D) : 0.0));
     }
   }
-  return GradRef{R.scatter(by_row), R.scatter(mag)};
+  return GradRef{R.scatter(by_row), R.scatter(mag), R.scatter(t_round)};
 }
 
 LossRef z_loss(const TensorView& src, const TensorView* target, double c, const LossOptions& loss,
@@ -434,7 +443,7 @@ GradRef z_loss_backward(const TensorView& src, const TensorView* target, const T
       m[j] = std::fabs(g[j]);
     }
   }
-  return GradRef{R.scatter(by_row), R.scatter(mag)};
+  return GradRef{R.scatter(by_row), R.scatter(mag), {}};
 }
 
 namespace {
@@ -523,7 +532,7 @@ GradRef spherical_z_loss_backward(const TensorView& src, const TensorView& targe
       m[k] = std::fabs(f) * (1.0 + std::fabs(s.zy * zk));
     }
   }
-  return GradRef{R.scatter(by_row), R.scatter(mag)};
+  return GradRef{R.scatter(by_row), R.scatter(mag), {}};
 }
 
 }  // namespace smax::reference

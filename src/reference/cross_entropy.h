@@ -48,8 +48,14 @@ CrossEntropyRef cross_entropy(const TensorView& src, const TensorView& target,
 
 /// Gradient in src's dense logical layout, and its elementwise error scale
 /// s * cap'_j * |G| * (p_j |A| + |B_j| + [j == y] |D|).
+/// cross_entropy_backward with softcap and an additive mask also gives
+/// t_round = 0.03 (|t_j| + |L|) per element (0 elsewhere; empty for the other
+/// oracles): the f32 rounding of t_j = fl(c_j + mask_j) and of L in units of
+/// the 4e-6 bound (this oracle evaluates t in float64), added to the bound's
+/// (1 + |u_j| / softcap) factor (smax/cross_entropy.h).
 struct GradRef {
   std::vector<double> dsrc, mag;
+  std::vector<double> t_round;  ///< per entry: the rounding of t (softcap + additive mask); empty = 0
 };
 GradRef cross_entropy_backward(const TensorView& src, const TensorView& target,
                                const TensorView& dloss, const CrossEntropyOptions& ce = {},

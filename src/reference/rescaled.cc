@@ -195,8 +195,13 @@ Row softpick_vjp_row(const Row& t, const Row& g, double eps, double sigma, Empty
   const SoftpickRow f = softpick_row(t, eps, policy);
   if (has_nan_or_posinf(t)) return constant(n, kNaN);
   if (all_masked(t)) return constant(n, empty_value(policy));
+  // r = <dy, y> over the visible entries: masked entries (t = -inf) are left
+  // out of the sum (smax/rescaled.h), so a non-finite dy there cannot reach
+  // the other entries through 0 * inf.
   double r = 0.0;
-  for (size_t j = 0; j < n; ++j) r += g[j] * f.y[j];
+  for (size_t j = 0; j < n; ++j) {
+    if (t[j] != -kInf) r += g[j] * f.y[j];
+  }
   Row dx(n, 0.0);
   for (size_t j = 0; j < n; ++j) {
     if (t[j] == -kInf) continue;
