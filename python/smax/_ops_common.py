@@ -3,7 +3,7 @@ checks, output allocation, option tuples for the extension)."""
 from __future__ import annotations
 
 import numbers
-from typing import Any, Optional, Sequence, Tuple, Union
+from typing import Any, Optional, Sequence, Tuple
 
 import numpy as _np
 
@@ -15,7 +15,6 @@ from . import (  # noqa: F401  (helpers defined before this module is imported)
     _norm_dim,
     _shape_of,
     _torch_module,
-    _wants_grad,
 )
 
 #: Accepted values of ``reduction=`` (``"elementwise_mean"``, the entmax

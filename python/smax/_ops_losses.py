@@ -3,19 +3,14 @@ z-losses and the sparse / StableMax losses (re-exported by ``smax``;
 conventions: ``help(smax._ops)``)."""
 from __future__ import annotations
 
-import numbers
 from typing import Any, Optional, Sequence, Tuple, Union
-
-import numpy as _np
 
 from . import _smax as _C
 from . import (  # noqa: F401  (helpers defined before this module is imported)
     _arg,
     _check_out,
-    _is_torch,
     _norm_dim,
     _shape_of,
-    _torch_module,
     _wants_grad,
 )
 from ._ops_common import (  # noqa: F401
@@ -286,7 +281,6 @@ def linear_cross_entropy(hidden: Array, weight: Array, target: Array, bias: Any 
     (0 = auto tiles). With ``smax.torch`` hidden, weight and bias get
     gradients. Masks are not supported (give padding classes a -inf bias).
     """
-    op = "linear_cross_entropy"
     want = (return_z_loss, return_lse, return_entropy, return_target_logprob, return_accuracy)
     cap = 0.0 if softcap is None else float(softcap)
     if _wants_grad(hidden, weight, bias):

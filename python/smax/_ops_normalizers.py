@@ -2,19 +2,14 @@
 (re-exported by ``smax``; conventions: ``help(smax._ops)``)."""
 from __future__ import annotations
 
-import numbers
-from typing import Any, Optional, Sequence, Tuple, Union
-
-import numpy as _np
+from typing import Any, Optional, Union
 
 from . import _smax as _C
 from . import (  # noqa: F401  (helpers defined before this module is imported)
     _arg,
     _check_out,
-    _is_torch,
     _norm_dim,
     _shape_of,
-    _torch_module,
     _wants_grad,
 )
 from ._ops_common import (  # noqa: F401
