@@ -262,9 +262,40 @@ std::string describe(const Case& c) {
   return os.str();
 }
 
+// SMAX_FUZZ_DUMP=1: the float operands' values (the first 64 in index order,
+// then where the specials sit), for reports on rows too long to print whole.
+void dump_operand(const Case& c, const char* name, const Operand& o) {
+  if (o.is_bool || o.null_data || o.shape.empty() || o.rank_override != -1000) return;
+  int64_t numel = 1;
+  for (int64_t s : o.shape) numel *= s;
+  std::fprintf(stderr, "  %s values:", name);
+  int64_t nan = 0, inf = 0, first_nan = -1, first_inf = -1;
+  for (int64_t lin = 0; lin < numel; ++lin) {
+    int64_t rem = lin, off = o.origin;
+    for (size_t d = o.shape.size(); d-- > 0;) {
+      off += (rem % o.shape[d]) * o.strides[d];
+      rem /= o.shape[d];
+    }
+    if (off < 0 || off >= static_cast<int64_t>(c.arena.size())) return;
+    const float v = c.arena[static_cast<size_t>(off)];
+    if (lin < 64) std::fprintf(stderr, " %.9g", v);
+    if (std::isnan(v) && nan++ == 0) first_nan = lin;
+    if (std::isinf(v) && inf++ == 0) first_inf = lin;
+  }
+  std::fprintf(stderr, "\n    (%lld NaN, first at %lld; %lld inf, first at %lld)\n",
+               static_cast<long long>(nan), static_cast<long long>(first_nan),
+               static_cast<long long>(inf), static_cast<long long>(first_inf));
+}
+
 [[noreturn]] void violation(const Case& c, const std::string& what) {
   std::fprintf(stderr, "\nsmax fuzz VIOLATION: %s\n  case: %s\n", what.c_str(),
                describe(c).c_str());
+  const char* dump = std::getenv("SMAX_FUZZ_DUMP");
+  if (dump != nullptr && dump[0] == '1') {
+    dump_operand(c, "in0", c.in0);
+    dump_operand(c, "in1", c.in1);
+    dump_operand(c, "add_mask", c.add_mask);
+  }
   std::fflush(stderr);
   std::abort();
 }
@@ -370,6 +401,9 @@ void decode(Case& c, Reader& r) {
   c.use_c = flags & 1;
   const bool long_row = (flags & 0x0e) == 0x0e;  // 1 in 8
   // Target cap.
+  // Lift the previous input's cap first: supported_targets() is after the
+  // cap, so the choice below would depend on the input run before.
+  smax::set_max_target("");
   const std::vector<std::string> targets = smax::supported_targets();
   c.target = targets[r.u8() % targets.size()];
   // Shape.

@@ -519,6 +519,9 @@ void run_attention_one(const uint8_t* data, size_t size) {
   }
   if (c.o.normalizer == AttentionNormalizer::kSoftplus && c.D < 2) c.D = 2;
   c.special = (f4 & 0xC0) == 0 ? static_cast<uint8_t>(r.u8() % 64) : 0;
+  // Lift the previous input's cap first: supported_targets() is after the
+  // cap, so the choice below would depend on the input run before.
+  smax::set_max_target("");
   const std::vector<std::string> targets = smax::supported_targets();
   c.target = targets[r.u8() % targets.size()];
   if (corrupt) c.corruption = r.u8() % kCorruptionCount;

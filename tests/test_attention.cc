@@ -682,6 +682,41 @@ TEST_P(Attention, NoKeysEmptyRowPolicy) {
   }
 }
 
+// Regression (fuzz/regressions/attention/sinks_lk0_softcap_nan_out): Lk = 0
+// with sinks: out is the empty sum P[:, :0] V = 0 whatever the sink (a NaN
+// sink gave NaN), lse the sink's (NaN / empty policy for -inf / the sink).
+TEST_P(Attention, NoKeysWithSinks) {
+  Rng rng("no-keys-sinks");
+  for (smax::EmptyRow e : {smax::EmptyRow::kZero, smax::EmptyRow::kNan}) {
+    Problem pr({1, 3, 1, 2, 0, 4, 3}, false);
+    pr.fill(rng);
+    Tensor sinks({3});
+    const float sv[3] = {kNanF, -kInfF, 1.5f};
+    sinks.fill([&](int64_t i) { return sv[i]; });
+    Tensor lse({1, 3, 2});
+    AttentionOptions o;
+    o.empty_row = e;
+    o.sinks = sinks.view();
+    o.softcap = 0.5f;
+    o.lse = lse.view();
+    const std::string what = e == smax::EmptyRow::kNan ? "nan" : "zero";
+    EXPECT_TRUE(run_forward(pr, o, what + " forward"));
+    for (float x : pr.out.dense()) EXPECT_EQ(x, 0.0f) << what;
+    const std::vector<float> l = lse.dense();
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_TRUE(std::isnan(l[static_cast<size_t>(i)])) << what;
+      if (e == smax::EmptyRow::kNan) {
+        EXPECT_TRUE(std::isnan(l[static_cast<size_t>(2 + i)])) << what;
+      } else {
+        EXPECT_EQ(l[static_cast<size_t>(2 + i)], -kInfF) << what;
+      }
+      EXPECT_EQ(l[static_cast<size_t>(4 + i)], 1.5f) << what;
+    }
+    o.lse.reset();
+    EXPECT_TRUE(check_backward_case(pr, o, rng, what + " backward"));
+  }
+}
+
 // Regression (fuzz_attention): a NaN row whose other keys are masked (a
 // float mask of -inf plus a NaN key: NaN + -inf = NaN) must give NaN dk at
 // every key of its kv head for every normaliser; ssmax's row VJP kept 0 at

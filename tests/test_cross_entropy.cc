@@ -663,6 +663,88 @@ TEST_P(CrossEntropy, FuzzRegressionSoftcapMaskBound) {
   for (double v : g0.t_round) EXPECT_EQ(v, 0.0);
 }
 
+// Fuzz regression (fuzz/regressions/losses/spherical_z_loss_backward_target_beyond_flt_max):
+// a row of nearly equal denormals has std ~ 1e-41, so the gradient's terms
+// are far beyond FLT_MAX. The target entry was the f32 rounding of
+// alpha + beta (t_y - mean) (+inf) plus f in float64 (-9e38): +inf, where
+// the float64 value is about -8.4e38 (-inf in f32). It is now one float64
+// sum rounded once.
+TEST_P(CrossEntropy, FuzzRegressionSphericalTargetBeyondFltMax) {
+  const std::vector<float> x = {9.21956439e-39f, 9.21956439e-39f, 9.19660551e-39f, 9.21956439e-39f};
+  const std::vector<int64_t> y = {0};
+  const float dloss = 0.25f;
+  LossOptions lo;
+  std::vector<float> dx(4, 7.0f);
+  smax::spherical_z_loss_backward(smax::make_view(x.data(), {1, 4}), smax::make_index_view(y.data(), {1}),
+                                  smax::make_view(&dloss, {}), smax::make_view(dx.data(), {1, 4}),
+                                  1.0f, 1.0f, lo);
+  const ref::GradRef g = ref::spherical_z_loss_backward(
+      smax::make_view(x.data(), {1, 4}), smax::make_index_view(y.data(), {1}),
+      smax::make_view(&dloss, {}), 1.0, 1.0, lo);
+  for (size_t j = 0; j < 4; ++j) {
+    const double r = g.dsrc[j];
+    if (std::fabs(r) >= 0x1.ffffffp127) {
+      EXPECT_EQ(dx[j], r > 0 ? kInfF : -kInfF) << j << " ref " << r;
+    } else {
+      EXPECT_TRUE(std::isfinite(dx[j])) << j;
+      EXPECT_LE(std::fabs(dx[j] - r), kGradEps * g.mag[j] + 1e-30) << j << " ref " << r;
+    }
+  }
+  EXPECT_LT(g.dsrc[0], -static_cast<double>(FLT_MAX));  // the case the fix is about
+}
+
+// Fuzz regression (fuzz/regressions/losses/cross_entropy_backward_softcap_bool_mask_nan):
+// with softcap the additive mask is added after the cap, to logits the bool
+// mask had already set to -inf; a NaN in the additive mask at a hidden entry
+// then made the entry NaN. The bool mask wins (as without softcap): the loss
+// and gradients equal those with 0 there, hidden entries get exactly 0.
+TEST_P(CrossEntropy, FuzzRegressionSoftcapBoolMaskBeatsNanMask) {
+  const std::vector<float> x = {0.5f, -1.25f, 2.0f, 0.75f, -0.5f, 1.5f, 0.25f, -2.0f};
+  const std::vector<int64_t> y = {0, 3};
+  const uint8_t keep[8] = {1, 1, 0, 1, 0, 1, 1, 1};
+  const float dloss = 0.25f;
+  for (int variant = 0; variant < 2; ++variant) {
+    const float hidden = variant == 0 ? kNanF : 0.0f;
+    const float add[8] = {0.5f, 0.0f, hidden, -1.0f, hidden, 0.25f, 0.0f, 0.0f};
+    SoftmaxOptions o;
+    o.additive_mask = smax::make_view(add, {2, 4});
+    o.bool_mask = smax::make_bool_view(keep, {2, 4});
+    CrossEntropyOptions ce;
+    ce.softcap = 1.0f;
+    std::vector<float> dx(8, 7.0f), loss(1, 7.0f);
+    smax::cross_entropy(smax::make_view(x.data(), {2, 4}), smax::make_index_view(y.data(), {2}),
+                        smax::make_view(loss.data(), {}), ce, o);
+    smax::cross_entropy_backward(smax::make_view(x.data(), {2, 4}),
+                                 smax::make_index_view(y.data(), {2}), smax::make_view(&dloss, {}),
+                                 smax::make_view(dx.data(), {2, 4}), ce, o);
+    static std::vector<float> loss0, dx0;
+    if (variant == 0) {
+      loss0 = loss;
+      dx0 = dx;
+      EXPECT_TRUE(std::isfinite(loss[0]));
+      for (int j = 0; j < 8; ++j) {
+        EXPECT_FALSE(std::isnan(dx[j])) << j;
+        if (keep[j] == 0) EXPECT_EQ(dx[j], 0.0f) << j;
+      }
+    } else {
+      EXPECT_EQ(std::memcmp(loss.data(), loss0.data(), sizeof(float)), 0);
+      EXPECT_EQ(std::memcmp(dx.data(), dx0.data(), sizeof(float) * 8), 0);
+    }
+  }
+  // Every entry hidden, NaN in the additive mask: an empty row (0 gradient).
+  const uint8_t none[8] = {};
+  const float nan_add[8] = {kNanF, kNanF, kNanF, kNanF, kNanF, kNanF, kNanF, kNanF};
+  SoftmaxOptions o;
+  o.additive_mask = smax::make_view(nan_add, {2, 4});
+  o.bool_mask = smax::make_bool_view(none, {2, 4});
+  CrossEntropyOptions ce;
+  ce.softcap = 1.0f;
+  std::vector<float> dx(8, 7.0f);
+  smax::cross_entropy_backward(smax::make_view(x.data(), {2, 4}), smax::make_index_view(y.data(), {2}),
+                               smax::make_view(&dloss, {}), smax::make_view(dx.data(), {2, 4}), ce, o);
+  for (int j = 0; j < 8; ++j) EXPECT_EQ(dx[j], 0.0f) << j;
+}
+
 SMAX_INSTANTIATE_PER_TARGET(CrossEntropy);
 
 // ---- hand vectors (PyTorch 2.x, float64, and spec §5) -----------------------------

@@ -938,6 +938,45 @@ TEST_P(Rescaled, SoftpickBackwardNonFiniteDyAtMaskedEntries) {
   }
 }
 
+// Fuzz regression (fuzz/regressions/options/ssmax_backward_ds_f32_overflow):
+// ds summed fl(t_i y_i) (g_i - dot); with t near 1e38 and a y above 1 (a y
+// that is not a softmax output) t y overflowed f32 to -inf and met the +inf
+// of a masked-by-value entry: NaN where the float64 sum is +inf. The
+// products are now formed in float64.
+TEST_P(Rescaled, FuzzRegressionSsmaxDsNoF32Overflow) {
+  const std::vector<float> x = {0.0947265625f, -kInfF};
+  const std::vector<float> y = {7.1875f, 6.9375f}, dy = {0.25f, 0.25f};
+  const float mask = 1e38f, s_row = 0.43f;
+  SoftmaxOptions o;
+  o.scale = 0.001f;
+  o.additive_mask = smax::make_view(&mask, {});
+  SsmaxOptions p;
+  p.s_rows = smax::make_view(&s_row, {});
+  p.fixed_n = 7;
+  std::vector<float> dx(2), ds(1);
+  const TensorView dsv = smax::make_view(ds.data(), {});
+  smax::ssmax_backward(smax::make_view(x.data(), {2}), smax::make_view(y.data(), {2}),
+                       smax::make_view(dy.data(), {2}), smax::make_view(dx.data(), {2}), p, o, &dsv);
+  // t = {1e38, -inf}; dot = 0.25 (7.1875 + 6.9375); entry 1's t y (g - dot)
+  // is (-inf)(6.9375)(negative) = +inf, entry 0's finite in float64.
+  EXPECT_EQ(ds[0], kInfF);
+  // t y beyond FLT_MAX (9e38) with a small g - dot: ds is finite.
+  const std::vector<float> x2 = {3e37f, 2e37f};
+  const std::vector<float> y2 = {30.0f, 2.0f}, dy2 = {1e-3f, 1e-3f};
+  SoftmaxOptions o2;
+  std::vector<float> dx2(2), ds2(1);
+  const TensorView dsv2 = smax::make_view(ds2.data(), {});
+  SsmaxOptions p2;
+  p2.s = 1e-30f;
+  smax::ssmax_backward(smax::make_view(x2.data(), {2}), smax::make_view(y2.data(), {2}),
+                       smax::make_view(dy2.data(), {2}), smax::make_view(dx2.data(), {2}), p2, o2, &dsv2);
+  // ds = ln 2 sum t y (g - dot), g - dot = fl(1e-3 - fl(0.032)) (about -0.031).
+  const float w = 1e-3f - static_cast<float>(30.0 * 1e-3f + 2.0 * 1e-3f);
+  const double want = std::log(2.0) * (3e37 * 30.0 + 2e37 * 2.0) * static_cast<double>(w);
+  EXPECT_TRUE(std::isfinite(ds2[0]));
+  EXPECT_NEAR(ds2[0], want, 1e-6 * std::fabs(want));
+}
+
 SMAX_INSTANTIATE_PER_TARGET(Rescaled);
 
 }  // namespace

@@ -92,7 +92,8 @@ TEST_P(Forward, Adversarial) {
   }
   // Four segments of the long-row path, where the special values must
   // survive the merge of partial results.
-  for (Data d : {Data::kWide, Data::kSomeNegInf, Data::kNan, Data::kPosInf, Data::kAllNegInf}) {
+  for (Data d : {Data::kWide, Data::kSomeNegInf, Data::kNan, Data::kPosInf, Data::kAllNegInf,
+                 Data::kNanInNegInf}) {
     SCOPED_TRACE(data_name(d));
     sweep(kForwardOps, {3 * 65536 + 5}, d, {}, 1, 0);
     if (HasFatalFailure()) return;

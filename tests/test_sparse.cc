@@ -979,6 +979,32 @@ TEST_P(Sparse, FuzzRegressionSoftmaxRouteMasksWin) {
   EXPECT_EQ(dx, before);
 }
 
+// Fuzz regression (fuzz/regressions/normalizers/sparse_softmax_tiny_ties_*):
+// the k-th largest was rebuilt as m + (t - m), which is not t for entries
+// far below m (1e-38 next to 6.5625 came back as 0), so the tie count went
+// negative and 40 entries were kept for k = 10. Exactly k entries are kept,
+// the ties at the k-th value by lowest index, on the sampled path (n = 48)
+// and the candidate path (n = 4800).
+TEST_P(Sparse, FuzzRegressionTopKTinyValuesBelowMax) {
+  const float pattern[6] = {1.98106468e-39f, -5.0625f, 6.5625f, 3.61840627e-39f, 0.0f,
+                            1.02333338e-38f};
+  for (int64_t n : {48, 4800}) {
+    for (int64_t k : {int64_t{10}, int64_t{9}, n / 6 + 3, n / 2}) {
+      std::vector<float> x(static_cast<size_t>(n)), y(x.size(), 7.0f);
+      for (int64_t i = 0; i < n; ++i) x[i] = pattern[i % 6];
+      smax::sparse_softmax(smax::make_view(x.data(), {1, n}), smax::make_view(y.data(), {1, n}), k);
+      const std::vector<double> ref = ref::sparse_softmax_row(std::vector<double>(x.begin(), x.end()), k);
+      int64_t kept = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        kept += y[i] != 0.0f;
+        EXPECT_LE(std::fabs(y[i] - ref[i]), 2e-6 * std::fabs(ref[i]) + 1e-36)
+            << "n " << n << " k " << k << " i " << i << " y " << y[i] << " ref " << ref[i];
+      }
+      EXPECT_EQ(kept, k) << "n " << n;
+    }
+  }
+}
+
 SMAX_INSTANTIATE_PER_TARGET(Sparse);
 
 }  // namespace

@@ -272,6 +272,7 @@ enum class Data {
   kPosInf,       ///< normal, one +inf per row
   kNan,          ///< normal, one NaN per row
   kAllNegInf,    ///< every entry -inf
+  kNanInNegInf,  ///< every entry -inf but one NaN (no finite max to carry it)
   kSomeNegInf,   ///< normal, ~30% -inf (and the first entry)
   kDenormal,     ///< denormal magnitudes of both signs
   kHuge,         ///< mixture of +-1e30, +-FLT_MAX, small values
@@ -287,6 +288,7 @@ inline const char* data_name(Data d) {
     case Data::kPosInf: return "one+inf";
     case Data::kNan: return "one-nan";
     case Data::kAllNegInf: return "all-inf";
+    case Data::kNanInNegInf: return "nan-in-all-inf";
     case Data::kSomeNegInf: return "some-inf";
     case Data::kDenormal: return "denormal";
     case Data::kHuge: return "huge";
@@ -298,7 +300,7 @@ inline const std::vector<Data>& all_data() {
   static const std::vector<Data> v = {
       Data::kUniform, Data::kHigh,       Data::kWide,       Data::kNegative,
       Data::kConstant, Data::kPosInf,    Data::kNan,        Data::kAllNegInf,
-      Data::kSomeNegInf, Data::kDenormal, Data::kHuge};
+      Data::kNanInNegInf, Data::kSomeNegInf, Data::kDenormal, Data::kHuge};
   return v;
 }
 
@@ -319,6 +321,7 @@ inline void fill_rows(Tensor& t, int axis, Data d, Rng& rng) {
           case Data::kPosInf: v = k == special ? kInfF : rng.normal(); break;
           case Data::kNan: v = k == special ? kNanF : rng.normal(); break;
           case Data::kAllNegInf: v = -kInfF; break;
+          case Data::kNanInNegInf: v = k == special ? kNanF : -kInfF; break;
           case Data::kSomeNegInf:
             v = (k == 0 || rng.bernoulli(0.3)) ? -kInfF : 3.0f * rng.normal();
             break;
@@ -413,8 +416,9 @@ inline float eff_scale(const SoftmaxOptions& o) { return o.scale / o.temperature
 //  roundings and the rounding of D^ to f32 cost <= 4u (u = 2^-24 = 6e-8)
 //  relative to |y|(|dy| + |D|). The dot itself: f32 products summed in lane
 //  chains of <= 16 adds, chains summed in float64, has worst-case error
-//  gamma_17 * sum_j |dy_j y_j| (~1e-6 * sum |dy_j y_j|); that term is NOT in
-//  the header's bound. It matters only where |D| and |dy_i| are both tiny
+//  gamma_17 * sum_j |dy_j y_j| (~1e-6 * sum |dy_j y_j|); the header states
+//  that term separately (1.02e-6 |y| sum |dy_j y_j| "where <dy, y>
+//  cancels") and these tests leave it out. It matters only where |D| and |dy_i| are both tiny
 //  next to sum |dy_j y_j| (a cancelling dot). Rounding errors in a chain are
 //  of order u * |partial sum| and partial sums of a random gradient are
 //  O(|D|), so in practice the error stays within 2e-6 * |D|; a failure of

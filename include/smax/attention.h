@@ -23,7 +23,9 @@
 //   (default) gives out = 0, lse = -inf and zero gradients (SDPA / Flash-
 //   Attention); kNan gives NaN (out, lse and the gradients that depend on
 //   them). A softmax sink counts as a visible logit: with a sink such a row
-//   is out = 0 (weights 0 / e^sink), not empty.
+//   is out = 0 (weights 0 / e^sink), not empty. With no key at all (Lk = 0)
+//   and a sink, out is the empty sum P[:, :0] V = 0 whatever the sink (NaN
+//   included), lse the sink's; dq = 0.
 // * Special values: a NaN or +inf logit on a visible entry -> NaN output row
 //   (after softcap, +inf scores become cap: finite). NaN under a masked entry
 //   (bool mask, causal) is ignored. -inf logits are masked.

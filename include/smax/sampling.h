@@ -87,7 +87,8 @@ void gumbel_softmax(const TensorView& src, const TensorView& dst,
 /// too: the straight-through estimator passes the gradient of the soft
 /// sample): dx = c * y * (dy - <dy, y>) with c = fl(fl(scale / temperature)
 /// / tau) (f32). Error: |dx - dx_ref| <= 2e-6 * c * |y| * (|dy| + |<dy,y>|)
-/// + 1e-30 (float64 dot, like softmax_backward). Masked entries (by
+/// + 1e-30, plus softmax_backward's dot term 1.02e-6 * c * |y| *
+/// sum_j |dy_j y_j| when <dy, y> cancels (smax/softmax.h). Masked entries (by
 /// options' masks) get exactly 0. dx may alias dy.
 void gumbel_softmax_backward(const TensorView& y_soft, const TensorView& dy,
                              const TensorView& dx, float tau = 1.0f,

@@ -18,7 +18,10 @@
 //                     (smaller outputs: absolute error <= 1e-36);
 //     log_softmax, logsumexp: max absolute error <= 2e-6 * (1 + |value|);
 //     backward:       |dx - dx_ref| <= 2e-6 * (|y| * (|dy| + |<dy,y>|)) + 1e-30
-//                     elementwise (scaled by `scale/temperature`).
+//                     elementwise (scaled by `scale/temperature`), plus
+//                     1.02e-6 * |y| * sum_j |dy_j y_j| where <dy, y> cancels
+//                     (the error of the dot's f32 products; at most
+//                     1.02e-6 |y| max|dy| for a softmax output y).
 //   Sums are blocked (f32 vector accumulators, at most 16 adds per lane per
 //   block of 32 vectors, then float64 across blocks), so the error does not
 //   grow with n. Backward dots and sums accumulate in float64.

@@ -329,6 +329,10 @@ struct F64Acc {
   HWY_INLINE void AddProduct(DF /*d*/, VF a, VF b) {
     s += static_cast<double>(hn::GetLane(a)) * static_cast<double>(hn::GetLane(b));
   }
+  HWY_INLINE void AddProduct3(DF /*d*/, VF a, VF b, VF c) {
+    s += static_cast<double>(hn::GetLane(a)) * static_cast<double>(hn::GetLane(b)) *
+         static_cast<double>(hn::GetLane(c));
+  }
   HWY_INLINE void Scale(double f) { s *= f; }
   HWY_INLINE double Total(DF /*d*/) const { return s; }
   HWY_INLINE void StoreLanes(DF /*d*/, double* out) const { out[0] = s; }
@@ -354,6 +358,17 @@ struct F64Acc {
                     hn::PromoteTo(dd, hn::LowerHalf(dh, b)), lo);
     hi = hn::MulAdd(hn::PromoteTo(dd, hn::UpperHalf(dh, a)),
                     hn::PromoteTo(dd, hn::UpperHalf(dh, b)), hi);
+  }
+  // += a * b * c per lane in float64 (no f32 overflow of a partial product).
+  HWY_INLINE void AddProduct3(DF /*d*/, VF a, VF b, VF c) {
+    const DH dh;
+    const DD dd;
+    const VD ab_lo = hn::Mul(hn::PromoteTo(dd, hn::LowerHalf(dh, a)),
+                             hn::PromoteTo(dd, hn::LowerHalf(dh, b)));
+    const VD ab_hi = hn::Mul(hn::PromoteTo(dd, hn::UpperHalf(dh, a)),
+                             hn::PromoteTo(dd, hn::UpperHalf(dh, b)));
+    lo = hn::MulAdd(ab_lo, hn::PromoteTo(dd, hn::LowerHalf(dh, c)), lo);
+    hi = hn::MulAdd(ab_hi, hn::PromoteTo(dd, hn::UpperHalf(dh, c)), hi);
   }
   HWY_INLINE void Scale(double f) {
     const DD dd;

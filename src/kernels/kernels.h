@@ -84,8 +84,9 @@ void logsumexp_rows(const Rows& rows, Algorithm algorithm) noexcept;
 // ---------------------------------------------------------------------------
 inline constexpr int64_t kSegment = int64_t{1} << 16;
 
-/// max_i t_i over the segment (-inf when all are -inf; NaN may or may not
-/// propagate: callers detect NaN through the sums).
+/// max_i t_i over the segment: -inf when all are -inf; NaN when the segment
+/// holds NaN and nothing above -inf; otherwise NaN may or may not propagate
+/// (callers detect NaN through the sums).
 float max_segment(const float* x, const float* mask, int64_t n, float scale) noexcept;
 /// sum_i exp(t_i - shift), blocked; if dst != nullptr also stores
 /// dst_i = exp(t_i - shift). shift is finite.

@@ -412,9 +412,11 @@ double SsmaxDsSumImpl(const float* t, const float* y, const float* g, int64_t n6
   auto step = [&](size_t i, size_t count) {
     const VF vy = LoadN(d, y, i, count);
     const auto off = hn::Eq(vy, zero);  // masked (t = -inf) or underflowed
-    const VF ty = hn::IfThenZeroElse(off, hn::Mul(LoadN(d, t, i, count), vy));
+    // t y (g - dot) in float64: t near FLT_MAX times y > 1 (a raw y) must
+    // not overflow f32 and meet an inf of the other sign (NaN, not inf).
+    const VF vt = hn::IfThenZeroElse(off, LoadN(d, t, i, count));
     const VF w = hn::IfThenZeroElse(off, hn::Sub(LoadN(d, g, i, count), vdot));
-    ((which++ & 1) ? acc1 : acc0).AddProduct(d, ty, w);
+    ((which++ & 1) ? acc1 : acc0).AddProduct3(d, vt, vy, w);
   };
   size_t i = 0;
   for (; i + N <= n; i += N) step(i, N);

@@ -22,7 +22,8 @@ int64_t count_visible(const float* t, int64_t n) noexcept;
 /// u_i = fl(t_i * c), except u_i = -inf where t_i = -inf and NaN where
 /// t_i = +inf (for c <= 0, where -inf * c would unmask an entry).
 void ssmax_logits(const float* t, int64_t n, float c, float* u) noexcept;
-/// sum_i fl(t_i y_i) * fl(g_i - dot) in float64 over entries with y_i != 0.
+/// sum_i t_i y_i fl(g_i - dot) in float64 (t_i y_i exact, never overflowing
+/// f32) over entries with y_i != 0.
 double ssmax_ds_sum(const float* t, const float* y, const float* g, int64_t n,
                     float dot) noexcept;
 

@@ -14,9 +14,17 @@
 HWY_BEFORE_NAMESPACE();
 namespace smax::kernels::HWY_NAMESPACE {
 
+// NaN when the segment holds a NaN and no finite or +inf entry: RowMax need
+// not propagate NaN (EMU128's Max drops it), and an all-NaN segment must not
+// read as an empty one (-inf), as in the row kernels (softmax_rows.cc).
 float MaxSegmentImpl(const float* x, const float* mask, int64_t n, float scale) {
   float m = kNegInf;
-  WithLogits(x, mask, scale, [&](const auto& src) { m = RowMax(src, static_cast<size_t>(n)); });
+  WithLogits(x, mask, scale, [&](const auto& src) {
+    m = RowMax(src, static_cast<size_t>(n));
+    if (m == kNegInf && RowHasNaN(src, static_cast<size_t>(n))) {
+      m = std::numeric_limits<float>::quiet_NaN();
+    }
+  });
   return m;
 }
 

@@ -543,7 +543,16 @@ void forward_softmax(const Setup& s, const TensorView& out) {
           M = M2;
         }
       }
-      if (nan) {
+      if (kend == 0 && s.sinks != nullptr) {
+        // No key at all (Lk = 0): the output is the empty sum P[:, :0] V,
+        // exactly 0 whatever the sink (SDPA with a sink column); the lse is
+        // the sink's (NaN for a NaN sink, the empty policy for -inf).
+        store_row(out, b, h, i, o, s.Dv, 0.0, 0.0f, true);
+        store_lse(s, b, h, i,
+                  nan ? kNaNf
+                      : dd > 0.0 ? static_cast<float>(static_cast<double>(M) + std::log(dd))
+                                 : empty_lse);
+      } else if (nan) {
         store_row(out, b, h, i, o, s.Dv, 0.0, kNaNf, true);
         store_lse(s, b, h, i, kNaNf);
       } else if (!(dd > 0.0)) {

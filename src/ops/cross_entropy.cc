@@ -76,7 +76,7 @@ void prepare(Setup& s, Rowwise& rw, const LogitsSetup& ls, const TensorView& tar
   s.scale = rw.scale();
   int inputs = 1;
   if (ls.mask) {
-    rw.add_input(*ls.mask, "additive_mask");
+    rw.add_bool_masked_input(*ls.mask, "additive_mask");  // bool mask wins over NaN
     s.mask_input = inputs++;
   }
   std::vector<char> active(static_cast<size_t>(s.rows), 1);

@@ -39,21 +39,29 @@ Rowwise::Rowwise(const char* op, const TensorView& src, const char* src_name, bo
     bool_mask_copy_ = *options.bool_mask;
     bool_mask_view_ = &bool_mask_copy_;
   }
-  declare(kInput, src_, src_name, DType::kF32, src_is_logits, false);
+  declare(kInput, src_, src_name, DType::kF32, src_is_logits ? kLogits : kRaw, false);
 }
 
 void Rowwise::declare(int kind, const TensorView& view, const char* name, DType dtype,
-                      bool logits, bool allow_alias) {
+                      Transform transform, bool allow_alias) {
   if (finished_) fail(op_, "internal: operand declared after run");
   if (decls_ >= kMaxOperands - 2) fail(op_, "internal: too many operands");
-  decl_[decls_++] = Decl{static_cast<Kind>(kind), view, name, dtype, logits, allow_alias};
+  decl_[decls_++] = Decl{static_cast<Kind>(kind), view, name, dtype, transform, allow_alias};
 }
 
 int Rowwise::add_input(const TensorView& view, const char* name, bool is_logits) {
   check_view(view, op_, name, DType::kF32);
   const TensorView v = as_rank1_if_scalar(view);
   check_same_shape(src_, decl_[0].name, v, name, op_);
-  declare(kInput, v, name, DType::kF32, is_logits, false);
+  declare(kInput, v, name, DType::kF32, is_logits ? kLogits : kRaw, false);
+  return 0;
+}
+
+int Rowwise::add_bool_masked_input(const TensorView& view, const char* name) {
+  check_view(view, op_, name, DType::kF32);
+  const TensorView v = as_rank1_if_scalar(view);
+  check_same_shape(src_, decl_[0].name, v, name, op_);
+  declare(kInput, v, name, DType::kF32, kBoolMasked, false);
   return 0;
 }
 
@@ -62,21 +70,21 @@ int Rowwise::add_output(const TensorView& view, const char* name, bool allow_ali
   const TensorView v = as_rank1_if_scalar(view);
   check_same_shape(src_, decl_[0].name, v, name, op_);
   check_no_self_overlap(view, name, op_);
-  declare(kOutput, v, name, DType::kF32, false, allow_alias);
+  declare(kOutput, v, name, DType::kF32, kRaw, allow_alias);
   return 0;
 }
 
 int Rowwise::add_row_input(const TensorView& view, const char* name, DType dtype) {
   if (dtype != DType::kF32 && dtype != DType::kI64) fail(op_, "internal: row input dtype");
   check_view(view, op_, name, dtype);
-  declare(kRowInput, view, name, dtype, false, false);
+  declare(kRowInput, view, name, dtype, kRaw, false);
   return 0;
 }
 
 int Rowwise::add_row_output(const TensorView& view, const char* name) {
   check_view(view, op_, name, DType::kF32);
   check_no_self_overlap(view, name, op_);
-  declare(kRowOutput, view, name, DType::kF32, false, false);
+  declare(kRowOutput, view, name, DType::kF32, kRaw, false);
   return 0;
 }
 
@@ -99,7 +107,7 @@ void Rowwise::finish() {
         for (int a = 0; a < src_.rank; ++a) strides[k][a] = d.view.strides[a];
         if (d.kind == kInput) {
           if (inputs_ >= kMaxRowwiseInputs) fail(op_, "internal: too many inputs");
-          input_logits_[inputs_] = d.logits;
+          input_transform_[inputs_] = d.transform;
           input_operand_[inputs_++] = k;
         } else {
           if (outputs_ >= kMaxRowwiseOutputs) fail(op_, "internal: too many outputs");
@@ -155,7 +163,9 @@ void Rowwise::finish() {
   const bool transform = scale_ != 1.0f || has_masks();
   for (int k = 0; k < inputs_; ++k) {
     const bool contiguous = g_.axis_stride[input_operand_[k]] == 1 || g_.n <= 1;
-    direct_input_[k] = contiguous && !(input_logits_[k] && transform);
+    const bool changed = (input_transform_[k] == kLogits && transform) ||
+                         (input_transform_[k] == kBoolMasked && bool_mask_view_ != nullptr);
+    direct_input_[k] = contiguous && !changed;
   }
   finished_ = true;
 }
@@ -165,8 +175,15 @@ void Rowwise::gather_input(int k, const int64_t* off, float* t) const {
   const float* x = reinterpret_cast<const float*>(g_.at(op, off[op]));
   const int64_t sx = g_.axis_stride[op];
   const int64_t n = g_.n;
-  if (!input_logits_[k]) {
+  if (input_transform_[k] != kLogits) {
     for (int64_t i = 0; i < n; ++i) t[i] = x[i * sx];
+    if (input_transform_[k] == kBoolMasked && bool_mask_ >= 0) {
+      const auto* keep = reinterpret_cast<const uint8_t*>(g_.at(bool_mask_, off[bool_mask_]));
+      const int64_t sb = g_.axis_stride[bool_mask_];
+      for (int64_t i = 0; i < n; ++i) {
+        if (keep[i * sb] == 0) t[i] = -std::numeric_limits<float>::infinity();
+      }
+    }
     return;
   }
   const float s = scale_;

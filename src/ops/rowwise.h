@@ -69,6 +69,11 @@ class Rowwise {
 
   /// More same-shape f32 inputs (e.g. y and dy in a backward pass).
   int add_input(const TensorView& view, const char* name, bool is_logits = false);
+  /// A same-shape f32 input read as is except where the options' bool mask
+  /// hides an entry, which reads -inf: an additive mask applied after a
+  /// transform of the logits (cross_entropy's softcap), so that the bool
+  /// mask wins over any value there (NaN included), as for plain logits.
+  int add_bool_masked_input(const TensorView& view, const char* name);
   /// Same-shape f32 output. Exact aliasing of an input is allowed when
   /// `allow_alias`; partial overlap never.
   int add_output(const TensorView& view, const char* name, bool allow_alias = true);
@@ -107,7 +112,8 @@ class Rowwise {
 
  private:
   void finish();
-  void declare(int kind, const TensorView& view, const char* name, DType dtype, bool logits,
+  enum Transform : uint8_t { kRaw, kLogits, kBoolMasked };
+  void declare(int kind, const TensorView& view, const char* name, DType dtype, Transform transform,
                bool allow_alias);
   void gather_input(int k, const int64_t* off, float* dst_row) const;
   void zero_masked(const int64_t* off, float* out_row) const;
@@ -194,7 +200,7 @@ class Rowwise {
     TensorView view;
     const char* name;
     DType dtype;
-    bool logits;
+    Transform transform;
     bool allow_alias;
   };
   Decl decl_[kMaxOperands];
@@ -206,7 +212,7 @@ class Rowwise {
   Geometry g_;
   int inputs_ = 0, outputs_ = 0, row_inputs_ = 0, row_outputs_ = 0;
   int input_operand_[kMaxRowwiseInputs] = {};
-  bool input_logits_[kMaxRowwiseInputs] = {};
+  Transform input_transform_[kMaxRowwiseInputs] = {};
   bool direct_input_[kMaxRowwiseInputs] = {};
   int output_operand_[kMaxRowwiseOutputs] = {};
   int row_input_operand_[kMaxRowInputs] = {};

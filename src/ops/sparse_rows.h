@@ -273,7 +273,10 @@ inline float kth_largest(const float* t, int64_t n, int64_t k, float m, float* s
   int64_t c = block;
   if (theta0 > kNegInfF && block < n) {
     c = kernels::sparse_candidates(t, n, theta0, m, idx, d);
-    for (int64_t i = 0; i < c; ++i) v[i] = static_cast<float>(static_cast<double>(m) + d[i]);
+    // The values themselves: m + d is not t when t is far below m (d is
+    // exact only within 2^29 ulps of m; denormals next to m = 6.5 all came
+    // back as 0, and the tie count then kept 40 entries for k = 10).
+    for (int64_t i = 0; i < c; ++i) v[i] = t[idx[i]];
   } else if (block < n) {  // theta0 = -inf: select on the whole row
     std::memcpy(v, t, static_cast<size_t>(n) * sizeof(float));
     c = n;

@@ -273,8 +273,13 @@ void spherical_z_loss_backward(const TensorView& src, const TensorView& target,
     // dl/dt_k = c0 ([k == y] - 1/D - z_y (t_k - mean) / (sigma D)), c0 = -w sig / sigma.
     const double c0 = -z.w[ri] * detail::sigmoid(ad * (bd - s.zy)) / s.sigma;
     const double f = s_scale * G[ri] * c0;
-    kernels::sphere_grad(args.in[0], args.n, s.mean, -f / s.D, -f * s.zy / (s.sigma * s.D), out);
-    out[y] = static_cast<float>(static_cast<double>(out[y]) + f);
+    const double alpha = -f / s.D, beta = -f * s.zy / (s.sigma * s.D);
+    kernels::sphere_grad(args.in[0], args.n, s.mean, alpha, beta, out);
+    // The target entry in float64 from the start: adding f to the rounded
+    // f32 value loses everything when that value is beyond FLT_MAX (+inf
+    // plus a larger negative f must give -inf, not +inf).
+    const double ty = static_cast<double>(args.in[0][y]);
+    out[y] = static_cast<float>(std::fma(beta, ty - s.mean, alpha) + f);
   });
 }
 
