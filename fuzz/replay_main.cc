@@ -4,9 +4,9 @@
 //
 //   smax_fuzz_replay OP PATH...   # PATH: a file or a directory of inputs
 //
-// OP is a softmax-family op (harness.h) or, in builds with the CLI's op
-// table, a group of the other ops: normalizers, losses, sampling, options
-// (harness_ops.h).
+// OP is a softmax-family op (harness.h), `attention` (harness_attention.h)
+// or, in builds with the CLI's op table, a group of the other ops:
+// normalizers, losses, sampling, options (harness_ops.h).
 //
 // Exits 0 when every input passed (a violation aborts with its description),
 // 2 on a usage error or when no input was found.
@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "harness.h"
+#include "harness_attention.h"
 #ifdef SMAX_FUZZ_HAVE_GROUPS
 #include "harness_ops.h"
 #endif
@@ -29,14 +30,15 @@ namespace fs = std::filesystem;
 int main(int argc, char** argv) {
   smax_fuzz::Op op = smax_fuzz::Op::kSoftmax;
   bool is_group = false;
+  const bool is_attention = argc >= 3 && std::string(argv[1]) == "attention";
 #ifdef SMAX_FUZZ_HAVE_GROUPS
   smax_fuzz::Group group = smax_fuzz::Group::kNormalizers;
   is_group = argc >= 3 && smax_fuzz::parse_group(argv[1], &group);
 #endif
-  if (argc < 3 || (!is_group && !smax_fuzz::parse_op(argv[1], &op))) {
+  if (argc < 3 || (!is_group && !is_attention && !smax_fuzz::parse_op(argv[1], &op))) {
     std::fprintf(stderr, "usage: %s OP PATH...  (OP: softmax, log_softmax, logsumexp, "
-                         "softmax_backward, log_softmax_backward; normalizers, losses, "
-                         "sampling, options)\n", argv[0]);
+                         "softmax_backward, log_softmax_backward; attention; normalizers, "
+                         "losses, sampling, options)\n", argv[0]);
     return 2;
   }
   std::vector<fs::path> files;
@@ -60,6 +62,10 @@ int main(int argc, char** argv) {
     const std::vector<uint8_t> data((std::istreambuf_iterator<char>(in)),
                                     std::istreambuf_iterator<char>());
     std::fprintf(stderr, "replay %s %s (%zu bytes)\n", argv[1], f.string().c_str(), data.size());
+    if (is_attention) {
+      smax_fuzz::run_attention_one(data.data(), data.size());
+      continue;
+    }
 #ifdef SMAX_FUZZ_HAVE_GROUPS
     if (is_group) {
       smax_fuzz::run_group_one(group, data.data(), data.size());
@@ -67,6 +73,13 @@ int main(int argc, char** argv) {
     }
 #endif
     smax_fuzz::run_one(op, data.data(), data.size());
+  }
+  if (is_attention) {
+    const smax_fuzz::AttentionStats& a = smax_fuzz::attention_stats();
+    std::printf("attention: %zu inputs passed (%lld accepted, %lld checked against the oracle, "
+                "%lld rejected as required, %lld grey, %lld rows unchecked)\n",
+                files.size(), a.accepted, a.checked, a.rejected - a.grey, a.grey, a.unchecked_rows);
+    return 0;
   }
 #ifdef SMAX_FUZZ_HAVE_GROUPS
   if (is_group) {

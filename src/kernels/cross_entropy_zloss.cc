@@ -18,6 +18,7 @@
 #include <limits>
 
 #include "kernels/cross_entropy.h"
+#include "kernels/demote-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace smax::kernels::HWY_NAMESPACE {
@@ -27,21 +28,6 @@ using D64 = hn::ScalableTag<double>;
 using V64 = hn::Vec<D64>;
 using D32 = hn::Rebind<float, D64>;
 constexpr size_t kMax64 = HWY_MAX_BYTES / sizeof(double);
-
-// Rounds to f32 as IEEE does: DemoteTo saturates at +-FLT_MAX on some
-// targets (EMU128 / SCALAR), so values that round to +-inf
-// (|v| >= 2^128 - 2^103) are made +-inf explicitly (as reweight.cc's StoreD).
-HWY_INLINE hn::Vec<D32> DemoteIeee(V64 v) {
-  const D64 d;
-  const D32 d32;
-  const auto big_d = hn::Ge(hn::Abs(v), hn::Set(d, 0x1.ffffffp127));
-  // The mask carried to f32 lanes as 1.0f / 0.0f (masks of different lane
-  // sizes do not convert).
-  const auto big = hn::Eq(hn::DemoteTo(d32, hn::IfThenElseZero(big_d, hn::Set(d, 1.0))),
-                          hn::Set(d32, 1.0f));
-  const auto f = hn::DemoteTo(d32, v);
-  return hn::IfThenElse(big, hn::Mul(f, hn::Set(d32, std::numeric_limits<float>::infinity())), f);
-}
 
 // Calls f(v, i, count) over the row as promoted double vectors; the tail is
 // copied into a buffer padded with -inf (count = valid lanes).
@@ -116,7 +102,7 @@ void SphereGradImpl(const float* t, int64_t n64, double mean, double alpha, doub
   const V64 vb = hn::Set(d, beta);
   ForEach64(t, n, [&](V64 v, size_t i, size_t count) {
     const V64 g = hn::IfThenZeroElse(hn::Eq(v, neg_inf), hn::MulAdd(vb, hn::Sub(v, vm), va));
-    const auto g32 = DemoteIeee(g);
+    const auto g32 = DemoteIeee(d, g);
     if (count == hn::Lanes(d)) {
       hn::StoreU(g32, d32, dst + i);
     } else {

@@ -25,6 +25,7 @@
 #include <hwy/highway.h>
 #include <hwy/contrib/math/math-inl.h>
 
+#include "kernels/demote-inl.h"
 #include "kernels/exp-inl.h"
 #include "kernels/reweight.h"
 
@@ -69,19 +70,11 @@ HWY_INLINE V64 LoadD(const float* HWY_RESTRICT p, size_t count, float pad) {
   return hn::PromoteTo(dd, hn::Load(df, b));
 }
 
-// Rounds to f32 (DemoteTo saturates at +-FLT_MAX on some targets: values
-// that round to +-inf in IEEE arithmetic, |v| >= 2^128 - 2^103, are made
-// +-inf explicitly).
+// Rounds to f32 as IEEE does (kernels/demote-inl.h) and stores count lanes.
 HWY_INLINE void StoreD(V64 v, float* HWY_RESTRICT p, size_t count) {
   const D64 dd;
   const DF2 df;
-  const auto big_d = hn::Ge(hn::Abs(v), hn::Set(dd, 0x1.ffffffp127));
-  // The mask, carried to f32 lanes as 1.0f / 0.0f (masks of different lane
-  // sizes do not convert).
-  const auto big = hn::Eq(hn::DemoteTo(df, hn::IfThenElseZero(big_d, hn::Set(dd, 1.0))),
-                          hn::Set(df, 1.0f));
-  auto f = hn::DemoteTo(df, v);
-  f = hn::IfThenElse(big, hn::Mul(f, hn::Set(df, kInf)), f);
+  const auto f = DemoteIeee(dd, v);
   if (count == hn::Lanes(dd)) {
     hn::StoreU(f, df, p);
     return;

@@ -90,10 +90,19 @@ Logits make_logits(const char* fn, const TensorView& src, double cap,
   lg.R = ref_rows(fn, src, o, true);
   lg.u = lg.R.values;
   lg.t = lg.R.values;
+  // Entries the bool mask hides stay -inf whatever the post-cap additive
+  // mask holds there (NaN included), as without softcap.
+  std::vector<char> hidden;
+  if (!mask.empty() && options.bool_mask) {
+    SoftmaxOptions only_bool;
+    only_bool.axis = options.axis;
+    only_bool.bool_mask = options.bool_mask;
+    hidden = ref_masked(fn, src, only_bool);
+  }
   for (size_t i = 0; i < lg.t.size(); ++i) {
     double v = lg.u[i];
     if (cap > 0.0 && std::isfinite(v)) v = cap * std::tanh(v / cap);
-    if (!mask.empty()) v += mask[i];
+    if (!mask.empty() && (hidden.empty() || !hidden[i])) v += mask[i];
     lg.t[i] = v;
   }
   return lg;
