@@ -2497,12 +2497,42 @@ void variant_extras(Case& c, Expect& ex, const smax_cli::ExtCall& e) {
   const OpDef& op = *c.op;
   const SoftmaxOptions& o = e.options;
   if (op.variant == Variant::kAlphaTensor && c.dprow.present) {
-    // dalpha: 1e-6 (1 + |ref|) (include/smax/sparse.h).
+    // dalpha: 1e-6 (1 + |ref|) + 4e-16 (n + 16) M (include/smax/sparse.h):
+    // M = sum_i |g_i| (y_i + p~_i) / (alpha-1)^2 + |g_i| (|S_i| + p~_i |H|) / |alpha-1|,
+    // the magnitude of the formula's terms, which cancel (e.g. uniform y).
     const smax::EntmaxBisectOptions b = bisect_options(c);
     std::vector<double> da;
     ref::entmax_backward(e.y, e.dy, 0.0, o, &b, &da);
     Expect::Out out{&c.dprow, da, {}};
-    for (double v : da) out.bound.push_back(1e-6 * (1.0 + (std::isfinite(v) ? std::fabs(v) : 0.0)));
+    const ref::RefRows Y = ref::ref_rows("fuzz", e.y, o, false);
+    const ref::RefRows G = ref::ref_rows("fuzz", e.dy, o, false);
+    const std::vector<double> alphas =
+        b.alpha_tensor ? ref::ref_row_values("fuzz", *b.alpha_tensor, Y)
+                       : std::vector<double>(static_cast<size_t>(Y.rows), static_cast<double>(b.alpha));
+    for (size_t r = 0; r < da.size(); ++r) {
+      const double v = da[r];
+      double bound = 1e-6 * (1.0 + (std::isfinite(v) ? std::fabs(v) : 0.0));
+      if (static_cast<int64_t>(r) < Y.rows && r < alphas.size()) {
+        const double am1 = std::fabs(alphas[r] - 1.0);
+        const Row y = row_of(Y, static_cast<int64_t>(r)), g = row_of(G, static_cast<int64_t>(r));
+        double sw = 0.0, H = 0.0;
+        for (double yi : y) {
+          if (yi > 0.0) {
+            sw += std::pow(yi, 2.0 - alphas[r]);
+            H += yi * std::log(yi);
+          }
+        }
+        double M = 0.0;
+        for (size_t i = 0; i < y.size() && sw > 0.0 && am1 > 0.0; ++i) {
+          if (!(y[i] > 0.0)) continue;
+          const double pt = std::pow(y[i], 2.0 - alphas[r]) / sw;
+          M += std::fabs(g[i]) * ((y[i] + pt) / (am1 * am1) +
+                                  (std::fabs(y[i] * std::log(y[i])) + pt * std::fabs(H)) / am1);
+        }
+        if (std::isfinite(M)) bound += 4e-16 * (static_cast<double>(y.size()) + 16.0) * M;
+      }
+      out.bound.push_back(bound);
+    }
     ex.extras.push_back(out);
   }
   if (op.variant == Variant::kSRows && c.dprow.present) {

@@ -663,6 +663,28 @@ TEST_P(CrossEntropy, FuzzRegressionSoftcapMaskBound) {
   for (double v : g0.t_round) EXPECT_EQ(v, 0.0);
 }
 
+// Fuzz regression (fuzz/regressions/losses/z_loss_backward_factor_overflow_nan):
+// L ~ 8e37 and dloss 2.6e7 put the z-loss gradient factor 2 c L dloss (4e41)
+// beyond f32: inf * p_j = inf * 0 gave NaN at every entry but the max. Now
+// inf only at the max (its float64 value is beyond f32), exact 0 elsewhere.
+TEST_P(CrossEntropy, FuzzRegressionZLossFactorOverflow) {
+  const std::vector<float> x = {7.99999995e+37f, -FLT_MAX, 97.109375f, 0.0f, -kInfF};
+  const float dloss = 25784000.0f;
+  LossOptions lo;
+  lo.reduction = Reduction::kNone;
+  std::vector<float> dx(5, 7.0f);
+  smax::z_loss_backward(smax::make_view(x.data(), {1, 5}), smax::make_view(&dloss, {1}),
+                        smax::make_view(dx.data(), {1, 5}), 1e-4f, lo);
+  const ref::GradRef g = ref::z_loss_backward(smax::make_view(x.data(), {1, 5}), nullptr,
+                                              smax::make_view(&dloss, {1}), 1e-4, lo);
+  EXPECT_GT(g.dsrc[0], static_cast<double>(FLT_MAX));
+  EXPECT_EQ(dx[0], kInfF);
+  for (size_t j = 1; j < 5; ++j) {
+    EXPECT_EQ(dx[j], 0.0f) << j;
+    EXPECT_EQ(g.dsrc[j], 0.0) << j;
+  }
+}
+
 // Fuzz regression (fuzz/regressions/losses/spherical_z_loss_backward_target_beyond_flt_max):
 // a row of nearly equal denormals has std ~ 1e-41, so the gradient's terms
 // are far beyond FLT_MAX. The target entry was the f32 rounding of

@@ -1005,6 +1005,33 @@ TEST_P(Sparse, FuzzRegressionTopKTinyValuesBelowMax) {
   }
 }
 
+// Fuzz regression (fuzz/regressions/options/entmax_bisect_dalpha_uniform_alpha_near_1):
+// uniform y with alpha = 1.01 and |dy| ~ 2e7: dalpha is exactly 0, a sum of
+// terms of size |g| / (alpha-1)^2 ~ 1e11 that cancel; the float64
+// evaluation leaves ~1e-5, within the bound's 4e-16 (n + 16) M term (the
+// old bound 1e-6 (1 + |ref|) ignored the conditioning). Also a non-uniform
+// row against the oracle with the same bound.
+TEST_P(Sparse, FuzzRegressionDalphaCancellingTerms) {
+  const float alpha = 1.01f;
+  const std::vector<float> y = {0.125f, 0.125f, 0.125f, 0.125f, 0.125f, 0.125f, 0.125f, 0.125f};
+  const std::vector<float> g = {-4.01586914f, -4.01586914f, -4.01586914f, -4.01586914f,
+                                -4.01586914f, -5.77270508f, -23645000.0f, -23645000.0f};
+  smax::EntmaxBisectOptions b;
+  b.alpha_tensor = smax::make_view(&alpha, {});
+  std::vector<float> dx(8), da(1, 7.0f);
+  smax::entmax_bisect_backward(smax::make_view(y.data(), {8}), smax::make_view(g.data(), {8}),
+                               smax::make_view(dx.data(), {8}), smax::make_view(da.data(), {}), b);
+  const double am1 = static_cast<double>(alpha) - 1.0;
+  double M = 0.0;
+  for (int i = 0; i < 8; ++i) {
+    const double yi = y[static_cast<size_t>(i)], gi = std::fabs(g[static_cast<size_t>(i)]);
+    M += gi * (2 * yi / (am1 * am1) + (std::fabs(yi * std::log(yi)) + yi * std::fabs(std::log(yi))) / am1);
+  }
+  EXPECT_GT(M, 1e11);
+  EXPECT_LE(std::fabs(da[0]), 1e-6 + 4e-16 * (8 + 16) * M) << da[0];
+  EXPECT_LE(std::fabs(da[0]), 1e-12 * M) << da[0];  // far below the terms: no gross error
+}
+
 SMAX_INSTANTIATE_PER_TARGET(Sparse);
 
 }  // namespace

@@ -42,7 +42,10 @@
 //     backward (g = dy, w_i the op's gradient weights given with each
 //       function, q = <g,w>/sum w): |dx - ref| <= 1e-6 s w_i (|g_i| + |q|)
 //       + 1e-30 (sparse_softmax_backward: softmax_backward's bound);
-//       dalpha: 1e-6 (1 + |ref|);
+//       dalpha: 1e-6 (1 + |ref|) + 4e-16 (n + 16) M, M = sum_i |g_i|
+//       ((y_i + p~_i) / (alpha-1)^2 + (|S_i| + p~_i |H|) / |alpha-1|): the
+//       float64 evaluation of terms that cancel (uniform y gives dalpha = 0
+//       from terms of size |g| / (alpha-1)^2);
 //     losses: |loss - ref| <= 1e-6 (1 + |ref|) per row (sparse_softmax and
 //       the alpha = 1 route: 2e-6 (1 + |ref|)); loss gradients
 //       |dsrc - ref| <= 2u |ref| + |c s| A (sparse_softmax:
