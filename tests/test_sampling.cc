@@ -1016,6 +1016,36 @@ TEST(SoftNms, Errors) {
   EXPECT_EQ(ks[0], 5.0f);
 }
 
+// Fuzz regression (fuzz/regressions/sampling/gumbel_softmax_backward_denormal_y_scale_1e30):
+// temperature 1e-30 (c = 1e30) and a denormal y: the kernel formed
+// y (dy - dot) = 8.6e-42 first, a denormal with 4e-5 relative rounding,
+// then multiplied by 1e30. With |c| > 1 it now scales y first. The same
+// kernel serves softmax_backward.
+TEST_P(Sampling, FuzzRegressionBackwardLargeScaleDenormalY) {
+  const std::vector<float> y = {3.4240728e-41f, 0.5f, 0.25f};
+  const std::vector<float> dy = {0.25f, -1.0f, 2.0f};
+  SoftmaxOptions o;
+  o.temperature = 1e-30f;
+  const double c = static_cast<double>(1.0f / 1e-30f);
+  double dot = 0.0;
+  for (size_t i = 0; i < 3; ++i) dot += static_cast<double>(y[i]) * dy[i];
+  for (int which = 0; which < 2; ++which) {
+    std::vector<float> dx(3, 7.0f);
+    if (which == 0) {
+      smax::gumbel_softmax_backward(smax::make_view(y.data(), {3}), smax::make_view(dy.data(), {3}),
+                                    smax::make_view(dx.data(), {3}), 1.0f, o);
+    } else {
+      smax::softmax_backward(smax::make_view(y.data(), {3}), smax::make_view(dy.data(), {3}),
+                             smax::make_view(dx.data(), {3}), o);
+    }
+    for (size_t i = 0; i < 3; ++i) {
+      const double want = c * y[i] * (dy[i] - dot);
+      EXPECT_LE(std::fabs(dx[i] - want), 2e-6 * c * y[i] * (std::fabs(dy[i]) + std::fabs(dot)) + 1e-30)
+          << which << " " << i << " " << dx[i] << " vs " << want;
+    }
+  }
+}
+
 SMAX_INSTANTIATE_PER_TARGET(Sampling);
 
 }  // namespace

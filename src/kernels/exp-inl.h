@@ -269,6 +269,60 @@ struct ExpRefNoFlush {
   }
 };
 
+// ExpRefNoFlush with an 8-entry table: e^(t - N ln2) = 2^(k - N) * 2^(j/8) *
+// e^r with n8 = round(8 t log2e) = 8k + j, r = t - n8 ln2/8 (|r| <= ln2/16,
+// reduced exactly as ExpRef: |n8| < 2^14 with FMA). The table lookup (one
+// lane permute) replaces two polynomial degrees: degree 3 with c1 = 1 has
+// relative error 2.6e-8 on [-ln2/16, ln2/16] (coefficients fitted for this
+// range, rounded to f32), the table entries 3.2e-8; 7 FMA-pipe ops per
+// vector instead of 9. Targets with >= 8 f32 lanes (the table is one
+// vector); elsewhere kAvailable is false and callers keep ExpRefNoFlush.
+// Usable(m, t_min): |m| <= kRefMaxAbs / 8 (exact reduction) and a margin of
+// 3 above the flush threshold (2^(k - N) 2^(j/8) e^r stays normal).
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+constexpr bool kHaveExpTable = true;
+#else
+constexpr bool kHaveExpTable = false;
+#endif
+constexpr float kLog2e8 = 0x1.715476p+3f;     // 8 log2(e)
+constexpr float kLn2Hi8 = 0x1.62E400p-4f;     // kLn2Hi / 8 (exact)
+constexpr float kLn2Lo8 = 0x1.7F7D1Cp-23f;    // kLn2Lo / 8 (exact)
+constexpr float kMagic8 = 0x1.8007F0p23f;     // 1.5 * 2^23 + 8 * 127
+constexpr float kT2 = 0x1.000876p-1f;         // e^r ~ 1 + r + kT2 r^2 + kT3 r^3
+constexpr float kT3 = 0x1.55575Cp-3f;
+// Mantissa bits of 2^(j/8) rounded to f32 (exponent field 0: the exponent is
+// added from n8).
+constexpr int32_t kExp2Frac8[16] = {0x000000, 0x0B95C2, 0x1837F0, 0x25FED7,
+                                    0x3504F3, 0x45672A, 0x5744FD, 0x6AC0C7,
+                                    0, 0, 0, 0, 0, 0, 0, 0};  // 16: AVX3's lanes
+struct ExpRefTable {
+  ExpRef e;     // the flushing exp, for tail vectors (ExpTail)
+  float bias8;  // kMagic8 - 8 N
+  static constexpr bool kAvailable = kHaveExpTable;
+  static ExpRefTable Make(const ExpRef& e, float n_ref) {
+    return ExpRefTable{e, kMagic8 - 8.0f * n_ref};
+  }
+  static bool Usable(float m, float t_min, const ExpRef& e) {
+    return kAvailable && std::fabs(m) <= kRefMaxAbs / 8 &&
+           static_cast<double>(t_min) * kLog2ed - 3.0 >= static_cast<double>(e.flush_below);
+  }
+  HWY_INLINE VF operator()(DF d, VF t) const {
+    const DI di;
+    const VF b = hn::Set(d, bias8);
+    const VF nb = hn::MulAdd(t, hn::Set(d, kLog2e8), b);
+    const VF n8 = hn::Sub(nb, b);
+    VF r = hn::NegMulAdd(n8, hn::Set(d, kLn2Hi8), t);
+    r = hn::NegMulAdd(n8, hn::Set(d, kLn2Lo8), r);
+    const auto bits = hn::BitCast(di, nb);
+    const auto j = hn::And(bits, hn::Set(di, 7));
+    const auto frac = hn::TableLookupLanes(hn::LoadU(di, kExp2Frac8), hn::IndicesFromVec(di, j));
+    const VF s = hn::BitCast(d, hn::Add(frac, hn::ShiftLeft<23>(hn::ShiftRight<3>(bits))));
+    VF p = hn::MulAdd(hn::Set(d, kT3), r, hn::Set(d, kT2));
+    p = hn::MulAdd(p, r, hn::Set(d, 1.0f));
+    return hn::MulAdd(hn::Mul(r, s), p, s);
+  }
+};
+
 // The exp of a tail vector, whose lanes past the row are -inf padding: those
 // need the flush (without it -inf gives NaN), so ExpRefNoFlush hands the tail
 // to the flushing ExpRef.
@@ -277,6 +331,7 @@ HWY_INLINE VF ExpTail(const Exp& exp, DF d, VF t) {
   return exp(d, t);
 }
 HWY_INLINE VF ExpTail(const ExpRefNoFlush& exp, DF d, VF t) { return exp.e(d, t); }
+HWY_INLINE VF ExpTail(const ExpRefTable& exp, DF d, VF t) { return exp.e(d, t); }
 
 // e^(t - m) with the exact difference t - m = hi + lo (TwoSum, Knuth): 6
 // add-pipe ops; lo joins the reduced argument. m may differ per lane

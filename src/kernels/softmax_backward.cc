@@ -48,11 +48,18 @@ HWY_INLINE double BlockedDot(const float* HWY_RESTRICT a, const float* HWY_RESTR
   return acc0.Total(d) + acc1.Total(d);
 }
 
-// dx = (y * (dy - dot)) * scale.
+// dx = (y * (dy - dot)) * scale for |scale| <= 1, (y * scale) * (dy - dot)
+// above: a large scale (1 / temperature = 1e30) times an intermediate
+// y (dy - dot) that fell below FLT_MIN would multiply that product's
+// absolute rounding (up to 2^-150) by the scale; with y * scale first the
+// only product below FLT_MIN is the last one (absolute error <= 2^-150,
+// inside the bound's 1e-30). Found by fuzz_sampling (gumbel_softmax_backward,
+// temperature 1e-30, y = 3.4e-41).
+template <bool kScaleFirst>
 HWY_INLINE VF SoftmaxGrad(VF y, VF dy, VF dot, VF scale) {
+  if (kScaleFirst) return hn::Mul(hn::Mul(y, scale), hn::Sub(dy, dot));
   return hn::Mul(hn::Mul(y, hn::Sub(dy, dot)), scale);
-}
-// dx = (dy - exp(y) * sum) * scale, 0 where y = -inf.
+}// dx = (dy - exp(y) * sum) * scale, 0 where y = -inf.
 HWY_INLINE VF LogSoftmaxGrad(DF d, VF y, VF dy, VF sum, VF scale) {
   const VF e = ExpRef::Make(0.0f)(d, y);
   const VF g = hn::Mul(hn::NegMulAdd(e, sum, dy), scale);
@@ -66,22 +73,28 @@ HWY_INLINE void GradStore(const float* HWY_RESTRICT y, const float* dy, size_t n
   const size_t N = hn::Lanes(d);
   const VF vr = hn::Set(d, red);
   const VF vs = hn::Set(d, scale);
-  auto f = [&](VF vy, VF vdy) {
-    return kLog ? LogSoftmaxGrad(d, vy, vdy, vr, vs) : SoftmaxGrad(vy, vdy, vr, vs);
+  auto sweep = [&](auto f) {
+    size_t i = 0;
+    for (; i + 2 * N <= n; i += 2 * N) {
+      const VF g0 = f(hn::LoadU(d, y + i), hn::LoadU(d, dy + i));
+      const VF g1 = f(hn::LoadU(d, y + i + N), hn::LoadU(d, dy + i + N));
+      hn::StoreU(g0, d, dx + i);
+      hn::StoreU(g1, d, dx + i + N);
+    }
+    for (; i + N <= n; i += N) hn::StoreU(f(hn::LoadU(d, y + i), hn::LoadU(d, dy + i)), d, dx + i);
+    if (i < n) {
+      // Padding lanes (zeros) are computed but never stored.
+      const VF vy = LoadTailZero(d, y + i, n - i);
+      const VF g = f(vy, LoadTailZero(d, dy + i, n - i));
+      StoreTail(d, g, dx + i, n - i);
+    }
   };
-  size_t i = 0;
-  for (; i + 2 * N <= n; i += 2 * N) {
-    const VF g0 = f(hn::LoadU(d, y + i), hn::LoadU(d, dy + i));
-    const VF g1 = f(hn::LoadU(d, y + i + N), hn::LoadU(d, dy + i + N));
-    hn::StoreU(g0, d, dx + i);
-    hn::StoreU(g1, d, dx + i + N);
-  }
-  for (; i + N <= n; i += N) hn::StoreU(f(hn::LoadU(d, y + i), hn::LoadU(d, dy + i)), d, dx + i);
-  if (i < n) {
-    // Padding lanes (zeros) are computed but never stored.
-    const VF vy = LoadTailZero(d, y + i, n - i);
-    const VF g = f(vy, LoadTailZero(d, dy + i, n - i));
-    StoreTail(d, g, dx + i, n - i);
+  if (kLog) {
+    sweep([&](VF vy, VF vdy) { return LogSoftmaxGrad(d, vy, vdy, vr, vs); });
+  } else if (std::fabs(scale) > 1.0f) {
+    sweep([&](VF vy, VF vdy) { return SoftmaxGrad<true>(vy, vdy, vr, vs); });
+  } else {
+    sweep([&](VF vy, VF vdy) { return SoftmaxGrad<false>(vy, vdy, vr, vs); });
   }
 }
 
@@ -151,7 +164,9 @@ HWY_INLINE void BackwardColumnBlock(const BackwardColumns& c, size_t j0, size_t 
     const int64_t kk = static_cast<int64_t>(k);
     const VF vy = load(c.y + kk * c.y_axis_stride + j0);
     const VF vdy = load(c.dy + kk * c.dy_axis_stride + j0);
-    const VF g = kLog ? LogSoftmaxGrad(d, vy, vdy, vr, vs) : SoftmaxGrad(vy, vdy, vr, vs);
+    const VF g = kLog                          ? LogSoftmaxGrad(d, vy, vdy, vr, vs)
+                 : std::fabs(c.scale) > 1.0f ? SoftmaxGrad<true>(vy, vdy, vr, vs)
+                                             : SoftmaxGrad<false>(vy, vdy, vr, vs);
     float* p = c.dx + kk * c.dx_axis_stride + j0;
     if (full) {
       hn::StoreU(g, d, p);

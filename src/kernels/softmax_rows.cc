@@ -70,7 +70,10 @@ HWY_INLINE void ThreePassRow(const Src& src, size_t n, float* HWY_RESTRICT dst,
   double s;
   if (use_ref) {
     const ExpRef e = ExpRef::Make(nref);
-    if (e.NeverFlushes(mm.min)) {  // the usual case: range of the row < ~85
+    if (ExpRefTable::Usable(m, mm.min, e)) {  // AVX2+: table exp, |m| <= 256
+      const ExpRefTable et = ExpRefTable::Make(e, nref);
+      s = store ? ExpSum<true>(src, n, et, dst) : ExpSum<false>(src, n, et, nullptr);
+    } else if (e.NeverFlushes(mm.min)) {  // the usual case: range of the row < ~85
       const ExpRefNoFlush ef{e};
       s = store ? ExpSum<true>(src, n, ef, dst) : ExpSum<false>(src, n, ef, nullptr);
     } else {
