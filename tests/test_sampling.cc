@@ -1044,6 +1044,16 @@ TEST_P(Sampling, FuzzRegressionBackwardLargeScaleDenormalY) {
           << which << " " << i << " " << dx[i] << " vs " << want;
     }
   }
+  // fuzz/regressions/options/ssmax_backward_raw_y_flt_max_scale_first_nan:
+  // a raw y of -FLT_MAX with dy - dot = 0 and a scale > 1 is 0, not
+  // -inf * 0 = NaN (no f32 intermediate may overflow either).
+  const std::vector<float> y2 = {-FLT_MAX, 0.0087890625f}, dy2 = {0.0f, 0.0f};
+  SoftmaxOptions o2;
+  o2.scale = 2.68f;
+  std::vector<float> dx2(2, 7.0f);
+  smax::softmax_backward(smax::make_view(y2.data(), {2}), smax::make_view(dy2.data(), {2}),
+                         smax::make_view(dx2.data(), {2}), o2);
+  for (float v : dx2) EXPECT_EQ(v, 0.0f);
 }
 
 SMAX_INSTANTIATE_PER_TARGET(Sampling);

@@ -11,6 +11,7 @@
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
+#include "kernels/demote-inl.h"
 #include "kernels/exp-inl.h"
 #include "kernels/kernels.h"
 
@@ -48,18 +49,34 @@ HWY_INLINE double BlockedDot(const float* HWY_RESTRICT a, const float* HWY_RESTR
   return acc0.Total(d) + acc1.Total(d);
 }
 
-// dx = (y * (dy - dot)) * scale for |scale| <= 1, (y * scale) * (dy - dot)
-// above: a large scale (1 / temperature = 1e30) times an intermediate
-// y (dy - dot) that fell below FLT_MIN would multiply that product's
-// absolute rounding (up to 2^-150) by the scale; with y * scale first the
-// only product below FLT_MIN is the last one (absolute error <= 2^-150,
-// inside the bound's 1e-30). Found by fuzz_sampling (gumbel_softmax_backward,
-// temperature 1e-30, y = 3.4e-41).
-template <bool kScaleFirst>
-HWY_INLINE VF SoftmaxGrad(VF y, VF dy, VF dot, VF scale) {
-  if (kScaleFirst) return hn::Mul(hn::Mul(y, scale), hn::Sub(dy, dot));
-  return hn::Mul(hn::Mul(y, hn::Sub(dy, dot)), scale);
-}// dx = (dy - exp(y) * sum) * scale, 0 where y = -inf.
+// dx = y * (dy - dot) * scale: dy - dot in f32, the two products in
+// float64 and one rounding to f32 (IEEE: beyond FLT_MAX -> inf). In f32 an
+// intermediate could over- or underflow where the result does not: a
+// denormal y (dy - dot) times a scale of 1e30 lost 4e-5 relative
+// (gumbel_softmax_backward at temperature 1e-30), and y * scale first
+// overflows for a raw y of -3.4e38 whose dy - dot is 0 (inf * 0 = NaN);
+// both found by the fuzz targets. (Two promotions, four float64 products
+// and a demotion per vector, in a sweep that streams y, dy and dx.)
+HWY_INLINE VF SoftmaxGrad(VF y, VF dy, VF dot, double scale) {
+  const DF d;
+  const VF g = hn::Sub(dy, dot);
+#if HWY_TARGET == HWY_SCALAR
+  return hn::Set(d, static_cast<float>(static_cast<double>(hn::GetLane(y)) *
+                                       static_cast<double>(hn::GetLane(g)) * scale));
+#else
+  using DH = hn::Half<DF>;
+  using DD = hn::Rebind<double, DH>;
+  const DH dh;
+  const DD dd;
+  const auto vs = hn::Set(dd, scale);
+  const auto lo = hn::Mul(hn::Mul(hn::PromoteTo(dd, hn::LowerHalf(dh, y)),
+                                  hn::PromoteTo(dd, hn::LowerHalf(dh, g))), vs);
+  const auto hi = hn::Mul(hn::Mul(hn::PromoteTo(dd, hn::UpperHalf(dh, y)),
+                                  hn::PromoteTo(dd, hn::UpperHalf(dh, g))), vs);
+  return hn::Combine(d, DemoteIeee(dd, hi), DemoteIeee(dd, lo));
+#endif
+}
+// dx = (dy - exp(y) * sum) * scale, 0 where y = -inf.
 HWY_INLINE VF LogSoftmaxGrad(DF d, VF y, VF dy, VF sum, VF scale) {
   const VF e = ExpRef::Make(0.0f)(d, y);
   const VF g = hn::Mul(hn::NegMulAdd(e, sum, dy), scale);
@@ -91,10 +108,9 @@ HWY_INLINE void GradStore(const float* HWY_RESTRICT y, const float* dy, size_t n
   };
   if (kLog) {
     sweep([&](VF vy, VF vdy) { return LogSoftmaxGrad(d, vy, vdy, vr, vs); });
-  } else if (std::fabs(scale) > 1.0f) {
-    sweep([&](VF vy, VF vdy) { return SoftmaxGrad<true>(vy, vdy, vr, vs); });
   } else {
-    sweep([&](VF vy, VF vdy) { return SoftmaxGrad<false>(vy, vdy, vr, vs); });
+    const double sd = scale;
+    sweep([&](VF vy, VF vdy) { return SoftmaxGrad(vy, vdy, vr, sd); });
   }
 }
 
@@ -164,9 +180,8 @@ HWY_INLINE void BackwardColumnBlock(const BackwardColumns& c, size_t j0, size_t 
     const int64_t kk = static_cast<int64_t>(k);
     const VF vy = load(c.y + kk * c.y_axis_stride + j0);
     const VF vdy = load(c.dy + kk * c.dy_axis_stride + j0);
-    const VF g = kLog                          ? LogSoftmaxGrad(d, vy, vdy, vr, vs)
-                 : std::fabs(c.scale) > 1.0f ? SoftmaxGrad<true>(vy, vdy, vr, vs)
-                                             : SoftmaxGrad<false>(vy, vdy, vr, vs);
+    const VF g = kLog ? LogSoftmaxGrad(d, vy, vdy, vr, vs)
+                      : SoftmaxGrad(vy, vdy, vr, static_cast<double>(c.scale));
     float* p = c.dx + kk * c.dx_axis_stride + j0;
     if (full) {
       hn::StoreU(g, d, p);

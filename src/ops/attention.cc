@@ -33,6 +33,9 @@ namespace detail::attn {
 Mat matrix(const float* base, int64_t rs, int64_t cs, int64_t r0, int64_t rows, int64_t cols,
            float* buf) {
   const int64_t need = std::max<int64_t>(cols, 1);
+  // An empty view (no elements: cols or rows 0) may have null data; no
+  // address is formed from it (UB) and nothing is read.
+  if (base == nullptr || rows <= 0 || cols <= 0) return Mat{base == nullptr ? buf : base, need};
   if ((cs == 1 || cols <= 1) && rs >= need && rs <= INT_MAX) return Mat{base + r0 * rs, rs};
   if (rows == 1 && (cs == 1 || cols <= 1)) return Mat{base + r0 * rs, need};
   for (int64_t i = 0; i < rows; ++i) {
@@ -59,6 +62,7 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const 
 
 // True when the rows x cols matrix M (leading dimension ld) is all finite.
 bool all_finite(const Mat& M, int64_t rows, int64_t cols) {
+  if (rows <= 0 || cols <= 0) return true;
   for (int64_t i = 0; i < rows; ++i) {
     const float* p = M.p + i * M.ld;
     for (int64_t c = 0; c < cols; ++c) {

@@ -445,11 +445,14 @@ GradRef z_loss_backward(const TensorView& src, const TensorView* target, const T
       for (int64_t j = 0; j < n; ++j) g[j] = t[j] == -kInf ? 0.0 : kNan;
       continue;
     }
-    const double f = R.scale * G[static_cast<size_t>(r)] * 2.0 * c *
-                     tg.row_w[static_cast<size_t>(r)] * st.L;
+    const double f0 = R.scale * G[static_cast<size_t>(r)] * 2.0 * c *
+                      tg.row_w[static_cast<size_t>(r)];
+    const double f = f0 * st.L;
     for (int64_t j = 0; j < n; ++j) {
       g[j] = f * st.p[static_cast<size_t>(j)];
-      m[j] = std::fabs(g[j]);
+      // |g_j| plus L's absolute error (~2u from the f32 exps) in 4e-6 units:
+      // 4e-6 (|L| + 0.1) |f0 p_j| (smax/cross_entropy.h; L near 0 cancels).
+      m[j] = std::fabs(f0 * st.p[static_cast<size_t>(j)]) * (std::fabs(st.L) + 0.1);
     }
   }
   return GradRef{R.scatter(by_row), R.scatter(mag), {}};
