@@ -2066,14 +2066,20 @@ void table_bounds(Case& c, Expect& ex, smax_cli::ExtCall& e) {
     for (int64_t r = 0; r < R.rows; ++r) {
       const double s = prow.empty() ? s0 : static_cast<float>(prow[static_cast<size_t>(r)]);
       const Row t = row_of(R, r), y = row_of(Y, r), g = grow(r);
-      double D = 0.0;
-      for (size_t i = 0; i < y.size(); ++i) D += g[i] * y[i];
+      double D = 0.0, abs_dot = 0.0;
+      for (size_t i = 0; i < y.size(); ++i) {
+        D += g[i] * y[i];
+        abs_dot += std::fabs(g[i] * y[i]);
+      }
       const int64_t nn = ref::ssmax_n(t, fixed_n);
       const double cf = nn > 0 ? ref::ssmax_factor(s, nn, true) : 0.0;
       Row b(y.size());
       const bool ovf = vjp_row_overflows(y.data(), g.data(), static_cast<int64_t>(y.size()));
       for (size_t i = 0; i < y.size(); ++i) {
         b[i] = 2e-6 * std::fabs(sigma * cf) * std::fabs(y[i]) * (std::fabs(g[i]) + std::fabs(D)) + 1e-30;
+        // softmax_backward's dot term (the same kernel; smax/rescaled.h).
+        ex.dot_gap[static_cast<size_t>(dense_index(R, r, static_cast<int64_t>(i)))] =
+            1.02e-6 * std::fabs(sigma * cf) * std::fabs(y[i]) * abs_dot;
         if (ovf) {
           ex.overflow_ok.resize(count, 0);
           ex.overflow_ok[static_cast<size_t>(dense_index(R, r, static_cast<int64_t>(i)))] = 1;
@@ -2357,8 +2363,11 @@ void lce_expect(Case& c, Expect& ex) {
     for (int64_t j = 0; j < V; ++j) {
       const double p = std::isfinite(L) && std::isfinite(t[j]) ? std::exp(t[j] - L) : 0.0;
       const double B = std::fabs((1.0 - a) * wy * (j == y ? 1.0 : 0.0) + a / static_cast<double>(V) * cw(j));
-      double b = 4e-6 * s * G * (p * A + B) + 2.5 * s * G * p * (A + 2.0 * zs * std::fabs(wy)) * E[static_cast<size_t>(r)];
-      if (P.cap > 0) b += s * G * (p * A + B) * E[static_cast<size_t>(r)] / P.cap;
+      // 0 * E_r is 0 even where E_r is inf (a row of non-finite hidden
+      // values: p = 0 there), not NaN, which would fail every comparison.
+      auto times_e = [&](double x) { return x == 0.0 ? 0.0 : x * E[static_cast<size_t>(r)]; };
+      double b = 4e-6 * s * G * (p * A + B) + times_e(2.5 * s * G * p * (A + 2.0 * zs * std::fabs(wy)));
+      if (P.cap > 0) b += times_e(s * G * (p * A + B)) / P.cap;
       e[static_cast<size_t>(r * V + j)] = b + 1e-30;
     }
   }
@@ -2551,15 +2560,23 @@ void variant_extras(Case& c, Expect& ex, const smax_cli::ExtCall& e) {
     Expect::Out out{&c.dprow, ds, std::vector<double>(ds.size(), 1e-30)};
     for (int64_t r = 0; r < T.rows && static_cast<size_t>(r) < ds.size(); ++r) {
       const Row t = row_of(T, r), y = row_of(Y, r), g = row_of(G, r);
-      double D = 0.0, sum = 0.0;
-      for (size_t i = 0; i < y.size(); ++i) D += g[i] * y[i];
+      double D = 0.0, sum = 0.0, abs_dot = 0.0, ty = 0.0;
+      for (size_t i = 0; i < y.size(); ++i) {
+        D += g[i] * y[i];
+        abs_dot += std::fabs(g[i] * y[i]);
+      }
       const int64_t nn = ref::ssmax_n(t, so.fixed_n);
       const double ln = nn > 1 ? std::log(static_cast<double>(nn)) : 0.0;
       for (size_t i = 0; i < y.size(); ++i) {
         if (y[i] == 0.0 || !std::isfinite(t[i])) continue;
         sum += std::fabs(t[i] * y[i]) * (std::fabs(g[i]) + std::fabs(D));
+        ty += std::fabs(t[i] * y[i]);
       }
+      // + the dot term (smax/rescaled.h): every t_i y_i (g_i - dot) shares
+      // the dot's error, 1.02e-6 sum_j |dy_j y_j| where <dy, y> cancels.
+      const double dot_term = 1.02e-6 * ln * ty * abs_dot;
       if (std::isfinite(sum)) out.bound[static_cast<size_t>(r)] += 2e-6 * ln * sum;
+      if (std::isfinite(dot_term)) out.bound[static_cast<size_t>(r)] += dot_term;
       if (vjp_row_overflows(y.data(), g.data(), static_cast<int64_t>(y.size()))) {  // f32 overflow
         ex.unchecked_row.resize(static_cast<size_t>(T.rows), 0);
         ex.unchecked_row[static_cast<size_t>(r)] = 1;

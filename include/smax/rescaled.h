@@ -76,8 +76,11 @@ void ssmax(const TensorView& src, const TensorView& dst, const SsmaxOptions& par
 /// broadcast s, sum it over the broadcast rows. Entries with y_i = 0 do not
 /// contribute to ds (masked t_i = -inf). All-masked rows: dsrc and ds follow
 /// empty_row (0 or NaN).
-/// Bounds: |dsrc - ref| <= 2e-6 * |sigma c| |y| (|dy| + |<dy,y>|) + 1e-30;
-///         |ds - ref| <= 2e-6 * ln n * sum_i |t_i y_i| (|dy_i| + |<dy,y>|) + 1e-30.
+/// Bounds: |dsrc - ref| <= 2e-6 * |sigma c| |y| (|dy| + |<dy,y>|) + 1e-30
+///         (plus softmax_backward's dot term 1.02e-6 |sigma c| |y| sum_j
+///         |dy_j y_j| where <dy, y> cancels: the same kernel, smax/softmax.h);
+///         |ds - ref| <= 2e-6 * ln n * sum_i |t_i y_i| (|dy_i| + |<dy,y>|) + 1e-30
+///         (plus the dot term: 1.02e-6 ln n sum_i |t_i y_i| sum_j |dy_j y_j|).
 /// dsrc may alias dy.
 void ssmax_backward(const TensorView& src, const TensorView& y, const TensorView& dy,
                     const TensorView& dsrc, const SsmaxOptions& params = {},
