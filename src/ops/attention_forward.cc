@@ -29,33 +29,61 @@ void store_lse(const Setup& s, int64_t b, int64_t h, int64_t i, float value) {
   static_cast<float*>(l.data)[b * l.strides[0] + h * l.strides[1] + i * l.strides[2]] = value;
 }
 
+// One forward task's scratch: its query rows, the kv head's keys / values,
+// scores [rows x width], the output block and a gathered mask row.
+struct ForwardScratch {
+  float *q, *k, *v, *S, *O, *add;
+  uint8_t* keep;
+};
+struct ForwardLayout {
+  int64_t qf, kf, vf, sf, of, mf, keepf;
+  ForwardLayout(const Setup& s, int64_t rows, int64_t width) {
+    const int64_t Dn = std::max<int64_t>(s.D, 1), Dvn = std::max<int64_t>(s.Dv, 1);
+    qf = rows * Dn;
+    kf = s.Lk * Dn;
+    vf = s.Lk * Dvn;
+    sf = rows * width;
+    of = rows * Dvn;
+    mf = width;
+    keepf = width / 4 + 1;
+  }
+  int64_t total() const { return qf + kf + vf + sf + of + mf + keepf; }
+  ForwardScratch carve(float* buf) const {
+    Carve c(buf);
+    ForwardScratch f{};
+    f.q = c.take(qf);
+    f.k = c.take(kf);
+    f.v = c.take(vf);
+    f.S = c.take(sf);
+    f.O = c.take(of);
+    f.add = c.take(mf);
+    f.keep = c.take_bytes_rest();
+    return f;
+  }
+};
+
 }  // namespace
 
 void forward_softmax(const Setup& s, const TensorView& out) {
   const int64_t nqb = (s.Lq + kBlockQ - 1) / kBlockQ;
   const int64_t bk_max = std::min<int64_t>(kBlockK, std::max<int64_t>(s.Lk, 1));
-  const int64_t Dn = std::max<int64_t>(s.D, 1), Dvn = std::max<int64_t>(s.Dv, 1);
-  const int64_t qf = kBlockQ * Dn, kf = s.Lk * Dn, vf = s.Lk * Dvn;
-  const int64_t sf = kBlockQ * bk_max, of = kBlockQ * Dvn, mf = bk_max, keepf = bk_max / 4 + 1;
-  const int64_t total = qf + kf + vf + sf + of + mf + keepf;
+  const int64_t Dvn = std::max<int64_t>(s.Dv, 1);
+  const ForwardLayout layout(s, kBlockQ, bk_max);
   const float empty = s.o.empty_row == EmptyRow::kNan ? kNaNf : 0.0f;
   const float empty_lse = s.o.empty_row == EmptyRow::kNan ? kNaNf : kNegInff;
-  run_tasks(s, s.B * s.H * nqb, total, [&](int64_t task, float* buf) {
+  run_tasks(s, s.B * s.H * nqb, layout.total(), [&](int64_t task, float* buf) {
     const int64_t qb = task % nqb, bh = task / nqb, h = bh % s.H, b = bh / s.H;
     const int64_t hk = h / s.G;
     const int64_t i0 = qb * kBlockQ, bq = std::min(kBlockQ, s.Lq - i0);
-    Carve c(buf);
-    float* qbuf = c.take(qf);
-    float* kbuf = c.take(kf);
-    float* vbuf = c.take(vf);
-    float* S = c.take(sf);
-    float* O = c.take(of);
-    float* addbuf = c.take(mf);
-    uint8_t* keepbuf = c.take_bytes_rest();
+    const ForwardScratch f = layout.carve(buf);
+    float* S = f.S;
+    float* O = f.O;
+    float* addbuf = f.add;
+    uint8_t* keepbuf = f.keep;
     const int64_t kend = s.key_end(i0, bq);
-    const Mat Q = s.q_rows(b, h, i0, bq, qbuf);
-    const Mat K = s.k_rows(b, hk, kend, kbuf);
-    const Mat V = s.v_rows(b, hk, kend, vbuf);
+    const Mat Q = s.q_rows(b, h, i0, bq, f.q);
+    const Mat K = s.k_rows(b, hk, kend, f.k);
+    const Mat V = s.v_rows(b, hk, kend, f.v);
     float m[kBlockQ];
     double d[kBlockQ];
     bool bad[kBlockQ];
@@ -126,32 +154,26 @@ void forward_softmax(const Setup& s, const TensorView& out) {
 void forward_rows(const Setup& s, const TensorView& out) {
   const int64_t bqn = s.row_block();
   const int64_t nqb = (s.Lq + bqn - 1) / bqn;
-  const int64_t Dn = std::max<int64_t>(s.D, 1), Dvn = std::max<int64_t>(s.Dv, 1);
-  const int64_t Lkn = std::max<int64_t>(s.Lk, 1);
-  const int64_t qf = bqn * Dn, kf = s.Lk * Dn, vf = s.Lk * Dvn, sf = bqn * Lkn, of = bqn * Dvn,
-                mf = Lkn, keepf = Lkn / 4 + 1;
+  const int64_t Dvn = std::max<int64_t>(s.Dv, 1);
+  const ForwardLayout layout(s, bqn, std::max<int64_t>(s.Lk, 1));
   const float empty = s.o.empty_row == EmptyRow::kNan ? kNaNf : 0.0f;
-  run_tasks(s, s.B * s.H * nqb, qf + kf + vf + sf + of + mf + keepf,
-            [&](int64_t task, float* buf) {
+  run_tasks(s, s.B * s.H * nqb, layout.total(), [&](int64_t task, float* buf) {
     const int64_t qb = task % nqb, bh = task / nqb, h = bh % s.H, b = bh / s.H;
     const int64_t hk = h / s.G;
     const int64_t i0 = qb * bqn, bq = std::min(bqn, s.Lq - i0);
-    Carve c(buf);
-    float* qbuf = c.take(qf);
-    float* kbuf = c.take(kf);
-    float* vbuf = c.take(vf);
-    float* S = c.take(sf);
-    float* O = c.take(of);
-    float* addbuf = c.take(mf);
-    uint8_t* keepbuf = c.take_bytes_rest();
+    const ForwardScratch f = layout.carve(buf);
+    float* S = f.S;
+    float* O = f.O;
+    float* addbuf = f.add;
+    uint8_t* keepbuf = f.keep;
     const int64_t kend = s.key_end(i0, bq);
     if (kend == 0) {
       for (int64_t r = 0; r < bq; ++r) store_row(out, b, h, i0 + r, O, s.Dv, 0.0, empty, true);
       return;
     }
-    const Mat Q = s.q_rows(b, h, i0, bq, qbuf);
-    const Mat K = s.k_rows(b, hk, kend, kbuf);
-    const Mat V = s.v_rows(b, hk, kend, vbuf);
+    const Mat Q = s.q_rows(b, h, i0, bq, f.q);
+    const Mat K = s.k_rows(b, hk, kend, f.k);
+    const Mat V = s.v_rows(b, hk, kend, f.v);
     gemm(false, true, bq, kend, s.D, 1.0f, Q.p, Q.ld, K.p, K.ld, 0.0f, S, kend);
     for (int64_t r = 0; r < bq; ++r) {
       kernels::attention_logits_row(S + r * kend, kend,
