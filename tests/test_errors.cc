@@ -95,6 +95,23 @@ TEST(Errors, MisalignedData) {
   EXPECT_EQ(loss[1], -1.0f);
 }
 
+// Fuzz regression (fuzz/regressions/losses/describe_rank_out_of_range_ubsan):
+// an error message described a view of rank 9, and describe() indexed
+// shape[8] (UBSan). describe() and numel() are safe on any rank; the op
+// rejects the view, naming the rank.
+TEST(Errors, DescribeAnyRank) {
+  float x[4] = {1, 2, 3, 4};
+  for (int rank : {9, 100, -1, INT_MAX}) {
+    smax::TensorView v = smax::make_view(x, {4});
+    v.rank = rank;
+    const std::string d = v.describe();
+    EXPECT_NE(d.find("rank " + std::to_string(rank)), std::string::npos) << d;
+    (void)v.numel();  // no out-of-bounds read (UBSan in the sanitizer suite)
+    float y[4] = {};
+    EXPECT_TRUE(throws_invalid([&] { smax::softmax(v, smax::make_view(y, {4})); }, "rank"));
+  }
+}
+
 TEST(Errors, NegativeSize) {
   Tensor src = good_src();
   TensorView v = src.view();

@@ -1,4 +1,5 @@
 // src/ops/basics.cc: small public helpers: errors, dtypes, views, option names.
+#include <algorithm>
 #include <cstring>
 #include <sstream>
 #include <string>
@@ -43,12 +44,19 @@ const char* dtype_name(DType dtype) noexcept {
 
 int64_t TensorView::numel() const noexcept {
   int64_t n = 1;
-  for (int d = 0; d < rank; ++d) n *= shape[d];
+  const int r = std::clamp(rank, 0, kMaxRank);  // an invalid rank reads nothing out of bounds
+  for (int d = 0; d < r; ++d) n *= shape[d];
   return n;
 }
 
+// Safe on any view, also one whose rank is out of range (error messages
+// describe the views they reject).
 std::string TensorView::describe() const {
   std::ostringstream out;
+  if (rank < 0 || rank > kMaxRank) {
+    out << "<rank " << rank << ", outside [0, " << kMaxRank << "]> " << dtype_name(dtype);
+    return out.str();
+  }
   out << "[";
   for (int d = 0; d < rank; ++d) out << (d ? ", " : "") << shape[d];
   out << "] strides [";
