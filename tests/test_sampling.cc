@@ -1019,7 +1019,8 @@ TEST(SoftNms, Errors) {
 // Fuzz regression (fuzz/regressions/sampling/gumbel_softmax_backward_denormal_y_scale_1e30):
 // temperature 1e-30 (c = 1e30) and a denormal y: the kernel formed
 // y (dy - dot) = 8.6e-42 first, a denormal with 4e-5 relative rounding,
-// then multiplied by 1e30. With |c| > 1 it now scales y first. The same
+// then multiplied by 1e30. The products are now formed in float64 and rounded
+// once (scaling y first instead overflowed for a raw y near FLT_MAX). The same
 // kernel serves softmax_backward.
 TEST_P(Sampling, FuzzRegressionBackwardLargeScaleDenormalY) {
   const std::vector<float> y = {3.4240728e-41f, 0.5f, 0.25f};
