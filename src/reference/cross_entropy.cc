@@ -38,6 +38,10 @@ std::vector<double> per_row(const char* fn, const TensorView& v, const RefRows& 
   return ref_row_values(fn, keepdim(v, R), R);
 }
 
+// x * y with 0 * inf = 0: error scales of terms whose weight is exactly 0
+// (label_smoothing 1, z-loss off) must not turn NaN on an infinite L or t_y.
+double mul0(double x, double y) { return x == 0.0 ? 0.0 : x * y; }
+
 // The logits t (and u, before softcap and the additive mask) by row.
 struct Logits {
   RefRows R;
@@ -301,7 +305,7 @@ CrossEntropyRef cross_entropy(const TensorView& src, const TensorView& target,
         z = zs * L * L;
         tlp = qt - (inf_q ? kInf : 0.0);
         acc = lg.argmax(static_cast<int64_t>(r)) == qarg ? 1.0 : 0.0;
-        mag = (1.0 - a) * wq_mag + a / C * smooth_mag;
+        mag = mul0((1.0 - a), wq_mag) + mul0(a / C, smooth_mag);
         out.target_logprob_mag[r] = 1.0 + std::fabs(L) + tmax;
       } else if (act) {
         const int64_t y = static_cast<int64_t>(tg.index[r]);
@@ -311,12 +315,12 @@ CrossEntropyRef cross_entropy(const TensorView& src, const TensorView& target,
         z = zs * wy * L * L;
         tlp = t[y] - L;
         acc = lg.argmax(static_cast<int64_t>(r)) == y ? 1.0 : 0.0;
-        mag = (1.0 - a) * std::fabs(wy) * (1.0 + std::fabs(L) + std::fabs(t[y])) +
-              a / C * smooth_mag;
+        mag = mul0((1.0 - a) * std::fabs(wy), 1.0 + std::fabs(L) + std::fabs(t[y])) +
+              mul0(a / C, smooth_mag);
         out.target_logprob_mag[r] = 1.0 + std::fabs(L) + std::fabs(t[y]);
-        mag += 2.0 * zs * std::fabs(wy) * (1.0 + std::fabs(L)) * std::fabs(L);
+        mag += mul0(2.0 * zs * std::fabs(wy), (1.0 + std::fabs(L)) * std::fabs(L));
       }
-      if (tg.probs) mag += 2.0 * zs * (1.0 + std::fabs(L)) * std::fabs(L);
+      if (tg.probs) mag += mul0(2.0 * zs, (1.0 + std::fabs(L)) * std::fabs(L));
       loss += z;
     }
     out.lse[r] = L;

@@ -142,6 +142,12 @@ Row ssmax_vjp_row(const Row& t, const Row& y, const Row& g, double s, int64_t fi
     return constant(n, empty_value(policy));
   }
   const double c = ssmax_factor(s, nn, f32_factor);
+  if (!std::isfinite(c)) {  // a non-finite s (s_rows): NaN row, masked entries 0 (smax/rescaled.h)
+    if (ds) *ds = kNaN;
+    Row dx(n);
+    for (size_t i = 0; i < n; ++i) dx[i] = t[i] == -kInf ? 0.0 : kNaN;
+    return dx;
+  }
   double dot = 0.0;
   for (size_t i = 0; i < n; ++i) dot += g[i] * y[i];
   Row dx(n);
