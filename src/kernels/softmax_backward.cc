@@ -49,17 +49,10 @@ HWY_INLINE double BlockedDot(const float* HWY_RESTRICT a, const float* HWY_RESTR
   return acc0.Total(d) + acc1.Total(d);
 }
 
-// dx = y * (dy - dot) * scale: dy - dot in f32, the two products in
-// float64 and one rounding to f32 (IEEE: beyond FLT_MAX -> inf). In f32 an
-// intermediate could over- or underflow where the result does not: a
-// denormal y (dy - dot) times a scale of 1e30 lost 4e-5 relative
-// (gumbel_softmax_backward at temperature 1e-30), and y * scale first
-// overflows for a raw y of -3.4e38 whose dy - dot is 0 (inf * 0 = NaN);
-// both found by the fuzz targets. (Two promotions, four float64 products
-// and a demotion per vector, in a sweep that streams y, dy and dx.)
-HWY_INLINE VF SoftmaxGrad(VF y, VF dy, VF dot, double scale) {
+// dx = y * (dy - dot) * scale in float64 from the f32 y and g = dy - dot,
+// rounded once (IEEE: beyond FLT_MAX -> inf). The slow path of SoftmaxGrad.
+HWY_INLINE VF SoftmaxGradF64(VF y, VF g, double scale) {
   const DF d;
-  const VF g = hn::Sub(dy, dot);
 #if HWY_TARGET == HWY_SCALAR
   return hn::Set(d, static_cast<float>(static_cast<double>(hn::GetLane(y)) *
                                        static_cast<double>(hn::GetLane(g)) * scale));
@@ -76,6 +69,41 @@ HWY_INLINE VF SoftmaxGrad(VF y, VF dy, VF dot, double scale) {
   return hn::Combine(d, DemoteIeee(dd, hi), DemoteIeee(dd, lo));
 #endif
 }
+
+// dx = (y * (dy - dot)) * scale in f32 where that is exact to the bound,
+// else (a vector with a lane at risk) the float64 products. In f32 the
+// intermediate p = y (dy - dot) can overflow where the result does not
+// (|scale| < 1; a raw y near FLT_MAX), and a p below FLT_MIN (denormal, 4e-5
+// relative at 8.6e-42) times a scale > 1 (1 / temperature = 1e30) carries
+// that rounding into the result: found by the fuzz targets
+// (gumbel_softmax_backward at temperature 1e-30). The check costs an abs,
+// two or three compares and a test per vector; the float64 path (promote,
+// four products, demote) runs only for vectors at risk (it made the whole
+// sweep 1.3-2.5x slower when it ran for every vector).
+struct SoftmaxGradFn {
+  VF vs;
+  double scale;
+  bool big;  // |scale| > 1: p below FLT_MIN is at risk too
+  // Lanes whose f32 p = y g overflowed (inf; NaN needs no float64: it stays
+  // NaN) or, for |scale| > 1, fell below FLT_MIN while y, g != 0.
+  HWY_INLINE hn::Mask<DF> Risk(VF y, VF g, VF p) const {
+    const DF d;
+    const VF ap = hn::Abs(p);
+    auto risk = hn::Gt(ap, hn::Set(d, std::numeric_limits<float>::max()));
+    if (big) {
+      const auto tiny = hn::Lt(ap, hn::Set(d, std::numeric_limits<float>::min()));
+      risk = hn::Or(risk, hn::AndNot(hn::Or(hn::Eq(y, hn::Zero(d)), hn::Eq(g, hn::Zero(d))), tiny));
+    }
+    return risk;
+  }
+  HWY_INLINE VF operator()(VF y, VF dy, VF dot) const {
+    const DF d;
+    const VF g = hn::Sub(dy, dot);
+    const VF p = hn::Mul(y, g);
+    if (HWY_LIKELY(hn::AllFalse(d, Risk(y, g, p)))) return hn::Mul(p, vs);
+    return SoftmaxGradF64(y, g, scale);
+  }
+};
 // dx = (dy - exp(y) * sum) * scale, 0 where y = -inf.
 HWY_INLINE VF LogSoftmaxGrad(DF d, VF y, VF dy, VF sum, VF scale) {
   const VF e = ExpRef::Make(0.0f)(d, y);
@@ -109,8 +137,28 @@ HWY_INLINE void GradStore(const float* HWY_RESTRICT y, const float* dy, size_t n
   if (kLog) {
     sweep([&](VF vy, VF vdy) { return LogSoftmaxGrad(d, vy, vdy, vr, vs); });
   } else {
-    const double sd = scale;
-    sweep([&](VF vy, VF vdy) { return SoftmaxGrad(vy, vdy, vr, sd); });
+    // Two vectors per step with one risk test for both (the common case
+    // costs an abs and a compare per vector over the plain f32 form).
+    const SoftmaxGradFn grad{vs, static_cast<double>(scale), std::fabs(scale) > 1.0f};
+    size_t i = 0;
+    for (; i + 2 * N <= n; i += 2 * N) {
+      const VF y0 = hn::LoadU(d, y + i), y1 = hn::LoadU(d, y + i + N);
+      const VF g0 = hn::Sub(hn::LoadU(d, dy + i), vr), g1 = hn::Sub(hn::LoadU(d, dy + i + N), vr);
+      const VF p0 = hn::Mul(y0, g0), p1 = hn::Mul(y1, g1);
+      if (HWY_LIKELY(hn::AllFalse(d, hn::Or(grad.Risk(y0, g0, p0), grad.Risk(y1, g1, p1))))) {
+        hn::StoreU(hn::Mul(p0, vs), d, dx + i);
+        hn::StoreU(hn::Mul(p1, vs), d, dx + i + N);
+      } else {
+        hn::StoreU(SoftmaxGradF64(y0, g0, grad.scale), d, dx + i);
+        hn::StoreU(SoftmaxGradF64(y1, g1, grad.scale), d, dx + i + N);
+      }
+    }
+    for (; i + N <= n; i += N) hn::StoreU(grad(hn::LoadU(d, y + i), hn::LoadU(d, dy + i), vr), d, dx + i);
+    if (i < n) {
+      // Padding lanes (zeros) are computed but never stored.
+      const VF g = grad(LoadTailZero(d, y + i, n - i), LoadTailZero(d, dy + i, n - i), vr);
+      StoreTail(d, g, dx + i, n - i);
+    }
   }
 }
 
@@ -180,8 +228,8 @@ HWY_INLINE void BackwardColumnBlock(const BackwardColumns& c, size_t j0, size_t 
     const int64_t kk = static_cast<int64_t>(k);
     const VF vy = load(c.y + kk * c.y_axis_stride + j0);
     const VF vdy = load(c.dy + kk * c.dy_axis_stride + j0);
-    const VF g = kLog ? LogSoftmaxGrad(d, vy, vdy, vr, vs)
-                      : SoftmaxGrad(vy, vdy, vr, static_cast<double>(c.scale));
+    const SoftmaxGradFn grad{vs, static_cast<double>(c.scale), std::fabs(c.scale) > 1.0f};
+    const VF g = kLog ? LogSoftmaxGrad(d, vy, vdy, vr, vs) : grad(vy, vdy, vr);
     float* p = c.dx + kk * c.dx_axis_stride + j0;
     if (full) {
       hn::StoreU(g, d, p);
