@@ -75,15 +75,11 @@ void forward_softmax(const Setup& s, const TensorView& out) {
     const int64_t qb = task % nqb, bh = task / nqb, h = bh % s.H, b = bh / s.H;
     const int64_t hk = h / s.G;
     const int64_t i0 = qb * kBlockQ, bq = std::min(kBlockQ, s.Lq - i0);
-    const ForwardScratch f = layout.carve(buf);
-    float* S = f.S;
-    float* O = f.O;
-    float* addbuf = f.add;
-    uint8_t* keepbuf = f.keep;
+    const auto [qbuf, kbuf, vbuf, S, O, addbuf, keepbuf] = layout.carve(buf);
     const int64_t kend = s.key_end(i0, bq);
-    const Mat Q = s.q_rows(b, h, i0, bq, f.q);
-    const Mat K = s.k_rows(b, hk, kend, f.k);
-    const Mat V = s.v_rows(b, hk, kend, f.v);
+    const Mat Q = s.q_rows(b, h, i0, bq, qbuf);
+    const Mat K = s.k_rows(b, hk, kend, kbuf);
+    const Mat V = s.v_rows(b, hk, kend, vbuf);
     float m[kBlockQ];
     double d[kBlockQ];
     bool bad[kBlockQ];
@@ -161,19 +157,15 @@ void forward_rows(const Setup& s, const TensorView& out) {
     const int64_t qb = task % nqb, bh = task / nqb, h = bh % s.H, b = bh / s.H;
     const int64_t hk = h / s.G;
     const int64_t i0 = qb * bqn, bq = std::min(bqn, s.Lq - i0);
-    const ForwardScratch f = layout.carve(buf);
-    float* S = f.S;
-    float* O = f.O;
-    float* addbuf = f.add;
-    uint8_t* keepbuf = f.keep;
+    const auto [qbuf, kbuf, vbuf, S, O, addbuf, keepbuf] = layout.carve(buf);
     const int64_t kend = s.key_end(i0, bq);
     if (kend == 0) {
       for (int64_t r = 0; r < bq; ++r) store_row(out, b, h, i0 + r, O, s.Dv, 0.0, empty, true);
       return;
     }
-    const Mat Q = s.q_rows(b, h, i0, bq, f.q);
-    const Mat K = s.k_rows(b, hk, kend, f.k);
-    const Mat V = s.v_rows(b, hk, kend, f.v);
+    const Mat Q = s.q_rows(b, h, i0, bq, qbuf);
+    const Mat K = s.k_rows(b, hk, kend, kbuf);
+    const Mat V = s.v_rows(b, hk, kend, vbuf);
     gemm(false, true, bq, kend, s.D, 1.0f, Q.p, Q.ld, K.p, K.ld, 0.0f, S, kend);
     for (int64_t r = 0; r < bq; ++r) {
       kernels::attention_logits_row(S + r * kend, kend,
