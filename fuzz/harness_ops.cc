@@ -2496,40 +2496,7 @@ void zero_masked_expect(Case& c, Expect& ex, const TensorView& v, const SoftmaxO
 std::vector<double> ce_logit_rows(Case& c, const smax_cli::ExtCall& e, const ref::RefRows& R) {
   const double cap = c.params.count("softcap") ? static_cast<float>(c.params["softcap"]) : 0.0;
   if (!(cap > 0.0) || !e.options.additive_mask) return R.values;
-  SoftmaxOptions no_add = e.options;
-  no_add.additive_mask.reset();
-  const ref::RefRows U = ref::ref_rows("fuzz", e.x, no_add, true);
-  // The mask broadcast to src's shape (right-aligned, stride 0 where it
-  // broadcasts), read as plain values along the rows.
-  const TensorView& m = *e.options.additive_mask;
-  TensorView b = e.x;
-  if (b.rank == 0) {
-    b.rank = 1;
-    b.shape[0] = 1;
-  }
-  b.data = m.data;
-  for (int d = 0; d < b.rank; ++d) {
-    const int md = d - (b.rank - m.rank);
-    b.strides[d] = (md >= 0 && m.shape[md] != 1) ? m.strides[md] : 0;
-  }
-  SoftmaxOptions plain;
-  plain.axis = e.options.axis;
-  const ref::RefRows M = ref::ref_rows("fuzz", b, plain, false);
-  std::vector<char> hidden;
-  if (e.options.bool_mask) {
-    SoftmaxOptions only_bool;
-    only_bool.axis = e.options.axis;
-    only_bool.bool_mask = e.options.bool_mask;
-    hidden = ref::ref_masked("fuzz", e.x, only_bool);
-  }
-  std::vector<double> t(U.values.size());
-  for (size_t i = 0; i < t.size(); ++i) {
-    const double u = U.values[i];
-    t[i] = (!hidden.empty() && hidden[i])
-               ? -kInfD
-               : (std::isfinite(u) ? cap * std::tanh(u / cap) : u) + M.values[i];
-  }
-  return t;
+  return ref::cross_entropy_logits("fuzz", e.x, cap, e.options).values;
 }
 
 void zero_neg_inf_logits(Case& c, Expect& ex, const smax_cli::ExtCall& e) {

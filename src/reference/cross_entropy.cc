@@ -215,6 +215,14 @@ std::vector<double> coefficients(const char* fn, const LossRef& L, const TensorV
 
 }  // namespace
 
+RefRows cross_entropy_logits(const char* fn, const TensorView& src, double softcap,
+                             const SoftmaxOptions& options) {
+  const Logits lg = make_logits(fn, src, softcap, options);
+  RefRows R = lg.R;
+  R.values = lg.t;
+  return R;
+}
+
 double LossRef::reduce_with(const std::vector<double>& values, double den) const {
   double sum = 0.0;
   for (size_t r = 0; r < values.size(); ++r) {

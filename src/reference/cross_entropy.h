@@ -15,6 +15,7 @@
 
 #include <vector>
 
+#include "reference/rows.h"
 #include "smax/cross_entropy.h"
 #include "smax/options.h"
 #include "smax/tensor.h"
@@ -57,6 +58,12 @@ struct GradRef {
   std::vector<double> dsrc, mag;
   std::vector<double> t_round;  ///< per entry: the rounding of t (softcap + additive mask); empty = 0
 };
+/// cross_entropy's logits t by row (RefRows order): u = x s under the bool
+/// mask, then softcap tanh(u / softcap) + additive mask when softcap > 0
+/// (the bool mask wins over the mask's value), else x s + mask.
+RefRows cross_entropy_logits(const char* fn, const TensorView& src, double softcap,
+                             const SoftmaxOptions& options);
+
 GradRef cross_entropy_backward(const TensorView& src, const TensorView& target,
                                const TensorView& dloss, const CrossEntropyOptions& ce = {},
                                const SoftmaxOptions& options = {});
