@@ -8,6 +8,7 @@
 // Data: the adversarial distributions of test_util.h (rows in [90, 100],
 // normal * 20, all-negative, constant, +inf, NaN, all -inf, some -inf,
 // denormals, huge magnitudes). Bounds: test_util.h (exactly the header's).
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -106,6 +107,53 @@ TEST_P(Forward, AdversarialMisaligned) {
     SCOPED_TRACE(data_name(d));
     sweep(kForwardOps, sizes, d, {}, 3, 1);
     if (HasFatalFailure()) return;
+  }
+}
+
+// One batch whose rows are of different kinds: the batched three-pass
+// kernels run each row's last pass in the same loop as the next row's
+// (min, max) scan, so every kind must come out right after every other
+// (special rows end early, others scale or log; flushing and flush-free
+// scales). Also in place (dst is src), which must give the same bits.
+TEST_P(Forward, MixedRowKindsInOneBatch) {
+  Rng rng("mixed-rows");
+  std::vector<Data> kinds;
+  for (Data d : all_data()) {
+    for (Data other : {Data::kUniform, Data::kNan, Data::kAllNegInf, Data::kWide}) {
+      kinds.push_back(d);
+      kinds.push_back(other);
+    }
+  }
+  const int64_t rows = static_cast<int64_t>(kinds.size());
+  for (int64_t n : {2, 7, 31, 64, 65, 1000, 1001}) {
+    for (int64_t misalign : {0, 1}) {
+      Tensor src({rows, n}, {}, misalign);
+      for (int64_t r = 0; r < rows; ++r) {
+        Tensor row({1, n});
+        fill_rows(row, 1, kinds[static_cast<size_t>(r)], rng);
+        for (int64_t k = 0; k < n; ++k) src.at(r * n + k) = row.at(k);
+      }
+      for (Op op : kForwardOps) {
+        for (Algorithm a : all_algorithms()) {
+          SoftmaxOptions o;
+          o.algorithm = a;
+          Tensor dst = op == Op::kLogSumExp ? Tensor({rows}, {}, misalign)
+                                            : Tensor({rows, n}, {}, misalign);
+          const std::string what = std::string(op_name(op)) + " mixed rows n=" +
+                                   std::to_string(n) + " " + algo_str(a) + " misalign " +
+                                   std::to_string(misalign);
+          EXPECT_TRUE(check_op(op, src, dst, o, rng, what)) << "target " << GetParam();
+          if (op == Op::kLogSumExp) continue;
+          Tensor inplace = src;
+          library_forward(op, inplace.view(), inplace.view(), o);
+          for (int64_t i = 0; i < rows * n; ++i) {
+            const float x = inplace.at(i), y = dst.at(i);
+            ASSERT_TRUE(std::memcmp(&x, &y, sizeof(float)) == 0)
+                << what << ": in place differs at " << i << " (" << x << " vs " << y << ")";
+          }
+        }
+      }
+    }
   }
 }
 

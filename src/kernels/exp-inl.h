@@ -557,14 +557,44 @@ HWY_INLINE float RowMax(const Src& src, size_t n) {
   return ReduceMax(d, m0);
 }
 
+// ---- store passes ---------------------------------------------------------------
+// A per-vector pass over one row: Vector(d, i) handles the full vector at
+// element i, Tail(d, i, count) the last partial one. RunPass runs it alone;
+// RowMinMaxWith runs it inside the (min, max) scan of another row of the
+// same length (the batched three-pass kernels fuse a row's last pass with the
+// next row's first: the last pass is store-bound and leaves the FP pipes
+// and a load port idle for the scan).
+template <class Pass>
+HWY_INLINE void RunPass(size_t n, const Pass& pass) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  size_t i = 0;
+  for (; i + kUnroll * N <= n; i += kUnroll * N) {
+    pass.Vector(d, i);
+    pass.Vector(d, i + N);
+    pass.Vector(d, i + 2 * N);
+    pass.Vector(d, i + 3 * N);
+  }
+  for (; i + N <= n; i += N) pass.Vector(d, i);
+  if (i < n) pass.Tail(d, i, n - i);
+}
+
+struct NoPass {
+  HWY_INLINE void Vector(DF /*d*/, size_t /*i*/) const {}
+  HWY_INLINE void Tail(DF /*d*/, size_t /*i*/, size_t /*count*/) const {}
+};
+
 // (min_i t_i, max_i t_i) in one read: the min lets the three-pass kernels
 // drop the exp's flush (ExpRefNoFlush). 4 + 4 accumulators; in cache the
-// extra min costs ~0.1 cycle per element, the saved flush ~0.25.
+// extra min costs ~0.1 cycle per element, the saved flush ~0.25. `pass`
+// (over another row of n elements) runs in the same loop; the scan's loads
+// and accumulator order do not depend on it, so the result is the same bits
+// as RowMinMax's.
 struct MinMax {
   float min, max;
 };
-template <class Src>
-HWY_INLINE MinMax RowMinMax(const Src& src, size_t n) {
+template <class Src, class Pass>
+HWY_INLINE MinMax RowMinMaxWith(const Src& src, size_t n, const Pass& pass) {
   const DF d;
   const size_t N = hn::Lanes(d);
   VF m0 = hn::Set(d, kNegInf), m1 = m0, m2 = m0, m3 = m0;
@@ -573,6 +603,10 @@ HWY_INLINE MinMax RowMinMax(const Src& src, size_t n) {
   for (; i + kUnroll * N <= n; i += kUnroll * N) {
     const VF t0 = src.Load(d, i), t1 = src.Load(d, i + N);
     const VF t2 = src.Load(d, i + 2 * N), t3 = src.Load(d, i + 3 * N);
+    pass.Vector(d, i);
+    pass.Vector(d, i + N);
+    pass.Vector(d, i + 2 * N);
+    pass.Vector(d, i + 3 * N);
     m0 = hn::Max(m0, t0);
     m1 = hn::Max(m1, t1);
     m2 = hn::Max(m2, t2);
@@ -584,6 +618,7 @@ HWY_INLINE MinMax RowMinMax(const Src& src, size_t n) {
   }
   for (; i + N <= n; i += N) {
     const VF t = src.Load(d, i);
+    pass.Vector(d, i);
     m0 = hn::Max(m0, t);
     l0 = hn::Min(l0, t);
   }
@@ -591,12 +626,17 @@ HWY_INLINE MinMax RowMinMax(const Src& src, size_t n) {
     // Tail lanes past n are -inf: fine for the max; the min only loses
     // precision to -inf (the caller then keeps the flushing exp).
     const VF t = src.LoadTail(d, i, n - i);
+    pass.Tail(d, i, n - i);
     m1 = hn::Max(m1, t);
     l1 = hn::Min(l1, hn::IfThenElse(hn::FirstN(d, n - i), t, hn::Set(d, kInf)));
   }
   m0 = hn::Max(hn::Max(m0, m1), hn::Max(m2, m3));
   l0 = hn::Min(hn::Min(l0, l1), hn::Min(l2, l3));
   return MinMax{ReduceMin(d, l0), ReduceMax(d, m0)};
+}
+template <class Src>
+HWY_INLINE MinMax RowMinMax(const Src& src, size_t n) {
+  return RowMinMaxWith(src, n, NoPass{});
 }
 
 // True if some t_i is NaN (IsNaN, not Ne(t, t): AVX2 Ne is the ordered
@@ -696,53 +736,64 @@ HWY_INLINE void ExpShiftScaleStore(const Src& src, size_t n, float shift, double
   }
 }
 
-// dst_i *= factor, with products below FLT_MIN flushed to 0 (no denormals).
-HWY_INLINE void ScaleInPlace(float* HWY_RESTRICT dst, size_t n, float factor) {
-  const DF d;
-  const size_t N = hn::Lanes(d);
-  const VF f = hn::Set(d, factor);
-  const VF tiny = hn::Set(d, std::numeric_limits<float>::min());
-  auto scale = [&](VF v) {
-    const VF y = hn::Mul(v, f);
-    return hn::IfThenZeroElse(hn::Lt(hn::Abs(y), tiny), y);
-  };
-  size_t i = 0;
-  for (; i + kUnroll * N <= n; i += kUnroll * N) {
-    const VF y0 = scale(hn::LoadU(d, dst + i));
-    const VF y1 = scale(hn::LoadU(d, dst + i + N));
-    const VF y2 = scale(hn::LoadU(d, dst + i + 2 * N));
-    const VF y3 = scale(hn::LoadU(d, dst + i + 3 * N));
-    hn::StoreU(y0, d, dst + i);
-    hn::StoreU(y1, d, dst + i + N);
-    hn::StoreU(y2, d, dst + i + 2 * N);
-    hn::StoreU(y3, d, dst + i + 3 * N);
+// True if softmax outputs of a row with max m, min t_min and n elements are
+// all >= FLT_MIN, so scaling its stored exps by 1 / sum stores no denormal
+// and ScalePass<false> (no flush) gives the same bits as the flushing form.
+// Each output is >= e^(t_min - m) / n; 0.7 bit_width(n) >= ln n, and a
+// margin of 0.01 in the log (1 %) covers the exp's and the product's
+// roundings. False for t_min = -inf or NaN.
+HWY_INLINE bool ScaleNeverFlushes(float t_min, float m, size_t n) {
+  constexpr double kLogFltMin = -87.33654475055310898657;  // ln(FLT_MIN)
+  unsigned bits = 0;
+  for (size_t k = n; k != 0; k >>= 1) ++bits;
+  return static_cast<double>(t_min) - static_cast<double>(m) - 0.7 * bits >=
+         kLogFltMin + 0.01;
+}
+
+// dst_i *= factor; kFlush: products below FLT_MIN flushed to 0 (no
+// denormals). kFlush = false only where ScaleNeverFlushes holds.
+template <bool kFlush = true>
+struct ScalePass {
+  float* HWY_RESTRICT dst;
+  float factor;
+  HWY_INLINE VF Apply(DF d, VF v) const {
+    const VF y = hn::Mul(v, hn::Set(d, factor));
+    if (!kFlush) return y;
+    return hn::IfThenZeroElse(hn::Lt(hn::Abs(y), hn::Set(d, std::numeric_limits<float>::min())),
+                              y);
   }
-  for (; i + N <= n; i += N) hn::StoreU(scale(hn::LoadU(d, dst + i)), d, dst + i);
-  if (i < n) StoreTail(d, scale(LoadTailZero(d, dst + i, n - i)), dst + i, n - i);
+  HWY_INLINE void Vector(DF d, size_t i) const {
+    hn::StoreU(Apply(d, hn::LoadU(d, dst + i)), d, dst + i);
+  }
+  HWY_INLINE void Tail(DF d, size_t i, size_t count) const {
+    StoreTail(d, Apply(d, LoadTailZero(d, dst + i, count)), dst + i, count);
+  }
+};
+template <bool kFlush = true>
+HWY_INLINE void ScaleInPlace(float* HWY_RESTRICT dst, size_t n, float factor) {
+  RunPass(n, ScalePass<kFlush>{dst, factor});
 }
 
 // dst_i = (t_i - shift) - log_sum, in that order.
 template <class Src>
+struct LogPass {
+  const Src& src;
+  float* HWY_RESTRICT dst;
+  float shift, log_sum;
+  HWY_INLINE VF Apply(DF d, VF t) const {
+    return hn::Sub(hn::Sub(t, hn::Set(d, shift)), hn::Set(d, log_sum));
+  }
+  HWY_INLINE void Vector(DF d, size_t i) const {
+    hn::StoreU(Apply(d, src.Load(d, i)), d, dst + i);
+  }
+  HWY_INLINE void Tail(DF d, size_t i, size_t count) const {
+    StoreTail(d, Apply(d, src.LoadTail(d, i, count)), dst + i, count);
+  }
+};
+template <class Src>
 HWY_INLINE void LogStore(const Src& src, size_t n, float shift, float log_sum,
                          float* HWY_RESTRICT dst) {
-  const DF d;
-  const size_t N = hn::Lanes(d);
-  const VF m = hn::Set(d, shift);
-  const VF l = hn::Set(d, log_sum);
-  auto f = [&](VF t) { return hn::Sub(hn::Sub(t, m), l); };
-  size_t i = 0;
-  for (; i + kUnroll * N <= n; i += kUnroll * N) {
-    const VF y0 = f(src.Load(d, i));
-    const VF y1 = f(src.Load(d, i + N));
-    const VF y2 = f(src.Load(d, i + 2 * N));
-    const VF y3 = f(src.Load(d, i + 3 * N));
-    hn::StoreU(y0, d, dst + i);
-    hn::StoreU(y1, d, dst + i + N);
-    hn::StoreU(y2, d, dst + i + 2 * N);
-    hn::StoreU(y3, d, dst + i + 3 * N);
-  }
-  for (; i + N <= n; i += N) hn::StoreU(f(src.Load(d, i)), d, dst + i);
-  if (i < n) StoreTail(d, f(src.LoadTail(d, i, n - i)), dst + i, n - i);
+  RunPass(n, LogPass<Src>{src, dst, shift, log_sum});
 }
 
 HWY_INLINE void Fill(float* HWY_RESTRICT dst, size_t n, float value) {
