@@ -289,6 +289,39 @@ TEST_P(Forward, NoDenormalOutputs) {
 
 // The capped target is the one kernels dispatch to, and kernel_name says so
 // in the grammar <dtype>_<family>__<target>_<tags>.
+// The scale pass drops its denormal flush when every output is provably
+// >= FLT_MIN (kernels::softmax_outputs_normal: e^(t_min - m) / n with a
+// margin). Rows at that boundary: n - 1 entries at the max (the sum is
+// n - 1) and one at t_min just inside and just outside the condition. The
+// smallest output is then within a factor e^(0.007 bit_width(n) + 0.01) of
+// FLT_MIN: it must match the reference and never be a denormal.
+TEST_P(Forward, FlushFreeScaleAtItsBoundary) {
+  Rng rng("flush-free-boundary");
+  for (int64_t n : {33, 1000, 4095, 65537, 131071}) {
+    unsigned bits = 0;
+    for (int64_t k = n; k != 0; k >>= 1) ++bits;
+    for (double margin : {0.0101, 0.0099, -0.5}) {
+      const float t_min =
+          static_cast<float>(std::log(static_cast<double>(FLT_MIN)) + 0.7 * bits + margin);
+      const int64_t rows = n > 4096 ? 1 : 3;
+      Tensor src({rows, n});
+      src.fill([&](int64_t i) { return i % n == n / 2 ? t_min : 0.0f; });
+      for (Algorithm a : all_algorithms()) {
+        SoftmaxOptions o;
+        o.algorithm = a;
+        Tensor dst({rows, n});
+        const std::string what = "n=" + std::to_string(n) + " t_min=" + std::to_string(t_min) +
+                                 " " + algo_str(a);
+        EXPECT_TRUE(check_op(Op::kSoftmax, src, dst, o, rng, what)) << "target " << GetParam();
+        for (int64_t i = 0; i < rows * n; ++i) {
+          const float v = dst.at(i);
+          ASSERT_FALSE(v != 0.0f && std::fabs(v) < FLT_MIN) << what << ": denormal at " << i;
+        }
+      }
+    }
+  }
+}
+
 TEST_P(Forward, KernelNameNamesTheTarget) {
   std::string target = GetParam();
   for (char& c : target) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));

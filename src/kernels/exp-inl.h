@@ -736,22 +736,9 @@ HWY_INLINE void ExpShiftScaleStore(const Src& src, size_t n, float shift, double
   }
 }
 
-// True if softmax outputs of a row with max m, min t_min and n elements are
-// all >= FLT_MIN, so scaling its stored exps by 1 / sum stores no denormal
-// and ScalePass<false> (no flush) gives the same bits as the flushing form.
-// Each output is >= e^(t_min - m) / n; 0.7 bit_width(n) >= ln n, and a
-// margin of 0.01 in the log (1 %) covers the exp's and the product's
-// roundings. False for t_min = -inf or NaN.
-HWY_INLINE bool ScaleNeverFlushes(float t_min, float m, size_t n) {
-  constexpr double kLogFltMin = -87.33654475055310898657;  // ln(FLT_MIN)
-  unsigned bits = 0;
-  for (size_t k = n; k != 0; k >>= 1) ++bits;
-  return static_cast<double>(t_min) - static_cast<double>(m) - 0.7 * bits >=
-         kLogFltMin + 0.01;
-}
-
 // dst_i *= factor; kFlush: products below FLT_MIN flushed to 0 (no
-// denormals). kFlush = false only where ScaleNeverFlushes holds.
+// denormals). kFlush = false only where softmax_outputs_normal (kernels.h)
+// holds.
 template <bool kFlush = true>
 struct ScalePass {
   float* HWY_RESTRICT dst;

@@ -84,10 +84,14 @@ void logsumexp_rows(const Rows& rows, Algorithm algorithm) noexcept;
 // ---------------------------------------------------------------------------
 inline constexpr int64_t kSegment = int64_t{1} << 16;
 
-/// max_i t_i over the segment: -inf when all are -inf; NaN when the segment
-/// holds NaN and nothing above -inf; otherwise NaN may or may not propagate
-/// (callers detect NaN through the sums).
-float max_segment(const float* x, const float* mask, int64_t n, float scale) noexcept;
+/// (min_i t_i, max_i t_i) over the segment. max: -inf when all are -inf;
+/// NaN when the segment holds NaN and nothing above -inf; otherwise NaN may
+/// or may not propagate (callers detect NaN through the sums). min: a lower
+/// bound used only to drop the exp's flush (NaN or -inf keeps it).
+struct SegmentRange {
+  float min, max;
+};
+SegmentRange minmax_segment(const float* x, const float* mask, int64_t n, float scale) noexcept;
 /// sum_i exp(t_i - shift), blocked; if dst != nullptr also stores
 /// dst_i = exp(t_i - shift). shift is finite.
 double expsum_segment(const float* x, const float* mask, int64_t n, float scale,
@@ -97,16 +101,34 @@ double expsum_segment(const float* x, const float* mask, int64_t n, float scale,
 /// or NaN when |m| is beyond that target's exact range (then use
 /// expsum_segment).
 float ref_exponent(float m) noexcept;
-/// sum_i e^(t_i - N ln2) with N = ref_exponent(row max) (no TwoSum: the
-/// row kernels' exp), blocked; if dst != nullptr also stores the terms.
-/// The caller converts: sum_i e^(t_i - m) = result * e^(N ln2 - m).
+/// sum_i e^(t_i - N ln2) with N = ref_exponent(m) for the row max m (no
+/// TwoSum: the row kernels' exp), blocked; if dst != nullptr also stores the
+/// terms. The caller converts: sum_i e^(t_i - m) = result * e^(N ln2 - m).
+/// t_min (the row's min, or any lower bound) picks the exp as the row
+/// kernels do: the table or flush-free exp where no term can be flushed.
 double expsum_ref_segment(const float* x, const float* mask, int64_t n, float scale,
-                          float nref, float* dst) noexcept;
+                          float nref, float m, float t_min, float* dst) noexcept;
 /// dst_i = exp(t_i - shift) * factor.
 void exp_scale_segment(const float* x, const float* mask, int64_t n, float scale,
                        float shift, float factor, float* dst) noexcept;
-/// dst_i *= factor (in place).
+/// dst_i *= factor (in place); products below FLT_MIN are flushed to 0.
 void scale_segment(float* dst, int64_t n, float factor) noexcept;
+/// scale_segment without the flush, for softmax rows where
+/// softmax_outputs_normal holds (then the same bits, 3 fewer ops a vector).
+void scale_segment_normal(float* dst, int64_t n, float factor) noexcept;
+
+/// True if every softmax output of a row with max m, min t_min and n
+/// elements is >= FLT_MIN, so scaling its exps by 1 / sum stores no
+/// denormal and needs no flush. Each output is >= e^(t_min - m) / n;
+/// 0.7 bit_width(n) >= ln n, and a margin of 0.01 in the log (1 %) covers
+/// the exp's and the product's roundings. False for t_min = -inf or NaN.
+inline bool softmax_outputs_normal(float t_min, float m, int64_t n) {
+  constexpr double kLogFltMin = -87.33654475055310898657;  // ln(FLT_MIN)
+  unsigned bits = 0;
+  for (uint64_t k = static_cast<uint64_t>(n); k != 0; k >>= 1) ++bits;
+  return static_cast<double>(t_min) - static_cast<double>(m) - 0.7 * bits >=
+         kLogFltMin + 0.01;
+}
 /// dst_i = (t_i - shift) - log_sum   (log-softmax, in that order).
 void log_store_segment(const float* x, const float* mask, int64_t n, float scale,
                        float shift, float log_sum, float* dst) noexcept;

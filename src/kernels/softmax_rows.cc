@@ -114,7 +114,7 @@ HWY_INLINE LastPass ThreePassToSum(const Src& src, size_t n, const MinMax& mm,
     case RowOp::kSoftmax: {
       const float inv = static_cast<float>(1.0 / s);
       if (reload) {
-        return LastPass{ScaleNeverFlushes(mm.min, m, n) ? LastPass::Kind::kScaleNoFlush
+        return LastPass{softmax_outputs_normal(mm.min, m, static_cast<int64_t>(n)) ? LastPass::Kind::kScaleNoFlush
                                                         : LastPass::Kind::kScale,
                         inv};
       }

@@ -17,15 +17,16 @@ namespace smax::kernels::HWY_NAMESPACE {
 // NaN when the segment holds a NaN and no finite or +inf entry: RowMax need
 // not propagate NaN (EMU128's Max drops it), and an all-NaN segment must not
 // read as an empty one (-inf), as in the row kernels (softmax_rows.cc).
-float MaxSegmentImpl(const float* x, const float* mask, int64_t n, float scale) {
-  float m = kNegInf;
+SegmentRange MinMaxSegmentImpl(const float* x, const float* mask, int64_t n, float scale) {
+  SegmentRange r{kInf, kNegInf};
   WithLogits(x, mask, scale, [&](const auto& src) {
-    m = RowMax(src, static_cast<size_t>(n));
-    if (m == kNegInf && RowHasNaN(src, static_cast<size_t>(n))) {
-      m = std::numeric_limits<float>::quiet_NaN();
+    const MinMax mm = RowMinMax(src, static_cast<size_t>(n));
+    r = SegmentRange{mm.min, mm.max};
+    if (r.max == kNegInf && RowHasNaN(src, static_cast<size_t>(n))) {
+      r.max = std::numeric_limits<float>::quiet_NaN();
     }
   });
-  return m;
+  return r;
 }
 
 double ExpSumSegmentImpl(const float* x, const float* mask, int64_t n, float scale,
@@ -47,13 +48,25 @@ float RefExponentImpl(float m) {
 // ExpRef costs ~8 fewer ops per vector than ExpDiff's TwoSum; measured on the
 // Zen 3 VM: reload softmax of one 1M-element row (16 segments) 0.56 -> 0.40
 // ns per element, 64x128256 0.72 -> 0.60 (docs/benchmarking.md).
+// The exp is chosen as ThreePassToSum (softmax_rows.cc) does, from the
+// row's max and min: the table exp, else the flush-free one, else ExpRef.
 double ExpSumRefSegmentImpl(const float* x, const float* mask, int64_t n, float scale,
-                            float nref, float* dst) {
+                            float nref, float m, float t_min, float* dst) {
   double s = 0.0;
   const ExpRef e = ExpRef::Make(nref);
+  const size_t len = static_cast<size_t>(n);
   WithLogits(x, mask, scale, [&](const auto& src) {
-    s = dst != nullptr ? ExpSum<true>(src, static_cast<size_t>(n), e, dst)
-                       : ExpSum<false>(src, static_cast<size_t>(n), e, nullptr);
+    auto sum = [&](const auto& exp) {
+      return dst != nullptr ? ExpSum<true>(src, len, exp, dst)
+                            : ExpSum<false>(src, len, exp, nullptr);
+    };
+    if (ExpRefTable::Usable(m, t_min, e)) {
+      s = sum(ExpRefTable::Make(e, nref));
+    } else if (e.NeverFlushes(t_min)) {
+      s = sum(ExpRefNoFlush{e});
+    } else {
+      s = sum(e);
+    }
   });
   return s;
 }
@@ -67,6 +80,10 @@ void ExpScaleSegmentImpl(const float* x, const float* mask, int64_t n, float sca
 
 void ScaleSegmentImpl(float* dst, int64_t n, float factor) {
   ScaleInPlace(dst, static_cast<size_t>(n), factor);
+}
+
+void ScaleSegmentNormalImpl(float* dst, int64_t n, float factor) {
+  ScaleInPlace<false>(dst, static_cast<size_t>(n), factor);
 }
 
 void LogStoreSegmentImpl(const float* x, const float* mask, int64_t n, float scale,
@@ -121,19 +138,20 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace smax::kernels {
 
-HWY_EXPORT(MaxSegmentImpl);
+HWY_EXPORT(MinMaxSegmentImpl);
 HWY_EXPORT(ExpSumSegmentImpl);
 HWY_EXPORT(ExpScaleSegmentImpl);
 HWY_EXPORT(RefExponentImpl);
 HWY_EXPORT(ExpSumRefSegmentImpl);
 HWY_EXPORT(ScaleSegmentImpl);
+HWY_EXPORT(ScaleSegmentNormalImpl);
 HWY_EXPORT(LogStoreSegmentImpl);
 HWY_EXPORT(OnlineSegmentImpl);
 HWY_EXPORT(TwoPassSegmentImpl);
 HWY_EXPORT(TwoPassStoreSegmentImpl);
 
-float max_segment(const float* x, const float* mask, int64_t n, float scale) noexcept {
-  return HWY_DYNAMIC_DISPATCH(MaxSegmentImpl)(x, mask, n, scale);
+SegmentRange minmax_segment(const float* x, const float* mask, int64_t n, float scale) noexcept {
+  return HWY_DYNAMIC_DISPATCH(MinMaxSegmentImpl)(x, mask, n, scale);
 }
 double expsum_segment(const float* x, const float* mask, int64_t n, float scale,
                       float shift, float* dst) noexcept {
@@ -141,8 +159,8 @@ double expsum_segment(const float* x, const float* mask, int64_t n, float scale,
 }
 float ref_exponent(float m) noexcept { return HWY_DYNAMIC_DISPATCH(RefExponentImpl)(m); }
 double expsum_ref_segment(const float* x, const float* mask, int64_t n, float scale,
-                          float nref, float* dst) noexcept {
-  return HWY_DYNAMIC_DISPATCH(ExpSumRefSegmentImpl)(x, mask, n, scale, nref, dst);
+                          float nref, float m, float t_min, float* dst) noexcept {
+  return HWY_DYNAMIC_DISPATCH(ExpSumRefSegmentImpl)(x, mask, n, scale, nref, m, t_min, dst);
 }
 void exp_scale_segment(const float* x, const float* mask, int64_t n, float scale,
                        float shift, float factor, float* dst) noexcept {
@@ -150,6 +168,9 @@ void exp_scale_segment(const float* x, const float* mask, int64_t n, float scale
 }
 void scale_segment(float* dst, int64_t n, float factor) noexcept {
   HWY_DYNAMIC_DISPATCH(ScaleSegmentImpl)(dst, n, factor);
+}
+void scale_segment_normal(float* dst, int64_t n, float factor) noexcept {
+  HWY_DYNAMIC_DISPATCH(ScaleSegmentNormalImpl)(dst, n, factor);
 }
 void log_store_segment(const float* x, const float* mask, int64_t n, float scale,
                        float shift, float log_sum, float* dst) noexcept {

@@ -46,6 +46,7 @@ void write_constant_row(ForwardOp op, float* dst, int64_t n, bool is_nan, EmptyR
 struct Normaliser {
   enum Kind { kFinite, kEmpty, kNaNRow } kind = kFinite;
   float shift = 0.0f;  // the row max (or 0 for two-pass)
+  float min = -kInf;   // the row min (three-pass), for softmax_outputs_normal
   double sum = 0.0;    // sum exp(t - shift)
   double stored_sum = 0.0;  // the sum in the units of the stored terms
 };
@@ -54,20 +55,21 @@ struct Normaliser {
 // exp values to dst (three-pass-reload softmax).
 Normaliser three_pass_normaliser(const float* x, const float* mask, int64_t n, float scale,
                                  float* store, int threads) {
-  std::vector<float> maxima(static_cast<size_t>(segment_count(n)));
+  std::vector<kernels::SegmentRange> ranges(static_cast<size_t>(segment_count(n)));
   for_segments(n, threads, [&](int64_t off, int64_t len) {
-    maxima[off / kSegment] =
-        kernels::max_segment(x + off, mask ? mask + off : nullptr, len, scale);
+    ranges[off / kSegment] =
+        kernels::minmax_segment(x + off, mask ? mask + off : nullptr, len, scale);
   });
   Normaliser result;
-  float m = -kInf;
-  for (float v : maxima) {
-    if (std::isnan(v)) return {Normaliser::kNaNRow};
-    m = std::max(m, v);
+  float m = -kInf, t_min = kInf;
+  for (const kernels::SegmentRange& r : ranges) {
+    if (std::isnan(r.max)) return {Normaliser::kNaNRow};
+    m = std::max(m, r.max);
+    t_min = std::isnan(r.min) ? r.min : std::min(t_min, r.min);  // NaN sticks
   }
   if (m == kInf) return {Normaliser::kNaNRow};
   if (m == -kInf) return {Normaliser::kEmpty};
-  std::vector<double> sums(maxima.size());
+  std::vector<double> sums(ranges.size());
   // As the row kernels: reduce t itself against N = round(m log2e) (ExpRef)
   // when the target can do so exactly, else the TwoSum exp of t - m.
   const float nref = kernels::ref_exponent(m);
@@ -76,12 +78,14 @@ Normaliser three_pass_normaliser(const float* x, const float* mask, int64_t n, f
     const float* seg_mask = mask ? mask + off : nullptr;
     float* seg_store = store ? store + off : nullptr;
     sums[off / kSegment] =
-        use_ref ? kernels::expsum_ref_segment(x + off, seg_mask, len, scale, nref, seg_store)
+        use_ref ? kernels::expsum_ref_segment(x + off, seg_mask, len, scale, nref, m, t_min,
+                                              seg_store)
                 : kernels::expsum_segment(x + off, seg_mask, len, scale, m, seg_store);
   });
   double total = 0.0;
   for (double s : sums) total += s;
   result.shift = m;
+  result.min = t_min;
   result.stored_sum = total;
   // sum e^(t - m) = sum e^(t - N ln2) * e^(N ln2 - m), in float64.
   result.sum = use_ref ? total * std::exp(static_cast<double>(nref) * 0.69314718055994530942 -
@@ -183,8 +187,13 @@ void segmented_forward(ForwardOp op, Algorithm algorithm, const float* x, const 
     case ForwardOp::kSoftmax: {
       if (store_exp) {
         const float factor = static_cast<float>(1.0 / norm.stored_sum);
+        const bool normal = kernels::softmax_outputs_normal(norm.min, norm.shift, n);
         for_segments(n, threads, [&](int64_t off, int64_t len) {
-          kernels::scale_segment(dst + off, len, factor);
+          if (normal) {
+            kernels::scale_segment_normal(dst + off, len, factor);
+          } else {
+            kernels::scale_segment(dst + off, len, factor);
+          }
         });
       } else {
         const float factor = static_cast<float>(1.0 / norm.sum);
