@@ -314,8 +314,13 @@ struct ExpRefTable {
     VF r = hn::NegMulAdd(n8, hn::Set(d, kLn2Hi8), t);
     r = hn::NegMulAdd(n8, hn::Set(d, kLn2Lo8), r);
     const auto bits = hn::BitCast(di, nb);
+#if HWY_TARGET == HWY_AVX2
+    // vpermd reads only the low 3 bits of each index: j = bits mod 8 as is.
+    const hn::Vec<DI> frac{_mm256_permutevar8x32_epi32(hn::LoadU(di, kExp2Frac8).raw, bits.raw)};
+#else
     const auto j = hn::And(bits, hn::Set(di, 7));
     const auto frac = hn::TableLookupLanes(hn::LoadU(di, kExp2Frac8), hn::IndicesFromVec(di, j));
+#endif
     const VF s = hn::BitCast(d, hn::Add(frac, hn::ShiftLeft<23>(hn::ShiftRight<3>(bits))));
     VF p = hn::MulAdd(hn::Set(d, kT3), r, hn::Set(d, kT2));
     p = hn::MulAdd(p, r, hn::Set(d, 1.0f));

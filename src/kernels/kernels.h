@@ -124,8 +124,7 @@ void scale_segment_normal(float* dst, int64_t n, float factor) noexcept;
 /// the exp's and the product's roundings. False for t_min = -inf or NaN.
 inline bool softmax_outputs_normal(float t_min, float m, int64_t n) {
   constexpr double kLogFltMin = -87.33654475055310898657;  // ln(FLT_MIN)
-  unsigned bits = 0;
-  for (uint64_t k = static_cast<uint64_t>(n); k != 0; k >>= 1) ++bits;
+  const int bits = n > 0 ? 64 - __builtin_clzll(static_cast<unsigned long long>(n)) : 0;
   return static_cast<double>(t_min) - static_cast<double>(m) - 0.7 * bits >=
          kLogFltMin + 0.01;
 }
