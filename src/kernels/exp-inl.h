@@ -48,6 +48,7 @@
 #include <limits>
 #include <type_traits>
 
+#include <hwy/cache_control.h>
 #include <hwy/highway.h>
 
 #include "kernels/kernels.h"
@@ -664,14 +665,21 @@ HWY_INLINE bool RowHasNaN(const Src& src, size_t n) {
 }
 
 // sum_i exp(t_i) (exp = ExpRef or ExpDiff), blocked; stores e_i if kStore.
+// `ahead` (nullable): the next row's first element, of a row as long as this
+// one; each step prefetches as many bytes of it as the step reads, so the
+// next row's first pass finds it in cache (batched rows beyond L1, where
+// this compute-bound pass would otherwise leave the memory idle).
 template <bool kStore, class Src, class Exp>
 HWY_INLINE double ExpSum(const Src& src, size_t n, const Exp& exp,
-                         float* HWY_RESTRICT dst) {
+                         float* HWY_RESTRICT dst, const float* ahead = nullptr) {
   const DF d;
   const size_t N = hn::Lanes(d);
   BlockSum sum(d);
   size_t i = 0;
   for (; i + kUnroll * N <= n; i += kUnroll * N) {
+    if (ahead != nullptr) {
+      for (size_t k = 0; k < kUnroll * N; k += 64 / sizeof(float)) hwy::Prefetch(ahead + i + k);
+    }
     const VF e0 = exp(d, src.Load(d, i));
     const VF e1 = exp(d, src.Load(d, i + N));
     const VF e2 = exp(d, src.Load(d, i + 2 * N));
