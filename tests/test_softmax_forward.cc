@@ -125,7 +125,8 @@ TEST_P(Forward, MixedRowKindsInOneBatch) {
     }
   }
   const int64_t rows = static_cast<int64_t>(kinds.size());
-  for (int64_t n : {2, 7, 31, 64, 65, 1000, 1001}) {
+  // 8193: rows beyond kPrefetchMinCols, whose exp pass prefetches the next.
+  for (int64_t n : {2, 7, 31, 64, 65, 1000, 1001, 8193}) {
     for (int64_t misalign : {0, 1}) {
       Tensor src({rows, n}, {}, misalign);
       for (int64_t r = 0; r < rows; ++r) {
@@ -287,17 +288,17 @@ TEST_P(Forward, NoDenormalOutputs) {
   }
 }
 
-// The capped target is the one kernels dispatch to, and kernel_name says so
-// in the grammar <dtype>_<family>__<target>_<tags>.
 // The scale pass drops its denormal flush when every output is provably
 // >= FLT_MIN (kernels::softmax_outputs_normal: e^(t_min - m) / n with a
 // margin). Rows at that boundary: n - 1 entries at the max (the sum is
-// n - 1) and one at t_min just inside and just outside the condition. The
-// smallest output is then within a factor e^(0.007 bit_width(n) + 0.01) of
-// FLT_MIN: it must match the reference and never be a denormal.
+// n - 1) and one at t_min just inside and just outside the condition. With
+// n = 2^k - 1 (0.7 bit_width(n) - ln(n - 1) = 0.007 k + O(2^-k)) the
+// smallest output is then within a factor e^(0.007 k + 0.01) of FLT_MIN
+// (1.1-1.2): it must match the reference and never be a denormal. Rows of
+// the row kernels and of the segment path (131071).
 TEST_P(Forward, FlushFreeScaleAtItsBoundary) {
   Rng rng("flush-free-boundary");
-  for (int64_t n : {33, 1000, 4095, 65537, 131071}) {
+  for (int64_t n : {31, 1023, 4095, 131071}) {
     unsigned bits = 0;
     for (int64_t k = n; k != 0; k >>= 1) ++bits;
     for (double margin : {0.0101, 0.0099, -0.5}) {
@@ -322,6 +323,31 @@ TEST_P(Forward, FlushFreeScaleAtItsBoundary) {
   }
 }
 
+// Where no term can be flushed (moderate logits), three-pass-recompute
+// stores exactly what reload stores: the exp of the sum pass times 1 / sum
+// (the table exp on AVX2, the flush-free polynomial elsewhere), so its rows
+// sum to 1 as consistently as reload's.
+TEST_P(Forward, RecomputeStoresReloadsBits) {
+  Rng rng("recompute-reload");
+  for (int64_t n : {2, 7, 64, 65, 1000, 1001, 4099}) {
+    Tensor src({3, n}), a({3, n}), b({3, n});
+    fill_rows(src, 1, Data::kUniform, rng);
+    SoftmaxOptions o;
+    o.algorithm = Algorithm::kThreePassReload;
+    smax::softmax(src.view(), a.view(), o);
+    o.algorithm = Algorithm::kThreePassRecompute;
+    smax::softmax(src.view(), b.view(), o);
+    for (int64_t i = 0; i < 3 * n; ++i) {
+      const float x = a.at(i), y = b.at(i);
+      ASSERT_TRUE(std::memcmp(&x, &y, sizeof(float)) == 0)
+          << "n=" << n << " [" << i << "] reload " << x << " recompute " << y << " target "
+          << GetParam();
+    }
+  }
+}
+
+// The capped target is the one kernels dispatch to, and kernel_name says so
+// in the grammar <dtype>_<family>__<target>_<tags>.
 TEST_P(Forward, KernelNameNamesTheTarget) {
   std::string target = GetParam();
   for (char& c : target) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));

@@ -277,7 +277,7 @@ struct ExpRefNoFlush {
 // relative error 2.6e-8 on [-ln2/16, ln2/16] (coefficients fitted for this
 // range, rounded to f32), the table entries 3.2e-8; 7 FMA-pipe ops per
 // vector instead of 9. Targets with >= 8 f32 lanes (the table is one
-// vector); elsewhere kAvailable is false and callers keep ExpRefNoFlush.
+// vector); elsewhere kHaveExpTable is false and callers keep ExpRefNoFlush.
 // Usable(m, t_min): |m| <= kRefMaxAbs / 8 (exact reduction) and a margin of
 // 3 above the flush threshold (2^(k - N) 2^(j/8) e^r stays normal).
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
@@ -299,12 +299,11 @@ constexpr int32_t kExp2Frac8[16] = {0x000000, 0x0B95C2, 0x1837F0, 0x25FED7,
 struct ExpRefTable {
   ExpRef e;     // the flushing exp, for tail vectors (ExpTail)
   float bias8;  // kMagic8 - 8 N
-  static constexpr bool kAvailable = kHaveExpTable;
   static ExpRefTable Make(const ExpRef& e, float n_ref) {
     return ExpRefTable{e, kMagic8 - 8.0f * n_ref};
   }
   static bool Usable(float m, float t_min, const ExpRef& e) {
-    return kAvailable && std::fabs(m) <= kRefMaxAbs / 8 &&
+    return kHaveExpTable && std::fabs(m) <= kRefMaxAbs / 8 &&
            static_cast<double>(t_min) * kLog2ed - 3.0 >= static_cast<double>(e.flush_below);
   }
   HWY_INLINE VF operator()(DF d, VF t) const {
@@ -338,6 +337,19 @@ HWY_INLINE VF ExpTail(const Exp& exp, DF d, VF t) {
 }
 HWY_INLINE VF ExpTail(const ExpRefNoFlush& exp, DF d, VF t) { return exp.e(d, t); }
 HWY_INLINE VF ExpTail(const ExpRefTable& exp, DF d, VF t) { return exp.e(d, t); }
+
+// Calls f(exp) with the exp the three-pass kernels (rows and segments) sum
+// e^(t - N ln2) with, N = nref = round(m log2e), for a row of max m
+// (|m| <= kRefMaxAbs) and min t_min: the table exp where ExpRefTable::Usable,
+// the flush-free polynomial where no term can be flushed, else the
+// flushing ExpRef. f must return the same type for the three.
+template <class F>
+HWY_INLINE auto WithRefExp(float m, float t_min, float nref, F&& f) {
+  const ExpRef e = ExpRef::Make(nref);
+  if (ExpRefTable::Usable(m, t_min, e)) return f(ExpRefTable::Make(e, nref));
+  if (e.NeverFlushes(t_min)) return f(ExpRefNoFlush{e});  // row range < ~85
+  return f(e);
+}
 
 // e^(t - m) with the exact difference t - m = hi + lo (TwoSum, Knuth): 6
 // add-pipe ops; lo joins the reduced argument. m may differ per lane
@@ -629,8 +641,8 @@ HWY_INLINE MinMax RowMinMaxWith(const Src& src, size_t n, const Pass& pass) {
     l0 = hn::Min(l0, t);
   }
   if (i < n) {
-    // Tail lanes past n are -inf: fine for the max; the min only loses
-    // precision to -inf (the caller then keeps the flushing exp).
+    // Tail lanes past n are -inf: fine for the max; the min takes +inf
+    // there instead, so it is the min of the row's own entries.
     const VF t = src.LoadTail(d, i, n - i);
     pass.Tail(d, i, n - i);
     m1 = hn::Max(m1, t);

@@ -86,8 +86,10 @@ inline constexpr int64_t kSegment = int64_t{1} << 16;
 
 /// (min_i t_i, max_i t_i) over the segment. max: -inf when all are -inf;
 /// NaN when the segment holds NaN and nothing above -inf; otherwise NaN may
-/// or may not propagate (callers detect NaN through the sums). min: a lower
-/// bound used only to drop the exp's flush (NaN or -inf keeps it).
+/// or may not propagate (callers detect NaN through the sums). min: the min
+/// of the non-NaN entries (a NaN may be dropped), used to drop the exp's and
+/// the scale's flush; safe with a dropped NaN because any NaN makes the sum
+/// NaN and the row a NaN row before the flush matters.
 struct SegmentRange {
   float min, max;
 };

@@ -13,9 +13,9 @@
 // log_softmax: (t - max) - log(sum), in that order; logsumexp: max + log(sum)
 // in float64, rounded once. Sums are blocked (exp-inl.h: BlockSum).
 // In a batch, the three-pass kernels run row r's last pass (scale or log
-// store: store-bound) in one loop with row r+1's max pass (load + 2 ops),
-// so the max pass costs nearly nothing: softmax 1000x1000 0.41 -> 0.35 ns
-// per element (docs/benchmarking.md). The results are the same bits.
+// store: store-bound) in one loop with row r+1's (min, max) scan (load + 2
+// ops), so that scan costs nearly nothing: softmax 1000x1000 0.41 -> 0.35
+// ns per element (docs/benchmarking.md). The results are the same bits.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/softmax_rows.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -90,25 +90,11 @@ HWY_INLINE LastPass ThreePassToSum(const Src& src, size_t n, const MinMax& mm,
   // log(sum e^(t - m)) = log(s) + (use_ref ? nref ln2 - m : 0).
   const double shift = use_ref ? nref * kLn2d - static_cast<double>(m) : 0.0;
   const bool store = op == RowOp::kSoftmax && reload;
-  double s;
-  if (use_ref) {
-    const ExpRef e = ExpRef::Make(nref);
-    if (ExpRefTable::Usable(m, mm.min, e)) {  // AVX2+: table exp, |m| <= 256
-      const ExpRefTable et = ExpRefTable::Make(e, nref);
-      s = store ? ExpSum<true>(src, n, et, dst, ahead)
-                : ExpSum<false>(src, n, et, nullptr, ahead);
-    } else if (e.NeverFlushes(mm.min)) {  // the usual case: range of the row < ~85
-      const ExpRefNoFlush ef{e};
-      s = store ? ExpSum<true>(src, n, ef, dst, ahead)
-                : ExpSum<false>(src, n, ef, nullptr, ahead);
-    } else {
-      s = store ? ExpSum<true>(src, n, e, dst, ahead)
-                : ExpSum<false>(src, n, e, nullptr, ahead);
-    }
-  } else {
-    const ExpDiff e = ExpDiff::Make(m);
-    s = store ? ExpSum<true>(src, n, e, dst, ahead) : ExpSum<false>(src, n, e, nullptr, ahead);
-  }
+  auto sum = [&](const auto& exp) {
+    return store ? ExpSum<true>(src, n, exp, dst, ahead)
+                 : ExpSum<false>(src, n, exp, nullptr, ahead);
+  };
+  const double s = use_ref ? WithRefExp(m, mm.min, nref, sum) : sum(ExpDiff::Make(m));
   if (!(s < std::numeric_limits<double>::infinity())) {
     NanRow(op, dst, n);
     return {};
@@ -122,8 +108,14 @@ HWY_INLINE LastPass ThreePassToSum(const Src& src, size_t n, const MinMax& mm,
                         inv};
       }
       if (use_ref) {
+        // The sum's exp where it can be (the table exp has no flush, so the
+        // products must be normal too): the stored values are then the
+        // summed terms times 1 / sum, and rows sum to 1 as in reload.
         const ExpRef e = ExpRef::Make(nref, FlushExtra(inv));
-        if (e.NeverFlushes(mm.min)) {
+        if (ExpRefTable::Usable(m, mm.min, ExpRef::Make(nref)) &&
+            softmax_outputs_normal(mm.min, m, static_cast<int64_t>(n))) {
+          ExpScaleStore(src, n, ExpRefTable::Make(e, nref), inv, dst);
+        } else if (e.NeverFlushes(mm.min)) {
           ExpScaleStore(src, n, ExpRefNoFlush{e}, inv, dst);
         } else {
           ExpScaleStore(src, n, e, inv, dst);
@@ -176,9 +168,9 @@ HWY_INLINE void ThreePassRow(const Src& src, size_t n, float* HWY_RESTRICT dst,
 }
 
 // Rows at least this long (beyond L1) prefetch the next row's logits during
-// their exp pass: 256x32000 softmax 0.63 -> 0.59 ns per element (A/B,
-// docs/benchmarking.md); shorter rows stream well from L2 / L3 with the
-// hardware prefetcher alone (1000x1000: no change measured).
+// their exp pass: 256x32000 softmax 0.59-0.61 -> 0.54-0.56 ns per element
+// (A/B, docs/benchmarking.md); shorter rows stream well from L2 / L3 with
+// the hardware prefetcher alone (1000x1000: no change measured).
 constexpr size_t kPrefetchMinCols = 8192;
 
 // Batched three-pass rows: row r's last pass shares its loop with row r+1's
@@ -188,6 +180,7 @@ constexpr size_t kPrefetchMinCols = 8192;
 template <class Src, class RowAt>
 HWY_INLINE void ThreePassRows(int64_t rows, size_t n, const RowAt& row_at, RowOp op,
                               bool reload, EmptyRow policy) {
+  if (rows <= 0) return;
   float* dst = nullptr;
   Src src = row_at(0, &dst);
   MinMax mm = RowMinMax(src, n);

@@ -14,9 +14,10 @@
 HWY_BEFORE_NAMESPACE();
 namespace smax::kernels::HWY_NAMESPACE {
 
-// NaN when the segment holds a NaN and no finite or +inf entry: RowMax need
-// not propagate NaN (EMU128's Max drops it), and an all-NaN segment must not
-// read as an empty one (-inf), as in the row kernels (softmax_rows.cc).
+// max NaN when the segment holds a NaN and no finite or +inf entry:
+// RowMinMax need not propagate NaN (EMU128's Max drops it), and an all-NaN
+// segment must not read as an empty one (-inf), as in the row kernels
+// (softmax_rows.cc).
 SegmentRange MinMaxSegmentImpl(const float* x, const float* mask, int64_t n, float scale) {
   SegmentRange r{kInf, kNegInf};
   WithLogits(x, mask, scale, [&](const auto& src) {
@@ -42,31 +43,23 @@ double ExpSumSegmentImpl(const float* x, const float* mask, int64_t n, float sca
 
 float RefExponentImpl(float m) {
   if (!(std::fabs(m) <= kRefMaxAbs)) return std::numeric_limits<float>::quiet_NaN();
-  return std::nearbyint(m * kLog2e);  // as ThreePassRow (softmax_rows.cc)
+  return std::nearbyint(m * kLog2e);  // as ThreePassToSum (softmax_rows.cc)
 }
 
 // ExpRef costs ~8 fewer ops per vector than ExpDiff's TwoSum; measured on the
 // Zen 3 VM: reload softmax of one 1M-element row (16 segments) 0.56 -> 0.40
 // ns per element, 64x128256 0.72 -> 0.60 (docs/benchmarking.md).
-// The exp is chosen as ThreePassToSum (softmax_rows.cc) does, from the
-// row's max and min: the table exp, else the flush-free one, else ExpRef.
+// The exp is chosen as ThreePassToSum (softmax_rows.cc) does (WithRefExp),
+// from the row's max and min.
 double ExpSumRefSegmentImpl(const float* x, const float* mask, int64_t n, float scale,
                             float nref, float m, float t_min, float* dst) {
   double s = 0.0;
-  const ExpRef e = ExpRef::Make(nref);
   const size_t len = static_cast<size_t>(n);
   WithLogits(x, mask, scale, [&](const auto& src) {
-    auto sum = [&](const auto& exp) {
+    s = WithRefExp(m, t_min, nref, [&](const auto& exp) {
       return dst != nullptr ? ExpSum<true>(src, len, exp, dst)
                             : ExpSum<false>(src, len, exp, nullptr);
-    };
-    if (ExpRefTable::Usable(m, t_min, e)) {
-      s = sum(ExpRefTable::Make(e, nref));
-    } else if (e.NeverFlushes(t_min)) {
-      s = sum(ExpRefNoFlush{e});
-    } else {
-      s = sum(e);
-    }
+    });
   });
   return s;
 }
