@@ -103,9 +103,8 @@ HWY_INLINE LastPass ThreePassToSum(const Src& src, size_t n, const MinMax& mm,
     case RowOp::kSoftmax: {
       const float inv = static_cast<float>(1.0 / s);
       if (reload) {
-        return LastPass{softmax_outputs_normal(mm.min, m, static_cast<int64_t>(n)) ? LastPass::Kind::kScaleNoFlush
-                                                        : LastPass::Kind::kScale,
-                        inv};
+        const bool normal = softmax_outputs_normal(mm.min, m, static_cast<int64_t>(n));
+        return LastPass{normal ? LastPass::Kind::kScaleNoFlush : LastPass::Kind::kScale, inv};
       }
       if (use_ref) {
         // The sum's exp where it can be (the table exp has no flush, so the
