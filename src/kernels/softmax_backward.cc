@@ -84,6 +84,10 @@ struct SoftmaxGradFn {
   VF vs;
   double scale;
   bool big;  // |scale| > 1: p below FLT_MIN is at risk too
+  static SoftmaxGradFn Make(float scale) {
+    return SoftmaxGradFn{hn::Set(DF(), scale), static_cast<double>(scale),
+                         std::fabs(scale) > 1.0f};
+  }
   // Lanes whose f32 p = y g overflowed (inf; NaN needs no float64: it stays
   // NaN) or, for |scale| > 1, fell below FLT_MIN while y, g != 0.
   HWY_INLINE hn::Mask<DF> Risk(VF y, VF g, VF p) const {
@@ -139,7 +143,7 @@ HWY_INLINE void GradStore(const float* HWY_RESTRICT y, const float* dy, size_t n
   } else {
     // Two vectors per step with one risk test for both (the common case
     // costs an abs and a compare per vector over the plain f32 form).
-    const SoftmaxGradFn grad{vs, static_cast<double>(scale), std::fabs(scale) > 1.0f};
+    const SoftmaxGradFn grad = SoftmaxGradFn::Make(scale);
     size_t i = 0;
     for (; i + 2 * N <= n; i += 2 * N) {
       const VF y0 = hn::LoadU(d, y + i), y1 = hn::LoadU(d, y + i + N);
@@ -224,11 +228,11 @@ HWY_INLINE void BackwardColumnBlock(const BackwardColumns& c, size_t j0, size_t 
   for (size_t l = 0; l < N; ++l) sf[l] = static_cast<float>(s[l]);
   const VF vr = hn::Load(d, sf);
   const VF vs = hn::Set(d, c.scale);
+  const SoftmaxGradFn grad = SoftmaxGradFn::Make(c.scale);
   for (size_t k = 0; k < n; ++k) {
     const int64_t kk = static_cast<int64_t>(k);
     const VF vy = load(c.y + kk * c.y_axis_stride + j0);
     const VF vdy = load(c.dy + kk * c.dy_axis_stride + j0);
-    const SoftmaxGradFn grad{vs, static_cast<double>(c.scale), std::fabs(c.scale) > 1.0f};
     const VF g = kLog ? LogSoftmaxGrad(d, vy, vdy, vr, vs) : grad(vy, vdy, vr);
     float* p = c.dx + kk * c.dx_axis_stride + j0;
     if (full) {
