@@ -3,8 +3,11 @@
 #  1. cmake --install BUILD_DIR --prefix PREFIX (a fresh scratch prefix);
 #  2. smax.pc and smaxConfig.cmake are installed;
 #  3. examples/consumer configures with find_package(smax), builds and runs;
-#  4. when pkg-config is available, `pkg-config smax` reports VERSION and a
-#     program compiled with its flags alone links and runs. smax.pc holds the
+#  4. examples/c_consumer, a C-only project (project(... C): no C++ enabled),
+#     does the same through find_package(smax);
+#  5. when pkg-config is available, `pkg-config smax` reports VERSION and a
+#     C++ program and a C99 program compiled with its flags alone link and
+#     run (the C one with the C compiler driver, which adds no C++ runtime). smax.pc holds the
 #     configure-time prefix, so the scratch prefix is passed with
 #     --define-variable=prefix=... (what a user who relocates an install does).
 cmake_minimum_required(VERSION 3.20)
@@ -18,7 +21,7 @@ function(run_step what)
   endif()
 endfunction()
 
-file(REMOVE_RECURSE "${PREFIX}" "${WORK_DIR}")
+file(REMOVE_RECURSE "${PREFIX}" "${WORK_DIR}" "${WORK_DIR}-c")
 run_step("install" ${CMAKE_COMMAND} --install "${BUILD_DIR}" --prefix "${PREFIX}")
 
 file(GLOB_RECURSE _pc "${PREFIX}/*/smax.pc")
@@ -41,6 +44,17 @@ run_step("configure consumer"
     "-DCMAKE_PREFIX_PATH=${PREFIX}" ${_flags})
 run_step("build consumer" ${CMAKE_COMMAND} --build "${WORK_DIR}")
 run_step("run consumer" "${WORK_DIR}/consumer")
+
+set(_cflags "")
+if(SAN_FLAGS)
+  set(_cflags "-DCMAKE_C_FLAGS=${SAN_FLAGS}" "-DCMAKE_EXE_LINKER_FLAGS=${SAN_FLAGS}")
+endif()
+run_step("configure C-only consumer"
+  ${CMAKE_COMMAND} -S "${C_SOURCE_DIR}" -B "${WORK_DIR}-c" -G "${GENERATOR}"
+    "-DCMAKE_C_COMPILER=${CC}" "-DCMAKE_BUILD_TYPE=${BUILD_TYPE}"
+    "-DCMAKE_PREFIX_PATH=${PREFIX}" ${_cflags})
+run_step("build C-only consumer" ${CMAKE_COMMAND} --build "${WORK_DIR}-c")
+run_step("run C-only consumer" "${WORK_DIR}-c/c_consumer")
 
 find_program(PKG_CONFIG pkg-config)
 if(NOT PKG_CONFIG)
@@ -68,3 +82,7 @@ run_step("build with pkg-config flags"
 get_filename_component(_libdir "${_pcdir}" DIRECTORY)
 run_step("run pkg-config consumer"
   ${CMAKE_COMMAND} -E env "LD_LIBRARY_PATH=${_libdir}" "${WORK_DIR}/consumer_pc")
+run_step("build C99 program with pkg-config flags"
+  ${CC} -std=c99 ${san} "${C_SOURCE_DIR}/main.c" -o "${WORK_DIR}/c_consumer_pc" ${pc_flags})
+run_step("run C99 pkg-config consumer"
+  ${CMAKE_COMMAND} -E env "LD_LIBRARY_PATH=${_libdir}" "${WORK_DIR}/c_consumer_pc")

@@ -19,10 +19,13 @@ std::vector<std::string> supported_targets();
 /// The target kernels dispatch to now.
 std::string active_target();
 /// Cap the dispatched target: "avx3", "avx2", "sse4", "ssse3", "scalar"
-/// (case-insensitive) or "" / "none" to lift the cap. The environment variable
-/// SMAX_MAX_TARGET is applied the same way on first use. Throws smax::Error for
+/// (case-insensitive) or "" / "none" to lift the cap. Throws smax::Error for
 /// an unknown name, or one not compiled in. Not thread-safe against calls in
 /// flight: call it between calls.
+/// The environment variable SMAX_MAX_TARGET is applied the same way by the
+/// first call that dispatches (unless set_max_target ran first, which
+/// replaces it); an unknown name there makes every such call throw
+/// smax::Error naming the variable, rather than being ignored.
 void set_max_target(std::string_view name);
 
 /// Name of the kernel an op uses with `algorithm` on the active target, in the

@@ -1,10 +1,8 @@
 // src/ops/attention.cc: the fused attention's public entry points
 // (include/smax/attention.h): argument validation into a Setup, and the
-// SGEMM / row-op helpers the drivers share (attention_internal.h; the
+// operand / row-op helpers the drivers share (attention_internal.h; the
 // drivers are in attention_forward.cc and attention_backward.cc).
 #include "smax/attention.h"
-
-#include <cblas.h>
 
 #include <algorithm>
 #include <cfloat>
@@ -43,21 +41,6 @@ Mat matrix(const float* base, int64_t rs, int64_t cs, int64_t r0, int64_t rows, 
     for (int64_t c = 0; c < cols; ++c) buf[i * need + c] = s[c * cs];
   }
   return Mat{buf, need};
-}
-
-// C[M x N] (ldc) = alpha op(A) op(B) + beta C.
-void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
-          int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  if (M <= 0 || N <= 0) return;
-  if (K <= 0) {
-    if (beta == 0.0f) {
-      for (int64_t i = 0; i < M; ++i) std::fill(C + i * ldc, C + i * ldc + N, 0.0f);
-    }
-    return;
-  }
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-              static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), alpha, A,
-              static_cast<int>(lda), B, static_cast<int>(ldb), beta, C, static_cast<int>(ldc));
 }
 
 // True when the rows x cols matrix M (leading dimension ld) is all finite.

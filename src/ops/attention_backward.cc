@@ -66,7 +66,7 @@ void backward(const Setup& s, const TensorView& dout, const TensorView& dq, cons
         const Mat Q = s.q_rows(b, h, i0, bq, qbuf);
         const Mat dO = matrix(s.mat_base(dout, b, h),
                               dout.strides[2], dout.strides[3], i0, bq, s.Dv, obuf);
-        gemm(false, true, bq, kend, s.D, 1.0f, Q.p, Q.ld, K.p, K.ld, 0.0f, T, w);
+        sgemm(bq, kend, s.D, 1.0f, {Q.p, Q.ld, false}, {K.p, K.ld, true}, 0.0f, T, w);
         if (s.cap > 0.0f) {
           for (int64_t r = 0; r < bq; ++r) std::memcpy(Sraw + r * kend, T + r * w, kend * sizeof(float));
         }
@@ -95,7 +95,7 @@ void backward(const Setup& s, const TensorView& dout, const TensorView& dq, cons
             std::fill(dV + j * Dvn, dV + j * Dvn + s.Dv, kNaNf);
           }
         }
-        gemm(false, true, bq, kend, s.Dv, 1.0f, dO.p, dO.ld, V.p, V.ld, 0.0f, dP, w);
+        sgemm(bq, kend, s.Dv, 1.0f, {dO.p, dO.ld, false}, {V.p, V.ld, true}, 0.0f, dP, w);
         if (sink) {
           for (int64_t r = 0; r < bq; ++r) dP[r * w + kend] = 0.0f;
         }
@@ -113,7 +113,7 @@ void backward(const Setup& s, const TensorView& dout, const TensorView& dq, cons
         }
         // dQ = scale dT K; dK += scale dT^T Q; dV += P^T dO.
         if (k_finite) {
-          gemm(false, false, bq, s.D, kend, s.scale, dT, w, K.p, K.ld, 0.0f, dQ, Dn);
+          sgemm(bq, s.D, kend, s.scale, {dT, w, false}, {K.p, K.ld, false}, 0.0f, dQ, Dn);
         } else {
           gemm_skip_zero(false, bq, s.D, kend, s.scale, dT, w, K.p, K.ld, 0.0f, dQ, Dn);
         }
@@ -121,11 +121,11 @@ void backward(const Setup& s, const TensorView& dout, const TensorView& dq, cons
           for (int64_t c = 0; c < s.D; ++c) dqb[(i0 + r) * dq.strides[2] + c * dq.strides[3]] = dQ[r * Dn + c];
         }
         if (s.scale != 0.0f && all_finite(Q, bq, s.D)) {
-          gemm(true, false, kend, s.D, bq, s.scale, dT, w, Q.p, Q.ld, 1.0f, dK, Dn);
+          sgemm(kend, s.D, bq, s.scale, {dT, w, true}, {Q.p, Q.ld, false}, 1.0f, dK, Dn);
         } else {
           gemm_skip_zero(true, kend, s.D, bq, s.scale, dT, w, Q.p, Q.ld, 1.0f, dK, Dn);
         }
-        gemm(true, false, kend, s.Dv, bq, 1.0f, P, w, dO.p, dO.ld, 1.0f, dV, Dvn);
+        sgemm(kend, s.Dv, bq, 1.0f, {P, w, true}, {dO.p, dO.ld, false}, 1.0f, dV, Dvn);
       }
     }
     float* dkb = s.mat_base(dk, b, hk);

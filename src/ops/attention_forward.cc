@@ -91,7 +91,7 @@ void forward_softmax(const Setup& s, const TensorView& out) {
     std::fill(O, O + bq * Dvn, 0.0f);
     for (int64_t j0 = 0; j0 < kend; j0 += kBlockK) {
       const int64_t bk = std::min(kBlockK, kend - j0);
-      gemm(false, true, bq, bk, s.D, 1.0f, Q.p, Q.ld, K.p + j0 * K.ld, K.ld, 0.0f, S, bk);
+      sgemm(bq, bk, s.D, 1.0f, {Q.p, Q.ld, false}, {K.p + j0 * K.ld, K.ld, true}, 0.0f, S, bk);
       for (int64_t r = 0; r < bq; ++r) {
         float* t = S + r * bk;
         kernels::attention_logits_row(t, bk, s.logits(b, h, i0 + r, j0, bk, addbuf, keepbuf));
@@ -101,7 +101,7 @@ void forward_softmax(const Setup& s, const TensorView& out) {
         d[r] = d[r] * static_cast<double>(st.alpha) + st.sum;
         m[r] = st.m;
       }
-      gemm(false, false, bq, s.Dv, bk, 1.0f, S, bk, V.p + j0 * V.ld, V.ld, 1.0f, O, Dvn);
+      sgemm(bq, s.Dv, bk, 1.0f, {S, bk, false}, {V.p + j0 * V.ld, V.ld, false}, 1.0f, O, Dvn);
     }
     for (int64_t r = 0; r < bq; ++r) {
       const int64_t i = i0 + r;
@@ -166,13 +166,13 @@ void forward_rows(const Setup& s, const TensorView& out) {
     const Mat Q = s.q_rows(b, h, i0, bq, qbuf);
     const Mat K = s.k_rows(b, hk, kend, kbuf);
     const Mat V = s.v_rows(b, hk, kend, vbuf);
-    gemm(false, true, bq, kend, s.D, 1.0f, Q.p, Q.ld, K.p, K.ld, 0.0f, S, kend);
+    sgemm(bq, kend, s.D, 1.0f, {Q.p, Q.ld, false}, {K.p, K.ld, true}, 0.0f, S, kend);
     for (int64_t r = 0; r < bq; ++r) {
       kernels::attention_logits_row(S + r * kend, kend,
                                     s.logits(b, h, i0 + r, 0, kend, addbuf, keepbuf));
     }
     normalize_rows(s, S, bq, kend);
-    gemm(false, false, bq, s.Dv, kend, 1.0f, S, kend, V.p, V.ld, 0.0f, O, Dvn);
+    sgemm(bq, s.Dv, kend, 1.0f, {S, kend, false}, {V.p, V.ld, false}, 0.0f, O, Dvn);
     for (int64_t r = 0; r < bq; ++r) store_row(out, b, h, i0 + r, O + r * Dvn, s.Dv, 1.0, 0.0f, false);
   });
 }

@@ -24,6 +24,7 @@
 
 #include "kernels/attention.h"
 #include "ops/execution.h"
+#include "ops/gemm.h"
 #include "smax/attention.h"
 #include "smax/error.h"
 #include "smax/softmax.h"
@@ -49,10 +50,6 @@ struct Mat {
 // SGEMM, else gathered into buf (contiguous, ld = max(cols, 1)).
 Mat matrix(const float* base, int64_t rs, int64_t cs, int64_t r0, int64_t rows, int64_t cols,
            float* buf);
-
-// C[M x N] (ldc) = alpha op(A) op(B) + beta C.
-void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
-          int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 
 // True when the rows x cols matrix M (leading dimension ld) is all finite.
 bool all_finite(const Mat& M, int64_t rows, int64_t cols);
@@ -180,6 +177,7 @@ void run_tasks(const Setup& s, int64_t tasks, int64_t scratch_floats, Fn&& fn) {
   if (tasks <= 0) return;
   const int buffers = static_cast<int>(std::min<int64_t>(tasks, std::max(s.threads, 1)));
   ScratchPool pool(buffers, std::max<int64_t>(scratch_floats, 1));
+  const BlasOnCallingThread one_pool;  // each task's GEMMs run on its own thread
   std::atomic<bool> failed{false};
   detail::run_parallel(tasks, s.threads, [&](int64_t task) {
     ScratchPool::Lease lease(pool);

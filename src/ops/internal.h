@@ -10,7 +10,7 @@
 namespace smax::detail {
 
 /// Applies SMAX_MAX_TARGET once per process; every op calls it before
-/// dispatching to kernels.
+/// dispatching to kernels. Throws smax::Error (every time) for an unknown name.
 void ensure_runtime_initialized();
 
 /// Runs task(i) for i in [0, n_tasks) on at most `threads` threads, through

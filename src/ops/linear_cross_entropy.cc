@@ -14,7 +14,6 @@
 // Threads: GEMMs are issued one at a time (OpenBLAS parallelises each with
 // its own threads); smax's `threads` run the row kernels of a tile. Neither
 // changes the order of any sum, so results do not depend on `threads`.
-#include <cblas.h>
 
 #include <algorithm>
 #include <climits>
@@ -27,6 +26,7 @@
 #include <vector>
 
 #include "kernels/linear_cross_entropy.h"
+#include "ops/gemm.h"
 #include "ops/internal.h"
 #include "ops/loss_rows.h"
 #include "ops/validate.h"
@@ -65,11 +65,7 @@ constexpr int64_t kTaskElements = int64_t{1} << 16;
 // ---- GEMM operands ---------------------------------------------------------------
 // A 2-D view [rows, cols] seen as a BLAS operand: element (i, k) is
 // p[i * ld + k] (row-major) or p[k * ld + i] (trans: column-major).
-struct Operand {
-  const float* p = nullptr;
-  int64_t ld = 1;
-  bool trans = false;
-};
+using Operand = GemmOperand;
 
 struct Layout {
   bool direct = false;
@@ -123,22 +119,13 @@ class InputMatrix {
   Layout l_;
 };
 
-// C[M x Nn] (row-major, ldc) = op(A)[M x K] · op(B)[K x Nn] + beta C.
-// `a` gives A's element (i, k) as described by Operand; `b` gives B's
-// element (k, j) the same way (row index k).
-void gemm(int64_t M, int64_t Nn, int64_t K, const Operand& a, const Operand& b, float beta,
-          float* c, int64_t ldc) {
-  if (M == 0 || Nn == 0) return;
-  if (K == 0) {
-    if (beta == 0.0f) {
-      for (int64_t i = 0; i < M; ++i) std::fill(c + i * ldc, c + i * ldc + Nn, 0.0f);
-    }
-    return;
-  }
-  cblas_sgemm(CblasRowMajor, a.trans ? CblasTrans : CblasNoTrans,
-              b.trans ? CblasTrans : CblasNoTrans, static_cast<int>(M), static_cast<int>(Nn),
-              static_cast<int>(K), 1.0f, a.p, static_cast<int>(a.ld), b.p, static_cast<int>(b.ld),
-              beta, c, static_cast<int>(ldc));
+// C[M x Nn] (row-major, ldc) = op(A)[M x K] · op(B)[K x Nn] + beta C, split
+// into row or column blocks over smax's threads (gemm.h: BLAS itself runs on each
+// calling thread). `a` gives A's element (i, k) as described by Operand; `b`
+// gives B's element (k, j) the same way (row index k).
+void gemm(int threads, int64_t M, int64_t Nn, int64_t K, const Operand& a, const Operand& b,
+          float beta, float* c, int64_t ldc) {
+  sgemm_parallel(threads, M, Nn, K, 1.0f, a, b, beta, c, ldc);
 }
 
 // The transpose of an operand (element (i, k) of the result = (k, i)).
@@ -503,7 +490,7 @@ Operand logits_tile(const Setup& s, Work& w, const Operand& hc, int64_t n0, int6
                     int64_t v0, int64_t vc) {
   const Operand wv = s.wm.rows(v0, vc, w.wbuf.data());
   // B(k, j) = W[v0 + j, k]: the transpose of W's operand.
-  gemm(nc, vc, s.D, hc, transposed(wv), 0.0f, w.tile.data(), vc);
+  gemm(s.threads, nc, vc, s.D, hc, transposed(wv), 0.0f, w.tile.data(), vc);
   (void)n0;
   return wv;
 }
@@ -547,6 +534,7 @@ void linear_cross_entropy(const TensorView& hidden, const TensorView& weight,
                           const LinearCrossEntropyOptions& lce, const SoftmaxOptions& options) {
   using namespace detail;
   const char* op = "linear_cross_entropy";
+  const BlasOnCallingThread one_pool;  // gemm.h: BLAS on smax's threads only
   Setup s = prepare(op, hidden, weight, target, bias, ce, lce, options);
 
   // Outputs: shapes, then no overlap with any input or each other.
@@ -687,9 +675,10 @@ void grad_tile_tail(const Setup& s, Work& w, const Operand& hc, const Operand& w
   if (s.D == 0) return;  // dhidden / dweight have no elements (and may be null)
   const Operand dz{w.tile.data(), vc, false};
   // dhidden: B(k = class, j = unit) = W[v0 + k, j] (wv as is).
-  gemm(nc, s.D, vc, dz, wv, v0 == 0 ? 0.0f : 1.0f, t.dh + n0 * t.dh_rs, t.dh_ld);
+  gemm(s.threads, nc, s.D, vc, dz, wv, v0 == 0 ? 0.0f : 1.0f, t.dh + n0 * t.dh_rs, t.dh_ld);
   // dweight: A(i = class, k = token) = dz[k, i].
-  gemm(vc, s.D, nc, transposed(dz), hc, n0 == 0 ? 0.0f : 1.0f, t.dw + v0 * t.dw_rs, t.dw_ld);
+  gemm(s.threads, vc, s.D, nc, transposed(dz), hc, n0 == 0 ? 0.0f : 1.0f, t.dw + v0 * t.dw_rs,
+       t.dw_ld);
 }
 
 // The backward pass, and with `dst` the fused forward + backward (writes the
@@ -900,6 +889,7 @@ void linear_cross_entropy_backward(const TensorView& hidden, const TensorView& w
                                    const CrossEntropyOptions& ce,
                                    const LinearCrossEntropyOptions& lce,
                                    const SoftmaxOptions& options) {
+  const detail::BlasOnCallingThread one_pool;  // gemm.h: BLAS on smax's threads only
   detail::backward_impl("linear_cross_entropy_backward", hidden, weight, target, bias, dloss,
                         dhidden, dweight, dbias, ce, lce, options, nullptr);
 }
@@ -912,6 +902,7 @@ void linear_cross_entropy_fused(const TensorView& hidden, const TensorView& weig
                                 const CrossEntropyOptions& ce,
                                 const LinearCrossEntropyOptions& lce,
                                 const SoftmaxOptions& options) {
+  const detail::BlasOnCallingThread one_pool;  // gemm.h: BLAS on smax's threads only
   detail::backward_impl("linear_cross_entropy_fused", hidden, weight, target, bias, dloss,
                         dhidden, dweight, dbias, ce, lce, options, &dst);
 }

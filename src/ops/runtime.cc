@@ -40,7 +40,8 @@ std::vector<int64_t> compiled_target_bits() {
 // reset the dispatch to every target the CPU has, escaping our cap.
 void sync_dispatch() { hwy::GetChosenTarget().Update(hwy::SupportedTargets()); }
 
-void apply_cap(std::string_view name) {
+// `who` names the caller in the error: "set_max_target" or the variable.
+void apply_cap(std::string_view name, const std::string& who) {
   const std::string wanted = lower(name);
   if (wanted.empty() || wanted == "none") {
     hwy::DisableTargets(0);
@@ -59,25 +60,27 @@ void apply_cap(std::string_view name) {
   for (int64_t bit : compiled_target_bits()) {
     known += (known.empty() ? "" : ", ") + lower(hwy::TargetName(bit));
   }
-  throw Error(Status::kInvalidArgument, "set_max_target: unknown or not compiled target '" +
-                                            std::string(name) + "' (compiled: " + known + ")");
+  throw Error(Status::kInvalidArgument, who + ": unknown or not compiled target '" +
+                                            std::string(name) + "' (compiled: " + known +
+                                            ", or none)");
 }
 
-std::once_flag g_env_once;
+// SMAX_MAX_TARGET is applied once, on the first call that dispatches, unless
+// set_max_target ran first (an explicit cap replaces the variable).
+std::mutex g_env_mutex;
+std::atomic<bool> g_env_applied{false};
 
 }  // namespace
 
 void detail::ensure_runtime_initialized() {
-  std::call_once(g_env_once, [] {
-    if (const char* env = std::getenv("SMAX_MAX_TARGET")) {
-      try {
-        apply_cap(env);
-      } catch (const Error&) {
-        // An unknown name in the environment must not make every call fail;
-        // `smax info` shows the target actually in use.
-      }
-    }
-  });
+  if (g_env_applied.load(std::memory_order_acquire)) return;
+  std::lock_guard<std::mutex> lock(g_env_mutex);
+  if (g_env_applied.load(std::memory_order_relaxed)) return;
+  // An unknown name throws, as set_max_target does, and the variable stays
+  // unapplied: every later call fails with the same message rather than
+  // running silently on a target the user did not ask for.
+  if (const char* env = std::getenv("SMAX_MAX_TARGET")) apply_cap(env, "SMAX_MAX_TARGET");
+  g_env_applied.store(true, std::memory_order_release);
 }
 
 std::vector<std::string> compiled_targets() {
@@ -102,8 +105,9 @@ std::string active_target() {
 }
 
 void set_max_target(std::string_view name) {
-  detail::ensure_runtime_initialized();
-  apply_cap(name);
+  std::lock_guard<std::mutex> lock(g_env_mutex);
+  apply_cap(name, "set_max_target");
+  g_env_applied.store(true, std::memory_order_release);
 }
 
 std::string kernel_name(std::string_view op, std::string_view algorithm, int64_t cols) {
