@@ -171,7 +171,7 @@ k, v [B, Hkv, Lk, D / Dv] and prints the median time per call and GFLOP/s
   --softcap X      t = X tanh(t / X), X > 0 (default 0 = off)
   --scale X        multiplies <q, k> (default 1/sqrt(D))
   --backward       time attention_backward (dq, dk, dv from dout ~ N(0,1))
-  --threads N      threads, >= 1 (default: smax::max_threads())
+  --threads N      threads, 1..4096 (default: smax::max_threads())
   --target T       cap the SIMD target: avx3, avx2, sse4, ssse3, scalar
   --dist D         q, k, v entries: normal (default), normal:MEAN,STD, uniform:LO,HI
                    (--data is the same option)
