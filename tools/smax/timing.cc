@@ -43,6 +43,10 @@ Timing measure(const std::function<void()>& fn, const TimingConfig& config) {
     ++timing.warmup_calls;
     if (timing.warmup_calls == 2 || (timing.warmup_calls > 2 && call < fastest)) fastest = call;
     if (timing.warmup_calls >= kWarmupCalls && now_seconds() - warm_start >= kWarmupSeconds) break;
+    if (timing.warmup_calls == 1 && call >= kLongCallSeconds) {
+      fastest = call;  // a long op: one warm-up call, no batching
+      break;
+    }
   }
   // 2. Calibration: nothing to do when a warm call lasts min_sample_s; else
   // a first guess from the fastest warm call, then double the batch until

@@ -3,7 +3,9 @@
 // A measurement has three phases:
 //  1. warm-up: calls `fn` until at least kWarmupCalls calls and at least
 //     kWarmupSeconds have passed (the first, cold call faults pages in and
-//     wakes threads; none of these calls is timed);
+//     wakes threads; none of these calls is timed); a first call that lasts
+//     kLongCallSeconds or more is the whole warm-up (such an op needs no
+//     batching, and a second untimed call would only cost time);
 //  2. calibration: picks how many calls one sample batches
 //     (calls_per_sample) so that a sample lasts >= min_sample_s: short ops
 //     would otherwise be dominated by the clock's own cost. It starts from
@@ -33,6 +35,7 @@ struct TimingConfig {
 /// Warm-up: at least this many untimed calls, lasting at least kWarmupSeconds.
 inline constexpr int kWarmupCalls = 2;
 static_assert(kWarmupCalls >= 2, "the per-call estimate skips the first (cold) call");
+inline constexpr double kLongCallSeconds = 0.1;
 inline constexpr double kWarmupSeconds = 1e-3;
 /// Upper bound of calls_per_sample.
 inline constexpr int64_t kMaxCallsPerSample = int64_t{1} << 20;
