@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <limits>
 
+#include "suggest.h"
+
 namespace smax_cli {
 namespace {
 
@@ -42,8 +44,10 @@ Args::Args(const std::string& command, const std::vector<OptionSpec>& specs, int
     }
     const OptionSpec* spec = find_spec(specs, name);
     if (spec == nullptr) {
-      throw UsageError("unknown option '--" + name + "' for '" + command + "' (see " +
-                       command + " --help)");
+      std::vector<std::string> names;
+      for (const OptionSpec& s : specs) names.push_back(s.name);
+      throw UsageError("unknown option '--" + name + "' for '" + command + "'" +
+                       did_you_mean(name, names, "--") + " (see " + command + " --help)");
     }
     if (spec->takes_value && !inline_value) {
       // The next word is the value, whatever it looks like ("--axis -1").

@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "args.h"
+#include "suggest.h"
 
 namespace smax_cli {
 namespace {
@@ -51,11 +52,25 @@ Op parse_op(const std::string& name) {
   if (name == "logsumexp") return Op::kLogsumexp;
   if (name == "softmax_backward") return Op::kSoftmaxBackward;
   if (name == "log_softmax_backward") return Op::kLogSoftmaxBackward;
-  std::string more;
-  for (const ExtOp& op : ext_ops()) more += ", " + op.name;
-  throw UsageError("--op: unknown op '" + name +
-                   "' (expected softmax, log_softmax, logsumexp, softmax_backward, "
-                   "log_softmax_backward" + more + "; `smax info --ops` lists them)");
+  throw UsageError("unknown op '" + name + "'" + did_you_mean(name, all_op_names()) +
+                   " (`smax info --ops` lists all ops)");
+}
+
+const char* op_summary(Op op) {
+  switch (op) {
+    case Op::kSoftmax: return "exp(x - max) / sum exp(x - max)";
+    case Op::kLogSoftmax: return "x - logsumexp(x)";
+    case Op::kLogsumexp: return "log sum exp(x), one value per row";
+    case Op::kSoftmaxBackward: return "VJP of softmax (from y)";
+    case Op::kLogSoftmaxBackward: return "VJP of log_softmax (from y)";
+  }
+  return "?";
+}
+
+const std::vector<Op>& softmax_family() {
+  static const std::vector<Op> ops = {Op::kSoftmax, Op::kLogSoftmax, Op::kLogsumexp,
+                                      Op::kSoftmaxBackward, Op::kLogSoftmaxBackward};
+  return ops;
 }
 
 const char* op_name(Op op) {

@@ -16,9 +16,15 @@ inline constexpr double kBackwardFloor = 1e-30;  ///< backward: absolute slack
 
 enum class Op { kSoftmax, kLogSoftmax, kLogsumexp, kSoftmaxBackward, kLogSoftmaxBackward };
 
-/// "softmax" ... "log_softmax_backward" -> Op; throws UsageError.
+/// "softmax" ... "log_softmax_backward" -> Op. Any other name throws
+/// UsageError: "unknown op 'X'; did you mean 'Y'? (`smax info --ops` lists
+/// all ops)" (the suggestion is drawn from every op, table ops included).
 Op parse_op(const std::string& name);
 const char* op_name(Op op);
+/// One line for `smax info --ops`, e.g. "exp(x - max) / sum exp(x - max)".
+const char* op_summary(Op op);
+/// The softmax family in help order (the ops that take --algo).
+const std::vector<Op>& softmax_family();
 /// Ideal memory traffic per source element: bytes read + bytes written
 /// (softmax / log_softmax 8, logsumexp 4, backward 12).
 int bytes_per_element(Op op);

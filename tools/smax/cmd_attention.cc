@@ -12,6 +12,7 @@
 #include "commands.h"
 #include "data.h"
 #include "json.h"
+#include "progress.h"
 #include "reference/attention.h"
 #include "smax/attention.h"
 #include "smax/smax.h"
@@ -170,7 +171,7 @@ k, v [B, Hkv, Lk, D / Dv] and prints the median time per call and GFLOP/s
   --softcap X      t = X tanh(t / X), X > 0 (default 0 = off)
   --scale X        multiplies <q, k> (default 1/sqrt(D))
   --backward       time attention_backward (dq, dk, dv from dout ~ N(0,1))
-  --threads N      threads, >= 1 (default: smax::max_threads())
+  --threads N      threads, 1..4096 (default: smax::max_threads())
   --target T       cap the SIMD target: avx3, avx2, sse4, ssse3, scalar
   --dist D         q, k, v entries: normal (default), normal:MEAN,STD, uniform:LO,HI
                    (--data is the same option)
@@ -262,6 +263,8 @@ int cmd_attention(int argc, char** argv, int first) {
   Buf dout({B, H, Lq, Dv}), dq({B, H, Lq, D}), dk({B, Hkv, Lk, D}), dv({B, Hkv, Lk, Dv});
   if (backward) fill(dout.data.data(), dout.data.size(), Dist{}, s0 + 3);
 
+  Progress progress(check ? (backward ? 4 : 3) : 1);
+  progress.step(backward ? "timing attention_backward" : "timing attention");
   const Timing t = backward ? measure([&] {
     smax::attention_backward(q.view(), k.view(), v.view(), out.view(), dout.view(), dq.view(),
                              dk.view(), dv.view(), o);
@@ -277,13 +280,17 @@ int cmd_attention(int argc, char** argv, int first) {
   CheckStats st;
   double rel = 0;
   if (check) {
+    progress.step("float64 reference (forward)");
     const auto p = ref::attention_problem(q.view(), k.view(), v.view(), o);
     const auto r = ref::attention_forward(p);
     if (!backward) {
+      progress.step("checking the output against the reference");
       check_forward(p, r, out.data, st);
     } else {
+      progress.step("float64 reference (backward)");
       std::vector<double> g(dout.data.begin(), dout.data.end());
       const auto want = ref::attention_backward(p, g);
+      progress.step("checking dq, dk, dv against the reference");
       double dmax = 0;
       for (int64_t row = 0; row < B * H * Lq; ++row) dmax = std::max(dmax, row_delta(p, r, row));
       rel = 2e-6 + 2.0 * static_cast<double>(Lq + Lk + D + Dv) * kU + 4 * dmax;
@@ -298,6 +305,7 @@ int cmd_attention(int argc, char** argv, int first) {
       grad("dv", dv.data, want.dv, want.dv_mag);
     }
   }
+  progress.finish();
   const std::string bound =
       backward ? "|d - ref| <= (2e-6 + 2 (Lq + Lk + D + Dv) u + 4 max Delta) * mag + 1e-30"
                : "|out - ref| <= (sens Delta_i + e_norm + (L_acc + 16) u) * W_ic + 1e-30";
@@ -314,8 +322,11 @@ int cmd_attention(int argc, char** argv, int first) {
         .integer("threads", threads)
         .str("dist", format_dist(dist))
         .integer("samples", t.samples)
+        .integer("calls_per_sample", t.calls_per_sample)
         .num("median_ms", t.median_s * 1e3)
         .num("min_ms", t.min_s * 1e3)
+        .num("max_ms", t.max_s * 1e3)
+        .num("spread_pct", t.spread_pct())
         .num("gflop_per_call", flops * 1e-9)
         .num("gflops", gflops);
     if (check) {
@@ -337,8 +348,7 @@ int cmd_attention(int argc, char** argv, int first) {
                 static_cast<long long>(Lk), static_cast<long long>(D),
                 static_cast<long long>(Dv));
     std::printf("target     %s, threads %d\n", smax::active_target().c_str(), threads);
-    std::printf("time       %.4g ms median (min %.4g ms) over %d samples\n", t.median_s * 1e3,
-                t.min_s * 1e3, t.samples);
+    std::printf("time       %s\n", format_timing(t).c_str());
     std::printf("speed      %.4g GFLOP/s (%.4g GFLOP per call)\n", gflops, flops * 1e-9);
     if (check) {
       std::printf("check      max abs err %.3g, worst err/bound %.3g: %s\n", st.max_abs,

@@ -4,6 +4,8 @@
 // a naive scalar loop and memcpy (the memory floor of a read + write pass),
 // with speed and the max relative error against the float64 reference. The
 // reference is computed once per size and shared by every variant.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -19,6 +21,7 @@
 #include "cpu.h"
 #include "data.h"
 #include "json.h"
+#include "progress.h"
 #include "reference/reference.h"
 #include "smax/smax.h"
 #include "timing.h"
@@ -44,7 +47,17 @@ struct Row {
   bool checked = false;
   ErrorStats err;
   int samples = 0;
+  int64_t calls_per_sample = 1;
+  double spread_pct = 0;  // Timing::spread_pct()
+  bool noisy = false;     // spread_pct > kNoisySpreadPct
 };
+
+// "3.2%", or "12.5%!" for a noisy measurement.
+std::string spread_text(double pct, bool noisy) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f%%%s", pct, noisy ? "!" : "");
+  return buf;
+}
 
 std::string fixed(double v, int precision) {
   char buf[64];
@@ -104,14 +117,18 @@ int cmd_compare(int argc, char** argv, int first) {
                 "time;\nx naive: naive loop time / this time; max rel err: vs float64 reference, "
                 "bound %g\n\n",
                 kBytesPerElement, kRelBound);
-    std::printf("%8s  %-21s %9s %8s %8s %12s  %-3s  %s\n", "size", "algo", "ns/elem", "GB/s",
-                "x naive", "max rel err", "ok", "kernel");
+    std::printf("%8s  %-21s %9s %7s %8s %8s %12s  %-3s  %s\n", "size", "algo", "ns/elem",
+                "spread", "GB/s", "x naive", "max rel err", "ok", "kernel");
     std::fflush(stdout);
   }
 
+  // The text table already shows progress on a terminal: no progress line
+  // on top of it there.
+  Progress progress(static_cast<int>(sizes.size()), !(text && isatty(1)));
   std::vector<Row> rows;
   for (size_t size_index = 0; size_index < sizes.size(); ++size_index) {
     const int64_t n = sizes[size_index];
+    progress.step("softmax over " + format_size(n) + " elements");
     FloatBuffer src(static_cast<size_t>(n));
     FloatBuffer dst(static_cast<size_t>(n));
     fill(src.data(), src.size(), dist, static_cast<uint64_t>(seed));
@@ -146,6 +163,9 @@ int cmd_compare(int argc, char** argv, int first) {
       row.algo = v.name;
       row.kernel = kernel;
       row.samples = t.samples;
+      row.calls_per_sample = t.calls_per_sample;
+      row.spread_pct = t.spread_pct();
+      row.noisy = t.noisy();
       row.ns_per_elem = t.median_s * 1e9 / static_cast<double>(n);
       row.gbps = kBytesPerElement * static_cast<double>(n) / t.median_s * 1e-9;
       if (v.name == "naive") naive_s = t.median_s;
@@ -154,9 +174,10 @@ int cmd_compare(int argc, char** argv, int first) {
       if (v.checked) row.err = check_forward(Op::kSoftmax, dst.data(), ref);
       rows.push_back(row);
       if (text) {
-        std::printf("%8s  %-21s %9s %8s %8s %12s  %-3s  %s\n", format_size(n).c_str(),
+        std::printf("%8s  %-21s %9s %7s %8s %8s %12s  %-3s  %s\n", format_size(n).c_str(),
                     v.name.c_str(), fixed(row.ns_per_elem, 3).c_str(),
-                    fixed(row.gbps, 2).c_str(), fixed(row.speedup, 2).c_str(),
+                    spread_text(row.spread_pct, row.noisy).c_str(), fixed(row.gbps, 2).c_str(),
+                    fixed(row.speedup, 2).c_str(),
                     v.checked ? sci(row.err.max_rel_err).c_str() : "-",
                     v.checked ? (row.err.within_bounds() ? "yes" : "NO") : "-", kernel.c_str());
         std::fflush(stdout);
@@ -165,9 +186,13 @@ int cmd_compare(int argc, char** argv, int first) {
     if (text && size_index + 1 < sizes.size()) std::printf("\n");
   }
 
+  progress.finish();
   if (text) {
     std::printf("\nok: yes when every element is within the documented bound (relative error "
                 "<= %g for outputs >= %g).\n", kRelBound, kTinyOutput);
+    std::printf("spread: (p90 - p10) / median of the per-call time over the samples; '!' marks "
+                "a spread above %g%% (noisy: rerun with a larger --min-time or on a quieter "
+                "machine).\n", kNoisySpreadPct);
     return kExitOk;
   }
   std::string results = "[\n";
@@ -178,7 +203,10 @@ int cmd_compare(int argc, char** argv, int first) {
         .str("algo", r.algo)
         .str("kernel", r.kernel)
         .integer("samples", r.samples)
+        .integer("calls_per_sample", r.calls_per_sample)
         .num("ns_per_elem", r.ns_per_elem)
+        .num("spread_pct", r.spread_pct)
+        .boolean("noisy", r.noisy)
         .num("gbps", r.gbps)
         .num("speedup_vs_naive", r.speedup);
     if (r.checked) {
@@ -200,6 +228,7 @@ int cmd_compare(int argc, char** argv, int first) {
       .str("dist", format_dist(dist))
       .integer("seed", seed)
       .integer("bytes_per_elem", kBytesPerElement)
+      .num("noisy_spread_pct", kNoisySpreadPct)
       .raw("results", results);
   std::printf("%s\n", out.pretty().c_str());
   return kExitOk;

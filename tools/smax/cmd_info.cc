@@ -32,20 +32,7 @@ int cmd_info(int argc, char** argv, int first) {
   const Args args("smax info", {{"target", true}, {"format", true}, {"ops", false}, {"help", false}},
                   argc, argv, first);
   const Format format = parse_format(args.get("format", "text"));
-  if (args.has("ops")) {
-    // Every op `smax run --op` accepts, with its parameters and defaults.
-    std::printf("softmax family: softmax log_softmax logsumexp softmax_backward "
-                "log_softmax_backward (see --algo)\n");
-    for (const ExtOp& op : ext_ops()) {
-      std::string params;
-      for (const ExtParam& p : op.params) {
-        params += (params.empty() ? "" : ", ") + p.name + "=" + std::to_string(p.fallback);
-      }
-      std::printf("%-32s %s%s%s\n", op.name.c_str(), op.summary.c_str(),
-                  params.empty() ? "" : "; --param ", params.c_str());
-    }
-    return kExitOk;
-  }
+  if (args.has("ops")) return cmd_info_ops(format == Format::kJson);
   if (args.has("target")) apply_target(args.get("target", ""));
 
   const std::string model = cpu_model();

@@ -14,7 +14,9 @@
 #include "data.h"
 #include "ext_ops.h"
 #include "json.h"
+#include "progress.h"
 #include "reference/reference.h"
+#include "suggest.h"
 #include "smax/smax.h"
 #include "timing.h"
 
@@ -37,13 +39,7 @@ struct RunConfig {
   TimingConfig timing;
 };
 
-RunConfig parse_run(int argc, char** argv, int first) {
-  const Args args("smax run",
-                  {{"op", true}, {"shape", true}, {"axis", true}, {"algo", true},
-                   {"threads", true}, {"target", true}, {"dist", true}, {"scale", true},
-                   {"seed", true}, {"repeat", true}, {"min-time", true}, {"check", false},
-                   {"format", true}, {"help", false}},
-                  argc, argv, first);
+RunConfig parse_run(const Args& args) {
   RunConfig c;
   c.op = parse_op(args.get("op", "softmax"));
   c.shape = parse_shape(args.get("shape", "256x32000"));
@@ -111,26 +107,74 @@ int64_t product(const std::vector<int64_t>& shape) {
   return n;
 }
 
-std::string fmt(const char* spec, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, spec, v);
-  return buf;
+}  // namespace
+
+const std::vector<OptionSpec>& run_option_specs() {
+  static const std::vector<OptionSpec> specs = {
+      {"op", true},     {"shape", true},    {"axis", true},     {"algo", true},
+      {"threads", true}, {"target", true},  {"dist", true},     {"scale", true},
+      {"seed", true},   {"repeat", true},   {"min-time", true}, {"check", false},
+      {"format", true}, {"param", true},    {"reduction", true}, {"help", false}};
+  return specs;
+}
+
+namespace {
+
+std::string family_list() {
+  std::vector<std::string> names;
+  for (Op op : softmax_family()) names.push_back(op_name(op));
+  return join_names(names);
+}
+
+std::string loss_list() {
+  std::vector<std::string> names;
+  for (const ExtOp& op : ext_ops()) {
+    if (is_loss(op) && !op.needs_dy) names.push_back(op.name);
+  }
+  return join_names(names) + " and their _backward";
+}
+
+// Options of `smax run` that exist but do not apply to the chosen op: one
+// message saying which ops they apply to.
+void reject_inapplicable(const std::string& op, const ExtOp* ext, const Args& args) {
+  if (ext == nullptr) {
+    if (args.has("param")) {
+      throw UsageError("--param does not apply to op '" + op +
+                       "' (it has no parameters; `smax info --ops` lists each op's parameters)");
+    }
+    if (args.has("reduction")) {
+      throw UsageError("--reduction does not apply to op '" + op + "' (only losses take it: " +
+                       loss_list() + ")");
+    }
+    return;
+  }
+  if (args.has("algo")) {
+    std::string hint = ext->params.empty()
+                           ? ""
+                           : " (op '" + op + "' takes --param " + format_params(ext->params) + ")";
+    throw UsageError("--algo applies only to " + family_list() + ", not to op '" + op + "'" + hint);
+  }
+  if (args.has("reduction") && !is_loss(*ext)) {
+    throw UsageError("--reduction does not apply to op '" + op + "' (only losses take it: " +
+                     loss_list() + ")");
+  }
+  if (args.has("param") && ext->params.empty()) {
+    throw UsageError("--param does not apply to op '" + op +
+                     "' (it has no parameters; `smax info --ops` lists each op's parameters)");
+  }
 }
 
 }  // namespace
 
 int cmd_run(int argc, char** argv, int first) {
+  const Args args("smax run", run_option_specs(), argc, argv, first);
+  const std::string op = args.get("op", "softmax");
+  const ExtOp* ext = find_ext_op(op);
+  if (ext == nullptr) parse_op(op);  // unknown op: "did you mean"
+  reject_inapplicable(op, ext, args);
   // Ops beyond the softmax family go through the op table (ext_ops.h).
-  for (int i = first; i < argc; ++i) {
-    const std::string a = argv[i];
-    std::string name;
-    if (a == "--op" && i + 1 < argc) name = argv[i + 1];
-    if (a.rfind("--op=", 0) == 0) name = a.substr(5);
-    if (const ExtOp* op = name.empty() ? nullptr : find_ext_op(name)) {
-      return cmd_run_ext(*op, argc, argv, first);
-    }
-  }
-  const RunConfig c = parse_run(argc, argv, first);
+  if (ext != nullptr) return cmd_run_ext(*ext, args);
+  const RunConfig c = parse_run(args);
   const bool backward = c.op == Op::kSoftmaxBackward || c.op == Op::kLogSoftmaxBackward;
   const int64_t count = product(c.shape);
   // logsumexp keeps the reduced axis with size 1.
@@ -182,6 +226,8 @@ int cmd_run(int argc, char** argv, int first) {
       break;
   }
 
+  Progress progress(c.check ? 3 : 1);
+  progress.step(std::string("timing ") + op_name(c.op));
   const Timing t = measure(call, c.timing);
   const double ns_per_elem = t.median_s * 1e9 / static_cast<double>(count);
   const int bpe = bytes_per_element(c.op);
@@ -191,6 +237,7 @@ int cmd_run(int argc, char** argv, int first) {
 
   ErrorStats st;
   if (c.check) {
+    progress.step("float64 reference");
     std::vector<double> ref;
     switch (c.op) {
       case Op::kSoftmax: ref = smax::reference::softmax(xv, options); break;
@@ -208,6 +255,7 @@ int cmd_run(int argc, char** argv, int first) {
                         "reference returned " + std::to_string(ref.size()) +
                             " values for " + std::to_string(out_count) + " outputs");
     }
+    progress.step("checking against the reference");
     if (backward) {
       st = check_backward(c.op, dst.data(), ref, y->data(), dy.data(), c.geometry,
                           std::fabs(static_cast<double>(options.scale)));
@@ -216,6 +264,7 @@ int cmd_run(int argc, char** argv, int first) {
     }
   }
 
+  progress.finish();
   if (c.format == Format::kJson) {
     JsonObject out;
     out.str("op", op_name(c.op))
@@ -233,6 +282,8 @@ int cmd_run(int argc, char** argv, int first) {
         .integer("calls_per_sample", t.calls_per_sample)
         .num("median_ms", t.median_s * 1e3)
         .num("min_ms", t.min_s * 1e3)
+        .num("max_ms", t.max_s * 1e3)
+        .num("spread_pct", t.spread_pct())
         .num("ns_per_elem", ns_per_elem)
         .integer("bytes_per_elem", bpe)
         .num("gbps", gbps);
@@ -255,9 +306,7 @@ int cmd_run(int argc, char** argv, int first) {
     std::printf("target     %s, threads %d\n", target.c_str(), c.threads);
     std::printf("data       %s, scale %g, seed %llu\n", format_dist(c.dist).c_str(), c.scale,
                 static_cast<unsigned long long>(c.seed));
-    std::printf("time       %s ms median (min %s ms) over %d samples of %lld call(s)\n",
-                fmt("%.4g", t.median_s * 1e3).c_str(), fmt("%.4g", t.min_s * 1e3).c_str(),
-                t.samples, static_cast<long long>(t.calls_per_sample));
+    std::printf("time       %s\n", format_timing(t).c_str());
     std::printf("speed      %.4f ns/elem, %.2f GB/s (%d bytes/elem)\n", ns_per_elem, gbps, bpe);
     if (c.check) {
       std::printf("check      max rel err %.3g, max abs err %.3g: %s\n", st.max_rel_err,

@@ -12,6 +12,7 @@
 #include "data.h"
 #include "ext_ops.h"
 #include "json.h"
+#include "progress.h"
 #include "smax/smax.h"
 #include "timing.h"
 
@@ -26,13 +27,7 @@ int64_t product(const std::vector<int64_t>& shape) {
 
 }  // namespace
 
-int cmd_run_ext(const ExtOp& op, int argc, char** argv, int first) {
-  const Args args("smax run",
-                  {{"op", true}, {"shape", true}, {"axis", true}, {"threads", true},
-                   {"target", true}, {"dist", true}, {"scale", true}, {"seed", true},
-                   {"repeat", true}, {"min-time", true}, {"check", false}, {"format", true},
-                   {"param", true}, {"reduction", true}, {"help", false}},
-                  argc, argv, first);
+int cmd_run_ext(const ExtOp& op, const Args& args) {
   const std::vector<int64_t> shape = parse_shape(args.get("shape", "256x32000"));
   const int64_t axis_arg = parse_int("--axis", args.get("axis", "-1"));
   make_geometry(shape, axis_arg);  // validates --axis against the shape
@@ -78,13 +73,17 @@ int cmd_run_ext(const ExtOp& op, int argc, char** argv, int first) {
   const std::vector<int64_t>& out_index = inst->out_index;
   const float* out = inst->out.data();
 
+  Progress progress(check ? 3 : 1);
+  progress.step("timing " + op.name);
   const Timing t = measure([&] { op.run(c); }, timing);
   const double ns_per_elem = t.median_s * 1e9 / static_cast<double>(count);
 
   int64_t violations = 0, worst = -1;
   double max_abs = 0, worst_ratio = 0, worst_got = 0, worst_ref = 0;
   if (check) {
+    progress.step("float64 reference");
     const std::vector<double> ref = op.reference(c);
+    progress.step("checking against the reference");
     const int64_t m = product(written_shape);
     if (static_cast<int64_t>(ref.size()) != m) {
       throw smax::Error(smax::Status::kInternal, "reference returned " + std::to_string(ref.size()) +
@@ -113,21 +112,25 @@ int cmd_run_ext(const ExtOp& op, int argc, char** argv, int first) {
       }
     }
   }
+  progress.finish();
   char bound[96];
   std::snprintf(bound, sizeof bound, "|got - ref| <= %g + %g * |ref|", op.abs_tol, op.rel_tol);
   if (format == Format::kJson) {
     JsonObject o;
     o.str("op", op.name).raw("shape", json_int_array(shape)).integer("axis", axis_arg);
     JsonObject p;
-    for (const auto& [k, v] : call.params) p.num(k, v);
+    for (const ExtParam& param : op.params) p.raw(param.name, json_param(param, call.params.at(param.name)));
     o.raw("params", p.compact())
         .str("target", smax::active_target())
         .integer("threads", threads)
         .str("dist", format_dist(dist))
         .integer("elements", count)
         .integer("samples", t.samples)
+        .integer("calls_per_sample", t.calls_per_sample)
         .num("median_ms", t.median_s * 1e3)
         .num("min_ms", t.min_s * 1e3)
+        .num("max_ms", t.max_s * 1e3)
+        .num("spread_pct", t.spread_pct())
         .num("ns_per_elem", ns_per_elem);
     if (check) {
       o.num("max_abs_err", max_abs).integer("violations", violations).boolean("within_bounds", violations == 0);
@@ -139,12 +142,10 @@ int cmd_run_ext(const ExtOp& op, int argc, char** argv, int first) {
   } else {
     std::printf("op         %s (%s), shape %s, axis %lld\n", op.name.c_str(), op.summary.c_str(),
                 format_shape(shape).c_str(), static_cast<long long>(axis_arg));
-    std::string ps;
-    for (const auto& [k, v] : call.params) ps += (ps.empty() ? "" : ", ") + k + "=" + std::to_string(v);
+    const std::string ps = format_params(op.params, &call.params);
     std::printf("params     %s\n", ps.empty() ? "(none)" : ps.c_str());
     std::printf("target     %s, threads %d\n", smax::active_target().c_str(), threads);
-    std::printf("time       %.4g ms median (min %.4g ms) over %d samples\n", t.median_s * 1e3,
-                t.min_s * 1e3, t.samples);
+    std::printf("time       %s\n", format_timing(t).c_str());
     std::printf("speed      %.4f ns/elem\n", ns_per_elem);
     if (check) {
       std::printf("check      max abs err %.3g: %s\n", max_abs,

@@ -4,10 +4,17 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace smax_cli {
 
+class Args;
+struct ExtOp;
+struct OptionSpec;
+
 int cmd_info(int argc, char** argv, int first);
+/// `smax info --ops` (cmd_info_ops.cc): text, or JSON when `json`.
+int cmd_info_ops(bool json);
 int cmd_run(int argc, char** argv, int first);
 int cmd_compare(int argc, char** argv, int first);
 int cmd_attention(int argc, char** argv, int first);
@@ -26,8 +33,18 @@ bool wants_help(int argc, char** argv, int first);
 /// CPU really runs the requested one; throws UsageError naming --target.
 void apply_target(const std::string& name);
 
-/// Parses --threads: an integer >= 1 (throws UsageError otherwise).
+/// The most threads --threads accepts.
+inline constexpr int kMaxThreads = 4096;
+/// Parses --threads: an integer in [1, kMaxThreads]; throws UsageError
+/// ("--threads: 100000 is out of range (1..4096)") otherwise.
 int parse_threads(const std::string& text);
+
+/// Every option of `smax run` (the softmax family and the table ops share
+/// one parse; cmd_run then rejects the options that do not apply to --op).
+const std::vector<OptionSpec>& run_option_specs();
+/// `smax run` for a table op of ext_ops.h (cmd_run_ext.cc), from the parsed
+/// options; --algo has been rejected, --reduction only reaches losses.
+int cmd_run_ext(const ExtOp& op, const Args& args);
 
 /// Parses --algo through smax::parse_algorithm with a CLI-style message.
 int parse_algo(const std::string& text);  // returns static_cast<int>(smax::Algorithm)

@@ -1,12 +1,14 @@
 // tools/smax/common.cc: helpers shared by the commands.
 #include <cctype>
 #include <cstring>
+#include <iterator>
 #include <string>
 #include <vector>
 
 #include "args.h"
 #include "commands.h"
 #include "smax/smax.h"
+#include "suggest.h"
 
 namespace smax_cli {
 namespace {
@@ -50,9 +52,17 @@ void apply_target(const std::string& name) {
 }
 
 int parse_threads(const std::string& text) {
-  const int64_t n = parse_int("--threads", text);
-  if (n < 1 || n > 4096) {
-    throw UsageError("--threads: expected an integer >= 1, got '" + text + "'");
+  const std::string range = "(1.." + std::to_string(kMaxThreads) + ")";
+  int64_t n = 0;
+  try {
+    n = parse_int("--threads", text);
+  } catch (const UsageError&) {
+    const bool digits = !text.empty() && text.find_first_not_of("+-0123456789") == std::string::npos;
+    if (digits) throw UsageError("--threads: " + text + " is out of range " + range);
+    throw UsageError("--threads: expected an integer " + range + ", got '" + text + "'");
+  }
+  if (n < 1 || n > kMaxThreads) {
+    throw UsageError("--threads: " + text + " is out of range " + range);
   }
   return static_cast<int>(n);
 }
@@ -63,8 +73,9 @@ int parse_algo(const std::string& text) {
   bool known = false;
   for (const char* k : kNames) known = known || text == k;
   if (!known) {
-    throw UsageError("--algo: unknown algorithm '" + text +
-                     "' (expected auto, three-pass-reload, three-pass-recompute, two-pass "
+    std::vector<std::string> names(std::begin(kNames), std::end(kNames));
+    throw UsageError("--algo: unknown algorithm '" + text + "'" + did_you_mean(text, names) +
+                     " (expected auto, three-pass-reload, three-pass-recompute, two-pass "
                      "or online)");
   }
   try {

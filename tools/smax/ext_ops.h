@@ -7,7 +7,11 @@
 // uniform over [0, C) (i64), an upstream gradient `dy` ~ N(0, 1), and for
 // backward ops the saved forward output `y` computed by the library.
 // Op parameters come from --param NAME=VALUE[,NAME=VALUE...] (e.g.
-// --param alpha=1.3,k=50); each op declares its parameters and defaults.
+// --param alpha=1.3,k=50); each op declares its parameters, their types and
+// defaults. Values are held as doubles (ExtCall::params) but parsed and
+// printed in their type: integers reject fractions ("k=2.5") and print as
+// "k=10"; booleans accept exactly true, false, 1 or 0 and print as
+// "hard=true".
 #pragma once
 
 #include <cstdint>
@@ -44,11 +48,30 @@ struct ExtCall {
   double param(const std::string& name) const { return params.at(name); }
 };
 
+/// The type of an op parameter (how --param parses it and how it prints).
+enum class ParamType {
+  kReal,  ///< any finite number ("0.43", "1e-6")
+  kInt,   ///< an integer, |value| <= 2^53 (exact in a double)
+  kBool,  ///< true, false, 1 or 0 (held as 1 / 0)
+};
+/// "real", "int", "bool".
+const char* param_type_name(ParamType type);
+
 struct ExtParam {
   std::string name;
   double fallback;
   std::string doc;
+  ParamType type = ParamType::kReal;
+  std::vector<double> choices = {};  ///< non-empty: the only values accepted
 };
+
+/// A parameter value as the CLI prints it: "10", "true", "0.43".
+std::string format_param(const ExtParam& p, double value);
+/// The same as a JSON value: 10, true, 0.43.
+std::string json_param(const ExtParam& p, double value);
+/// "alpha=1.5, n_iter=50" for the op's defaults, or for `values`.
+std::string format_params(const std::vector<ExtParam>& params,
+                          const std::map<std::string, double>* values = nullptr);
 
 struct ExtOp {
   std::string name;
@@ -87,17 +110,20 @@ std::unique_ptr<ExtInstance> make_instance(const ExtOp& op, const std::vector<in
                                            ExtCall call, const Dist& dist, uint64_t seed);
 
 /// Declared params with their defaults, overridden by "NAME=VALUE,..."
-/// (throws UsageError naming --param for unknown names or bad values).
+/// (throws UsageError naming --param for unknown names, with a "did you
+/// mean" and the op's parameters, for values not of the parameter's type or
+/// not among its choices, and for a name given twice).
 std::map<std::string, double> parse_params(const ExtOp& op, const std::string& text);
 
 /// Every op of the table, in help order.
 const std::vector<ExtOp>& ext_ops();
 /// nullptr when `name` is not in the table.
 const ExtOp* find_ext_op(const std::string& name);
-
-/// `smax run` for a table op (called by cmd_run when --op is not one of the
-/// softmax family).
-int cmd_run_ext(const ExtOp& op, int argc, char** argv, int first);
+/// Losses take --reduction.
+inline bool is_loss(const ExtOp& op) { return op.out_shape == OutShape::kLoss; }
+/// Every op `smax run --op` accepts: the softmax family (check.h), then the
+/// table, in help order.
+std::vector<std::string> all_op_names();
 
 // Families register their ops here (tools/smax/ext_*.cc).
 void add_sparse_ops(std::vector<ExtOp>& ops);

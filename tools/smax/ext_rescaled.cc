@@ -22,7 +22,7 @@ smax::SoftpickOptions softpick_of(const ExtCall& c) {
 }
 
 const std::vector<ExtParam> kSsmaxParams = {{"s", 0.43, "SSMax scale s"},
-                                           {"fixed_n", 0, "n (0 = visible count per row)"}};
+                                           {"fixed_n", 0, "n (0 = visible count per row)", ParamType::kInt}};
 const std::vector<ExtParam> kSoftpickParams = {{"eps", 1e-6, "denominator epsilon"}};
 
 }  // namespace
@@ -76,7 +76,7 @@ void add_rescaled_ops(std::vector<ExtOp>& ops) {
                  },
                  1e-8, 1e-5});
   ops.push_back({"softmax_collapse", "per-row flag: sum exp(x - max) rounds to 1 (precision=32|16|-16 for f32|f16|bf16)",
-                 OutShape::kRows, false, false, false, {{"precision", 32, "32, 16 or -16 (bf16)"}},
+                 OutShape::kRows, false, false, false, {{"precision", 32, "32 (f32), 16 (f16) or -16 (bf16)", ParamType::kInt, {32, 16, -16}}},
                  nullptr,
                  [](const ExtCall& c) {
                    const double p = c.param("precision");

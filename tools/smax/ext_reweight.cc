@@ -33,10 +33,10 @@ float t_of(const ExtCall& c) { return static_cast<float>(c.param("T")); }
 // probability_temperature takes probabilities: feed it softmax(x).
 void probs(const ExtCall& c) { smax::softmax(c.x, c.out, c.options); }
 
-const std::vector<ExtParam> kSaParams = {{"normalized", 0, "1 = normalised variant"}};
-const std::vector<ExtParam> kSpParams = {{"head_dim", 64, "d in lambda = log N / log d"},
+const std::vector<ExtParam> kSaParams = {{"normalized", 0, "true = normalised variant", ParamType::kBool}};
+const std::vector<ExtParam> kSpParams = {{"head_dim", 64, "d in lambda = log N / log d", ParamType::kInt},
                                         {"power", 1, "re-weighting power p"}};
-const std::vector<ExtParam> kPowerParams = {{"p", 2, "even power"}};
+const std::vector<ExtParam> kPowerParams = {{"p", 2, "even power", ParamType::kInt}};
 const std::vector<ExtParam> kTParams = {{"T", 2, "temperature > 0"}};
 
 ExtOp forward_op(const char* name, const char* summary, std::vector<ExtParam> params,

@@ -36,7 +36,7 @@ void add_sampling_ops(std::vector<ExtOp>& ops) {
     ExtOp op;
     op.name = "gumbel_softmax";
     op.summary = "softmax((x + Gumbel noise) / tau), hard = straight-through one-hot";
-    op.params = {{"tau", 1, "temperature > 0"}, {"hard", 0, "1 = one-hot"}, {"seed", 1, "noise seed"}};
+    op.params = {{"tau", 1, "temperature > 0"}, {"hard", 0, "true = straight-through one-hot", ParamType::kBool}, {"seed", 1, "noise seed", ParamType::kInt}};
     op.run = [](const ExtCall& c) { smax::gumbel_softmax(c.x, c.out, gumbel_of(c), c.options); };
     op.reference = [](const ExtCall& c) { return ref::gumbel_softmax(c.x, gumbel_of(c), c.options).dst; };
     op.abs_tol = 1e-30;
@@ -50,7 +50,7 @@ void add_sampling_ops(std::vector<ExtOp>& ops) {
     op.out_shape = OutShape::kRows;
     op.index_output = true;
     op.check_indices = true;
-    op.params = {{"seed", 1, "noise seed"}};
+    op.params = {{"seed", 1, "noise seed", ParamType::kInt}};
     op.run = [](const ExtCall& c) { smax::gumbel_max(c.x, c.out_index, seed_of(c), c.options); };
     op.reference = [](const ExtCall& c) { return as_double(ref::gumbel_max(c.x, seed_of(c), c.options)); };
     op.abs_tol = 0;
@@ -63,7 +63,7 @@ void add_sampling_ops(std::vector<ExtOp>& ops) {
     op.summary = "fused softmax + top-k: probabilities and indices of the k best";
     op.out_shape = OutShape::kTopK;
     op.index_output = true;
-    op.params = {{"k", 50, "winners per row"}};
+    op.params = {{"k", 50, "winners per row", ParamType::kInt}};
     op.run = [](const ExtCall& c) {
       smax::softmax_topk(c.x, c.out, c.out_index, static_cast<int64_t>(c.param("k")), c.options);
     };
@@ -83,8 +83,8 @@ void add_sampling_ops(std::vector<ExtOp>& ops) {
     op.out_shape = OutShape::kRows;
     op.index_output = true;
     op.check_indices = true;
-    op.params = {{"temperature", 1, "0 = greedy"}, {"top_k", 50, "0 = off"},
-                 {"top_p", 0.9, "nucleus mass"}, {"seed", 1, "noise seed"}};
+    op.params = {{"temperature", 1, "0 = greedy"}, {"top_k", 50, "0 = off", ParamType::kInt},
+                 {"top_p", 0.9, "nucleus mass"}, {"seed", 1, "noise seed", ParamType::kInt}};
     op.run = [](const ExtCall& c) { smax::sample(c.x, c.out_index, sample_of(c), c.options); };
     op.reference = [](const ExtCall& c) { return as_double(ref::sample(c.x, sample_of(c), c.options)); };
     op.abs_tol = 0;

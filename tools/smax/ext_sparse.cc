@@ -25,8 +25,8 @@ smax::reference::SparseLossSpec spec_of(smax::reference::SparseLossSpec::Which w
 }
 
 const std::vector<ExtParam> kBisectParams = {{"alpha", 1.5, "alpha > 1"},
-                                            {"n_iter", 50, "bisection steps"}};
-const std::vector<ExtParam> kTopKParams = {{"k", 10, "entries kept per row"}};
+                                            {"n_iter", 50, "bisection steps", ParamType::kInt}};
+const std::vector<ExtParam> kTopKParams = {{"k", 10, "entries kept per row", ParamType::kInt}};
 
 }  // namespace
 

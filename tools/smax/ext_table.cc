@@ -1,11 +1,16 @@
 // tools/smax/ext_table.cc: the op table of ext_ops.h and the generated inputs
 // of one call (shared by `smax run` and bench/bench_ops.cc).
+#include <algorithm>
+#include <cstdio>
+#include <set>
 #include <sstream>
 
 #include "args.h"
 #include "check.h"
 #include "data.h"
 #include "ext_ops.h"
+#include "json.h"
+#include "suggest.h"
 
 namespace smax_cli {
 namespace {
@@ -27,22 +32,110 @@ smax::TensorView i64_view(int64_t* data, const std::vector<int64_t>& shape) {
 
 }  // namespace
 
+const char* param_type_name(ParamType type) {
+  switch (type) {
+    case ParamType::kReal: return "real";
+    case ParamType::kInt: return "int";
+    case ParamType::kBool: return "bool";
+  }
+  return "?";
+}
+
+std::string format_param(const ExtParam& p, double value) {
+  switch (p.type) {
+    case ParamType::kInt: return std::to_string(static_cast<long long>(value));
+    case ParamType::kBool: return value != 0 ? "true" : "false";
+    case ParamType::kReal: break;
+  }
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%g", value);
+  return buf;
+}
+
+std::string json_param(const ExtParam& p, double value) {
+  if (p.type == ParamType::kReal) return json_number(value);
+  return format_param(p, value);  // 10 / true are JSON already
+}
+
+std::string format_params(const std::vector<ExtParam>& params,
+                          const std::map<std::string, double>* values) {
+  std::string out;
+  for (const ExtParam& p : params) {
+    const double v = values != nullptr ? values->at(p.name) : p.fallback;
+    out += (out.empty() ? "" : ", ") + p.name + "=" + format_param(p, v);
+  }
+  return out;
+}
+
+namespace {
+
+double parse_param_value(const ExtParam& p, const std::string& text) {
+  const std::string what = "--param " + p.name;
+  double value = 0;
+  switch (p.type) {
+    case ParamType::kReal: value = parse_double(what, text); break;
+    case ParamType::kInt: {
+      const int64_t v = parse_int(what, text);
+      if (v > (int64_t{1} << 53) || v < -(int64_t{1} << 53)) {
+        throw UsageError(what + ": " + text + " is out of range (|value| <= 2^53)");
+      }
+      value = static_cast<double>(v);
+      break;
+    }
+    case ParamType::kBool:
+      if (text == "true" || text == "1") {
+        value = 1;
+      } else if (text == "false" || text == "0") {
+        value = 0;
+      } else {
+        throw UsageError(what + ": expected true, false, 1 or 0, got '" + text + "'");
+      }
+      break;
+  }
+  if (!p.choices.empty() &&
+      std::find(p.choices.begin(), p.choices.end(), value) == p.choices.end()) {
+    std::vector<std::string> allowed;
+    for (double c : p.choices) allowed.push_back(format_param(p, c));
+    throw UsageError(what + ": expected one of " + join_names(allowed) + ", got '" + text + "'");
+  }
+  return value;
+}
+
+}  // namespace
+
 std::map<std::string, double> parse_params(const ExtOp& op, const std::string& text) {
   std::map<std::string, double> params;
-  for (const ExtParam& p : op.params) params[p.name] = p.fallback;
+  std::vector<std::string> names;
+  for (const ExtParam& p : op.params) {
+    params[p.name] = p.fallback;
+    names.push_back(p.name);
+  }
+  if (text.empty()) return params;
+  if (op.params.empty()) {
+    throw UsageError("--param does not apply to op '" + op.name +
+                     "' (it has no parameters; `smax info --ops` lists each op's parameters)");
+  }
   std::stringstream in(text);
   std::string item;
+  std::set<std::string> seen;
   while (std::getline(in, item, ',')) {
     if (item.empty()) continue;
     const size_t eq = item.find('=');
-    const std::string name = item.substr(0, eq);
-    if (eq == std::string::npos || params.count(name) == 0) {
-      std::string known;
-      for (const ExtParam& p : op.params) known += (known.empty() ? "" : ", ") + p.name;
-      throw UsageError("--param: '" + item + "' is not NAME=VALUE with NAME one of {" + known +
-                       "} for op " + op.name);
+    if (eq == std::string::npos) {
+      throw UsageError("--param: expected NAME=VALUE, got '" + item + "' (parameters of op '" +
+                       op.name + "': " + join_names(names) + ")");
     }
-    params[name] = parse_double("--param " + name, item.substr(eq + 1));
+    const std::string name = item.substr(0, eq);
+    const auto it = std::find_if(op.params.begin(), op.params.end(),
+                                 [&](const ExtParam& p) { return p.name == name; });
+    if (it == op.params.end()) {
+      throw UsageError("--param: op '" + op.name + "' has no parameter '" + name + "'" +
+                       did_you_mean(name, names) + " (its parameters: " + join_names(names) + ")");
+    }
+    if (!seen.insert(name).second) {
+      throw UsageError("--param: '" + name + "' given more than once");
+    }
+    params[name] = parse_param_value(*it, item.substr(eq + 1));
   }
   return params;
 }
@@ -117,6 +210,13 @@ const std::vector<ExtOp>& ext_ops() {
     return v;
   }();
   return ops;
+}
+
+std::vector<std::string> all_op_names() {
+  std::vector<std::string> names;
+  for (Op op : softmax_family()) names.push_back(op_name(op));
+  for (const ExtOp& op : ext_ops()) names.push_back(op.name);
+  return names;
 }
 
 const ExtOp* find_ext_op(const std::string& name) {

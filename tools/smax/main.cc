@@ -6,9 +6,11 @@
 #include <cstring>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "args.h"
 #include "commands.h"
+#include "suggest.h"
 #include "smax/smax.h"
 
 namespace {
@@ -21,6 +23,8 @@ int fail(std::string message) {
   std::fprintf(stderr, "smax: error: %s\n", message.c_str());
   return smax_cli::kExitUsage;
 }
+
+const std::vector<std::string> kCommands = {"info", "run", "compare", "attention", "help"};
 
 const char* command_help(const std::string& command) {
   if (command == "info") return smax_cli::kInfoHelp;
@@ -50,8 +54,9 @@ int dispatch(int argc, char** argv) {
     }
     const char* text = command_help(argv[2]);
     if (text == nullptr || argc > 3) {
-      throw UsageError("help: unknown command '" + std::string(argv[2]) +
-                       "' (expected info, run, compare or attention)");
+      throw UsageError("help: unknown command '" + std::string(argv[2]) + "'" +
+                       did_you_mean(argv[2], kCommands) +
+                       " (expected info, run, compare or attention)");
     }
     std::fputs(text, stdout);
     return kExitOk;
@@ -64,8 +69,8 @@ int dispatch(int argc, char** argv) {
   if (command == "run") return cmd_run(argc, argv, 2);
   if (command == "compare") return cmd_compare(argc, argv, 2);
   if (command == "attention") return cmd_attention(argc, argv, 2);
-  throw UsageError("unknown command '" + command +
-                   "' (expected info, run, compare or attention; see smax --help)");
+  throw UsageError("unknown command '" + command + "'" + did_you_mean(command, kCommands) +
+                   " (expected info, run, compare or attention; see smax --help)");
 }
 
 }  // namespace
