@@ -152,13 +152,15 @@ def sigmoid_normalizer(x: Tensor, dim: int = -1, *, bias: Optional[float] = None
 
 
 def softplus_normalizer(x: Tensor, dim: int = -1, *, lambd: Optional[float] = None,
-                        head_dim: int = 0, power: float = 1.0, scale: float = 1.0,
+                        head_dim: Optional[int] = None, power: float = 1.0, scale: float = 1.0,
                         temperature: float = 1.0, mask: Optional[Tensor] = None,
                         empty_row: str = "zero", threads: int = 0) -> Tensor:
-    """Differentiable ``smax.softplus_normalizer``."""
+    """Differentiable ``smax.softplus_normalizer`` (lambda: ``lambd``, else
+    ``log N / log head_dim``, else 1)."""
+    from ._ops_normalizers import _softplus_params
     return _norm("softplus_normalizer", "softplus_normalizer_backward", False, x, mask, dim,
-                 (None if lambd is None else float(lambd), int(head_dim), float(power)), scale,
-                 temperature, empty_row, threads)
+                 _softplus_params(lambd, head_dim, power), scale, temperature, empty_row,
+                 threads)
 
 
 def power_softmax(x: Tensor, p: int = 2, dim: int = -1, *, scale: float = 1.0,

@@ -1,0 +1,164 @@
+"""A new user's first hour: every public function runs with its documented
+defaults, errors about ``out=``, dtypes and double backward say what is wrong
+in Python's terms ("smax.<op>: ..."), and the ```python blocks of
+docs/python.md run as written."""
+import inspect
+import pathlib
+import re
+
+import numpy as np
+import pytest
+
+import smax
+
+F32 = np.float32
+
+# Public names that are not ops.
+CONSTANTS = {"ALGORITHMS", "EMPTY_ROW_POLICIES", "REDUCTIONS", "ATTENTION_NORMALIZERS"}
+RUNTIME = {"info", "set_max_target", "set_max_threads", "max_threads", "kernel_name"}
+
+
+def _inputs(lib):
+    """Small valid inputs by argument name. `lib` is np or torch."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((4, 6)).astype(F32)
+    e = np.exp(x - x.max(-1, keepdims=True))
+    p = (e / e.sum(-1, keepdims=True)).astype(F32)
+    vals = {
+        "x": x,
+        "y": p,
+        "dy": rng.standard_normal((4, 6)).astype(F32),
+        "p": p,
+        "T": 0.5,
+        "k": 3,
+        "target": np.array([0, 5, 2, 3], np.int64),
+        "a": 1.0,
+        "b": 0.5,
+        "hidden": rng.standard_normal((4, 5)).astype(F32),
+        "weight": rng.standard_normal((6, 5)).astype(F32),
+        "shape": (4, 6),
+        "boxes": np.array([[0, 0, 2, 2], [1, 1, 3, 3], [0, 0, 2.1, 2], [5, 5, 6, 6]], F32),
+        "scores": np.array([0.9, 0.8, 0.7, 0.6], F32),
+        "q": rng.standard_normal((2, 3, 4)).astype(F32),
+        "kv": rng.standard_normal((2, 5, 4)).astype(F32),
+        "name": None,
+        "n": smax.max_threads(),
+        "op": "softmax",
+    }
+    vals["input"] = vals["logits"] = vals["x"]
+    if lib is not np:
+        vals = {k: lib.from_numpy(v) if isinstance(v, np.ndarray) else v
+                for k, v in vals.items()}
+    return vals
+
+
+def required_args(fn, vals, name):
+    """The values of `fn`'s required parameters (those without a default)."""
+    req = [p.name for p in inspect.signature(fn).parameters.values()
+           if p.default is inspect.Parameter.empty
+           and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    if name == "attention":
+        return [vals["q"], vals["kv"], vals["kv"]]
+    missing = [r for r in req if r not in vals]
+    assert not missing, f"{name}: no test value for required argument(s) {missing}"
+    return [vals[r] for r in req]
+
+
+def _ops():
+    return sorted(n for n in smax.__all__ if n not in CONSTANTS)
+
+
+def _array_ops():
+    return [n for n in _ops() if n not in RUNTIME]
+
+
+def _out_ops():
+    return [n for n in _array_ops() if "out" in inspect.signature(getattr(smax, n)).parameters]
+
+
+# ---- 1. every op with only its required arguments -------------------------------------------
+
+
+@pytest.mark.parametrize("name", _ops())
+def test_every_op_runs_with_its_defaults_numpy(name):
+    fn = getattr(smax, name)
+    args = required_args(fn, _inputs(np), name)
+    r = fn(*args)
+    for a in (r if isinstance(r, tuple) else (r,)):
+        if isinstance(a, np.ndarray) and a.dtype == F32:
+            assert not np.isnan(a).any(), f"{name}: NaN with default arguments"
+
+
+@pytest.mark.parametrize("name", _array_ops())
+def test_every_op_runs_with_its_defaults_torch(name):
+    torch = pytest.importorskip("torch")
+    fn = getattr(smax, name)
+    args = required_args(fn, _inputs(torch), name)
+    r = fn(*args)
+    if name not in ("gumbel_noise", "softmax_collapse_fraction"):  # numpy without `like` / float
+        for a in (r if isinstance(r, tuple) else (r,)):
+            assert isinstance(a, torch.Tensor), f"{name}: torch in, {type(a).__name__} out"
+
+
+def test_softplus_normalizer_defaults():
+    x = _inputs(np)["x"]
+    y = smax.softplus_normalizer(x)  # was "head_dim must be >= 2"
+    sp = np.log1p(np.exp(x.astype(np.float64)))
+    np.testing.assert_allclose(y, sp / sp.sum(-1, keepdims=True), rtol=1e-5)
+    # head_dim gives LSSA's lambda = log N / log head_dim; lambd a fixed lambda
+    lam = np.log(6) / np.log(16)
+    sp = np.log1p(np.exp(lam * x.astype(np.float64)))
+    np.testing.assert_allclose(smax.softplus_normalizer(x, head_dim=16),
+                               sp / sp.sum(-1, keepdims=True), rtol=1e-5)
+    np.testing.assert_allclose(smax.softplus_normalizer(x, lambd=lam),
+                               sp / sp.sum(-1, keepdims=True), rtol=1e-5)
+    with pytest.raises(ValueError, match="head_dim"):
+        smax.softplus_normalizer(x, head_dim=1)
+
+
+def _torch_names():
+    try:
+        import smax.torch as st
+    except ImportError:  # pragma: no cover
+        return []
+    return sorted(st.__all__)
+
+
+# smax.torch name -> the op its error messages name
+_MODULE_OPS = {"Softmax": "softmax", "LogSoftmax": "log_softmax", "LogSumExp": "logsumexp",
+               "Sparsemax": "sparsemax", "Entmax15": "entmax15", "EntmaxBisect": "entmax_bisect",
+               "CrossEntropyLoss": "cross_entropy", "SparsemaxLoss": "sparsemax_loss",
+               "Entmax15Loss": "entmax15_loss", "EntmaxBisectLoss": "entmax_bisect_loss"}
+
+
+def _call_torch(name):
+    """smax.torch.<name> with only its required arguments; float inputs require
+    grad. Returns (result tensor, the tensors that require grad)."""
+    torch = pytest.importorskip("torch")
+    import smax.torch as st
+    obj = getattr(st, name)
+    vals = _inputs(torch)
+    vals = {k: (v.clone().requires_grad_() if isinstance(v, torch.Tensor)
+                and v.dtype == torch.float32 and k not in ("y",) else v)
+            for k, v in vals.items()}
+    if isinstance(obj, type):
+        mod = obj()
+        fn, label = mod.forward, name
+    else:
+        fn, label = obj, name
+    args = required_args(fn, vals, label)
+    r = fn(*args)
+    r = r[0] if isinstance(r, tuple) else r
+    leaves = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
+    return r, leaves
+
+
+@pytest.mark.parametrize("name", _torch_names())
+def test_every_torch_op_runs_with_its_defaults(name):
+    torch = pytest.importorskip("torch")
+    r, leaves = _call_torch(name)
+    assert isinstance(r, torch.Tensor)
+    assert leaves
+    w = torch.randn(r.shape)
+    (r * w).sum().backward()
+    assert any(t.grad is not None for t in leaves)
