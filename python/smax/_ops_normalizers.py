@@ -158,7 +158,7 @@ def entmax_bisect_backward(y: Array, dy: Array, alpha: Union[float, Array] = 1.5
     if out is None:
         out = _alloc(y, shape)
     else:
-        _check_out(out, op)
+        _check_out(out, op, shape)
     _C.entmax_bisect_backward(_arg(y), _arg(dy), _arg(out), None if da is None else _arg(da),
                               a, a_t, 50, True,
                               _co(op, dim, scale, temperature, None, "zero", threads))

@@ -162,3 +162,67 @@ def test_every_torch_op_runs_with_its_defaults(name):
     w = torch.randn(r.shape)
     (r * w).sum().backward()
     assert any(t.grad is not None for t in leaves)
+
+
+# ---- 2. and 3. out= that is not an array, or of the wrong shape ------------------------------
+
+
+@pytest.mark.parametrize("lib", ["numpy", "torch"])
+@pytest.mark.parametrize("name", _out_ops())
+def test_out_not_an_array(name, lib):
+    mod = np if lib == "numpy" else pytest.importorskip("torch")
+    fn = getattr(smax, name)
+    args = required_args(fn, _inputs(mod), name)
+    for bad in (1, [1.0, 2.0], "out"):
+        with pytest.raises(TypeError) as e:
+            fn(*args, out=bad)
+        msg = str(e.value)
+        assert msg.startswith(f"smax.{name}: out must be None or a preallocated"), msg
+        assert type(bad).__name__ in msg
+        assert "incompatible function arguments" not in msg and "nb::" not in msg
+
+
+@pytest.mark.parametrize("lib", ["numpy", "torch"])
+@pytest.mark.parametrize("name", _out_ops())
+def test_out_of_the_wrong_shape(name, lib):
+    mod = np if lib == "numpy" else pytest.importorskip("torch")
+    fn = getattr(smax, name)
+    args = required_args(fn, _inputs(mod), name)
+    r = fn(*args)
+    r = r[0] if isinstance(r, tuple) else r
+    shape = tuple(r.shape)
+    bad_shape = tuple(s + 1 for s in shape) if shape else (2,)
+    bad = np.full(bad_shape, 7, dtype=np.asarray(r).dtype)
+    if lib == "torch":
+        bad = mod.from_numpy(bad)
+    with pytest.raises(ValueError) as e:
+        fn(*args, out=bad)
+    msg = str(e.value)
+    fmt = lambda s: "(" + ", ".join(map(str, s)) + ("," if len(s) == 1 else "") + ")"  # noqa: E731
+    assert f"smax.{name}: out has shape {fmt(bad_shape)}, expected {fmt(shape)}" in msg, msg
+    assert "dst" not in msg
+    assert (np.asarray(bad) == 7).all()  # nothing written
+
+
+@pytest.mark.parametrize("name", ["softmax", "sparsemax", "ssmax", "sampling_filter"])
+def test_library_errors_name_out_not_dst(name):
+    # An out overlapping x is found by the C++ library, which calls it dst.
+    fn = getattr(smax, name)
+    x = np.random.default_rng(0).standard_normal((5, 8)).astype(F32)
+    with pytest.raises(ValueError, match="overlap") as e:
+        fn(x[:-1], out=x[1:])
+    msg = str(e.value)
+    assert msg.startswith(f"smax.{name}: "), msg
+    assert "dst" not in msg and "dsrc" not in msg and "out" in msg, msg
+
+
+def test_attention_out_with_grad_inputs_is_written():
+    # out= is not differentiable: with inputs that require grad the result
+    # goes to out (it was silently dropped for a new tensor).
+    torch = pytest.importorskip("torch")
+    q = torch.randn(2, 3, 4, requires_grad=True)
+    kv = torch.randn(2, 5, 4)
+    out = torch.full((2, 3, 4), 7.0)
+    r = smax.attention(q, kv, kv, out=out)
+    assert r is out
+    torch.testing.assert_close(out, smax.attention(q.detach(), kv, kv))
