@@ -140,7 +140,7 @@ def _function() -> Any:
     torch = _torch_module()
     if torch is None:  # pragma: no cover
         import torch  # noqa: F811
-    from torch.autograd.function import once_differentiable
+    from ._torch_ops import first_order
 
     class _Attention(torch.autograd.Function):
         """out = attention(q, k, v); backward recomputes P (first order only)."""
@@ -159,7 +159,7 @@ def _function() -> Any:
             return out
 
         @staticmethod
-        @once_differentiable
+        @first_order("attention")
         def backward(ctx: Any, dout: Any) -> Tuple[Optional[Any], ...]:
             q, k, v, out, mask, sinks, alibi = ctx.saved_tensors
             ao = ctx.ao[:3] + (None if sinks is None else sinks.detach(),

@@ -226,3 +226,42 @@ def test_attention_out_with_grad_inputs_is_written():
     r = smax.attention(q, kv, kv, out=out)
     assert r is out
     torch.testing.assert_close(out, smax.attention(q.detach(), kv, kv))
+
+
+# ---- 4. double backward ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", _torch_names())
+def test_double_backward_names_the_op(name):
+    torch = pytest.importorskip("torch")
+    r, leaves = _call_torch(name)
+    w = torch.randn(r.shape)
+    grads = torch.autograd.grad((r * w).sum(), leaves, create_graph=True, allow_unused=True)
+    g = next(g for g in grads if g is not None)
+    op = _MODULE_OPS.get(name, name)
+    with pytest.raises(RuntimeError) as e:
+        (g * g).sum().backward()
+    assert str(e.value) == (f"smax.{op}: double backward is not supported (the op's "
+                            f"backward is first-order)")
+
+
+def test_double_backward_through_array_function_and_attention():
+    torch = pytest.importorskip("torch")
+    x = torch.randn(3, 5, requires_grad=True)
+    (g,) = torch.autograd.grad((smax.log_softmax(x) * torch.randn(3, 5)).sum(), x,
+                               create_graph=True)
+    with pytest.raises(RuntimeError, match=r"^smax\.log_softmax: double backward is not"):
+        g.sum().backward()
+    q = torch.randn(2, 3, 4, requires_grad=True)
+    kv = torch.randn(2, 5, 4)
+    (g,) = torch.autograd.grad(smax.attention(q, kv, kv).sum(), q, create_graph=True)
+    with pytest.raises(RuntimeError, match=r"^smax\.attention: double backward is not"):
+        g.sum().backward()
+
+
+def test_first_order_backward_still_works_with_create_graph_off():
+    torch = pytest.importorskip("torch")
+    import smax.torch as st
+    x = torch.randn(3, 5, requires_grad=True)
+    st.softmax(x).pow(2).sum().backward()
+    assert x.grad is not None and not x.grad.requires_grad
