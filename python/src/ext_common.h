@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 #include "smax/cross_entropy.h"
 #include "smax/linear_cross_entropy.h"
@@ -89,13 +90,20 @@ inline smax::TensorView to_view(const Array& a, const char* op, const char* arg,
                   : want == smax::DType::kI64 ? is_i64(d)
                                               : is_byte_mask(d);
   if (!ok) {
-    std::string msg = std::string(op) + ": " + arg + " has dtype " + dtype_label(d) +
-                      ", expected " + want_label(want);
-    if (want == smax::DType::kF32 && d == nb::dtype<double>()) {
-      msg += " (smax computes in float32 only; cast with .astype(np.float32) / .float())";
-    }
-    if (want == smax::DType::kI64 && d.code == static_cast<uint8_t>(nb::dlpack::dtype_code::Int)) {
-      msg += " (cast with .astype(np.int64) / .long())";
+    // Name the dtype, what smax takes and the cast (for an output: what to
+    // pass instead; casting an output would write into a copy).
+    constexpr bool is_output = std::is_same_v<Array, Out>;
+    const std::string a = arg;
+    std::string msg = pre(op) + a + " has dtype " + dtype_label(d);
+    if (want == smax::DType::kF32) {
+      msg += is_output ? "; smax writes float32: pass a float32 " + a
+                       : "; smax computes in float32: pass " + a + ".astype(np.float32) / " + a +
+                             ".float()";
+    } else if (want == smax::DType::kI64) {
+      msg += is_output ? ", expected int64: pass an int64 " + a
+                       : ", expected int64: pass " + a + ".astype(np.int64) / " + a + ".long()";
+    } else {
+      msg += std::string(", expected ") + want_label(want);
     }
     throw nb::type_error(msg.c_str());
   }
@@ -310,13 +318,14 @@ inline void def_fwd(nb::module_& m, const char* name) {
 }
 
 // `a` is the saved output y or the source x, whichever the C++ backward takes.
+// `a_name`: the Python name of `a` in error messages.
 template <Bwd F>
-inline void def_bwd(nb::module_& m, const char* name) {
+inline void def_bwd(nb::module_& m, const char* name, const char* a_name = "y") {
   m.def(
       name,
-      [name](const In& a, const In& dy, const Out& out, const Co& co) {
+      [name, a_name](const In& a, const In& dy, const Out& out, const Co& co) {
         const Common c = common(name, co);
-        const auto av = f32(a, name, "a");
+        const auto av = f32(a, name, a_name);
         const auto dyv = f32(dy, name, "dy");
         const auto ov = f32o(out, name, "out");
         nb::gil_scoped_release r;

@@ -265,3 +265,53 @@ def test_first_order_backward_still_works_with_create_graph_off():
     x = torch.randn(3, 5, requires_grad=True)
     st.softmax(x).pow(2).sum().backward()
     assert x.grad is not None and not x.grad.requires_grad
+
+
+# ---- 5. dtypes -------------------------------------------------------------------------------
+
+
+def _cast_msg(op, arg, dtype):
+    return (f"smax.{op}: {arg} has dtype {dtype}; smax computes in float32: "
+            f"pass {arg}.astype(np.float32) / {arg}.float()")
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float64"])
+@pytest.mark.parametrize("name", ["softmax", "log_softmax", "logsumexp", "sparsemax",
+                                  "softplus_normalizer", "cross_entropy", "sampling_filter"])
+def test_wrong_float_dtype_numpy(name, dtype):
+    fn = getattr(smax, name)
+    vals = _inputs(np)
+    args = required_args(fn, vals, name)
+    args[0] = args[0].astype(dtype)
+    arg = next(iter(inspect.signature(fn).parameters))
+    with pytest.raises(TypeError) as e:
+        fn(*args)
+    assert str(e.value) == _cast_msg(name, arg, dtype)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float64"])
+@pytest.mark.parametrize("grad", [False, True])
+@pytest.mark.parametrize("name", ["softmax", "log_softmax", "logsumexp", "sparsemax",
+                                  "softplus_normalizer", "cross_entropy"])
+def test_wrong_float_dtype_torch(name, dtype, grad):
+    torch = pytest.importorskip("torch")
+    fn = getattr(smax, name)
+    args = required_args(fn, _inputs(torch), name)
+    args[0] = args[0].to(getattr(torch, dtype)).requires_grad_(grad)
+    arg = next(iter(inspect.signature(fn).parameters))
+    with pytest.raises(TypeError) as e:
+        fn(*args)
+    assert str(e.value) == _cast_msg(name, arg, dtype)
+
+
+def test_wrong_dtype_other_arguments():
+    x = _inputs(np)["x"]
+    with pytest.raises(TypeError, match=re.escape(_cast_msg("softmax_backward", "dy", "float64"))):
+        smax.softmax_backward(x, x.astype(np.float64))
+    with pytest.raises(TypeError,
+                       match=r"^smax\.softmax: out has dtype float64; smax writes float32: "
+                             r"pass a float32 out$"):
+        smax.softmax(x, out=np.empty(x.shape, np.float64))
+    with pytest.raises(TypeError, match=r"^smax\.softmax: x has dtype int32; smax computes in "
+                                        r"float32: pass x\.astype\(np\.float32\)"):
+        smax.softmax(x.astype(np.int32))
