@@ -196,10 +196,9 @@ inline smax::TensorView target_view(const In& a, const char* op, bool probabilit
   if (probabilities_ok && is_f32(a.dtype())) return f32(a, op, "target");
   if (!is_i64(a.dtype())) {
     throw nb::type_error((pre(op) + "target has dtype " + dtype_label(a.dtype()) +
-                          (probabilities_ok
-                               ? ", expected int64 (class indices) or float32 (probabilities)"
-                               : ", expected int64 class indices (cast with .astype(np.int64) / "
-                                 ".long())"))
+                          ", expected int64 class indices: pass target.astype(np.int64) / "
+                          "target.long()" +
+                          (probabilities_ok ? " (or float32 class probabilities)" : ""))
                              .c_str());
   }
   return i64(a, op, "target");

@@ -93,8 +93,9 @@ void def_backward(nb::module_& m, const char* name, const char* doc) {
 
 /// The C++ library's message as Python callers read it: "smax.<op>: ...", the
 /// output named `out` (the library calls it dst / dsrc; every Python function
-/// takes it as out=) and src, whose Python name depends on the op (x, input,
-/// logits, p, ...), "the input".
+/// takes it as out=), src, whose Python name depends on the op (x, input,
+/// logits, p, ...), "the input", and the per-row parameter arrays by their
+/// Python names (s, alpha).
 std::string python_message(const std::string& what) {
   auto is_word = [](char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
@@ -118,6 +119,8 @@ std::string python_message(const std::string& what) {
     const std::string word = msg.substr(i, j - i);
     res += (word == "dst" || word == "dsrc") ? std::string("out")
            : word == "src"                   ? std::string("the input")
+           : word == "s_rows"                ? std::string("s")      // ssmax's per-row s
+           : word == "alpha_tensor"          ? std::string("alpha")  // entmax_bisect's
                                              : word;
     i = j;
   }

@@ -315,3 +315,18 @@ def test_wrong_dtype_other_arguments():
     with pytest.raises(TypeError, match=r"^smax\.softmax: x has dtype int32; smax computes in "
                                         r"float32: pass x\.astype\(np\.float32\)"):
         smax.softmax(x.astype(np.int32))
+
+
+def test_target_and_parameter_errors_use_python_names():
+    x = _inputs(np)["x"]
+    for op in ("cross_entropy", "sparsemax_loss"):
+        with pytest.raises(TypeError, match=rf"^smax\.{op}: target has dtype int32, expected "
+                                            r"int64 class indices: pass "
+                                            r"target\.astype\(np\.int64\) / target\.long\(\)"):
+            getattr(smax, op)(x, np.array([0, 1, 2, 3], np.int32))
+    with pytest.raises(ValueError, match=r"^smax\.ssmax: s shape") as e:
+        smax.ssmax(x, s=np.full((3, 1), 0.4, F32))
+    assert "s_rows" not in str(e.value)
+    with pytest.raises(ValueError, match=r"^smax\.entmax_bisect: alpha shape") as e:
+        smax.entmax_bisect(x, alpha=np.full((3, 1), 1.5, F32))
+    assert "alpha_tensor" not in str(e.value)
