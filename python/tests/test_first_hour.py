@@ -330,3 +330,30 @@ def test_target_and_parameter_errors_use_python_names():
     with pytest.raises(ValueError, match=r"^smax\.entmax_bisect: alpha shape") as e:
         smax.entmax_bisect(x, alpha=np.full((3, 1), 1.5, F32))
     assert "alpha_tensor" not in str(e.value)
+
+
+# ---- 6. the ```python blocks of docs/python.md run as written ---------------------------------
+
+_DOC = pathlib.Path(__file__).resolve().parents[2] / "docs" / "python.md"
+
+
+def _doc_blocks():
+    if not _DOC.is_file():
+        return []
+    text = _DOC.read_text()
+    return [(text.count("\n", 0, m.start()) + 1, m.group(1))
+            for m in re.finditer(r"^```python\n(.*?)^```", text, re.S | re.M)]
+
+
+@pytest.mark.skipif(not _DOC.is_file(), reason="docs/python.md not found (installed tree)")
+@pytest.mark.parametrize("line,code", _doc_blocks(),
+                         ids=[f"line{line}" for line, _ in _doc_blocks()])
+def test_docs_python_md_block_runs(line, code):
+    target, threads = smax.info()["active_target"], smax.max_threads()
+    try:
+        exec(compile(code, f"docs/python.md:{line}", "exec"), {"__name__": "__doc_block__"})
+    finally:  # a block may cap the target or the threads: restore them for the other tests
+        smax.set_max_target(target)
+        smax.set_max_threads(threads)
+
+
