@@ -95,7 +95,7 @@ def _shape_of(x: Any, what: str, op: str) -> Tuple[int, ...]:
         isinstance(x, _np.ndarray) or _is_torch(x) or hasattr(x, "__dlpack__")
     ):
         raise TypeError(
-            f"{op}: {what} must be a numpy array, a torch tensor or a DLPack-capable "
+            f"smax.{op}: {what} must be a numpy array, a torch tensor or a DLPack-capable "
             f"array, got {type(x).__name__}"
         )
     return tuple(int(s) for s in shape)
@@ -121,11 +121,31 @@ def _empty_like(x: Any, shape: Sequence[int]) -> Any:
     return _np.empty(tuple(shape), dtype=_np.float32)
 
 
-def _check_out(out: Any, op: str) -> None:
+def _fmt_shape(shape: Sequence[int]) -> str:
+    return str(tuple(int(s) for s in shape))
+
+
+def _check_out(out: Any, op: str, shape: Optional[Sequence[int]] = None,
+               dtype: str = "float32") -> None:
+    """Check a caller's `out=`: an array (numpy, torch or DLPack) of the
+    result's `shape` (when given), not requiring grad. Errors name `out`."""
+    if not (isinstance(out, _np.ndarray) or _is_torch(out) or hasattr(out, "__dlpack__")):
+        want = "" if shape is None else f" of shape {_fmt_shape(shape)}"
+        raise TypeError(
+            f"smax.{op}: out must be None or a preallocated {dtype} array{want} (a numpy "
+            f"array, a torch tensor or a DLPack-capable array), got {type(out).__name__}"
+        )
     if _is_torch(out) and out.requires_grad:
         raise RuntimeError(
-            f"{op}: out= does not support automatic differentiation (out requires grad)"
+            f"smax.{op}: out= does not support automatic differentiation (out requires grad)"
         )
+    if shape is not None:
+        got = tuple(int(s) for s in out.shape)
+        if got != tuple(int(s) for s in shape):
+            raise ValueError(
+                f"smax.{op}: out has shape {_fmt_shape(got)}, expected {_fmt_shape(shape)} "
+                f"(the result's shape)"
+            )
 
 
 def _wants_grad(*tensors: Any) -> bool:
@@ -139,13 +159,13 @@ def _norm_dim(dim: Any, rank: int, op: str) -> int:
     try:
         d = operator.index(dim)
     except TypeError:
-        raise TypeError(f"{op}: dim must be an int, got {type(dim).__name__}") from None
+        raise TypeError(f"smax.{op}: dim must be an int, got {type(dim).__name__}") from None
     if rank == 0:
         if d not in (0, -1):
-            raise ValueError(f"{op}: dim {d} is out of range for rank 0")
+            raise ValueError(f"smax.{op}: dim {d} is out of range for rank 0")
         return 0
     if not -rank <= d < rank:
-        raise ValueError(f"{op}: dim {d} is out of range for rank {rank}")
+        raise ValueError(f"smax.{op}: dim {d} is out of range for rank {rank}")
     return d + rank if d < 0 else d
 
 
@@ -165,10 +185,11 @@ def _forward(
 ) -> Any:
     shape = _shape_of(x, "x", op)
     _norm_dim(dim, len(shape), op)
+    want = shape if out_shape is None else out_shape
     if out is None:
-        out = _empty_like(x, shape if out_shape is None else out_shape)
+        out = _empty_like(x, want)
     else:
-        _check_out(out, op)
+        _check_out(out, op, want)
     m = None if mask is None else _arg(mask)
     fn(_arg(x), _arg(out), int(dim), float(scale), float(temperature), m,
        str(algorithm), str(empty_row), int(threads))
@@ -185,7 +206,7 @@ def _backward(
     if out is None:
         out = _empty_like(y, shape)
     else:
-        _check_out(out, op)
+        _check_out(out, op, shape)
     fn(_arg(y), _arg(dy), _arg(out), int(dim), float(scale), float(temperature), int(threads))
     return out
 

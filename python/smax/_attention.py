@@ -27,7 +27,7 @@ def _alloc(like: Any, shape: Tuple[int, ...]) -> Any:
     if _is_torch(like):
         t = _torch_module()
         if like.device.type != "cpu":
-            raise TypeError(f"attention: tensors must be on the CPU, got device {like.device}")
+            raise TypeError(f"smax.attention: tensors must be on the CPU, got device {like.device}")
         return t.empty(shape, dtype=t.float32)
     import numpy as np
     return np.empty(shape, dtype=np.float32)
@@ -40,7 +40,7 @@ def _as4(x: Any, name: str) -> Tuple[Any, bool]:
         return x, False
     if len(shape) == 3:
         return x[None], True
-    raise ValueError(f"attention: {name} must be 4-D [B, H, L, E] (or 3-D [H, L, E]), "
+    raise ValueError(f"smax.attention: {name} must be 4-D [B, H, L, E] (or 3-D [H, L, E]), "
                      f"got shape {list(shape)}")
 
 
@@ -49,16 +49,17 @@ def _options(op: str, q4: Any, k4: Any, is_causal: bool, scale: Optional[float],
              sinks: Any, alibi_slopes: Any, sigmoid_bias: Optional[float], softpick_eps: float,
              ssmax_s: float, empty_row: str, threads: Optional[int]) -> tuple:
     if not isinstance(dropout_p, numbers.Real) or dropout_p != 0.0:
-        raise ValueError(f"{op}: dropout_p must be 0 (dropout is not supported), got {dropout_p!r}")
+        raise ValueError(f"smax.{op}: dropout_p must be 0 (dropout is not supported), "
+                         f"got {dropout_p!r}")
     if normalizer not in ATTENTION_NORMALIZERS:
-        raise ValueError(f"{op}: normalizer must be one of {', '.join(ATTENTION_NORMALIZERS)}, "
-                         f"got {normalizer!r}")
+        raise ValueError(f"smax.{op}: normalizer must be one of "
+                         f"{', '.join(ATTENTION_NORMALIZERS)}, got {normalizer!r}")
     hq, hkv = int(q4.shape[1]), int(k4.shape[1])
     if hq != hkv and not enable_gqa:
-        raise ValueError(f"{op}: q has {hq} heads and k/v {hkv}; pass enable_gqa=True for "
+        raise ValueError(f"smax.{op}: q has {hq} heads and k/v {hkv}; pass enable_gqa=True for "
                          f"grouped-query attention")
     if scale is not None and (not isinstance(scale, numbers.Real) or math.isnan(scale)):
-        raise ValueError(f"{op}: scale must be a finite number or None, got {scale!r}")
+        raise ValueError(f"smax.{op}: scale must be a finite number or None, got {scale!r}")
     return (bool(is_causal), _NAN if scale is None else float(scale), float(softcap),
             None if sinks is None else _arg(sinks),
             None if alibi_slopes is None else _arg(alibi_slopes), str(normalizer),
@@ -88,13 +89,12 @@ def attention(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 
     -slope * |i - j|), sigmoid_bias (None = -ln(visible keys)), softpick_eps,
     ssmax_s, empty_row ("zero": fully masked queries give 0 like SDPA;
     "nan"), return_lse (softmax only: also return lse [B, H, Lq]), threads.
-    A torch tensor that requires grad goes through ``smax.torch.attention``.
+    A torch tensor that requires grad goes through ``smax.torch.attention``
+    (not with ``out=``: an ``out`` call is not differentiable).
     """
-    if _wants_grad(q, k, v):
-        if out is not None:
-            _check_out(out, "attention")
+    if out is None and _wants_grad(q, k, v):
         if return_lse:
-            raise ValueError("attention: return_lse is not supported with autograd; "
+            raise ValueError("smax.attention: return_lse is not supported with autograd; "
                              "call it under torch.no_grad()")
         return torch_attention(q, k, v, attn_mask, dropout_p, is_causal, scale, enable_gqa,
                                normalizer=normalizer, softcap=softcap, sinks=sinks,
@@ -113,6 +113,9 @@ def attention(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 
         o4 = res
     else:
         _check_out(out, "attention")
+        want = shape[1:] if squeeze else shape
+        if tuple(int(s) for s in out.shape) != shape:  # a 3-D call may pass a [1, H, L, Dv] out
+            _check_out(out, "attention", want)
         res = out
         o4, _ = _as4(out, "out")
     lse = _alloc(q, shape[:3]) if return_lse else None
@@ -137,7 +140,7 @@ def _function() -> Any:
     torch = _torch_module()
     if torch is None:  # pragma: no cover
         import torch  # noqa: F811
-    from torch.autograd.function import once_differentiable
+    from ._torch_ops import first_order
 
     class _Attention(torch.autograd.Function):
         """out = attention(q, k, v); backward recomputes P (first order only)."""
@@ -156,7 +159,7 @@ def _function() -> Any:
             return out
 
         @staticmethod
-        @once_differentiable
+        @first_order("attention")
         def backward(ctx: Any, dout: Any) -> Tuple[Optional[Any], ...]:
             q, k, v, out, mask, sinks, alibi = ctx.saved_tensors
             ao = ctx.ao[:3] + (None if sinks is None else sinks.detach(),

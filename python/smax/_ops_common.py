@@ -49,7 +49,7 @@ def _co(op: str, dim: Any, scale: float, temperature: float, mask: Any, empty_ro
     try:
         d = int(dim)
     except TypeError:
-        raise TypeError(f"{op}: dim must be an int, got {type(dim).__name__}") from None
+        raise TypeError(f"smax.{op}: dim must be an int, got {type(dim).__name__}") from None
     return (d, float(scale), float(temperature), None if mask is None else _arg(mask),
             str(algorithm), str(empty_row), int(threads))
 
@@ -71,15 +71,15 @@ def _rows_shape(shape: Tuple[int, ...], d: int, keepdim: bool) -> Tuple[int, ...
 
 
 def _prep(op: str, x: Any, dim: Any, out: Any, out_shape: Optional[Tuple[int, ...]] = None,
-          dtype: str = "f32") -> Tuple[Tuple[int, ...], int, Any]:
-    """Check x and dim; allocate (or check) the output."""
-    shape = _shape_of(x, "x", op)
+          dtype: str = "f32", what: str = "x") -> Tuple[Tuple[int, ...], int, Any]:
+    """Check x (called `what` in errors) and dim; allocate (or check) the output."""
+    shape = _shape_of(x, what, op)
     d = _norm_dim(dim, len(shape), op)
+    want = shape if out_shape is None else out_shape
     if out is None:
-        out = _alloc(x, shape if out_shape is None else out_shape, dtype)
+        out = _alloc(x, want, dtype)
     else:
-        _shape_of(out, "out", op)
-        _check_out(out, op)
+        _check_out(out, op, want, "float32" if dtype == "f32" else "int64")
     return shape, d, out
 
 
@@ -98,7 +98,7 @@ def _vjp(op: str, a: Any, dy: Any, dim: Any, params: tuple, co: tuple, out: Any)
     if out is None:
         out = _alloc(a, shape)
     else:
-        _check_out(out, op)
+        _check_out(out, op, shape)
     getattr(_C, op)(_arg(a), _arg(dy), _arg(out), *params, co)
     return out
 
@@ -130,7 +130,7 @@ def _loss(op: str, x: Any, target: Any, dim: Any, params: tuple, lo: tuple, co: 
     if out is None:
         out = _alloc(x, out_shape)
     else:
-        _check_out(out, op)
+        _check_out(out, op, out_shape)
     getattr(_C, op)(_arg(x), None if target is None else _arg(target), _arg(out), *params, lo, co)
     return out
 

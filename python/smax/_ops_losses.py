@@ -249,7 +249,7 @@ def _cross_entropy_fwd(input: Any, target: Any, weight: Any, ignore_index: int,
     if out is None:
         out = _alloc(input, reduced)
     else:
-        _check_out(out, op)
+        _check_out(out, op, reduced)
     shapes = (reduced, rows, rows, rows, reduced)
     extras = [_alloc(input, s) if w else None for s, w in zip(shapes, want)]
     _C.cross_entropy(_arg(input), _arg(target), _arg(out), float(label_smoothing),

@@ -158,7 +158,7 @@ def entmax_bisect_backward(y: Array, dy: Array, alpha: Union[float, Array] = 1.5
     if out is None:
         out = _alloc(y, shape)
     else:
-        _check_out(out, op)
+        _check_out(out, op, shape)
     _C.entmax_bisect_backward(_arg(y), _arg(dy), _arg(out), None if da is None else _arg(da),
                               a, a_t, 50, True,
                               _co(op, dim, scale, temperature, None, "zero", threads))
@@ -312,23 +312,33 @@ def sigmoid_normalizer(x: Array, dim: int = -1, *, bias: Optional[float] = None,
 sigmoid_normalizer.__doc__ = (sigmoid_normalizer.__doc__ or "") + _OPTS_DOC
 
 
+def _softplus_params(lambd: Optional[float], head_dim: Optional[int], power: float) -> tuple:
+    """(lambda or None, head_dim, power) for the extension. Neither lambd nor
+    head_dim given (None, or head_dim 0): lambda = 1, the plain softplus
+    normaliser (the C++ API has no lambda default without a head dim)."""
+    hd = 0 if head_dim is None else int(head_dim)
+    if lambd is None and hd == 0:
+        return (1.0, 0, float(power))
+    return (None if lambd is None else float(lambd), hd, float(power))
+
+
 def softplus_normalizer(x: Array, dim: int = -1, *, lambd: Optional[float] = None,
-                        head_dim: int = 0, power: float = 1.0, scale: float = 1.0,
+                        head_dim: Optional[int] = None, power: float = 1.0, scale: float = 1.0,
                         temperature: float = 1.0, mask: Any = None, empty_row: str = "zero",
                         threads: int = 0, out: Any = None) -> Array:
     """Softplus normaliser, LSSA (Gao & Spratling 2025):
     ``y = softplus(lambda t) / sum softplus(lambda t)``.
 
-    ``lambd``: a fixed lambda > 0, or None for ``log N / log head_dim`` (N =
-    visible entries; ``head_dim >= 2`` is then required). ``power != 1``:
-    the re-weighted variant ``l1norm(A^power)``. Relative error ~2e-6.
+    lambda: ``lambd`` if given (> 0); else ``log N / log head_dim`` (LSSA's
+    length scaling; N = the row's visible entries) if ``head_dim`` (>= 2) is
+    given; else 1 (the plain softplus normaliser). ``power != 1``: the
+    re-weighted variant ``l1norm(A^power)``. Relative error ~2e-6.
     """
     if out is None and _wants_grad(x, mask):
         return _st().softplus_normalizer(x, dim, lambd=lambd, head_dim=head_dim, power=power,
                                          scale=scale, temperature=temperature, mask=mask,
                                          empty_row=empty_row, threads=threads)
-    return _normalize("softplus_normalizer", x, dim,
-                      (None if lambd is None else float(lambd), int(head_dim), float(power)),
+    return _normalize("softplus_normalizer", x, dim, _softplus_params(lambd, head_dim, power),
                       _co("softplus_normalizer", dim, scale, temperature, mask, empty_row,
                           threads), out)
 

@@ -33,10 +33,11 @@ def gumbel_noise(shape: Sequence[int], seed: int = 0, dim: int = -1, *, like: An
     gumbel_max and sample draw for an input of ``shape`` (rows along ``dim``):
     Philox4x32-10 keyed by ``seed``, evaluated in float64, rounded to float32.
     Returns numpy, or ``like``'s array type, or writes ``out``."""
+    shape = tuple(int(s) for s in shape)
     if out is None:
-        out = _alloc(like, tuple(int(s) for s in shape))
+        out = _alloc(like, shape)
     else:
-        _check_out(out, "gumbel_noise")
+        _check_out(out, "gumbel_noise", shape)
     _C.gumbel_noise(_arg(out), int(seed), int(dim))
     return out
 
@@ -63,7 +64,7 @@ def gumbel_softmax(logits: Array, tau: float = 1.0, hard: bool = False, dim: int
                                  threads=threads, return_soft=return_soft)
         return r
     op = "gumbel_softmax"
-    shape, _, out = _prep(op, logits, dim, out)
+    shape, _, out = _prep(op, logits, dim, out, what="logits")
     y_soft = _alloc(logits, shape) if (hard and return_soft) else None
     _C.gumbel_softmax(_arg(logits), _arg(out), float(tau), bool(hard), _seed(seed, logits),
                       None if noise is None else _arg(noise),
@@ -83,7 +84,7 @@ def gumbel_max(logits: Array, dim: int = -1, keepdim: bool = False, *,
     op = "gumbel_max"
     shape = _shape_of(logits, "logits", op)
     d = _norm_dim(dim, len(shape), op)
-    _, _, out = _prep(op, logits, dim, out, _rows_shape(shape, d, keepdim), "i64")
+    _, _, out = _prep(op, logits, dim, out, _rows_shape(shape, d, keepdim), "i64", "logits")
     _C.gumbel_max(_arg(logits), _arg(out), _seed(seed, logits),
                   _co(op, dim, scale, temperature, mask, "zero", threads))
     return out
@@ -124,7 +125,7 @@ def sampling_filter(logits: Array, temperature: float = 1.0, top_k: int = 0,
     order of Hugging Face's logits warpers; exactly ``top_k`` entries on ties,
     lower index first). ``temperature == 0``: greedy (only the argmax kept)."""
     op = "sampling_filter"
-    _, _, out = _prep(op, logits, dim, out)
+    _, _, out = _prep(op, logits, dim, out, what="logits")
     _C.sampling_filter(_arg(logits), _arg(out), float(temperature), int(top_k), float(top_p),
                        _co(op, dim, scale, 1.0, mask, "zero", threads))
     return out
@@ -141,7 +142,7 @@ def sample(logits: Array, temperature: float = 1.0, top_k: int = 0, top_p: float
     op = "sample"
     shape = _shape_of(logits, "logits", op)
     d = _norm_dim(dim, len(shape), op)
-    _, _, out = _prep(op, logits, dim, out, _rows_shape(shape, d, keepdim), "i64")
+    _, _, out = _prep(op, logits, dim, out, _rows_shape(shape, d, keepdim), "i64", "logits")
     _C.sample(_arg(logits), _arg(out), float(temperature), int(top_k), float(top_p),
               _seed(seed, logits), _co(op, dim, scale, 1.0, mask, "zero", threads))
     return out

@@ -3,7 +3,8 @@ losses, samplers); the public functions are re-exported by ``smax.torch``.
 
 Each Function's ``forward`` runs the array function of ``smax._ops`` (no
 copies; float32 CPU tensors) and its ``backward`` the op's C++ backward kernel
-(first order only: ``once_differentiable``). Gradients reach ``x``, a float
+(first order only, ``first_order``: a double backward raises a RuntimeError
+naming the op). Gradients reach ``x``, a float
 ``mask`` that requires grad (summed over its broadcast dims), and the learnable
 parameters the C++ API differentiates: ``alpha`` of entmax_bisect and ``s`` of
 ssmax (per-row values summed to the parameter's shape), ``hidden`` / ``weight``
@@ -12,16 +13,59 @@ probability targets and noise get no gradient.
 """
 from __future__ import annotations
 
-from typing import Any, Optional, Tuple, Union
+import functools
+from typing import Any, Callable, Optional, Tuple, Union
 
 import numpy as _np
 import torch
-from torch.autograd.function import once_differentiable
 
 from . import _ops as O
 from . import _smax as _C
 
 Tensor = torch.Tensor
+
+
+def first_order(op: Optional[str] = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator for the ``backward`` of smax's autograd Functions (they are
+    first order). Like ``torch.autograd.function.once_differentiable``, the
+    backward runs without grad; when a graph is being built
+    (``create_graph=True``) its gradients get a node that raises
+    ``RuntimeError("smax.<op>: double backward is not supported (the op's
+    backward is first-order)")`` when differentiated. ``once_differentiable``
+    adds such a node only if an incoming gradient requires grad, so a double
+    backward otherwise failed with torch's generic "element 0 of tensors does
+    not require grad"; and its message does not name the op. ``op`` None:
+    the name is ``ctx.smax_op`` (set by generic Functions in forward)."""
+
+    def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def wrapper(ctx: Any, *args: Any) -> Any:
+            with torch.no_grad():
+                outputs = fn(ctx, *args)
+            if not torch.is_grad_enabled():
+                return outputs
+            name = op if op is not None else getattr(ctx, "smax_op", "op")
+            msg = (f"smax.{name}: double backward is not supported (the op's backward is "
+                   f"first-order)")
+            single = not isinstance(outputs, tuple)
+            outs = [outputs] if single else list(outputs)
+            idx = [i for i, o in enumerate(outs) if isinstance(o, torch.Tensor)]
+            if not idx:
+                return outputs
+            delayed = getattr(getattr(torch._C, "_functions", None), "DelayedError", None)
+            if delayed is None:  # pragma: no cover  (private torch API gone: fail now)
+                raise RuntimeError(msg)
+            res = delayed(msg.encode(), len(idx))(
+                *[outs[i].detach().requires_grad_() for i in idx])
+            if not isinstance(res, tuple):
+                res = (res,)
+            for i, r in zip(idx, res):
+                outs[i] = r
+            return outs[0] if single else tuple(outs)
+
+        return wrapper
+
+    return deco
 
 
 def _sigma(co: tuple) -> float:
@@ -66,13 +110,14 @@ class _Norm(torch.autograd.Function):
                 dim: int, params: tuple, co: tuple) -> Tensor:
         co = _with_mask(co, mask)
         y = O._normalize(op, x, dim, params, co, None)
+        ctx.smax_op = op
         ctx.save_for_backward(y if from_y else x, mask)
         ctx.meta = (bwd, from_y, dim, params)
         ctx.co = co[:3] + (None,) + co[4:]
         return y
 
     @staticmethod
-    @once_differentiable
+    @first_order()
     def backward(ctx: Any, dy: Tensor) -> Tuple[Optional[Tensor], ...]:
         a, mask = ctx.saved_tensors
         bwd, from_y, dim, params = ctx.meta
@@ -152,13 +197,15 @@ def sigmoid_normalizer(x: Tensor, dim: int = -1, *, bias: Optional[float] = None
 
 
 def softplus_normalizer(x: Tensor, dim: int = -1, *, lambd: Optional[float] = None,
-                        head_dim: int = 0, power: float = 1.0, scale: float = 1.0,
+                        head_dim: Optional[int] = None, power: float = 1.0, scale: float = 1.0,
                         temperature: float = 1.0, mask: Optional[Tensor] = None,
                         empty_row: str = "zero", threads: int = 0) -> Tensor:
-    """Differentiable ``smax.softplus_normalizer``."""
+    """Differentiable ``smax.softplus_normalizer`` (lambda: ``lambd``, else
+    ``log N / log head_dim``, else 1)."""
+    from ._ops_normalizers import _softplus_params
     return _norm("softplus_normalizer", "softplus_normalizer_backward", False, x, mask, dim,
-                 (None if lambd is None else float(lambd), int(head_dim), float(power)), scale,
-                 temperature, empty_row, threads)
+                 _softplus_params(lambd, head_dim, power), scale, temperature, empty_row,
+                 threads)
 
 
 def power_softmax(x: Tensor, p: int = 2, dim: int = -1, *, scale: float = 1.0,
@@ -204,7 +251,7 @@ class _EntmaxBisect(torch.autograd.Function):
         return y
 
     @staticmethod
-    @once_differentiable
+    @first_order("entmax_bisect")
     def backward(ctx: Any, dy: Tensor) -> Tuple[Optional[Tensor], ...]:
         y, mask, alpha_t = ctx.saved_tensors
         alpha, dim, n_iter, ensure_sum_one = ctx.meta
@@ -247,7 +294,7 @@ class _Ssmax(torch.autograd.Function):
         return y
 
     @staticmethod
-    @once_differentiable
+    @first_order("ssmax")
     def backward(ctx: Any, dy: Tensor) -> Tuple[Optional[Tensor], ...]:
         x, y, mask, s_t = ctx.saved_tensors
         s, dim, fixed_n = ctx.meta
@@ -298,7 +345,7 @@ class _GumbelSoftmax(torch.autograd.Function):
         return out, soft
 
     @staticmethod
-    @once_differentiable
+    @first_order("gumbel_softmax")
     def backward(ctx: Any, dy: Tensor, *_: Any) -> Tuple[Optional[Tensor], ...]:
         y_soft, mask = ctx.saved_tensors
         tau, dim = ctx.meta
@@ -341,7 +388,7 @@ class _SoftmaxTopk(torch.autograd.Function):
         return probs, idx
 
     @staticmethod
-    @once_differentiable
+    @first_order("softmax_topk")
     def backward(ctx: Any, dp: Tensor, _didx: Optional[Tensor]) -> Tuple[Optional[Tensor], ...]:
         x, mask, probs, idx = ctx.saved_tensors
         d, renormalize = ctx.meta
@@ -382,13 +429,14 @@ class _Loss(torch.autograd.Function):
                 dim: int, params: tuple, lo: tuple, co: tuple) -> Tensor:
         co = _with_mask(co, mask)
         out = O._loss(op, x, target, dim, params, lo, co, None)
+        ctx.smax_op = op
         ctx.save_for_backward(x, mask, target)
         ctx.meta = (op, dim, params, lo)
         ctx.co = co[:3] + (None,) + co[4:]
         return out
 
     @staticmethod
-    @once_differentiable
+    @first_order()
     def backward(ctx: Any, dloss: Tensor) -> Tuple[Optional[Tensor], ...]:
         x, mask, target = ctx.saved_tensors
         op, dim, params, lo = ctx.meta
@@ -533,7 +581,7 @@ class _CrossEntropy(torch.autograd.Function):
         return (loss, *outs) if outs else loss
 
     @staticmethod
-    @once_differentiable
+    @first_order("cross_entropy")
     def backward(ctx: Any, dloss: Tensor, *_: Any) -> Tuple[Optional[Tensor], ...]:
         x, mask, target, weight, lse = ctx.saved_tensors
         dim, args = ctx.meta
@@ -588,7 +636,7 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Optional[Tensor] = None
     gradient tensor is held from forward to backward. ``fused=False``: the
     classic two calls (backward scans the logits again). Backward runs once
     per forward on the fused path (``retain_graph`` double calls raise);
-    double backward is not supported (``once_differentiable``).
+    double backward raises (the backward is first-order).
 
     ``inplace_backward=True`` (flash-attn's name): the gradient overwrites the
     logits' storage during the forward, so no [N, C] gradient is allocated;
@@ -631,7 +679,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
         return (loss, *outs) if outs else loss
 
     @staticmethod
-    @once_differentiable
+    @first_order("linear_cross_entropy")
     def backward(ctx: Any, dloss: Tensor, *_: Any) -> Tuple[Optional[Tensor], ...]:
         hidden, weight, bias, target, ce_weight, lse = ctx.saved_tensors
         (ignore_index, lse_square_scale, label_smoothing, reduction, softcap, token_chunk,

@@ -11,9 +11,10 @@ whose backward runs smax's backward kernels::
 
 Gradients flow to ``x`` and to a float ``mask`` that requires grad (e.g. a
 learned attention bias; its gradient is summed over broadcast dimensions).
-Backward passes are first-order only (``once_differentiable``): double
-backward raises. Inputs must be float32 CPU tensors (float64 raises
-``TypeError``; smax has no float64 kernels). The modules ``Softmax``,
+Backward passes are first-order only: a double backward raises
+``RuntimeError("smax.<op>: double backward is not supported ...")``. Inputs
+must be float32 CPU tensors (float64 raises ``TypeError``; smax has no
+float64 kernels). The modules ``Softmax``,
 ``LogSoftmax`` and ``LogSumExp`` wrap the functions for ``nn.Sequential``.
 
 Every other differentiable op is here too (autograd Functions in
@@ -37,10 +38,10 @@ from __future__ import annotations
 from typing import Any, Optional, Tuple
 
 import torch
-from torch.autograd.function import once_differentiable
 
 import smax as _smax
 
+from smax._torch_ops import first_order
 from smax._torch_ops import (  # noqa: E402,F401
     cross_entropy,
     entmax15,
@@ -106,7 +107,7 @@ class _Softmax(torch.autograd.Function):
         return y
 
     @staticmethod
-    @once_differentiable
+    @first_order("softmax")
     def backward(ctx: Any, dy: torch.Tensor) -> Tuple[Optional[torch.Tensor], ...]:
         y, mask = ctx.saved_tensors
         dim, scale, temperature, threads = ctx.opts
@@ -132,7 +133,7 @@ class _LogSoftmax(torch.autograd.Function):
         return y
 
     @staticmethod
-    @once_differentiable
+    @first_order("log_softmax")
     def backward(ctx: Any, dy: torch.Tensor) -> Tuple[Optional[torch.Tensor], ...]:
         y, mask = ctx.saved_tensors
         dim, scale, temperature, threads = ctx.opts
@@ -165,7 +166,7 @@ class _LogSumExp(torch.autograd.Function):
         return out
 
     @staticmethod
-    @once_differentiable
+    @first_order("logsumexp")
     def backward(ctx: Any, dout: torch.Tensor) -> Tuple[Optional[torch.Tensor], ...]:
         x, mask = ctx.saved_tensors
         dim, keepdim, scale, temperature, algorithm, empty_row, threads = ctx.opts

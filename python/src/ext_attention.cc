@@ -16,7 +16,7 @@ struct AttnArgs {
 };
 
 AttnArgs attn_options(const char* op, const std::optional<In>& mask, const nb::tuple& ao) {
-  if (ao.size() != 11) throw nb::type_error((std::string(op) + ": bad options tuple").c_str());
+  if (ao.size() != 11) throw nb::type_error((pre(op) + "bad options tuple").c_str());
   AttnArgs a;
   a.mask = mask;
   if (mask) {
@@ -25,7 +25,7 @@ AttnArgs attn_options(const char* op, const std::optional<In>& mask, const nb::t
     } else if (is_f32(mask->dtype())) {
       a.o.attn_mask = to_view(*mask, op, "attn_mask", smax::DType::kF32);
     } else {
-      throw nb::type_error((std::string(op) + ": attn_mask has dtype " +
+      throw nb::type_error((pre(op) + "attn_mask has dtype " +
                             dtype_label(mask->dtype()) +
                             ", expected bool (attend where true) or float32 (additive)")
                                .c_str());
@@ -49,7 +49,7 @@ AttnArgs attn_options(const char* op, const std::optional<In>& mask, const nb::t
   a.o.empty_row = smax::parse_empty_row(nb::cast<std::string>(ao[9]));
   const int threads = nb::cast<int>(ao[10]);
   if (threads < 0) {
-    throw nb::value_error((std::string(op) + ": threads must be >= 0 (0 = default), got " +
+    throw nb::value_error((pre(op) + "threads must be >= 0 (0 = default), got " +
                            std::to_string(threads))
                               .c_str());
   }

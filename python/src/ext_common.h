@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 #include "smax/cross_entropy.h"
 #include "smax/linear_cross_entropy.h"
@@ -55,6 +56,9 @@ inline const char* dtype_label(nb::dlpack::dtype d) {
   }
 }
 
+/// "smax.<op>: ", the start of every error message.
+inline std::string pre(const char* op) { return std::string("smax.") + op + ": "; }
+
 inline bool is_f32(nb::dlpack::dtype d) { return d == nb::dtype<float>(); }
 inline bool is_byte_mask(nb::dlpack::dtype d) {
   return d == nb::dtype<bool>() || d == nb::dtype<uint8_t>();
@@ -77,7 +81,7 @@ template <typename Array>
 inline smax::TensorView to_view(const Array& a, const char* op, const char* arg,
                          smax::DType want) {
   if (a.device_type() != nb::device::cpu::value) {
-    throw nb::type_error((std::string(op) + ": " + arg +
+    throw nb::type_error((pre(op) + arg +
                           " is not on the CPU; smax computes on CPU memory only")
                              .c_str());
   }
@@ -86,19 +90,26 @@ inline smax::TensorView to_view(const Array& a, const char* op, const char* arg,
                   : want == smax::DType::kI64 ? is_i64(d)
                                               : is_byte_mask(d);
   if (!ok) {
-    std::string msg = std::string(op) + ": " + arg + " has dtype " + dtype_label(d) +
-                      ", expected " + want_label(want);
-    if (want == smax::DType::kF32 && d == nb::dtype<double>()) {
-      msg += " (smax computes in float32 only; cast with .astype(np.float32) / .float())";
-    }
-    if (want == smax::DType::kI64 && d.code == static_cast<uint8_t>(nb::dlpack::dtype_code::Int)) {
-      msg += " (cast with .astype(np.int64) / .long())";
+    // Name the dtype, what smax takes and the cast (for an output: what to
+    // pass instead; casting an output would write into a copy).
+    constexpr bool is_output = std::is_same_v<Array, Out>;
+    const std::string a = arg;
+    std::string msg = pre(op) + a + " has dtype " + dtype_label(d);
+    if (want == smax::DType::kF32) {
+      msg += is_output ? "; smax writes float32: pass a float32 " + a
+                       : "; smax computes in float32: pass " + a + ".astype(np.float32) / " + a +
+                             ".float()";
+    } else if (want == smax::DType::kI64) {
+      msg += is_output ? ", expected int64: pass an int64 " + a
+                       : ", expected int64: pass " + a + ".astype(np.int64) / " + a + ".long()";
+    } else {
+      msg += std::string(", expected ") + want_label(want);
     }
     throw nb::type_error(msg.c_str());
   }
   const int rank = static_cast<int>(a.ndim());
   if (rank > smax::kMaxRank) {
-    throw nb::value_error((std::string(op) + ": " + arg + " has rank " + std::to_string(rank) +
+    throw nb::value_error((pre(op) + arg + " has rank " + std::to_string(rank) +
                            ", more than smax's maximum of " + std::to_string(smax::kMaxRank))
                               .c_str());
   }
@@ -110,6 +121,17 @@ inline smax::TensorView to_view(const Array& a, const char* op, const char* arg,
   }
   return smax::make_view(const_cast<void*>(static_cast<const void*>(a.data())), want, rank, shape,
                          strides);
+}
+
+/// f(), with the op's name put before the message of a smax::Error it throws
+/// (the library's parse_* helpers do not know which op they parse for).
+template <typename F>
+inline auto with_op(const char* op, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const smax::Error& e) {
+    throw smax::Error(e.status(), std::string(op) + ": " + e.what());
+  }
 }
 
 /// Options from the Python keyword arguments. A bool (or uint8) mask becomes
@@ -127,15 +149,15 @@ inline smax::SoftmaxOptions make_options(const char* op, int64_t dim, double sca
     } else if (is_f32(mask->dtype())) {
       o.additive_mask = to_view(*mask, op, "mask", smax::DType::kF32);
     } else {
-      throw nb::type_error((std::string(op) + ": mask has dtype " + dtype_label(mask->dtype()) +
+      throw nb::type_error((pre(op) + "mask has dtype " + dtype_label(mask->dtype()) +
                             ", expected bool (keep where true) or float32 (additive)")
                                .c_str());
     }
   }
-  o.algorithm = smax::parse_algorithm(algorithm);
-  o.empty_row = smax::parse_empty_row(empty_row);
+  o.algorithm = with_op(op, [&] { return smax::parse_algorithm(algorithm); });
+  o.empty_row = with_op(op, [&] { return smax::parse_empty_row(empty_row); });
   if (threads < 0) {
-    throw nb::value_error((std::string(op) + ": threads must be >= 0 (0 = default), got " +
+    throw nb::value_error((pre(op) + "threads must be >= 0 (0 = default), got " +
                            std::to_string(threads))
                               .c_str());
   }
@@ -173,11 +195,10 @@ inline std::optional<smax::TensorView> opt_f32o(const std::optional<Out>& a, con
 inline smax::TensorView target_view(const In& a, const char* op, bool probabilities_ok) {
   if (probabilities_ok && is_f32(a.dtype())) return f32(a, op, "target");
   if (!is_i64(a.dtype())) {
-    throw nb::type_error((std::string(op) + ": target has dtype " + dtype_label(a.dtype()) +
-                          (probabilities_ok
-                               ? ", expected int64 (class indices) or float32 (probabilities)"
-                               : ", expected int64 class indices (cast with .astype(np.int64) / "
-                                 ".long())"))
+    throw nb::type_error((pre(op) + "target has dtype " + dtype_label(a.dtype()) +
+                          ", expected int64 class indices: pass target.astype(np.int64) / "
+                          "target.long()" +
+                          (probabilities_ok ? " (or float32 class probabilities)" : ""))
                              .c_str());
   }
   return i64(a, op, "target");
@@ -192,7 +213,7 @@ struct Common {
 };
 
 inline Common common(const char* op, const nb::tuple& co) {
-  if (co.size() != 7) throw nb::type_error((std::string(op) + ": bad options tuple").c_str());
+  if (co.size() != 7) throw nb::type_error((pre(op) + "bad options tuple").c_str());
   Common c;
   if (!co[3].is_none()) c.mask = nb::cast<In>(co[3]);
   c.o = make_options(op, nb::cast<int64_t>(co[0]), nb::cast<double>(co[1]),
@@ -209,10 +230,11 @@ struct Loss {
 };
 
 inline Loss loss(const char* op, const nb::tuple& lo) {
-  if (lo.size() != 4) throw nb::type_error((std::string(op) + ": bad loss tuple").c_str());
+  if (lo.size() != 4) throw nb::type_error((pre(op) + "bad loss tuple").c_str());
   Loss r;
   r.l.ignore_index = nb::cast<int64_t>(lo[0]);
-  r.l.reduction = smax::parse_reduction(nb::cast<std::string>(lo[1]));
+  const std::string red = nb::cast<std::string>(lo[1]);
+  r.l.reduction = with_op(op, [&] { return smax::parse_reduction(red); });
   if (!lo[2].is_none()) {
     r.weight = nb::cast<In>(lo[2]);
     r.l.weight = f32(*r.weight, op, "weight");
@@ -224,7 +246,7 @@ inline Loss loss(const char* op, const nb::tuple& lo) {
     r.l.empty_mean = smax::EmptyMean::kZero;
   } else {
     throw nb::value_error(
-        (std::string(op) + ": empty_mean must be \"nan\" or \"zero\", got \"" + em + "\"")
+        (pre(op) + "empty_mean must be \"nan\" or \"zero\", got \"" + em + "\"")
             .c_str());
   }
   return r;
@@ -235,7 +257,7 @@ inline uint64_t seed_of(const char* op, nb::handle seed) {
     return nb::cast<uint64_t>(seed);
   } catch (const std::exception&) {
     throw nb::value_error(
-        (std::string(op) + ": seed must be an int in [0, 2**64), got " +
+        (pre(op) + "seed must be an int in [0, 2**64), got " +
          nb::cast<std::string>(nb::str(seed)))
             .c_str());
   }
@@ -295,13 +317,14 @@ inline void def_fwd(nb::module_& m, const char* name) {
 }
 
 // `a` is the saved output y or the source x, whichever the C++ backward takes.
+// `a_name`: the Python name of `a` in error messages.
 template <Bwd F>
-inline void def_bwd(nb::module_& m, const char* name) {
+inline void def_bwd(nb::module_& m, const char* name, const char* a_name = "y") {
   m.def(
       name,
-      [name](const In& a, const In& dy, const Out& out, const Co& co) {
+      [name, a_name](const In& a, const In& dy, const Out& out, const Co& co) {
         const Common c = common(name, co);
-        const auto av = f32(a, name, "a");
+        const auto av = f32(a, name, a_name);
         const auto dyv = f32(dy, name, "dy");
         const auto ov = f32o(out, name, "out");
         nb::gil_scoped_release r;

@@ -22,7 +22,7 @@ void def_cross_entropy(nb::module_& m) {
         ce.target_logprob = opt_f32o(target_logprob, op, "target_logprob");
         ce.accuracy = opt_f32o(accuracy, op, "accuracy");
         ce.grad = opt_f32o(grad, op, "grad");  // the fused unit gradient (may be x)
-        const auto xv = f32(x, op, "x");
+        const auto xv = f32(x, op, "input");
         const auto tv = target_view(target, op, true);
         const auto ov = f32o(out, op, "out");
         nb::gil_scoped_release r;

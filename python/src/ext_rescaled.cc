@@ -7,7 +7,7 @@ namespace smax_py __attribute__((visibility("hidden"))) {
 
 void def_rescaled(nb::module_& m) {
   def_fwd<&stablemax_fwd>(m, "stablemax");
-  def_bwd<&stablemax_bwd>(m, "stablemax_backward");
+  def_bwd<&stablemax_bwd>(m, "stablemax_backward", "x");
   def_loss<&stablemax_ce_f>(m, "stablemax_cross_entropy");
   def_loss_bwd<&stablemax_ce_b>(m, "stablemax_cross_entropy_backward");
   m.def(

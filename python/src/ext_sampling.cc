@@ -28,7 +28,7 @@ void def_sampling(nb::module_& m) {
         p.seed = seed_of(op, seed);
         p.noise = opt_f32(noise, op, "noise");
         p.y_soft = opt_f32o(y_soft, op, "y_soft");
-        const auto xv = f32(x, op, "x");
+        const auto xv = f32(x, op, "logits");
         const auto ov = f32o(out, op, "out");
         nb::gil_scoped_release r;
         smax::gumbel_softmax(xv, ov, p, c.o);
@@ -53,7 +53,7 @@ void def_sampling(nb::module_& m) {
         const char* op = "gumbel_max";
         const Common c = common(op, co);
         const uint64_t sd = seed_of(op, seed);
-        const auto xv = f32(x, op, "x");
+        const auto xv = f32(x, op, "logits");
         const auto iv = i64o(indices, op, "indices");
         nb::gil_scoped_release r;
         smax::gumbel_max(xv, iv, sd, c.o);
@@ -86,7 +86,7 @@ void def_sampling(nb::module_& m) {
         p.temperature = static_cast<float>(temperature);
         p.top_k = top_k;
         p.top_p = static_cast<float>(top_p);
-        const auto xv = f32(x, op, "x");
+        const auto xv = f32(x, op, "logits");
         const auto ov = f32o(out, op, "out");
         nb::gil_scoped_release r;
         smax::sampling_filter(xv, ov, p, c.o);
@@ -104,7 +104,7 @@ void def_sampling(nb::module_& m) {
         p.top_k = top_k;
         p.top_p = static_cast<float>(top_p);
         p.seed = seed_of(op, seed);
-        const auto xv = f32(x, op, "x");
+        const auto xv = f32(x, op, "logits");
         const auto iv = i64o(indices, op, "indices");
         nb::gil_scoped_release r;
         smax::sample(xv, iv, p, c.o);

@@ -91,6 +91,42 @@ void def_backward(nb::module_& m, const char* name, const char* doc) {
 }
 
 
+/// The C++ library's message as Python callers read it: "smax.<op>: ...", the
+/// output named `out` (the library calls it dst / dsrc; every Python function
+/// takes it as out=), src, whose Python name depends on the op (x, input,
+/// logits, p, ...), "the input", and the per-row parameter arrays by their
+/// Python names (s, alpha).
+std::string python_message(const std::string& what) {
+  auto is_word = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+  };
+  // "<op>: ..." -> "smax.<op>: ..." (messages that do not start with an op's
+  // name are left as they are).
+  size_t n = 0;
+  while (n < what.size() && is_word(what[n])) ++n;
+  const bool op_first = n > 0 && what.compare(n, 2, ": ") == 0 && what.rfind("smax", 0) != 0;
+  const std::string msg = op_first ? "smax." + what : what;
+  std::string res;
+  res.reserve(msg.size());
+  size_t i = 0;
+  while (i < msg.size()) {
+    if (!is_word(msg[i])) {
+      res += msg[i++];
+      continue;
+    }
+    size_t j = i;
+    while (j < msg.size() && is_word(msg[j])) ++j;
+    const std::string word = msg.substr(i, j - i);
+    res += (word == "dst" || word == "dsrc") ? std::string("out")
+           : word == "src"                   ? std::string("the input")
+           : word == "s_rows"                ? std::string("s")      // ssmax's per-row s
+           : word == "alpha_tensor"          ? std::string("alpha")  // entmax_bisect's
+                                             : word;
+    i = j;
+  }
+  return res;
+}
+
 }  // namespace
 
 NB_MODULE(_smax, m) {
@@ -117,7 +153,7 @@ NB_MODULE(_smax, m) {
         default:
           break;
       }
-      PyErr_SetString(type, e.what());
+      PyErr_SetString(type, python_message(e.what()).c_str());
     }
   });
 
