@@ -247,6 +247,18 @@ TEST(RescaledSpec, HandVectors) {
     expect_row(y3, {2.0 / 3, 0, 0}, 2e-6, "softpick [ln2,0,-ln2]");
     EXPECT_EQ(y3[1], 0.0f);
     EXPECT_EQ(y3[2], 0.0f);
+    // A masked entry (-inf, or bool mask 0) adds 0 to the denominator, as the
+    // authors' softpick (|e^t - 1| taken only where t is finite): [ln3, ln2,
+    // masked] -> [2/3, 1/3, 0], not [1/2, 1/4, 0] (|0 - 1| = 1 counted).
+    std::vector<float> xm = {std::log(3.0f), std::log(2.0f), -INFINITY}, ym(3);
+    smax::softpick(smax::make_view(xm.data(), {3}), smax::make_view(ym.data(), {3}), p);
+    expect_row(ym, {2.0 / 3, 1.0 / 3, 0}, 2e-6, "softpick [ln3,ln2,-inf]");
+    std::vector<float> xb = {std::log(3.0f), 5.0f, std::log(2.0f)}, yb(3);
+    std::vector<uint8_t> keep = {1, 0, 1};
+    smax::SoftmaxOptions mo;
+    mo.bool_mask = smax::make_bool_view(keep.data(), {3});
+    smax::softpick(smax::make_view(xb.data(), {3}), smax::make_view(yb.data(), {3}), p, mo);
+    expect_row(yb, {2.0 / 3, 0, 1.0 / 3}, 2e-6, "softpick bool-masked");
   }
   // StableMax.
   {
