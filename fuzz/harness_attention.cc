@@ -237,9 +237,10 @@ struct Case {
     for (int64_t d : mask_shape) s << d << ",";
     s << "] sinks=" << sinks << " alibi=" << alibi_shape.size() << " lse=" << lse
       << " empty_row=" << static_cast<int>(o.empty_row) << " threads=" << o.threads
-      << " sigmoid_bias=" << o.sigmoid_bias << " softpick_eps=" << o.softpick_eps
-      << " ssmax_s=" << o.ssmax_s << " corruption=" << corruption << " target=" << target
-      << " special=" << static_cast<int>(special);
+      << " sigmoid_bias=" << o.sigmoid_bias
+      << " sigmoid_bias_mode=" << static_cast<int>(o.sigmoid_bias_mode)
+      << " softpick_eps=" << o.softpick_eps << " ssmax_s=" << o.ssmax_s
+      << " corruption=" << corruption << " target=" << target << " special=" << static_cast<int>(special);
     return s.str();
   }
 };
@@ -383,6 +384,7 @@ std::string call(const Case& c, Operands& ops, const AttentionOptions& o0, int* 
     co.sinks = o.sinks ? &sinks : nullptr;
     co.alibi_slopes = o.alibi_slopes ? &alibi : nullptr;
     co.sigmoid_bias = o.sigmoid_bias;
+    co.sigmoid_bias_mode = static_cast<int32_t>(o.sigmoid_bias_mode);
     co.softpick_eps = o.softpick_eps;
     co.ssmax_s = o.ssmax_s;
     co.lse = o.lse ? &lse : nullptr;
@@ -510,6 +512,9 @@ void run_attention_one(const uint8_t* data, size_t size) {
   c.o.threads = (f4 >> 2) % 4;
   if (c.o.normalizer == AttentionNormalizer::kSigmoid && ((f4 >> 4) & 1)) {
     c.o.sigmoid_bias = static_cast<float>(static_cast<int8_t>(r.u8())) / 16.0f;
+  }
+  if (c.o.normalizer == AttentionNormalizer::kSigmoid && ((f4 >> 5) & 1)) {
+    c.o.sigmoid_bias_mode = smax::SigmoidBiasMode::kPerRowVisible;
   }
   if (c.o.normalizer == AttentionNormalizer::kSoftpick && ((f4 >> 4) & 1)) {
     c.o.softpick_eps = (f4 & 0x20) ? 0.0f : FLT_MIN;

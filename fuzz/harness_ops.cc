@@ -2045,15 +2045,23 @@ void table_bounds(Case& c, Expect& ex, smax_cli::ExtCall& e) {
               1.02e-6 * sigma * std::fabs(y[i]) * abs_dot;
         }
       } else {
+        // include/smax/sparse.h: 2u |ref| + 1e-15 (n + 100 (1 + |2 - alpha|)) s w_i G
+        // + 1e-30, G = sum w |g| / sum w (the float64 error of q, times w_i).
         Row w(y.size(), 0.0);
-        double sw = 0.0, gw = 0.0;
+        double sw = 0.0, gabs = 0.0;
         for (size_t i = 0; i < y.size(); ++i) {
           if (y[i] > 0) w[i] = alpha == 2.0 ? 1.0 : std::pow(y[i], 2.0 - alpha);
           sw += w[i];
-          gw += g[i] * w[i];
+          gabs += std::fabs(g[i]) * w[i];
         }
-        const double q = sw > 0 ? gw / sw : 0.0;
-        for (size_t i = 0; i < y.size(); ++i) b[i] = 1e-6 * sigma * w[i] * (std::fabs(g[i]) + std::fabs(q)) + 1e-30;
+        const double G = sw > 0 ? gabs / sw : 0.0;
+        const double eq =
+            1e-15 * (static_cast<double>(y.size()) + 100.0 * (1.0 + std::fabs(2.0 - alpha)));
+        for (size_t i = 0; i < y.size(); ++i) {
+          const double ref_i =
+              ex.ref[static_cast<size_t>(dense_index(R, r, static_cast<int64_t>(i)))];
+          b[i] = 2.0 * kU * std::fabs(ref_i) + eq * sigma * w[i] * G + 1e-30;
+        }
       }
       set_row(r, b);
     }

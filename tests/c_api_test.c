@@ -1664,6 +1664,7 @@ static void test_attention_options(void) {
   CHECK(o.attn_mask == NULL && o.sinks == NULL && o.alibi_slopes == NULL && o.lse == NULL);
   CHECK(isnan(o.sigmoid_bias) && o.softpick_eps == 1e-6f && o.ssmax_s == 0.43f);
   CHECK(o.empty_row == SMAX_EMPTY_ROW_ZERO && o.threads == 0);
+  CHECK(o.sigmoid_bias_mode == SMAX_SIGMOID_BIAS_PER_SEQUENCE && o.reserved0 == 0);
   smax_attention_options_init(NULL); /* no crash */
   CHECK(strcmp(smax_attention_normalizer_name(SMAX_ATTENTION_SOFTMAX), "softmax") == 0);
   CHECK(strcmp(smax_attention_normalizer_name(SMAX_ATTENTION_SOFTPLUS), "softplus") == 0);
@@ -1741,6 +1742,26 @@ static void test_attention(void) {
   CHECK(smax_attention(&tq, &tk, &tv, &to, &o) == SMAX_STATUS_OK);
   ref_attention(q, 1, k, v, 0.5, 0, NULL, 1, 0.0, want, P, want_lse);
   CHECK_VEC(out, want, ATT_H * ATT_LQ * ATT_DV, 1e-5, 1e-6);
+
+  /* Sigmoid, causal, default bias: one b = -ln Lk for every row (row 0 too,
+   * which sees one key); sigmoid_bias_mode checked (unknown value: invalid;
+   * reserved0 set: unsupported, nothing written). */
+  smax_attention_options_init(&o);
+  o.normalizer = SMAX_ATTENTION_SIGMOID;
+  o.scale = 0.5f;
+  o.is_causal = 1;
+  fill(out, ATT_H * ATT_LQ * ATT_DV, kSentinel);
+  CHECK(smax_attention(&tq, &tk, &tv, &to, &o) == SMAX_STATUS_OK);
+  ref_attention(q, 1, k, v, 0.5, 1, NULL, 1, -log((double)ATT_LK), want, P, want_lse);
+  CHECK_VEC(out, want, ATT_H * ATT_LQ * ATT_DV, 1e-5, 1e-6);
+  o.sigmoid_bias_mode = 2;
+  fill(out, ATT_H * ATT_LQ * ATT_DV, kSentinel);
+  CHECK(smax_attention(&tq, &tk, &tv, &to, &o) == SMAX_STATUS_INVALID_ARGUMENT);
+  CHECK(strstr(smax_last_error(), "sigmoid_bias_mode") != NULL && out[0] == kSentinel);
+  o.sigmoid_bias_mode = SMAX_SIGMOID_BIAS_PER_ROW_VISIBLE;
+  o.reserved0 = 1;
+  CHECK(smax_attention(&tq, &tk, &tv, &to, &o) == SMAX_STATUS_UNSUPPORTED);
+  CHECK(strstr(smax_last_error(), "reserved0") != NULL && out[0] == kSentinel);
 
   /* Every normaliser runs through the ABI (finite output). */
   {

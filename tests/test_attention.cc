@@ -282,6 +282,56 @@ TEST_P(Attention, HandVectors) {
                   {0.5906161, 0.4093839}, 1e-6);
 }
 
+// Sigmoid's default bias under is_causal (hand vectors, D = 2, q_i = (1, 0),
+// k_j = (x_j, 0), scale 1, V = identity: out = P). kPerSequence (default):
+// one b = -ln Lk for every row, so row 0 (one visible key) is sigmoid(x_0 -
+// ln Lk), as Ramapuram et al. 2024 pass b = -ln(sequence length);
+// kPerRowVisible: row i uses b = -ln(i + 1) (row 0: b = 0). The backward
+// of both modes against the float64 reference.
+TEST_P(Attention, SigmoidBiasModesCausal) {
+  const std::vector<float> x = {0.75f, -0.5f, 1.25f, 0.0f, -2.0f};
+  const int64_t L = static_cast<int64_t>(x.size());
+  Tensor q({1, 1, L, 2}), k({1, 1, L, 2}), v({1, 1, L, L}), out({1, 1, L, L});
+  q.fill([](int64_t i) { return i % 2 == 0 ? 1.0f : 0.0f; });
+  k.fill([&](int64_t i) { return i % 2 == 0 ? x[static_cast<size_t>(i / 2)] : 0.0f; });
+  v.fill([&](int64_t i) { return i / L == i % L ? 1.0f : 0.0f; });
+  auto sig = [](double z) { return 1.0 / (1.0 + std::exp(-z)); };
+  for (const auto mode : {smax::SigmoidBiasMode::kPerSequence, smax::SigmoidBiasMode::kPerRowVisible}) {
+    const bool per_seq = mode == smax::SigmoidBiasMode::kPerSequence;
+    AttentionOptions o;
+    o.scale = 1.0f;
+    o.is_causal = true;
+    o.normalizer = AttentionNormalizer::kSigmoid;
+    if (!per_seq) o.sigmoid_bias_mode = mode;
+    smax::attention(q.view(), k.view(), v.view(), out.view(), o);
+    const auto got = out.dense();
+    for (int64_t i = 0; i < L; ++i) {
+      const double b = -std::log(static_cast<double>(per_seq ? L : i + 1));
+      for (int64_t j = 0; j < L; ++j) {
+        const double want = j > i ? 0.0 : sig(static_cast<double>(x[static_cast<size_t>(j)]) + b);
+        EXPECT_NEAR(got[static_cast<size_t>(i * L + j)], want, 2e-6 * want)
+            << (per_seq ? "per-sequence" : "per-row") << " i=" << i << " j=" << j;
+      }
+    }
+    // Random problems, Lq < Lk, Lq > Lk and a bool mask, forward and backward.
+    Rng rng(per_seq ? "sigseq" : "sigrow");
+    for (const Shape& sh : {Shape{1, 2, 1, 6, 9, 8, 4}, Shape{2, 2, 2, 11, 5, 8, 3}}) {
+      Problem pr(sh, false);
+      pr.fill(rng);
+      BoolTensor bm({sh.Lq, sh.Lk});
+      bm.fill([&](int64_t) -> uint8_t { return rng.bernoulli(0.8); });
+      for (int masked = 0; masked < 2; ++masked) {
+        AttentionOptions r = o;
+        if (masked) r.attn_mask = bm.view();
+        const std::string what = std::string(per_seq ? "per-sequence " : "per-row ") +
+                                 shape_name(sh) + (masked ? " masked" : "");
+        EXPECT_TRUE(run_forward(pr, r, what));
+        EXPECT_TRUE(check_backward_case(pr, r, rng, what));
+      }
+    }
+  }
+}
+
 // ---- forward vs reference -----------------------------------------------------------
 TEST_P(Attention, ForwardShapesEveryNormalizer) {
   const std::vector<Shape> shapes = {
@@ -847,6 +897,10 @@ TEST_P(Attention, ErrorsLeaveOutputsUntouched) {
     b = o;
     b.normalizer = static_cast<AttentionNormalizer>(17);
     EXPECT_TRUE(throws_invalid([&] { call(b); }, "normalizer"));
+    b = o;
+    b.normalizer = AttentionNormalizer::kSigmoid;
+    b.sigmoid_bias_mode = static_cast<smax::SigmoidBiasMode>(2);
+    EXPECT_TRUE(throws_invalid([&] { call(b); }, "sigmoid_bias_mode"));
   }
   // Shapes.
   Tensor k3({1, 3, 5, 8}), kd({1, 2, 5, 7}), vL({1, 2, 4, 6}), o3({1, 4, 3, 5}), q3({4, 3, 8});

@@ -639,6 +639,68 @@ TEST_P(Lce, AllIgnored) {
   }
 }
 
+// kMean where every counted row has weight 0 (targets 0 and 2 weigh 0, row
+// 1 ignored): loss NaN and, as PyTorch's linear + cross_entropy, the
+// gradient of the counted rows NaN (w_y / sum w = 0 / 0): dhidden rows 0
+// and 2, every dweight and dbias entry (sums over those rows); dhidden row 1
+// is 0. kZero: loss and gradients 0. Backward, fused, a tiled vocabulary and
+// the oracle agree. (The gradients used to be exactly 0.)
+TEST_P(Lce, ZeroWeightSumMean) {
+  const float h[] = {1.0f, 0.5f, -1.0f, 2.0f, 0.25f, 0.0f};
+  const float w[] = {1.0f, 0.0f, 2.0f, -1.0f, 0.0f, 0.5f};
+  const float cw[] = {0.0f, 1.0f, 0.0f};
+  const int64_t t[] = {0, -100, 2};
+  const float one = 1.0f;
+  const TensorView hv = smax::make_view(h, {3, 2}), wv = smax::make_view(w, {3, 2});
+  const TensorView tv = smax::make_index_view(t, {3});
+  for (int zero = 0; zero < 2; ++zero) {
+    for (int mode = 0; mode < 3; ++mode) {  // backward, fused, tiled vocabulary
+      CrossEntropyOptions ce;
+      ce.loss.weight = smax::make_view(cw, {3});
+      if (zero) ce.loss.empty_mean = EmptyMean::kZero;
+      LinearCrossEntropyOptions lce;
+      if (mode == 2) lce.vocab_chunk = 2;
+      float loss = 7.0f, dh[6], dw[6], db[3];
+      std::fill(dh, dh + 6, 7.0f);
+      std::fill(dw, dw + 6, 7.0f);
+      std::fill(db, db + 3, 7.0f);
+      const std::string what = std::string(zero ? "kZero" : "kNan") + " mode " + std::to_string(mode);
+      if (mode == 1) {
+        smax::linear_cross_entropy_fused(hv, wv, tv, std::nullopt, smax::make_view(&loss, {}),
+                                         smax::make_view(&one, {}), smax::make_view(dh, {3, 2}),
+                                         smax::make_view(dw, {3, 2}), smax::make_view(db, {3}),
+                                         ce, lce);
+        if (zero) {
+          EXPECT_EQ(loss, 0.0f) << what;
+        } else {
+          EXPECT_TRUE(std::isnan(loss)) << what;
+        }
+      } else {
+        smax::linear_cross_entropy_backward(hv, wv, tv, std::nullopt, smax::make_view(&one, {}),
+                                            smax::make_view(dh, {3, 2}),
+                                            smax::make_view(dw, {3, 2}),
+                                            smax::make_view(db, {3}), ce, lce);
+      }
+      const TensorView dl = smax::make_view(&one, {});
+      const LceResult R = smax::reference::linear_cross_entropy(hv, wv, tv, std::nullopt, ce, {}, &dl);
+      auto expect = [&](float got, double want, bool nan, const std::string& name) {
+        if (nan && !zero) {
+          EXPECT_TRUE(std::isnan(got)) << what << " " << name << " = " << got;
+          EXPECT_TRUE(std::isnan(want)) << what << " oracle " << name;
+        } else {
+          EXPECT_EQ(got, 0.0f) << what << " " << name;
+          EXPECT_EQ(want, 0.0) << what << " oracle " << name;
+        }
+      };
+      for (int i = 0; i < 6; ++i) {
+        expect(dh[i], R.dhidden[static_cast<size_t>(i)], i / 2 != 1, "dhidden " + std::to_string(i));
+        expect(dw[i], R.dweight[static_cast<size_t>(i)], true, "dweight " + std::to_string(i));
+      }
+      for (int j = 0; j < 3; ++j) expect(db[j], R.dbias[static_cast<size_t>(j)], true, "dbias");
+    }
+  }
+}
+
 TEST_P(Lce, Adversarial) {
   Rng rng("adversarial");
   // Huge logits (|z| ~ 1e4: naive exp overflows), with and without softcap.

@@ -247,6 +247,18 @@ TEST(RescaledSpec, HandVectors) {
     expect_row(y3, {2.0 / 3, 0, 0}, 2e-6, "softpick [ln2,0,-ln2]");
     EXPECT_EQ(y3[1], 0.0f);
     EXPECT_EQ(y3[2], 0.0f);
+    // A masked entry (-inf, or bool mask 0) adds 0 to the denominator, as the
+    // authors' softpick (|e^t - 1| taken only where t is finite): [ln3, ln2,
+    // masked] -> [2/3, 1/3, 0], not [1/2, 1/4, 0] (|0 - 1| = 1 counted).
+    std::vector<float> xm = {std::log(3.0f), std::log(2.0f), -INFINITY}, ym(3);
+    smax::softpick(smax::make_view(xm.data(), {3}), smax::make_view(ym.data(), {3}), p);
+    expect_row(ym, {2.0 / 3, 1.0 / 3, 0}, 2e-6, "softpick [ln3,ln2,-inf]");
+    std::vector<float> xb = {std::log(3.0f), 5.0f, std::log(2.0f)}, yb(3);
+    std::vector<uint8_t> keep = {1, 0, 1};
+    smax::SoftmaxOptions mo;
+    mo.bool_mask = smax::make_bool_view(keep.data(), {3});
+    smax::softpick(smax::make_view(xb.data(), {3}), smax::make_view(yb.data(), {3}), p, mo);
+    expect_row(yb, {2.0 / 3, 0, 1.0 / 3}, 2e-6, "softpick bool-masked");
   }
   // StableMax.
   {
@@ -699,6 +711,43 @@ TEST_P(Rescaled, StablemaxCrossEntropy) {
       EXPECT_NEAR(dx.at(i), gr[static_cast<size_t>(i)], 2e-6 * std::fabs(gr[static_cast<size_t>(i)]) + 1e-7) << i;
       if (i / 12 == 3) {
         EXPECT_EQ(dx.at(i), 0.0f) << "masked class gets exactly 0";
+      }
+    }
+  }
+}
+
+// kMean where every counted row has weight 0 (targets 1 and 3 weigh 0, row
+// 1 ignored): 0 / 0, so the gradient of the counted rows is NaN (a
+// bool-masked entry stays exactly 0), the ignored row 0; kZero: 0. Library
+// and oracle. (It used to be 0.)
+TEST_P(Rescaled, StablemaxCrossEntropyZeroWeightSumMean) {
+  const float xv[] = {1, 2, 3, 0.5f, -1, 2, 0, 0, 0.25f, -0.5f, 1, 2};
+  const int64_t tv[] = {1, -100, 3};
+  const float wv[] = {1, 0, 1, 0};
+  const uint8_t keep[] = {1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+  const float one = 1.0f;
+  const TensorView x = smax::make_view(xv, {3, 4});
+  const TensorView t = smax::make_index_view(tv, {3});
+  SoftmaxOptions o;
+  o.bool_mask = smax::make_bool_view(keep, {3, 4});
+  for (int zero = 0; zero < 2; ++zero) {
+    LossOptions lo;
+    lo.weight = smax::make_view(wv, {4});
+    if (zero) lo.empty_mean = smax::EmptyMean::kZero;
+    float dx[12];
+    std::fill(dx, dx + 12, 7.0f);
+    smax::stablemax_cross_entropy_backward(x, t, smax::make_view(&one, {}),
+                                           smax::make_view(dx, {3, 4}), lo, o);
+    const std::vector<double> want =
+        ref::stablemax_cross_entropy_backward(x, t, smax::make_view(&one, {}), lo, o);
+    for (int i = 0; i < 12; ++i) {
+      const bool nan = !zero && i / 4 != 1 && keep[i] != 0;
+      if (nan) {
+        EXPECT_TRUE(std::isnan(dx[i])) << zero << " " << i << ": " << dx[i];
+        EXPECT_TRUE(std::isnan(want[static_cast<size_t>(i)])) << zero << " oracle " << i;
+      } else {
+        EXPECT_EQ(dx[i], 0.0f) << zero << " " << i;
+        EXPECT_EQ(want[static_cast<size_t>(i)], 0.0) << zero << " oracle " << i;
       }
     }
   }

@@ -61,7 +61,7 @@ namespace smax {
 /// Row normaliser of the attention scores (specs/normalizers.md §3, §8).
 enum class AttentionNormalizer : int {
   kSoftmax = 0,    ///< exact softmax (online (m, d, o) merge over key blocks)
-  kSigmoid = 1,    ///< sigmoid(t + b), b = sigmoid_bias or -ln(visible keys)
+  kSigmoid = 1,    ///< sigmoid(t + b), b = sigmoid_bias or -ln(Lk) (sigmoid_bias_mode)
   kSoftpick = 2,   ///< relu(e^t - 1) / (sum_visible |e^t - 1| + eps)
   kSsmax = 3,      ///< softmax((s ln n) t), n = visible keys of the query row
   kStablemax = 4,  ///< s(t) / sum s(t), s = t + 1 (t >= 0), 1 / (1 - t)
@@ -71,6 +71,22 @@ enum class AttentionNormalizer : int {
 /// "softmax", "sigmoid", "softpick", "ssmax", "stablemax", "softplus".
 AttentionNormalizer parse_attention_normalizer(std::string_view name);
 const char* attention_normalizer_name(AttentionNormalizer n) noexcept;
+
+/// Where the default sigmoid bias (sigmoid_bias = NaN) takes its n from,
+/// b = -ln(n). (Values mirror the C ABI, where a zeroed field must keep the
+/// earlier behaviour: hence kPerRowVisible = 0 although kPerSequence is the
+/// default.)
+enum class SigmoidBiasMode : int {
+  /// n = the number of visible keys of each query row (masked and causal-
+  /// hidden keys excluded; under is_causal row i has n = min(i + 1, Lk)
+  /// minus masked keys, so row 0 gets b = 0). The earlier default.
+  kPerRowVisible = 0,
+  /// n = Lk, one b = -ln(Lk) per call for every query row, whatever the
+  /// masks (Ramapuram et al. 2024, "Theory, Analysis, and Best Practices
+  /// for Sigmoid Self-Attention", b = -ln n with n the sequence length, as
+  /// apple/ml-sigmoid-attention passes it). The default.
+  kPerSequence = 1,
+};
 
 struct AttentionOptions {
   /// Multiplies <q, k>. NaN (default) = 1 / sqrt(D) (SDPA's default; D = 0:
@@ -91,9 +107,14 @@ struct AttentionOptions {
   /// symmetric form off it, as FlashAttention's non-causal ALiBi).
   std::optional<TensorView> alibi_slopes;
   AttentionNormalizer normalizer = AttentionNormalizer::kSoftmax;
-  /// kSigmoid: b. NaN (default) = -ln(n), n = number of visible keys of the
-  /// query row (the spec's -ln n with masking; a fully masked row is empty).
+  /// kSigmoid: b (finite). NaN (default) = fl(-ln n) rounded to f32, with n
+  /// chosen by sigmoid_bias_mode (default: n = Lk for every row). A fully
+  /// masked row is empty either way (empty_row).
   float sigmoid_bias = std::numeric_limits<float>::quiet_NaN();
+  /// kSigmoid with sigmoid_bias NaN: kPerSequence (default, b = -ln Lk for
+  /// every row) or kPerRowVisible (b = -ln(visible keys of the row)).
+  /// Ignored otherwise (but validated).
+  SigmoidBiasMode sigmoid_bias_mode = SigmoidBiasMode::kPerSequence;
   /// kSoftpick: eps of the denominator (0 or >= FLT_MIN; spec default 1e-6).
   float softpick_eps = 1e-6f;
   /// kSsmax: s (0.43 = the paper's initialisation); n = visible keys per row.

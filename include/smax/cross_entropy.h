@@ -21,7 +21,11 @@
 //   row (targets' shape; ignored rows give 0), kSum, kMean. kMean divides by
 //   the sum of w[target] over non-ignored rows (class indices) or by the
 //   number of rows (probabilities), as PyTorch does; a zero denominator
-//   gives NaN, or 0 with `empty_mean = EmptyMean::kZero`.
+//   gives NaN, or 0 with `empty_mean = EmptyMean::kZero`. With counted rows
+//   whose weights are all 0 the gradient is PyTorch's too: every element of
+//   every non-ignored row is NaN (w_y / sum w = 0 / 0; masked entries stay
+//   0), ignored rows 0; with kZero it is 0. (The fused gradient, the
+//   backward and the z-losses alike.)
 // * Backward: `dloss` has dst's shape; the result is d(loss)/d(src), chain
 //   rule through softcap and s included; masked entries and ignored rows get
 //   exactly 0. `dsrc` may be exactly `src` (same data and strides: the

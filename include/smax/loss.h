@@ -10,8 +10,11 @@
 //  * reduction: kNone -> one loss per row (dst has the targets' shape);
 //    kSum -> sum of weighted losses; kMean -> sum / sum of the weights of the
 //    non-ignored rows (dst: one element, any shape with numel 1, e.g. rank 0).
-//    All rows ignored with kMean: NaN like PyTorch, or 0 with
-//    `empty_mean = EmptyMean::kZero`.
+//    A zero denominator under kMean (every row ignored, or every counted
+//    row's weight 0): loss NaN like PyTorch, or 0 with
+//    `empty_mean = EmptyMean::kZero`. The gradient then follows PyTorch's
+//    w / sum w = 0 / 0: NaN on every non-ignored row (kNan; masked entries
+//    stay exactly 0), 0 with kZero; ignored rows get 0 either way.
 //  * backward takes `dloss` with dst's shape and returns dsrc.
 #pragma once
 
@@ -27,7 +30,7 @@ enum class Reduction : int { kNone = 0, kMean = 1, kSum = 2 };
 
 /// What a mean over zero non-ignored rows (total weight 0) gives.
 enum class EmptyMean : int {
-  kNan = 0,   ///< 0/0 like PyTorch
+  kNan = 0,   ///< 0/0 like PyTorch: NaN loss, NaN gradient on non-ignored rows
   kZero = 1,  ///< 0 (and zero gradient)
 };
 

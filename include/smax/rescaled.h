@@ -103,9 +103,10 @@ struct SoftpickOptions {
 /// eps e^-m) with the shift m = N ln 2, N = round(max t * log2 e) (e^-m is
 /// then exactly 2^-N and t - m is reduced exactly; |max t| > 2048 (256
 /// without FMA): m = max t and e^-m = 0). Masked entries (t = -inf) are left
-/// out of the denominator (the spec's choice; the original kernels count
-/// them as |0 - 1| = 1). Not sum-to-one; a row whose visible entries are all
-/// <= 0 gives exactly 0 (and 0 gradient).
+/// out of the denominator (the spec's choice, and the authors' code's: its
+/// reference softpick zeroes |e^t - 1| where t is not finite). Not
+/// sum-to-one; a row whose visible entries are all <= 0 gives exactly 0 (and
+/// 0 gradient).
 /// Bound: with S = sum_vis |e^t_j - 1| + eps, q_j = e^t_j / S, K = sum_vis q_j:
 ///   |y_j - ref| <= 2e-6 * ((1 + K) |y_j| + q_j) + 1e-36.
 /// K ~ 1 unless many t are near 0 (there softpick is ill-conditioned in f32:

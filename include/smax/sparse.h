@@ -40,8 +40,14 @@
 //     sparse_softmax: |y - y_ref| <= 2e-6 |y_ref| + 1e-36 (as softmax),
 //       exact 0 outside the kept set;
 //     backward (g = dy, w_i the op's gradient weights given with each
-//       function, q = <g,w>/sum w): |dx - ref| <= 1e-6 s w_i (|g_i| + |q|)
-//       + 1e-30 (sparse_softmax_backward: softmax_backward's bound);
+//       function, q = <g,w>/sum w, G = sum_j w_j |g_j| / sum w):
+//       |dx - ref| <= 2u |ref| + 1e-15 (n + 100 (1 + |2 - alpha|)) s w_i G
+//       + 1e-30: dx_i = s w_i (g_i - q) is evaluated in float64 (w and q
+//       never rounded to f32) and rounded once; the second term is the
+//       float64 error of q (sums of n terms; w = exp((2 - alpha) log y) with
+//       |log y| <= 104) times s w_i, which matters only when one w_i
+//       dominates sum w by ~1e9 or more (alpha > 2 and tiny y_i)
+//       (sparse_softmax_backward: softmax_backward's bound);
 //       dalpha: 1e-6 (1 + |ref|) + 4e-16 (n + 16) M, M = sum_i |g_i|
 //       ((y_i + p~_i) / (alpha-1)^2 + (|S_i| + p~_i |H|) / |alpha-1|): the
 //       float64 evaluation of terms that cancel (uniform y gives dalpha = 0

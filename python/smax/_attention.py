@@ -47,7 +47,8 @@ def _as4(x: Any, name: str) -> Tuple[Any, bool]:
 def _options(op: str, q4: Any, k4: Any, is_causal: bool, scale: Optional[float],
              enable_gqa: bool, dropout_p: float, normalizer: str, softcap: float,
              sinks: Any, alibi_slopes: Any, sigmoid_bias: Optional[float], softpick_eps: float,
-             ssmax_s: float, empty_row: str, threads: Optional[int]) -> tuple:
+             ssmax_s: float, empty_row: str, threads: Optional[int],
+             sigmoid_bias_mode: str = "per_sequence") -> tuple:
     if not isinstance(dropout_p, numbers.Real) or dropout_p != 0.0:
         raise ValueError(f"smax.{op}: dropout_p must be 0 (dropout is not supported), "
                          f"got {dropout_p!r}")
@@ -64,7 +65,8 @@ def _options(op: str, q4: Any, k4: Any, is_causal: bool, scale: Optional[float],
             None if sinks is None else _arg(sinks),
             None if alibi_slopes is None else _arg(alibi_slopes), str(normalizer),
             _NAN if sigmoid_bias is None else float(sigmoid_bias), float(softpick_eps),
-            float(ssmax_s), str(empty_row), 0 if threads is None else int(threads))
+            float(ssmax_s), str(empty_row), 0 if threads is None else int(threads),
+            str(sigmoid_bias_mode))
 
 
 def attention(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 0.0,
@@ -73,7 +75,7 @@ def attention(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 
               alibi_slopes: Any = None, sigmoid_bias: Optional[float] = None,
               softpick_eps: float = 1e-6, ssmax_s: float = 0.43, empty_row: str = "zero",
               return_lse: bool = False, threads: Optional[int] = None,
-              out: Any = None) -> Any:
+              out: Any = None, sigmoid_bias_mode: str = "per_sequence") -> Any:
     """Scaled dot-product attention, ``softmax(q k^T * scale + mask) v`` for
     ``normalizer="softmax"`` (the other normalisers replace the softmax row).
 
@@ -86,7 +88,8 @@ def attention(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 
     smax extras: normalizer ("softmax", "sigmoid", "softpick", "ssmax",
     "stablemax", "softplus"), softcap (cap * tanh(t / cap) after scaling),
     sinks ([H] sink logits, softmax only), alibi_slopes ([H] or [B, H]; adds
-    -slope * |i - j|), sigmoid_bias (None = -ln(visible keys)), softpick_eps,
+    -slope * |i - j|), sigmoid_bias (None = -ln n with n = Lk for every row;
+    sigmoid_bias_mode="per_row_visible": n = the row's visible keys), softpick_eps,
     ssmax_s, empty_row ("zero": fully masked queries give 0 like SDPA;
     "nan"), return_lse (softmax only: also return lse [B, H, Lq]), threads.
     A torch tensor that requires grad goes through ``smax.torch.attention``
@@ -100,13 +103,14 @@ def attention(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 
                                normalizer=normalizer, softcap=softcap, sinks=sinks,
                                alibi_slopes=alibi_slopes, sigmoid_bias=sigmoid_bias,
                                softpick_eps=softpick_eps, ssmax_s=ssmax_s,
-                               empty_row=empty_row, threads=threads)
+                               empty_row=empty_row, threads=threads,
+                               sigmoid_bias_mode=sigmoid_bias_mode)
     q4, squeeze = _as4(q, "q")
     k4, _ = _as4(k, "k")
     v4, _ = _as4(v, "v")
     ao = _options("attention", q4, k4, is_causal, scale, enable_gqa, dropout_p, normalizer,
                   softcap, sinks, alibi_slopes, sigmoid_bias, softpick_eps, ssmax_s, empty_row,
-                  threads)
+                  threads, sigmoid_bias_mode)
     shape = (int(q4.shape[0]), int(q4.shape[1]), int(q4.shape[2]), int(v4.shape[3]))
     if out is None:
         res = _alloc(q, shape)
@@ -181,7 +185,8 @@ def torch_attention(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: fl
                     softcap: float = 0.0, sinks: Any = None, alibi_slopes: Any = None,
                     sigmoid_bias: Optional[float] = None, softpick_eps: float = 1e-6,
                     ssmax_s: float = 0.43, empty_row: str = "zero",
-                    threads: Optional[int] = None) -> Any:
+                    threads: Optional[int] = None,
+                    sigmoid_bias_mode: str = "per_sequence") -> Any:
     """Differentiable ``smax.attention`` for float32 CPU torch tensors: same
     arguments (no ``out`` / ``return_lse``); gradients flow to q, k and v
     (not to the mask, sinks or ALiBi slopes)."""
@@ -195,7 +200,7 @@ def torch_attention(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: fl
     v4, _ = _as4(v, "v")
     ao = _options("attention", q4, k4, is_causal, scale, enable_gqa, dropout_p, normalizer,
                   softcap, sinks, alibi_slopes, sigmoid_bias, softpick_eps, ssmax_s, empty_row,
-                  threads)
+                  threads, sigmoid_bias_mode)
     for name, t in (("q", q), ("k", k), ("v", v)):
         if t.dtype != torch.float32:
             raise TypeError(f"smax.torch.attention: {name} has dtype {t.dtype}, expected "

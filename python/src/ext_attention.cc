@@ -1,8 +1,10 @@
 // python/src/ext_attention.cc: bindings of attention / attention_backward
 // (smax/attention.h). Conventions: ext_common.h. The options tuple is
 //   ao = (is_causal, scale, softcap, sinks, alibi_slopes, normalizer,
-//         sigmoid_bias, softpick_eps, ssmax_s, empty_row, threads)
-// with scale / sigmoid_bias NaN for "default".
+//         sigmoid_bias, softpick_eps, ssmax_s, empty_row, threads,
+//         sigmoid_bias_mode)
+// with scale / sigmoid_bias NaN for "default" and sigmoid_bias_mode
+// "per_sequence" or "per_row_visible".
 #include "ext_common.h"
 #include "smax/attention.h"
 
@@ -16,7 +18,7 @@ struct AttnArgs {
 };
 
 AttnArgs attn_options(const char* op, const std::optional<In>& mask, const nb::tuple& ao) {
-  if (ao.size() != 11) throw nb::type_error((pre(op) + "bad options tuple").c_str());
+  if (ao.size() != 12) throw nb::type_error((pre(op) + "bad options tuple").c_str());
   AttnArgs a;
   a.mask = mask;
   if (mask) {
@@ -54,6 +56,17 @@ AttnArgs attn_options(const char* op, const std::optional<In>& mask, const nb::t
                               .c_str());
   }
   a.o.threads = threads;
+  const std::string mode = nb::cast<std::string>(ao[11]);
+  if (mode == "per_sequence") {
+    a.o.sigmoid_bias_mode = smax::SigmoidBiasMode::kPerSequence;
+  } else if (mode == "per_row_visible") {
+    a.o.sigmoid_bias_mode = smax::SigmoidBiasMode::kPerRowVisible;
+  } else {
+    throw nb::value_error((std::string(op) +
+                           ": sigmoid_bias_mode must be 'per_sequence' or 'per_row_visible', got '" +
+                           mode + "'")
+                              .c_str());
+  }
   return a;
 }
 

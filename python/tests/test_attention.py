@@ -149,6 +149,8 @@ def normalise64(name, t, D, **kw):
     vis = torch.isfinite(t) | torch.isnan(t)
     n = vis.sum(-1, keepdim=True).double()
     if name == "sigmoid":
+        if kw.get("sigmoid_bias_mode", "per_sequence") == "per_sequence":
+            n = torch.full_like(n, t.shape[-1])  # one b = -ln Lk for every row
         b = -torch.log(n) if kw.get("sigmoid_bias") is None else kw["sigmoid_bias"]
         return torch.where(vis, torch.sigmoid(t + b), 0.0)
     if name == "softpick":
@@ -193,6 +195,14 @@ def test_other_normalizers_values_and_gradients(name, causal):
     grad_close(q.grad, q64.grad, 5e-4)
     grad_close(k.grad, k64.grad, 5e-4)
     grad_close(v.grad, v64.grad, 5e-4)
+
+
+@pytest.mark.parametrize("mode", ["per_sequence", "per_row_visible"])
+def test_sigmoid_bias_mode_causal(mode):
+    q, k, v = qkv(1, 2, 2, 6, 9, 8)
+    got = smax.attention(q, k, v, is_causal=True, normalizer="sigmoid", sigmoid_bias_mode=mode)
+    close(got, composed64(q, k, v, "sigmoid", True, sigmoid_bias_mode=mode), rtol=1e-4,
+          atol=1e-5)
 
 
 def test_softcap_sinks_alibi_against_composition():

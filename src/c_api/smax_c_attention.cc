@@ -9,6 +9,7 @@
 #include "c_api_internal.h"
 #include "smax/attention.h"
 #include "smax/c/smax.h"
+#include "smax/error.h"
 
 using smax::capi::checked;
 using smax::capi::fail;
@@ -30,6 +31,18 @@ static_assert(static_cast<int>(SMAX_ATTENTION_SOFTMAX) ==
                   static_cast<int>(SMAX_ATTENTION_SOFTPLUS) ==
                       static_cast<int>(smax::AttentionNormalizer::kSoftplus),
               "attention normaliser values must mirror smax::AttentionNormalizer");
+
+static_assert(static_cast<int>(SMAX_SIGMOID_BIAS_PER_ROW_VISIBLE) ==
+                      static_cast<int>(smax::SigmoidBiasMode::kPerRowVisible) &&
+                  static_cast<int>(SMAX_SIGMOID_BIAS_PER_SEQUENCE) ==
+                      static_cast<int>(smax::SigmoidBiasMode::kPerSequence),
+              "sigmoid bias modes must mirror smax::SigmoidBiasMode");
+
+// The fields added after version 1 (sigmoid_bias_mode, reserved0) fill the
+// struct to a multiple of its alignment: no implicit padding.
+static_assert(offsetof(smax_attention_options, reserved0) + sizeof(int32_t) ==
+                  sizeof(smax_attention_options),
+              "smax_attention_options must have no tail padding");
 
 static_assert(offsetof(smax_attention_options, struct_size) == 0 &&
                   std::is_same_v<decltype(smax_attention_options::struct_size), uint32_t> &&
@@ -62,6 +75,17 @@ smax::AttentionOptions to_attention(const smax_attention_options* p, const char*
   }
   out.empty_row = static_cast<smax::EmptyRow>(p->empty_row);
   out.threads = p->threads;
+  if (p->sigmoid_bias_mode != SMAX_SIGMOID_BIAS_PER_ROW_VISIBLE &&
+      p->sigmoid_bias_mode != SMAX_SIGMOID_BIAS_PER_SEQUENCE) {
+    fail(std::string(op) + ": params.sigmoid_bias_mode has unknown value " +
+         std::to_string(p->sigmoid_bias_mode));
+  }
+  out.sigmoid_bias_mode = static_cast<smax::SigmoidBiasMode>(p->sigmoid_bias_mode);
+  if (p->reserved0 != 0) {
+    throw smax::Error(smax::Status::kUnsupported,
+                      std::string(op) + ": params.reserved0 is non-zero (a field of a newer "
+                                        "smax_attention_options that this library does not know)");
+  }
   return out;
 }
 
@@ -87,6 +111,8 @@ void smax_attention_options_init(smax_attention_options* options) {
   options->lse = nullptr;
   options->empty_row = static_cast<int32_t>(d.empty_row);
   options->threads = d.threads;
+  options->sigmoid_bias_mode = static_cast<int32_t>(d.sigmoid_bias_mode);
+  options->reserved0 = 0;
 }
 
 const char* smax_attention_normalizer_name(int32_t normalizer) {

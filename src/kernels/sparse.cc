@@ -335,7 +335,7 @@ void Entmax15StoreImpl(const float* t, int64_t n64, float m, double tau, float* 
 // w = y^(2-alpha) on y > 0 (kind 2: indicator, 3: sqrt, 0: exp(e log y)).
 template <int kKind>
 HWY_INLINE EntmaxGradSums GradSumsT(const float* y, const float* g, size_t n, double alpha,
-                                    bool with_alpha, float* w_out) {
+                                    bool with_alpha, double* w_out) {
   const D64 d;
   const DF64 df;
   const size_t N = hn::Lanes(d);
@@ -368,18 +368,18 @@ HWY_INLINE EntmaxGradSums GradSumsT(const float* y, const float* g, size_t n, do
   for (; i + N <= n; i += N) {
     const V64 vy = hn::PromoteTo(d, hn::LoadU(df, y + i));
     const V64 vg = hn::PromoteTo(d, hn::LoadU(df, g + i));
-    const V64 w = step(vy, vg);
-    hn::StoreU(hn::DemoteTo(df, w), df, w_out + i);
+    hn::StoreU(step(vy, vg), d, w_out + i);
   }
   if (i < n) {
     const size_t cnt = n - i;
-    HWY_ALIGN float by[kMaxLanes64] = {}, bg[kMaxLanes64] = {}, bw[kMaxLanes64];
+    HWY_ALIGN float by[kMaxLanes64] = {}, bg[kMaxLanes64] = {};
+    HWY_ALIGN double bw[kMaxLanes64];
     for (size_t l = 0; l < cnt; ++l) {
       by[l] = y[i + l];
       bg[l] = g[i + l];
     }
     const V64 w = step(hn::PromoteTo(d, hn::Load(df, by)), hn::PromoteTo(d, hn::Load(df, bg)));
-    hn::Store(hn::DemoteTo(df, w), df, bw);
+    hn::Store(w, d, bw);
     for (size_t l = 0; l < cnt; ++l) w_out[i + l] = bw[l];
   }
   EntmaxGradSums r;
@@ -395,24 +395,38 @@ HWY_INLINE EntmaxGradSums GradSumsT(const float* y, const float* g, size_t n, do
 }
 
 EntmaxGradSums EntmaxGradSumsImpl(const float* y, const float* g, int64_t n64, double alpha,
-                                  bool with_alpha, float* w_out) {
+                                  bool with_alpha, double* w_out) {
   const size_t n = static_cast<size_t>(n64);
   if (alpha == 2.0) return GradSumsT<2>(y, g, n, alpha, with_alpha, w_out);
   if (alpha == 1.5) return GradSumsT<3>(y, g, n, alpha, with_alpha, w_out);
   return GradSumsT<0>(y, g, n, alpha, with_alpha, w_out);
 }
 
-void EntmaxGradStoreImpl(const float* w, const float* g, int64_t n64, float q, float scale,
+// dx = fl32(s w (g - q)) in float64: g - q cancels where g_i is close to the
+// weighted mean q, and a large w_i (y^(2-alpha), alpha > 2, small y) scales
+// that cancellation up, so neither q nor w is rounded to f32 before it.
+void EntmaxGradStoreImpl(const double* w, const float* g, int64_t n64, double q, float scale,
                          float* dx) {
-  const DF d;
+  const D64 d;
+  const DF64 df;
   const size_t N = hn::Lanes(d);
   const size_t n = static_cast<size_t>(n64);
-  const VF vq = hn::Set(d, q), vs = hn::Set(d, scale);
-  auto f = [&](VF vw, VF vg) { return hn::Mul(hn::Mul(vw, hn::Sub(vg, vq)), vs); };
+  const V64 vq = hn::Set(d, q), vs = hn::Set(d, static_cast<double>(scale));
+  auto f = [&](V64 vw, V64 vg) { return hn::DemoteTo(df, hn::Mul(hn::Mul(vw, hn::Sub(vg, vq)), vs)); };
   size_t i = 0;
-  for (; i + N <= n; i += N) hn::StoreU(f(hn::LoadU(d, w + i), hn::LoadU(d, g + i)), d, dx + i);
+  for (; i + N <= n; i += N) {
+    hn::StoreU(f(hn::LoadU(d, w + i), hn::PromoteTo(d, hn::LoadU(df, g + i))), df, dx + i);
+  }
   if (i < n) {
-    StoreTail(d, f(LoadTailZero(d, w + i, n - i), LoadTailZero(d, g + i, n - i)), dx + i, n - i);
+    const size_t cnt = n - i;
+    HWY_ALIGN float bg[kMaxLanes64] = {}, bx[kMaxLanes64];
+    HWY_ALIGN double bw[kMaxLanes64] = {};
+    for (size_t l = 0; l < cnt; ++l) {
+      bg[l] = g[i + l];
+      bw[l] = w[i + l];
+    }
+    hn::Store(f(hn::Load(d, bw), hn::PromoteTo(d, hn::Load(df, bg))), df, bx);
+    for (size_t l = 0; l < cnt; ++l) dx[i + l] = bx[l];
   }
 }
 
@@ -518,10 +532,10 @@ double entmax_pow_store(const double* z, int64_t k, double tau, double p, double
   return HWY_DYNAMIC_DISPATCH(EntmaxPowStoreImpl)(z, k, tau, p, out);
 }
 EntmaxGradSums entmax_grad_sums(const float* y, const float* g, int64_t n, double alpha,
-                                bool with_alpha, float* w_out) noexcept {
+                                bool with_alpha, double* w_out) noexcept {
   return HWY_DYNAMIC_DISPATCH(EntmaxGradSumsImpl)(y, g, n, alpha, with_alpha, w_out);
 }
-void entmax_grad_store(const float* w, const float* g, int64_t n, float q, float scale,
+void entmax_grad_store(const double* w, const float* g, int64_t n, double q, float scale,
                        float* dx) noexcept {
   HWY_DYNAMIC_DISPATCH(EntmaxGradStoreImpl)(w, g, n, q, scale, dx);
 }

@@ -36,7 +36,7 @@ double entmax_pow_store(const double* z, int64_t k, double tau, double p, double
 
 /// Backward statistics over a row of saved outputs y and upstream g:
 /// w_i = y_i^(2 - alpha) for y_i > 0, else 0 (alpha = 2: [y_i > 0];
-/// alpha = 1.5: sqrt(y_i)); stores w (f32) into w_out. Sums in float64.
+/// alpha = 1.5: sqrt(y_i)); stores w (float64) into w_out. Sums in float64.
 /// With `with_alpha`, also <g,y>, <g,S> and H = sum S, S_i = y_i log y_i.
 struct EntmaxGradSums {
   double sum_w = 0.0;  ///< sum w
@@ -47,9 +47,11 @@ struct EntmaxGradSums {
   double sum_y = 0.0;  ///< sum y (NaN / inf detection)
 };
 EntmaxGradSums entmax_grad_sums(const float* y, const float* g, int64_t n, double alpha,
-                                bool with_alpha, float* w_out) noexcept;
-/// dx_i = scale * (w_i * (g_i - q)). dx may equal g.
-void entmax_grad_store(const float* w, const float* g, int64_t n, float q, float scale,
+                                bool with_alpha, double* w_out) noexcept;
+/// dx_i = scale * (w_i * (g_i - q)), evaluated in float64 and rounded to f32
+/// once (no f32 rounding of w or q enters the cancellation g_i - q). dx may
+/// equal g.
+void entmax_grad_store(const double* w, const float* g, int64_t n, double q, float scale,
                        float* dx) noexcept;
 
 /// Top-k exponentials: dst_i = exp(t_i - m) where t_i > theta, or

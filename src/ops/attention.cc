@@ -94,8 +94,16 @@ void normalize_rows(const Setup& s, float* t, int64_t rows, int64_t n) {
       break;
     case AttentionNormalizer::kSigmoid: {
       SigmoidNormalizerOptions sig;
-      if (!std::isnan(s.o.sigmoid_bias)) sig.bias = s.o.sigmoid_bias;
-      sig.count_visible = true;
+      if (!std::isnan(s.o.sigmoid_bias)) {
+        sig.bias = s.o.sigmoid_bias;
+      } else if (s.o.sigmoid_bias_mode == SigmoidBiasMode::kPerSequence) {
+        // One b = fl(-ln Lk) for every row (n is the key count, not the row
+        // block's width n, which the causal forward truncates). Lk = 0: no
+        // row has a visible key.
+        sig.n_fixed = s.Lk;
+      } else {
+        sig.count_visible = true;
+      }
       sigmoid_normalizer(tv, tv, sig, so);
       break;
     }
@@ -263,6 +271,11 @@ Setup prepare(const char* op, const TensorView& q, const TensorView& k, const Te
   const bool softmax = s.norm == AttentionNormalizer::kSoftmax;
   if (!std::isnan(o.sigmoid_bias) && !std::isfinite(o.sigmoid_bias)) {
     fail(op, "sigmoid_bias must be finite (NaN = -ln n), got " + num(o.sigmoid_bias));
+  }
+  if (o.sigmoid_bias_mode != SigmoidBiasMode::kPerSequence &&
+      o.sigmoid_bias_mode != SigmoidBiasMode::kPerRowVisible) {
+    fail(op, "sigmoid_bias_mode has an unknown value " +
+                 std::to_string(static_cast<int>(o.sigmoid_bias_mode)));
   }
   if (!std::isfinite(o.softpick_eps) || o.softpick_eps < 0.0f ||
       (o.softpick_eps > 0.0f && o.softpick_eps < FLT_MIN)) {

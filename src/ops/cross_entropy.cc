@@ -227,7 +227,7 @@ void grad_row(const Setup& s, const RowArgs& a, double g, double L, double shift
     fill(out, a.n, s.empty_row == EmptyRow::kNan ? std::numeric_limits<float>::quiet_NaN() : 0.0f);
     return;
   }
-  if (!std::isfinite(L)) {
+  if (!std::isfinite(L) || std::isnan(g)) {  // NaN row, or a NaN G_r (0 / 0 mean, NaN dloss)
     nan_row(s, a, out);
     return;
   }

@@ -66,8 +66,9 @@ class Reducer {
   /// dst fits the reduction (kNone: a row view; else one element).
   void check_output(const TensorView& dst, const char* name) const;
   void write(const std::vector<double>& values, const TensorView& dst) const;
-  /// G_r: dloss_r (kNone), dloss (kSum), dloss / denominator (kMean; 0 when
-  /// the denominator is 0); 0 for inactive rows.
+  /// G_r: dloss_r (kNone), dloss (kSum), dloss / denominator (kMean; when
+  /// the denominator is 0: NaN under EmptyMean::kNan, as PyTorch's 0 / 0,
+  /// 0 under kZero); 0 for inactive rows.
   std::vector<double> coefficients(const TensorView& dloss) const;
   /// coefficients() for a unit dloss (1.0f in every element), without a
   /// tensor: the multipliers of the fused gradient (CrossEntropyOptions::grad).
@@ -76,6 +77,9 @@ class Reducer {
   Reducer with_denominator(double denominator) const;
 
  private:
+  /// kMean: g / denominator, or for a zero denominator NaN (kNan) / 0 (kZero).
+  double mean_factor(double g) const;
+
   const char* op_;
   TensorView src_;
   int axis_;

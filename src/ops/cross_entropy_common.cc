@@ -162,15 +162,22 @@ std::vector<double> Reducer::coefficients(const TensorView& dloss) const {
                   reduction_name(reduction_) + "'");
   }
   double g = static_cast<double>(*static_cast<const float*>(dloss.data));
-  if (reduction_ == Reduction::kMean) g = denominator_ == 0.0 ? 0.0 : g / denominator_;
+  if (reduction_ == Reduction::kMean) g = mean_factor(g);
   for (size_t r = 0; r < c.size(); ++r) c[r] = active_[r] ? g : 0.0;
   return c;
+}
+
+double Reducer::mean_factor(double g) const {
+  if (denominator_ != 0.0) return g / denominator_;
+  // A zero denominator with counted rows (their weights all 0): PyTorch's
+  // w / sum w = 0 / 0, NaN for every counted row (kNan), or 0 (kZero).
+  return empty_mean_ == EmptyMean::kZero ? 0.0 : std::numeric_limits<double>::quiet_NaN();
 }
 
 std::vector<double> Reducer::unit_coefficients() const {
   // Exactly coefficients() with dloss = 1.0f: g = 1, kMean divides once.
   double g = 1.0;
-  if (reduction_ == Reduction::kMean) g = denominator_ == 0.0 ? 0.0 : g / denominator_;
+  if (reduction_ == Reduction::kMean) g = mean_factor(g);
   std::vector<double> c(active_.size(), 0.0);
   for (size_t r = 0; r < c.size(); ++r) c[r] = active_[r] ? g : 0.0;
   return c;

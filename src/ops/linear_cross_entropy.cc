@@ -621,7 +621,7 @@ void grad_row(const Setup& s, float* row, int64_t vc, int64_t v0, int64_t gr, do
     std::fill(row, row + vc, s.empty_row == EmptyRow::kNan ? nanf : 0.0f);
     return;
   }
-  if (!std::isfinite(L)) {  // NaN row; masked entries stay 0
+  if (!std::isfinite(L) || std::isnan(g)) {  // NaN row or G_r (0 / 0 mean); masked entries stay 0
     for (int64_t j = 0; j < vc; ++j) row[j] = row[j] == ninf ? 0.0f : nanf;
     return;
   }
@@ -722,7 +722,13 @@ void backward_impl(const char* op, const TensorView& hidden, const TensorView& w
                    reduction_name(s.reduction) + "'");
     }
     double g = static_cast<double>(*static_cast<const float*>(dloss.data));
-    if (s.reduction == Reduction::kMean) g = s.denominator == 0.0 ? 0.0 : g / s.denominator;
+    if (s.reduction == Reduction::kMean) {
+      // A zero weight sum with counted rows: PyTorch's w / sum w = 0 / 0,
+      // NaN for every counted row (kNan), or 0 (kZero).
+      g = s.denominator != 0.0                    ? g / s.denominator
+          : s.empty_mean == EmptyMean::kZero ? 0.0
+                                               : kNan;
+    }
     for (int64_t r = 0; r < s.N; ++r) G[static_cast<size_t>(r)] = s.active(r) ? g : 0.0;
   }
   std::vector<double> lse_in;

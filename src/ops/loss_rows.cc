@@ -141,7 +141,13 @@ std::vector<double> LossRows::coefficients(const TensorView& dloss) const {
                   reduction_name(reduction_) + "'");
   }
   double scale = static_cast<double>(*g);
-  if (reduction_ == Reduction::kMean) scale = weight_sum_ == 0.0 ? 0.0 : scale / weight_sum_;
+  if (reduction_ == Reduction::kMean) {
+    // A zero weight sum with non-ignored rows: PyTorch's w / sum w = 0 / 0,
+    // NaN for every non-ignored row (kNan), or 0 (kZero).
+    scale = weight_sum_ != 0.0                   ? scale / weight_sum_
+            : empty_mean_ == EmptyMean::kZero ? 0.0
+                                                : std::numeric_limits<double>::quiet_NaN();
+  }
   for (int64_t r = 0; r < rows(); ++r) {
     if (!ignored(r)) c[static_cast<size_t>(r)] = weight(r) * scale;
   }

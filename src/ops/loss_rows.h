@@ -7,7 +7,8 @@
 // the row's linear index (RowArgs::row), then calls write() for the forward
 // output. A backward pass calls coefficients() to turn `dloss` into one
 // multiplier per row: c_r = dloss_r * w_r / (kMean ? sum of w : 1), 0 for
-// ignored rows; dsrc row r = c_r * (d loss_r / d logits).
+// ignored rows (kMean with sum of w = 0: NaN, PyTorch's 0 / 0, or 0 under
+// EmptyMean::kZero); dsrc row r = c_r * (d loss_r / d logits).
 #pragma once
 
 #include <cstdint>

@@ -313,6 +313,10 @@ void stablemax_cross_entropy_backward(const TensorView& src, const TensorView& t
       case CeRow::kOk: break;
     }
     const double c = coef[static_cast<size_t>(a.row)] * static_cast<double>(a.scale);
+    if (std::isnan(c)) {  // 0 / 0 mean (or NaN dloss): NaN, masked entries 0
+      for (int64_t j = 0; j < n; ++j) dx[j] = t[j] == -INFINITY ? 0.0f : kNaNf;
+      return;
+    }
     kernels::stablemax_ce_grad_row(t, n, tg, others, static_cast<float>(c), dx);
   });
 }

@@ -2,6 +2,7 @@
 // top-k sparse softmax, forward and backward (include/smax/sparse.h).
 // Row solvers: src/ops/sparse_rows.h; kernels: src/kernels/sparse.cc.
 #include <cmath>
+#include <cstdint>
 #include <string>
 
 #include "kernels/sparse.h"
@@ -36,12 +37,15 @@ void candidate_forward(Rowwise& rw, double radius, Solve&& solve) {
 template <class AlphaOf>
 void entmax_family_backward(Rowwise& rw, bool with_alpha, AlphaOf&& alpha_of) {
   rw.zero_masked_outputs();
-  rw.run(detail::row_length(rw) + 16, [&](const RowArgs& a) {
+  // Scratch: the float64 weights w (2 floats each), 64-byte aligned.
+  rw.run(2 * detail::row_length(rw) + 16, [&](const RowArgs& a) {
     const int64_t n = a.n;
     const double alpha = alpha_of(a);
     float dalpha = 0.0f;
     if (n > 0) {
-      float* w = a.scratch;
+      auto base = reinterpret_cast<uintptr_t>(a.scratch);
+      base = (base + 63) & ~static_cast<uintptr_t>(63);
+      auto* w = reinterpret_cast<double*>(base);
       const kernels::EntmaxGradSums s =
           kernels::entmax_grad_sums(a.in[0], a.in[1], n, alpha, with_alpha, w);
       if (!std::isfinite(s.sum_y)) {  // NaN (or non-finite) saved output: NaN row
@@ -50,8 +54,10 @@ void entmax_family_backward(Rowwise& rw, bool with_alpha, AlphaOf&& alpha_of) {
       } else if (s.sum_w == 0.0) {  // empty row (kZero policy): no gradient
         kernels::sparse_fill(a.out[0], n, 0.0f);
       } else {
+        // q stays float64: rounded to f32 it cost up to |q| u w_i in dx_i,
+        // far more than |dx_i| when one large w_i dominates q (alpha > 2).
         const double q = s.gw / s.sum_w;
-        kernels::entmax_grad_store(w, a.in[1], n, static_cast<float>(q), a.scale, a.out[0]);
+        kernels::entmax_grad_store(w, a.in[1], n, q, a.scale, a.out[0]);
         if (with_alpha) {
           const double am1 = alpha - 1.0;
           const double gpt = s.gw / s.sum_w;  // <g, p~>

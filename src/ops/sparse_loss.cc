@@ -103,6 +103,11 @@ double row_loss(const Family& f, const RowArgs& a, int64_t target, float* probs)
 }
 
 // dsrc row = cs * (p - d_target); masked entries 0.
+// A NaN coefficient's gradient row: NaN, exactly 0 where t = -inf (masked).
+void nan_grad_row(const float* t, int64_t n, float* out) {
+  for (int64_t j = 0; j < n; ++j) out[j] = t[j] == sp::kNegInfF ? 0.0f : sp::kNaNF;
+}
+
 void row_grad(const Family& f, const RowArgs& a, int64_t target, double cs) {
   const float* t = a.in[0];
   float* out = a.out[0];
@@ -115,6 +120,10 @@ void row_grad(const Family& f, const RowArgs& a, int64_t target, double cs) {
       sp::write_topk_special(r, n, out, a.empty_row);
       return;
     }
+    if (std::isnan(cs)) {  // 0 / 0 mean (or NaN dloss): NaN, masked entries 0
+      nan_grad_row(t, n, out);
+      return;
+    }
     const double pt = out[target];
     kernels::scale_segment(out, n, static_cast<float>(cs));
     if (t[target] > sp::kNegInfF) out[target] = static_cast<float>(cs * (pt - 1.0));
@@ -123,6 +132,10 @@ void row_grad(const Family& f, const RowArgs& a, int64_t target, double cs) {
   const sp::Row row = solve_row(f, a, alpha);
   if (row.kind != sp::Kind::kOk) {
     sp::write_row(row, out, a.empty_row);
+    return;
+  }
+  if (std::isnan(cs)) {  // 0 / 0 mean (or NaN dloss): NaN, masked entries 0
+    nan_grad_row(t, n, out);
     return;
   }
   kernels::sparse_fill(out, n, 0.0f);

@@ -149,6 +149,12 @@ void z_backward(const TensorView& src, const TensorView* target, const TensorVie
       for (int64_t j = 0; j < a.n; ++j) out[j] = (!all_masked && a.in[0][j] == -INFINITY) ? 0.0f : fill;
       return;
     }
+    if (std::isnan(G[r])) {  // 0 / 0 mean (or NaN dloss): NaN, masked entries 0
+      for (int64_t j = 0; j < a.n; ++j) {
+        out[j] = a.in[0][j] == -INFINITY ? 0.0f : std::numeric_limits<float>::quiet_NaN();
+      }
+      return;
+    }
     const double L = static_cast<double>(sc.ref) + std::log(sc.d);
     kernels::XentGrad gr;
     gr.shift = sc.ref;
@@ -280,7 +286,7 @@ void spherical_z_loss_backward(const TensorView& src, const TensorView& target,
       for (int64_t j = 0; j < args.n; ++j) out[j] = v;
       return;
     }
-    if (s.nan) {
+    if (s.nan || std::isnan(G[ri])) {  // NaN row, or a 0 / 0 mean (NaN dloss)
       for (int64_t j = 0; j < args.n; ++j) out[j] = args.in[0][j] == -INFINITY ? 0.0f : nanf;
       return;
     }

@@ -89,7 +89,11 @@ double normalize_row(const AttentionProblem& p, const double* t, int64_t n, cons
       return kNaN;
     }
     case AttentionNormalizer::kSigmoid: {
-      const double b = std::isnan(o.sigmoid_bias) ? -std::log(static_cast<double>(vis))
+      // Default bias: -ln n, n = Lk (kPerSequence) or the row's visible keys.
+      const double nb = o.sigmoid_bias_mode == SigmoidBiasMode::kPerSequence
+                            ? static_cast<double>(p.Lk)
+                            : static_cast<double>(vis);
+      const double b = std::isnan(o.sigmoid_bias) ? -std::log(nb)
                                                   : static_cast<double>(o.sigmoid_bias);
       for (int64_t j = 0; j < n; ++j) y[j] = t[j] == -kInf ? 0.0 : t[j] == kInf ? 1.0 : sigmoid(t[j] + b);
       return kNaN;

@@ -208,7 +208,12 @@ std::vector<double> coefficients(const char* fn, const LossRef& L, const TensorV
     return G;
   }
   double g = to_dense(dloss)[0];
-  if (L.reduction == Reduction::kMean) g = L.denominator == 0.0 ? 0.0 : g / L.denominator;
+  if (L.reduction == Reduction::kMean) {
+    // Zero denominator with counted rows: PyTorch's w / sum w = 0 / 0.
+    g = L.denominator != 0.0                  ? g / L.denominator
+        : L.empty_mean == EmptyMean::kZero ? 0.0
+                                             : kNan;
+  }
   for (size_t r = 0; r < G.size(); ++r) G[r] = L.active[r] ? g : 0.0;
   return G;
 }
@@ -461,7 +466,8 @@ GradRef z_loss_backward(const TensorView& src, const TensorView* target, const T
                       tg.row_w[static_cast<size_t>(r)];
     const double f = f0 * st.L;
     for (int64_t j = 0; j < n; ++j) {
-      g[j] = f * st.p[static_cast<size_t>(j)];
+      // Masked entries exactly 0, also for a NaN G (0 / 0 mean).
+      g[j] = t[j] == -kInf ? 0.0 : f * st.p[static_cast<size_t>(j)];
       // |g_j| plus L's absolute error (~2u from the f32 exps) in 4e-6 units:
       // 4e-6 (|L| + 0.1) |f0 p_j| (smax/cross_entropy.h; L near 0 cancels).
       m[j] = std::fabs(f0 * st.p[static_cast<size_t>(j)]) * (std::fabs(st.L) + 0.1);

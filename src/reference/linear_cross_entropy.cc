@@ -133,7 +133,12 @@ LceResult lce_solve(const LceProblem& p, const std::vector<double>* dloss) {
       out.G[ri] = (*dloss)[ri];
     } else {
       double g = (*dloss)[0];
-      if (p.reduction == Reduction::kMean) g = denominator == 0.0 ? 0.0 : g / denominator;
+      if (p.reduction == Reduction::kMean) {
+        // Zero weight sum with counted rows: PyTorch's w / sum w = 0 / 0.
+        g = denominator != 0.0                    ? g / denominator
+            : p.empty_mean == EmptyMean::kZero ? 0.0
+                                                 : kNan;
+      }
       out.G[ri] = g;
     }
   }

@@ -454,7 +454,10 @@ std::vector<double> stablemax_cross_entropy_backward(const TensorView& src,
     const size_t k = static_cast<size_t>(r);
     if (tg[k] == loss.ignore_index) return Row(static_cast<size_t>(R.n), 0.0);
     double c = w[k] * (loss.reduction == Reduction::kNone ? g[k] : g[0]);
-    if (loss.reduction == Reduction::kMean) c = wsum == 0.0 ? 0.0 : c / wsum;
+    if (loss.reduction == Reduction::kMean) {
+      // Zero weight sum with non-ignored rows: 0 / 0 (PyTorch's w / sum w).
+      c = wsum != 0.0 ? c / wsum : loss.empty_mean == EmptyMean::kZero ? 0.0 : kNaN;
+    }
     return stablemax_ce_grad_row(row_of(R, r), tg[k], c * R.scale, options.empty_row);
   });
 }

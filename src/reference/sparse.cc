@@ -415,7 +415,12 @@ std::vector<double> sparse_loss_backward(const SparseLossSpec& spec, const Tenso
     const auto tg = static_cast<int64_t>(S.targets[rr]);
     if (tg == loss.ignore_index) continue;
     double c = S.weights[rr] * gl[rr];
-    if (loss.reduction == Reduction::kMean) c = S.weight_sum == 0.0 ? 0.0 : c / S.weight_sum;
+    if (loss.reduction == Reduction::kMean) {
+      // Zero weight sum with non-ignored rows: 0 / 0 (PyTorch's w / sum w).
+      c = S.weight_sum != 0.0 ? c / S.weight_sum
+          : loss.empty_mean == EmptyMean::kZero ? 0.0
+                                                 : kNaN;
+    }
     const std::vector<double> t(S.R.row(r), S.R.row(r) + S.R.n);
     const std::vector<double> p =
         spec_row(spec, t, spec_alpha(spec, S.alphas[rr]), tg, o.empty_row);
@@ -425,6 +430,9 @@ std::vector<double> sparse_loss_backward(const SparseLossSpec& spec, const Tenso
       const size_t ii = static_cast<size_t>(i);
       double g = c * S.R.scale * (p[ii] - (regular && i == tg ? 1.0 : 0.0));
       if (regular && t[ii] == -kInf) g = 0.0;  // masked entries, masked target
+      // An empty row gives its empty_row value (0 or NaN) whatever c (a NaN
+      // c from a 0 / 0 mean included), as the library's special-row path.
+      if (!regular && !std::isnan(p[ii]) && std::isnan(c)) g = p[ii];
       out[static_cast<size_t>(r * S.R.n + i)] = g;
     }
   }

@@ -661,12 +661,19 @@ const char* smax_version(void);
 /** Row normaliser of the scores (smax::AttentionNormalizer). */
 typedef enum smax_attention_normalizer {
   SMAX_ATTENTION_SOFTMAX = 0,   /**< exact softmax (online merge over key blocks) */
-  SMAX_ATTENTION_SIGMOID = 1,   /**< sigmoid(t + b), b = sigmoid_bias or -ln(visible keys) */
+  SMAX_ATTENTION_SIGMOID = 1,   /**< sigmoid(t + b), b = sigmoid_bias or -ln n (sigmoid_bias_mode) */
   SMAX_ATTENTION_SOFTPICK = 2,  /**< relu(e^t - 1) / (sum |e^t - 1| + eps) */
   SMAX_ATTENTION_SSMAX = 3,     /**< softmax((s ln n) t), n = visible keys of the row */
   SMAX_ATTENTION_STABLEMAX = 4, /**< s(t) / sum s(t), s = t + 1 (t >= 0), 1 / (1 - t) */
   SMAX_ATTENTION_SOFTPLUS = 5   /**< softplus(lambda t) / sum, lambda = ln(visible) / ln(D) */
 } smax_attention_normalizer;
+
+/** n of SIGMOID's default bias b = -ln n (smax::SigmoidBiasMode). 0 keeps
+ *  the behaviour of structs that predate the field. */
+typedef enum smax_sigmoid_bias_mode {
+  SMAX_SIGMOID_BIAS_PER_ROW_VISIBLE = 0, /**< n = visible keys of each query row */
+  SMAX_SIGMOID_BIAS_PER_SEQUENCE = 1     /**< n = Lk for every row (the paper's; default) */
+} smax_sigmoid_bias_mode;
 
 /** smax::AttentionOptions. NULL = the defaults below. */
 typedef struct smax_attention_options {
@@ -679,7 +686,8 @@ typedef struct smax_attention_options {
   float softcap;                  /**< > 0: t = softcap tanh(t / softcap); 0 = off (default 0) */
   const smax_tensor* sinks;       /**< f32 [H] sink logits (softmax only); NULL = none */
   const smax_tensor* alibi_slopes; /**< f32 [H] or [B, H]: adds -slope |i - j|; NULL = none */
-  float sigmoid_bias;             /**< SIGMOID: b; NaN = -ln(visible keys) (default NaN) */
+  float sigmoid_bias;             /**< SIGMOID: b; NaN = -ln n, n per sigmoid_bias_mode
+                                       (default NaN) */
   float softpick_eps;             /**< SOFTPICK: 0 or >= FLT_MIN (default 1e-6) */
   float ssmax_s;                  /**< SSMAX: s (default 0.43) */
   const smax_tensor* lse;         /**< out (smax_attention, softmax only): f32 [B, H, Lq],
@@ -687,6 +695,9 @@ typedef struct smax_attention_options {
   int32_t empty_row;              /**< an smax_empty_row value for fully masked query rows
                                        (default ZERO: out 0, lse -inf, gradient 0) */
   int32_t threads;                /**< 0 = smax_max_threads(); results do not depend on it */
+  int32_t sigmoid_bias_mode;      /**< an smax_sigmoid_bias_mode value for SIGMOID with
+                                       sigmoid_bias NaN (default PER_SEQUENCE: b = -ln Lk) */
+  int32_t reserved0;              /**< must be 0 (explicit tail padding) */
 } smax_attention_options;
 void smax_attention_options_init(smax_attention_options* options);
 
