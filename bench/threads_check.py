@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
 """bench/threads_check.py: the default thread count is never slower than one.
 
-For every op `smax info --ops` lists, plus attention forward and backward,
-times `smax run` (or `smax attention`) at --threads 1 and at the default
+For every op `smax info --ops` lists, plus attention forward, backward and
+decoding and linear cross-entropy (forward and fused forward + backward,
+through build/bench/smax_bench_linear_ce, N=512 D=256 V=8000), times
+`smax run` (or `smax attention`) at --threads 1 and at the default
 thread count (smax::max_threads(), the hardware's), interleaved A/B in
 rounds, and prints median ms for each, the ratio default / 1 thread and a
 verdict. One thread pool at a time (src/ops/gemm.h) is what keeps attention
 and linear cross-entropy from running 16-25x slower at the default count.
 
-  python3 bench/threads_check.py [--smax build/smax] [--rounds 3] [--min-time 0.1]
+  python3 bench/threads_check.py [--smax build/smax] [--lce build/bench/smax_bench_linear_ce]
+                                 [--rounds 3] [--min-time 0.1]
                                  [--ops softmax,attention] [--json out.json]
 Exit status 1 when some op's default-thread median is slower than its
 one-thread median by more than --tolerance (default 10%: the machines are
@@ -17,6 +20,7 @@ shared and noisy; rerun a flagged op before believing it).
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -44,7 +48,24 @@ def list_ops(smax):
     return [d["name"] if isinstance(d, dict) else str(d) for d in data]
 
 
-def time_once(smax, op, threads, min_time):
+LINEAR_CE = {"linear_cross_entropy": "lce_fwd", "linear_cross_entropy_fused": "lce_fused"}
+
+
+def time_linear_ce(lce, op, threads):
+    mode = "fwd" if op == "linear_cross_entropy" else "fwdbwd"
+    cmd = [lce, "--n", "512", "--d", "256", "--v", "8000", "--reps", "5", "--modes", mode]
+    if threads:
+        cmd += ["--threads", str(threads)]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    m = re.search(rf"^\S+\s+{LINEAR_CE[op]}\s+([0-9.]+) s", r.stdout, re.M)
+    if r.returncode != 0 or not m:
+        raise RuntimeError(f"{' '.join(cmd)}: {r.stdout[-300:]} {r.stderr.strip()}")
+    return float(m.group(1)) * 1e3
+
+
+def time_once(smax, op, threads, min_time, lce=None):
+    if op in LINEAR_CE:
+        return time_linear_ce(lce, op, threads)
     if op in ATTENTION:
         cmd = [smax, "attention"] + ATTENTION[op]
     else:
@@ -70,6 +91,7 @@ def median(xs):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--smax", default="build/smax")
+    ap.add_argument("--lce", default="build/bench/smax_bench_linear_ce")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--min-time", type=float, default=0.1)
     ap.add_argument("--tolerance", type=float, default=0.10)
@@ -77,7 +99,7 @@ def main():
     ap.add_argument("--json", help="write the results here")
     a = ap.parse_args()
 
-    ops = list_ops(a.smax) + list(ATTENTION)
+    ops = list_ops(a.smax) + list(ATTENTION) + list(LINEAR_CE)
     if a.ops:
         wanted = a.ops.split(",")
         ops = [o for o in ops if o in wanted]
@@ -90,8 +112,8 @@ def main():
         one, dflt = [], []
         try:
             for _ in range(a.rounds):
-                one.append(time_once(a.smax, op, 1, a.min_time))
-                dflt.append(time_once(a.smax, op, 0, a.min_time))
+                one.append(time_once(a.smax, op, 1, a.min_time, a.lce))
+                dflt.append(time_once(a.smax, op, 0, a.min_time, a.lce))
         except RuntimeError as e:
             print(f"{op:34s} error: {e}")
             slower.append(op)

@@ -15,7 +15,7 @@ fenced code blocks of README.md and docs/*.md and checks them by language:
 
 Conventions (docs/design.md, "Code blocks in the docs"):
   * A block is self-contained: it defines every name it uses.
-  * A ```c or ```cpp block without a `main(` is the body of main(): the
+  * A ```c or ```cpp block without an `int main(` is the body of main(): the
     runner puts it inside `int main(void) { ... return 0; }` after a prelude
     that includes <smax/c/smax.h> (C) or <smax/smax.h> (C++) and the usual
     standard headers (PRELUDE_C / PRELUDE_CPP below).
@@ -143,7 +143,7 @@ def pkg_config_flags(prefix: Path) -> list[str]:
 
 def wrap(block: Block) -> str:
     prelude = PRELUDE_C if block.lang == "c" else PRELUDE_CPP
-    if "main(" in block.code:
+    if re.search(r"\bint\s+main\s*\(", block.code):
         return prelude + block.code
     body = "".join("  " + line + "\n" for line in block.code.splitlines())
     head = "int main(void) {\n" if block.lang == "c" else "int main() {\n"
@@ -179,8 +179,13 @@ def compile_blocks(args) -> int:
             else:
                 cc = [args.cxx, "-std=c++17", "-Wall"]
             steps = [cc + [str(src), "-o", "prog"] + flags, ["./prog"]]
+        # A shared libsmax is found in the prefix (the static one needs nothing).
+        libdirs = sorted({str(p.parent) for p in prefix.glob("**/libsmax.so*")})
+        env = dict(os.environ)
+        if libdirs:
+            env["LD_LIBRARY_PATH"] = ":".join(libdirs + [env.get("LD_LIBRARY_PATH", "")])
         for step in steps:
-            r = run(step, d)
+            r = run(step, d, env=env)
             if r.returncode != 0:
                 failures += 1
                 print(f"FAIL {b.where} ({b.lang}): {' '.join(step)}\n{r.stdout}{r.stderr}")

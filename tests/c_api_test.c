@@ -11,6 +11,7 @@
  * Exits non-zero on any failure.
  */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1664,7 +1665,7 @@ static void test_attention_options(void) {
   CHECK(o.attn_mask == NULL && o.sinks == NULL && o.alibi_slopes == NULL && o.lse == NULL);
   CHECK(isnan(o.sigmoid_bias) && o.softpick_eps == 1e-6f && o.ssmax_s == 0.43f);
   CHECK(o.empty_row == SMAX_EMPTY_ROW_ZERO && o.threads == 0);
-  CHECK(o.sigmoid_bias_mode == SMAX_SIGMOID_BIAS_PER_SEQUENCE && o.reserved0 == 0);
+  CHECK(o.sigmoid_bias_mode == SMAX_SIGMOID_BIAS_DEFAULT && o.reserved0 == 0);
   smax_attention_options_init(NULL); /* no crash */
   CHECK(strcmp(smax_attention_normalizer_name(SMAX_ATTENTION_SOFTMAX), "softmax") == 0);
   CHECK(strcmp(smax_attention_normalizer_name(SMAX_ATTENTION_SOFTPLUS), "softplus") == 0);
@@ -1754,7 +1755,23 @@ static void test_attention(void) {
   CHECK(smax_attention(&tq, &tk, &tv, &to, &o) == SMAX_STATUS_OK);
   ref_attention(q, 1, k, v, 0.5, 1, NULL, 1, -log((double)ATT_LK), want, P, want_lse);
   CHECK_VEC(out, want, ATT_H * ATT_LQ * ATT_DV, 1e-5, 1e-6);
-  o.sigmoid_bias_mode = 2;
+  /* The explicit PER_SEQUENCE mode, and a version 0.1 struct (struct_size
+   * stops before sigmoid_bias_mode; the byte there is ignored), give the
+   * same default. */
+  o.sigmoid_bias_mode = SMAX_SIGMOID_BIAS_PER_SEQUENCE;
+  fill(out, ATT_H * ATT_LQ * ATT_DV, kSentinel);
+  CHECK(smax_attention(&tq, &tk, &tv, &to, &o) == SMAX_STATUS_OK);
+  CHECK_VEC(out, want, ATT_H * ATT_LQ * ATT_DV, 1e-5, 1e-6);
+  o.struct_size = (uint32_t)offsetof(smax_attention_options, sigmoid_bias_mode);
+  o.sigmoid_bias_mode = 77;
+  fill(out, ATT_H * ATT_LQ * ATT_DV, kSentinel);
+  CHECK(smax_attention(&tq, &tk, &tv, &to, &o) == SMAX_STATUS_OK);
+  CHECK_VEC(out, want, ATT_H * ATT_LQ * ATT_DV, 1e-5, 1e-6);
+  o.struct_size = (uint32_t)offsetof(smax_attention_options, sigmoid_bias_mode) - 4;
+  CHECK(smax_attention(&tq, &tk, &tv, &to, &o) == SMAX_STATUS_INVALID_ARGUMENT);
+  CHECK(strstr(smax_last_error(), "version 0.1") != NULL);
+  o.struct_size = (uint32_t)sizeof(smax_attention_options);
+  o.sigmoid_bias_mode = 3;
   fill(out, ATT_H * ATT_LQ * ATT_DV, kSentinel);
   CHECK(smax_attention(&tq, &tk, &tv, &to, &o) == SMAX_STATUS_INVALID_ARGUMENT);
   CHECK(strstr(smax_last_error(), "sigmoid_bias_mode") != NULL && out[0] == kSentinel);

@@ -899,7 +899,7 @@ TEST_P(Attention, ErrorsLeaveOutputsUntouched) {
     EXPECT_TRUE(throws_invalid([&] { call(b); }, "normalizer"));
     b = o;
     b.normalizer = AttentionNormalizer::kSigmoid;
-    b.sigmoid_bias_mode = static_cast<smax::SigmoidBiasMode>(2);
+    b.sigmoid_bias_mode = static_cast<smax::SigmoidBiasMode>(0);
     EXPECT_TRUE(throws_invalid([&] { call(b); }, "sigmoid_bias_mode"));
   }
   // Shapes.

@@ -1,11 +1,11 @@
 """smax.attention vs torch.nn.functional.scaled_dot_product_attention on CPU.
 
-Usage: OPENBLAS_NUM_THREADS=1 python3 bench/peers/bench_attention.py [--threads 1]
+Usage: python3 bench/peers/bench_attention.py [--threads 1]
        [--shapes 1,8,1024,64 ...] [--reps 5]
 Prints ms per call (median of --reps) for forward and forward+backward, causal
 and not, and the ratio torch / smax (> 1: smax faster). Both run with the same
-thread count (torch.set_num_threads, smax threads=); OpenBLAS (used by smax's
-SGEMMs) takes its thread count from OPENBLAS_NUM_THREADS: set it to match.
+thread count (torch.set_num_threads, smax threads=); smax runs OpenBLAS (its
+SGEMMs) on its own threads, whatever OPENBLAS_NUM_THREADS says.
 """
 import argparse
 import statistics

@@ -73,19 +73,18 @@ AttentionNormalizer parse_attention_normalizer(std::string_view name);
 const char* attention_normalizer_name(AttentionNormalizer n) noexcept;
 
 /// Where the default sigmoid bias (sigmoid_bias = NaN) takes its n from,
-/// b = -ln(n). (Values mirror the C ABI, where a zeroed field must keep the
-/// earlier behaviour: hence kPerRowVisible = 0 although kPerSequence is the
-/// default.)
+/// b = -ln(n). (Values mirror the C ABI, whose 0 means "the library's
+/// default", i.e. kPerSequence.)
 enum class SigmoidBiasMode : int {
-  /// n = the number of visible keys of each query row (masked and causal-
-  /// hidden keys excluded; under is_causal row i has n = min(i + 1, Lk)
-  /// minus masked keys, so row 0 gets b = 0). The earlier default.
-  kPerRowVisible = 0,
   /// n = Lk, one b = -ln(Lk) per call for every query row, whatever the
   /// masks (Ramapuram et al. 2024, "Theory, Analysis, and Best Practices
   /// for Sigmoid Self-Attention", b = -ln n with n the sequence length, as
   /// apple/ml-sigmoid-attention passes it). The default.
   kPerSequence = 1,
+  /// n = the number of visible keys of each query row (masked and causal-
+  /// hidden keys excluded; under is_causal row i has n = min(i + 1, Lk)
+  /// minus masked keys, so row 0 gets b = 0). The earlier default.
+  kPerRowVisible = 2,
 };
 
 struct AttentionOptions {

@@ -62,8 +62,8 @@ AttnArgs attn_options(const char* op, const std::optional<In>& mask, const nb::t
   } else if (mode == "per_row_visible") {
     a.o.sigmoid_bias_mode = smax::SigmoidBiasMode::kPerRowVisible;
   } else {
-    throw nb::value_error((std::string(op) +
-                           ": sigmoid_bias_mode must be 'per_sequence' or 'per_row_visible', got '" +
+    throw nb::value_error((pre(op) +
+                           "sigmoid_bias_mode must be 'per_sequence' or 'per_row_visible', got '" +
                            mode + "'")
                               .c_str());
   }

@@ -77,16 +77,21 @@ smax::SoftmaxOptions to_options(const smax_softmax_options* o, const char* op);
 smax::LossOptions to_loss(const smax_loss_options* o, const char* op);
 
 /// Validates a versioned struct's size (see smax/c/smax.h, "Versioned
-/// structs"): struct_size < known_size -> invalid argument; larger -> the
-/// bytes [known_size, struct_size) must all be zero, else unsupported.
-/// `arg` names the argument ("params", "loss", ...), `type` the C type.
-void check_struct_size(const void* p, uint32_t struct_size, size_t known_size, const char* op,
-                       const char* arg, const char* type);
+/// structs"): struct_size < min_size -> invalid argument; larger than
+/// known_size -> the bytes [known_size, struct_size) must all be zero, else
+/// unsupported. min_size is the size of the oldest version accepted (the
+/// caller then reads only the fields struct_size covers); `arg` names the
+/// argument ("params", "loss", ...), `type` the C type.
+void check_struct_size(const void* p, uint32_t struct_size, size_t known_size, size_t min_size,
+                       const char* op, const char* arg, const char* type);
 
 /// Returns `p` after check_struct_size (null stays null: use the defaults).
+/// min_size defaults to sizeof(T): structs that never grew accept only their
+/// own size or a larger, zero-tailed one.
 template <typename T>
-const T* checked(const T* p, const char* op, const char* arg, const char* type) {
-  if (p != nullptr) check_struct_size(p, p->struct_size, sizeof(T), op, arg, type);
+const T* checked(const T* p, const char* op, const char* arg, const char* type,
+                 size_t min_size = sizeof(T)) {
+  if (p != nullptr) check_struct_size(p, p->struct_size, sizeof(T), min_size, op, arg, type);
   return p;
 }
 

@@ -116,12 +116,14 @@ std::optional<smax::TensorView> to_optional_view(const smax_tensor* t, const cha
   return to_view(t, op, name);
 }
 
-void check_struct_size(const void* p, uint32_t struct_size, size_t known_size, const char* op,
-                       const char* arg, const char* type) {
-  if (struct_size < known_size) {
+void check_struct_size(const void* p, uint32_t struct_size, size_t known_size, size_t min_size,
+                       const char* op, const char* arg, const char* type) {
+  if (struct_size < min_size) {
     fail(std::string(op) + ": " + arg + ".struct_size " + std::to_string(struct_size) +
-         " is smaller than sizeof(" + type + ") = " + std::to_string(known_size) +
-         " (initialise it with " + type + "_init)");
+         " is smaller than " +
+         (min_size == known_size ? "sizeof(" + std::string(type) + ")"
+                                 : "the oldest " + std::string(type) + " (version 0.1)") +
+         " = " + std::to_string(min_size) + " (initialise it with " + type + "_init)");
   }
   if (struct_size > kMaxStructSize) {
     fail(std::string(op) + ": " + arg + ".struct_size " + std::to_string(struct_size) +

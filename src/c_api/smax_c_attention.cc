@@ -51,9 +51,17 @@ static_assert(offsetof(smax_attention_options, struct_size) == 0 &&
 
 namespace {
 
+// The size of version 0.1's struct (before sigmoid_bias_mode): the smallest
+// struct_size accepted; fields past struct_size take their defaults.
+constexpr size_t kAttentionOptionsV1Size = offsetof(smax_attention_options, sigmoid_bias_mode);
+
 smax::AttentionOptions to_attention(const smax_attention_options* p, const char* op) {
   smax::AttentionOptions out;
-  if (checked(p, op, "params", "smax_attention_options") == nullptr) return out;
+  if (checked(p, op, "params", "smax_attention_options", kAttentionOptionsV1Size) == nullptr) {
+    return out;
+  }
+  // Fields past the caller's struct_size are absent (a version 0.1 caller).
+  const auto has = [p](size_t offset) { return p->struct_size >= offset + sizeof(int32_t); };
   if (p->normalizer < SMAX_ATTENTION_SOFTMAX || p->normalizer > SMAX_ATTENTION_SOFTPLUS) {
     fail(std::string(op) + ": params.normalizer has unknown value " +
          std::to_string(p->normalizer));
@@ -75,13 +83,17 @@ smax::AttentionOptions to_attention(const smax_attention_options* p, const char*
   }
   out.empty_row = static_cast<smax::EmptyRow>(p->empty_row);
   out.threads = p->threads;
-  if (p->sigmoid_bias_mode != SMAX_SIGMOID_BIAS_PER_ROW_VISIBLE &&
-      p->sigmoid_bias_mode != SMAX_SIGMOID_BIAS_PER_SEQUENCE) {
+  const int32_t mode = has(offsetof(smax_attention_options, sigmoid_bias_mode))
+                           ? p->sigmoid_bias_mode
+                           : SMAX_SIGMOID_BIAS_DEFAULT;
+  if (mode < SMAX_SIGMOID_BIAS_DEFAULT || mode > SMAX_SIGMOID_BIAS_PER_ROW_VISIBLE) {
     fail(std::string(op) + ": params.sigmoid_bias_mode has unknown value " +
-         std::to_string(p->sigmoid_bias_mode));
+         std::to_string(mode));
   }
-  out.sigmoid_bias_mode = static_cast<smax::SigmoidBiasMode>(p->sigmoid_bias_mode);
-  if (p->reserved0 != 0) {
+  if (mode != SMAX_SIGMOID_BIAS_DEFAULT) {
+    out.sigmoid_bias_mode = static_cast<smax::SigmoidBiasMode>(mode);
+  }
+  if (has(offsetof(smax_attention_options, reserved0)) && p->reserved0 != 0) {
     throw smax::Error(smax::Status::kUnsupported,
                       std::string(op) + ": params.reserved0 is non-zero (a field of a newer "
                                         "smax_attention_options that this library does not know)");
@@ -111,7 +123,7 @@ void smax_attention_options_init(smax_attention_options* options) {
   options->lse = nullptr;
   options->empty_row = static_cast<int32_t>(d.empty_row);
   options->threads = d.threads;
-  options->sigmoid_bias_mode = static_cast<int32_t>(d.sigmoid_bias_mode);
+  options->sigmoid_bias_mode = SMAX_SIGMOID_BIAS_DEFAULT;  // d.sigmoid_bias_mode
   options->reserved0 = 0;
 }
 

@@ -15,7 +15,9 @@
 // caller's value when the last such op returns (reference counted, so
 // concurrent smax calls from several user threads are safe). An application
 // calling OpenBLAS itself, from another thread, while an smax op runs gets
-// single-threaded GEMMs for that time (docs/design.md).
+// single-threaded GEMMs for that time, and a thread count it sets during
+// that time is replaced by the one saved at entry when the last op returns
+// (docs/design.md).
 #pragma once
 
 #include <cstdint>

@@ -11,9 +11,11 @@
 // dhidden (+)= dz · W_v, dweight_v (+)= dz^T · H_c and the float64 column
 // sums of dbias.
 //
-// Threads: GEMMs are issued one at a time (OpenBLAS parallelises each with
-// its own threads); smax's `threads` run the row kernels of a tile. Neither
-// changes the order of any sum, so results do not depend on `threads`.
+// Threads: smax's `threads` run the row kernels of a tile and the tile's
+// GEMMs, split into blocks of rows or columns on a grid fixed by the shape
+// (ops/gemm.h: sgemm_parallel; OpenBLAS itself runs single-threaded on each
+// of smax's threads). Neither changes the order of any sum, so results do
+// not depend on `threads`.
 
 #include <algorithm>
 #include <climits>

@@ -18,6 +18,10 @@ Progress::Progress(int steps, bool enabled) : steps_(steps), start_s_(now_second
   if (env != nullptr && std::strcmp(env, "0") == 0) return;
   const bool forced = env != nullptr && std::strcmp(env, "1") == 0;
   if (forced) {
+    // On a terminal a caller's `enabled = false` (e.g. compare, whose table
+    // goes to the same terminal) still wins over the rewritten line; plain
+    // lines (stderr not a terminal) are always safe.
+    if (tty && !enabled) return;
     mode_ = tty ? Mode::kTerminal : Mode::kPlain;
     delay_s_ = 0;
   } else if (tty && enabled) {

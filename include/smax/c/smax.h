@@ -70,7 +70,7 @@ extern "C" {
 
 /** Version of this header; compare with smax_version() at run time. */
 #define SMAX_C_VERSION_MAJOR 0
-#define SMAX_C_VERSION_MINOR 1
+#define SMAX_C_VERSION_MINOR 2
 #define SMAX_C_VERSION_PATCH 0
 
 /** Largest rank a tensor may have (smax::kMaxRank). */
@@ -668,11 +668,13 @@ typedef enum smax_attention_normalizer {
   SMAX_ATTENTION_SOFTPLUS = 5   /**< softplus(lambda t) / sum, lambda = ln(visible) / ln(D) */
 } smax_attention_normalizer;
 
-/** n of SIGMOID's default bias b = -ln n (smax::SigmoidBiasMode). 0 keeps
- *  the behaviour of structs that predate the field. */
+/** n of SIGMOID's default bias b = -ln n (smax::SigmoidBiasMode; added in
+ *  C ABI 0.2). 0 = the library's default (PER_SEQUENCE), so a zeroed field,
+ *  and a struct of version 0.1 without it, get the default. */
 typedef enum smax_sigmoid_bias_mode {
-  SMAX_SIGMOID_BIAS_PER_ROW_VISIBLE = 0, /**< n = visible keys of each query row */
-  SMAX_SIGMOID_BIAS_PER_SEQUENCE = 1     /**< n = Lk for every row (the paper's; default) */
+  SMAX_SIGMOID_BIAS_DEFAULT = 0,         /**< the library's default: PER_SEQUENCE */
+  SMAX_SIGMOID_BIAS_PER_SEQUENCE = 1,    /**< n = Lk for every row (the paper's) */
+  SMAX_SIGMOID_BIAS_PER_ROW_VISIBLE = 2  /**< n = visible keys of each query row (0.1's) */
 } smax_sigmoid_bias_mode;
 
 /** smax::AttentionOptions. NULL = the defaults below. */
@@ -695,8 +697,9 @@ typedef struct smax_attention_options {
   int32_t empty_row;              /**< an smax_empty_row value for fully masked query rows
                                        (default ZERO: out 0, lse -inf, gradient 0) */
   int32_t threads;                /**< 0 = smax_max_threads(); results do not depend on it */
+  /* ---- version 0.2: struct_size may stop here (80 bytes on LP64) ---- */
   int32_t sigmoid_bias_mode;      /**< an smax_sigmoid_bias_mode value for SIGMOID with
-                                       sigmoid_bias NaN (default PER_SEQUENCE: b = -ln Lk) */
+                                       sigmoid_bias NaN (default 0 = DEFAULT: b = -ln Lk) */
   int32_t reserved0;              /**< must be 0 (explicit tail padding) */
 } smax_attention_options;
 void smax_attention_options_init(smax_attention_options* options);
