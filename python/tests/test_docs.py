@@ -6,7 +6,7 @@ against the installed smax package. A block marked
 `<!-- doc-test: skip: REASON -->` is reported as skipped with its reason.
 """
 import importlib.util
-import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("doc_blocks", ROOT / "scripts" / "doc_blocks.py")
 doc_blocks = importlib.util.module_from_spec(_spec)
+sys.modules["doc_blocks"] = doc_blocks  # dataclasses look their module up there
 _spec.loader.exec_module(doc_blocks)
 
 BLOCKS = [b for b in doc_blocks.all_blocks() if b.lang == "python"]
