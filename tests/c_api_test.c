@@ -1,6 +1,6 @@
 /* tests/c_api_test.c: the C ABI (include/smax/c/smax.h), compiled as C99.
  *
- * Checks every op against the hand vectors of specs/normalizers.md or values
+ * Checks every op against the hand vectors of docs/vectors.md or values
  * computed here in double (closed forms on small inputs), every options
  * struct and its init (defaults, struct_size: smaller rejected, larger
  * accepted with a zero tail, UNSUPPORTED with a non-zero one), strides and
@@ -425,7 +425,7 @@ static void check_vec(const float* got, const double* want, int n, double rtol, 
   }
 }
 #define CHECK_VEC(got, want, n, rtol, atol) check_vec((got), (want), (n), (rtol), (atol), __LINE__)
-/* Hand vectors of specs/normalizers.md: 7 decimals, O(1) values. */
+/* Hand vectors of docs/vectors.md: 7 decimals, O(1) values. */
 #define CHECK_HAND(got, want, n) check_vec((got), (want), (n), 0.0, 1e-6, __LINE__)
 
 /* Expects status `want`, a message containing `needle`, and `bytes` bytes at
@@ -676,7 +676,7 @@ static void test_sparse(void) {
   float g[3] = {1.0f, 2.0f, 4.0f};
   smax_tensor tx = f32_1d(x, 3), ty = f32_1d(y, 3), tg = f32_1d(g, 3), tdx = f32_1d(dx, 3);
 
-  /* sparsemax and its VJP (spec 2). */
+  /* sparsemax and its VJP (docs/vectors.md, "Sparse normalisers"). */
   CHECK(smax_sparsemax(&tx, &ty, NULL) == SMAX_STATUS_OK);
   CHECK_HAND(y, ((double[]){0.0, 0.25, 0.75}), 3);
   CHECK(y[0] == 0.0f);
@@ -706,7 +706,7 @@ static void test_sparse(void) {
     CHECK(smax_sparsemax_loss_backward(&ts, &tt, &tdl, &tds, &lo, NULL) == SMAX_STATUS_OK);
     CHECK_HAND(&dsrc[0][0], ((double[]){0.0, -0.75, 0.75, 0.0, 0.25, -0.25}), 6);
 
-    /* 1.5-entmax: targets 1 and 2 (spec: t=1 -> 0.684371, t=2 -> 0.184371). */
+    /* 1.5-entmax: targets 1 and 2 (docs/vectors.md: t=1 -> 0.684371, t=2 -> 0.184371). */
     CHECK(smax_entmax15_loss(&ts, &tt, &tl, &lo, NULL) == SMAX_STATUS_OK);
     CHECK_VEC(loss, ((double[]){0.684371, 0.184371}), 2, 0.0, 2e-6);
     CHECK(smax_entmax15_loss_backward(&ts, &tt, &tdl, &tds, &lo, NULL) == SMAX_STATUS_OK);
@@ -760,7 +760,7 @@ static void test_sparse(void) {
       CHECK(close_to(dalpha, want, 1e-5));
     }
   }
-  /* alpha = 1.33 (spec, 4 decimals). */
+  /* alpha = 1.33 (docs/vectors.md, 4 decimals). */
   {
     float xa[3] = {-1.0f, 0.0f, 0.5f}, ya[3];
     smax_tensor ta = f32_1d(xa, 3), tya = f32_1d(ya, 3);
@@ -771,7 +771,7 @@ static void test_sparse(void) {
     CHECK_VEC(ya, ((double[]){0.0460, 0.3276, 0.6264}), 3, 0.0, 6e-5);
   }
 
-  /* Top-k sparse softmax, its VJP and loss (spec 2). */
+  /* Top-k sparse softmax, its VJP and loss (docs/vectors.md, "Sparse normalisers"). */
   {
     float xk[4] = {1.0f, 2.0f, 3.0f, 0.0f}, yk[4], gk[4] = {1.0f, 2.0f, 3.0f, 4.0f}, dk[4];
     smax_tensor txk = f32_1d(xk, 4), tyk = f32_1d(yk, 4), tgk = f32_1d(gk, 4);
@@ -862,7 +862,7 @@ static void test_sparse(void) {
 static void test_rescaled(void) {
   const double ln2 = log(2.0), ln3 = log(3.0);
 
-  /* SSMax, s = 1 (spec 3), and its VJP with ds. */
+  /* SSMax, s = 1 (docs/vectors.md), and its VJP with ds. */
   {
     float x[2] = {1.0f, 0.0f}, y[2], g[2] = {1.0f, 0.0f}, dx[2], ds = -7.0f;
     float x4[4] = {1.0f, 0.0f, 0.0f, 0.0f}, y4[4];
@@ -917,7 +917,7 @@ static void test_rescaled(void) {
                  "eps", dx, 2);
   }
 
-  /* StableMax, its VJP and cross-entropy (spec 3). */
+  /* StableMax, its VJP and cross-entropy (docs/vectors.md). */
   {
     float x[3] = {0.0f, 1.0f, -1.0f}, y[3], g[3] = {0.0f, 1.0f, 0.0f}, dx[3];
     float x2[2] = {1.0f, 3.0f}, y2[2];
@@ -978,7 +978,7 @@ static void test_rescaled(void) {
 /* ---- re-weighting normalisers (include/smax/reweight.h) --------------------- */
 
 static void test_reweight(void) {
-  /* SA-Softmax (spec 3). */
+  /* SA-Softmax (docs/vectors.md, "Re-weighting normalisers"). */
   {
     float x[2], y[2];
     float xv[3] = {0.5f, -1.0f, 2.0f}, g[3] = {1.0f, 2.0f, -1.0f}, dx[3];
@@ -1064,7 +1064,7 @@ static void test_reweight(void) {
                  "head_dim", y, 2);
   }
 
-  /* Power-Softmax p = 2 (spec 3). */
+  /* Power-Softmax p = 2 (docs/vectors.md). */
   {
     float x[3] = {1.0f, -2.0f, 0.0f}, y[3];
     float xv[3] = {1.0f, -2.0f, 0.5f}, g[3] = {1.0f, 0.0f, 2.0f}, dx[3];
@@ -1130,7 +1130,7 @@ static void test_reweight(void) {
 /* ---- sampling (include/smax/sampling.h) --------------------------------------- */
 
 static void test_sampling(void) {
-  /* Gumbel-softmax with explicit noise (spec 4): logits [0,0], g = [0,2]. */
+  /* Gumbel-softmax with explicit noise (docs/vectors.md): logits [0,0], g = [0,2]. */
   {
     float x[2] = {0.0f, 0.0f}, noise[2] = {0.0f, 2.0f}, y[2], soft[2];
     float g[2] = {1.0f, -1.0f}, dx[2];
@@ -1263,7 +1263,7 @@ static void test_sampling(void) {
                  f, 4);
   }
 
-  /* Soft-NMS (spec 7): A = (0,0,10,10; 0.9), B = (0,5,10,15; 0.8). */
+  /* Soft-NMS (docs/vectors.md): A = (0,0,10,10; 0.9), B = (0,5,10,15; 0.8). */
   {
     float boxes[2][4] = {{0.0f, 0.0f, 10.0f, 10.0f}, {0.0f, 5.0f, 10.0f, 15.0f}};
     float scores[2] = {0.9f, 0.8f}, kept[2];
@@ -1448,7 +1448,7 @@ static void test_losses(void) {
   EXPECT_ERROR(smax_cross_entropy(&tx, &tt, &tl, NULL, &lo, NULL), SMAX_STATUS_INVALID_ARGUMENT,
                "empty_mean", loss, 3);
 
-  /* PaLM z-loss alone (spec 5): x = [0,0], c = 1e-4 -> 4.8045e-5, gradient 6.9315e-5. */
+  /* PaLM z-loss alone (docs/vectors.md): x = [0,0], c = 1e-4 -> 4.8045e-5, gradient 6.9315e-5. */
   {
     float xz[2] = {0.0f, 0.0f}, out = 0.0f, one = 1.0f, g[2];
     int64_t t0 = 0;
@@ -1468,7 +1468,7 @@ static void test_losses(void) {
                  "z_loss", &out, 1);
   }
 
-  /* Spherical Z-loss (spec 5). */
+  /* Spherical Z-loss (docs/vectors.md, "Losses"). */
   {
     float o1[2] = {1.0f, -1.0f}, o2[3] = {3.0f, 1.0f, 2.0f}, out = 0.0f, one = 1.0f, g[3];
     int64_t t0 = 0;

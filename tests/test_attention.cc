@@ -241,7 +241,7 @@ std::string g_bwd_worst_what;
 
 class Attention : public TargetTest {};
 
-// ---- hand vectors (specs/normalizers.md) ------------------------------------------
+// ---- hand vectors (docs/vectors.md, "Attention") ---------------------------------
 // D = 2, q = (1, 0), k_j = (x_j, 0), scale 1, V = identity: out = P.
 std::vector<float> hand(AttentionNormalizer n, const std::vector<float>& x, float param = NAN) {
   const int64_t L = static_cast<int64_t>(x.size());

@@ -794,7 +794,7 @@ TEST_P(CrossEntropy, FuzzRegressionSoftcapBoolMaskBeatsNanMask) {
 
 SMAX_INSTANTIATE_PER_TARGET(CrossEntropy);
 
-// ---- hand vectors (PyTorch 2.x, float64, and spec §5) -----------------------------
+// ---- hand vectors (PyTorch 2.x, float64, and docs/vectors.md, "Losses") ----------
 TEST(CrossEntropyHand, PyTorchWeightsAndSmoothing) {
   const float xv[] = {1, 2, 3, 0.5f, -1, 2, 0, 0, 0};
   const int64_t tv[] = {2, 0, -100};

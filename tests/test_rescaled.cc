@@ -210,7 +210,7 @@ void saved_ssmax(const Tensor& src, const SoftmaxOptions& o, const SsmaxOptions&
 }
 
 // ---------------------------------------------------------------------------
-// Spec hand vectors (specs/normalizers.md §3).
+// Hand vectors (docs/vectors.md, "Rescaled and rectified softmaxes").
 // ---------------------------------------------------------------------------
 void expect_row(const std::vector<float>& got, const std::vector<double>& want, double rel,
                 const std::string& what) {

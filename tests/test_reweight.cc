@@ -3,7 +3,7 @@
 // probability-domain temperature, logit standardisation), forward and
 // backward, against the float64 oracles of src/reference/reweight.h on
 // every SIMD target, with the error bounds stated in the header:
-//  * spec hand vectors;
+//  * the hand vectors of docs/vectors.md ("Re-weighting normalisers");
 //  * random and adversarial rows (all of test_util's Data kinds) at sizes
 //    0..32000 and one 128256 row;
 //  * every axis of a strided 3-D tensor with bool + additive masks and a
@@ -405,7 +405,7 @@ Row gather_row(const ref::RefRows& R, const std::vector<double>& dense, int64_t 
   return to_assertion(res, what);
 }
 
-// The logit rows of src for the spec (softplus: z = fl(lambda t)).
+// The logit rows of src for the op `s` (softplus: z = fl(lambda t)).
 ref::RefRows logit_rows(const Spec& s, const TensorView& src, const SoftmaxOptions& o) {
   ref::RefRows R = ref::ref_rows("test", src, o, true);
   if (s.kind == Kind::kSoftplus) R.values = [&] {
@@ -489,7 +489,7 @@ double softplus_lambda_of(const Spec& s, const Row& t) {
   return compare(out, refv, bound, zero, what);
 }
 
-// Data for the spec: probabilities must be >= 0 (|x|, -inf kept; some exact
+// Data for the op `s`: probabilities must be >= 0 (|x|, -inf kept; some exact
 // zeros), others as drawn.
 void fill_for(const Spec& s, Tensor& t, int axis, Data d, Rng& rng) {
   fill_rows(t, axis, d, rng);
@@ -509,7 +509,7 @@ const std::vector<int64_t>& sweep_sizes() {
 class Reweight : public TargetTest {};
 
 // ---------------------------------------------------------------------------
-// Hand vectors (specs/normalizers.md §3).
+// Hand vectors (docs/vectors.md, "Re-weighting normalisers").
 // ---------------------------------------------------------------------------
 std::vector<float> fwd(const Spec& s, std::vector<float> x) {
   std::vector<float> y(x.size());

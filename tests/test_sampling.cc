@@ -125,7 +125,7 @@ SoftmaxOptions axis_only(int64_t axis) {
 class Sampling : public TargetTest {};
 
 // ---------------------------------------------------------------------------
-// Spec vectors
+// Hand vectors (docs/vectors.md, "Sampling and detection")
 // ---------------------------------------------------------------------------
 
 TEST(SamplingSpec, GumbelSoftmaxVectors) {

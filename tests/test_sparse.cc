@@ -1,6 +1,6 @@
 // tests/test_sparse.cc: sparse normalisers (include/smax/sparse.h) against
-// the float64 oracles of src/reference/sparse.h and the spec's hand vectors,
-// on every SIMD target. Bounds (u = 2^-24), as stated in the header:
+// the float64 oracles of src/reference/sparse.h and the hand vectors of
+// docs/vectors.md, on every SIMD target. Bounds (u = 2^-24), as stated in the header:
 //   sparsemax / entmax15 / entmax_bisect:  |y - ref| <= 2u |ref| + 1e-16 (64 + n) max(1, p),
 //                                          p = 1/(alpha-1) (sparsemax 1, entmax15 2)
 //   sparse_softmax:                        |y - ref| <= 2e-6 |ref| + 1e-36,
@@ -184,7 +184,7 @@ void fill_ties(Tensor& t, Rng& rng) {
 class Sparse : public TargetTest {};
 
 // ---------------------------------------------------------------------------
-// Spec vectors (specs/normalizers.md section 2)
+// Hand vectors (docs/vectors.md, "Sparse normalisers")
 // ---------------------------------------------------------------------------
 std::vector<float> run1(const Case& c, std::vector<float> x) {
   std::vector<float> y(x.size());
@@ -309,7 +309,7 @@ TEST_P(Sparse, LongRows) {
 }
 
 // The whole-row 1.5-entmax path (rows up to kEntmax15WholeRowMax): the
-// kernel's certified threshold against the spec's sorted algorithm in
+// kernel's certified threshold against the exact sort algorithm in
 // float64, on data that stresses the certificate (ties, an entry exactly at
 // the threshold, huge and tiny spreads, masked entries); it must either
 // match or decline (NaN: the op then takes the sorted path), and decline

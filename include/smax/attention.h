@@ -1,5 +1,5 @@
 // smax/attention.h: fused CPU attention with pluggable normalisers
-// (specs/normalizers.md §1 and §8), with PyTorch
+// (docs/attention.md), with PyTorch
 // scaled_dot_product_attention (SDPA) semantics and names.
 //
 //   out[b, h, i, :] = sum_j P[b, h, i, j] * v[b, h / G, j, :],
@@ -58,7 +58,7 @@
 
 namespace smax {
 
-/// Row normaliser of the attention scores (specs/normalizers.md §3, §8).
+/// Row normaliser of the attention scores (docs/attention.md, "Normalisers").
 enum class AttentionNormalizer : int {
   kSoftmax = 0,    ///< exact softmax (online (m, d, o) merge over key blocks)
   kSigmoid = 1,    ///< sigmoid(t + b), b = sigmoid_bias or -ln(Lk) (sigmoid_bias_mode)
@@ -114,7 +114,7 @@ struct AttentionOptions {
   /// every row) or kPerRowVisible (b = -ln(visible keys of the row)).
   /// Ignored otherwise (but validated).
   SigmoidBiasMode sigmoid_bias_mode = SigmoidBiasMode::kPerSequence;
-  /// kSoftpick: eps of the denominator (0 or >= FLT_MIN; spec default 1e-6).
+  /// kSoftpick: eps of the denominator (0 or >= FLT_MIN; default 1e-6 as softpick's).
   float softpick_eps = 1e-6f;
   /// kSsmax: s (0.43 = the paper's initialisation); n = visible keys per row.
   float ssmax_s = 0.43f;

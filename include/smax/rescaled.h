@@ -1,5 +1,5 @@
-// smax/rescaled.h: rescaled and rectified softmaxes (specs/normalizers.md §3,
-// part A): SSMax (Scalable-Softmax), softpick, StableMax (+ its
+// smax/rescaled.h: rescaled and rectified softmaxes (docs/normalizers.md,
+// "Rescaled and rectified softmaxes"): SSMax (Scalable-Softmax), softpick, StableMax (+ its
 // cross-entropy) and the Softmax Collapse detector.
 //
 // Common contract of every function here (as in smax/softmax.h)
@@ -103,7 +103,7 @@ struct SoftpickOptions {
 /// eps e^-m) with the shift m = N ln 2, N = round(max t * log2 e) (e^-m is
 /// then exactly 2^-N and t - m is reduced exactly; |max t| > 2048 (256
 /// without FMA): m = max t and e^-m = 0). Masked entries (t = -inf) are left
-/// out of the denominator (the spec's choice, and the authors' code's: its
+/// out of the denominator (smax's choice, and the authors' code's: its
 /// reference softpick zeroes |e^t - 1| where t is not finite). Not
 /// sum-to-one; a row whose visible entries are all <= 0 gives exactly 0 (and
 /// 0 gradient).

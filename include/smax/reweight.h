@@ -1,4 +1,5 @@
-// smax/reweight.h: re-weighting normalisers (specs/normalizers.md §3):
+// smax/reweight.h: re-weighting normalisers (docs/normalizers.md,
+// "Re-weighting normalisers"):
 // SA-Softmax (self-adjust), the sigmoid and softplus (LSSA) normalisers,
 // Power-Softmax, probability-domain temperature and logit standardisation,
 // each with its backward pass (vector-Jacobian product).
@@ -45,7 +46,7 @@ struct SelfAdjustOptions {
   /// false: y = t * softmax(t). true: y = (t - a) / (b - a) * softmax(t),
   /// a = min(min t, 0), b = max(max t, 0) over the visible entries.
   bool normalized = false;
-  /// Normalised variant only (spec OPEN point). true (default): the exact
+  /// Normalised variant only (an OPEN point, docs/normalizers.md). true (default): the exact
   /// gradient of the forward, with a and b as functions of t (the gradient
   /// of a reaches the first arg-min when min t < 0, that of b the first
   /// arg-max when max t > 0; the clamped value 0 has none) -- what autograd
@@ -82,7 +83,7 @@ struct SigmoidNormalizerOptions {
   /// Fixed bias b (finite). Unset: b = -ln n with n as below.
   std::optional<float> bias;
   /// n for the default bias: > 0 uses this fixed (training) length; 0 uses
-  /// the row length (the spec's default, masked entries included), or the
+  /// the row length (the default, masked entries included), or the
   /// number of visible entries when count_visible is true.
   int64_t n_fixed = 0;
   bool count_visible = false;
@@ -109,14 +110,15 @@ void sigmoid_normalizer_backward(const TensorView& y, const TensorView& dy,
 // ---------------------------------------------------------------------------
 struct SoftplusNormalizerOptions {
   /// Fixed lambda (finite, > 0). Unset: lambda = log N / log head_dim with N
-  /// the row's number of visible entries (the spec's OPEN base is moot: the
-  /// ratio of two logs does not depend on it; natural logs are used).
+  /// the row's number of visible entries (the OPEN point of the log base is
+  /// moot: the ratio of two logs does not depend on it; natural logs are
+  /// used).
   std::optional<float> lambda;
   /// d for the default lambda; must be >= 2 when lambda is unset.
   int64_t head_dim = 0;
   /// Re-weighting (LSSAR): y = l1norm(A^power) with A the softplus
-  /// normalisation, computed as softmax(power * log softplus(z)) (the spec's
-  /// "exp(p log A - max)"). 1 (default) = no re-weighting; finite, > 0.
+  /// normalisation, computed as softmax(power * log softplus(z)) (that is,
+  /// exp(p log A - max) normalised). 1 (default) = no re-weighting; finite, > 0.
   /// The paper's optional offset (OPEN) is not applied.
   float power = 1.0f;
 };

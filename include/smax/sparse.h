@@ -1,8 +1,8 @@
 // smax/sparse.h: sparse normalisers (sparsemax, 1.5-entmax, alpha-entmax by
 // bisection, top-k "sparse" softmax), their backward passes and their
 // Fenchel-Young / top-k losses. Semantics follow the `entmax` package
-// (deep-spin/entmax) and specs/normalizers.md section 2; docs in
-// docs/normalizers.md ("Sparse normalisers").
+// (deep-spin/entmax); docs in docs/normalizers.md ("Sparse normalisers"),
+// hand vectors in docs/vectors.md.
 //
 // Common contract of every function here
 // --------------------------------------
@@ -196,8 +196,8 @@ void sparse_softmax_backward(const TensorView& y, const TensorView& dy, const Te
                              const SoftmaxOptions& options = {});
 
 struct SparseSoftmaxLossOptions {
-  /// OPEN point of the spec: whether the target joins the kept set when it
-  /// is not among the top k. false (default): loss = log sum_{K} exp(t) -
+  /// OPEN point (docs/normalizers.md): whether the target joins the kept set
+  /// when it is not among the top k. false (default): loss = log sum_{K} exp(t) -
   /// t_target (can be large; the target gets gradient -1). true: the kept
   /// set is K plus the target (k + 1 entries then), so the loss is a
   /// cross-entropy over that set and is >= 0.

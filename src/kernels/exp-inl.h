@@ -955,7 +955,8 @@ HWY_INLINE TwoPassResult TwoPassScan(const Src& src, size_t n) {
     res.nu = nref;
     return res;
   }
-  // Normalise to nu = round(max * log2e) (the spec's state), exactly.
+  // Normalise to nu = round(max * log2e) (the two-pass state of docs/design.md,
+  // "Softmax algorithms: passes over memory"), exactly.
   const double nu = std::nearbyint(static_cast<double>(res.max) * kLog2ed);
   res.mu = std::ldexp(s, static_cast<int>(nref - nu));
   res.nu = nu;

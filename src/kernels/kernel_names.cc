@@ -1,5 +1,5 @@
 // src/kernels/kernel_names.cc: kernel_name(op, algorithm), in the grammar
-// `<dtype>_<family>__<target>_<tags>` (docs: DESIGN.md "Names").
+// `<dtype>_<family>__<target>_<tags>` (docs/design.md, "Names").
 //
 // The target is the one HWY_DYNAMIC_DISPATCH picks now (Highway 1.0.3 has no
 // DispatchedTarget(), so a dispatched function returns its own HWY_TARGET).

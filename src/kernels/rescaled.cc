@@ -6,7 +6,7 @@
 // float64 sums (BlockSum), float64 lane accumulators (F64Acc), row max and
 // NaN scans, tail loads (padding lanes are -inf for logits, 0 otherwise).
 //
-// softpick. The spec's shifted form relu(e^(t-m) - e^-m) / (sum |e^(t-m) -
+// softpick. The shifted form relu(e^(t-m) - e^-m) / (sum |e^(t-m) -
 // e^-m| + eps e^-m) holds for any shift m; we take m = N ln2 with N =
 // round(max t * log2e), so that e^(t - m) is ExpRef (t reduced exactly, no
 // rounded t - m) and e^-m = 2^-N is exact (0 when N > 126: then e^-m is

@@ -4,7 +4,8 @@
 // One dynamic dispatch per call; the target's code loops over the rows and
 // picks the Logits<> instantiation (mask / scale) once per call.
 //
-// Per algorithm (R = read pass, W = write, see specs/kernels.md):
+// Per algorithm (R = read pass, W = write; docs/design.md, "Softmax
+// algorithms: passes over memory"):
 //  three-pass reload     max (R); e_i -> dst, sum (R+W); dst *= 1/sum (R+W)
 //  three-pass recompute  max (R); sum (R); dst = e_i / sum (R+W)
 //  two-pass              (mu, nu) sum, no max pass (R); dst = e_i / sum (R+W)

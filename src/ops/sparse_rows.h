@@ -78,7 +78,8 @@ inline Row prepare(const float* t, int64_t n, double r, float* scratch) {
 }
 
 /// Exact sparsemax threshold on sorted-descending values a[0..c): the
-/// spec's k* = max{k : 1 + k a_k > c_k}, tau = (c_k* - 1) / k*.
+/// k* = max{k : 1 + k a_k > c_k}, tau = (c_k* - 1) / k* (docs/normalizers.md,
+/// "sparsemax": the sorting algorithm).
 inline double sparsemax_tau_sorted(const double* a, int64_t c) {
   double cum = 0.0, tau = 0.0;
   for (int64_t k = 0; k < c; ++k) {
@@ -117,7 +118,8 @@ inline void solve_sparsemax(Row& r) {
 }
 
 /// 1.5-entmax threshold from the top `K` sorted values z (descending), the
-/// spec's exact algorithm; returns the support size (tau via *tau).
+/// exact sort algorithm of docs/normalizers.md ("1.5-entmax (exact)");
+/// returns the support size (tau via *tau).
 inline int64_t entmax15_support(const double* z, int64_t K, double* tau_out) {
   double c1 = 0.0, c2 = 0.0;
   int64_t support = 0;
@@ -143,7 +145,7 @@ inline int64_t entmax15_support(const double* z, int64_t K, double* tau_out) {
 /// h(tau) = sum (z - tau)_+^2 - 1 from tau = -1 first: h is convex and
 /// decreasing, so Newton from the left never passes tau* (up to a rounding
 /// margin, kept below) and every entry <= tau can be dropped; then the
-/// spec's exact algorithm on the sorted survivors (a handful: a sort of the
+/// exact sort algorithm on the sorted survivors (a handful: a sort of the
 /// whole candidate set cost 4 us per 128-entry row).
 inline void solve_entmax15(Row& r) {
   double* a = r.aux;

@@ -212,7 +212,7 @@ Row softpick_vjp_row(const Row& t, const Row& g, double eps, double sigma, Empty
   for (size_t j = 0; j < n; ++j) {
     if (t[j] == -kInf) continue;
     const double pos = t[j] > 0.0 ? 1.0 : 0.0;
-    const double sgn = t[j] > 0.0 ? 1.0 : -1.0;  // sgn(0) = -1 (spec)
+    const double sgn = t[j] > 0.0 ? 1.0 : -1.0;  // sgn(0) = -1 (docs/normalizers.md, "softpick")
     dx[j] = sigma * f.q[j] * (pos * g[j] - sgn * r);
   }
   return dx;

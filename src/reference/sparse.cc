@@ -325,7 +325,7 @@ LossSetup loss_setup(const SparseLossSpec& spec, const TensorView& src, const Te
   return S;
 }
 
-// Row distribution of the spec.
+// Row distribution of the loss described by `spec`.
 std::vector<double> spec_row(const SparseLossSpec& spec, const std::vector<double>& t,
                              double alpha, int64_t target, EmptyRow e) {
   switch (spec.which) {

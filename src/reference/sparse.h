@@ -1,6 +1,7 @@
 // src/reference/sparse.h: float64 oracles of the sparse normalisers
 // (include/smax/sparse.h). Slow and obviously correct: full sorts of the
-// finite logits, the spec's closed forms, the entmax package's bisection
+// finite logits, the closed forms of docs/normalizers.md ("Sparse
+// normalisers"), the entmax package's bisection
 // loop, plain double loops. Every oracle first shifts the row by its max
 // (all these maps are shift-invariant), so huge logits do not cancel.
 //
