@@ -1,5 +1,5 @@
 // tests/test_size_safety.cc: sizes and offsets at the edges of int64 and of
-// 32-bit indexing (docs/reliability.md, "Size safety").
+// 32-bit indexing (docs/reliability.md, "Guarantees" and "How it is tested").
 //
 //  * Rejection of views whose element counts or byte offsets overflow int64,
 //    in the cases tests/test_errors.cc does not cover: per-dim reaches that
