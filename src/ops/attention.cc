@@ -10,10 +10,10 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <sstream>
 #include <string>
 
 #include "ops/attention_internal.h"
+#include "ops/errors.h"
 #include "ops/internal.h"
 #include "ops/validate.h"
 #include "smax/error.h"
@@ -178,16 +178,8 @@ namespace {
 
 using detail::attn::Setup;
 
-[[noreturn]] void fail(const char* op, const std::string& message) {
-  throw Error(Status::kInvalidArgument, std::string(op) + ": " + message);
-}
-
-std::string num(double v) {
-  std::ostringstream os;
-  os.precision(9);
-  os << v;
-  return os.str();
-}
+using detail::fail;
+using detail::num;
 
 void check_rank4(const TensorView& t, const char* op, const char* name) {
   detail::check_view(t, op, name, DType::kF32);

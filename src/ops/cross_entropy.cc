@@ -14,6 +14,7 @@
 
 #include "kernels/cross_entropy.h"
 #include "ops/cross_entropy.h"
+#include "ops/errors.h"
 #include "ops/loss_rows.h"
 #include "ops/rowwise.h"
 #include "ops/validate.h"
@@ -26,10 +27,6 @@ namespace {
 
 constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
-
-[[noreturn]] void fail(const char* op, const std::string& message) {
-  throw Error(Status::kInvalidArgument, std::string(op) + ": " + message);
-}
 
 void check_ce_options(const char* op, const CrossEntropyOptions& ce) {
   const float a = ce.label_smoothing;

@@ -4,19 +4,12 @@
 #include <string>
 
 #include "ops/cross_entropy.h"
+#include "ops/errors.h"
 #include "ops/loss_rows.h"
 #include "ops/validate.h"
 #include "smax/error.h"
 
 namespace smax::detail {
-namespace {
-
-[[noreturn]] void fail(const char* op, const std::string& message) {
-  throw Error(Status::kInvalidArgument, std::string(op) + ": " + message);
-}
-
-}  // namespace
-
 int64_t count_rows(const TensorView& src_in, int axis) {
   const TensorView src = as_rank1_if_scalar(src_in);
   int64_t rows = 1;

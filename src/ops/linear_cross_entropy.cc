@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "kernels/linear_cross_entropy.h"
+#include "ops/errors.h"
 #include "ops/gemm.h"
 #include "ops/internal.h"
 #include "ops/loss_rows.h"
@@ -59,10 +60,6 @@ constexpr int64_t kMinWholeTokens = 16;
 constexpr int64_t kBlasMax = INT_MAX;
 // Elements of the tile one task of row kernels covers.
 constexpr int64_t kTaskElements = int64_t{1} << 16;
-
-[[noreturn]] void fail(const char* op, const std::string& message) {
-  throw Error(Status::kInvalidArgument, std::string(op) + ": " + message);
-}
 
 // ---- GEMM operands ---------------------------------------------------------------
 // A 2-D view [rows, cols] seen as a BLAS operand: element (i, k) is

@@ -5,6 +5,7 @@
 #include <limits>
 #include <string>
 
+#include "ops/errors.h"
 #include "ops/validate.h"
 #include "smax/error.h"
 
@@ -28,14 +29,6 @@ const char* reduction_name(Reduction reduction) noexcept {
 }
 
 namespace detail {
-namespace {
-
-[[noreturn]] void fail(const char* op, const std::string& message) {
-  throw Error(Status::kInvalidArgument, std::string(op) + ": " + message);
-}
-
-}  // namespace
-
 LossRows::LossRows(const char* op, const TensorView& src_in, int axis, const TensorView& target,
                    const LossOptions& options)
     : op_(op), src_(as_rank1_if_scalar(src_in)), axis_(axis) {

@@ -10,12 +10,12 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "kernels/kernels.h"
 #include "kernels/rescaled.h"
+#include "ops/errors.h"
 #include "ops/loss_rows.h"
 #include "ops/rowwise.h"
 #include "ops/validate.h"
@@ -32,16 +32,8 @@ using detail::Rowwise;
 constexpr float kNaNf = std::numeric_limits<float>::quiet_NaN();
 constexpr float kNegInff = -std::numeric_limits<float>::infinity();
 
-[[noreturn]] void fail(const char* op, const std::string& message) {
-  throw Error(Status::kInvalidArgument, std::string(op) + ": " + message);
-}
-
-std::string num(double v) {
-  std::ostringstream os;
-  os.precision(9);
-  os << v;
-  return os.str();
-}
+using detail::fail;
+using detail::num;
 
 void fill(float* p, int64_t n, float v) {
   for (int64_t i = 0; i < n; ++i) p[i] = v;

@@ -9,11 +9,11 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <sstream>
 #include <string>
 
 #include "kernels/kernels.h"
 #include "kernels/reweight.h"
+#include "ops/errors.h"
 #include "ops/rowwise.h"
 #include "smax/error.h"
 
@@ -27,17 +27,8 @@ using kernels::RowStats;
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-[[noreturn]] void invalid(const char* op, const std::string& message) {
-  throw Error(Status::kInvalidArgument, std::string(op) + ": " + message);
-}
-
-template <typename T>
-std::string str(T v) {
-  std::ostringstream os;
-  os.precision(9);
-  os << v;
-  return os.str();
-}
+using detail::fail;
+using detail::num;
 
 // Length of the reduced axis (for scratch sizes; valid once rw is constructed).
 int64_t axis_length(const Rowwise& rw) { return rw.src().shape[rw.axis()]; }
@@ -134,19 +125,19 @@ bool softplus_forward_row(const RowArgs& a, const SoftplusNormalizerOptions& sp,
 void check_softplus(const char* op, const SoftplusNormalizerOptions& sp) {
   if (sp.lambda) {
     if (!(std::isfinite(*sp.lambda) && *sp.lambda > 0.0f)) {
-      invalid(op, "lambda must be finite and > 0, got " + str(*sp.lambda));
+      fail(op, "lambda must be finite and > 0, got " + num(*sp.lambda));
     }
   } else if (sp.head_dim < 2) {
-    invalid(op, "head_dim must be >= 2 when lambda is not given, got " + str(sp.head_dim));
+    fail(op, "head_dim must be >= 2 when lambda is not given, got " + std::to_string(sp.head_dim));
   }
   if (!(std::isfinite(sp.power) && sp.power > 0.0f)) {
-    invalid(op, "power must be finite and > 0, got " + str(sp.power));
+    fail(op, "power must be finite and > 0, got " + num(sp.power));
   }
 }
 
 // ---- Power-Softmax ---------------------------------------------------------------------
 void check_power(const char* op, int p) {
-  if (p <= 0 || p % 2 != 0) invalid(op, "p must be even and > 0, got " + str(p));
+  if (p <= 0 || p % 2 != 0) fail(op, "p must be even and > 0, got " + std::to_string(p));
 }
 
 // Uniform over the visible entries (all-zero rows).
@@ -158,7 +149,7 @@ void uniform_visible(const float* t, int64_t n, int64_t visible, float* y) {
 // ---- probability temperature -------------------------------------------------------------
 void check_temperature(const char* op, const char* name, float T) {
   if (!(std::isfinite(T) && T > 0.0f)) {
-    invalid(op, std::string(name) + " must be finite and > 0, got " + str(T));
+    fail(op, std::string(name) + " must be finite and > 0, got " + num(T));
   }
 }
 
@@ -179,7 +170,7 @@ bool prob_special_row(const RowStats& s, const RowArgs& a, float* out) {
 void check_standardization(const char* op, const LogitStandardizationOptions& ls) {
   check_temperature(op, "temperature", ls.temperature);
   if (!(std::isfinite(ls.eps) && ls.eps >= 0.0f)) {
-    invalid(op, "eps must be finite and >= 0, got " + str(ls.eps));
+    fail(op, "eps must be finite and >= 0, got " + num(ls.eps));
   }
 }
 
@@ -264,8 +255,8 @@ void self_adjust_softmax_backward(const TensorView& src, const TensorView& dy,
 void sigmoid_normalizer(const TensorView& src, const TensorView& dst,
                         const SigmoidNormalizerOptions& sig, const SoftmaxOptions& options) {
   const char* op = "sigmoid_normalizer";
-  if (sig.bias && !std::isfinite(*sig.bias)) invalid(op, "bias must be finite, got " + str(*sig.bias));
-  if (sig.n_fixed < 0) invalid(op, "n_fixed must be >= 0, got " + str(sig.n_fixed));
+  if (sig.bias && !std::isfinite(*sig.bias)) fail(op, "bias must be finite, got " + num(*sig.bias));
+  if (sig.n_fixed < 0) fail(op, "n_fixed must be >= 0, got " + std::to_string(sig.n_fixed));
   Rowwise rw(op, src, "src", true, options);
   rw.add_output(dst, "dst");
   rw.run(0, [&](const RowArgs& a) {

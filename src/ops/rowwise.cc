@@ -5,20 +5,13 @@
 #include <limits>
 #include <string>
 
+#include "ops/errors.h"
 #include "ops/internal.h"
 #include "ops/validate.h"
 #include "smax/error.h"
 #include "smax/runtime.h"
 
 namespace smax::detail {
-namespace {
-
-[[noreturn]] void fail(const char* op, const std::string& message) {
-  throw Error(Status::kInvalidArgument, std::string(op) + ": " + message);
-}
-
-}  // namespace
-
 Rowwise::Rowwise(const char* op, const TensorView& src, const char* src_name, bool src_is_logits,
                  const SoftmaxOptions& options)
     : op_(op) {

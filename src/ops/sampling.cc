@@ -8,13 +8,13 @@
 // writes only its own row's outputs.
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <string>
 
 #include "kernels/kernels.h"
 #include "kernels/sampling.h"
+#include "ops/errors.h"
 #include "ops/execution.h"
 #include "ops/internal.h"
 #include "ops/long_row.h"
@@ -52,16 +52,6 @@ constexpr int kNucleusBuckets = 2048;
 constexpr int64_t kPrefixLoopMax = 256;
 
 using kernels::TopkCandidate;
-
-[[noreturn]] void fail(const char* op, const std::string& message) {
-  throw Error(Status::kInvalidArgument, std::string(op) + ": " + message);
-}
-
-std::string num(double v) {
-  char b[64];
-  std::snprintf(b, sizeof b, "%.9g", v);
-  return b;
-}
 
 // An output addressed by (row, j): element j along the axis of an output of
 // src's shape with the axis replaced by `len` (len 1 for per-row outputs).

@@ -7,11 +7,11 @@
 // max picks the lower index on ties. Everything is computed before any
 // output view is written.
 #include <cmath>
-#include <cstdio>
 #include <new>
 #include <string>
 #include <vector>
 
+#include "ops/errors.h"
 #include "ops/internal.h"
 #include "ops/validate.h"
 #include "smax/error.h"
@@ -20,15 +20,10 @@
 namespace smax {
 namespace {
 
-[[noreturn]] void fail(const std::string& message) {
-  throw Error(Status::kInvalidArgument, "soft_nms: " + message);
-}
+using detail::fail;
+using detail::num;
 
-std::string num(double v) {
-  char b[64];
-  std::snprintf(b, sizeof b, "%.9g", v);
-  return b;
-}
+constexpr const char* kOp = "soft_nms";
 
 struct Box {
   double x1, y1, x2, y2, area;
@@ -44,24 +39,24 @@ void check_inputs(const TensorView& boxes, const TensorView& scores, const SoftN
   detail::check_view(boxes, "soft_nms", "boxes", DType::kF32);
   detail::check_view(scores, "soft_nms", "scores", DType::kF32);
   if (boxes.rank != 2 || boxes.shape[1] != 4) {
-    fail("boxes must have shape [N, 4] (x1, y1, x2, y2), got " + boxes.describe());
+    fail(kOp, "boxes must have shape [N, 4] (x1, y1, x2, y2), got " + boxes.describe());
   }
   if (scores.rank != 1 || scores.shape[0] != boxes.shape[0]) {
-    fail("scores must have shape [N] with N = " + std::to_string(boxes.shape[0]) +
-         " (boxes' rows), got " + scores.describe());
+    fail(kOp, "scores must have shape [N] with N = " + std::to_string(boxes.shape[0]) +
+              " (boxes' rows), got " + scores.describe());
   }
   const int method = static_cast<int>(o.method);
   if (method < 0 || method > static_cast<int>(SoftNmsMethod::kGaussian)) {
-    fail("unknown method value " + std::to_string(method));
+    fail(kOp, "unknown method value " + std::to_string(method));
   }
   if (!(std::isfinite(o.sigma) && o.sigma > 0.0f)) {
-    fail("sigma must be finite and > 0, got " + num(o.sigma));
+    fail(kOp, "sigma must be finite and > 0, got " + num(o.sigma));
   }
   if (!(o.iou_threshold >= 0.0f && o.iou_threshold <= 1.0f)) {
-    fail("iou_threshold must be in [0, 1], got " + num(o.iou_threshold));
+    fail(kOp, "iou_threshold must be in [0, 1], got " + num(o.iou_threshold));
   }
   if (!std::isfinite(o.score_threshold)) {
-    fail("score_threshold must be finite, got " + num(o.score_threshold));
+    fail(kOp, "score_threshold must be finite, got " + num(o.score_threshold));
   }
 }
 
@@ -83,17 +78,19 @@ void run(const TensorView& boxes, const TensorView& scores, const SoftNmsOptions
       x.y2 = read_f32(boxes, i, 3);
       if (!(std::isfinite(x.x1) && std::isfinite(x.y1) && std::isfinite(x.x2) &&
             std::isfinite(x.y2))) {
-        fail("box " + std::to_string(i) + " has a non-finite coordinate");
+        fail(kOp, "box " + std::to_string(i) + " has a non-finite coordinate");
       }
       const double w = x.x2 - x.x1 + one, h = x.y2 - x.y1 + one;
       if (w < 0.0 || h < 0.0) {
-        fail("box " + std::to_string(i) + " = (" + num(x.x1) + ", " + num(x.y1) + ", " +
-             num(x.x2) + ", " + num(x.y2) + ") has x2 < x1 or y2 < y1" +
-             (o.plus_one ? " - 1 (plus_one)" : ""));
+        fail(kOp, "box " + std::to_string(i) + " = (" + num(x.x1) + ", " + num(x.y1) + ", " +
+                  num(x.x2) + ", " + num(x.y2) + ") has x2 < x1 or y2 < y1" +
+                  (o.plus_one ? " - 1 (plus_one)" : ""));
       }
       x.area = w * h;
       const double si = read_f32(scores, i, 0);
-      if (!std::isfinite(si)) fail("score " + std::to_string(i) + " is not finite: " + num(si));
+      if (!std::isfinite(si)) {
+        fail(kOp, "score " + std::to_string(i) + " is not finite: " + num(si));
+      }
       s[static_cast<size_t>(i)] = si;
       alive.push_back(i);
     }
@@ -157,12 +154,12 @@ int64_t soft_nms(const TensorView& boxes, const TensorView& scores, const Tensor
   detail::check_view(indices, "soft_nms", "indices", DType::kI64);
   detail::check_view(kept_scores, "soft_nms", "kept_scores", DType::kF32);
   if (indices.rank != 1 || indices.shape[0] != n) {
-    fail("indices must have shape [N] with N = " + std::to_string(n) + ", got " +
-         indices.describe());
+    fail(kOp, "indices must have shape [N] with N = " + std::to_string(n) + ", got " +
+              indices.describe());
   }
   if (kept_scores.rank != 1 || kept_scores.shape[0] != n) {
-    fail("kept_scores must have shape [N] with N = " + std::to_string(n) + ", got " +
-         kept_scores.describe());
+    fail(kOp, "kept_scores must have shape [N] with N = " + std::to_string(n) + ", got " +
+              kept_scores.describe());
   }
   const char* op = "soft_nms";
   detail::check_no_self_overlap(indices, "indices", op);

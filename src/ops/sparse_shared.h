@@ -4,25 +4,14 @@
 
 #include <cmath>
 #include <cstdint>
-#include <sstream>
 #include <string>
 
+#include "ops/errors.h"
 #include "ops/rowwise.h"
 #include "smax/error.h"
 #include "smax/sparse.h"
 
 namespace smax::detail {
-
-[[noreturn]] inline void sparse_fail(const char* op, const std::string& message) {
-  throw Error(Status::kInvalidArgument, std::string(op) + ": " + message);
-}
-
-inline std::string float_str(double v) {
-  std::ostringstream os;
-  os.precision(9);
-  os << v;
-  return os.str();
-}
 
 /// Row length (src's size along the resolved axis); usable before run().
 inline int64_t row_length(const Rowwise& rw) {
@@ -33,10 +22,9 @@ inline int64_t row_length(const Rowwise& rw) {
 /// alpha finite and >= 1 (1 only as the scalar softmax route), n_iter >= 1.
 inline void check_bisect_params(const char* op, const EntmaxBisectOptions& p) {
   if (!p.alpha_tensor && !(std::isfinite(p.alpha) && p.alpha >= 1.0f)) {
-    sparse_fail(op, "alpha must be finite and > 1 (or exactly 1: softmax), got " +
-                        float_str(p.alpha));
+    fail(op, "alpha must be finite and > 1 (or exactly 1: softmax), got " + num(p.alpha));
   }
-  if (p.n_iter < 1) sparse_fail(op, "n_iter must be >= 1, got " + std::to_string(p.n_iter));
+  if (p.n_iter < 1) fail(op, "n_iter must be >= 1, got " + std::to_string(p.n_iter));
 }
 
 /// Every element of the per-row alpha tensor finite and > 1. Call after
@@ -51,8 +39,8 @@ inline void check_alpha_tensor(const char* op, const TensorView& v) {
     for (int d = 0; d < v.rank; ++d) off += index[d] * v.strides[d];
     const float a = base[off];
     if (!(std::isfinite(a) && a > 1.0f)) {
-      sparse_fail(op, "alpha_tensor element " + std::to_string(e) +
-                          " must be finite and > 1, got " + float_str(a));
+      fail(op, "alpha_tensor element " + std::to_string(e) + " must be finite and > 1, got " +
+                   num(a));
     }
     for (int d = v.rank - 1; d >= 0; --d) {
       if (++index[d] < v.shape[d]) break;
@@ -62,7 +50,7 @@ inline void check_alpha_tensor(const char* op, const TensorView& v) {
 }
 
 inline void check_k(const char* op, int64_t k) {
-  if (k < 1) sparse_fail(op, "k must be >= 1, got " + std::to_string(k));
+  if (k < 1) fail(op, "k must be >= 1, got " + std::to_string(k));
 }
 
 }  // namespace smax::detail

@@ -6,14 +6,11 @@
 #include <cstdint>
 #include <string>
 
+#include "ops/errors.h"
 #include "smax/error.h"
 
 namespace smax::detail {
 namespace {
-
-[[noreturn]] void fail(const char* op, const std::string& message) {
-  throw Error(Status::kInvalidArgument, std::string(op) + ": " + message);
-}
 
 // Byte offsets of the first and last reachable element relative to data
 // (min <= 0 <= max), with overflow checks. Requires numel > 0.

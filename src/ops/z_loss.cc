@@ -10,6 +10,7 @@
 
 #include "kernels/cross_entropy.h"
 #include "ops/cross_entropy.h"
+#include "ops/errors.h"
 #include "ops/loss_rows.h"
 #include "ops/rowwise.h"
 #include "ops/validate.h"
@@ -22,10 +23,6 @@ namespace {
 
 constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
-
-[[noreturn]] void fail(const char* op, const std::string& message) {
-  throw Error(Status::kInvalidArgument, std::string(op) + ": " + message);
-}
 
 // Rows, per-row weights (w[target] or 1) and the reducer of a z-loss call.
 struct ZSetup {
