@@ -265,6 +265,47 @@ TEST(Errors, ParseNames) {
   EXPECT_STREQ(smax::empty_row_name(EmptyRow::kNan), "nan");
 }
 
+// Every parse_X / X_name pair shares one table helper (src/ops/enum_names.h):
+// one message format listing the accepted names, exact case-sensitive match,
+// "unknown" for a value outside the enum.
+TEST(Errors, ParseNamesUnifiedFormat) {
+  auto what = [](const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const smax::Error& e) {
+      EXPECT_EQ(e.status(), smax::Status::kInvalidArgument);
+      return std::string(e.what());
+    }
+    return std::string("<no throw>");
+  };
+  EXPECT_EQ(what([] { smax::parse_reduction("avg"); }),
+            "parse_reduction: unknown reduction 'avg' (expected one of: none, mean, sum)");
+  EXPECT_EQ(what([] { smax::parse_algorithm("Online"); }),
+            "parse_algorithm: unknown algorithm 'Online' (expected one of: auto, "
+            "three-pass-reload, three-pass-recompute, two-pass, online)");
+  EXPECT_EQ(what([] { smax::parse_empty_row(""); }),
+            "parse_empty_row: unknown empty_row policy '' (expected one of: zero, nan)");
+  EXPECT_EQ(what([] { smax::parse_precision("F32"); }),
+            "parse_precision: unknown precision 'F32' (expected one of: f32, f16, bf16)");
+  EXPECT_EQ(what([] { smax::parse_soft_nms_method("soft"); }),
+            "parse_soft_nms_method: unknown soft_nms method 'soft' (expected one of: hard, "
+            "linear, gaussian)");
+  EXPECT_EQ(what([] { smax::parse_attention_normalizer("Softmax"); }),
+            "parse_attention_normalizer: unknown attention normalizer 'Softmax' (expected one "
+            "of: softmax, sigmoid, softpick, ssmax, stablemax, softplus)");
+  EXPECT_EQ(smax::parse_reduction("sum"), smax::Reduction::kSum);
+  EXPECT_EQ(smax::parse_precision("bf16"), smax::Precision::kBF16);
+  EXPECT_EQ(smax::parse_soft_nms_method("linear"), smax::SoftNmsMethod::kLinear);
+  EXPECT_EQ(smax::parse_attention_normalizer("ssmax"), smax::AttentionNormalizer::kSsmax);
+  EXPECT_STREQ(smax::algorithm_name(static_cast<Algorithm>(99)), "unknown");
+  EXPECT_STREQ(smax::empty_row_name(static_cast<EmptyRow>(-1)), "unknown");
+  EXPECT_STREQ(smax::reduction_name(static_cast<smax::Reduction>(7)), "unknown");
+  EXPECT_STREQ(smax::precision_name(static_cast<smax::Precision>(3)), "unknown");
+  EXPECT_STREQ(smax::soft_nms_method_name(static_cast<smax::SoftNmsMethod>(3)), "unknown");
+  EXPECT_STREQ(smax::attention_normalizer_name(static_cast<smax::AttentionNormalizer>(6)),
+               "unknown");
+}
+
 TEST(Errors, ThreadsNegative) {
   Tensor src = good_src();
   SoftmaxOptions o;

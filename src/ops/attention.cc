@@ -13,6 +13,7 @@
 #include <string>
 
 #include "ops/attention_internal.h"
+#include "ops/enum_names.h"
 #include "ops/errors.h"
 #include "ops/internal.h"
 #include "ops/validate.h"
@@ -340,28 +341,22 @@ void check_out_vs(const Setup& s, const TensorView& out, const char* name,
 
 }  // namespace
 
-AttentionNormalizer parse_attention_normalizer(std::string_view name) {
-  if (name == "softmax") return AttentionNormalizer::kSoftmax;
-  if (name == "sigmoid") return AttentionNormalizer::kSigmoid;
-  if (name == "softpick") return AttentionNormalizer::kSoftpick;
-  if (name == "ssmax") return AttentionNormalizer::kSsmax;
-  if (name == "stablemax") return AttentionNormalizer::kStablemax;
-  if (name == "softplus") return AttentionNormalizer::kSoftplus;
-  throw Error(Status::kInvalidArgument,
-              "attention: normalizer must be one of softmax, sigmoid, softpick, ssmax, "
-              "stablemax, softplus, got '" + std::string(name) + "'");
-}
+namespace {
+constexpr auto kNormalizerNames = detail::name_table<AttentionNormalizer>(
+    "parse_attention_normalizer", "attention normalizer",
+    {{AttentionNormalizer::kSoftmax, "softmax"},
+     {AttentionNormalizer::kSigmoid, "sigmoid"},
+     {AttentionNormalizer::kSoftpick, "softpick"},
+     {AttentionNormalizer::kSsmax, "ssmax"},
+     {AttentionNormalizer::kStablemax, "stablemax"},
+     {AttentionNormalizer::kSoftplus, "softplus"}});
+}  // namespace
 
+AttentionNormalizer parse_attention_normalizer(std::string_view name) {
+  return kNormalizerNames.parse(name);
+}
 const char* attention_normalizer_name(AttentionNormalizer n) noexcept {
-  switch (n) {
-    case AttentionNormalizer::kSoftmax: return "softmax";
-    case AttentionNormalizer::kSigmoid: return "sigmoid";
-    case AttentionNormalizer::kSoftpick: return "softpick";
-    case AttentionNormalizer::kSsmax: return "ssmax";
-    case AttentionNormalizer::kStablemax: return "stablemax";
-    case AttentionNormalizer::kSoftplus: return "softplus";
-  }
-  return "unknown";
+  return kNormalizerNames.name(n);
 }
 
 void attention(const TensorView& q, const TensorView& k, const TensorView& v,

@@ -4,6 +4,7 @@
 #include <sstream>
 #include <string>
 
+#include "ops/enum_names.h"
 #include "smax/error.h"
 #include "smax/options.h"
 #include "smax/tensor.h"
@@ -140,48 +141,21 @@ TensorView make_bool_view(const uint8_t* data, std::initializer_list<int64_t> sh
 }
 
 namespace {
-struct AlgorithmName {
-  Algorithm algorithm;
-  const char* name;
-};
-constexpr AlgorithmName kAlgorithmNames[] = {
-    {Algorithm::kAuto, "auto"},
-    {Algorithm::kThreePassReload, "three-pass-reload"},
-    {Algorithm::kThreePassRecompute, "three-pass-recompute"},
-    {Algorithm::kTwoPass, "two-pass"},
-    {Algorithm::kOnline, "online"},
-};
+constexpr auto kAlgorithmNames = detail::name_table<Algorithm>(
+    "parse_algorithm", "algorithm",
+    {{Algorithm::kAuto, "auto"},
+     {Algorithm::kThreePassReload, "three-pass-reload"},
+     {Algorithm::kThreePassRecompute, "three-pass-recompute"},
+     {Algorithm::kTwoPass, "two-pass"},
+     {Algorithm::kOnline, "online"}});
+constexpr auto kEmptyRowNames = detail::name_table<EmptyRow>(
+    "parse_empty_row", "empty_row policy", {{EmptyRow::kZero, "zero"}, {EmptyRow::kNan, "nan"}});
 }  // namespace
 
-Algorithm parse_algorithm(std::string_view name) {
-  for (const auto& entry : kAlgorithmNames) {
-    if (name == entry.name) return entry.algorithm;
-  }
-  throw Error(Status::kInvalidArgument,
-              "unknown algorithm '" + std::string(name) +
-                  "' (expected auto, three-pass-reload, three-pass-recompute, two-pass or online)");
-}
+Algorithm parse_algorithm(std::string_view name) { return kAlgorithmNames.parse(name); }
+const char* algorithm_name(Algorithm algorithm) noexcept { return kAlgorithmNames.name(algorithm); }
 
-const char* algorithm_name(Algorithm algorithm) noexcept {
-  for (const auto& entry : kAlgorithmNames) {
-    if (entry.algorithm == algorithm) return entry.name;
-  }
-  return "unknown-algorithm";
-}
-
-EmptyRow parse_empty_row(std::string_view name) {
-  if (name == "zero") return EmptyRow::kZero;
-  if (name == "nan") return EmptyRow::kNan;
-  throw Error(Status::kInvalidArgument,
-              "unknown empty_row policy '" + std::string(name) + "' (expected zero or nan)");
-}
-
-const char* empty_row_name(EmptyRow policy) noexcept {
-  switch (policy) {
-    case EmptyRow::kZero: return "zero";
-    case EmptyRow::kNan: return "nan";
-  }
-  return "unknown-empty-row";
-}
+EmptyRow parse_empty_row(std::string_view name) { return kEmptyRowNames.parse(name); }
+const char* empty_row_name(EmptyRow policy) noexcept { return kEmptyRowNames.name(policy); }
 
 }  // namespace smax

@@ -5,28 +5,21 @@
 #include <limits>
 #include <string>
 
+#include "ops/enum_names.h"
 #include "ops/errors.h"
 #include "ops/validate.h"
 #include "smax/error.h"
 
 namespace smax {
 
-Reduction parse_reduction(std::string_view name) {
-  if (name == "none") return Reduction::kNone;
-  if (name == "mean") return Reduction::kMean;
-  if (name == "sum") return Reduction::kSum;
-  throw Error(Status::kInvalidArgument,
-              "reduction must be 'none', 'mean' or 'sum', got '" + std::string(name) + "'");
-}
+namespace {
+constexpr auto kReductionNames = detail::name_table<Reduction>(
+    "parse_reduction", "reduction",
+    {{Reduction::kNone, "none"}, {Reduction::kMean, "mean"}, {Reduction::kSum, "sum"}});
+}  // namespace
 
-const char* reduction_name(Reduction reduction) noexcept {
-  switch (reduction) {
-    case Reduction::kNone: return "none";
-    case Reduction::kMean: return "mean";
-    case Reduction::kSum: return "sum";
-  }
-  return "unknown-reduction";
-}
+Reduction parse_reduction(std::string_view name) { return kReductionNames.parse(name); }
+const char* reduction_name(Reduction reduction) noexcept { return kReductionNames.name(reduction); }
 
 namespace detail {
 LossRows::LossRows(const char* op, const TensorView& src_in, int axis, const TensorView& target,

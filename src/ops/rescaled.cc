@@ -15,6 +15,7 @@
 
 #include "kernels/kernels.h"
 #include "kernels/rescaled.h"
+#include "ops/enum_names.h"
 #include "ops/errors.h"
 #include "ops/loss_rows.h"
 #include "ops/rowwise.h"
@@ -315,22 +316,14 @@ void stablemax_cross_entropy_backward(const TensorView& src, const TensorView& t
 
 // ---- Softmax Collapse ---------------------------------------------------------------
 
-Precision parse_precision(std::string_view name) {
-  if (name == "f32") return Precision::kF32;
-  if (name == "f16") return Precision::kF16;
-  if (name == "bf16") return Precision::kBF16;
-  throw Error(Status::kInvalidArgument,
-              "precision must be 'f32', 'f16' or 'bf16', got '" + std::string(name) + "'");
-}
+namespace {
+constexpr auto kPrecisionNames = detail::name_table<Precision>(
+    "parse_precision", "precision",
+    {{Precision::kF32, "f32"}, {Precision::kF16, "f16"}, {Precision::kBF16, "bf16"}});
+}  // namespace
 
-const char* precision_name(Precision precision) noexcept {
-  switch (precision) {
-    case Precision::kF32: return "f32";
-    case Precision::kF16: return "f16";
-    case Precision::kBF16: return "bf16";
-  }
-  return "unknown-precision";
-}
+Precision parse_precision(std::string_view name) { return kPrecisionNames.parse(name); }
+const char* precision_name(Precision precision) noexcept { return kPrecisionNames.name(precision); }
 
 double softmax_collapse_fraction(const TensorView& src, Precision precision,
                                  const SoftmaxOptions& options, const TensorView* flags) {

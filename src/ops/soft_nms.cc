@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/enum_names.h"
 #include "ops/errors.h"
 #include "ops/internal.h"
 #include "ops/validate.h"
@@ -182,22 +183,17 @@ int64_t soft_nms(const TensorView& boxes, const TensorView& scores, const Tensor
   return count;
 }
 
-SoftNmsMethod parse_soft_nms_method(std::string_view name) {
-  if (name == "hard") return SoftNmsMethod::kHard;
-  if (name == "linear") return SoftNmsMethod::kLinear;
-  if (name == "gaussian") return SoftNmsMethod::kGaussian;
-  throw Error(Status::kInvalidArgument,
-              "soft_nms: unknown method \"" + std::string(name) +
-                  "\" (expected hard, linear or gaussian)");
-}
+namespace {
+constexpr auto kMethodNames = detail::name_table<SoftNmsMethod>(
+    "parse_soft_nms_method", "soft_nms method",
+    {{SoftNmsMethod::kHard, "hard"},
+     {SoftNmsMethod::kLinear, "linear"},
+     {SoftNmsMethod::kGaussian, "gaussian"}});
+}  // namespace
 
+SoftNmsMethod parse_soft_nms_method(std::string_view name) { return kMethodNames.parse(name); }
 const char* soft_nms_method_name(SoftNmsMethod method) noexcept {
-  switch (method) {
-    case SoftNmsMethod::kHard: return "hard";
-    case SoftNmsMethod::kLinear: return "linear";
-    case SoftNmsMethod::kGaussian: return "gaussian";
-  }
-  return "?";
+  return kMethodNames.name(method);
 }
 
 }  // namespace smax
