@@ -756,7 +756,9 @@ TEST_P(CrossEntropy, FuzzRegressionSoftcapBoolMaskBeatsNanMask) {
       EXPECT_TRUE(std::isfinite(loss[0]));
       for (int j = 0; j < 8; ++j) {
         EXPECT_FALSE(std::isnan(dx[j])) << j;
-        if (keep[j] == 0) EXPECT_EQ(dx[j], 0.0f) << j;
+        if (keep[j] == 0) {
+          EXPECT_EQ(dx[j], 0.0f) << j;
+        }
       }
     } else {
       EXPECT_EQ(std::memcmp(loss.data(), loss0.data(), sizeof(float)), 0);
