@@ -638,6 +638,57 @@ struct TargetName {
   }
 };
 
+/// The zero-weight-sum mean problem of the losses (docs/losses.md): 3 rows x
+/// 4 classes, targets {1, ignored, 3} whose class weights are both 0, and a
+/// bool mask hiding entry (0, 2). Under Reduction::kMean the denominator is
+/// 0: with EmptyMean::kNan (zero = false) every unmasked entry of the counted
+/// rows 0 and 2 has a NaN gradient, as in PyTorch; every other entry, and
+/// every entry with EmptyMean::kZero (zero = true), is exactly 0.
+struct ZeroWeightSumProblem {
+  const float xv[12] = {1, 2, 3, 0.5f, -1, 2, 0, 0, 0.25f, -0.5f, 1, 2};
+  const int64_t tv[3] = {1, -100, 3};
+  const float wv[4] = {1, 0, 1, 0};
+  const uint8_t keep[12] = {1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+  const float one = 1.0f;
+
+  ZeroWeightSumProblem() = default;
+  ZeroWeightSumProblem(const ZeroWeightSumProblem&) = delete;  // views point inside
+  ZeroWeightSumProblem& operator=(const ZeroWeightSumProblem&) = delete;
+
+  smax::TensorView x() const { return smax::make_view(xv, {3, 4}); }
+  smax::TensorView target() const { return smax::make_index_view(tv, {3}); }
+  smax::TensorView weight() const { return smax::make_view(wv, {4}); }
+  smax::TensorView dloss() const { return smax::make_view(&one, {}); }
+  smax::SoftmaxOptions options() const {
+    smax::SoftmaxOptions o;
+    o.bool_mask = smax::make_bool_view(keep, {3, 4});
+    return o;
+  }
+  smax::LossOptions loss_options(bool zero) const {
+    smax::LossOptions lo;
+    lo.weight = weight();
+    if (zero) lo.empty_mean = smax::EmptyMean::kZero;
+    return lo;
+  }
+  /// Checks a library gradient `got` and the oracle's `want` (12 entries,
+  /// row-major) against the pattern above.
+  void expect_gradient(const float* got, const std::vector<double>& want, bool zero,
+                       const std::string& what) const {
+    for (int i = 0; i < 12; ++i) {
+      const bool nan = !zero && i / 4 != 1 && keep[i] != 0;
+      const std::string at = what + (zero ? " kZero " : " kNan ") + std::to_string(i);
+      if (nan) {
+        EXPECT_TRUE(std::isnan(got[i])) << at << ": " << got[i];
+        EXPECT_TRUE(std::isnan(want[static_cast<size_t>(i)])) << at << " oracle";
+      } else {
+        EXPECT_EQ(got[i], 0.0f) << at;
+        EXPECT_EQ(want[static_cast<size_t>(i)], 0.0) << at << " oracle";
+      }
+    }
+  }
+};
+
+
 #define SMAX_INSTANTIATE_PER_TARGET(suite)                                          \
   INSTANTIATE_TEST_SUITE_P(Targets, suite, ::testing::ValuesIn(smax::supported_targets()), \
                            ::smax_test::TargetName())
