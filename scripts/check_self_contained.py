@@ -6,8 +6,9 @@ vectors, edge-case rules and design rules live under docs/ (docs/vectors.md,
 docs/normalizers.md, docs/design.md, ...). This check fails, naming
 FILE:LINE, when a file of the repository
 
-  * names a path outside it: a `specs/<name>.md` file, a `shared/` folder
-    (also `../shared`), the anchors style notes, or an upper-case design
+  * names a path outside it: a spec file under a specs folder, the
+    developers' shared material folder (by name, with or without a leading
+    parent-directory step), the anchors style notes, or an upper-case design
     document (the project's own is the lower-case docs/design.md), or
   * cites an outside specification by section or by name: "spec §3",
     "(spec 2)", "the spec's", "spec vectors", "normalizers.md section 2", ...
