@@ -168,6 +168,9 @@ k, v [B, Hkv, Lk, D / Dv] and prints the median time per call and GFLOP/s
   --kv-heads N     k / v heads Hkv, a divisor of H (default H; < H is GQA)
   --normalizer N   softmax (default), sigmoid, softpick, ssmax, stablemax, softplus
   --causal         mask j > i (top-left aligned)
+  --sigmoid-bias-mode M
+                   sigmoid's default bias b = -ln n: per_sequence (default, n = Lk,
+                   one b per call) or per_row_visible (n = each row's visible keys)
   --softcap X      t = X tanh(t / X), X > 0 (default 0 = off)
   --scale X        multiplies <q, k> (default 1/sqrt(D))
   --backward       time attention_backward (dq, dk, dv from dout ~ N(0,1))
@@ -190,7 +193,7 @@ int cmd_attention(int argc, char** argv, int first) {
                    {"softcap", true}, {"scale", true}, {"backward", false}, {"threads", true},
                    {"target", true}, {"dist", true}, {"data", true}, {"seed", true},
                    {"reps", true}, {"repeat", true}, {"min-time", true}, {"check", false},
-                   {"format", true}, {"help", false}},
+                   {"format", true}, {"sigmoid-bias-mode", true}, {"help", false}},
                   argc, argv, first);
   const std::vector<int64_t> shape = parse_shape(args.get("shape", "1,8,1024,1024,64"));
   if (shape.size() != 5 && shape.size() != 6) {
@@ -208,6 +211,20 @@ int cmd_attention(int argc, char** argv, int first) {
     o.normalizer = smax::parse_attention_normalizer(args.get("normalizer", "softmax"));
   } catch (const smax::Error& e) {
     throw UsageError(std::string("--normalizer: ") + e.what());
+  }
+  if (args.has("sigmoid-bias-mode")) {
+    const std::string mode = args.get("sigmoid-bias-mode", "");
+    if (o.normalizer != smax::AttentionNormalizer::kSigmoid) {
+      throw UsageError("--sigmoid-bias-mode applies only to --normalizer sigmoid");
+    }
+    if (mode == "per_sequence") {
+      o.sigmoid_bias_mode = smax::SigmoidBiasMode::kPerSequence;
+    } else if (mode == "per_row_visible") {
+      o.sigmoid_bias_mode = smax::SigmoidBiasMode::kPerRowVisible;
+    } else {
+      throw UsageError("--sigmoid-bias-mode: expected per_sequence or per_row_visible, got '" +
+                       mode + "'");
+    }
   }
   o.is_causal = args.has("causal");
   if (args.has("softcap")) {
@@ -316,6 +333,9 @@ int cmd_attention(int argc, char** argv, int first) {
         .raw("shape", json_int_array({B, H, Lq, Lk, D, Dv}))
         .integer("kv_heads", Hkv)
         .str("normalizer", norm)
+        .str("sigmoid_bias_mode", o.sigmoid_bias_mode == smax::SigmoidBiasMode::kPerSequence
+                                      ? "per_sequence"
+                                      : "per_row_visible")
         .boolean("causal", o.is_causal)
         .num("softcap", o.softcap)
         .str("target", smax::active_target())
