@@ -2,18 +2,10 @@
 // beyond the softmax family (normalisers, losses, samplers, Soft-NMS,
 // linear cross-entropy).
 //
-// The ops are grouped into three libFuzzer targets; the first input byte
-// picks the op of the group:
-//  * normalizers: sparsemax, entmax15, entmax_bisect, sparse_softmax, ssmax,
-//    softpick, stablemax, self_adjust_softmax, sigmoid_normalizer,
-//    softplus_normalizer, power_softmax, probability_temperature,
-//    logit_standardization (each with its backward) and
-//    softmax_collapse_fraction;
-//  * losses: sparsemax / entmax15 / entmax_bisect / sparse_softmax /
-//    stablemax losses, cross_entropy, z_loss, spherical_z_loss (each with
-//    its backward) and linear_cross_entropy (forward, backward, fused);
-//  * sampling: gumbel_noise, gumbel_softmax (+ backward), gumbel_max,
-//    softmax_topk, sampling_filter, sample, soft_nms;
+// The ops are grouped into three libFuzzer targets, one per group of
+// smax/op_list.inc (normalizers, losses, sampling: every op of the group, in
+// the list's order, forward and backward); the first input byte picks the
+// op of the group. A fourth target:
 //  * options: the options the CLI table does not expose, the op called
 //    directly and checked against its oracle with the same options:
 //    entmax_bisect (+ backward) with a per-row alpha_tensor (and dalpha),

@@ -1,4 +1,5 @@
-// smax/runtime.h: SIMD target selection, kernel names and the thread seam.
+// smax/runtime.h: SIMD target selection, kernel names, the thread seam and
+// the list of ops.
 #pragma once
 
 #include <cstdint>
@@ -30,12 +31,31 @@ void set_max_target(std::string_view name);
 
 /// Name of the kernel an op uses with `algorithm` on the active target, in the
 /// grammar `<dtype>_<family>__<target>_<tags>`, e.g.
-/// "f32_softmax_reload__avx2_rr2_p5_u4_acc2". `op` is "softmax",
-/// "log_softmax", "logsumexp", "softmax_backward" or "log_softmax_backward";
+/// "f32_softmax_reload__avx2_rr2_p5_u4_acc2". `op` is an op of the softmax
+/// group of op_list() ("softmax", "log_softmax", "logsumexp",
+/// "softmax_backward", "log_softmax_backward") or "softmax_columns";
 /// `algorithm` as accepted by parse_algorithm (for kAuto: the choice for a
 /// row of `cols` elements).
 std::string kernel_name(std::string_view op, std::string_view algorithm = "auto",
                         int64_t cols = 32000);
+
+// ---- the op list -------------------------------------------------------------
+
+/// One public op, as smax/op_list.inc states it (the meaning of each field
+/// is documented there). Strings are lower case: group "softmax",
+/// "normalizers", "losses", "sampling" or "attention"; kind "diff",
+/// "nodiff", "backward" or "fused"; cli "run", "run_unchecked", "attention"
+/// or "none".
+struct OpInfo {
+  const char* name;
+  const char* group;
+  const char* kind;
+  const char* cli;
+};
+/// Every public op, in smax/op_list.inc's order.
+const std::vector<OpInfo>& op_list();
+/// The op named `name`, or nullptr.
+const OpInfo* find_op(std::string_view name);
 
 // ---- threads ---------------------------------------------------------------
 

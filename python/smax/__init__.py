@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import operator
 import sys
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as _np
 
@@ -59,6 +59,8 @@ __all__ = [
     "set_max_threads",
     "max_threads",
     "kernel_name",
+    "op_list",
+    "OpInfo",
     "ALGORITHMS",
     "EMPTY_ROW_POLICIES",
 ]  # extended with smax._ops.__all__ at the end of this file
@@ -422,6 +424,27 @@ def set_max_threads(n: int) -> None:
 def max_threads() -> int:
     """The default thread count (hardware concurrency unless changed)."""
     return int(_C.max_threads())
+
+
+class OpInfo(NamedTuple):
+    """One public op of smax, as the op list states it (docs/design.md,
+    "Adding an op"): ``group`` is "softmax", "normalizers", "losses",
+    "sampling" or "attention"; ``kind`` "diff" (a forward op with a gradient:
+    ``smax.<name>`` and ``smax.torch.<name>``), "nodiff" (``smax.<name>``),
+    "backward" (the VJP of a forward op, reached through ``smax.torch``'s
+    autograd) or "fused" (forward and backward in one call); ``cli`` how
+    the ``smax`` command reaches it ("run", "run_unchecked", "attention",
+    "none")."""
+
+    name: str
+    group: str
+    kind: str
+    cli: str
+
+
+def op_list() -> List[OpInfo]:
+    """Every public op of the library, in the op list's order."""
+    return [OpInfo(*entry) for entry in _C.op_list()]
 
 
 def kernel_name(op: str, algorithm: str = "auto", cols: int = 32000) -> str:

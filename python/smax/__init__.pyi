@@ -1,7 +1,7 @@
 # Public API of the `smax` package (implementation: smax/__init__.py).
 # ArrayT: numpy.ndarray, torch.Tensor or any DLPack-capable array; results
 # have the caller's array type (numpy for other DLPack arrays).
-from typing import Any, Dict, Optional, Tuple, TypeVar
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple, TypeVar
 
 
 __version__: str
@@ -31,6 +31,12 @@ def set_max_target(name: Optional[str]) -> None: ...
 def set_max_threads(n: int) -> None: ...
 def max_threads() -> int: ...
 def kernel_name(op: str, algorithm: str = "auto", cols: int = 32000) -> str: ...
+class OpInfo(NamedTuple):
+    name: str
+    group: str
+    kind: str
+    cli: str
+def op_list() -> List[OpInfo]: ...
 
 # Every op beyond the softmax family: annotated in smax/_ops.py (re-exported).
 from ._ops import (

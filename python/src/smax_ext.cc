@@ -19,6 +19,8 @@
 // smax/_ops.py, an autograd Function in smax/_torch_ops.py when it is
 // differentiable, and lines in the .pyi stubs.
 #include "ext_common.h"
+#include <nanobind/stl/tuple.h>
+#include <tuple>
 
 namespace nb = nanobind;
 
@@ -185,6 +187,12 @@ NB_MODULE(_smax, m) {
           return smax::kernel_name(op, algorithm, cols);
         },
         nb::arg("op"), nb::arg("algorithm") = "auto", nb::arg("cols") = 32000);
+  m.def("op_list", [] {
+    // (name, group, kind, cli) for every op of smax/op_list.inc.
+    std::vector<std::tuple<std::string, std::string, std::string, std::string>> out;
+    for (const smax::OpInfo& op : smax::op_list()) out.emplace_back(op.name, op.group, op.kind, op.cli);
+    return out;
+  });
   m.def("max_threads", &smax::max_threads);
   m.def("set_max_threads", &smax::set_max_threads, nb::arg("threads"));
 }

@@ -15,7 +15,8 @@ F32 = np.float32
 
 # Public names that are not ops.
 CONSTANTS = {"ALGORITHMS", "EMPTY_ROW_POLICIES", "REDUCTIONS", "ATTENTION_NORMALIZERS"}
-RUNTIME = {"info", "set_max_target", "set_max_threads", "max_threads", "kernel_name"}
+RUNTIME = {"info", "set_max_target", "set_max_threads", "max_threads", "kernel_name", "op_list",
+           "OpInfo"}
 
 
 def _inputs(lib):

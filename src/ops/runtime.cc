@@ -112,10 +112,17 @@ void set_max_target(std::string_view name) {
 
 std::string kernel_name(std::string_view op, std::string_view algorithm, int64_t cols) {
   detail::ensure_runtime_initialized();
-  static const char* const kOps[] = {"softmax", "log_softmax", "logsumexp", "softmax_backward",
-                                     "log_softmax_backward", "softmax_columns"};
-  if (std::find(std::begin(kOps), std::end(kOps), op) == std::end(kOps)) {
-    throw Error(Status::kInvalidArgument, "kernel_name: unknown op '" + std::string(op) + "'");
+  // The softmax group of the op list (smax/op_list.inc), plus the column kernel.
+  const OpInfo* info = find_op(op);
+  const bool softmax_group = info != nullptr && std::string_view(info->group) == "softmax";
+  if (!softmax_group && op != "softmax_columns") {
+    std::string known;
+    for (const OpInfo& o : op_list()) {
+      if (std::string_view(o.group) == "softmax") known += std::string(o.name) + ", ";
+    }
+    throw Error(Status::kInvalidArgument, "kernel_name: unknown op '" + std::string(op) +
+                                              "' (expected one of: " + known +
+                                              "softmax_columns)");
   }
   if (cols < 0) {
     throw Error(Status::kInvalidArgument,

@@ -75,7 +75,7 @@ void add_rescaled_ops(std::vector<ExtOp>& ops) {
                    return ref::stablemax_cross_entropy_backward(c.x, c.target, c.dy, c.loss, c.options);
                  },
                  1e-8, 1e-5});
-  ops.push_back({"softmax_collapse", "per-row flag: sum exp(x - max) rounds to 1 (precision=32|16|-16 for f32|f16|bf16)",
+  ops.push_back({"softmax_collapse_fraction", "per-row flag: sum exp(x - max) rounds to 1 (precision=32|16|-16 for f32|f16|bf16)",
                  OutShape::kRows, false, false, false, {{"precision", 32, "32 (f32), 16 (f16) or -16 (bf16)", ParamType::kInt, {32, 16, -16}}},
                  nullptr,
                  [](const ExtCall& c) {

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <set>
 #include <sstream>
+#include <stdexcept>
 
 #include "args.h"
 #include "check.h"
@@ -199,6 +200,60 @@ std::unique_ptr<ExtInstance> make_instance(const ExtOp& op, const std::vector<in
   return inst;
 }
 
+namespace {
+
+// The CLI's ops must be the ops smax/op_list.inc marks "run" (checked
+// against a float64 oracle) or "run_unchecked" (none): the table (less the
+// softmax family, which check.h runs) in the list's order. A mismatch is a
+// defect of the build; it throws at the first use, so every `smax run` and
+// every cli test fails, naming the op.
+std::vector<ExtOp> in_op_list_order(std::vector<ExtOp> table) {
+  std::vector<ExtOp> ordered;
+  for (const smax::OpInfo& info : smax::op_list()) {
+    const std::string cli = info.cli;
+    const bool family = std::string(info.group) == "softmax";
+    const auto it = std::find_if(table.begin(), table.end(),
+                                 [&](const ExtOp& op) { return op.name == info.name; });
+    const bool listed = cli == "run" || cli == "run_unchecked";
+    if (family) {
+      const auto& fam = softmax_family();
+      const bool in_family = std::any_of(fam.begin(), fam.end(),
+                                         [&](Op op) { return op_name(op) == std::string(info.name); });
+      if (listed != in_family) {
+        throw std::logic_error(std::string("op ") + info.name +
+                               ": smax/op_list.inc and the CLI's softmax family disagree");
+      }
+      continue;
+    }
+    if (!listed) {
+      if (it != table.end()) {
+        throw std::logic_error(std::string("op ") + info.name + ": the CLI runs it but "
+                               "smax/op_list.inc says cli " + cli);
+      }
+      continue;
+    }
+    if (it == table.end()) {
+      throw std::logic_error(std::string("op ") + info.name +
+                             ": smax/op_list.inc says `smax run` runs it, but the CLI's op "
+                             "table (tools/smax/ext_*.cc) has no entry");
+    }
+    if ((cli == "run") != static_cast<bool>(it->reference)) {
+      throw std::logic_error(std::string("op ") + info.name + ": smax/op_list.inc says cli " +
+                             cli + " but the CLI's op table " +
+                             (it->reference ? "has" : "has no") + " float64 oracle");
+    }
+    ordered.push_back(std::move(*it));
+    table.erase(it);
+  }
+  if (!table.empty()) {
+    throw std::logic_error("op " + table.front().name +
+                           ": in the CLI's op table but not in smax/op_list.inc");
+  }
+  return ordered;
+}
+
+}  // namespace
+
 const std::vector<ExtOp>& ext_ops() {
   static const std::vector<ExtOp> ops = [] {
     std::vector<ExtOp> v;
@@ -207,7 +262,7 @@ const std::vector<ExtOp>& ext_ops() {
     add_reweight_ops(v);
     add_loss_ops(v);
     add_sampling_ops(v);
-    return v;
+    return in_op_list_order(std::move(v));
   }();
   return ops;
 }
