@@ -408,6 +408,8 @@ const ParamChoice& param_choices(const std::string& op, const std::string& p) {
       {"head_dim", {{64, 2, 1000, 64}, {1, 0, -1}}},
       {"power", {{1, 2, 0.5, 3, 1}, {0, -1, NAN, INFINITY}}},
       {"p", {{2, 4, 8, 2}, {1, 3, 0, -2}}},
+      {"gamma", {{-0.025, 0, -0.1, -3, -1e-6, -0.025}, {0.1, NAN, INFINITY, -INFINITY}}},
+      {"zeta", {{1, 1.5, 1.01, 10, 1}, {0.9, 0, NAN, INFINITY}}},
       {"T", {{2, 1, 0.5, 0.1, 10, 2}, {0, -1, NAN, INFINITY}}},
       {"label_smoothing", {{0, 0.1, 1, 0.5, 0}, {-0.1, 1.5, NAN}}},
       {"lse_square_scale", {{0, 1e-4, 1, 0}, {-1, INFINITY, NAN}}},
@@ -1788,6 +1790,17 @@ void table_bounds(Case& c, Expect& ex, smax_cli::ExtCall& e) {
     if (name == "gumbel_softmax" && c.params["hard"] != 0) std::fill(ex.bound.begin(), ex.bound.end(), 0.0);
     return;
   }
+  if (name == "clipped_softmax" || name == "clipped_softmax_backward") {
+    const double gamma = static_cast<float>(c.params["gamma"]);
+    const double zeta = static_cast<float>(c.params["zeta"]);
+    for (int64_t r = 0; r < R.rows; ++r) {
+      set_row(r, name == "clipped_softmax"
+                     ? ref::clipped_softmax_bound_row(row_of(R, r), gamma, zeta, o.empty_row)
+                     : ref::clipped_softmax_vjp_bound_row(row_of(R, r), grow(r), gamma, zeta,
+                                                          sigma, o.empty_row));
+    }
+    return;
+  }
   if (name == "stablemax") {
     for (size_t i = 0; i < count; ++i) ex.bound[i] = 1e-6 * std::fabs(ex.ref[i]) + 1e-36;
     return;
@@ -2476,6 +2489,7 @@ std::vector<double> from_y_backward(const char* fn, const TensorView& y, const T
 // op's row input), or nullptr for other ops.
 const TensorView* masks_zero_gradient(Case& c, const smax_cli::ExtCall& e) {
   static const std::set<std::string> from_src = {"ssmax_backward", "softpick_backward",
+                                                 "clipped_softmax_backward",
                                                  "stablemax_backward",
                                                  "stablemax_cross_entropy_backward"};
   static const std::set<std::string> from_y = {"sparsemax_backward", "entmax15_backward",

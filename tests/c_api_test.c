@@ -631,7 +631,8 @@ static void test_every_function_links(void) {
       (any_fn)smax_tensor_init, (any_fn)smax_softmax_options_init,
       (any_fn)smax_loss_options_init, (any_fn)smax_entmax_bisect_options_init,
       (any_fn)smax_sparse_softmax_loss_options_init, (any_fn)smax_ssmax_options_init,
-      (any_fn)smax_softpick_options_init, (any_fn)smax_self_adjust_options_init,
+      (any_fn)smax_softpick_options_init, (any_fn)smax_clipped_softmax_options_init,
+      (any_fn)smax_self_adjust_options_init,
       (any_fn)smax_sigmoid_normalizer_options_init, (any_fn)smax_softplus_normalizer_options_init,
       (any_fn)smax_logit_standardization_options_init, (any_fn)smax_gumbel_softmax_options_init,
       (any_fn)smax_softmax_topk_options_init, (any_fn)smax_sample_options_init,
@@ -892,6 +893,45 @@ static void test_rescaled(void) {
     fill(dx, 2, kSentinel);
     EXPECT_ERROR(smax_softpick_backward(&tx, &tg, &tdx, &po, NULL), SMAX_STATUS_INVALID_ARGUMENT,
                  "eps", dx, 2);
+  }
+
+  /* Clipped softmax and its VJP (docs/vectors.md): x = [ln 6, ln 3, 0],
+   * p = [0.6, 0.3, 0.1]; gamma = -0.25, zeta = 1.25 clips below only,
+   * x = [ln 8, 0, 0] with gamma = -0.1, zeta = 1.5 clips above. */
+  {
+    float x[3], y[3], g[3] = {1.0f, 0.0f, 0.0f}, dx[3];
+    smax_tensor tx = f32_1d(x, 3), ty = f32_1d(y, 3), tg = f32_1d(g, 3), tdx = f32_1d(dx, 3);
+    smax_clipped_softmax_options co;
+    x[0] = (float)log(6.0);
+    x[1] = (float)ln3;
+    x[2] = 0.0f;
+    smax_clipped_softmax_options_init(&co);
+    CHECK(co.gamma == -0.025f && co.zeta == 1.0f);
+    co.gamma = -0.25f;
+    co.zeta = 1.25f;
+    CHECK(smax_clipped_softmax(&tx, &ty, &co, NULL) == SMAX_STATUS_OK);
+    CHECK_HAND(y, ((double[]){0.65, 0.2, 0.0}), 3);
+    CHECK(smax_clipped_softmax_backward(&tx, &tg, &tdx, &co, NULL) == SMAX_STATUS_OK);
+    CHECK_HAND(dx, ((double[]){0.36, -0.27, -0.09}), 3);
+    x[0] = (float)log(8.0);
+    x[1] = 0.0f;
+    co.gamma = -0.1f;
+    co.zeta = 1.5f;
+    g[1] = 1.0f;
+    CHECK(smax_clipped_softmax(&tx, &ty, &co, NULL) == SMAX_STATUS_OK);
+    CHECK_HAND(y, ((double[]){1.0, 0.06, 0.06}), 3);
+    CHECK(smax_clipped_softmax_backward(&tx, &tg, &tdx, &co, NULL) == SMAX_STATUS_OK);
+    CHECK_HAND(dx, ((double[]){-0.128, 0.144, -0.016}), 3);
+    /* Errors: gamma > 0, zeta < 1; nothing written. */
+    co.gamma = 0.5f;
+    fill(y, 3, kSentinel);
+    EXPECT_ERROR(smax_clipped_softmax(&tx, &ty, &co, NULL), SMAX_STATUS_INVALID_ARGUMENT, "gamma",
+                 y, 3);
+    co.gamma = -0.1f;
+    co.zeta = 0.5f;
+    fill(dx, 3, kSentinel);
+    EXPECT_ERROR(smax_clipped_softmax_backward(&tx, &tg, &tdx, &co, NULL),
+                 SMAX_STATUS_INVALID_ARGUMENT, "zeta", dx, 3);
   }
 
   /* StableMax, its VJP and cross-entropy (docs/vectors.md). */

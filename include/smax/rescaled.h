@@ -1,6 +1,7 @@
 // smax/rescaled.h: rescaled and rectified softmaxes (docs/normalizers.md,
-// "Rescaled and rectified softmaxes"): SSMax (Scalable-Softmax), softpick, StableMax (+ its
-// cross-entropy) and the Softmax Collapse detector.
+// "Rescaled and rectified softmaxes"): SSMax (Scalable-Softmax), softpick,
+// clipped softmax, StableMax (+ its cross-entropy) and the Softmax Collapse
+// detector.
 //
 // Common contract of every function here (as in smax/softmax.h)
 // -------------------------------------------------------------
@@ -122,6 +123,48 @@ void softpick(const TensorView& src, const TensorView& dst, const SoftpickOption
 /// of G), so any dy there (even +-inf or NaN) does not reach the others.
 void softpick_backward(const TensorView& src, const TensorView& dy, const TensorView& dsrc,
                        const SoftpickOptions& params = {}, const SoftmaxOptions& options = {});
+
+// ---------------------------------------------------------------------------
+// Clipped softmax (Bondarenko, Nagel & Blankevoort 2023, "Quantizable
+// Transformers: Removing Outliers by Helping Attention Heads Do Nothing",
+// arXiv:2306.12929).
+// ---------------------------------------------------------------------------
+
+struct ClippedSoftmaxOptions {
+  /// Stretch below 0: finite and <= 0. The paper writes gamma = -alpha / T
+  /// (T the sequence length); -0.025 by default (its BERT setting).
+  float gamma = -0.025f;
+  /// Stretch above 1: finite and >= 1 (1 by default, the paper's choice).
+  float zeta = 1.0f;
+};
+
+/// y_i = clip((zeta - gamma) p_i + gamma, 0, 1), p = softmax(t): entries
+/// whose probability is below -gamma / (zeta - gamma) become exactly 0 (a
+/// head can attend to nothing without growing its logits). Computed as the
+/// library's softmax row, then z_i = (zeta - gamma) p_i + gamma in float64,
+/// clipped and rounded once. Special rows as softmax (NaN / +inf -> NaN row;
+/// empty rows: policy 0 or NaN); masked entries get exactly 0 (gamma <= 0).
+/// Bound, with p the float64 softmax and a = zeta - gamma:
+///   |y_i - ref| <= (1 + 2^-23) a (2e-6 p_i + 1e-36) + 2^-24 |ref|.
+void clipped_softmax(const TensorView& src, const TensorView& dst,
+                     const ClippedSoftmaxOptions& params = {},
+                     const SoftmaxOptions& options = {});
+
+/// VJP of clipped_softmax from the source (p is recomputed): with
+/// u_i = a dy_i where 0 <= z_i <= 1 (the clip passes the gradient, inclusive
+/// at both ends as torch.clamp) and u_i = 0 where clipped,
+///   dsrc_j = sigma p_j (u_j - <u, p>).
+/// Bound, with e_i = 2e-6 p_i + 1e-36 (softmax's bound), r = <u, p> and
+/// E = sum_i |u_i| e_i (the error of r):
+///   |dsrc_j - ref| <= sigma (e_j (|u_j| + |r|) + (p_j + e_j) E)
+///                     + 2^-24 |ref_j| + 1e-30 + flip_j,
+/// flip_j = sigma (p_j + e_j) a sum_i |dy_i| (p_i + [i = j]) over the entries
+/// i whose z_i lies within a e_i of 0 or 1 (there f32 and float64 may clip
+/// differently). dsrc may alias dy or src. Masked entries get exactly 0 and
+/// are left out of <u, p>.
+void clipped_softmax_backward(const TensorView& src, const TensorView& dy,
+                              const TensorView& dsrc, const ClippedSoftmaxOptions& params = {},
+                              const SoftmaxOptions& options = {});
 
 // ---------------------------------------------------------------------------
 // StableMax (Prieto et al. 2025, "Grokking at the Edge of Numerical

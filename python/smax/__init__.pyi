@@ -50,6 +50,7 @@ from ._ops import (
     sparse_softmax_backward as sparse_softmax_backward,
     ssmax as ssmax,
     softpick as softpick,
+    clipped_softmax as clipped_softmax,
     stablemax as stablemax,
     softmax_collapse_fraction as softmax_collapse_fraction,
     self_adjust_softmax as self_adjust_softmax,

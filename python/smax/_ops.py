@@ -67,6 +67,7 @@ from ._ops_normalizers import (  # noqa: F401
     sparse_softmax_backward,
     ssmax,
     softpick,
+    clipped_softmax,
     stablemax,
     softmax_collapse_fraction,
     self_adjust_softmax,
@@ -109,7 +110,7 @@ __all__ = [
     "sparsemax_backward", "entmax15_backward", "entmax_bisect_backward",
     "sparse_softmax_backward",
     # rescaled / rectified
-    "ssmax", "softpick", "stablemax", "softmax_collapse_fraction",
+    "ssmax", "softpick", "clipped_softmax", "stablemax", "softmax_collapse_fraction",
     # re-weighting
     "self_adjust_softmax", "sigmoid_normalizer", "softplus_normalizer", "power_softmax",
     "probability_temperature", "logit_standardization",

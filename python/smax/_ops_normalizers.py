@@ -224,6 +224,30 @@ def softpick(x: Array, dim: int = -1, *, eps: float = 1e-6, scale: float = 1.0,
 softpick.__doc__ = (softpick.__doc__ or "") + _OPTS_DOC
 
 
+def clipped_softmax(x: Array, dim: int = -1, *, gamma: float = -0.025, zeta: float = 1.0,
+                    scale: float = 1.0, temperature: float = 1.0, mask: Any = None,
+                    empty_row: str = "zero", threads: int = 0, out: Any = None) -> Array:
+    """Clipped softmax (Bondarenko et al. 2023, "Quantizable Transformers",
+    arXiv:2306.12929): ``y = clip((zeta - gamma) * softmax(t) + gamma, 0, 1)``.
+
+    ``gamma <= 0`` stretches below 0 so that small probabilities become
+    exactly 0 (the paper writes ``gamma = -alpha / T``, T the sequence
+    length); ``zeta >= 1`` stretches above 1. The gradient passes where the
+    stretched value lies in [0, 1] (as ``torch.clamp``). Error bound in
+    docs/normalizers.md.
+    """
+    if out is None and _wants_grad(x, mask):
+        return _st().clipped_softmax(x, dim, gamma=gamma, zeta=zeta, scale=scale,
+                                     temperature=temperature, mask=mask, empty_row=empty_row,
+                                     threads=threads)
+    return _normalize("clipped_softmax", x, dim, (float(gamma), float(zeta)),
+                      _co("clipped_softmax", dim, scale, temperature, mask, empty_row, threads),
+                      out)
+
+
+clipped_softmax.__doc__ = (clipped_softmax.__doc__ or "") + _OPTS_DOC
+
+
 def stablemax(x: Array, dim: int = -1, *, scale: float = 1.0, temperature: float = 1.0,
               mask: Any = None, empty_row: str = "zero", threads: int = 0,
               out: Any = None) -> Array:

@@ -176,6 +176,15 @@ def softpick(x: Tensor, dim: int = -1, *, eps: float = 1e-6, scale: float = 1.0,
                  temperature, empty_row, threads)
 
 
+def clipped_softmax(x: Tensor, dim: int = -1, *, gamma: float = -0.025, zeta: float = 1.0,
+                    scale: float = 1.0, temperature: float = 1.0,
+                    mask: Optional[Tensor] = None, empty_row: str = "zero",
+                    threads: int = 0) -> Tensor:
+    """Differentiable ``smax.clipped_softmax``."""
+    return _norm("clipped_softmax", "clipped_softmax_backward", False, x, mask, dim,
+                 (float(gamma), float(zeta)), scale, temperature, empty_row, threads)
+
+
 def self_adjust_softmax(x: Tensor, dim: int = -1, *, normalized: bool = False,
                         grad_through_bounds: bool = True, scale: float = 1.0,
                         temperature: float = 1.0, mask: Optional[Tensor] = None,
@@ -723,7 +732,7 @@ def linear_cross_entropy(hidden: Tensor, weight: Tensor, target: Tensor,
 
 __all__ = [
     "sparsemax", "entmax15", "entmax_bisect", "sparse_softmax", "ssmax", "softpick",
-    "stablemax", "self_adjust_softmax", "sigmoid_normalizer", "softplus_normalizer",
+    "clipped_softmax", "stablemax", "self_adjust_softmax", "sigmoid_normalizer", "softplus_normalizer",
     "power_softmax", "probability_temperature", "logit_standardization", "gumbel_softmax",
     "softmax_topk", "cross_entropy", "linear_cross_entropy", "z_loss", "spherical_z_loss",
     "sparsemax_loss", "entmax15_loss", "entmax_bisect_loss", "sparse_softmax_loss",

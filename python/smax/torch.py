@@ -43,6 +43,7 @@ import smax as _smax
 
 from smax._torch_ops import first_order
 from smax._torch_ops import (  # noqa: E402,F401
+    clipped_softmax,
     cross_entropy,
     entmax15,
     entmax15_loss,

@@ -1,4 +1,4 @@
-// python/src/ext_rescaled.cc: bindings of ssmax, softpick, stablemax (+ its
+// python/src/ext_rescaled.cc: bindings of ssmax, softpick, clipped_softmax, stablemax (+ its
 // cross-entropy) and softmax_collapse_fraction (smax/rescaled.h).
 // Conventions: ext_common.h.
 #include "ext_common.h"
@@ -74,6 +74,36 @@ void def_rescaled(nb::module_& m) {
         smax::softpick_backward(xv, dyv, ov, p, c.o);
       },
       nb::arg("x"), nb::arg("dy"), nb::arg("out"), nb::arg("eps"), nb::arg("co"));
+  m.def(
+      "clipped_softmax",
+      [](const In& x, const Out& out, double gamma, double zeta, const Co& co) {
+        const char* op = "clipped_softmax";
+        const Common c = common(op, co);
+        smax::ClippedSoftmaxOptions p;
+        p.gamma = static_cast<float>(gamma);
+        p.zeta = static_cast<float>(zeta);
+        const auto xv = f32(x, op, "x");
+        const auto ov = f32o(out, op, "out");
+        nb::gil_scoped_release r;
+        smax::clipped_softmax(xv, ov, p, c.o);
+      },
+      nb::arg("x"), nb::arg("out"), nb::arg("gamma"), nb::arg("zeta"), nb::arg("co"));
+  m.def(
+      "clipped_softmax_backward",
+      [](const In& x, const In& dy, const Out& out, double gamma, double zeta, const Co& co) {
+        const char* op = "clipped_softmax_backward";
+        const Common c = common(op, co);
+        smax::ClippedSoftmaxOptions p;
+        p.gamma = static_cast<float>(gamma);
+        p.zeta = static_cast<float>(zeta);
+        const auto xv = f32(x, op, "x");
+        const auto dyv = f32(dy, op, "dy");
+        const auto ov = f32o(out, op, "out");
+        nb::gil_scoped_release r;
+        smax::clipped_softmax_backward(xv, dyv, ov, p, c.o);
+      },
+      nb::arg("x"), nb::arg("dy"), nb::arg("out"), nb::arg("gamma"), nb::arg("zeta"),
+      nb::arg("co"));
   m.def(
       "softmax_collapse_fraction",
       [](const In& x, const std::string& precision, const OptOut& flags, const Co& co) {

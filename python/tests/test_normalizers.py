@@ -96,6 +96,11 @@ def ref_sparse_softmax(t, d, k):
     return torch.softmax(t.masked_fill(~keep, -math.inf), d)
 
 
+def ref_clipped(t, d, gamma=-0.1, zeta=1.2):
+    """Bondarenko et al.'s reference: torch.clip((zeta - gamma) * softmax + gamma, 0, 1)."""
+    return torch.clip((zeta - gamma) * torch.softmax(t, d) + gamma, 0, 1)
+
+
 def _pos(x):
     return x.abs() + 0.05
 
@@ -104,6 +109,8 @@ def _pos(x):
 FORMULAS = {
     "stablemax": (lambda x, d: st.stablemax(x, d), ref_stablemax, None),
     "softpick": (lambda x, d: st.softpick(x, d), ref_softpick, None),
+    "clipped_softmax": (lambda x, d: st.clipped_softmax(x, d, gamma=-0.1, zeta=1.2),
+                        ref_clipped, None),
     "ssmax": (lambda x, d: st.ssmax(x, 0.43, d), ref_ssmax, None),
     "self_adjust": (lambda x, d: st.self_adjust_softmax(x, d), ref_self_adjust, None),
     "self_adjust_normalized": (
@@ -152,7 +159,8 @@ def test_values_and_gradients(name, shape, dim):
     grad_close(x.grad, x64.grad)
 
 
-@pytest.mark.parametrize("name", ["sparsemax", "entmax15", "stablemax", "softpick", "ssmax"])
+@pytest.mark.parametrize("name", ["sparsemax", "entmax15", "stablemax", "softpick", "ssmax",
+                                  "clipped_softmax"])
 def test_numpy_in_numpy_out_and_same_bits_as_torch(name):
     fn = getattr(smax, name)
     x = np.random.default_rng(1).standard_normal((5, 33)).astype(F32)
@@ -382,3 +390,20 @@ def test_entmax_bisect_single_support_without_normalisation():
     x = torch.tensor([[0.0, 3.0], [0.0, 0.5]])
     close(smax.entmax_bisect(x, 1.7, -1, 50, False),
           entmax.entmax_bisect(x.double(), 1.7, -1, 50, False))
+
+
+def test_clipped_softmax_defaults_zeros_and_errors():
+    # Default gamma = -0.025, zeta = 1 (the paper's BERT setting): entries with
+    # p < 0.025 / 1.025 become exactly 0, the rest keep the stretched value.
+    x = torch.tensor([[4.0, 1.0, -3.0, 0.0]])
+    y = smax.clipped_softmax(x)
+    want = torch.clip(1.025 * torch.softmax(x.double(), -1) - 0.025, 0, 1)
+    close(y, want)
+    assert y[0, 2].item() == 0.0
+    # gamma = 0, zeta = 1 is softmax, bit for bit.
+    xs = np.random.default_rng(3).standard_normal((4, 50)).astype(F32)
+    assert np.array_equal(smax.clipped_softmax(xs, gamma=0.0, zeta=1.0), smax.softmax(xs))
+    with pytest.raises(ValueError, match="clipped_softmax: gamma must be finite and <= 0"):
+        smax.clipped_softmax(xs, gamma=0.5)
+    with pytest.raises(ValueError, match="clipped_softmax: zeta must be finite and >= 1"):
+        smax.clipped_softmax(xs, zeta=0.5)

@@ -1,5 +1,5 @@
 // src/c_api/smax_c_rescaled.cc: C ABI of the rescaled and rectified
-// softmaxes (include/smax/rescaled.h): SSMax, softpick, StableMax (+ its
+// softmaxes (include/smax/rescaled.h): SSMax, softpick, clipped softmax, StableMax (+ its
 // cross-entropy) and the Softmax Collapse detector.
 #include <cstring>
 
@@ -36,6 +36,14 @@ smax::SoftpickOptions to_softpick(const smax_softpick_options* p, const char* op
   return out;
 }
 
+smax::ClippedSoftmaxOptions to_clipped(const smax_clipped_softmax_options* p, const char* op) {
+  smax::ClippedSoftmaxOptions out;
+  if (checked(p, op, "params", "smax_clipped_softmax_options") == nullptr) return out;
+  out.gamma = p->gamma;
+  out.zeta = p->zeta;
+  return out;
+}
+
 }  // namespace
 
 extern "C" {
@@ -56,6 +64,15 @@ void smax_softpick_options_init(smax_softpick_options* options) {
   std::memset(options, 0, sizeof *options);
   options->struct_size = sizeof *options;
   options->eps = d.eps;
+}
+
+void smax_clipped_softmax_options_init(smax_clipped_softmax_options* options) {
+  if (options == nullptr) return;
+  const smax::ClippedSoftmaxOptions d;
+  std::memset(options, 0, sizeof *options);
+  options->struct_size = sizeof *options;
+  options->gamma = d.gamma;
+  options->zeta = d.zeta;
 }
 
 // ---- SSMax -------------------------------------------------------------------
@@ -109,6 +126,33 @@ smax_status smax_softpick_backward(const smax_tensor* src, const smax_tensor* dy
     const smax::TensorView d = to_view(dsrc, op, "dsrc");
     const smax::SoftpickOptions p = to_softpick(params, op);
     smax::softpick_backward(s, vdy, d, p, to_options(options, op));
+  });
+}
+
+// ---- clipped softmax -----------------------------------------------------------
+
+smax_status smax_clipped_softmax(const smax_tensor* src, const smax_tensor* dst,
+                                 const smax_clipped_softmax_options* params,
+                                 const smax_softmax_options* options) {
+  const char* op = "clipped_softmax";
+  return guarded([&] {
+    const smax::TensorView s = to_view(src, op, "src");
+    const smax::TensorView d = to_view(dst, op, "dst");
+    const smax::ClippedSoftmaxOptions p = to_clipped(params, op);
+    smax::clipped_softmax(s, d, p, to_options(options, op));
+  });
+}
+smax_status smax_clipped_softmax_backward(const smax_tensor* src, const smax_tensor* dy,
+                                          const smax_tensor* dsrc,
+                                          const smax_clipped_softmax_options* params,
+                                          const smax_softmax_options* options) {
+  const char* op = "clipped_softmax_backward";
+  return guarded([&] {
+    const smax::TensorView s = to_view(src, op, "src");
+    const smax::TensorView vdy = to_view(dy, op, "dy");
+    const smax::TensorView d = to_view(dsrc, op, "dsrc");
+    const smax::ClippedSoftmaxOptions p = to_clipped(params, op);
+    smax::clipped_softmax_backward(s, vdy, d, p, to_options(options, op));
   });
 }
 

@@ -218,6 +218,95 @@ Row softpick_vjp_row(const Row& t, const Row& g, double eps, double sigma, Empty
   return dx;
 }
 
+Row clipped_softmax_row(const Row& t, double gamma, double zeta, EmptyRow policy) {
+  Row y = softmax_row(t, policy);  // NaN / +inf -> NaN row, all masked -> policy
+  const double a = zeta - gamma;
+  for (double& v : y) {
+    if (std::isnan(v)) continue;
+    v = std::min(std::max(a * v + gamma, 0.0), 1.0);
+  }
+  return y;
+}
+
+Row clipped_softmax_vjp_row(const Row& t, const Row& g, double gamma, double zeta, double sigma,
+                            EmptyRow policy) {
+  const size_t n = t.size();
+  if (has_nan_or_posinf(t)) return constant(n, kNaN);
+  if (all_masked(t)) return constant(n, empty_value(policy));
+  const Row p = softmax_row(t, policy);
+  const double a = zeta - gamma;
+  // u_i = a g_i where the clip passes the gradient (0 <= z_i <= 1, as
+  // torch.clamp), 0 where it clips; masked entries are left out of <u, p>.
+  Row u(n, 0.0);
+  double r = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    if (t[i] == -kInf) continue;
+    const double z = a * p[i] + gamma;
+    if (z >= 0.0 && z <= 1.0) u[i] = a * g[i];
+    r += u[i] * p[i];
+  }
+  Row dx(n, 0.0);
+  for (size_t j = 0; j < n; ++j) {
+    if (t[j] != -kInf) dx[j] = sigma * p[j] * (u[j] - r);
+  }
+  return dx;
+}
+
+namespace {
+// The forward error bound of z_i = a p_i + gamma before rounding: softmax's
+// documented bound times a.
+double clipped_z_bound(double a, double p) { return a * (2e-6 * p + 1e-36); }
+}  // namespace
+
+Row clipped_softmax_bound_row(const Row& t, double gamma, double zeta, EmptyRow policy) {
+  const Row p = softmax_row(t, policy);
+  const Row y = clipped_softmax_row(t, gamma, zeta, policy);
+  const double a = zeta - gamma;
+  Row b(t.size(), 0.0);
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (std::isnan(p[i])) continue;  // compared exactly
+    b[i] = clipped_z_bound(a, p[i]) * (1.0 + 0x1p-23) + 0x1p-24 * std::fabs(y[i]);
+  }
+  return b;
+}
+
+Row clipped_softmax_vjp_bound_row(const Row& t, const Row& g, double gamma, double zeta,
+                                  double sigma, EmptyRow policy) {
+  const size_t n = t.size();
+  Row b(n, 1e-30);
+  if (has_nan_or_posinf(t) || all_masked(t)) return b;  // special rows: compared exactly
+  const Row p = softmax_row(t, policy);
+  const Row dx = clipped_softmax_vjp_row(t, g, gamma, zeta, sigma, policy);
+  const double a = zeta - gamma;
+  // u, |r| and the error E of r = <u, p>; entries whose z lies within the
+  // forward bound of 0 or 1 may clip either way in f32: their whole
+  // contribution a |g_i| (p_i + [i = j]) is allowed.
+  Row u(n, 0.0);
+  std::vector<char> amb(n, 0);
+  double r = 0.0, E = 0.0, F = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    if (t[i] == -kInf) continue;
+    const double z = a * p[i] + gamma;
+    if (z >= 0.0 && z <= 1.0) u[i] = a * g[i];
+    r += u[i] * p[i];
+    E += std::fabs(u[i]) * (2e-6 * p[i] + 1e-36);
+    const double d = clipped_z_bound(a, p[i]);
+    if (std::fabs(z) <= d || std::fabs(z - 1.0) <= d) {
+      amb[i] = 1;
+      F += a * std::fabs(g[i]) * p[i];
+    }
+  }
+  for (size_t j = 0; j < n; ++j) {
+    if (t[j] == -kInf) continue;
+    const double pe = 2e-6 * p[j] + 1e-36;
+    double bj = sigma * (pe * (std::fabs(u[j]) + std::fabs(r)) + (p[j] + pe) * E) +
+                0x1p-24 * std::fabs(dx[j]) + 1e-30;
+    bj += sigma * (p[j] + pe) * (F + (amb[j] ? a * std::fabs(g[j]) : 0.0));
+    b[j] = bj;
+  }
+  return b;
+}
+
 double stable_s(double t) { return t >= 0.0 ? t + 1.0 : 1.0 / (1.0 - t); }
 double stable_ds(double t) { return t >= 0.0 ? 1.0 : 1.0 / ((1.0 - t) * (1.0 - t)); }
 
@@ -399,6 +488,25 @@ std::vector<double> softpick_backward(const TensorView& src, const TensorView& d
   const RefRows G = ref_rows("softpick_backward", dy, options, false);
   return per_row(R, [&](int64_t r) {
     return softpick_vjp_row(row_of(R, r), row_of(G, r), params.eps, R.scale, options.empty_row);
+  });
+}
+
+std::vector<double> clipped_softmax(const TensorView& src, const ClippedSoftmaxOptions& params,
+                                    const SoftmaxOptions& options) {
+  const RefRows R = ref_rows("clipped_softmax", src, options);
+  return per_row(R, [&](int64_t r) {
+    return clipped_softmax_row(row_of(R, r), params.gamma, params.zeta, options.empty_row);
+  });
+}
+
+std::vector<double> clipped_softmax_backward(const TensorView& src, const TensorView& dy,
+                                             const ClippedSoftmaxOptions& params,
+                                             const SoftmaxOptions& options) {
+  const RefRows R = ref_rows("clipped_softmax_backward", src, options);
+  const RefRows G = ref_rows("clipped_softmax_backward", dy, options, false);
+  return per_row(R, [&](int64_t r) {
+    return clipped_softmax_vjp_row(row_of(R, r), row_of(G, r), params.gamma, params.zeta,
+                                   R.scale, options.empty_row);
   });
 }
 

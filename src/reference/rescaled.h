@@ -1,6 +1,6 @@
 // src/reference/rescaled.h: float64 oracles of the rescaled / rectified
-// softmaxes (include/smax/rescaled.h): SSMax, softpick, StableMax (+ its
-// cross-entropy) and the Softmax Collapse detector.
+// softmaxes (include/smax/rescaled.h): SSMax, softpick, clipped softmax,
+// StableMax (+ its cross-entropy) and the Softmax Collapse detector.
 //
 // Two layers:
 //  * row functions on std::vector<double> rows of logits t (-inf = masked):
@@ -48,6 +48,18 @@ struct SoftpickRow {
 SoftpickRow softpick_row(const Row& t, double eps, EmptyRow policy);
 Row softpick_vjp_row(const Row& t, const Row& g, double eps, double sigma, EmptyRow policy);
 
+/// clip((zeta - gamma) p + gamma, 0, 1), p = softmax_row(t) (NaN stays NaN).
+Row clipped_softmax_row(const Row& t, double gamma, double zeta, EmptyRow policy);
+/// dx = sigma p (u - <u, p>), u_i = (zeta - gamma) g_i where 0 <= z_i <= 1, else 0.
+Row clipped_softmax_vjp_row(const Row& t, const Row& g, double gamma, double zeta, double sigma,
+                            EmptyRow policy);
+/// The documented bounds of one row (smax/rescaled.h, clipped_softmax and
+/// clipped_softmax_backward), per element; `g` is dy's row, `sigma` the f32
+/// scale / temperature. Used by the tests, the fuzz harness and the CLI.
+Row clipped_softmax_bound_row(const Row& t, double gamma, double zeta, EmptyRow policy);
+Row clipped_softmax_vjp_bound_row(const Row& t, const Row& g, double gamma, double zeta,
+                                  double sigma, EmptyRow policy);
+
 double stable_s(double t);
 double stable_ds(double t);
 Row stablemax_row(const Row& t, EmptyRow policy);
@@ -79,6 +91,11 @@ std::vector<double> softpick(const TensorView& src, const SoftpickOptions& param
 std::vector<double> softpick_backward(const TensorView& src, const TensorView& dy,
                                       const SoftpickOptions& params,
                                       const SoftmaxOptions& options = {});
+std::vector<double> clipped_softmax(const TensorView& src, const ClippedSoftmaxOptions& params,
+                                    const SoftmaxOptions& options = {});
+std::vector<double> clipped_softmax_backward(const TensorView& src, const TensorView& dy,
+                                             const ClippedSoftmaxOptions& params,
+                                             const SoftmaxOptions& options = {});
 std::vector<double> stablemax(const TensorView& src, const SoftmaxOptions& options = {});
 std::vector<double> stablemax_backward(const TensorView& src, const TensorView& dy,
                                        const SoftmaxOptions& options = {});

@@ -1,4 +1,4 @@
-// tools/smax/ext_rescaled.cc: SSMax, softpick, StableMax and the collapse
+// tools/smax/ext_rescaled.cc: SSMax, softpick, clipped softmax, StableMax and the collapse
 // detector in `smax run` (table in ext_ops.h). Bounds: include/smax/rescaled.h.
 #include "ext_ops.h"
 #include "reference/rescaled.h"
@@ -21,6 +21,15 @@ smax::SoftpickOptions softpick_of(const ExtCall& c) {
   return o;
 }
 
+smax::ClippedSoftmaxOptions clipped_of(const ExtCall& c) {
+  smax::ClippedSoftmaxOptions o;
+  o.gamma = static_cast<float>(c.param("gamma"));
+  o.zeta = static_cast<float>(c.param("zeta"));
+  return o;
+}
+
+const std::vector<ExtParam> kClippedParams = {{"gamma", -0.025, "stretch below 0 (<= 0)"},
+                                              {"zeta", 1.0, "stretch above 1 (>= 1)"}};
 const std::vector<ExtParam> kSsmaxParams = {{"s", 0.43, "SSMax scale s"},
                                            {"fixed_n", 0, "n (0 = visible count per row)", ParamType::kInt}};
 const std::vector<ExtParam> kSoftpickParams = {{"eps", 1e-6, "denominator epsilon"}};
@@ -48,6 +57,20 @@ void add_rescaled_ops(std::vector<ExtOp>& ops) {
                  kSoftpickParams, nullptr,
                  [](const ExtCall& c) { smax::softpick_backward(c.x, c.dy, c.out, softpick_of(c), c.options); },
                  [](const ExtCall& c) { return ref::softpick_backward(c.x, c.dy, softpick_of(c), c.options); },
+                 1e-7, 1e-5});
+  ops.push_back({"clipped_softmax", "clip((zeta - gamma) softmax(x) + gamma, 0, 1)",
+                 OutShape::kSame, false, false, false, kClippedParams, nullptr,
+                 [](const ExtCall& c) { smax::clipped_softmax(c.x, c.out, clipped_of(c), c.options); },
+                 [](const ExtCall& c) { return ref::clipped_softmax(c.x, clipped_of(c), c.options); },
+                 1e-7, 1e-5});
+  ops.push_back({"clipped_softmax_backward", "VJP of clipped_softmax", OutShape::kSame, false,
+                 true, false, kClippedParams, nullptr,
+                 [](const ExtCall& c) {
+                   smax::clipped_softmax_backward(c.x, c.dy, c.out, clipped_of(c), c.options);
+                 },
+                 [](const ExtCall& c) {
+                   return ref::clipped_softmax_backward(c.x, c.dy, clipped_of(c), c.options);
+                 },
                  1e-7, 1e-5});
   ops.push_back({"stablemax", "StableMax s(x) / sum s(x)", OutShape::kSame, false, false, false,
                  {}, nullptr, [](const ExtCall& c) { smax::stablemax(c.x, c.out, c.options); },

@@ -222,6 +222,14 @@ typedef struct smax_softpick_options {
 } smax_softpick_options;
 void smax_softpick_options_init(smax_softpick_options* options);
 
+/** smax::ClippedSoftmaxOptions. */
+typedef struct smax_clipped_softmax_options {
+  uint32_t struct_size;
+  float gamma; /**< finite, <= 0 (default -0.025) */
+  float zeta;  /**< finite, >= 1 (default 1) */
+} smax_clipped_softmax_options;
+void smax_clipped_softmax_options_init(smax_clipped_softmax_options* options);
+
 /** smax::SelfAdjustOptions. */
 typedef struct smax_self_adjust_options {
   uint32_t struct_size;
@@ -448,6 +456,15 @@ smax_status smax_softpick(const smax_tensor* src, const smax_tensor* dst,
 smax_status smax_softpick_backward(const smax_tensor* src, const smax_tensor* dy,
                                    const smax_tensor* dsrc, const smax_softpick_options* params,
                                    const smax_softmax_options* options);
+/** Clipped softmax: y = clip((zeta - gamma) softmax(t) + gamma, 0, 1) (Bondarenko et al. 2023). */
+smax_status smax_clipped_softmax(const smax_tensor* src, const smax_tensor* dst,
+                                 const smax_clipped_softmax_options* params,
+                                 const smax_softmax_options* options);
+/** VJP of clipped softmax from the source. */
+smax_status smax_clipped_softmax_backward(const smax_tensor* src, const smax_tensor* dy,
+                                          const smax_tensor* dsrc,
+                                          const smax_clipped_softmax_options* params,
+                                          const smax_softmax_options* options);
 /** StableMax: y = s(t)/sum s(t), s(x) = x + 1 (x >= 0), 1/(1 - x) (x < 0). */
 smax_status smax_stablemax(const smax_tensor* src, const smax_tensor* dst,
                            const smax_softmax_options* options);
