@@ -10,6 +10,7 @@
 #include "smax/rescaled.h"
 #include "smax/reweight.h"
 #include "smax/sampling.h"
+#include "smax/detection.h"
 #include "smax/attention.h"
 #include "smax/cross_entropy.h"
 #include "smax/linear_cross_entropy.h"

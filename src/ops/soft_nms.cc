@@ -1,6 +1,6 @@
 // src/ops/soft_nms.cc: greedy Soft-NMS (Bodla et al., "Soft-NMS - Improving
 // Object Detection With One Line of Code", ICCV 2017; reference code
-// bharatsingh430/soft-nms cpu_soft_nms). See include/smax/sampling.h.
+// bharatsingh430/soft-nms cpu_soft_nms). See include/smax/detection.h.
 //
 // Float64 throughout (IoU, weights, running scores); O(N^2) with a compact
 // list of the remaining boxes kept in ascending index order, so the strict
@@ -16,7 +16,7 @@
 #include "ops/internal.h"
 #include "ops/validate.h"
 #include "smax/error.h"
-#include "smax/sampling.h"
+#include "smax/detection.h"
 
 namespace smax {
 namespace {
