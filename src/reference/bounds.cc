@@ -1,0 +1,713 @@
+// src/reference/bounds.cc: the documented bounds of the CLI table's ops
+// (see bounds.h).
+#include "reference/bounds.h"
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <limits>
+
+#include "reference/cross_entropy.h"
+#include "reference/reference.h"
+#include "reference/rescaled.h"
+#include "reference/reweight.h"
+#include "reference/sparse.h"
+#include "smax/error.h"
+#include "smax/smax.h"
+
+namespace smax::reference {
+namespace {
+
+namespace ref = ::smax::reference;
+
+constexpr double kU = 0x1p-24;
+constexpr double kInfD = std::numeric_limits<double>::infinity();
+constexpr const char* kFn = "op_bounds";
+
+bool ends_with(const std::string& s, const char* tail) {
+  const size_t n = std::char_traits<char>::length(tail);
+  return s.size() >= n && s.compare(s.size() - n, n, tail) == 0;
+}
+
+// The ops whose output follows the loss's reduction (OutShape::kLoss in
+// tools/smax/ext_ops.h), forward and backward.
+bool is_loss_op(const std::string& name) {
+  static const char* const kLosses[] = {"sparsemax_loss", "entmax15_loss", "entmax_bisect_loss",
+                                        "sparse_softmax_loss", "stablemax_cross_entropy",
+                                        "cross_entropy", "z_loss", "spherical_z_loss"};
+  for (const char* l : kLosses) {
+    if (name == l || name == std::string(l) + "_backward") return true;
+  }
+  return false;
+}
+
+// The call's parameters; a missing one reads as 0.
+struct Params {
+  const std::map<std::string, double>& m;
+  double operator()(const char* name) const {
+    const auto it = m.find(name);
+    return it == m.end() ? 0.0 : it->second;
+  }
+};
+
+Row row_of(const RefRows& R, int64_t r) { return Row(R.row(r), R.row(r) + R.n); }
+
+bool row_finite_visible(const Row& t) {
+  bool any = false;
+  for (double v : t) {
+    if (std::isnan(v) || v == kInfD) return false;
+    any |= v != -kInfD;
+  }
+  return any;
+}
+
+Row softmax_d(const Row& v) {
+  double m = -kInfD;
+  for (double x : v) m = std::max(m, x);
+  Row y(v.size(), 0.0);
+  double S = 0.0;
+  for (size_t i = 0; i < v.size(); ++i) {
+    y[i] = v[i] == -kInfD ? 0.0 : std::exp(v[i] - m);
+    S += y[i];
+  }
+  for (double& x : y) x /= S;
+  return y;
+}
+
+// A per-row view (targets) in the keepdim form that ref_row_values
+// broadcasts: the "without the axis" form gets the axis back with size 1.
+TensorView keepdim_view(const BoundCall& call, const TensorView& o) {
+  TensorView v = o;
+  const int rank = call.x.rank;
+  const int ax = static_cast<int>(call.options.axis < 0 ? call.options.axis + rank : call.options.axis);
+  if (rank > 0 && v.rank == rank - 1) {
+    for (int d = v.rank; d > ax; --d) {
+      v.shape[d] = v.shape[d - 1];
+      v.strides[d] = v.strides[d - 1];
+    }
+    v.shape[ax] = 1;
+    v.strides[ax] = 0;
+    v.rank += 1;
+  }
+  return v;
+}
+
+// Per-row loss coefficient c_r = G_r * w[target_r] (0 for ignored rows) and
+// the kMean denominator.
+struct LossRows {
+  std::vector<double> w;  // per row weight (0 ignored)
+  double den = 0.0;
+  std::vector<double> G;  // per row upstream factor (backward)
+};
+LossRows loss_rows(const BoundCall& c, const RefRows& R, bool backward) {
+  LossRows L;
+  const std::vector<double> tg = ref::ref_row_values(kFn, keepdim_view(c, c.target), R);
+  std::vector<double> cw;
+  if (c.loss.weight) cw = ref::to_dense(*c.loss.weight);
+  L.w.assign(static_cast<size_t>(R.rows), 0.0);
+  for (int64_t r = 0; r < R.rows; ++r) {
+    const int64_t t = static_cast<int64_t>(tg[static_cast<size_t>(r)]);
+    if (t == c.loss.ignore_index) continue;
+    L.w[static_cast<size_t>(r)] = cw.empty() ? 1.0 : cw[static_cast<size_t>(t)];
+    L.den += L.w[static_cast<size_t>(r)];
+  }
+  if (backward) {
+    const std::vector<double> dl = ref::to_dense(c.dy);
+    L.G.assign(static_cast<size_t>(R.rows), 0.0);
+    for (int64_t r = 0; r < R.rows; ++r) {
+      double G = c.loss.reduction == Reduction::kNone ? dl[static_cast<size_t>(r)] : dl[0];
+      if (c.loss.reduction == Reduction::kMean) G /= L.den;
+      L.G[static_cast<size_t>(r)] = G;
+    }
+  }
+  return L;
+}
+
+// Reduces per-row bounds like the loss: kNone as is, else one value.
+std::vector<double> reduce_bounds(Reduction reduction, const std::vector<double>& rows, double den,
+                                  const std::vector<double>& ref) {
+  if (reduction == Reduction::kNone) return rows;
+  double s = 0.0;
+  for (double b : rows) s += b;
+  if (reduction == Reduction::kMean) s /= den;
+  const double v = ref.empty() ? 0.0 : ref[0];
+  return {s + 0x1p-23 * (std::isfinite(v) ? std::fabs(v) : 0.0) + 1e-30};
+}
+
+// The per-row losses (reduction none) of a sparse loss or
+// stablemax_cross_entropy forward, from their oracles.
+std::vector<double> per_row_losses(const std::string& name, const BoundCall& c) {
+  LossOptions none = c.loss;
+  none.reduction = Reduction::kNone;
+  if (name == "stablemax_cross_entropy") return ref::stablemax_cross_entropy(c.x, c.target, none, c.options);
+  const Params P{c.params};
+  SparseLossSpec spec;
+  if (name == "sparsemax_loss") {
+    spec.which = SparseLossSpec::kSparsemax;
+  } else if (name == "entmax15_loss") {
+    spec.which = SparseLossSpec::kEntmax15;
+  } else if (name == "entmax_bisect_loss") {
+    spec.which = SparseLossSpec::kBisect;
+    spec.bisect.alpha = static_cast<float>(P("alpha"));
+    spec.bisect.n_iter = static_cast<int>(P("n_iter"));
+  } else {
+    spec.which = SparseLossSpec::kTopK;
+    spec.k = static_cast<int64_t>(P("k"));
+    spec.force_target = c.force_target;
+  }
+  return ref::sparse_loss(spec, c.x, c.target, none, c.options);
+}
+
+// Bounds for the table ops (documented in each op's header).
+ElementBounds table_bounds(const std::string& name, const BoundCall& e, const std::vector<double>& ref) {
+  const Params P{e.params};
+  ElementBounds ex;
+  const bool needs_dy = ends_with(name, "_backward");
+  const bool loss_op = is_loss_op(name);
+  const bool same_shape = !loss_op && name != "gumbel_max" && name != "sample" && name != "softmax_topk";
+  const size_t count = ref.size();
+  ex.bound.assign(count, 0.0);
+  ex.exact_zero.assign(count, 0);
+  ex.dot_gap.assign(count, 0.0);
+  const SoftmaxOptions o = e.options;
+  const bool reads_y_only = name == "probability_temperature";
+  // Backward passes that read only the saved output y (not src).
+  const bool from_y = name == "sparsemax_backward" || name == "entmax15_backward" ||
+                      name == "entmax_bisect_backward" || name == "sparse_softmax_backward" ||
+                      name == "sigmoid_normalizer_backward";
+  // Rows of the logits (for ops reading y: y's rows as logits).
+  const TensorView in = reads_y_only || name == "probability_temperature_backward" ? e.y : e.x;
+  const ref::RefRows R = ref::ref_rows(kFn, from_y ? e.y : in, o, !from_y);
+  const double sigma = R.scale;
+  auto set_row = [&](int64_t r, const Row& b) {
+    for (int64_t k = 0; k < R.n; ++k) ex.bound[static_cast<size_t>(dense_index(R, r, k))] = b[static_cast<size_t>(k)];
+  };
+  auto ref_row = [&](int64_t r) {
+    Row v(static_cast<size_t>(R.n));
+    for (int64_t k = 0; k < R.n; ++k) v[static_cast<size_t>(k)] = ref[static_cast<size_t>(dense_index(R, r, k))];
+    return v;
+  };
+  // Masked entries (logit -inf) of elementwise outputs: exact 0 where the
+  // reference is 0.
+  if (same_shape || (loss_op && needs_dy)) {
+    const ref::RefRows T = from_y ? ref::ref_rows(kFn, e.y, o, true) : R;
+    for (int64_t r = 0; r < T.rows; ++r) {
+      for (int64_t k = 0; k < T.n; ++k) {
+        const size_t i = static_cast<size_t>(dense_index(T, r, k));
+        if (T.row(r)[k] == -kInfD && ref[i] == 0.0) ex.exact_zero[i] = 1;
+      }
+    }
+  }
+  Row g_all;
+  ref::RefRows G;
+  if (needs_dy && same_shape) G = ref::ref_rows(kFn, e.dy, o, false);
+  auto grow = [&](int64_t r) { return row_of(G, r); };
+
+  // Per-row alpha / s of the variants (group "options").
+  std::vector<double> prow;
+  if (e.row_param) prow = ref::ref_row_values(kFn, *e.row_param, R);
+  if (name == "sparsemax" || name == "entmax15" || name == "entmax_bisect") {
+    double alpha0 = name == "sparsemax" ? 2.0 : name == "entmax15" ? 1.5 : P("alpha");
+    alpha0 = static_cast<float>(alpha0);
+    for (int64_t r = 0; r < R.rows; ++r) {
+      const double alpha = prow.empty() ? alpha0 : static_cast<float>(prow[static_cast<size_t>(r)]);
+      const Row y = ref_row(r);
+      Row b(y.size());
+      for (size_t i = 0; i < y.size(); ++i) {
+        if (alpha == 1.0) {
+          b[i] = 2e-6 * std::fabs(y[i]) + 1e-36;
+        } else {
+          const double p = 1.0 / (alpha - 1.0);
+          b[i] = 2 * kU * std::fabs(y[i]) + 1e-16 * (64.0 + static_cast<double>(R.n)) * std::max(1.0, p);
+        }
+      }
+      set_row(r, b);
+    }
+    return ex;
+  }
+  if (name == "sparse_softmax" || name == "ssmax" || name == "sigmoid_normalizer" ||
+      name == "probability_temperature" || name == "gumbel_softmax" || name == "softmax_topk") {
+    for (size_t i = 0; i < count; ++i) ex.bound[i] = 2e-6 * std::fabs(ref[i]) + 1e-36;
+    if (name == "gumbel_softmax" && P("hard") != 0) std::fill(ex.bound.begin(), ex.bound.end(), 0.0);
+    return ex;
+  }
+  if (name == "stablemax") {
+    for (size_t i = 0; i < count; ++i) ex.bound[i] = 1e-6 * std::fabs(ref[i]) + 1e-36;
+    return ex;
+  }
+  if (name == "power_softmax") {
+    const double kappa = power_kappa(static_cast<int>(P("p")));
+    for (size_t i = 0; i < count; ++i) ex.bound[i] = kappa * std::fabs(ref[i]) + 1e-36;
+    return ex;
+  }
+  if (name == "softpick") {
+    const float eps = static_cast<float>(P("eps"));
+    for (int64_t r = 0; r < R.rows; ++r) {
+      const ref::SoftpickRow f = ref::softpick_row(row_of(R, r), eps, o.empty_row);
+      Row b(static_cast<size_t>(R.n));
+      for (size_t i = 0; i < b.size(); ++i) b[i] = 2e-6 * ((1.0 + f.K) * std::fabs(f.y[i]) + f.q[i]) + 1e-36;
+      set_row(r, b);
+    }
+    return ex;
+  }
+  if (name == "self_adjust_softmax") {
+    for (int64_t r = 0; r < R.rows; ++r) {
+      const Row t = row_of(R, r), y = ref_row(r);
+      Row b(y.size());
+      for (size_t i = 0; i < y.size(); ++i) {
+        b[i] = 2.2e-6 * std::fabs(y[i]) + 1e-36;
+        if (std::isfinite(t[i])) b[i] += 1e-36 * std::fabs(t[i]);
+      }
+      set_row(r, b);
+    }
+    return ex;
+  }
+  if (name == "softplus_normalizer" || name == "softplus_normalizer_backward" ||
+      name == "logit_standardization" || name == "logit_standardization_backward" ||
+      name == "self_adjust_softmax_backward" || name == "power_softmax_backward" ||
+      name == "probability_temperature_backward") {
+    // The bounds of tests/test_reweight.cc (include/smax/reweight.h).
+    const bool bw = name.find("_backward") != std::string::npos;
+    SoftplusNormalizerOptions sp;
+    sp.head_dim = static_cast<int64_t>(e.params.count("head_dim") ? P("head_dim") : 0);
+    sp.power = static_cast<float>(e.params.count("power") ? P("power") : 1.0);
+    LogitStandardizationOptions ls;
+    ls.temperature = static_cast<float>(e.params.count("T") ? P("T") : 1.0);
+    const bool softplus = name.rfind("softplus", 0) == 0;
+    const bool lstd = name.rfind("logit_standardization", 0) == 0;
+    std::vector<double> zdense;
+    if (softplus) zdense = ref::softplus_z(e.x, sp, o);
+    std::vector<double> yref;
+    if (bw) {
+      if (softplus) yref = ref::softplus_normalizer(e.x, sp, o);
+      else if (lstd) yref = ref::logit_standardization(e.x, ls, o);
+      else if (name.rfind("self_adjust", 0) == 0) yref = {};
+      else if (name.rfind("power", 0) == 0) yref = ref::power_softmax(e.x, static_cast<int>(P("p")), o);
+      else yref = ref::probability_temperature(e.y, static_cast<float>(P("T")), o);
+    } else {
+      yref = ref;
+    }
+    for (int64_t r = 0; r < R.rows; ++r) {
+      Row t = row_of(R, r);
+      double lambda = 1.0;
+      if (softplus) {
+        Row z(t.size());
+        for (int64_t k = 0; k < R.n; ++k) z[static_cast<size_t>(k)] = zdense[static_cast<size_t>(dense_index(R, r, k))];
+        // lambda = dz/dt (f32), as the op forms it.
+        int64_t N = 0;
+        for (double v : t) N += v != -kInfD;
+        lambda = static_cast<float>(std::log(static_cast<double>(N)) / std::log(static_cast<double>(sp.head_dim)));
+        t = z;
+      }
+      const size_t n = t.size();
+      Row y(n, 0.0);
+      if (!yref.empty()) {
+        for (int64_t k = 0; k < R.n; ++k) y[static_cast<size_t>(k)] = yref[static_cast<size_t>(dense_index(R, r, k))];
+      }
+      // Forward relative factor e_i.
+      Row ev(n, 2e-6);
+      if (row_finite_visible(t)) {
+        if (softplus && sp.power != 1.0f) {
+          double sum = 0.0;
+          for (size_t i = 0; i < n; ++i) sum += y[i] * (t[i] == -kInfD ? 0.0 : std::fabs(ref::log_softplus(t[i])));
+          for (size_t i = 0; i < n; ++i) {
+            const double Li = t[i] == -kInfD ? 0.0 : std::fabs(ref::log_softplus(t[i]));
+            ev[i] = 2e-6 + 3.0 * kU * sp.power * (1.0 + Li + sum);
+          }
+        } else if (lstd) {
+          int64_t N = 0;
+          double mu = 0.0, sq = 0.0;
+          for (double v : t) {
+            if (v != -kInfD) mu += v, ++N;
+          }
+          mu /= static_cast<double>(N);
+          for (double v : t) {
+            if (v != -kInfD) sq += (v - mu) * (v - mu);
+          }
+          const double sg = N > 1 ? std::sqrt(sq / static_cast<double>(ls.unbiased ? N - 1 : N)) : 0.0;
+          const double kk = sg > 0 ? 1.0 / ((sg + ls.eps) * ls.temperature) : 0.0;
+          double sum = 0.0;
+          for (size_t i = 0; i < n; ++i) {
+            if (t[i] != -kInfD) sum += y[i] * std::fabs((t[i] - mu) * kk);
+          }
+          for (size_t i = 0; i < n; ++i) {
+            const double v = t[i] == -kInfD ? 0.0 : std::fabs((t[i] - mu) * kk);
+            ev[i] = 2e-6 + 4.0 * kU * (v + sum);
+          }
+        }
+      }
+      Row b(n, 0.0);
+      if (!bw) {
+        for (size_t i = 0; i < n; ++i) b[i] = ev[i] * std::fabs(y[i]) + 1e-36;
+        set_row(r, b);
+        continue;
+      }
+      const Row g = grow(r), dx = ref_row(r);
+      for (size_t i = 0; i < n; ++i) b[i] = 1e-30;
+      if (!row_finite_visible(t)) {
+        set_row(r, b);
+        continue;
+      }
+      double gy_abs = 0.0, rr = 0.0;
+      for (size_t i = 0; i < n; ++i) {
+        gy_abs += std::fabs(g[i] * y[i]);
+        rr += g[i] * y[i];
+      }
+      const double scale = sigma;
+      if (name == "self_adjust_softmax_backward") {
+        const bool normalized = P("normalized") != 0;
+        const Row p = softmax_d(t);
+        double a = 0.0, bb = 0.0, cc = 1.0, mn = kInfD, mx = -kInfD;
+        for (double v : t) {
+          if (v != -kInfD) mn = std::min(mn, v), mx = std::max(mx, v);
+        }
+        if (normalized) {
+          a = std::min(mn, 0.0);
+          bb = std::max(mx, 0.0);
+          cc = bb > a ? 1.0 / (bb - a) : 0.0;
+        }
+        Row rv(n, 0.0);
+        double grp = 0.0, gp = 0.0, gr = 0.0;
+        for (size_t i = 0; i < n; ++i) {
+          if (t[i] == -kInfD) continue;
+          rv[i] = normalized ? (t[i] - a) * cc : t[i];
+          grp += std::fabs(g[i] * rv[i] * p[i]);
+          gp += std::fabs(g[i] * p[i]);
+          gr += std::fabs(g[i] * rv[i]);
+        }
+        const size_t jmin = static_cast<size_t>(std::find(t.begin(), t.end(), mn) - t.begin());
+        const size_t jmax = static_cast<size_t>(std::find(t.begin(), t.end(), mx) - t.begin());
+        for (size_t j = 0; j < n; ++j) {
+          if (t[j] == -kInfD) continue;
+          const double q = normalized ? cc + rv[j] : 1.0 + t[j];
+          b[j] += scale * (2.2e-6 * p[j] * (std::fabs(g[j] * q) + 2.0 * grp) + 1e-36 * (std::fabs(g[j] * q) + gr));
+          if (normalized && ((j == jmin && mn < 0) || (j == jmax && mx > 0))) {
+            b[j] += 2.2e-6 * scale * cc * (grp + gp);
+          }
+        }
+      } else if (softplus) {
+        double ey = 0.0;
+        for (size_t i = 0; i < n; ++i) ey += ev[i] * std::fabs(g[i] * y[i]);
+        for (size_t j = 0; j < n; ++j) {
+          if (t[j] == -kInfD) continue;
+          const double ls_j = t[j] >= 0.0 ? -std::log1p(std::exp(-t[j])) : t[j] - std::log1p(std::exp(t[j]));
+          const double rho = std::exp(ls_j - ref::log_softplus(t[j]));
+          b[j] += scale * lambda * sp.power * y[j] * rho * (ev[j] * std::fabs(g[j] - rr) + 2.0 * ey) +
+                  10.0 * kU * std::fabs(dx[j]);
+        }
+      } else if (name == "power_softmax_backward") {
+        const int p = static_cast<int>(P("p"));
+        double M = 0.0, S = 0.0;
+        for (double v : t) {
+          if (v != -kInfD) M = std::max(M, std::fabs(v));
+        }
+        if (M > 0.0) {
+          for (double v : t) {
+            if (v != -kInfD) S += std::pow(v / M, p);
+          }
+          const double kappa = power_kappa(p);
+          for (size_t j = 0; j < n; ++j) {
+            if (t[j] == -kInfD) continue;
+            b[j] += 2.0 * kappa * scale * p / (M * S) * std::pow(std::fabs(t[j]) / M, p - 1) *
+                    (std::fabs(g[j] - rr) + gy_abs);
+          }
+        }
+      } else if (name == "probability_temperature_backward") {
+        // p_j = 0, T > 1: "+-inf (NaN where dy_j == <dy,y>)" (the header);
+        // which one depends on the rounding of dy_j - <dy,y>.
+        if (static_cast<float>(P("T")) > 1.0f) {
+          for (size_t j = 0; j < n; ++j) {
+            if (t[j] != 0.0) continue;
+            ex.overflow_ok.resize(count, 0);
+            ex.overflow_ok[static_cast<size_t>(dense_index(R, r, static_cast<int64_t>(j)))] = 1;
+          }
+        }
+        double M = 0.0, S = 0.0;
+        for (double v : t) M = std::max(M, v);
+        if (M > 0.0) {
+          const double a = 1.0 / static_cast<double>(static_cast<float>(P("T")));
+          for (double v : t) {
+            if (v > 0) S += std::pow(v / M, a);
+          }
+          for (size_t j = 0; j < n; ++j) {
+            if (t[j] == -kInfD) continue;
+            const double cj = scale * a / (M * S) * std::pow(t[j] / M, a - 1.0);
+            b[j] += 4e-6 * std::fabs(cj) * (std::fabs(g[j] - rr) + gy_abs);
+          }
+        }
+      } else {  // logit_standardization_backward
+        int64_t N = 0;
+        double mu = 0.0, sq = 0.0;
+        for (double v : t) {
+          if (v != -kInfD) mu += v, ++N;
+        }
+        mu /= static_cast<double>(N);
+        for (double v : t) {
+          if (v != -kInfD) sq += (v - mu) * (v - mu);
+        }
+        const double Dd = static_cast<double>(ls.unbiased ? N - 1 : N);
+        const double sg = N > 1 ? std::sqrt(sq / Dd) : 0.0;
+        const double se = sg + ls.eps;
+        const double kk = 1.0 / (se * ls.temperature);
+        double dr = 0.0;
+        for (size_t i = 0; i < n; ++i) dr += ev[i] * std::fabs(g[i] * y[i]);
+        auto dh = [&](size_t i) { return ev[i] * y[i] * (std::fabs(g[i]) + std::fabs(rr)) + y[i] * dr; };
+        double dC = 0.0;
+        if (sg > 0) {
+          for (size_t i = 0; i < n; ++i) {
+            if (t[i] != -kInfD) dC += std::fabs(t[i] - mu) * dh(i);
+          }
+          dC /= se * Dd * sg;
+        }
+        for (size_t j = 0; j < n; ++j) {
+          if (t[j] == -kInfD) continue;
+          b[j] += scale * kk * (dh(j) + std::fabs(t[j] - mu) * dC) + 4.0 * kU * std::fabs(dx[j]);
+        }
+      }
+      set_row(r, b);
+    }
+    return ex;
+  }
+  if (name == "sigmoid_normalizer_backward") {
+    for (size_t i = 0; i < count; ++i) ex.bound[i] = 2.5e-7 * std::fabs(ref[i]) + 1e-30;
+    return ex;
+  }
+  if (name == "sparsemax_backward" || name == "entmax15_backward" || name == "entmax_bisect_backward" ||
+      name == "sparse_softmax_backward") {
+    const double alpha0 = name == "sparsemax_backward" ? 2.0 : name == "entmax15_backward" ? 1.5
+                   : name == "sparse_softmax_backward" ? 1.0 : static_cast<float>(P("alpha"));
+    for (int64_t r = 0; r < R.rows; ++r) {
+      const double alpha = prow.empty() ? alpha0 : static_cast<float>(prow[static_cast<size_t>(r)]);
+      const Row y = row_of(R, r), g = grow(r);
+      Row b(y.size(), 1e-30);
+      if (alpha == 1.0) {  // softmax_backward's bound (+ its documented dot gap)
+        if (vjp_row_overflows(y.data(), g.data(), static_cast<int64_t>(y.size()))) {
+          ex.overflow_ok.resize(count, 0);
+          for (size_t i = 0; i < y.size(); ++i) {
+            ex.overflow_ok[static_cast<size_t>(dense_index(R, r, static_cast<int64_t>(i)))] = 1;
+          }
+        }
+        double dot = 0.0, abs_dot = 0.0;
+        for (size_t i = 0; i < y.size(); ++i) {
+          dot += g[i] * y[i];
+          abs_dot += std::fabs(g[i] * y[i]);
+        }
+        for (size_t i = 0; i < y.size(); ++i) {
+          b[i] = 2e-6 * sigma * std::fabs(y[i]) * (std::fabs(g[i]) + std::fabs(dot)) + 1e-30;
+          ex.dot_gap[static_cast<size_t>(dense_index(R, r, static_cast<int64_t>(i)))] =
+              1.02e-6 * sigma * std::fabs(y[i]) * abs_dot;
+        }
+      } else {
+        // include/smax/sparse.h: 2u |ref| + 1e-15 (n + 100 (1 + |2 - alpha|)) s w_i G
+        // + 1e-30, G = sum w |g| / sum w (the float64 error of q, times w_i).
+        Row w(y.size(), 0.0);
+        double sw = 0.0, gabs = 0.0;
+        for (size_t i = 0; i < y.size(); ++i) {
+          if (y[i] > 0) w[i] = alpha == 2.0 ? 1.0 : std::pow(y[i], 2.0 - alpha);
+          sw += w[i];
+          gabs += std::fabs(g[i]) * w[i];
+        }
+        const double G = sw > 0 ? gabs / sw : 0.0;
+        const double eq =
+            1e-15 * (static_cast<double>(y.size()) + 100.0 * (1.0 + std::fabs(2.0 - alpha)));
+        for (size_t i = 0; i < y.size(); ++i) {
+          const double ref_i =
+              ref[static_cast<size_t>(dense_index(R, r, static_cast<int64_t>(i)))];
+          b[i] = 2.0 * kU * std::fabs(ref_i) + eq * sigma * w[i] * G + 1e-30;
+        }
+      }
+      set_row(r, b);
+    }
+    return ex;
+  }
+  if (name == "ssmax_backward") {
+    const ref::RefRows Y = ref::ref_rows(kFn, e.y, o, false);
+    const double s0 = static_cast<float>(P("s"));
+    const int64_t fixed_n = static_cast<int64_t>(P("fixed_n"));
+    for (int64_t r = 0; r < R.rows; ++r) {
+      const double s = prow.empty() ? s0 : static_cast<float>(prow[static_cast<size_t>(r)]);
+      const Row t = row_of(R, r), y = row_of(Y, r), g = grow(r);
+      double D = 0.0, abs_dot = 0.0;
+      for (size_t i = 0; i < y.size(); ++i) {
+        D += g[i] * y[i];
+        abs_dot += std::fabs(g[i] * y[i]);
+      }
+      const int64_t nn = ref::ssmax_n(t, fixed_n);
+      const double cf = nn > 0 ? ref::ssmax_factor(s, nn, true) : 0.0;
+      Row b(y.size());
+      const bool ovf = vjp_row_overflows(y.data(), g.data(), static_cast<int64_t>(y.size()));
+      for (size_t i = 0; i < y.size(); ++i) {
+        b[i] = 2e-6 * std::fabs(sigma * cf) * std::fabs(y[i]) * (std::fabs(g[i]) + std::fabs(D)) + 1e-30;
+        // softmax_backward's dot term (the same kernel; smax/rescaled.h).
+        ex.dot_gap[static_cast<size_t>(dense_index(R, r, static_cast<int64_t>(i)))] =
+            1.02e-6 * std::fabs(sigma * cf) * std::fabs(y[i]) * abs_dot;
+        if (ovf) {
+          ex.overflow_ok.resize(count, 0);
+          ex.overflow_ok[static_cast<size_t>(dense_index(R, r, static_cast<int64_t>(i)))] = 1;
+        }
+      }
+      set_row(r, b);
+    }
+    return ex;
+  }
+  if (name == "softpick_backward") {
+    const float eps = static_cast<float>(P("eps"));
+    for (int64_t r = 0; r < R.rows; ++r) {
+      const Row t = row_of(R, r), g = grow(r);
+      const ref::SoftpickRow f = ref::softpick_row(t, eps, o.empty_row);
+      double rr = 0.0, G2 = 0.0;
+      for (size_t i = 0; i < t.size(); ++i) {
+        if (std::isnan(f.y[i]) || t[i] == -kInfD) continue;  // masked: out of <dy, y>
+        rr += g[i] * f.y[i];
+        G2 += std::fabs(g[i]) * (f.y[i] + f.q[i]);
+      }
+      Row b(t.size());
+      for (size_t i = 0; i < t.size(); ++i) {
+        b[i] = 2e-6 * sigma * f.q[i] * ((1.0 + f.K) * (std::fabs(g[i]) + std::fabs(rr)) + G2) + 1e-30;
+      }
+      set_row(r, b);
+    }
+    return ex;
+  }
+  if (name == "stablemax_backward") {
+    for (int64_t r = 0; r < R.rows; ++r) {
+      const Row t = row_of(R, r), g = grow(r);
+      const Row yy = ref::stablemax_row(t, o.empty_row);
+      double S = 0.0, rr = 0.0, ag = 0.0;
+      for (double v : t) S += ref::stable_s(v);
+      for (size_t i = 0; i < t.size(); ++i) {
+        if (t[i] == -kInfD) continue;
+        rr += g[i] * yy[i];
+        ag += std::fabs(g[i]) * yy[i];
+      }
+      Row b(t.size());
+      for (size_t i = 0; i < t.size(); ++i) {
+        const double sp = t[i] == -kInfD ? 0.0 : ref::stable_ds(t[i]) / S;
+        b[i] = 2e-6 * sigma * sp * (std::fabs(g[i]) + std::fabs(rr) + ag) + 1e-30;
+      }
+      set_row(r, b);
+    }
+    return ex;
+  }
+  // ---- losses -------------------------------------------------------------------------
+  const bool sparse_loss = name.rfind("sparsemax_loss", 0) == 0 || name.rfind("entmax15_loss", 0) == 0 ||
+                           name.rfind("entmax_bisect_loss", 0) == 0 || name.rfind("sparse_softmax_loss", 0) == 0;
+  const bool stable_ce = name.rfind("stablemax_cross_entropy", 0) == 0;
+  if ((sparse_loss || stable_ce) && !needs_dy) {
+    // Per-row weighted losses from the same oracle with reduction none.
+    const std::vector<double> rows = per_row_losses(name, e);
+    const LossRows L = loss_rows(e, R, needs_dy);
+    const bool wide = name.rfind("sparse_softmax_loss", 0) == 0 ||
+                      (name.rfind("entmax_bisect_loss", 0) == 0 && static_cast<float>(P("alpha")) == 1.0f);
+    std::vector<double> rb(rows.size());
+    for (size_t r = 0; r < rows.size(); ++r) {
+      const double Lr = std::isfinite(rows[r]) ? std::fabs(rows[r]) : 0.0;
+      const double w = std::fabs(L.w[r]);
+      rb[r] = stable_ce ? 1e-6 * Lr + 1e-30 + kU * Lr : (wide ? 2e-6 : 1e-6) * (w + Lr) + kU * Lr;
+    }
+    ex.bound = reduce_bounds(e.loss.reduction, rb, L.den, ref);
+    return ex;
+  }
+  if (sparse_loss || stable_ce) {
+    const LossRows L = loss_rows(e, R, needs_dy);
+    double alpha = name.rfind("sparsemax", 0) == 0 ? 2.0 : name.rfind("entmax15", 0) == 0 ? 1.5
+                   : name.rfind("sparse_softmax", 0) == 0 ? 1.0 : static_cast<float>(P("alpha"));
+    const std::vector<double> tg = ref::ref_row_values(kFn, keepdim_view(e, e.target), R);
+    for (int64_t r = 0; r < R.rows; ++r) {
+      const double cs = std::fabs(L.G[static_cast<size_t>(r)] * L.w[static_cast<size_t>(r)] * sigma);
+      const Row dx = ref_row(r), t = row_of(R, r);
+      Row b(dx.size());
+      if (stable_ce) {
+        const Row yy = ref::stablemax_row(t, o.empty_row);
+        const int64_t tr = static_cast<int64_t>(tg[static_cast<size_t>(r)]);
+        for (size_t j = 0; j < b.size(); ++j) {
+          const double d = static_cast<int64_t>(j) == tr ? 1.0 : 0.0;
+          const double yv = std::isfinite(yy[j]) ? yy[j] : 0.0;
+          b[j] = 2e-6 * cs * std::fabs(yv - d) / (1.0 + (std::isfinite(t[j]) ? std::fabs(t[j]) : 0.0)) + 1e-30;
+        }
+      } else if (alpha == 1.0) {
+        // The header's 2e-6 (|ref| + |c s|) plus softmax's absolute 1e-36:
+        // gradients below FLT_MIN come out as 0 (the library's exp does not
+        // produce subnormals); the header lacks that term (reported).
+        for (size_t j = 0; j < b.size(); ++j) b[j] = 2e-6 * (std::fabs(dx[j]) + cs) + 1e-36;
+      } else {
+        const double p = 1.0 / (alpha - 1.0);
+        const double A = 1e-16 * (64.0 + static_cast<double>(R.n)) * std::max(1.0, p);
+        for (size_t j = 0; j < b.size(); ++j) b[j] = 2 * kU * std::fabs(dx[j]) + cs * A;
+      }
+      set_row(r, b);
+    }
+    return ex;
+  }
+  if (name == "cross_entropy" || name == "z_loss" || name == "spherical_z_loss") {
+    ref::LossRef lr;
+    CrossEntropyOptions ce;
+    ce.loss = e.loss;
+    ce.label_smoothing = static_cast<float>(P("label_smoothing"));
+    ce.lse_square_scale = static_cast<float>(P("lse_square_scale"));
+    ce.softcap = static_cast<float>(P("softcap"));
+    if (name == "cross_entropy") lr = ref::cross_entropy(e.x, e.target, ce, o).loss;
+    else if (name == "z_loss") lr = ref::z_loss(e.x, &e.target, P("coefficient"), e.loss, o);
+    else lr = ref::spherical_z_loss(e.x, e.target, P("a"), P("b"), e.loss, o);
+    std::vector<double> rb(lr.rows_mag.size());
+    for (size_t r = 0; r < rb.size(); ++r) rb[r] = 4e-6 * lr.rows_mag[r] + 1e-30;
+    ex.bound = reduce_bounds(e.loss.reduction, rb, lr.denominator, ref);
+    return ex;
+  }
+  if (name == "cross_entropy_backward" || name == "z_loss_backward" || name == "spherical_z_loss_backward") {
+    ref::GradRef gr;
+    CrossEntropyOptions ce;
+    ce.loss = e.loss;
+    ce.label_smoothing = static_cast<float>(P("label_smoothing"));
+    ce.lse_square_scale = static_cast<float>(P("lse_square_scale"));
+    ce.softcap = static_cast<float>(P("softcap"));
+    if (name == "cross_entropy_backward") gr = ref::cross_entropy_backward(e.x, e.target, e.dy, ce, o);
+    else if (name == "z_loss_backward") gr = ref::z_loss_backward(e.x, &e.target, e.dy, P("coefficient"), e.loss, o);
+    else gr = ref::spherical_z_loss_backward(e.x, e.target, e.dy, P("a"), P("b"), e.loss, o);
+    const std::vector<double> xd = ref::to_dense(e.x);
+    const float s32 = static_cast<float>(sigma);
+    for (size_t i = 0; i < count; ++i) {
+      double f = 1.0;
+      if (name == "cross_entropy_backward" && ce.softcap > 0) {
+        const double u = static_cast<float>(static_cast<float>(xd[i]) * s32);
+        f = 1.0 + (std::isfinite(u) ? std::fabs(u) / ce.softcap : 0.0);
+        if (i < gr.t_round.size()) f += gr.t_round[i];  // with an additive mask: t's f32 rounding
+      }
+      ex.bound[i] = 4e-6 * gr.mag[i] * f + 1e-30;  // z_loss: mag carries L's term
+    }
+    return ex;
+  }
+  throw Error(Status::kInvalidArgument, "op_bounds: op '" + name + "' has no documented elementwise bound");
+}
+
+}  // namespace
+
+int64_t dense_index(const RefRows& R, int64_t r, int64_t k) {
+  int64_t inner = 1;
+  for (size_t d = static_cast<size_t>(R.axis) + 1; d < R.shape.size(); ++d) inner *= R.shape[d];
+  const int64_t o = r / inner, j = r % inner;
+  return (o * R.n + k) * inner + j;
+}
+
+bool vjp_row_overflows(const double* y, const double* g, int64_t n) {
+  double dot = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (std::fabs(y[i] * g[i]) > FLT_MAX) return true;
+    dot += y[i] * g[i];
+  }
+  if (std::fabs(dot) > FLT_MAX) return true;
+  for (int64_t i = 0; i < n; ++i) {
+    if (std::fabs(y[i] * (g[i] - dot)) > FLT_MAX) return true;
+  }
+  return false;
+}
+
+double power_kappa(int p) {
+  return std::max(2e-6, (2.0 * p + 4.0 * std::log2(static_cast<double>(p)) + 6.0) * kU);
+}
+
+ElementBounds op_bounds(std::string_view op, const BoundCall& call, const std::vector<double>& ref) {
+  return table_bounds(std::string(op), call, ref);
+}
+
+}  // namespace smax::reference

@@ -1,0 +1,85 @@
+// src/reference/bounds.h: the documented error bound of every op, next to
+// its float64 oracle. One function per concern; the tests (tests/), the fuzz
+// harnesses (fuzz/) and `smax run --check` (tools/smax/) all call these, so
+// a bound is written down once (docs/reliability.md, "Where the bounds
+// live").
+//
+// A bound is computed from the call's f32 inputs and the float64 reference
+// output: |out_i - ref_i| <= bound_i. Each function cites the public header
+// whose "Numerics" paragraph states the bound; these functions are that
+// text written as code, never loosened to make a test pass.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "reference/rows.h"
+#include "smax/loss.h"
+#include "smax/options.h"
+#include "smax/tensor.h"
+
+namespace smax::reference {
+
+// ---- the ops of the CLI's table (normalisers, losses, samplers) ------------------
+
+/// One valid call of an op, as the op saw it (before any in-place write).
+struct BoundCall {
+  TensorView x;       ///< logits (f32)
+  TensorView y;       ///< saved forward output (backward ops from y; probability_temperature's p)
+  TensorView dy;      ///< upstream gradient (backward ops; loss backward: dloss)
+  TensorView target;  ///< class targets (i64) or probability targets (f32, cross_entropy)
+  SoftmaxOptions options;  ///< with the masks
+  LossOptions loss;        ///< with the class weight
+  /// The op's parameters, named as `smax run --param` names them (alpha,
+  /// n_iter, k, s, fixed_n, eps, normalized, head_dim, power, p, T,
+  /// label_smoothing, lse_square_scale, softcap, coefficient, a, b, tau,
+  /// hard, seed, ...). A missing parameter reads as 0.
+  std::map<std::string, double> params;
+  /// Per-row parameter: entmax_bisect(_backward)'s
+  /// EntmaxBisectOptions::alpha_tensor, ssmax(_backward)'s SsmaxOptions::s_rows.
+  std::optional<TensorView> row_param;
+  /// sparse_softmax_loss(_backward): SparseSoftmaxLossOptions::force_target.
+  bool force_target = false;
+};
+
+/// Per element of the reference output (dense, in the output's logical
+/// order). An output element passes when
+///   its f32 rounding of ref is exact, or |out - ref| <= bound, or
+///   |out - ref| <= bound + dot_gap (the documented dot term, see softmax.h), or
+///   exact_zero and ref == 0: out must be exactly 0, or
+///   overflow_ok and out is +-inf / NaN;
+/// special values (NaN, +-inf in ref) must match exactly.
+struct ElementBounds {
+  std::vector<double> bound;
+  std::vector<char> exact_zero;
+  std::vector<double> dot_gap;
+  std::vector<char> overflow_ok;  ///< empty: none
+};
+
+/// The documented bound of `op` (a name of `smax run --op`: sparsemax ...
+/// sample; the softmax family has softmax_family_bounds below) for `call`,
+/// given the float64 reference output `ref`. Throws smax::Error
+/// (kInvalidArgument) for an op without a documented elementwise bound
+/// (gumbel_max and sample: their indices must equal the oracle's).
+ElementBounds op_bounds(std::string_view op, const BoundCall& call, const std::vector<double>& ref);
+
+// ---- helpers shared with the tests and the harnesses -----------------------------
+
+/// Dense logical index of element k of row r of `R`.
+int64_t dense_index(const RefRows& R, int64_t r, int64_t k);
+
+/// A softmax-style VJP row c y (dy - <dy, y>) whose f32 intermediates
+/// overflow: a product y_i dy_i, the dot or y_i (dy_i - dot) beyond FLT_MAX
+/// (only a y far outside [0, 1], which no forward produces, gets there).
+/// The library computes them in f32, so such rows may hold +-inf or NaN
+/// where the float64 reference is finite.
+bool vjp_row_overflows(const double* y, const double* g, int64_t n);
+
+/// Power-Softmax's relative forward factor kappa(p) (include/smax/reweight.h):
+/// max(2e-6, (2p + 4 log2 p + 6) u), u = 2^-24.
+double power_kappa(int p);
+
+}  // namespace smax::reference
