@@ -10,6 +10,7 @@
 // text written as code, never loosened to make a test pass.
 #pragma once
 
+#include <cmath>
 #include <map>
 #include <optional>
 #include <string>
@@ -22,6 +23,41 @@
 #include "smax/tensor.h"
 
 namespace smax::reference {
+
+// ---- the softmax family (include/smax/softmax.h) ----------------------------------
+// ref: the float64 reference output; y, dy: the backward's f32 inputs (as
+// doubles); s = fl(scale / temperature) as the library rounds it. Callers
+// also require: NaN in ref <=> NaN in out, a ref of +-inf matched exactly, an
+// exact 0 where softmax's input is -inf / masked and where the backward's y
+// is 0 (softmax) or -inf (log_softmax).
+
+/// softmax: |out - ref| <= 1e-36 + 2e-6 |ref| (the header: relative 2e-6 on
+/// outputs >= 1e-30, absolute 1e-36 below).
+double softmax_bound(double ref);
+/// log_softmax, logsumexp: |out - ref| <= 2e-6 (1 + |ref|).
+double log_softmax_bound(double ref);
+
+/// The sums of one backward row that its bounds use (add every element).
+struct BackwardRow {
+  double dot = 0, abs_dot = 0;  ///< <dy, y>, sum |dy_j y_j|
+  double sum = 0, abs_sum = 0;  ///< sum dy, sum |dy_j|
+  void add(double y, double dy) {
+    dot += dy * y;
+    abs_dot += std::fabs(dy * y);
+    sum += dy;
+    abs_sum += std::fabs(dy);
+  }
+};
+/// softmax_backward: 2e-6 s |y| (|dy| + |<dy, y>|) + 1e-30 (the header's
+/// elementwise bound).
+double softmax_backward_bound(double s, double y, double dy, const BackwardRow& row);
+/// softmax_backward's documented dot term, allowed on top of the bound:
+/// 1.02e-6 s |y| sum_j |dy_j y_j| ("where <dy, y> cancels": the error of
+/// the dot's f32 products).
+double softmax_backward_dot_gap(double s, double y, const BackwardRow& row);
+/// log_softmax_backward: 2e-6 s (|dy| + e |sum dy| + e sum |dy|) + 1e-30,
+/// e = exp(y) (derivation: tests/test_util.h, "Error metrics").
+double log_softmax_backward_bound(double s, double y, double dy, const BackwardRow& row);
 
 // ---- the ops of the CLI's table (normalisers, losses, samplers) ------------------
 
