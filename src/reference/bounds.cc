@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include "reference/cross_entropy.h"
@@ -704,6 +705,40 @@ bool vjp_row_overflows(const double* y, const double* g, int64_t n) {
 
 double power_kappa(int p) {
   return std::max(2e-6, (2.0 * p + 4.0 * std::log2(static_cast<double>(p)) + 6.0) * kU);
+}
+
+const char* op_bound_header(std::string_view op) {
+  static const std::map<std::string, const char*, std::less<>> kHeaders = [] {
+    std::map<std::string, const char*, std::less<>> m;
+    auto add = [&](const char* header, std::initializer_list<const char*> names) {
+      for (const char* n : names) {
+        m[n] = header;
+        m[std::string(n) + "_backward"] = header;
+      }
+    };
+    add("include/smax/sparse.h", {"sparsemax", "entmax15", "entmax_bisect", "sparse_softmax",
+                                  "sparsemax_loss", "entmax15_loss", "entmax_bisect_loss",
+                                  "sparse_softmax_loss"});
+    add("include/smax/rescaled.h", {"ssmax", "softpick", "stablemax", "stablemax_cross_entropy"});
+    add("include/smax/reweight.h", {"self_adjust_softmax", "sigmoid_normalizer", "softplus_normalizer",
+                                    "power_softmax", "probability_temperature", "logit_standardization"});
+    add("include/smax/cross_entropy.h", {"cross_entropy", "z_loss", "spherical_z_loss"});
+    m["gumbel_softmax"] = m["softmax_topk"] = "include/smax/sampling.h";
+    return m;
+  }();
+  const auto it = kHeaders.find(op);
+  return it == kHeaders.end() ? nullptr : it->second;
+}
+
+double bound_ratio(const ElementBounds& b, size_t i, double out, double ref) {
+  const bool ovf = i < b.overflow_ok.size() && b.overflow_ok[i];
+  if (ovf && !std::isfinite(out)) return 0.0;
+  if (std::isnan(ref) || std::isnan(out)) return std::isnan(ref) == std::isnan(out) ? 0.0 : kInfD;
+  if (std::isinf(ref) || std::isinf(out)) return out == ref ? 0.0 : kInfD;
+  if (i < b.exact_zero.size() && b.exact_zero[i] && ref == 0.0) return out == 0.0 ? 0.0 : kInfD;
+  if (static_cast<double>(static_cast<float>(ref)) == out) return 0.0;
+  const double gap = i < b.dot_gap.size() ? b.dot_gap[i] : 0.0;
+  return std::fabs(out - ref) / (b.bound[i] + gap);
 }
 
 ElementBounds op_bounds(std::string_view op, const BoundCall& call, const std::vector<double>& ref) {

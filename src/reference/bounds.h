@@ -102,6 +102,16 @@ struct ElementBounds {
 /// (gumbel_max and sample: their indices must equal the oracle's).
 ElementBounds op_bounds(std::string_view op, const BoundCall& call, const std::vector<double>& ref);
 
+/// The public header that documents `op`'s bound ("include/smax/sparse.h"),
+/// or nullptr for an op op_bounds does not know.
+const char* op_bound_header(std::string_view op);
+
+/// Element i against its bound, as ElementBounds states it: |out - ref| /
+/// (bound + dot_gap); 0 where out is the f32 rounding of ref or matches a
+/// special value, or overflow_ok allows a non-finite out; +inf where a
+/// special value or a required exact 0 does not match.
+double bound_ratio(const ElementBounds& b, size_t i, double out, double ref);
+
 // ---- helpers shared with the tests and the harnesses -----------------------------
 
 /// Dense logical index of element k of row r of `R`.

@@ -99,8 +99,7 @@ int bytes_per_element(Op op) {
 std::string bound_text(Op op) {
   switch (op) {
     case Op::kSoftmax:
-      return "rel <= " + format_g(kRelBound) + " (outputs >= " + format_g(kTinyOutput) +
-             "; abs <= " + format_g(kTinyAbsBound) + " below)";
+      return "abs <= " + format_g(kTinyAbsBound) + " + " + format_g(kRelBound) + " * |ref|";
     case Op::kLogSoftmax:
     case Op::kLogsumexp:
       return "abs <= " + format_g(kRelBound) + " * (1 + |value|)";
