@@ -53,28 +53,6 @@ struct Params {
 
 Row row_of(const RefRows& R, int64_t r) { return Row(R.row(r), R.row(r) + R.n); }
 
-bool row_finite_visible(const Row& t) {
-  bool any = false;
-  for (double v : t) {
-    if (std::isnan(v) || v == kInfD) return false;
-    any |= v != -kInfD;
-  }
-  return any;
-}
-
-Row softmax_d(const Row& v) {
-  double m = -kInfD;
-  for (double x : v) m = std::max(m, x);
-  Row y(v.size(), 0.0);
-  double S = 0.0;
-  for (size_t i = 0; i < v.size(); ++i) {
-    y[i] = v[i] == -kInfD ? 0.0 : std::exp(v[i] - m);
-    S += y[i];
-  }
-  for (double& x : y) x /= S;
-  return y;
-}
-
 // A per-row view (targets) in the keepdim form that ref_row_values
 // broadcasts: the "without the axis" form gets the axis back with size 1.
 TensorView keepdim_view(const BoundCall& call, const TensorView& o) {
@@ -91,6 +69,25 @@ TensorView keepdim_view(const BoundCall& call, const TensorView& o) {
     v.rank += 1;
   }
   return v;
+}
+
+// The re-weighting normalisers (bounds_reweight.cc): true for one of them
+// (forward or backward), with its kind in *op when op is not null.
+bool reweight_op(const std::string& name, ReweightOp* op) {
+  static const std::pair<const char*, ReweightOp> kOps[] = {
+      {"self_adjust_softmax", ReweightOp::kSelfAdjust},
+      {"sigmoid_normalizer", ReweightOp::kSigmoid},
+      {"softplus_normalizer", ReweightOp::kSoftplus},
+      {"power_softmax", ReweightOp::kPower},
+      {"probability_temperature", ReweightOp::kProbabilityTemperature},
+      {"logit_standardization", ReweightOp::kLogitStandardization}};
+  for (const auto& k : kOps) {
+    if (name == k.first || name == std::string(k.first) + "_backward") {
+      if (op) *op = k.second;
+      return true;
+    }
+  }
+  return false;
 }
 
 // Per-row loss coefficient c_r = G_r * w[target_r] (0 for ignored rows) and
@@ -236,11 +233,6 @@ ElementBounds table_bounds(const std::string& name, const BoundCall& e, const st
     for (size_t i = 0; i < count; ++i) ex.bound[i] = 1e-6 * std::fabs(ref[i]) + 1e-36;
     return ex;
   }
-  if (name == "power_softmax") {
-    const double kappa = power_kappa(static_cast<int>(P("p")));
-    for (size_t i = 0; i < count; ++i) ex.bound[i] = kappa * std::fabs(ref[i]) + 1e-36;
-    return ex;
-  }
   if (name == "softpick") {
     const float eps = static_cast<float>(P("eps"));
     for (int64_t r = 0; r < R.rows; ++r) {
@@ -251,43 +243,26 @@ ElementBounds table_bounds(const std::string& name, const BoundCall& e, const st
     }
     return ex;
   }
-  if (name == "self_adjust_softmax") {
-    for (int64_t r = 0; r < R.rows; ++r) {
-      const Row t = row_of(R, r), y = ref_row(r);
-      Row b(y.size());
-      for (size_t i = 0; i < y.size(); ++i) {
-        b[i] = 2.2e-6 * std::fabs(y[i]) + 1e-36;
-        if (std::isfinite(t[i])) b[i] += 1e-36 * std::fabs(t[i]);
-      }
-      set_row(r, b);
-    }
-    return ex;
-  }
-  if (name == "softplus_normalizer" || name == "softplus_normalizer_backward" ||
-      name == "logit_standardization" || name == "logit_standardization_backward" ||
-      name == "self_adjust_softmax_backward" || name == "power_softmax_backward" ||
-      name == "probability_temperature_backward") {
-    // The bounds of tests/test_reweight.cc (include/smax/reweight.h).
-    const bool bw = name.find("_backward") != std::string::npos;
-    SoftplusNormalizerOptions sp;
-    sp.head_dim = static_cast<int64_t>(e.params.count("head_dim") ? P("head_dim") : 0);
-    sp.power = static_cast<float>(e.params.count("power") ? P("power") : 1.0);
-    LogitStandardizationOptions ls;
-    ls.temperature = static_cast<float>(e.params.count("T") ? P("T") : 1.0);
-    const bool softplus = name.rfind("softplus", 0) == 0;
-    const bool lstd = name.rfind("logit_standardization", 0) == 0;
+  if (reweight_op(name, nullptr)) {
+    // include/smax/reweight.h, one row at a time (bounds_reweight.cc).
+    const bool bw = needs_dy;
+    ReweightBound rb;
+    reweight_op(name, &rb.op);
+    rb.sa.normalized = P("normalized") != 0;
+    rb.sp.head_dim = static_cast<int64_t>(e.params.count("head_dim") ? P("head_dim") : 0);
+    rb.sp.power = static_cast<float>(e.params.count("power") ? P("power") : 1.0);
+    rb.p = static_cast<int>(P("p"));
+    rb.T = static_cast<float>(P("T"));
+    rb.ls.temperature = static_cast<float>(e.params.count("T") ? P("T") : 1.0);
+    const bool softplus = rb.op == ReweightOp::kSoftplus;
     std::vector<double> zdense;
-    if (softplus) zdense = ref::softplus_z(e.x, sp, o);
+    if (softplus) zdense = ref::softplus_z(e.x, rb.sp, o);
     std::vector<double> yref;
-    if (bw) {
-      if (softplus) yref = ref::softplus_normalizer(e.x, sp, o);
-      else if (lstd) yref = ref::logit_standardization(e.x, ls, o);
-      else if (name.rfind("self_adjust", 0) == 0) yref = {};
-      else if (name.rfind("power", 0) == 0) yref = ref::power_softmax(e.x, static_cast<int>(P("p")), o);
-      else yref = ref::probability_temperature(e.y, static_cast<float>(P("T")), o);
-    } else {
-      yref = ref;
-    }
+    if (!bw) yref = ref;
+    else if (softplus) yref = ref::softplus_normalizer(e.x, rb.sp, o);
+    else if (rb.op == ReweightOp::kLogitStandardization) yref = ref::logit_standardization(e.x, rb.ls, o);
+    else if (rb.op == ReweightOp::kPower) yref = ref::power_softmax(e.x, rb.p, o);
+    else if (rb.op == ReweightOp::kProbabilityTemperature) yref = ref::probability_temperature(e.y, rb.T, o);
     for (int64_t r = 0; r < R.rows; ++r) {
       Row t = row_of(R, r);
       double lambda = 1.0;
@@ -297,7 +272,7 @@ ElementBounds table_bounds(const std::string& name, const BoundCall& e, const st
         // lambda = dz/dt (f32), as the op forms it.
         int64_t N = 0;
         for (double v : t) N += v != -kInfD;
-        lambda = static_cast<float>(std::log(static_cast<double>(N)) / std::log(static_cast<double>(sp.head_dim)));
+        lambda = static_cast<float>(std::log(static_cast<double>(N)) / std::log(static_cast<double>(rb.sp.head_dim)));
         t = z;
       }
       const size_t n = t.size();
@@ -305,172 +280,21 @@ ElementBounds table_bounds(const std::string& name, const BoundCall& e, const st
       if (!yref.empty()) {
         for (int64_t k = 0; k < R.n; ++k) y[static_cast<size_t>(k)] = yref[static_cast<size_t>(dense_index(R, r, k))];
       }
-      // Forward relative factor e_i.
-      Row ev(n, 2e-6);
-      if (row_finite_visible(t)) {
-        if (softplus && sp.power != 1.0f) {
-          double sum = 0.0;
-          for (size_t i = 0; i < n; ++i) sum += y[i] * (t[i] == -kInfD ? 0.0 : std::fabs(ref::log_softplus(t[i])));
-          for (size_t i = 0; i < n; ++i) {
-            const double Li = t[i] == -kInfD ? 0.0 : std::fabs(ref::log_softplus(t[i]));
-            ev[i] = 2e-6 + 3.0 * kU * sp.power * (1.0 + Li + sum);
-          }
-        } else if (lstd) {
-          int64_t N = 0;
-          double mu = 0.0, sq = 0.0;
-          for (double v : t) {
-            if (v != -kInfD) mu += v, ++N;
-          }
-          mu /= static_cast<double>(N);
-          for (double v : t) {
-            if (v != -kInfD) sq += (v - mu) * (v - mu);
-          }
-          const double sg = N > 1 ? std::sqrt(sq / static_cast<double>(ls.unbiased ? N - 1 : N)) : 0.0;
-          const double kk = sg > 0 ? 1.0 / ((sg + ls.eps) * ls.temperature) : 0.0;
-          double sum = 0.0;
-          for (size_t i = 0; i < n; ++i) {
-            if (t[i] != -kInfD) sum += y[i] * std::fabs((t[i] - mu) * kk);
-          }
-          for (size_t i = 0; i < n; ++i) {
-            const double v = t[i] == -kInfD ? 0.0 : std::fabs((t[i] - mu) * kk);
-            ev[i] = 2e-6 + 4.0 * kU * (v + sum);
-          }
-        }
-      }
-      Row b(n, 0.0);
       if (!bw) {
-        for (size_t i = 0; i < n; ++i) b[i] = ev[i] * std::fabs(y[i]) + 1e-36;
-        set_row(r, b);
+        set_row(r, reweight_forward_bound(rb, t, y));
         continue;
       }
-      const Row g = grow(r), dx = ref_row(r);
-      for (size_t i = 0; i < n; ++i) b[i] = 1e-30;
-      if (!row_finite_visible(t)) {
-        set_row(r, b);
-        continue;
-      }
-      double gy_abs = 0.0, rr = 0.0;
-      for (size_t i = 0; i < n; ++i) {
-        gy_abs += std::fabs(g[i] * y[i]);
-        rr += g[i] * y[i];
-      }
-      const double scale = sigma;
-      if (name == "self_adjust_softmax_backward") {
-        const bool normalized = P("normalized") != 0;
-        const Row p = softmax_d(t);
-        double a = 0.0, bb = 0.0, cc = 1.0, mn = kInfD, mx = -kInfD;
-        for (double v : t) {
-          if (v != -kInfD) mn = std::min(mn, v), mx = std::max(mx, v);
-        }
-        if (normalized) {
-          a = std::min(mn, 0.0);
-          bb = std::max(mx, 0.0);
-          cc = bb > a ? 1.0 / (bb - a) : 0.0;
-        }
-        Row rv(n, 0.0);
-        double grp = 0.0, gp = 0.0, gr = 0.0;
-        for (size_t i = 0; i < n; ++i) {
-          if (t[i] == -kInfD) continue;
-          rv[i] = normalized ? (t[i] - a) * cc : t[i];
-          grp += std::fabs(g[i] * rv[i] * p[i]);
-          gp += std::fabs(g[i] * p[i]);
-          gr += std::fabs(g[i] * rv[i]);
-        }
-        const size_t jmin = static_cast<size_t>(std::find(t.begin(), t.end(), mn) - t.begin());
-        const size_t jmax = static_cast<size_t>(std::find(t.begin(), t.end(), mx) - t.begin());
+      // p_j = 0, T > 1: "+-inf (NaN where dy_j == <dy,y>)" (the header);
+      // which one depends on the rounding of dy_j - <dy,y>.
+      if (rb.op == ReweightOp::kProbabilityTemperature && row_finite_visible(t) && rb.T > 1.0f) {
         for (size_t j = 0; j < n; ++j) {
-          if (t[j] == -kInfD) continue;
-          const double q = normalized ? cc + rv[j] : 1.0 + t[j];
-          b[j] += scale * (2.2e-6 * p[j] * (std::fabs(g[j] * q) + 2.0 * grp) + 1e-36 * (std::fabs(g[j] * q) + gr));
-          if (normalized && ((j == jmin && mn < 0) || (j == jmax && mx > 0))) {
-            b[j] += 2.2e-6 * scale * cc * (grp + gp);
-          }
-        }
-      } else if (softplus) {
-        double ey = 0.0;
-        for (size_t i = 0; i < n; ++i) ey += ev[i] * std::fabs(g[i] * y[i]);
-        for (size_t j = 0; j < n; ++j) {
-          if (t[j] == -kInfD) continue;
-          const double ls_j = t[j] >= 0.0 ? -std::log1p(std::exp(-t[j])) : t[j] - std::log1p(std::exp(t[j]));
-          const double rho = std::exp(ls_j - ref::log_softplus(t[j]));
-          b[j] += scale * lambda * sp.power * y[j] * rho * (ev[j] * std::fabs(g[j] - rr) + 2.0 * ey) +
-                  10.0 * kU * std::fabs(dx[j]);
-        }
-      } else if (name == "power_softmax_backward") {
-        const int p = static_cast<int>(P("p"));
-        double M = 0.0, S = 0.0;
-        for (double v : t) {
-          if (v != -kInfD) M = std::max(M, std::fabs(v));
-        }
-        if (M > 0.0) {
-          for (double v : t) {
-            if (v != -kInfD) S += std::pow(v / M, p);
-          }
-          const double kappa = power_kappa(p);
-          for (size_t j = 0; j < n; ++j) {
-            if (t[j] == -kInfD) continue;
-            b[j] += 2.0 * kappa * scale * p / (M * S) * std::pow(std::fabs(t[j]) / M, p - 1) *
-                    (std::fabs(g[j] - rr) + gy_abs);
-          }
-        }
-      } else if (name == "probability_temperature_backward") {
-        // p_j = 0, T > 1: "+-inf (NaN where dy_j == <dy,y>)" (the header);
-        // which one depends on the rounding of dy_j - <dy,y>.
-        if (static_cast<float>(P("T")) > 1.0f) {
-          for (size_t j = 0; j < n; ++j) {
-            if (t[j] != 0.0) continue;
-            ex.overflow_ok.resize(count, 0);
-            ex.overflow_ok[static_cast<size_t>(dense_index(R, r, static_cast<int64_t>(j)))] = 1;
-          }
-        }
-        double M = 0.0, S = 0.0;
-        for (double v : t) M = std::max(M, v);
-        if (M > 0.0) {
-          const double a = 1.0 / static_cast<double>(static_cast<float>(P("T")));
-          for (double v : t) {
-            if (v > 0) S += std::pow(v / M, a);
-          }
-          for (size_t j = 0; j < n; ++j) {
-            if (t[j] == -kInfD) continue;
-            const double cj = scale * a / (M * S) * std::pow(t[j] / M, a - 1.0);
-            b[j] += 4e-6 * std::fabs(cj) * (std::fabs(g[j] - rr) + gy_abs);
-          }
-        }
-      } else {  // logit_standardization_backward
-        int64_t N = 0;
-        double mu = 0.0, sq = 0.0;
-        for (double v : t) {
-          if (v != -kInfD) mu += v, ++N;
-        }
-        mu /= static_cast<double>(N);
-        for (double v : t) {
-          if (v != -kInfD) sq += (v - mu) * (v - mu);
-        }
-        const double Dd = static_cast<double>(ls.unbiased ? N - 1 : N);
-        const double sg = N > 1 ? std::sqrt(sq / Dd) : 0.0;
-        const double se = sg + ls.eps;
-        const double kk = 1.0 / (se * ls.temperature);
-        double dr = 0.0;
-        for (size_t i = 0; i < n; ++i) dr += ev[i] * std::fabs(g[i] * y[i]);
-        auto dh = [&](size_t i) { return ev[i] * y[i] * (std::fabs(g[i]) + std::fabs(rr)) + y[i] * dr; };
-        double dC = 0.0;
-        if (sg > 0) {
-          for (size_t i = 0; i < n; ++i) {
-            if (t[i] != -kInfD) dC += std::fabs(t[i] - mu) * dh(i);
-          }
-          dC /= se * Dd * sg;
-        }
-        for (size_t j = 0; j < n; ++j) {
-          if (t[j] == -kInfD) continue;
-          b[j] += scale * kk * (dh(j) + std::fabs(t[j] - mu) * dC) + 4.0 * kU * std::fabs(dx[j]);
+          if (t[j] != 0.0) continue;
+          ex.overflow_ok.resize(count, 0);
+          ex.overflow_ok[static_cast<size_t>(dense_index(R, r, static_cast<int64_t>(j)))] = 1;
         }
       }
-      set_row(r, b);
+      set_row(r, reweight_backward_bound(rb, t, grow(r), y, ref_row(r), sigma, lambda));
     }
-    return ex;
-  }
-  if (name == "sigmoid_normalizer_backward") {
-    for (size_t i = 0; i < count; ++i) ex.bound[i] = 2.5e-7 * std::fabs(ref[i]) + 1e-30;
     return ex;
   }
   if (name == "sparsemax_backward" || name == "entmax15_backward" || name == "entmax_bisect_backward" ||

@@ -17,9 +17,11 @@
 #include <string_view>
 #include <vector>
 
+#include "reference/reweight.h"
 #include "reference/rows.h"
 #include "smax/loss.h"
 #include "smax/options.h"
+#include "smax/reweight.h"
 #include "smax/tensor.h"
 
 namespace smax::reference {
@@ -58,6 +60,41 @@ double softmax_backward_dot_gap(double s, double y, const BackwardRow& row);
 /// log_softmax_backward: 2e-6 s (|dy| + e |sum dy| + e sum |dy|) + 1e-30,
 /// e = exp(y) (derivation: tests/test_util.h, "Error metrics").
 double log_softmax_backward_bound(double s, double y, double dy, const BackwardRow& row);
+
+// ---- the re-weighting normalisers (include/smax/reweight.h), one row --------------
+// t: the row's logits (-inf = masked; softplus: z = fl(lambda t)), y: the
+// row's reference forward output, g: its upstream gradient, dx: its
+// reference backward output, scale: s = fl(scale / temperature), lambda:
+// softplus's dz/dt (f32), 1 otherwise.
+
+enum class ReweightOp {
+  kSelfAdjust,              ///< self_adjust_softmax
+  kSigmoid,                 ///< sigmoid_normalizer
+  kSoftplus,                ///< softplus_normalizer
+  kPower,                   ///< power_softmax
+  kProbabilityTemperature,  ///< probability_temperature
+  kLogitStandardization,    ///< logit_standardization
+};
+/// The op and the options its bound reads.
+struct ReweightBound {
+  ReweightOp op = ReweightOp::kSelfAdjust;
+  SelfAdjustOptions sa;           ///< normalized, grad_through_bounds
+  SoftplusNormalizerOptions sp;   ///< power
+  int p = 2;                      ///< power_softmax
+  float T = 1.0f;                 ///< probability_temperature
+  LogitStandardizationOptions ls; ///< eps, temperature, unbiased
+};
+/// Relative forward factor e_i: |y_i - ref_i| <= e_i |ref_i| + 1e-36
+/// (2e-6; SA 2.2e-6; Power kappa(p); softplus with power != 1 and logit
+/// standardisation add their logits' terms).
+Row reweight_forward_rel(const ReweightBound& s, const Row& t, const Row& y);
+/// The forward bound e_i |y_i| + 1e-36 (SA: + 1e-36 |t_i| for finite t_i).
+Row reweight_forward_bound(const ReweightBound& s, const Row& t, const Row& y);
+/// The backward bound of each element of the row (>= 1e-30).
+Row reweight_backward_bound(const ReweightBound& s, const Row& t, const Row& g, const Row& y,
+                            const Row& dx, double scale, double lambda);
+/// No NaN or +inf, and at least one visible (not -inf) entry.
+bool row_finite_visible(const Row& t);
 
 // ---- the ops of the CLI's table (normalisers, losses, samplers) ------------------
 
