@@ -1964,7 +1964,8 @@ void variant_extras(Case& c, Expect& ex, const smax_cli::ExtCall& e) {
     ex.extras.push_back(out);
   }
   if (op.variant == Variant::kSRows && c.dprow.present) {
-    // ds: 2e-6 ln n sum_i |t_i y_i| (|dy_i| + |<dy, y>|) + 1e-30 (include/smax/rescaled.h).
+    // ds: 2e-6 ln n sum_i |t_i y_i| (|dy_i| + |<dy, y>|) + 1e-30 (include/smax/rescaled.h;
+    // ref::ssmax_ds_bound).
     std::vector<double> ds;
     const smax::SsmaxOptions so = ssmax_options(c);
     ref::ssmax_backward(e.x, e.y, e.dy, so, o, &ds);
@@ -1974,23 +1975,11 @@ void variant_extras(Case& c, Expect& ex, const smax_cli::ExtCall& e) {
     Expect::Out out{&c.dprow, ds, std::vector<double>(ds.size(), 1e-30)};
     for (int64_t r = 0; r < T.rows && static_cast<size_t>(r) < ds.size(); ++r) {
       const Row t = row_of(T, r), y = row_of(Y, r), g = row_of(G, r);
-      double D = 0.0, sum = 0.0, abs_dot = 0.0, ty = 0.0;
-      for (size_t i = 0; i < y.size(); ++i) {
-        D += g[i] * y[i];
-        abs_dot += std::fabs(g[i] * y[i]);
-      }
-      const int64_t nn = ref::ssmax_n(t, so.fixed_n);
-      const double ln = nn > 1 ? std::log(static_cast<double>(nn)) : 0.0;
-      for (size_t i = 0; i < y.size(); ++i) {
-        if (y[i] == 0.0 || !std::isfinite(t[i])) continue;
-        sum += std::fabs(t[i] * y[i]) * (std::fabs(g[i]) + std::fabs(D));
-        ty += std::fabs(t[i] * y[i]);
-      }
       // + the dot term (smax/rescaled.h): every t_i y_i (g_i - dot) shares
       // the dot's error, 1.02e-6 sum_j |dy_j y_j| where <dy, y> cancels.
-      const double dot_term = 1.02e-6 * ln * ty * abs_dot;
-      if (std::isfinite(sum)) out.bound[static_cast<size_t>(r)] += 2e-6 * ln * sum;
-      if (std::isfinite(dot_term)) out.bound[static_cast<size_t>(r)] += dot_term;
+      double dot_term = 0.0;
+      out.bound[static_cast<size_t>(r)] = ref::ssmax_ds_bound(t, y, g, ref::ssmax_n(t, so.fixed_n), &dot_term);
+      out.bound[static_cast<size_t>(r)] += dot_term;
       if (vjp_row_overflows(y.data(), g.data(), static_cast<int64_t>(y.size()))) {  // f32 overflow
         ex.unchecked_row.resize(static_cast<size_t>(T.rows), 0);
         ex.unchecked_row[static_cast<size_t>(r)] = 1;

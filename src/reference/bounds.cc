@@ -211,13 +211,10 @@ ElementBounds table_bounds(const std::string& name, const BoundCall& e, const st
       const double alpha = prow.empty() ? alpha0 : static_cast<float>(prow[static_cast<size_t>(r)]);
       const Row y = ref_row(r);
       Row b(y.size());
-      for (size_t i = 0; i < y.size(); ++i) {
-        if (alpha == 1.0) {
-          b[i] = 2e-6 * std::fabs(y[i]) + 1e-36;
-        } else {
-          const double p = 1.0 / (alpha - 1.0);
-          b[i] = 2 * kU * std::fabs(y[i]) + 1e-16 * (64.0 + static_cast<double>(R.n)) * std::max(1.0, p);
-        }
+      if (alpha == 1.0) {  // softmax's bound
+        for (size_t i = 0; i < y.size(); ++i) b[i] = softmax_bound(y[i]);
+      } else {
+        for (size_t i = 0; i < y.size(); ++i) b[i] = entmax_forward_bound(y[i], alpha, R.n);
       }
       set_row(r, b);
     }
@@ -236,10 +233,7 @@ ElementBounds table_bounds(const std::string& name, const BoundCall& e, const st
   if (name == "softpick") {
     const float eps = static_cast<float>(P("eps"));
     for (int64_t r = 0; r < R.rows; ++r) {
-      const ref::SoftpickRow f = ref::softpick_row(row_of(R, r), eps, o.empty_row);
-      Row b(static_cast<size_t>(R.n));
-      for (size_t i = 0; i < b.size(); ++i) b[i] = 2e-6 * ((1.0 + f.K) * std::fabs(f.y[i]) + f.q[i]) + 1e-36;
-      set_row(r, b);
+      set_row(r, softpick_forward_bound(ref::softpick_row(row_of(R, r), eps, o.empty_row)));
     }
     return ex;
   }
@@ -312,34 +306,15 @@ ElementBounds table_bounds(const std::string& name, const BoundCall& e, const st
             ex.overflow_ok[static_cast<size_t>(dense_index(R, r, static_cast<int64_t>(i)))] = 1;
           }
         }
-        double dot = 0.0, abs_dot = 0.0;
+        BackwardRow row;
+        for (size_t i = 0; i < y.size(); ++i) row.add(y[i], g[i]);
         for (size_t i = 0; i < y.size(); ++i) {
-          dot += g[i] * y[i];
-          abs_dot += std::fabs(g[i] * y[i]);
-        }
-        for (size_t i = 0; i < y.size(); ++i) {
-          b[i] = 2e-6 * sigma * std::fabs(y[i]) * (std::fabs(g[i]) + std::fabs(dot)) + 1e-30;
+          b[i] = softmax_backward_bound(sigma, y[i], g[i], row);
           ex.dot_gap[static_cast<size_t>(dense_index(R, r, static_cast<int64_t>(i)))] =
-              1.02e-6 * sigma * std::fabs(y[i]) * abs_dot;
+              softmax_backward_dot_gap(sigma, y[i], row);
         }
       } else {
-        // include/smax/sparse.h: 2u |ref| + 1e-15 (n + 100 (1 + |2 - alpha|)) s w_i G
-        // + 1e-30, G = sum w |g| / sum w (the float64 error of q, times w_i).
-        Row w(y.size(), 0.0);
-        double sw = 0.0, gabs = 0.0;
-        for (size_t i = 0; i < y.size(); ++i) {
-          if (y[i] > 0) w[i] = alpha == 2.0 ? 1.0 : std::pow(y[i], 2.0 - alpha);
-          sw += w[i];
-          gabs += std::fabs(g[i]) * w[i];
-        }
-        const double G = sw > 0 ? gabs / sw : 0.0;
-        const double eq =
-            1e-15 * (static_cast<double>(y.size()) + 100.0 * (1.0 + std::fabs(2.0 - alpha)));
-        for (size_t i = 0; i < y.size(); ++i) {
-          const double ref_i =
-              ref[static_cast<size_t>(dense_index(R, r, static_cast<int64_t>(i)))];
-          b[i] = 2.0 * kU * std::fabs(ref_i) + eq * sigma * w[i] * G + 1e-30;
-        }
+        b = entmax_backward_bound(y, g, ref_row(r), alpha, sigma);
       }
       set_row(r, b);
     }
@@ -352,20 +327,13 @@ ElementBounds table_bounds(const std::string& name, const BoundCall& e, const st
     for (int64_t r = 0; r < R.rows; ++r) {
       const double s = prow.empty() ? s0 : static_cast<float>(prow[static_cast<size_t>(r)]);
       const Row t = row_of(R, r), y = row_of(Y, r), g = grow(r);
-      double D = 0.0, abs_dot = 0.0;
-      for (size_t i = 0; i < y.size(); ++i) {
-        D += g[i] * y[i];
-        abs_dot += std::fabs(g[i] * y[i]);
-      }
       const int64_t nn = ref::ssmax_n(t, fixed_n);
       const double cf = nn > 0 ? ref::ssmax_factor(s, nn, true) : 0.0;
-      Row b(y.size());
+      Row gap;  // softmax_backward's dot term (the same kernel; smax/rescaled.h).
+      const Row b = ssmax_backward_bound(y, g, sigma * cf, &gap);
       const bool ovf = vjp_row_overflows(y.data(), g.data(), static_cast<int64_t>(y.size()));
       for (size_t i = 0; i < y.size(); ++i) {
-        b[i] = 2e-6 * std::fabs(sigma * cf) * std::fabs(y[i]) * (std::fabs(g[i]) + std::fabs(D)) + 1e-30;
-        // softmax_backward's dot term (the same kernel; smax/rescaled.h).
-        ex.dot_gap[static_cast<size_t>(dense_index(R, r, static_cast<int64_t>(i)))] =
-            1.02e-6 * std::fabs(sigma * cf) * std::fabs(y[i]) * abs_dot;
+        ex.dot_gap[static_cast<size_t>(dense_index(R, r, static_cast<int64_t>(i)))] = gap[i];
         if (ovf) {
           ex.overflow_ok.resize(count, 0);
           ex.overflow_ok[static_cast<size_t>(dense_index(R, r, static_cast<int64_t>(i)))] = 1;
@@ -378,39 +346,14 @@ ElementBounds table_bounds(const std::string& name, const BoundCall& e, const st
   if (name == "softpick_backward") {
     const float eps = static_cast<float>(P("eps"));
     for (int64_t r = 0; r < R.rows; ++r) {
-      const Row t = row_of(R, r), g = grow(r);
-      const ref::SoftpickRow f = ref::softpick_row(t, eps, o.empty_row);
-      double rr = 0.0, G2 = 0.0;
-      for (size_t i = 0; i < t.size(); ++i) {
-        if (std::isnan(f.y[i]) || t[i] == -kInfD) continue;  // masked: out of <dy, y>
-        rr += g[i] * f.y[i];
-        G2 += std::fabs(g[i]) * (f.y[i] + f.q[i]);
-      }
-      Row b(t.size());
-      for (size_t i = 0; i < t.size(); ++i) {
-        b[i] = 2e-6 * sigma * f.q[i] * ((1.0 + f.K) * (std::fabs(g[i]) + std::fabs(rr)) + G2) + 1e-30;
-      }
-      set_row(r, b);
+      const Row t = row_of(R, r);
+      set_row(r, softpick_backward_bound(t, grow(r), ref::softpick_row(t, eps, o.empty_row), sigma));
     }
     return ex;
   }
   if (name == "stablemax_backward") {
     for (int64_t r = 0; r < R.rows; ++r) {
-      const Row t = row_of(R, r), g = grow(r);
-      const Row yy = ref::stablemax_row(t, o.empty_row);
-      double S = 0.0, rr = 0.0, ag = 0.0;
-      for (double v : t) S += ref::stable_s(v);
-      for (size_t i = 0; i < t.size(); ++i) {
-        if (t[i] == -kInfD) continue;
-        rr += g[i] * yy[i];
-        ag += std::fabs(g[i]) * yy[i];
-      }
-      Row b(t.size());
-      for (size_t i = 0; i < t.size(); ++i) {
-        const double sp = t[i] == -kInfD ? 0.0 : ref::stable_ds(t[i]) / S;
-        b[i] = 2e-6 * sigma * sp * (std::fabs(g[i]) + std::fabs(rr) + ag) + 1e-30;
-      }
-      set_row(r, b);
+      set_row(r, stablemax_backward_bound(row_of(R, r), grow(r), sigma, o.empty_row));
     }
     return ex;
   }

@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "reference/rescaled.h"
 #include "reference/reweight.h"
 #include "reference/rows.h"
 #include "smax/loss.h"
@@ -95,6 +96,40 @@ Row reweight_backward_bound(const ReweightBound& s, const Row& t, const Row& g, 
                             const Row& dx, double scale, double lambda);
 /// No NaN or +inf, and at least one visible (not -inf) entry.
 bool row_finite_visible(const Row& t);
+
+// ---- the sparse normalisers (include/smax/sparse.h), one row ----------------------
+
+/// sparsemax / entmax15 / entmax_bisect (alpha != 1; alpha = 1 is softmax's
+/// bound), y an element of the reference output, n the row length:
+/// 2u |y| + 1e-16 (64 + n) max(1, 1 / (alpha - 1)), u = 2^-24 (the float64
+/// thresholds of library and oracle differ by ~n 1e-16, amplified by the
+/// output map's power 1 / (alpha - 1)).
+double entmax_forward_bound(double y, double alpha, int64_t n);
+/// Their backward from the saved y (alpha != 1), ref the reference dx row:
+/// 2u |ref_i| + 1e-15 (n + 100 (1 + |2 - alpha|)) s w_i G + 1e-30,
+/// w_i = y_i^(2 - alpha) on the support (0 off it), G = sum w |g| / sum w.
+Row entmax_backward_bound(const Row& y, const Row& g, const Row& ref, double alpha, double sigma);
+
+// ---- the rescaled / rectified softmaxes (include/smax/rescaled.h), one row -------
+// t: the row's logits (-inf = masked), g: its upstream gradient, y: its
+// saved / reference output, sigma: s = fl(scale / temperature).
+
+/// softpick: 2e-6 ((1 + K) |y_i| + q_i) + 1e-36, f = softpick_row(t, eps, empty_row).
+Row softpick_forward_bound(const SoftpickRow& f);
+/// softpick_backward: 2e-6 s q_i ((1 + K) (|g_i| + |<g, y>|) + sum_j |g_j| (y_j + q_j))
+/// + 1e-30 (masked and NaN entries out of the sums).
+Row softpick_backward_bound(const Row& t, const Row& g, const SoftpickRow& f, double sigma);
+/// stablemax_backward: 2e-6 s s'_i (|g_i| + |<g, y>| + sum_j |g_j| y_j) + 1e-30,
+/// s'_i = stable_ds(t_i) / sum_j stable_s(t_j), y = stablemax_row(t).
+Row stablemax_backward_bound(const Row& t, const Row& g, double sigma, EmptyRow empty);
+/// ssmax_backward's dx (c = s * the row's factor ssmax_factor(s, n, true)):
+/// 2e-6 |c| |y_i| (|g_i| + |<g, y>|) + 1e-30; *dot_gap (if not null) gets the
+/// kernel's softmax_backward dot term 1.02e-6 |c| |y_i| sum_j |g_j y_j|.
+Row ssmax_backward_bound(const Row& y, const Row& g, double c, Row* dot_gap = nullptr);
+/// ssmax_backward's ds of one row (n: the row's ssmax_n):
+/// 2e-6 ln n sum_i |t_i y_i| (|g_i| + |<g, y>|) + 1e-30 over y_i != 0, finite t_i;
+/// *dot_gap (if not null) gets the dot term 1.02e-6 ln n sum_i |t_i y_i| sum_j |g_j y_j|.
+double ssmax_ds_bound(const Row& t, const Row& y, const Row& g, int64_t n, double* dot_gap = nullptr);
 
 // ---- the ops of the CLI's table (normalisers, losses, samplers) ------------------
 
