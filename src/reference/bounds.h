@@ -155,7 +155,7 @@ struct BoundCall {
 
 /// Per element of the reference output (dense, in the output's logical
 /// order). An output element passes when
-///   its f32 rounding of ref is exact, or |out - ref| <= bound, or
+///   out is the f32 rounding of ref, or |out - ref| <= bound, or
 ///   |out - ref| <= bound + dot_gap (the documented dot term, see softmax.h), or
 ///   exact_zero and ref == 0: out must be exactly 0, or
 ///   overflow_ok and out is +-inf / NaN;
@@ -167,8 +167,8 @@ struct ElementBounds {
   std::vector<char> overflow_ok;  ///< empty: none
 };
 
-/// The documented bound of `op` (a name of `smax run --op`: sparsemax ...
-/// sample; the softmax family has softmax_family_bounds below) for `call`,
+/// The documented bound of `op` (a table op of `smax run --op`: sparsemax
+/// ... softmax_topk; the softmax family has softmax_bound ... above) for `call`,
 /// given the float64 reference output `ref`. Throws smax::Error
 /// (kInvalidArgument) for an op without a documented elementwise bound
 /// (gumbel_max and sample: their indices must equal the oracle's).
