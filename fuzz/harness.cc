@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "reference/bounds.h"
 #include "reference/reference.h"
 #include "smax/c/smax.h"
 #include "smax/smax.h"
@@ -858,14 +859,14 @@ void check_result(Case& c, const std::vector<double>& ref, const std::vector<dou
   const double s = static_cast<double>(c.opt.scale / c.opt.temperature);
   if (c.op == Op::kSoftmax) {
     for (size_t i = 0; i < ref.size(); ++i) {
-      const double bound = 1e-36 + 2e-6 * std::fabs(ref[i]);
+      const double bound = smax::reference::softmax_bound(ref[i]);
       if (!element_ok(ck, i, static_cast<float>(out[i]), ref[i], bound, true)) {
         ck.fail(i, out[i], ref[i], bound, "(softmax bound)");
       }
     }
   } else if (c.op == Op::kLogSoftmax || c.op == Op::kLogSumExp) {
     for (size_t i = 0; i < ref.size(); ++i) {
-      const double bound = 2e-6 * (1.0 + std::fabs(ref[i]));
+      const double bound = smax::reference::log_softmax_bound(ref[i]);
       if (!element_ok(ck, i, static_cast<float>(out[i]), ref[i], bound, false)) {
         ck.fail(i, out[i], ref[i], bound, "(log bound)");
       }
@@ -882,24 +883,20 @@ void check_result(Case& c, const std::vector<double>& ref, const std::vector<dou
     const bool log = c.op == Op::kLogSoftmaxBackward;
     for (int64_t o = 0; o < outer; ++o) {
       for (int64_t j = 0; j < inner; ++j) {
-        double dot = 0, abs_dot = 0, sum = 0, abs_sum = 0;
+        smax::reference::BackwardRow row;
         for (int64_t k = 0; k < n; ++k) {
           const size_t i = static_cast<size_t>((o * n + k) * inner + j);
-          dot += dy[i] * y[i];
-          abs_dot += std::fabs(dy[i] * y[i]);
-          sum += dy[i];
-          abs_sum += std::fabs(dy[i]);
+          row.add(y[i], dy[i]);
         }
         for (int64_t k = 0; k < n; ++k) {
           const size_t i = static_cast<size_t>((o * n + k) * inner + j);
           double bound;
           bool exact_zero;
           if (!log) {
-            bound = 2e-6 * s * std::fabs(y[i]) * (std::fabs(dy[i]) + std::fabs(dot)) + 1e-30;
+            bound = smax::reference::softmax_backward_bound(s, y[i], dy[i], row);
             exact_zero = y[i] == 0.0;
           } else {
-            const double e = std::exp(y[i]);
-            bound = 2e-6 * s * (std::fabs(dy[i]) + e * std::fabs(sum) + e * abs_sum) + 1e-30;
+            bound = smax::reference::log_softmax_backward_bound(s, y[i], dy[i], row);
             exact_zero = y[i] == -std::numeric_limits<double>::infinity();
           }
           if (exact_zero && !std::isnan(ref[i]) && !std::isnan(out[i])) {
@@ -908,11 +905,10 @@ void check_result(Case& c, const std::vector<double>& ref, const std::vector<dou
           }
           if (element_ok(ck, i, static_cast<float>(out[i]), ref[i], bound, false)) continue;
           // softmax_backward only: the f32 products of the blocked dot
-          // <dy, y> carry gamma_17 * sum|dy_j y_j| of error, which the
-          // header's bound omits (tests/test_util.h, "that term is NOT in
-          // the header's bound"); it shows only when <dy, y> cancels.
-          // Counted and reported, not a crash.
-          const double gap = 1.02e-6 * s * std::fabs(y[i]) * abs_dot;
+          // <dy, y> carry gamma_17 * sum|dy_j y_j| of error, the header's
+          // separate dot term (tests/test_util.h leaves it out); it shows
+          // only when <dy, y> cancels. Counted and reported, not a crash.
+          const double gap = smax::reference::softmax_backward_dot_gap(s, y[i], row);
           if (!log && std::fabs(out[i] - ref[i]) <= bound + gap) {
             ++g_stats.known_dot_gap;
             continue;

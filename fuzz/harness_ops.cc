@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "ext_ops.h"
+#include "reference/bounds.h"
 #include "reference/cross_entropy.h"
 #include "reference/linear_cross_entropy.h"
 #include "reference/reference.h"
@@ -36,6 +37,8 @@ using smax::SoftmaxOptions;
 using smax::TensorView;
 namespace ref = smax::reference;
 using Row = std::vector<double>;
+using ref::dense_index;
+using ref::vjp_row_overflows;
 
 constexpr double kU = 0x1p-24;
 constexpr double kInfD = std::numeric_limits<double>::infinity();
@@ -1625,632 +1628,30 @@ struct Expect {
   std::vector<Out> extras;
 };
 
-int64_t dense_index(const ref::RefRows& R, int64_t r, int64_t k) {
-  int64_t inner = 1;
-  for (size_t d = static_cast<size_t>(R.axis) + 1; d < R.shape.size(); ++d) inner *= R.shape[d];
-  const int64_t o = r / inner, j = r % inner;
-  return (o * R.n + k) * inner + j;
-}
-
 Row row_of(const ref::RefRows& R, int64_t r) { return Row(R.row(r), R.row(r) + R.n); }
 
-bool row_finite_visible(const Row& t) {
-  bool any = false;
-  for (double v : t) {
-    if (std::isnan(v) || v == kInfD) return false;
-    any |= v != -kInfD;
-  }
-  return any;
+// The call as the bounds see it (src/reference/bounds.h).
+ref::BoundCall bound_call(Case& c, const smax_cli::ExtCall& e) {
+  ref::BoundCall b;
+  b.x = e.x;
+  b.y = e.y;
+  b.dy = e.dy;
+  b.target = e.target;
+  b.options = e.options;
+  b.loss = e.loss;
+  b.params = c.params;
+  if (c.prow.present) b.row_param = view_of(c, c.prow);
+  b.force_target = c.op->variant == Variant::kForceTarget;
+  return b;
 }
 
-Row softmax_d(const Row& v) {
-  double m = -kInfD;
-  for (double x : v) m = std::max(m, x);
-  Row y(v.size(), 0.0);
-  double S = 0.0;
-  for (size_t i = 0; i < v.size(); ++i) {
-    y[i] = v[i] == -kInfD ? 0.0 : std::exp(v[i] - m);
-    S += y[i];
-  }
-  for (double& x : y) x /= S;
-  return y;
-}
-
-double power_kappa(int p) {
-  return std::max(2e-6, (2.0 * p + 4.0 * std::log2(static_cast<double>(p)) + 6.0) * kU);
-}
-
-// A per-row view (targets) in the keepdim form that ref_row_values
-// broadcasts: the "without the axis" form gets the axis back with size 1.
-TensorView keepdim_view(Case& c, const Operand& o) {
-  TensorView v = view_of(c, o);
-  if (c.rank > 0 && v.rank == c.rank - 1) {
-    for (int d = v.rank; d > c.ax; --d) {
-      v.shape[d] = v.shape[d - 1];
-      v.strides[d] = v.strides[d - 1];
-    }
-    v.shape[c.ax] = 1;
-    v.strides[c.ax] = 0;
-    v.rank += 1;
-  }
-  return v;
-}
-
-// Per-row loss coefficient c_r = G_r * w[target_r] (0 for ignored rows) and
-// the kMean denominator.
-struct LossRows {
-  std::vector<double> w;  // per row weight (0 ignored)
-  double den = 0.0;
-  std::vector<double> G;  // per row upstream factor (backward)
-};
-LossRows loss_rows(Case& c, const ref::RefRows& R) {
-  LossRows L;
-  const std::vector<double> tg = ref::ref_row_values("fuzz", keepdim_view(c, c.target), R);
-  std::vector<double> cw;
-  if (c.weight.present) cw = ref::to_dense(view_of(c, c.weight));
-  L.w.assign(static_cast<size_t>(R.rows), 0.0);
-  for (int64_t r = 0; r < R.rows; ++r) {
-    const int64_t t = static_cast<int64_t>(tg[static_cast<size_t>(r)]);
-    if (t == c.loss.ignore_index) continue;
-    L.w[static_cast<size_t>(r)] = cw.empty() ? 1.0 : cw[static_cast<size_t>(t)];
-    L.den += L.w[static_cast<size_t>(r)];
-  }
-  if (c.dy.present) {
-    const std::vector<double> dl = ref::to_dense(view_of(c, c.dy));
-    L.G.assign(static_cast<size_t>(R.rows), 0.0);
-    for (int64_t r = 0; r < R.rows; ++r) {
-      double G = c.loss.reduction == smax::Reduction::kNone ? dl[static_cast<size_t>(r)] : dl[0];
-      if (c.loss.reduction == smax::Reduction::kMean) G /= L.den;
-      L.G[static_cast<size_t>(r)] = G;
-    }
-  }
-  return L;
-}
-
-// Reduces per-row bounds like the loss: kNone as is, else one value.
-std::vector<double> reduce_bounds(Case& c, const std::vector<double>& rows, double den,
-                                  const std::vector<double>& ref) {
-  if (c.loss.reduction == smax::Reduction::kNone) return rows;
-  double s = 0.0;
-  for (double b : rows) s += b;
-  if (c.loss.reduction == smax::Reduction::kMean) s /= den;
-  const double v = ref.empty() ? 0.0 : ref[0];
-  return {s + 0x1p-23 * (std::isfinite(v) ? std::fabs(v) : 0.0) + 1e-30};
-}
-
-bool vjp_row_overflows(const double* y, const double* g, int64_t n);
-
-// Bounds for the table ops (documented in each op's header).
+// Bounds for the table ops (documented in each op's header; src/reference/bounds.h).
 void table_bounds(Case& c, Expect& ex, smax_cli::ExtCall& e) {
-  const std::string& name = c.op->name;
-  const smax_cli::ExtOp& op = *c.op->ext;
-  const size_t count = ex.ref.size();
-  ex.bound.assign(count, 0.0);
-  ex.exact_zero.assign(count, 0);
-  ex.dot_gap.assign(count, 0.0);
-  const SoftmaxOptions o = e.options;
-  const bool reads_y_only = op.forward && !op.needs_dy;                // probability_temperature
-  // Backward passes that read only the saved output y (not src).
-  const bool from_y = name == "sparsemax_backward" || name == "entmax15_backward" ||
-                      name == "entmax_bisect_backward" || name == "sparse_softmax_backward" ||
-                      name == "sigmoid_normalizer_backward";
-  // Rows of the logits (for ops reading y: y's rows as logits).
-  const TensorView in = reads_y_only || name == "probability_temperature_backward" ? e.y : e.x;
-  const ref::RefRows R = ref::ref_rows("fuzz", from_y ? e.y : in, o, !from_y);
-  const double sigma = R.scale;
-  auto set_row = [&](int64_t r, const Row& b) {
-    for (int64_t k = 0; k < R.n; ++k) ex.bound[static_cast<size_t>(dense_index(R, r, k))] = b[static_cast<size_t>(k)];
-  };
-  auto ref_row = [&](int64_t r) {
-    Row v(static_cast<size_t>(R.n));
-    for (int64_t k = 0; k < R.n; ++k) v[static_cast<size_t>(k)] = ex.ref[static_cast<size_t>(dense_index(R, r, k))];
-    return v;
-  };
-  // Masked entries (logit -inf) of elementwise outputs: exact 0 where the
-  // reference is 0.
-  if (op.out_shape == smax_cli::OutShape::kSame || (op.out_shape == smax_cli::OutShape::kLoss && op.needs_dy)) {
-    const ref::RefRows T = from_y ? ref::ref_rows("fuzz", e.y, o, true) : R;
-    for (int64_t r = 0; r < T.rows; ++r) {
-      for (int64_t k = 0; k < T.n; ++k) {
-        const size_t i = static_cast<size_t>(dense_index(T, r, k));
-        if (T.row(r)[k] == -kInfD && ex.ref[i] == 0.0) ex.exact_zero[i] = 1;
-      }
-    }
-  }
-  Row g_all;
-  ref::RefRows G;
-  if (op.needs_dy && op.out_shape == smax_cli::OutShape::kSame) G = ref::ref_rows("fuzz", e.dy, o, false);
-  auto grow = [&](int64_t r) { return row_of(G, r); };
-
-  // Per-row alpha / s of the variants (group "options").
-  std::vector<double> prow;
-  if (c.prow.present) prow = ref::ref_row_values("fuzz", view_of(c, c.prow), R);
-  if (name == "sparsemax" || name == "entmax15" || name == "entmax_bisect") {
-    double alpha0 = name == "sparsemax" ? 2.0 : name == "entmax15" ? 1.5 : c.params["alpha"];
-    alpha0 = static_cast<float>(alpha0);
-    for (int64_t r = 0; r < R.rows; ++r) {
-      const double alpha = prow.empty() ? alpha0 : static_cast<float>(prow[static_cast<size_t>(r)]);
-      const Row y = ref_row(r);
-      Row b(y.size());
-      for (size_t i = 0; i < y.size(); ++i) {
-        if (alpha == 1.0) {
-          b[i] = 2e-6 * std::fabs(y[i]) + 1e-36;
-        } else {
-          const double p = 1.0 / (alpha - 1.0);
-          b[i] = 2 * kU * std::fabs(y[i]) + 1e-16 * (64.0 + static_cast<double>(R.n)) * std::max(1.0, p);
-        }
-      }
-      set_row(r, b);
-    }
-    return;
-  }
-  if (name == "sparse_softmax" || name == "ssmax" || name == "sigmoid_normalizer" ||
-      name == "probability_temperature" || name == "gumbel_softmax" || name == "softmax_topk") {
-    for (size_t i = 0; i < count; ++i) ex.bound[i] = 2e-6 * std::fabs(ex.ref[i]) + 1e-36;
-    if (name == "gumbel_softmax" && c.params["hard"] != 0) std::fill(ex.bound.begin(), ex.bound.end(), 0.0);
-    return;
-  }
-  if (name == "clipped_softmax" || name == "clipped_softmax_backward") {
-    const double gamma = static_cast<float>(c.params["gamma"]);
-    const double zeta = static_cast<float>(c.params["zeta"]);
-    for (int64_t r = 0; r < R.rows; ++r) {
-      set_row(r, name == "clipped_softmax"
-                     ? ref::clipped_softmax_bound_row(row_of(R, r), gamma, zeta, o.empty_row)
-                     : ref::clipped_softmax_vjp_bound_row(row_of(R, r), grow(r), gamma, zeta,
-                                                          sigma, o.empty_row));
-    }
-    return;
-  }
-  if (name == "stablemax") {
-    for (size_t i = 0; i < count; ++i) ex.bound[i] = 1e-6 * std::fabs(ex.ref[i]) + 1e-36;
-    return;
-  }
-  if (name == "power_softmax") {
-    const double kappa = power_kappa(static_cast<int>(c.params["p"]));
-    for (size_t i = 0; i < count; ++i) ex.bound[i] = kappa * std::fabs(ex.ref[i]) + 1e-36;
-    return;
-  }
-  if (name == "softpick") {
-    const float eps = static_cast<float>(c.params["eps"]);
-    for (int64_t r = 0; r < R.rows; ++r) {
-      const ref::SoftpickRow f = ref::softpick_row(row_of(R, r), eps, o.empty_row);
-      Row b(static_cast<size_t>(R.n));
-      for (size_t i = 0; i < b.size(); ++i) b[i] = 2e-6 * ((1.0 + f.K) * std::fabs(f.y[i]) + f.q[i]) + 1e-36;
-      set_row(r, b);
-    }
-    return;
-  }
-  if (name == "self_adjust_softmax") {
-    for (int64_t r = 0; r < R.rows; ++r) {
-      const Row t = row_of(R, r), y = ref_row(r);
-      Row b(y.size());
-      for (size_t i = 0; i < y.size(); ++i) {
-        b[i] = 2.2e-6 * std::fabs(y[i]) + 1e-36;
-        if (std::isfinite(t[i])) b[i] += 1e-36 * std::fabs(t[i]);
-      }
-      set_row(r, b);
-    }
-    return;
-  }
-  if (name == "softplus_normalizer" || name == "softplus_normalizer_backward" ||
-      name == "logit_standardization" || name == "logit_standardization_backward" ||
-      name == "self_adjust_softmax_backward" || name == "power_softmax_backward" ||
-      name == "probability_temperature_backward") {
-    // The bounds of tests/test_reweight.cc (include/smax/reweight.h).
-    const bool bw = name.find("_backward") != std::string::npos;
-    smax::SoftplusNormalizerOptions sp;
-    sp.head_dim = static_cast<int64_t>(c.params.count("head_dim") ? c.params["head_dim"] : 0);
-    sp.power = static_cast<float>(c.params.count("power") ? c.params["power"] : 1.0);
-    smax::LogitStandardizationOptions ls;
-    ls.temperature = static_cast<float>(c.params.count("T") ? c.params["T"] : 1.0);
-    const bool softplus = name.rfind("softplus", 0) == 0;
-    const bool lstd = name.rfind("logit_standardization", 0) == 0;
-    std::vector<double> zdense;
-    if (softplus) zdense = ref::softplus_z(e.x, sp, o);
-    std::vector<double> yref;
-    if (bw) {
-      if (softplus) yref = ref::softplus_normalizer(e.x, sp, o);
-      else if (lstd) yref = ref::logit_standardization(e.x, ls, o);
-      else if (name.rfind("self_adjust", 0) == 0) yref = {};
-      else if (name.rfind("power", 0) == 0) yref = ref::power_softmax(e.x, static_cast<int>(c.params["p"]), o);
-      else yref = ref::probability_temperature(e.y, static_cast<float>(c.params["T"]), o);
-    } else {
-      yref = ex.ref;
-    }
-    for (int64_t r = 0; r < R.rows; ++r) {
-      Row t = row_of(R, r);
-      double lambda = 1.0;
-      if (softplus) {
-        Row z(t.size());
-        for (int64_t k = 0; k < R.n; ++k) z[static_cast<size_t>(k)] = zdense[static_cast<size_t>(dense_index(R, r, k))];
-        // lambda = dz/dt (f32), as the op forms it.
-        int64_t N = 0;
-        for (double v : t) N += v != -kInfD;
-        lambda = static_cast<float>(std::log(static_cast<double>(N)) / std::log(static_cast<double>(sp.head_dim)));
-        t = z;
-      }
-      const size_t n = t.size();
-      Row y(n, 0.0);
-      if (!yref.empty()) {
-        for (int64_t k = 0; k < R.n; ++k) y[static_cast<size_t>(k)] = yref[static_cast<size_t>(dense_index(R, r, k))];
-      }
-      // Forward relative factor e_i.
-      Row ev(n, 2e-6);
-      if (row_finite_visible(t)) {
-        if (softplus && sp.power != 1.0f) {
-          double sum = 0.0;
-          for (size_t i = 0; i < n; ++i) sum += y[i] * (t[i] == -kInfD ? 0.0 : std::fabs(ref::log_softplus(t[i])));
-          for (size_t i = 0; i < n; ++i) {
-            const double Li = t[i] == -kInfD ? 0.0 : std::fabs(ref::log_softplus(t[i]));
-            ev[i] = 2e-6 + 3.0 * kU * sp.power * (1.0 + Li + sum);
-          }
-        } else if (lstd) {
-          int64_t N = 0;
-          double mu = 0.0, sq = 0.0;
-          for (double v : t) {
-            if (v != -kInfD) mu += v, ++N;
-          }
-          mu /= static_cast<double>(N);
-          for (double v : t) {
-            if (v != -kInfD) sq += (v - mu) * (v - mu);
-          }
-          const double sg = N > 1 ? std::sqrt(sq / static_cast<double>(ls.unbiased ? N - 1 : N)) : 0.0;
-          const double kk = sg > 0 ? 1.0 / ((sg + ls.eps) * ls.temperature) : 0.0;
-          double sum = 0.0;
-          for (size_t i = 0; i < n; ++i) {
-            if (t[i] != -kInfD) sum += y[i] * std::fabs((t[i] - mu) * kk);
-          }
-          for (size_t i = 0; i < n; ++i) {
-            const double v = t[i] == -kInfD ? 0.0 : std::fabs((t[i] - mu) * kk);
-            ev[i] = 2e-6 + 4.0 * kU * (v + sum);
-          }
-        }
-      }
-      Row b(n, 0.0);
-      if (!bw) {
-        for (size_t i = 0; i < n; ++i) b[i] = ev[i] * std::fabs(y[i]) + 1e-36;
-        set_row(r, b);
-        continue;
-      }
-      const Row g = grow(r), dx = ref_row(r);
-      for (size_t i = 0; i < n; ++i) b[i] = 1e-30;
-      if (!row_finite_visible(t)) {
-        set_row(r, b);
-        continue;
-      }
-      double gy_abs = 0.0, rr = 0.0;
-      for (size_t i = 0; i < n; ++i) {
-        gy_abs += std::fabs(g[i] * y[i]);
-        rr += g[i] * y[i];
-      }
-      const double scale = sigma;
-      if (name == "self_adjust_softmax_backward") {
-        const bool normalized = c.params["normalized"] != 0;
-        const Row p = softmax_d(t);
-        double a = 0.0, bb = 0.0, cc = 1.0, mn = kInfD, mx = -kInfD;
-        for (double v : t) {
-          if (v != -kInfD) mn = std::min(mn, v), mx = std::max(mx, v);
-        }
-        if (normalized) {
-          a = std::min(mn, 0.0);
-          bb = std::max(mx, 0.0);
-          cc = bb > a ? 1.0 / (bb - a) : 0.0;
-        }
-        Row rv(n, 0.0);
-        double grp = 0.0, gp = 0.0, gr = 0.0;
-        for (size_t i = 0; i < n; ++i) {
-          if (t[i] == -kInfD) continue;
-          rv[i] = normalized ? (t[i] - a) * cc : t[i];
-          grp += std::fabs(g[i] * rv[i] * p[i]);
-          gp += std::fabs(g[i] * p[i]);
-          gr += std::fabs(g[i] * rv[i]);
-        }
-        const size_t jmin = static_cast<size_t>(std::find(t.begin(), t.end(), mn) - t.begin());
-        const size_t jmax = static_cast<size_t>(std::find(t.begin(), t.end(), mx) - t.begin());
-        for (size_t j = 0; j < n; ++j) {
-          if (t[j] == -kInfD) continue;
-          const double q = normalized ? cc + rv[j] : 1.0 + t[j];
-          b[j] += scale * (2.2e-6 * p[j] * (std::fabs(g[j] * q) + 2.0 * grp) + 1e-36 * (std::fabs(g[j] * q) + gr));
-          if (normalized && ((j == jmin && mn < 0) || (j == jmax && mx > 0))) {
-            b[j] += 2.2e-6 * scale * cc * (grp + gp);
-          }
-        }
-      } else if (softplus) {
-        double ey = 0.0;
-        for (size_t i = 0; i < n; ++i) ey += ev[i] * std::fabs(g[i] * y[i]);
-        for (size_t j = 0; j < n; ++j) {
-          if (t[j] == -kInfD) continue;
-          const double ls_j = t[j] >= 0.0 ? -std::log1p(std::exp(-t[j])) : t[j] - std::log1p(std::exp(t[j]));
-          const double rho = std::exp(ls_j - ref::log_softplus(t[j]));
-          b[j] += scale * lambda * sp.power * y[j] * rho * (ev[j] * std::fabs(g[j] - rr) + 2.0 * ey) +
-                  10.0 * kU * std::fabs(dx[j]);
-        }
-      } else if (name == "power_softmax_backward") {
-        const int p = static_cast<int>(c.params["p"]);
-        double M = 0.0, S = 0.0;
-        for (double v : t) {
-          if (v != -kInfD) M = std::max(M, std::fabs(v));
-        }
-        if (M > 0.0) {
-          for (double v : t) {
-            if (v != -kInfD) S += std::pow(v / M, p);
-          }
-          const double kappa = power_kappa(p);
-          for (size_t j = 0; j < n; ++j) {
-            if (t[j] == -kInfD) continue;
-            b[j] += 2.0 * kappa * scale * p / (M * S) * std::pow(std::fabs(t[j]) / M, p - 1) *
-                    (std::fabs(g[j] - rr) + gy_abs);
-          }
-        }
-      } else if (name == "probability_temperature_backward") {
-        // p_j = 0, T > 1: "+-inf (NaN where dy_j == <dy,y>)" (the header);
-        // which one depends on the rounding of dy_j - <dy,y>.
-        if (static_cast<float>(c.params["T"]) > 1.0f) {
-          for (size_t j = 0; j < n; ++j) {
-            if (t[j] != 0.0) continue;
-            ex.overflow_ok.resize(count, 0);
-            ex.overflow_ok[static_cast<size_t>(dense_index(R, r, static_cast<int64_t>(j)))] = 1;
-          }
-        }
-        double M = 0.0, S = 0.0;
-        for (double v : t) M = std::max(M, v);
-        if (M > 0.0) {
-          const double a = 1.0 / static_cast<double>(static_cast<float>(c.params["T"]));
-          for (double v : t) {
-            if (v > 0) S += std::pow(v / M, a);
-          }
-          for (size_t j = 0; j < n; ++j) {
-            if (t[j] == -kInfD) continue;
-            const double cj = scale * a / (M * S) * std::pow(t[j] / M, a - 1.0);
-            b[j] += 4e-6 * std::fabs(cj) * (std::fabs(g[j] - rr) + gy_abs);
-          }
-        }
-      } else {  // logit_standardization_backward
-        int64_t N = 0;
-        double mu = 0.0, sq = 0.0;
-        for (double v : t) {
-          if (v != -kInfD) mu += v, ++N;
-        }
-        mu /= static_cast<double>(N);
-        for (double v : t) {
-          if (v != -kInfD) sq += (v - mu) * (v - mu);
-        }
-        const double Dd = static_cast<double>(ls.unbiased ? N - 1 : N);
-        const double sg = N > 1 ? std::sqrt(sq / Dd) : 0.0;
-        const double se = sg + ls.eps;
-        const double kk = 1.0 / (se * ls.temperature);
-        double dr = 0.0;
-        for (size_t i = 0; i < n; ++i) dr += ev[i] * std::fabs(g[i] * y[i]);
-        auto dh = [&](size_t i) { return ev[i] * y[i] * (std::fabs(g[i]) + std::fabs(rr)) + y[i] * dr; };
-        double dC = 0.0;
-        if (sg > 0) {
-          for (size_t i = 0; i < n; ++i) {
-            if (t[i] != -kInfD) dC += std::fabs(t[i] - mu) * dh(i);
-          }
-          dC /= se * Dd * sg;
-        }
-        for (size_t j = 0; j < n; ++j) {
-          if (t[j] == -kInfD) continue;
-          b[j] += scale * kk * (dh(j) + std::fabs(t[j] - mu) * dC) + 4.0 * kU * std::fabs(dx[j]);
-        }
-      }
-      set_row(r, b);
-    }
-    return;
-  }
-  if (name == "sigmoid_normalizer_backward") {
-    for (size_t i = 0; i < count; ++i) ex.bound[i] = 2.5e-7 * std::fabs(ex.ref[i]) + 1e-30;
-    return;
-  }
-  if (name == "sparsemax_backward" || name == "entmax15_backward" || name == "entmax_bisect_backward" ||
-      name == "sparse_softmax_backward") {
-    const double alpha0 = name == "sparsemax_backward" ? 2.0 : name == "entmax15_backward" ? 1.5
-                   : name == "sparse_softmax_backward" ? 1.0 : static_cast<float>(c.params["alpha"]);
-    for (int64_t r = 0; r < R.rows; ++r) {
-      const double alpha = prow.empty() ? alpha0 : static_cast<float>(prow[static_cast<size_t>(r)]);
-      const Row y = row_of(R, r), g = grow(r);
-      Row b(y.size(), 1e-30);
-      if (alpha == 1.0) {  // softmax_backward's bound (+ its documented dot gap)
-        if (vjp_row_overflows(y.data(), g.data(), static_cast<int64_t>(y.size()))) {
-          ex.overflow_ok.resize(count, 0);
-          for (size_t i = 0; i < y.size(); ++i) {
-            ex.overflow_ok[static_cast<size_t>(dense_index(R, r, static_cast<int64_t>(i)))] = 1;
-          }
-        }
-        double dot = 0.0, abs_dot = 0.0;
-        for (size_t i = 0; i < y.size(); ++i) {
-          dot += g[i] * y[i];
-          abs_dot += std::fabs(g[i] * y[i]);
-        }
-        for (size_t i = 0; i < y.size(); ++i) {
-          b[i] = 2e-6 * sigma * std::fabs(y[i]) * (std::fabs(g[i]) + std::fabs(dot)) + 1e-30;
-          ex.dot_gap[static_cast<size_t>(dense_index(R, r, static_cast<int64_t>(i)))] =
-              1.02e-6 * sigma * std::fabs(y[i]) * abs_dot;
-        }
-      } else {
-        // include/smax/sparse.h: 2u |ref| + 1e-15 (n + 100 (1 + |2 - alpha|)) s w_i G
-        // + 1e-30, G = sum w |g| / sum w (the float64 error of q, times w_i).
-        Row w(y.size(), 0.0);
-        double sw = 0.0, gabs = 0.0;
-        for (size_t i = 0; i < y.size(); ++i) {
-          if (y[i] > 0) w[i] = alpha == 2.0 ? 1.0 : std::pow(y[i], 2.0 - alpha);
-          sw += w[i];
-          gabs += std::fabs(g[i]) * w[i];
-        }
-        const double G = sw > 0 ? gabs / sw : 0.0;
-        const double eq =
-            1e-15 * (static_cast<double>(y.size()) + 100.0 * (1.0 + std::fabs(2.0 - alpha)));
-        for (size_t i = 0; i < y.size(); ++i) {
-          const double ref_i =
-              ex.ref[static_cast<size_t>(dense_index(R, r, static_cast<int64_t>(i)))];
-          b[i] = 2.0 * kU * std::fabs(ref_i) + eq * sigma * w[i] * G + 1e-30;
-        }
-      }
-      set_row(r, b);
-    }
-    return;
-  }
-  if (name == "ssmax_backward") {
-    const ref::RefRows Y = ref::ref_rows("fuzz", e.y, o, false);
-    const double s0 = static_cast<float>(c.params["s"]);
-    const int64_t fixed_n = static_cast<int64_t>(c.params["fixed_n"]);
-    for (int64_t r = 0; r < R.rows; ++r) {
-      const double s = prow.empty() ? s0 : static_cast<float>(prow[static_cast<size_t>(r)]);
-      const Row t = row_of(R, r), y = row_of(Y, r), g = grow(r);
-      double D = 0.0, abs_dot = 0.0;
-      for (size_t i = 0; i < y.size(); ++i) {
-        D += g[i] * y[i];
-        abs_dot += std::fabs(g[i] * y[i]);
-      }
-      const int64_t nn = ref::ssmax_n(t, fixed_n);
-      const double cf = nn > 0 ? ref::ssmax_factor(s, nn, true) : 0.0;
-      Row b(y.size());
-      const bool ovf = vjp_row_overflows(y.data(), g.data(), static_cast<int64_t>(y.size()));
-      for (size_t i = 0; i < y.size(); ++i) {
-        b[i] = 2e-6 * std::fabs(sigma * cf) * std::fabs(y[i]) * (std::fabs(g[i]) + std::fabs(D)) + 1e-30;
-        // softmax_backward's dot term (the same kernel; smax/rescaled.h).
-        ex.dot_gap[static_cast<size_t>(dense_index(R, r, static_cast<int64_t>(i)))] =
-            1.02e-6 * std::fabs(sigma * cf) * std::fabs(y[i]) * abs_dot;
-        if (ovf) {
-          ex.overflow_ok.resize(count, 0);
-          ex.overflow_ok[static_cast<size_t>(dense_index(R, r, static_cast<int64_t>(i)))] = 1;
-        }
-      }
-      set_row(r, b);
-    }
-    return;
-  }
-  if (name == "softpick_backward") {
-    const float eps = static_cast<float>(c.params["eps"]);
-    for (int64_t r = 0; r < R.rows; ++r) {
-      const Row t = row_of(R, r), g = grow(r);
-      const ref::SoftpickRow f = ref::softpick_row(t, eps, o.empty_row);
-      double rr = 0.0, G2 = 0.0;
-      for (size_t i = 0; i < t.size(); ++i) {
-        if (std::isnan(f.y[i]) || t[i] == -kInfD) continue;  // masked: out of <dy, y>
-        rr += g[i] * f.y[i];
-        G2 += std::fabs(g[i]) * (f.y[i] + f.q[i]);
-      }
-      Row b(t.size());
-      for (size_t i = 0; i < t.size(); ++i) {
-        b[i] = 2e-6 * sigma * f.q[i] * ((1.0 + f.K) * (std::fabs(g[i]) + std::fabs(rr)) + G2) + 1e-30;
-      }
-      set_row(r, b);
-    }
-    return;
-  }
-  if (name == "stablemax_backward") {
-    for (int64_t r = 0; r < R.rows; ++r) {
-      const Row t = row_of(R, r), g = grow(r);
-      const Row yy = ref::stablemax_row(t, o.empty_row);
-      double S = 0.0, rr = 0.0, ag = 0.0;
-      for (double v : t) S += ref::stable_s(v);
-      for (size_t i = 0; i < t.size(); ++i) {
-        if (t[i] == -kInfD) continue;
-        rr += g[i] * yy[i];
-        ag += std::fabs(g[i]) * yy[i];
-      }
-      Row b(t.size());
-      for (size_t i = 0; i < t.size(); ++i) {
-        const double sp = t[i] == -kInfD ? 0.0 : ref::stable_ds(t[i]) / S;
-        b[i] = 2e-6 * sigma * sp * (std::fabs(g[i]) + std::fabs(rr) + ag) + 1e-30;
-      }
-      set_row(r, b);
-    }
-    return;
-  }
-  // ---- losses -------------------------------------------------------------------------
-  const bool sparse_loss = name.rfind("sparsemax_loss", 0) == 0 || name.rfind("entmax15_loss", 0) == 0 ||
-                           name.rfind("entmax_bisect_loss", 0) == 0 || name.rfind("sparse_softmax_loss", 0) == 0;
-  const bool stable_ce = name.rfind("stablemax_cross_entropy", 0) == 0;
-  if ((sparse_loss || stable_ce) && !op.needs_dy) {
-    // Per-row weighted losses from the same oracle with reduction none.
-    smax_cli::ExtCall en = e;
-    en.loss.reduction = smax::Reduction::kNone;
-    const std::vector<double> rows = reference_of(c, en);
-    const LossRows L = loss_rows(c, R);
-    const bool wide = name.rfind("sparse_softmax_loss", 0) == 0 ||
-                      (name.rfind("entmax_bisect_loss", 0) == 0 && static_cast<float>(c.params["alpha"]) == 1.0f);
-    std::vector<double> rb(rows.size());
-    for (size_t r = 0; r < rows.size(); ++r) {
-      const double Lr = std::isfinite(rows[r]) ? std::fabs(rows[r]) : 0.0;
-      const double w = std::fabs(L.w[r]);
-      rb[r] = stable_ce ? 1e-6 * Lr + 1e-30 + kU * Lr : (wide ? 2e-6 : 1e-6) * (w + Lr) + kU * Lr;
-    }
-    ex.bound = reduce_bounds(c, rb, L.den, ex.ref);
-    return;
-  }
-  if (sparse_loss || stable_ce) {
-    const LossRows L = loss_rows(c, R);
-    double alpha = name.rfind("sparsemax", 0) == 0 ? 2.0 : name.rfind("entmax15", 0) == 0 ? 1.5
-                   : name.rfind("sparse_softmax", 0) == 0 ? 1.0 : static_cast<float>(c.params["alpha"]);
-    const std::vector<double> tg = ref::ref_row_values("fuzz", keepdim_view(c, c.target), R);
-    for (int64_t r = 0; r < R.rows; ++r) {
-      const double cs = std::fabs(L.G[static_cast<size_t>(r)] * L.w[static_cast<size_t>(r)] * sigma);
-      const Row dx = ref_row(r), t = row_of(R, r);
-      Row b(dx.size());
-      if (stable_ce) {
-        const Row yy = ref::stablemax_row(t, o.empty_row);
-        const int64_t tr = static_cast<int64_t>(tg[static_cast<size_t>(r)]);
-        for (size_t j = 0; j < b.size(); ++j) {
-          const double d = static_cast<int64_t>(j) == tr ? 1.0 : 0.0;
-          const double yv = std::isfinite(yy[j]) ? yy[j] : 0.0;
-          b[j] = 2e-6 * cs * std::fabs(yv - d) / (1.0 + (std::isfinite(t[j]) ? std::fabs(t[j]) : 0.0)) + 1e-30;
-        }
-      } else if (alpha == 1.0) {
-        // The header's 2e-6 (|ref| + |c s|) plus softmax's absolute 1e-36:
-        // gradients below FLT_MIN come out as 0 (the library's exp does not
-        // produce subnormals); the header lacks that term (reported).
-        for (size_t j = 0; j < b.size(); ++j) b[j] = 2e-6 * (std::fabs(dx[j]) + cs) + 1e-36;
-      } else {
-        const double p = 1.0 / (alpha - 1.0);
-        const double A = 1e-16 * (64.0 + static_cast<double>(R.n)) * std::max(1.0, p);
-        for (size_t j = 0; j < b.size(); ++j) b[j] = 2 * kU * std::fabs(dx[j]) + cs * A;
-      }
-      set_row(r, b);
-    }
-    return;
-  }
-  if (name == "cross_entropy" || name == "z_loss" || name == "spherical_z_loss") {
-    ref::LossRef lr;
-    smax::CrossEntropyOptions ce;
-    ce.loss = e.loss;
-    ce.label_smoothing = static_cast<float>(c.params["label_smoothing"]);
-    ce.lse_square_scale = static_cast<float>(c.params["lse_square_scale"]);
-    ce.softcap = static_cast<float>(c.params["softcap"]);
-    if (name == "cross_entropy") lr = ref::cross_entropy(e.x, e.target, ce, o).loss;
-    else if (name == "z_loss") lr = ref::z_loss(e.x, &e.target, c.params["coefficient"], e.loss, o);
-    else lr = ref::spherical_z_loss(e.x, e.target, c.params["a"], c.params["b"], e.loss, o);
-    std::vector<double> rb(lr.rows_mag.size());
-    for (size_t r = 0; r < rb.size(); ++r) rb[r] = 4e-6 * lr.rows_mag[r] + 1e-30;
-    ex.bound = reduce_bounds(c, rb, lr.denominator, ex.ref);
-    return;
-  }
-  if (name == "cross_entropy_backward" || name == "z_loss_backward" || name == "spherical_z_loss_backward") {
-    ref::GradRef gr;
-    smax::CrossEntropyOptions ce;
-    ce.loss = e.loss;
-    ce.label_smoothing = static_cast<float>(c.params["label_smoothing"]);
-    ce.lse_square_scale = static_cast<float>(c.params["lse_square_scale"]);
-    ce.softcap = static_cast<float>(c.params["softcap"]);
-    if (name == "cross_entropy_backward") gr = ref::cross_entropy_backward(e.x, e.target, e.dy, ce, o);
-    else if (name == "z_loss_backward") gr = ref::z_loss_backward(e.x, &e.target, e.dy, c.params["coefficient"], e.loss, o);
-    else gr = ref::spherical_z_loss_backward(e.x, e.target, e.dy, c.params["a"], c.params["b"], e.loss, o);
-    const std::vector<double> xd = ref::to_dense(e.x);
-    const float s32 = static_cast<float>(sigma);
-    for (size_t i = 0; i < count; ++i) {
-      double f = 1.0;
-      if (name == "cross_entropy_backward" && ce.softcap > 0) {
-        const double u = static_cast<float>(static_cast<float>(xd[i]) * s32);
-        f = 1.0 + (std::isfinite(u) ? std::fabs(u) / ce.softcap : 0.0);
-        if (i < gr.t_round.size()) f += gr.t_round[i];  // with an additive mask: t's f32 rounding
-      }
-      ex.bound[i] = 4e-6 * gr.mag[i] * f + 1e-30;  // z_loss: mag carries L's term
-    }
-    return;
-  }
-  std::fprintf(stderr, "smax fuzz: no bound for %s\n", name.c_str());
-  std::abort();
+  ref::ElementBounds b = ref::op_bounds(c.op->name, bound_call(c, e), ex.ref);
+  ex.bound = std::move(b.bound);
+  ex.exact_zero = std::move(b.exact_zero);
+  ex.dot_gap = std::move(b.dot_gap);
+  ex.overflow_ok = std::move(b.overflow_ok);
 }
 
 // ---- checking -------------------------------------------------------------------------------
@@ -2438,24 +1839,6 @@ void lce_expect(Case& c, Expect& ex) {
   }
 }
 
-// A softmax-style VJP row c y (dy - <dy, y>) whose f32 intermediates
-// overflow: a product y_i dy_i, the dot or y_i (dy_i - dot) beyond FLT_MAX
-// (only a y far outside [0, 1], which no forward produces, gets there).
-// The library computes them in f32, so such rows may hold +-inf or NaN
-// where the float64 reference is finite.
-bool vjp_row_overflows(const double* y, const double* g, int64_t n) {
-  double dot = 0.0;
-  for (int64_t i = 0; i < n; ++i) {
-    if (std::fabs(y[i] * g[i]) > FLT_MAX) return true;
-    dot += y[i] * g[i];
-  }
-  if (std::fabs(dot) > FLT_MAX) return true;
-  for (int64_t i = 0; i < n; ++i) {
-    if (std::fabs(y[i] * (g[i] - dot)) > FLT_MAX) return true;
-  }
-  return false;
-}
-
 // sigmoid_normalizer_backward and gumbel_softmax_backward from a saved y:
 // their headers zero the entries masked by the options' masks, and compute
 // every other entry from y as given. The table / reference oracles take y's
@@ -2594,7 +1977,8 @@ void variant_extras(Case& c, Expect& ex, const smax_cli::ExtCall& e) {
     ex.extras.push_back(out);
   }
   if (op.variant == Variant::kSRows && c.dprow.present) {
-    // ds: 2e-6 ln n sum_i |t_i y_i| (|dy_i| + |<dy, y>|) + 1e-30 (include/smax/rescaled.h).
+    // ds: 2e-6 ln n sum_i |t_i y_i| (|dy_i| + |<dy, y>|) + 1e-30 (include/smax/rescaled.h;
+    // ref::ssmax_ds_bound).
     std::vector<double> ds;
     const smax::SsmaxOptions so = ssmax_options(c);
     ref::ssmax_backward(e.x, e.y, e.dy, so, o, &ds);
@@ -2604,23 +1988,11 @@ void variant_extras(Case& c, Expect& ex, const smax_cli::ExtCall& e) {
     Expect::Out out{&c.dprow, ds, std::vector<double>(ds.size(), 1e-30)};
     for (int64_t r = 0; r < T.rows && static_cast<size_t>(r) < ds.size(); ++r) {
       const Row t = row_of(T, r), y = row_of(Y, r), g = row_of(G, r);
-      double D = 0.0, sum = 0.0, abs_dot = 0.0, ty = 0.0;
-      for (size_t i = 0; i < y.size(); ++i) {
-        D += g[i] * y[i];
-        abs_dot += std::fabs(g[i] * y[i]);
-      }
-      const int64_t nn = ref::ssmax_n(t, so.fixed_n);
-      const double ln = nn > 1 ? std::log(static_cast<double>(nn)) : 0.0;
-      for (size_t i = 0; i < y.size(); ++i) {
-        if (y[i] == 0.0 || !std::isfinite(t[i])) continue;
-        sum += std::fabs(t[i] * y[i]) * (std::fabs(g[i]) + std::fabs(D));
-        ty += std::fabs(t[i] * y[i]);
-      }
       // + the dot term (smax/rescaled.h): every t_i y_i (g_i - dot) shares
       // the dot's error, 1.02e-6 sum_j |dy_j y_j| where <dy, y> cancels.
-      const double dot_term = 1.02e-6 * ln * ty * abs_dot;
-      if (std::isfinite(sum)) out.bound[static_cast<size_t>(r)] += 2e-6 * ln * sum;
-      if (std::isfinite(dot_term)) out.bound[static_cast<size_t>(r)] += dot_term;
+      double dot_term = 0.0;
+      out.bound[static_cast<size_t>(r)] = ref::ssmax_ds_bound(t, y, g, ref::ssmax_n(t, so.fixed_n), &dot_term);
+      out.bound[static_cast<size_t>(r)] += dot_term;
       if (vjp_row_overflows(y.data(), g.data(), static_cast<int64_t>(y.size()))) {  // f32 overflow
         ex.unchecked_row.resize(static_cast<size_t>(T.rows), 0);
         ex.unchecked_row[static_cast<size_t>(r)] = 1;

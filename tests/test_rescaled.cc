@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "kernels/rescaled.h"
+#include "reference/bounds.h"
 #include "reference/reference.h"
 #include "reference/rescaled.h"
 #include "reference/rows.h"
@@ -105,10 +106,8 @@ struct Params {
       for (int64_t i = 0; i < R.n; ++i) c.element(static_cast<float>(out[i]), y[i], 2e-6 * std::fabs(y[i]) + 1e-36);
     } else if (kind == Kind::kSoftpick) {
       const ref::SoftpickRow f = ref::softpick_row(t, p.softpick.eps, o.empty_row);
-      for (int64_t i = 0; i < R.n; ++i) {
-        const double b = 2e-6 * ((1.0 + f.K) * std::fabs(f.y[i]) + f.q[i]) + 1e-36;
-        c.element(static_cast<float>(out[i]), f.y[i], b);
-      }
+      const Row b = ref::softpick_forward_bound(f);
+      for (int64_t i = 0; i < R.n; ++i) c.element(static_cast<float>(out[i]), f.y[i], b[i]);
     } else {
       const Row y = ref::stablemax_row(t, o.empty_row);
       for (int64_t i = 0; i < R.n; ++i) c.element(static_cast<float>(out[i]), y[i], 1e-6 * std::fabs(y[i]) + 1e-36);
@@ -161,49 +160,23 @@ void saved_ssmax(const Tensor& src, const SoftmaxOptions& o, const SsmaxOptions&
       double dsr = 0.0;
       const double s = srow[static_cast<size_t>(r)];
       const Row dx = ref::ssmax_vjp_row(t, yy, g, s, p.ssmax.fixed_n, sigma, o.empty_row, true, &dsr);
-      double D = 0.0;
-      for (int64_t i = 0; i < R.n; ++i) D += g[i] * yy[i];
       const int64_t nn = ref::ssmax_n(t, p.ssmax.fixed_n);
       const double cf = nn > 0 ? ref::ssmax_factor(s, nn, true) : 0.0;
-      double dsb = 0.0;
-      for (int64_t i = 0; i < R.n; ++i) {
-        c.element(static_cast<float>(out[i]), dx[i],
-                  2e-6 * std::fabs(sigma * cf) * std::fabs(yy[i]) * (std::fabs(g[i]) + std::fabs(D)) + 1e-30);
-        if (yy[i] != 0.0) dsb += std::fabs(t[i] * yy[i]) * (std::fabs(g[i]) + std::fabs(D));
-      }
+      // The bounds without the documented dot terms (bounds.h).
+      const Row b = ref::ssmax_backward_bound(yy, g, sigma * cf);
+      for (int64_t i = 0; i < R.n; ++i) c.element(static_cast<float>(out[i]), dx[i], b[i]);
       if (R.n > 0) {
-        const double lnn = nn > 0 ? std::log(static_cast<double>(nn)) : 0.0;
-        c.element(dsd[static_cast<size_t>(r)], dsr, 2e-6 * lnn * dsb + 1e-30, false);
+        c.element(dsd[static_cast<size_t>(r)], dsr, ref::ssmax_ds_bound(t, yy, g, nn), false);
       }
     } else if (kind == Kind::kSoftpick) {
       const ref::SoftpickRow f = ref::softpick_row(t, p.softpick.eps, o.empty_row);
       const Row dx = ref::softpick_vjp_row(t, g, p.softpick.eps, sigma, o.empty_row);
-      double rr = 0.0, G2 = 0.0;
-      for (int64_t i = 0; i < R.n; ++i) {
-        if (std::isnan(f.y[i])) continue;
-        rr += g[i] * f.y[i];
-        G2 += std::fabs(g[i]) * (f.y[i] + f.q[i]);
-      }
-      for (int64_t i = 0; i < R.n; ++i) {
-        const double b =
-            2e-6 * sigma * f.q[i] * ((1.0 + f.K) * (std::fabs(g[i]) + std::fabs(rr)) + G2) + 1e-30;
-        c.element(static_cast<float>(out[i]), dx[i], b);
-      }
+      const Row b = ref::softpick_backward_bound(t, g, f, sigma);
+      for (int64_t i = 0; i < R.n; ++i) c.element(static_cast<float>(out[i]), dx[i], b[i]);
     } else {
       const Row dx = ref::stablemax_vjp_row(t, g, sigma, o.empty_row);
-      const Row yy = ref::stablemax_row(t, o.empty_row);
-      double S = 0.0, rr = 0.0, ag = 0.0;
-      for (int64_t i = 0; i < R.n; ++i) S += ref::stable_s(t[i]);
-      for (int64_t i = 0; i < R.n; ++i) {
-        if (t[i] == -INFINITY) continue;
-        rr += g[i] * yy[i];
-        ag += std::fabs(g[i]) * yy[i];
-      }
-      for (int64_t i = 0; i < R.n; ++i) {
-        const double sp = t[i] == -INFINITY ? 0.0 : ref::stable_ds(t[i]) / S;
-        c.element(static_cast<float>(out[i]), dx[i],
-                  2e-6 * sigma * sp * (std::fabs(g[i]) + std::fabs(rr) + ag) + 1e-30);
-      }
+      const Row b = ref::stablemax_backward_bound(t, g, sigma, o.empty_row);
+      for (int64_t i = 0; i < R.n; ++i) c.element(static_cast<float>(out[i]), dx[i], b[i]);
     }
   }
   return to_assertion(c.res, what);

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "reference/bounds.h"
 #include "reference/reference.h"
 #include "reference/rows.h"
 #include "kernels/sparse.h"
@@ -118,12 +119,14 @@ void backward(const Case& c, const TensorView& y, const TensorView& dy, const Te
 // is -inf (they must be exactly 0 unless the row is NaN).
 // Absolute term of the candidate-set ops: the float64 thresholds of the
 // library and of the oracle differ by rounding ~n * 1e-16, amplified by the
-// power p = 1/(alpha-1) (>= 1) of the output map.
-double abs_term(const Case& c, int64_t n) {
-  const double p = c.which == Case::kEntmax15 ? 2.0
-                   : c.which == Case::kBisect ? 1.0 / (c.grad_alpha() - 1.0)
-                                              : 1.0;
-  return 1e-16 * static_cast<double>(64 + n) * std::max(1.0, p);
+// power p = 1/(alpha-1) (>= 1) of the output map (ref::entmax_forward_bound
+// at 0).
+// The alpha of the forward bound (top-k: p = 1, as sparsemax).
+double bound_alpha(const Case& c) { return c.topk() ? 2.0 : c.grad_alpha(); }
+double abs_term(const Case& c, int64_t n) { return ref::entmax_forward_bound(0.0, bound_alpha(c), n); }
+// The forward bound of the candidate-set ops (include/smax/sparse.h).
+double entmax_bound(const Case& c, double e, int64_t n) {
+  return ref::entmax_forward_bound(e, bound_alpha(c), n);
 }
 
 ::testing::AssertionResult check_fwd(const Case& c, const std::vector<double>& out,
@@ -133,8 +136,7 @@ double abs_term(const Case& c, int64_t n) {
   CheckResult r;
   for (size_t i = 0; i < expect.size(); ++i) {
     const double e = expect[i];
-    const double bound =
-        c.topk() ? 2e-6 * std::fabs(e) + 1e-36 : 2 * kU * std::fabs(e) + abs_term(c, n);
+    const double bound = c.topk() ? ref::softmax_bound(e) : entmax_bound(c, e, n);
     check_element(r, static_cast<int64_t>(i), static_cast<float>(out[i]), e, bound,
                   /*require_exact_zero=*/c.topk());
   }
@@ -462,7 +464,7 @@ TEST_P(Sparse, AxesMasksInPlaceThreads) {
 double g_bwd_worst = 0;
 
 // Bounds: top-k (softmax_backward's) 2e-6 s w_i (|dy_i| + |q|) + 1e-30;
-// entmax family (include/smax/sparse.h):
+// entmax family (include/smax/sparse.h; ref::entmax_backward_bound):
 //   2u |ref_i| + 1e-15 (n + 100 (1 + |2 - alpha|)) s w_i G + 1e-30,
 //   G = sum_j w_j |dy_j| / sum_j w_j,
 // the second term being the float64 error of q (sums of n terms in the
@@ -474,28 +476,30 @@ double g_bwd_worst = 0;
   const Geometry g(y.shape(), axis);
   CheckResult r;
   const double alpha = c.grad_alpha();
-  const double eq = 1e-15 * (static_cast<double>(g.n) + 100.0 * (1.0 + std::fabs(2.0 - alpha)));
   for (int64_t o = 0; o < g.outer; ++o) {
     for (int64_t j = 0; j < g.inner; ++j) {
-      double sw = 0, gw = 0, gabs = 0;
+      double gw = 0;
       auto w = [&](double yv) {
         if (!(yv > 0)) return 0.0;
         return c.topk() ? yv : alpha == 2.0 ? 1.0 : std::pow(yv, 2.0 - alpha);
       };
+      std::vector<double> yr, gr, er;  // the row, for ref::entmax_backward_bound
       for (int64_t k = 0; k < g.n; ++k) {
         const int64_t i = g.index(o, k, j);
-        sw += w(y.at(i));
         gw += w(y.at(i)) * dy.at(i);
-        gabs += w(y.at(i)) * std::fabs(dy.at(i));
+        yr.push_back(y.at(i));
+        gr.push_back(dy.at(i));
+        er.push_back(expect[static_cast<size_t>(i)]);
       }
-      const double q = c.topk() ? gw : (sw > 0 ? gw / sw : 0.0);
-      const double G = sw > 0 ? gabs / sw : 0.0;
+      const double q = gw;  // top-k: <dy, y> over the support
+      const std::vector<double> eb =
+          c.topk() ? std::vector<double>() : ref::entmax_backward_bound(yr, gr, er, alpha, s);
       for (int64_t k = 0; k < g.n; ++k) {
         const int64_t i = g.index(o, k, j);
         const double e = expect[static_cast<size_t>(i)];
         const double bound =
             c.topk() ? 2e-6 * s * w(y.at(i)) * (std::fabs(dy.at(i)) + std::fabs(q)) + 1e-30
-                     : 2 * kU * std::fabs(e) + eq * s * w(y.at(i)) * G + 1e-30;
+                     : eb[static_cast<size_t>(k)];
         // Exact 0 off the support; on it ref can be 0 by cancellation.
         check_element(r, i, dx.at(i), e, bound, w(y.at(i)) == 0.0);
       }

@@ -31,6 +31,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "reference/bounds.h"
 #include "smax/smax.h"
 
 namespace smax_test {
@@ -402,7 +403,8 @@ inline float eff_scale(const SoftmaxOptions& o) { return o.scale / o.temperature
 
 // ---------------------------------------------------------------------------
 // Error metrics. These are the bounds of include/smax/softmax.h, enforced
-// exactly (never loosened to make a test pass):
+// exactly (never loosened to make a test pass); the formulas live in
+// src/reference/bounds.h (shared with the fuzz harness and `smax run --check`):
 //
 //  softmax:      |out - ref| <= 1e-36 + 2e-6 * |ref|
 //                (relative 2e-6 for ref >= 1e-30; absolute 1e-36 below).
@@ -504,7 +506,7 @@ inline ::testing::AssertionResult check_softmax(const std::vector<double>& out,
   CheckResult r;
   for (size_t i = 0; i < ref.size(); ++i) {
     check_element(r, static_cast<int64_t>(i), static_cast<float>(out[i]), ref[i],
-                  1e-36 + 2e-6 * std::fabs(ref[i]), /*require_exact_zero=*/true);
+                  smax::reference::softmax_bound(ref[i]), /*require_exact_zero=*/true);
   }
   return to_assertion(r, what);
 }
@@ -520,7 +522,7 @@ inline ::testing::AssertionResult check_log(const std::vector<double>& out,
   CheckResult r;
   for (size_t i = 0; i < ref.size(); ++i) {
     check_element(r, static_cast<int64_t>(i), static_cast<float>(out[i]), ref[i],
-                  2e-6 * (1.0 + std::fabs(ref[i])), /*require_exact_zero=*/false);
+                  smax::reference::log_softmax_bound(ref[i]), /*require_exact_zero=*/false);
   }
   return to_assertion(r, what);
 }
@@ -539,31 +541,28 @@ inline ::testing::AssertionResult check_backward(bool log, const std::vector<dou
   CheckResult r;
   for (int64_t o = 0; o < g.outer; ++o) {
     for (int64_t j = 0; j < g.inner; ++j) {
-      double dot = 0.0, abs_dot = 0.0, sum = 0.0, abs_sum = 0.0;
+      smax::reference::BackwardRow row;
       for (int64_t k = 0; k < g.n; ++k) {
         const size_t i = static_cast<size_t>(g.index(o, k, j));
-        dot += dy[i] * y[i];
-        abs_dot += std::fabs(dy[i] * y[i]);
-        sum += dy[i];
-        abs_sum += std::fabs(dy[i]);
+        row.add(y[i], dy[i]);
       }
       for (int64_t k = 0; k < g.n; ++k) {
         const size_t i = static_cast<size_t>(g.index(o, k, j));
         double bound;
         bool exact_zero;
         if (!log) {
-          bound = 2e-6 * s * std::fabs(y[i]) * (std::fabs(dy[i]) + std::fabs(dot)) + 1e-30;
+          bound = smax::reference::softmax_backward_bound(s, y[i], dy[i], row);
           exact_zero = y[i] == 0.0;
         } else {
-          const double e = std::exp(y[i]);
-          bound = 2e-6 * s * (std::fabs(dy[i]) + e * std::fabs(sum) + e * abs_sum) + 1e-30;
+          bound = smax::reference::log_softmax_backward_bound(s, y[i], dy[i], row);
           exact_zero = y[i] == -kInfD;
         }
         auto extra = [&] {
           std::ostringstream os;
           os.precision(10);
-          os << " y=" << y[i] << " dy=" << dy[i] << " <dy,y>=" << dot
-             << " sum|dy*y|=" << abs_dot << " sum(dy)=" << sum << " sum|dy|=" << abs_sum;
+          os << " y=" << y[i] << " dy=" << dy[i] << " <dy,y>=" << row.dot
+             << " sum|dy*y|=" << row.abs_dot << " sum(dy)=" << row.sum
+             << " sum|dy|=" << row.abs_sum;
           return os.str();
         };
         if (exact_zero && !std::isnan(ref[i]) && !std::isnan(out[i])) {

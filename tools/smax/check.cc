@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "args.h"
+#include "reference/bounds.h"
 #include "suggest.h"
 
 namespace smax_cli {
@@ -98,16 +99,15 @@ int bytes_per_element(Op op) {
 std::string bound_text(Op op) {
   switch (op) {
     case Op::kSoftmax:
-      return "rel <= " + format_g(kRelBound) + " (outputs >= " + format_g(kTinyOutput) +
-             "; abs <= " + format_g(kTinyAbsBound) + " below)";
+      return "abs <= " + format_g(kTinyAbsBound) + " + " + format_g(kRelBound) + " * |ref|";
     case Op::kLogSoftmax:
     case Op::kLogsumexp:
       return "abs <= " + format_g(kRelBound) + " * (1 + |value|)";
     case Op::kSoftmaxBackward:
       return "abs <= " + format_g(kRelBound) + " * s * |y| * (|dy| + |<dy,y>|) + " +
-             format_g(kBackwardFloor);
+             format_g(kBackwardFloor) + " + 1.02e-06 * s * |y| * sum |dy*y| (dot term)";
     case Op::kLogSoftmaxBackward:
-      return "abs <= " + format_g(kRelBound) + " * s * (|dy| + exp(y) * |sum dy|) + " +
+      return "abs <= " + format_g(kRelBound) + " * s * (|dy| + exp(y) * (|sum dy| + sum |dy|)) + " +
              format_g(kBackwardFloor);
   }
   return "";
@@ -132,12 +132,8 @@ ErrorStats check_forward(Op op, const float* got, const std::vector<double>& ref
   const int64_t count = static_cast<int64_t>(ref.size());
   for (int64_t i = 0; i < count; ++i) {
     const double r = ref[i];
-    double bound;
-    if (op == Op::kSoftmax) {
-      bound = std::fabs(r) >= kTinyOutput ? kRelBound * std::fabs(r) : kTinyAbsBound;
-    } else {
-      bound = kRelBound * (1.0 + std::fabs(r));
-    }
+    const double bound = op == Op::kSoftmax ? smax::reference::softmax_bound(r)
+                                            : smax::reference::log_softmax_bound(r);
     accumulate(st, i, got[i], r, bound);
   }
   return st;
@@ -149,21 +145,21 @@ ErrorStats check_backward(Op op, const float* got, const std::vector<double>& re
   for (int64_t o = 0; o < g.outer; ++o) {
     for (int64_t j = 0; j < g.inner; ++j) {
       const int64_t base = o * g.n * g.inner + j;
-      double reduced = 0;  // <dy, y> or sum dy, in double
+      smax::reference::BackwardRow row;
       for (int64_t k = 0; k < g.n; ++k) {
         const int64_t i = base + k * g.inner;
-        reduced += op == Op::kSoftmaxBackward ? double(dy[i]) * double(y[i]) : double(dy[i]);
+        row.add(y[i], dy[i]);
       }
       for (int64_t k = 0; k < g.n; ++k) {
         const int64_t i = base + k * g.inner;
         const double yi = y[i], dyi = dy[i];
-        double bound;
-        if (op == Op::kSoftmaxBackward) {
-          bound = kRelBound * s * std::fabs(yi) * (std::fabs(dyi) + std::fabs(reduced));
-        } else {
-          bound = kRelBound * s * (std::fabs(dyi) + std::exp(yi) * std::fabs(reduced));
-        }
-        accumulate(st, i, got[i], ref[i], bound + kBackwardFloor);
+        // softmax_backward: the header's bound plus its documented dot term.
+        const double bound =
+            op == Op::kSoftmaxBackward
+                ? smax::reference::softmax_backward_bound(s, yi, dyi, row) +
+                      smax::reference::softmax_backward_dot_gap(s, yi, row)
+                : smax::reference::log_softmax_backward_bound(s, yi, dyi, row);
+        accumulate(st, i, got[i], ref[i], bound);
       }
     }
   }

@@ -1,5 +1,7 @@
 // tools/smax/check.h: compare an op's f32 output with the float64 reference
-// against the error bounds documented in include/smax/softmax.h.
+// against the error bounds documented in include/smax/softmax.h (the
+// formulas: src/reference/bounds.h, shared with the tests and the fuzz
+// harnesses).
 #pragma once
 
 #include <cstdint>
@@ -8,7 +10,8 @@
 
 namespace smax_cli {
 
-/// The documented bounds (include/smax/softmax.h).
+/// The documented bounds' constants (include/smax/softmax.h), for the text
+/// that states them (bound_text, `smax compare`).
 inline constexpr double kRelBound = 2e-6;        ///< softmax relative / log ops absolute factor
 inline constexpr double kTinyOutput = 1e-30;     ///< softmax: relative error only above this
 inline constexpr double kTinyAbsBound = 1e-36;   ///< softmax: absolute error below kTinyOutput
@@ -56,9 +59,9 @@ struct ErrorStats {
 ErrorStats check_forward(Op op, const float* got, const std::vector<double>& ref);
 
 /// Backward ops: y and dy are the op's f32 inputs (contiguous, geometry g),
-/// s = |scale / temperature| as rounded by the library (f32).
-/// softmax:     bound_i = 2e-6 * s * |y_i| * (|dy_i| + |<dy, y>|) + 1e-30
-/// log_softmax: bound_i = 2e-6 * s * (|dy_i| + exp(y_i) * |sum dy|) + 1e-30
+/// s = |scale / temperature| as rounded by the library (f32). The bounds are
+/// src/reference/bounds.h's (softmax_backward: its bound plus the header's
+/// dot term; log_softmax_backward: its bound).
 ErrorStats check_backward(Op op, const float* got, const std::vector<double>& ref,
                           const float* y, const float* dy, const Geometry& g, double s);
 

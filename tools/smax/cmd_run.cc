@@ -290,10 +290,12 @@ int cmd_run(int argc, char** argv, int first) {
     if (c.check) {
       out.num("max_rel_err", st.max_rel_err)
           .num("max_abs_err", st.max_abs_err)
+          .num("worst_err_over_bound", st.worst_ratio)
           .integer("violations", st.violations)
           .boolean("within_bounds", st.within_bounds());
     } else {
-      out.null("max_rel_err").null("max_abs_err").null("violations").null("within_bounds");
+      out.null("max_rel_err").null("max_abs_err").null("worst_err_over_bound").null("violations")
+          .null("within_bounds");
     }
     out.str("bound", bound_text(c.op)).str("version", smax::version());
     std::printf("%s\n", out.pretty().c_str());
@@ -309,8 +311,9 @@ int cmd_run(int argc, char** argv, int first) {
     std::printf("time       %s\n", format_timing(t).c_str());
     std::printf("speed      %.4f ns/elem, %.2f GB/s (%d bytes/elem)\n", ns_per_elem, gbps, bpe);
     if (c.check) {
-      std::printf("check      max rel err %.3g, max abs err %.3g: %s\n", st.max_rel_err,
-                  st.max_abs_err, st.within_bounds() ? "within bounds" : "OUT OF BOUNDS");
+      std::printf("check      max rel err %.3g, max abs err %.3g, worst error / bound %.3g: %s\n",
+                  st.max_rel_err, st.max_abs_err, st.worst_ratio,
+                  st.within_bounds() ? "within bounds" : "OUT OF BOUNDS");
       std::printf("bound      %s\n", bound_text(c.op).c_str());
       if (!st.within_bounds()) {
         std::printf("worst      element %lld: got %.9g, reference %.17g (%.3g x the bound), "

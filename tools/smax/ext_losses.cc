@@ -39,8 +39,7 @@ void add_loss_ops(std::vector<ExtOp>& ops) {
                  [](const ExtCall& c) { smax::cross_entropy(c.x, c.target, c.out, ce_of(c), c.options); },
                  [](const ExtCall& c) {
                    return loss_values(ref::cross_entropy(c.x, c.target, ce_of(c), c.options).loss);
-                 },
-                 1e-6, 1e-5});
+                 }});
   ops.push_back({"cross_entropy_backward", "gradient of cross_entropy", OutShape::kLoss, true, true,
                  false, kCeParams, nullptr,
                  [](const ExtCall& c) {
@@ -48,8 +47,7 @@ void add_loss_ops(std::vector<ExtOp>& ops) {
                  },
                  [](const ExtCall& c) {
                    return ref::cross_entropy_backward(c.x, c.target, c.dy, ce_of(c), c.options).dsrc;
-                 },
-                 1e-7, 1e-5});
+                 }});
   ops.push_back({"z_loss", "PaLM z-loss c * LSE^2", OutShape::kLoss, true, false, false, kZParams,
                  nullptr,
                  [](const ExtCall& c) {
@@ -58,8 +56,7 @@ void add_loss_ops(std::vector<ExtOp>& ops) {
                  },
                  [](const ExtCall& c) {
                    return loss_values(ref::z_loss(c.x, &c.target, c.param("coefficient"), c.loss, c.options));
-                 },
-                 1e-9, 1e-5});
+                 }});
   ops.push_back({"z_loss_backward", "gradient of z_loss", OutShape::kLoss, true, true, false,
                  kZParams, nullptr,
                  [](const ExtCall& c) {
@@ -70,8 +67,7 @@ void add_loss_ops(std::vector<ExtOp>& ops) {
                    return ref::z_loss_backward(c.x, &c.target, c.dy, c.param("coefficient"), c.loss,
                                                c.options)
                        .dsrc;
-                 },
-                 1e-10, 1e-5});
+                 }});
   ops.push_back({"spherical_z_loss", "Z-loss of de Brebisson & Vincent", OutShape::kLoss, true,
                  false, false, kSphericalParams, nullptr,
                  [](const ExtCall& c) {
@@ -81,8 +77,7 @@ void add_loss_ops(std::vector<ExtOp>& ops) {
                  [](const ExtCall& c) {
                    return loss_values(ref::spherical_z_loss(c.x, c.target, c.param("a"), c.param("b"),
                                                             c.loss, c.options));
-                 },
-                 1e-6, 1e-5});
+                 }});
   ops.push_back({"spherical_z_loss_backward", "gradient of spherical_z_loss", OutShape::kLoss, true,
                  true, false, kSphericalParams, nullptr,
                  [](const ExtCall& c) {
@@ -94,8 +89,7 @@ void add_loss_ops(std::vector<ExtOp>& ops) {
                    return ref::spherical_z_loss_backward(c.x, c.target, c.dy, c.param("a"),
                                                          c.param("b"), c.loss, c.options)
                        .dsrc;
-                 },
-                 1e-7, 1e-5});
+                 }});
 }
 
 }  // namespace smax_cli

@@ -40,29 +40,24 @@ void add_rescaled_ops(std::vector<ExtOp>& ops) {
   ops.push_back({"ssmax", "Scalable-Softmax softmax((s ln n) x)", OutShape::kSame, false, false,
                  false, kSsmaxParams, nullptr,
                  [](const ExtCall& c) { smax::ssmax(c.x, c.out, ssmax_of(c), c.options); },
-                 [](const ExtCall& c) { return ref::ssmax(c.x, ssmax_of(c), c.options); }, 1e-30,
-                 2e-6});
+                 [](const ExtCall& c) { return ref::ssmax(c.x, ssmax_of(c), c.options); }});
   ops.push_back({"ssmax_backward", "VJP of ssmax", OutShape::kSame, false, true, false,
                  kSsmaxParams,
                  [](const ExtCall& c) { smax::ssmax(c.x, c.out, ssmax_of(c), c.options); },
                  [](const ExtCall& c) { smax::ssmax_backward(c.x, c.y, c.dy, c.out, ssmax_of(c), c.options); },
-                 [](const ExtCall& c) { return ref::ssmax_backward(c.x, c.y, c.dy, ssmax_of(c), c.options); },
-                 1e-7, 1e-5});
+                 [](const ExtCall& c) { return ref::ssmax_backward(c.x, c.y, c.dy, ssmax_of(c), c.options); }});
   ops.push_back({"softpick", "rectified softmax relu(e^x - 1) / sum |e^x - 1|", OutShape::kSame,
                  false, false, false, kSoftpickParams, nullptr,
                  [](const ExtCall& c) { smax::softpick(c.x, c.out, softpick_of(c), c.options); },
-                 [](const ExtCall& c) { return ref::softpick(c.x, softpick_of(c), c.options); },
-                 1e-7, 1e-5});
+                 [](const ExtCall& c) { return ref::softpick(c.x, softpick_of(c), c.options); }});
   ops.push_back({"softpick_backward", "VJP of softpick", OutShape::kSame, false, true, false,
                  kSoftpickParams, nullptr,
                  [](const ExtCall& c) { smax::softpick_backward(c.x, c.dy, c.out, softpick_of(c), c.options); },
-                 [](const ExtCall& c) { return ref::softpick_backward(c.x, c.dy, softpick_of(c), c.options); },
-                 1e-7, 1e-5});
+                 [](const ExtCall& c) { return ref::softpick_backward(c.x, c.dy, softpick_of(c), c.options); }});
   ops.push_back({"clipped_softmax", "clip((zeta - gamma) softmax(x) + gamma, 0, 1)",
                  OutShape::kSame, false, false, false, kClippedParams, nullptr,
                  [](const ExtCall& c) { smax::clipped_softmax(c.x, c.out, clipped_of(c), c.options); },
-                 [](const ExtCall& c) { return ref::clipped_softmax(c.x, clipped_of(c), c.options); },
-                 1e-7, 1e-5});
+                 [](const ExtCall& c) { return ref::clipped_softmax(c.x, clipped_of(c), c.options); }});
   ops.push_back({"clipped_softmax_backward", "VJP of clipped_softmax", OutShape::kSame, false,
                  true, false, kClippedParams, nullptr,
                  [](const ExtCall& c) {
@@ -70,16 +65,14 @@ void add_rescaled_ops(std::vector<ExtOp>& ops) {
                  },
                  [](const ExtCall& c) {
                    return ref::clipped_softmax_backward(c.x, c.dy, clipped_of(c), c.options);
-                 },
-                 1e-7, 1e-5});
+                 }});
   ops.push_back({"stablemax", "StableMax s(x) / sum s(x)", OutShape::kSame, false, false, false,
                  {}, nullptr, [](const ExtCall& c) { smax::stablemax(c.x, c.out, c.options); },
-                 [](const ExtCall& c) { return ref::stablemax(c.x, c.options); }, 1e-8, 1e-5});
+                 [](const ExtCall& c) { return ref::stablemax(c.x, c.options); }});
   ops.push_back({"stablemax_backward", "VJP of stablemax", OutShape::kSame, false, true, false,
                  {}, nullptr,
                  [](const ExtCall& c) { smax::stablemax_backward(c.x, c.dy, c.out, c.options); },
-                 [](const ExtCall& c) { return ref::stablemax_backward(c.x, c.dy, c.options); },
-                 1e-8, 1e-5});
+                 [](const ExtCall& c) { return ref::stablemax_backward(c.x, c.dy, c.options); }});
   ops.push_back({"stablemax_cross_entropy", "StableMax cross-entropy", OutShape::kLoss, true,
                  false, false, {}, nullptr,
                  [](const ExtCall& c) {
@@ -87,8 +80,7 @@ void add_rescaled_ops(std::vector<ExtOp>& ops) {
                  },
                  [](const ExtCall& c) {
                    return ref::stablemax_cross_entropy(c.x, c.target, c.loss, c.options);
-                 },
-                 1e-6, 1e-5});
+                 }});
   ops.push_back({"stablemax_cross_entropy_backward", "gradient of stablemax_cross_entropy",
                  OutShape::kLoss, true, true, false, {}, nullptr,
                  [](const ExtCall& c) {
@@ -96,8 +88,7 @@ void add_rescaled_ops(std::vector<ExtOp>& ops) {
                  },
                  [](const ExtCall& c) {
                    return ref::stablemax_cross_entropy_backward(c.x, c.target, c.dy, c.loss, c.options);
-                 },
-                 1e-8, 1e-5});
+                 }});
   ops.push_back({"softmax_collapse_fraction", "per-row flag: sum exp(x - max) rounds to 1 (precision=32|16|-16 for f32|f16|bf16)",
                  OutShape::kRows, false, false, false, {{"precision", 32, "32 (f32), 16 (f16) or -16 (bf16)", ParamType::kInt, {32, 16, -16}}},
                  nullptr,
@@ -107,7 +98,7 @@ void add_rescaled_ops(std::vector<ExtOp>& ops) {
                                      : p == -16 ? smax::Precision::kBF16 : smax::Precision::kF32;
                    smax::softmax_collapse_fraction(c.x, prec, c.options, &c.out);
                  },
-                 nullptr, 0, 0});
+                 nullptr});
 }
 
 }  // namespace smax_cli

@@ -41,26 +41,21 @@ const std::vector<ExtParam> kTParams = {{"T", 2, "temperature > 0"}};
 
 ExtOp forward_op(const char* name, const char* summary, std::vector<ExtParam> params,
                  std::function<void(const ExtCall&)> run,
-                 std::function<std::vector<double>(const ExtCall&)> reference, double abs_tol,
-                 double rel_tol) {
+                 std::function<std::vector<double>(const ExtCall&)> reference) {
   ExtOp op;
   op.name = name;
   op.summary = summary;
   op.params = std::move(params);
   op.run = std::move(run);
   op.reference = std::move(reference);
-  op.abs_tol = abs_tol;
-  op.rel_tol = rel_tol;
   return op;
 }
 
 ExtOp backward_op(const char* name, const char* summary, std::vector<ExtParam> params,
                   std::function<void(const ExtCall&)> forward,
                   std::function<void(const ExtCall&)> run,
-                  std::function<std::vector<double>(const ExtCall&)> reference, double abs_tol,
-                  double rel_tol) {
-  ExtOp op = forward_op(name, summary, std::move(params), std::move(run), std::move(reference),
-                        abs_tol, rel_tol);
+                  std::function<std::vector<double>(const ExtCall&)> reference) {
+  ExtOp op = forward_op(name, summary, std::move(params), std::move(run), std::move(reference));
   op.needs_dy = true;
   op.forward = std::move(forward);
   return op;
@@ -72,44 +67,41 @@ void add_reweight_ops(std::vector<ExtOp>& ops) {
   ops.push_back(forward_op(
       "self_adjust_softmax", "SA-Softmax x * softmax(x)", kSaParams,
       [](const ExtCall& c) { smax::self_adjust_softmax(c.x, c.out, sa_of(c), c.options); },
-      [](const ExtCall& c) { return ref::self_adjust_softmax(c.x, sa_of(c), c.options); }, 1e-7, 1e-5));
+      [](const ExtCall& c) { return ref::self_adjust_softmax(c.x, sa_of(c), c.options); }));
   ops.push_back(backward_op(
       "self_adjust_softmax_backward", "VJP of SA-Softmax (from x)", kSaParams, nullptr,
       [](const ExtCall& c) { smax::self_adjust_softmax_backward(c.x, c.dy, c.out, sa_of(c), c.options); },
-      [](const ExtCall& c) { return ref::self_adjust_softmax_backward(c.x, c.dy, sa_of(c), c.options); },
-      1e-7, 1e-5));
+      [](const ExtCall& c) { return ref::self_adjust_softmax_backward(c.x, c.dy, sa_of(c), c.options); }));
   ops.push_back(forward_op(
       "sigmoid_normalizer", "sigmoid(x - ln n)", {},
       [](const ExtCall& c) { smax::sigmoid_normalizer(c.x, c.out, sig_of(c), c.options); },
-      [](const ExtCall& c) { return ref::sigmoid_normalizer(c.x, sig_of(c), c.options); }, 1e-8, 1e-5));
+      [](const ExtCall& c) { return ref::sigmoid_normalizer(c.x, sig_of(c), c.options); }));
   ops.push_back(backward_op(
       "sigmoid_normalizer_backward", "VJP of sigmoid_normalizer (from y)", {},
       [](const ExtCall& c) { smax::sigmoid_normalizer(c.x, c.out, sig_of(c), c.options); },
       [](const ExtCall& c) { smax::sigmoid_normalizer_backward(c.y, c.dy, c.out, c.options); },
-      [](const ExtCall& c) { return ref::sigmoid_normalizer_backward(c.y, c.dy, c.options); }, 1e-8, 1e-5));
+      [](const ExtCall& c) { return ref::sigmoid_normalizer_backward(c.y, c.dy, c.options); }));
   ops.push_back(forward_op(
       "softplus_normalizer", "LSSA softplus(lambda x) / sum", kSpParams,
       [](const ExtCall& c) { smax::softplus_normalizer(c.x, c.out, sp_of(c), c.options); },
-      [](const ExtCall& c) { return ref::softplus_normalizer(c.x, sp_of(c), c.options); }, 1e-8, 1e-5));
+      [](const ExtCall& c) { return ref::softplus_normalizer(c.x, sp_of(c), c.options); }));
   ops.push_back(backward_op(
       "softplus_normalizer_backward", "VJP of softplus_normalizer (from x)", kSpParams, nullptr,
       [](const ExtCall& c) { smax::softplus_normalizer_backward(c.x, c.dy, c.out, sp_of(c), c.options); },
-      [](const ExtCall& c) { return ref::softplus_normalizer_backward(c.x, c.dy, sp_of(c), c.options); },
-      1e-8, 1e-5));
+      [](const ExtCall& c) { return ref::softplus_normalizer_backward(c.x, c.dy, sp_of(c), c.options); }));
   ops.push_back(forward_op(
       "power_softmax", "Power-Softmax x^p / sum x^p", kPowerParams,
       [](const ExtCall& c) { smax::power_softmax(c.x, c.out, p_of(c), c.options); },
-      [](const ExtCall& c) { return ref::power_softmax(c.x, p_of(c), c.options); }, 1e-8, 1e-5));
+      [](const ExtCall& c) { return ref::power_softmax(c.x, p_of(c), c.options); }));
   ops.push_back(backward_op(
       "power_softmax_backward", "VJP of power_softmax (from x)", kPowerParams, nullptr,
       [](const ExtCall& c) { smax::power_softmax_backward(c.x, c.dy, c.out, p_of(c), c.options); },
-      [](const ExtCall& c) { return ref::power_softmax_backward(c.x, c.dy, p_of(c), c.options); },
-      1e-7, 1e-5));
+      [](const ExtCall& c) { return ref::power_softmax_backward(c.x, c.dy, p_of(c), c.options); }));
   // Probability-domain temperature runs on p = softmax(x) (y below).
   ExtOp pt = backward_op(
       "probability_temperature", "p^(1/T) / sum p^(1/T) on p = softmax(x)", kTParams, probs,
       [](const ExtCall& c) { smax::probability_temperature(c.y, c.out, t_of(c), c.options); },
-      [](const ExtCall& c) { return ref::probability_temperature(c.y, t_of(c), c.options); }, 1e-8, 1e-5);
+      [](const ExtCall& c) { return ref::probability_temperature(c.y, t_of(c), c.options); });
   pt.needs_dy = false;
   ops.push_back(pt);
   ops.push_back(backward_op(
@@ -120,17 +112,15 @@ void add_reweight_ops(std::vector<ExtOp>& ops) {
       },
       [](const ExtCall& c) {
         return ref::probability_temperature_backward(c.y, c.dy, t_of(c), c.options);
-      },
-      1e-6, 1e-5));
+      }));
   ops.push_back(forward_op(
       "logit_standardization", "softmax((x - mean) / (std + eps) / T)", kTParams,
       [](const ExtCall& c) { smax::logit_standardization(c.x, c.out, ls_of(c), c.options); },
-      [](const ExtCall& c) { return ref::logit_standardization(c.x, ls_of(c), c.options); }, 1e-8, 1e-5));
+      [](const ExtCall& c) { return ref::logit_standardization(c.x, ls_of(c), c.options); }));
   ops.push_back(backward_op(
       "logit_standardization_backward", "VJP of logit_standardization (from x)", kTParams, nullptr,
       [](const ExtCall& c) { smax::logit_standardization_backward(c.x, c.dy, c.out, ls_of(c), c.options); },
-      [](const ExtCall& c) { return ref::logit_standardization_backward(c.x, c.dy, ls_of(c), c.options); },
-      1e-7, 1e-5));
+      [](const ExtCall& c) { return ref::logit_standardization_backward(c.x, c.dy, ls_of(c), c.options); }));
 }
 
 }  // namespace smax_cli

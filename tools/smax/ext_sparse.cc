@@ -37,15 +37,14 @@ void add_sparse_ops(std::vector<ExtOp>& ops) {
   ops.push_back({"sparsemax", "Euclidean projection onto the simplex", OutShape::kSame, false,
                  false, false, {}, nullptr,
                  [](const ExtCall& c) { smax::sparsemax(c.x, c.out, c.options); },
-                 [](const ExtCall& c) { return ref::sparsemax(c.x, c.options); }, 1e-6, 1e-5});
+                 [](const ExtCall& c) { return ref::sparsemax(c.x, c.options); }});
   ops.push_back({"entmax15", "exact 1.5-entmax", OutShape::kSame, false, false, false, {},
                  nullptr, [](const ExtCall& c) { smax::entmax15(c.x, c.out, c.options); },
-                 [](const ExtCall& c) { return ref::entmax15(c.x, c.options); }, 1e-6, 1e-5});
+                 [](const ExtCall& c) { return ref::entmax15(c.x, c.options); }});
   ops.push_back({"entmax_bisect", "alpha-entmax by bisection", OutShape::kSame, false, false,
                  false, kBisectParams, nullptr,
                  [](const ExtCall& c) { smax::entmax_bisect(c.x, c.out, bisect_of(c), c.options); },
-                 [](const ExtCall& c) { return ref::entmax_bisect(c.x, bisect_of(c), c.options); },
-                 1e-6, 1e-4});
+                 [](const ExtCall& c) { return ref::entmax_bisect(c.x, bisect_of(c), c.options); }});
   ops.push_back({"sparse_softmax", "softmax over the k largest logits", OutShape::kSame, false,
                  false, false, kTopKParams, nullptr,
                  [](const ExtCall& c) {
@@ -53,19 +52,16 @@ void add_sparse_ops(std::vector<ExtOp>& ops) {
                  },
                  [](const ExtCall& c) {
                    return ref::sparse_softmax(c.x, static_cast<int64_t>(c.param("k")), c.options);
-                 },
-                 1e-7, 2e-6});
+                 }});
   // Backward passes (from the saved output y).
   ops.push_back({"sparsemax_backward", "VJP of sparsemax", OutShape::kSame, false, true, false,
                  {}, [](const ExtCall& c) { smax::sparsemax(c.x, c.out, c.options); },
                  [](const ExtCall& c) { smax::sparsemax_backward(c.y, c.dy, c.out, c.options); },
-                 [](const ExtCall& c) { return ref::entmax_backward(c.y, c.dy, 2.0, c.options); },
-                 1e-6, 1e-5});
+                 [](const ExtCall& c) { return ref::entmax_backward(c.y, c.dy, 2.0, c.options); }});
   ops.push_back({"entmax15_backward", "VJP of 1.5-entmax", OutShape::kSame, false, true, false,
                  {}, [](const ExtCall& c) { smax::entmax15(c.x, c.out, c.options); },
                  [](const ExtCall& c) { smax::entmax15_backward(c.y, c.dy, c.out, c.options); },
-                 [](const ExtCall& c) { return ref::entmax_backward(c.y, c.dy, 1.5, c.options); },
-                 1e-6, 1e-5});
+                 [](const ExtCall& c) { return ref::entmax_backward(c.y, c.dy, 1.5, c.options); }});
   ops.push_back({"entmax_bisect_backward", "VJP of alpha-entmax", OutShape::kSame, false, true,
                  false, kBisectParams,
                  [](const ExtCall& c) { smax::entmax_bisect(c.x, c.out, bisect_of(c), c.options); },
@@ -78,8 +74,7 @@ void add_sparse_ops(std::vector<ExtOp>& ops) {
                    // alpha = 1 routes to softmax_backward (sparse.h).
                    if (b.alpha == 1.0f) return ref::softmax_backward(c.y, c.dy, c.options);
                    return ref::entmax_backward(c.y, c.dy, b.alpha, c.options, &b);
-                 },
-                 1e-6, 1e-4});
+                 }});
   ops.push_back({"sparse_softmax_backward", "VJP of top-k softmax", OutShape::kSame, false, true,
                  false, kTopKParams,
                  [](const ExtCall& c) {
@@ -87,8 +82,7 @@ void add_sparse_ops(std::vector<ExtOp>& ops) {
                  },
                  [](const ExtCall& c) { smax::sparse_softmax_backward(c.y, c.dy, c.out, c.options); },
                  // Defined as softmax_backward for any y (sparse.h).
-                 [](const ExtCall& c) { return ref::softmax_backward(c.y, c.dy, c.options); },
-                 1e-6, 1e-5});
+                 [](const ExtCall& c) { return ref::softmax_backward(c.y, c.dy, c.options); }});
   // Losses (targets uniform over the classes; --reduction).
   struct LossSpec {
     const char* name;
@@ -121,8 +115,7 @@ void add_sparse_ops(std::vector<ExtOp>& ops) {
                    forward,
                    [which](const ExtCall& c) {
                      return ref::sparse_loss(spec_of(which, c), c.x, c.target, c.loss, c.options);
-                   },
-                   1e-6, 1e-5});
+                   }});
     ops.push_back({std::string(l.name) + "_backward", std::string("gradient of ") + l.name,
                    OutShape::kLoss, true, true, false, l.params, nullptr,
                    [which](const ExtCall& c) {
@@ -147,8 +140,7 @@ void add_sparse_ops(std::vector<ExtOp>& ops) {
                    [which](const ExtCall& c) {
                      return ref::sparse_loss_backward(spec_of(which, c), c.x, c.target, c.dy,
                                                       c.loss, c.options);
-                   },
-                   1e-6, 1e-4});
+                   }});
   }
 }
 

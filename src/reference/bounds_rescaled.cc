@@ -1,0 +1,90 @@
+// src/reference/bounds_rescaled.cc: the rescaled and rectified softmaxes'
+// documented bounds, one row at a time (include/smax/rescaled.h; see
+// bounds.h).
+#include <cmath>
+#include <limits>
+
+#include "reference/bounds.h"
+#include "reference/rescaled.h"
+
+namespace smax::reference {
+namespace {
+
+constexpr double kInfD = std::numeric_limits<double>::infinity();
+
+}  // namespace
+
+Row softpick_forward_bound(const SoftpickRow& f) {
+  Row b(f.y.size());
+  for (size_t i = 0; i < b.size(); ++i) b[i] = 2e-6 * ((1.0 + f.K) * std::fabs(f.y[i]) + f.q[i]) + 1e-36;
+  return b;
+}
+
+Row softpick_backward_bound(const Row& t, const Row& g, const SoftpickRow& f, double sigma) {
+  double rr = 0.0, G2 = 0.0;
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (std::isnan(f.y[i]) || t[i] == -kInfD) continue;  // masked: out of <dy, y>
+    rr += g[i] * f.y[i];
+    G2 += std::fabs(g[i]) * (f.y[i] + f.q[i]);
+  }
+  Row b(t.size());
+  for (size_t i = 0; i < t.size(); ++i) {
+    b[i] = 2e-6 * sigma * f.q[i] * ((1.0 + f.K) * (std::fabs(g[i]) + std::fabs(rr)) + G2) + 1e-30;
+  }
+  return b;
+}
+
+Row stablemax_backward_bound(const Row& t, const Row& g, double sigma, EmptyRow empty) {
+  const Row yy = stablemax_row(t, empty);
+  double S = 0.0, rr = 0.0, ag = 0.0;
+  for (double v : t) S += stable_s(v);
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (t[i] == -kInfD) continue;
+    rr += g[i] * yy[i];
+    ag += std::fabs(g[i]) * yy[i];
+  }
+  Row b(t.size());
+  for (size_t i = 0; i < t.size(); ++i) {
+    const double sp = t[i] == -kInfD ? 0.0 : stable_ds(t[i]) / S;
+    b[i] = 2e-6 * sigma * sp * (std::fabs(g[i]) + std::fabs(rr) + ag) + 1e-30;
+  }
+  return b;
+}
+
+Row ssmax_backward_bound(const Row& y, const Row& g, double c, Row* dot_gap) {
+  double D = 0.0, abs_dot = 0.0;
+  for (size_t i = 0; i < y.size(); ++i) {
+    D += g[i] * y[i];
+    abs_dot += std::fabs(g[i] * y[i]);
+  }
+  Row b(y.size());
+  if (dot_gap) dot_gap->assign(y.size(), 0.0);
+  for (size_t i = 0; i < y.size(); ++i) {
+    b[i] = 2e-6 * std::fabs(c) * std::fabs(y[i]) * (std::fabs(g[i]) + std::fabs(D)) + 1e-30;
+    if (dot_gap) (*dot_gap)[i] = 1.02e-6 * std::fabs(c) * std::fabs(y[i]) * abs_dot;
+  }
+  return b;
+}
+
+double ssmax_ds_bound(const Row& t, const Row& y, const Row& g, int64_t n, double* dot_gap) {
+  double D = 0.0, sum = 0.0, abs_dot = 0.0, ty = 0.0;
+  for (size_t i = 0; i < y.size(); ++i) {
+    D += g[i] * y[i];
+    abs_dot += std::fabs(g[i] * y[i]);
+  }
+  const double ln = n > 1 ? std::log(static_cast<double>(n)) : 0.0;
+  for (size_t i = 0; i < y.size(); ++i) {
+    if (y[i] == 0.0 || !std::isfinite(t[i])) continue;
+    sum += std::fabs(t[i] * y[i]) * (std::fabs(g[i]) + std::fabs(D));
+    ty += std::fabs(t[i] * y[i]);
+  }
+  double bound = 1e-30;
+  if (std::isfinite(sum)) bound += 2e-6 * ln * sum;
+  if (dot_gap) {
+    const double dot_term = 1.02e-6 * ln * ty * abs_dot;
+    *dot_gap = std::isfinite(dot_term) ? dot_term : 0.0;
+  }
+  return bound;
+}
+
+}  // namespace smax::reference

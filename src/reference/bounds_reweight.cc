@@ -1,0 +1,235 @@
+// src/reference/bounds_reweight.cc: the re-weighting normalisers' documented
+// bounds, one row at a time (include/smax/reweight.h; see bounds.h).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "reference/bounds.h"
+#include "reference/reweight.h"
+
+namespace smax::reference {
+
+namespace {
+
+constexpr double kU = 0x1p-24;
+constexpr double kInfD = std::numeric_limits<double>::infinity();
+
+Row softmax_d(const Row& v) {
+  double m = -kInfD;
+  for (double x : v) m = std::max(m, x);
+  Row y(v.size(), 0.0);
+  double S = 0.0;
+  for (size_t i = 0; i < v.size(); ++i) {
+    y[i] = v[i] == -kInfD ? 0.0 : std::exp(v[i] - m);
+    S += y[i];
+  }
+  for (double& x : y) x /= S;
+  return y;
+}
+
+double log_sigmoid(double z) {
+  return z >= 0.0 ? -std::log1p(std::exp(-z)) : z - std::log1p(std::exp(z));
+}
+
+}  // namespace
+
+// Relative forward bound factor e_i (|y - ref| <= e_i |ref| + 1e-36).
+Row reweight_forward_rel(const ReweightBound& s, const Row& t, const Row& y) {
+  const size_t n = t.size();
+  Row e(n, 2e-6);
+  if (!row_finite_visible(t)) return e;
+  if (s.op == ReweightOp::kSelfAdjust) {
+    for (double& x : e) x = 2.2e-6;
+  } else if (s.op == ReweightOp::kSoftplus && s.sp.power != 1.0f) {
+    Row L(n);
+    double sum = 0.0;
+    for (size_t i = 0; i < n; ++i) L[i] = log_softplus(t[i]);  // t here is z
+    for (size_t i = 0; i < n; ++i) sum += y[i] * (t[i] == -kInfD ? 0.0 : std::fabs(L[i]));
+    for (size_t i = 0; i < n; ++i) {
+      const double Li = t[i] == -kInfD ? 0.0 : std::fabs(L[i]);
+      e[i] = 2e-6 + 3.0 * kU * s.sp.power * (1.0 + Li + sum);
+    }
+  } else if (s.op == ReweightOp::kPower) {
+    for (double& x : e) x = power_kappa(s.p);
+  } else if (s.op == ReweightOp::kLogitStandardization) {
+    // v = (t - mu) k, as the reference forms it.
+    int64_t N = 0;
+    double mu = 0.0, sq = 0.0;
+    for (double v : t) {
+      if (v != -kInfD) mu += v, ++N;
+    }
+    mu /= static_cast<double>(N);
+    for (double v : t) {
+      if (v != -kInfD) sq += (v - mu) * (v - mu);
+    }
+    const double sigma =
+        N > 1 ? std::sqrt(sq / static_cast<double>(s.ls.unbiased ? N - 1 : N)) : 0.0;
+    const double k = sigma > 0 ? 1.0 / ((sigma + s.ls.eps) * s.ls.temperature) : 0.0;
+    double sum = 0.0;
+    for (size_t i = 0; i < n; ++i) {
+      if (t[i] != -kInfD) sum += y[i] * std::fabs((t[i] - mu) * k);
+    }
+    for (size_t i = 0; i < n; ++i) {
+      const double v = t[i] == -kInfD ? 0.0 : std::fabs((t[i] - mu) * k);
+      e[i] = 2e-6 + 4.0 * kU * (v + sum);
+    }
+  }
+  return e;
+}
+
+Row reweight_forward_bound(const ReweightBound& s, const Row& t, const Row& y) {
+  const Row e = reweight_forward_rel(s, t, y);
+  Row b(t.size());
+  for (size_t i = 0; i < t.size(); ++i) {
+    b[i] = e[i] * std::fabs(y[i]) + 1e-36;
+    if (s.op == ReweightOp::kSelfAdjust && std::isfinite(t[i])) b[i] += 1e-36 * std::fabs(t[i]);
+  }
+  return b;
+}
+
+// Backward bound; t is z for softplus (lambda = dz/dt given), y the reference
+// forward of the row, dx the reference backward (for relative terms).
+Row reweight_backward_bound(const ReweightBound& s, const Row& t, const Row& g, const Row& y,
+                            const Row& dx, double scale, double lambda) {
+  const size_t n = t.size();
+  Row b(n, 1e-30);
+  if (s.op == ReweightOp::kSigmoid) {
+    for (size_t i = 0; i < n; ++i) b[i] += 2.5e-7 * std::fabs(dx[i]);
+    return b;
+  }
+  if (!row_finite_visible(t)) return b;
+  double gy_abs = 0.0, r = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    gy_abs += std::fabs(g[i] * y[i]);
+    r += g[i] * y[i];
+  }
+  switch (s.op) {
+    case ReweightOp::kSelfAdjust: {
+      const Row p = softmax_d(t);
+      double a = 0.0, bb = 0.0, c = 1.0;
+      double mn = kInfD, mx = -kInfD;
+      for (double v : t) {
+        if (v != -kInfD) mn = std::min(mn, v), mx = std::max(mx, v);
+      }
+      if (s.sa.normalized) {
+        a = std::min(mn, 0.0);
+        bb = std::max(mx, 0.0);
+        c = bb > a ? 1.0 / (bb - a) : 0.0;
+      }
+      Row rr(n, 0.0);
+      double grp = 0.0, gp = 0.0, gr = 0.0;
+      for (size_t i = 0; i < n; ++i) {
+        if (t[i] == -kInfD) continue;
+        rr[i] = s.sa.normalized ? (t[i] - a) * c : t[i];
+        grp += std::fabs(g[i] * rr[i] * p[i]);
+        gp += std::fabs(g[i] * p[i]);
+        gr += std::fabs(g[i] * rr[i]);
+      }
+      const size_t jmin = static_cast<size_t>(std::find(t.begin(), t.end(), mn) - t.begin());
+      const size_t jmax = static_cast<size_t>(std::find(t.begin(), t.end(), mx) - t.begin());
+      for (size_t j = 0; j < n; ++j) {
+        if (t[j] == -kInfD) continue;
+        const double q = s.sa.normalized ? c + rr[j] : 1.0 + t[j];
+        b[j] += scale * (2.2e-6 * p[j] * (std::fabs(g[j] * q) + 2.0 * grp) +
+                         1e-36 * (std::fabs(g[j] * q) + gr));
+        if (s.sa.normalized && s.sa.grad_through_bounds &&
+            ((j == jmin && mn < 0) || (j == jmax && mx > 0))) {
+          b[j] += 2.2e-6 * scale * c * (grp + gp);
+        }
+      }
+      return b;
+    }
+    case ReweightOp::kSoftplus: {
+      const Row e = reweight_forward_rel(s, t, y);
+      double ey = 0.0;
+      for (size_t i = 0; i < n; ++i) ey += e[i] * std::fabs(g[i] * y[i]);
+      for (size_t j = 0; j < n; ++j) {
+        if (t[j] == -kInfD) continue;
+        const double rho = std::exp(log_sigmoid(t[j]) - log_softplus(t[j]));
+        b[j] += scale * lambda * s.sp.power * y[j] * rho *
+                    (e[j] * std::fabs(g[j] - r) + 2.0 * ey) +
+                10.0 * kU * std::fabs(dx[j]);
+      }
+      return b;
+    }
+    case ReweightOp::kPower: {
+      double M = 0.0;
+      for (double v : t) {
+        if (v != -kInfD) M = std::max(M, std::fabs(v));
+      }
+      if (M == 0.0) return b;
+      double S = 0.0;
+      for (double v : t) {
+        if (v != -kInfD) S += std::pow(v / M, s.p);
+      }
+      const double kappa = power_kappa(s.p);
+      for (size_t j = 0; j < n; ++j) {
+        if (t[j] == -kInfD) continue;
+        b[j] += 2.0 * kappa * scale * s.p / (M * S) * std::pow(std::fabs(t[j]) / M, s.p - 1) *
+                (std::fabs(g[j] - r) + gy_abs);
+      }
+      return b;
+    }
+    case ReweightOp::kProbabilityTemperature: {
+      double M = 0.0, S = 0.0;
+      for (double v : t) M = std::max(M, v);
+      if (!(M > 0.0)) return b;  // all zero: empty row
+      const double a = 1.0 / static_cast<double>(s.T);
+      for (double v : t) {
+        if (v > 0) S += std::pow(v / M, a);
+      }
+      for (size_t j = 0; j < n; ++j) {
+        if (t[j] == -kInfD) continue;
+        const double c = scale * a / (M * S) * std::pow(t[j] / M, a - 1.0);
+        b[j] += 4e-6 * std::fabs(c) * (std::fabs(g[j] - r) + gy_abs);
+      }
+      return b;
+    }
+    case ReweightOp::kLogitStandardization: {
+      const Row e = reweight_forward_rel(s, t, y);
+      int64_t N = 0;
+      double mu = 0.0, sq = 0.0;
+      for (double v : t) {
+        if (v != -kInfD) mu += v, ++N;
+      }
+      mu /= static_cast<double>(N);
+      for (double v : t) {
+        if (v != -kInfD) sq += (v - mu) * (v - mu);
+      }
+      const double D = static_cast<double>(s.ls.unbiased ? N - 1 : N);
+      const double sigma = N > 1 ? std::sqrt(sq / D) : 0.0;
+      const double se = sigma + s.ls.eps;
+      const double k = 1.0 / (se * s.ls.temperature);
+      double dr = 0.0;
+      for (size_t i = 0; i < n; ++i) dr += e[i] * std::fabs(g[i] * y[i]);
+      auto dh = [&](size_t i) {
+        return e[i] * y[i] * (std::fabs(g[i]) + std::fabs(r)) + y[i] * dr;
+      };
+      double dC = 0.0;
+      if (sigma > 0) {
+        for (size_t i = 0; i < n; ++i) {
+          if (t[i] != -kInfD) dC += std::fabs(t[i] - mu) * dh(i);
+        }
+        dC /= se * D * sigma;
+      }
+      for (size_t j = 0; j < n; ++j) {
+        if (t[j] == -kInfD) continue;
+        b[j] += scale * k * (dh(j) + std::fabs(t[j] - mu) * dC) + 4.0 * kU * std::fabs(dx[j]);
+      }
+      return b;
+    }
+    default: break;
+  }
+  return b;
+}
+
+bool row_finite_visible(const Row& t) {
+  bool any = false;
+  for (double v : t) {
+    if (std::isnan(v) || v == kInfD) return false;
+    any |= v != -kInfD;
+  }
+  return any;
+}
+
+}  // namespace smax::reference
