@@ -12,7 +12,7 @@ import numbers
 from typing import Any, Optional, Tuple
 
 from . import _smax as _C
-from . import _arg, _is_torch, _shape_of, _torch_module, _wants_grad, _check_out
+from ._common import _alloc, _check_out, _opt, _shape_of, _torch_module, _wants_grad, with_options
 
 __all__ = ["attention", "ATTENTION_NORMALIZERS"]
 
@@ -21,16 +21,6 @@ ATTENTION_NORMALIZERS: Tuple[str, ...] = (
     "softmax", "sigmoid", "softpick", "ssmax", "stablemax", "softplus")
 
 _NAN = float("nan")
-
-
-def _alloc(like: Any, shape: Tuple[int, ...]) -> Any:
-    if _is_torch(like):
-        t = _torch_module()
-        if like.device.type != "cpu":
-            raise TypeError(f"smax.attention: tensors must be on the CPU, got device {like.device}")
-        return t.empty(shape, dtype=t.float32)
-    import numpy as np
-    return np.empty(shape, dtype=np.float32)
 
 
 def _as4(x: Any, name: str) -> Tuple[Any, bool]:
@@ -44,11 +34,16 @@ def _as4(x: Any, name: str) -> Tuple[Any, bool]:
                      f"got shape {list(shape)}")
 
 
-def _options(op: str, q4: Any, k4: Any, is_causal: bool, scale: Optional[float],
+def _prepare(op: str, q: Any, k: Any, v: Any, is_causal: bool, scale: Optional[float],
              enable_gqa: bool, dropout_p: float, normalizer: str, softcap: float,
              sinks: Any, alibi_slopes: Any, sigmoid_bias: Optional[float], softpick_eps: float,
              ssmax_s: float, empty_row: str, threads: Optional[int],
-             sigmoid_bias_mode: str = "per_sequence") -> tuple:
+             sigmoid_bias_mode: str = "per_sequence") -> Tuple[Any, Any, Any, bool, Any]:
+    """(q4, k4, v4, squeeze, ao): the 4-D views of q, k, v (squeeze: q was 3-D)
+    and the checked AttentionOptions."""
+    q4, squeeze = _as4(q, "q")
+    k4, _ = _as4(k, "k")
+    v4, _ = _as4(v, "v")
     if not isinstance(dropout_p, numbers.Real) or dropout_p != 0.0:
         raise ValueError(f"smax.{op}: dropout_p must be 0 (dropout is not supported), "
                          f"got {dropout_p!r}")
@@ -61,12 +56,13 @@ def _options(op: str, q4: Any, k4: Any, is_causal: bool, scale: Optional[float],
                          f"grouped-query attention")
     if scale is not None and (not isinstance(scale, numbers.Real) or math.isnan(scale)):
         raise ValueError(f"smax.{op}: scale must be a finite number or None, got {scale!r}")
-    return (bool(is_causal), _NAN if scale is None else float(scale), float(softcap),
-            None if sinks is None else _arg(sinks),
-            None if alibi_slopes is None else _arg(alibi_slopes), str(normalizer),
-            _NAN if sigmoid_bias is None else float(sigmoid_bias), float(softpick_eps),
-            float(ssmax_s), str(empty_row), 0 if threads is None else int(threads),
-            str(sigmoid_bias_mode))
+    return q4, k4, v4, squeeze, _C.AttentionOptions(
+        is_causal=bool(is_causal), scale=_NAN if scale is None else float(scale),
+        softcap=float(softcap), sinks=_opt(sinks), alibi_slopes=_opt(alibi_slopes),
+        normalizer=str(normalizer),
+        sigmoid_bias=_NAN if sigmoid_bias is None else float(sigmoid_bias),
+        softpick_eps=float(softpick_eps), ssmax_s=float(ssmax_s), empty_row=str(empty_row),
+        threads=0 if threads is None else int(threads), sigmoid_bias_mode=str(sigmoid_bias_mode))
 
 
 def attention(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 0.0,
@@ -105,15 +101,12 @@ def attention(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 
                                softpick_eps=softpick_eps, ssmax_s=ssmax_s,
                                empty_row=empty_row, threads=threads,
                                sigmoid_bias_mode=sigmoid_bias_mode)
-    q4, squeeze = _as4(q, "q")
-    k4, _ = _as4(k, "k")
-    v4, _ = _as4(v, "v")
-    ao = _options("attention", q4, k4, is_causal, scale, enable_gqa, dropout_p, normalizer,
-                  softcap, sinks, alibi_slopes, sigmoid_bias, softpick_eps, ssmax_s, empty_row,
-                  threads, sigmoid_bias_mode)
+    q4, k4, v4, squeeze, ao = _prepare(
+        "attention", q, k, v, is_causal, scale, enable_gqa, dropout_p, normalizer, softcap, sinks,
+        alibi_slopes, sigmoid_bias, softpick_eps, ssmax_s, empty_row, threads, sigmoid_bias_mode)
     shape = (int(q4.shape[0]), int(q4.shape[1]), int(q4.shape[2]), int(v4.shape[3]))
     if out is None:
-        res = _alloc(q, shape)
+        res = _alloc(q, shape, op="attention")
         o4 = res
     else:
         _check_out(out, "attention")
@@ -122,9 +115,8 @@ def attention(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 
             _check_out(out, "attention", want)
         res = out
         o4, _ = _as4(out, "out")
-    lse = _alloc(q, shape[:3]) if return_lse else None
-    _C.attention(_arg(q4), _arg(k4), _arg(v4), _arg(o4),
-                 None if attn_mask is None else _arg(attn_mask), lse, ao)
+    lse = _alloc(q, shape[:3], op="attention") if return_lse else None
+    _C.attention(_opt(q4), _opt(k4), _opt(v4), _opt(o4), _opt(attn_mask), lse, ao)
     if out is None and squeeze:
         res = res[0]
         if lse is not None:
@@ -144,30 +136,28 @@ def _function() -> Any:
     torch = _torch_module()
     if torch is None:  # pragma: no cover
         import torch  # noqa: F811
-    from ._torch_ops import first_order
+    from ._autograd import first_order
 
     class _Attention(torch.autograd.Function):
         """out = attention(q, k, v); backward recomputes P (first order only)."""
 
         @staticmethod
         def forward(ctx: Any, q: Any, k: Any, v: Any, mask: Any, sinks: Any, alibi: Any,
-                    ao: tuple) -> Any:
+                    ao: Any) -> Any:
             shape = (q.shape[0], q.shape[1], q.shape[2], v.shape[3])
             out = torch.empty(shape, dtype=torch.float32)
-            ao = ao[:3] + (None if sinks is None else sinks.detach(),
-                           None if alibi is None else alibi.detach()) + ao[5:]
+            ao = with_options(ao, sinks=sinks, alibi_slopes=alibi)
             _C.attention(q.detach(), k.detach(), v.detach(), out,
                          None if mask is None else mask.detach(), None, ao)
             ctx.save_for_backward(q, k, v, out, mask, sinks, alibi)
-            ctx.ao = ao[:3] + (None, None) + ao[5:]
+            ctx.ao = with_options(ao, sinks=None, alibi_slopes=None)
             return out
 
         @staticmethod
         @first_order("attention")
         def backward(ctx: Any, dout: Any) -> Tuple[Optional[Any], ...]:
             q, k, v, out, mask, sinks, alibi = ctx.saved_tensors
-            ao = ctx.ao[:3] + (None if sinks is None else sinks.detach(),
-                               None if alibi is None else alibi.detach()) + ctx.ao[5:]
+            ao = with_options(ctx.ao, sinks=sinks, alibi_slopes=alibi)
             dq = torch.empty(q.shape, dtype=torch.float32)
             dk = torch.empty(k.shape, dtype=torch.float32)
             dv = torch.empty(v.shape, dtype=torch.float32)
@@ -186,7 +176,12 @@ def torch_attention(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: fl
                     sigmoid_bias: Optional[float] = None, softpick_eps: float = 1e-6,
                     ssmax_s: float = 0.43, empty_row: str = "zero",
                     threads: Optional[int] = None,
-                    sigmoid_bias_mode: str = "per_sequence") -> Any:
+                    sigmoid_bias_mode: str = "per_sequence") -> Tuple[Any, Any, Any, bool, Any]:
+    """(q4, k4, v4, squeeze, ao): the 4-D views of q, k, v (squeeze: q was 3-D)
+    and the checked AttentionOptions."""
+    q4, squeeze = _as4(q, "q")
+    k4, _ = _as4(k, "k")
+    v4, _ = _as4(v, "v")
     """Differentiable ``smax.attention`` for float32 CPU torch tensors: same
     arguments (no ``out`` / ``return_lse``); gradients flow to q, k and v
     (not to the mask, sinks or ALiBi slopes)."""
@@ -195,12 +190,9 @@ def torch_attention(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: fl
         if torch is None or not isinstance(t, torch.Tensor):
             raise TypeError(f"smax.torch.attention: {name} must be a torch.Tensor, "
                             f"got {type(t).__name__}")
-    q4, squeeze = _as4(q, "q")
-    k4, _ = _as4(k, "k")
-    v4, _ = _as4(v, "v")
-    ao = _options("attention", q4, k4, is_causal, scale, enable_gqa, dropout_p, normalizer,
-                  softcap, sinks, alibi_slopes, sigmoid_bias, softpick_eps, ssmax_s, empty_row,
-                  threads, sigmoid_bias_mode)
+    q4, k4, v4, squeeze, ao = _prepare(
+        "attention", q, k, v, is_causal, scale, enable_gqa, dropout_p, normalizer, softcap, sinks,
+        alibi_slopes, sigmoid_bias, softpick_eps, ssmax_s, empty_row, threads, sigmoid_bias_mode)
     for name, t in (("q", q), ("k", k), ("v", v)):
         if t.dtype != torch.float32:
             raise TypeError(f"smax.torch.attention: {name} has dtype {t.dtype}, expected "

@@ -1,9 +1,9 @@
 """Array functions of smax beyond the softmax family: sparse and re-weighting
 normalisers (``_ops_normalizers.py``), losses (``_ops_losses.py``), samplers
-(``_ops_sampling.py``), on the plumbing of ``_ops_common.py``; this module
-gathers them. Re-exported by ``smax`` (see its docstring for
-the array-type, zero-copy, dtype and error conventions); differentiable
-versions for PyTorch live in ``smax.torch``.
+(``_ops_sampling.py``), on the plumbing of ``_common.py``; this module
+gathers them (re-exported by ``smax``; see its docstring for the array-type,
+zero-copy, dtype and error conventions). Differentiable versions for PyTorch
+live in ``smax.torch``.
 
 Every function takes ``x`` as a float32 numpy array, torch CPU tensor or any
 DLPack array (any rank <= 8, any strides; never copied) and returns results of
@@ -24,102 +24,18 @@ the caller's array type. The keyword options shared by all of them:
         normalisers: in place).
 
 A torch tensor that requires grad (with grad mode on) is routed through the
-autograd Function of ``smax.torch``, so these functions are differentiable in
-that case too.
+autograd Function of ``smax/_autograd.py``, so these functions are
+differentiable in that case too.
 """
 from __future__ import annotations
 
-from . import (  # noqa: F401  (package helpers, used through this module by _torch_ops)
-    _arg,
-    _check_out,
-    _is_torch,
-    _norm_dim,
-    _shape_of,
-    _torch_module,
-    _wants_grad,
-)
-from ._ops_common import (  # noqa: F401
-    REDUCTIONS,
-    Array,
-    _st,
-    _alloc,
-    _co,
-    _reduction,
-    _lo,
-    _rows_shape,
-    _prep,
-    _normalize,
-    _vjp,
-    _scalar_or_array,
-    _loss_shape,
-    _loss,
-    _seed,
-    _OPTS_DOC,
-)
-from ._ops_normalizers import (  # noqa: F401
-    sparsemax,
-    entmax15,
-    entmax_bisect,
-    sparse_softmax,
-    sparsemax_backward,
-    entmax15_backward,
-    entmax_bisect_backward,
-    sparse_softmax_backward,
-    ssmax,
-    softpick,
-    clipped_softmax,
-    stablemax,
-    softmax_collapse_fraction,
-    self_adjust_softmax,
-    sigmoid_normalizer,
-    softplus_normalizer,
-    power_softmax,
-    probability_temperature,
-    logit_standardization,
-)
-from ._ops_losses import (  # noqa: F401
-    _LOSS_DOC,
-    _loss_entry,
-    sparsemax_loss,
-    entmax15_loss,
-    entmax_bisect_loss,
-    sparse_softmax_loss,
-    stablemax_cross_entropy,
-    spherical_z_loss,
-    z_loss,
-    _CE_EXTRAS,
-    _ce_dim,
-    cross_entropy,
-    _cross_entropy_fwd,
-    linear_cross_entropy,
-    _linear_cross_entropy_fwd,
-)
-from ._ops_sampling import (  # noqa: F401
-    gumbel_noise,
-    gumbel_softmax,
-    gumbel_max,
-    softmax_topk,
-    sampling_filter,
-    sample,
-    soft_nms,
-)
+from . import _ops_losses, _ops_normalizers, _ops_sampling
+from ._common import _cross_entropy_fwd  # noqa: F401  (tests call it)
+from ._ops_losses import *  # noqa: F401,F403
+from ._ops_normalizers import *  # noqa: F401,F403
+from ._ops_sampling import *  # noqa: F401,F403
 
-__all__ = [
-    # sparse normalisers
-    "sparsemax", "entmax15", "entmax_bisect", "sparse_softmax",
-    "sparsemax_backward", "entmax15_backward", "entmax_bisect_backward",
-    "sparse_softmax_backward",
-    # rescaled / rectified
-    "ssmax", "softpick", "clipped_softmax", "stablemax", "softmax_collapse_fraction",
-    # re-weighting
-    "self_adjust_softmax", "sigmoid_normalizer", "softplus_normalizer", "power_softmax",
-    "probability_temperature", "logit_standardization",
-    # losses
-    "cross_entropy", "linear_cross_entropy", "z_loss", "spherical_z_loss",
-    "sparsemax_loss", "entmax15_loss", "entmax_bisect_loss", "sparse_softmax_loss",
-    "stablemax_cross_entropy",
-    # sampling
-    "gumbel_noise", "gumbel_softmax", "gumbel_max", "softmax_topk", "sampling_filter",
-    "sample", "soft_nms",
-    "REDUCTIONS",
-]
+__all__ = []
+__all__ += _ops_normalizers.__all__
+__all__ += _ops_losses.__all__
+__all__ += _ops_sampling.__all__

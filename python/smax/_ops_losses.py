@@ -3,27 +3,26 @@ z-losses and the sparse / StableMax losses (re-exported by ``smax``;
 conventions: ``help(smax._ops)``)."""
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence, Tuple, Union
+from typing import Any, Optional, Union
 
-from . import _smax as _C
-from . import (  # noqa: F401  (helpers defined before this module is imported)
-    _arg,
-    _check_out,
-    _norm_dim,
-    _shape_of,
-    _wants_grad,
-)
-from ._ops_common import (  # noqa: F401
+from ._common import (
     Array,
-    _st,
-    _alloc,
-    _co,
-    _reduction,
-    _lo,
-    _rows_shape,
-    _scalar_or_array,
+    _cross_entropy_fwd,
+    _linear_cross_entropy_fwd,
     _loss,
+    _opt,
+    _scalar_or_array,
+    _wants_grad,
+    loss_options,
+    softmax_options,
 )
+from ._route import autograd
+
+__all__ = [
+    "cross_entropy", "linear_cross_entropy", "z_loss", "spherical_z_loss",
+    "sparsemax_loss", "entmax15_loss", "entmax_bisect_loss", "sparse_softmax_loss",
+    "stablemax_cross_entropy",
+]
 
 
 # ---- losses ---------------------------------------------------------------------------------
@@ -43,11 +42,12 @@ _LOSS_DOC = """
 def _loss_entry(op: str, x: Any, target: Any, dim: Any, params: tuple, ignore_index: int,
                 reduction: str, weight: Any, empty_mean: str, scale: float, temperature: float,
                 mask: Any, empty_row: str, threads: int, out: Any) -> Any:
+    lo = loss_options(ignore_index, reduction, weight, empty_mean)
+    co = softmax_options(op, dim, scale, temperature, None, empty_row, threads)
     if out is None and _wants_grad(x, mask):
-        return _st().generic_loss(op, x, target, dim, params, ignore_index, reduction, weight,
-                                  empty_mean, scale, temperature, mask, empty_row, threads)
-    return _loss(op, x, target, dim, params, _lo(ignore_index, reduction, weight, empty_mean),
-                 _co(op, dim, scale, temperature, mask, empty_row, threads), out)
+        return autograd().loss(op, x, mask, target, dim, params, lo, co)
+    co.mask = _opt(mask)
+    return _loss(op, x, target, dim, params, lo, co, out)
 
 
 def sparsemax_loss(x: Array, target: Array, dim: int = -1, ignore_index: int = -100,
@@ -167,13 +167,6 @@ z_loss.__doc__ = (z_loss.__doc__ or "") + _LOSS_DOC
 _CE_EXTRAS = ("z_loss", "lse", "entropy", "target_logprob", "accuracy")
 
 
-def _ce_dim(x: Any, dim: Optional[int], op: str) -> int:
-    shape = _shape_of(x, "input", op)
-    if dim is None:
-        return 1 if len(shape) >= 2 else 0
-    return _norm_dim(dim, len(shape), op)
-
-
 def cross_entropy(input: Array, target: Array, weight: Any = None, ignore_index: int = -100,
                   reduction: str = "mean", label_smoothing: float = 0.0, *,
                   dim: Optional[int] = None, lse_square_scale: float = 0.0,
@@ -212,7 +205,7 @@ def cross_entropy(input: Array, target: Array, weight: Any = None, ignore_index:
     want = (return_z_loss, return_lse, return_entropy, return_target_logprob, return_accuracy)
     cap = 0.0 if softcap is None else float(softcap)
     if out is None and _wants_grad(input, mask):
-        return _st().cross_entropy(input, target, weight, ignore_index, reduction,
+        return autograd().cross_entropy(input, target, weight, ignore_index, reduction,
                                    label_smoothing, dim=dim, lse_square_scale=lse_square_scale,
                                    softcap=softcap, return_z_loss=return_z_loss,
                                    return_lse=return_lse, return_entropy=return_entropy,
@@ -227,38 +220,6 @@ def cross_entropy(input: Array, target: Array, weight: Any = None, ignore_index:
     if not any(want):
         return loss
     return (loss,) + tuple(e for e, w in zip(extras, want) if w)
-
-
-def _cross_entropy_fwd(input: Any, target: Any, weight: Any, ignore_index: int,
-                       reduction: str, label_smoothing: float, dim: Optional[int],
-                       lse_square_scale: float, softcap: float, want: Sequence[bool],
-                       empty_mean: str, scale: float, temperature: float, mask: Any,
-                       empty_row: str, threads: int, out: Any,
-                       grad: Any = None) -> Tuple[Any, list]:
-    """cross_entropy's forward; `extras` holds an array for every True in `want`
-    (z_loss, lse, entropy, target_logprob, accuracy), else None. `grad`: an
-    f32 array of input's shape (or input itself) that receives d loss / d input
-    for a unit upstream gradient (the fused path, smax::CrossEntropyOptions::grad)."""
-    op = "cross_entropy"
-    shape = _shape_of(input, "input", op)
-    d = _ce_dim(input, dim, op)
-    _shape_of(target, "target", op)
-    rows = _rows_shape(shape, d, False)
-    red = _reduction(reduction)
-    reduced = rows if red == "none" else ()
-    if out is None:
-        out = _alloc(input, reduced)
-    else:
-        _check_out(out, op, reduced)
-    shapes = (reduced, rows, rows, rows, reduced)
-    extras = [_alloc(input, s) if w else None for s, w in zip(shapes, want)]
-    _C.cross_entropy(_arg(input), _arg(target), _arg(out), float(label_smoothing),
-                     float(lse_square_scale), float(softcap),
-                     *[None if e is None else _arg(e) for e in extras],
-                     _lo(ignore_index, reduction, weight, empty_mean),
-                     _co(op, d, scale, temperature, mask, empty_row, threads),
-                     None if grad is None else _arg(grad))
-    return out, extras
 
 
 def linear_cross_entropy(hidden: Array, weight: Array, target: Array, bias: Any = None,
@@ -284,13 +245,12 @@ def linear_cross_entropy(hidden: Array, weight: Array, target: Array, bias: Any 
     want = (return_z_loss, return_lse, return_entropy, return_target_logprob, return_accuracy)
     cap = 0.0 if softcap is None else float(softcap)
     if _wants_grad(hidden, weight, bias):
-        return _st().linear_cross_entropy(
-            hidden, weight, target, bias, ce_weight, ignore_index, lse_square_scale,
-            label_smoothing, reduction, softcap, return_z_loss, return_lse=return_lse,
-            return_entropy=return_entropy, return_target_logprob=return_target_logprob,
-            return_accuracy=return_accuracy, token_chunk=token_chunk, vocab_chunk=vocab_chunk,
-            empty_mean=empty_mean, scale=scale, temperature=temperature, empty_row=empty_row,
-            threads=threads)
+        args = (int(ignore_index), float(lse_square_scale), float(label_smoothing),
+                str(reduction), cap, int(token_chunk), int(vocab_chunk), str(empty_mean))
+        co = softmax_options("linear_cross_entropy", -1, scale, temperature, None, empty_row,
+                             threads)
+        return autograd().linear_cross_entropy(hidden, weight, bias, target, ce_weight, args,
+                                               tuple(bool(w) for w in want), co)
     loss, extras = _linear_cross_entropy_fwd(hidden, weight, target, bias, ce_weight,
                                              ignore_index, lse_square_scale, label_smoothing,
                                              reduction, cap, want, token_chunk, vocab_chunk,
@@ -298,28 +258,3 @@ def linear_cross_entropy(hidden: Array, weight: Array, target: Array, bias: Any 
     if not any(want):
         return loss
     return (loss,) + tuple(e for e, w in zip(extras, want) if w)
-
-
-def _linear_cross_entropy_fwd(hidden: Any, weight: Any, target: Any, bias: Any, ce_weight: Any,
-                              ignore_index: int, lse_square_scale: float,
-                              label_smoothing: float, reduction: str, softcap: float,
-                              want: Sequence[bool], token_chunk: int, vocab_chunk: int,
-                              empty_mean: str, scale: float, temperature: float,
-                              empty_row: str, threads: int) -> Tuple[Any, list]:
-    op = "linear_cross_entropy"
-    hs = _shape_of(hidden, "hidden", op)
-    _shape_of(weight, "weight", op)
-    _shape_of(target, "target", op)
-    rows = hs[:1] if hs else ()
-    reduced = rows if _reduction(reduction) == "none" else ()
-    out = _alloc(hidden, reduced)
-    shapes = (reduced, rows, rows, rows, reduced)
-    extras = [_alloc(hidden, s) if w else None for s, w in zip(shapes, want)]
-    _C.linear_cross_entropy(_arg(hidden), _arg(weight), _arg(target),
-                            None if bias is None else _arg(bias), _arg(out),
-                            float(label_smoothing), float(lse_square_scale), float(softcap),
-                            *[None if e is None else _arg(e) for e in extras],
-                            int(token_chunk), int(vocab_chunk),
-                            _lo(ignore_index, reduction, ce_weight, empty_mean),
-                            _co(op, -1, scale, temperature, None, empty_row, threads))
-    return out, extras

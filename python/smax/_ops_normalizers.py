@@ -5,24 +5,35 @@ from __future__ import annotations
 from typing import Any, Optional, Union
 
 from . import _smax as _C
-from . import (  # noqa: F401  (helpers defined before this module is imported)
+from ._common import (
+    _OPTS_DOC,
+    Array,
+    _alloc,
     _arg,
     _check_out,
     _norm_dim,
-    _shape_of,
-    _wants_grad,
-)
-from ._ops_common import (  # noqa: F401
-    Array,
-    _st,
-    _alloc,
-    _co,
-    _rows_shape,
     _normalize,
-    _vjp,
+    _opt,
+    _rows_shape,
     _scalar_or_array,
-    _OPTS_DOC,
+    _shape_of,
+    _vjp,
+    _wants_grad,
+    softmax_options,
 )
+from ._route import autograd, normalizer
+
+__all__ = [
+    # sparse normalisers
+    "sparsemax", "entmax15", "entmax_bisect", "sparse_softmax",
+    "sparsemax_backward", "entmax15_backward", "entmax_bisect_backward",
+    "sparse_softmax_backward",
+    # rescaled / rectified
+    "ssmax", "softpick", "clipped_softmax", "stablemax", "softmax_collapse_fraction",
+    # re-weighting
+    "self_adjust_softmax", "sigmoid_normalizer", "softplus_normalizer", "power_softmax",
+    "probability_temperature", "logit_standardization",
+]
 
 
 # ---- sparse normalisers ---------------------------------------------------------------------
@@ -41,11 +52,8 @@ def sparsemax(x: Array, dim: int = -1, *, scale: float = 1.0, temperature: float
     is found in float64, the output rounded once). NaN / +inf in a row -> NaN
     row; -inf / masked -> 0; n = 1 -> 1. Ties get equal outputs.
     """
-    if out is None and _wants_grad(x, mask):
-        return _st().sparsemax(x, dim, scale=scale, temperature=temperature, mask=mask,
-                               empty_row=empty_row, threads=threads)
-    return _normalize("sparsemax", x, dim, (),
-                      _co("sparsemax", dim, scale, temperature, mask, empty_row, threads), out)
+    return normalizer("sparsemax", True, x, dim, (),
+                      softmax_options("sparsemax", dim, scale, temperature, None, empty_row, threads), mask, out)
 
 
 sparsemax.__doc__ = (sparsemax.__doc__ or "") + _OPTS_DOC
@@ -60,11 +68,8 @@ def entmax15(x: Array, dim: int = -1, *, scale: float = 1.0, temperature: float 
     bisection). Same result as ``entmax.entmax15(x, dim)``. Error and special
     values as ``sparsemax``.
     """
-    if out is None and _wants_grad(x, mask):
-        return _st().entmax15(x, dim, scale=scale, temperature=temperature, mask=mask,
-                              empty_row=empty_row, threads=threads)
-    return _normalize("entmax15", x, dim, (),
-                      _co("entmax15", dim, scale, temperature, mask, empty_row, threads), out)
+    return normalizer("entmax15", True, x, dim, (),
+                      softmax_options("entmax15", dim, scale, temperature, None, empty_row, threads), mask, out)
 
 
 entmax15.__doc__ = (entmax15.__doc__ or "") + _OPTS_DOC
@@ -91,13 +96,12 @@ def entmax_bisect(x: Array, alpha: Union[float, Array] = 1.5, dim: int = -1, n_i
     Error vs float64 as ``sparsemax``.
     """
     a, a_t = _scalar_or_array(alpha, "alpha", "entmax_bisect")
+    co = softmax_options("entmax_bisect", dim, scale, temperature, None, empty_row, threads)
+    params = (a, a_t, int(n_iter), bool(ensure_sum_one))
     if out is None and _wants_grad(x, mask, alpha):
-        return _st().entmax_bisect(x, alpha, dim, n_iter, ensure_sum_one, scale=scale,
-                                   temperature=temperature, mask=mask, empty_row=empty_row,
-                                   threads=threads)
-    return _normalize("entmax_bisect", x, dim, (a, a_t, int(n_iter), bool(ensure_sum_one)),
-                      _co("entmax_bisect", dim, scale, temperature, mask, empty_row, threads),
-                      out)
+        return autograd().entmax_bisect(x, mask, alpha, dim, params, co)
+    co.mask = _opt(mask)
+    return _normalize("entmax_bisect", x, dim, params, co, out)
 
 
 entmax_bisect.__doc__ = (entmax_bisect.__doc__ or "") + _OPTS_DOC
@@ -113,12 +117,9 @@ def sparse_softmax(x: Array, k: int, dim: int = -1, *, scale: float = 1.0,
     -inf entries are never kept. ``k >= n``: plain softmax; ``k < 1``:
     ValueError. Relative error <= 2e-6 (outputs >= 1e-30).
     """
-    if out is None and _wants_grad(x, mask):
-        return _st().sparse_softmax(x, k, dim, scale=scale, temperature=temperature, mask=mask,
-                                    algorithm=algorithm, empty_row=empty_row, threads=threads)
-    return _normalize("sparse_softmax", x, dim, (int(k),),
-                      _co("sparse_softmax", dim, scale, temperature, mask, empty_row, threads,
-                          algorithm), out)
+    return normalizer("sparse_softmax", True, x, dim, (int(k),),
+                      softmax_options("sparse_softmax", dim, scale, temperature, None, empty_row, threads,
+                          algorithm), mask, out)
 
 
 sparse_softmax.__doc__ = (sparse_softmax.__doc__ or "") + _OPTS_DOC
@@ -129,7 +130,7 @@ def sparsemax_backward(y: Array, dy: Array, dim: int = -1, *, scale: float = 1.0
     """VJP of sparsemax from its output ``y``: on the support ``y > 0``,
     ``dx = s (dy - mean_support(dy))``, 0 elsewhere (``s = scale / temperature``)."""
     return _vjp("sparsemax_backward", y, dy, dim, (),
-                _co("sparsemax_backward", dim, scale, temperature, None, "zero", threads), out)
+                softmax_options("sparsemax_backward", dim, scale, temperature, None, "zero", threads), out)
 
 
 def entmax15_backward(y: Array, dy: Array, dim: int = -1, *, scale: float = 1.0,
@@ -137,7 +138,7 @@ def entmax15_backward(y: Array, dy: Array, dim: int = -1, *, scale: float = 1.0,
     """VJP of entmax15 from its output ``y``: ``w = sqrt(y)``,
     ``dx = s w (dy - <dy, w> / sum w)``."""
     return _vjp("entmax15_backward", y, dy, dim, (),
-                _co("entmax15_backward", dim, scale, temperature, None, "zero", threads), out)
+                softmax_options("entmax15_backward", dim, scale, temperature, None, "zero", threads), out)
 
 
 def entmax_bisect_backward(y: Array, dy: Array, alpha: Union[float, Array] = 1.5,
@@ -161,7 +162,7 @@ def entmax_bisect_backward(y: Array, dy: Array, alpha: Union[float, Array] = 1.5
         _check_out(out, op, shape)
     _C.entmax_bisect_backward(_arg(y), _arg(dy), _arg(out), None if da is None else _arg(da),
                               a, a_t, 50, True,
-                              _co(op, dim, scale, temperature, None, "zero", threads))
+                              softmax_options(op, dim, scale, temperature, None, "zero", threads))
     return (out, da) if return_dalpha else out
 
 
@@ -170,7 +171,7 @@ def sparse_softmax_backward(y: Array, dy: Array, dim: int = -1, *, scale: float 
                             out: Any = None) -> Array:
     """VJP of sparse_softmax from its output: ``dx = s y (dy - <dy, y>)``."""
     return _vjp("sparse_softmax_backward", y, dy, dim, (),
-                _co("sparse_softmax_backward", dim, scale, temperature, None, "zero", threads),
+                softmax_options("sparse_softmax_backward", dim, scale, temperature, None, "zero", threads),
                 out)
 
 
@@ -193,12 +194,12 @@ def ssmax(x: Array, s: Union[float, Array] = 0.43, dim: int = -1, *, fixed_n: in
     Relative error <= 2e-6 vs float64 softmax of the scaled logits.
     """
     sv, s_t = _scalar_or_array(s, "s", "ssmax")
+    co = softmax_options("ssmax", dim, scale, temperature, None, empty_row, threads, algorithm)
+    params = (sv, s_t, int(fixed_n))
     if out is None and _wants_grad(x, mask, s):
-        return _st().ssmax(x, s, dim, fixed_n=fixed_n, scale=scale, temperature=temperature,
-                           mask=mask, algorithm=algorithm, empty_row=empty_row, threads=threads)
-    return _normalize("ssmax", x, dim, (sv, s_t, int(fixed_n)),
-                      _co("ssmax", dim, scale, temperature, mask, empty_row, threads, algorithm),
-                      out)
+        return autograd().ssmax(x, mask, s, dim, params, co)
+    co.mask = _opt(mask)
+    return _normalize("ssmax", x, dim, params, co, out)
 
 
 ssmax.__doc__ = (ssmax.__doc__ or "") + _OPTS_DOC
@@ -214,11 +215,8 @@ def softpick(x: Array, dim: int = -1, *, eps: float = 1e-6, scale: float = 1.0,
     entries are left out of the denominator. Computed in a shifted form that
     never overflows. Relative error ~2e-6 (see docs/python.md).
     """
-    if out is None and _wants_grad(x, mask):
-        return _st().softpick(x, dim, eps=eps, scale=scale, temperature=temperature, mask=mask,
-                              empty_row=empty_row, threads=threads)
-    return _normalize("softpick", x, dim, (float(eps),),
-                      _co("softpick", dim, scale, temperature, mask, empty_row, threads), out)
+    return normalizer("softpick", False, x, dim, (float(eps),),
+                      softmax_options("softpick", dim, scale, temperature, None, empty_row, threads), mask, out)
 
 
 softpick.__doc__ = (softpick.__doc__ or "") + _OPTS_DOC
@@ -236,13 +234,8 @@ def clipped_softmax(x: Array, dim: int = -1, *, gamma: float = -0.025, zeta: flo
     stretched value lies in [0, 1] (as ``torch.clamp``). Error bound in
     docs/normalizers.md.
     """
-    if out is None and _wants_grad(x, mask):
-        return _st().clipped_softmax(x, dim, gamma=gamma, zeta=zeta, scale=scale,
-                                     temperature=temperature, mask=mask, empty_row=empty_row,
-                                     threads=threads)
-    return _normalize("clipped_softmax", x, dim, (float(gamma), float(zeta)),
-                      _co("clipped_softmax", dim, scale, temperature, mask, empty_row, threads),
-                      out)
+    return normalizer("clipped_softmax", False, x, dim, (float(gamma), float(zeta)),
+                      softmax_options("clipped_softmax", dim, scale, temperature, None, empty_row, threads), mask, out)
 
 
 clipped_softmax.__doc__ = (clipped_softmax.__doc__ or "") + _OPTS_DOC
@@ -254,11 +247,8 @@ def stablemax(x: Array, dim: int = -1, *, scale: float = 1.0, temperature: float
     """StableMax (Prieto et al. 2025, arXiv:2501.04697):
     ``y_i = s(t_i) / sum_j s(t_j)``, ``s(x) = x + 1`` for x >= 0, ``1 / (1 - x)``
     below. Not shift invariant. Relative error <= 1e-6 (outputs >= 1e-30)."""
-    if out is None and _wants_grad(x, mask):
-        return _st().stablemax(x, dim, scale=scale, temperature=temperature, mask=mask,
-                               empty_row=empty_row, threads=threads)
-    return _normalize("stablemax", x, dim, (),
-                      _co("stablemax", dim, scale, temperature, mask, empty_row, threads), out)
+    return normalizer("stablemax", False, x, dim, (),
+                      softmax_options("stablemax", dim, scale, temperature, None, empty_row, threads), mask, out)
 
 
 stablemax.__doc__ = (stablemax.__doc__ or "") + _OPTS_DOC
@@ -282,7 +272,7 @@ def softmax_collapse_fraction(x: Array, dim: int = -1, precision: str = "f32", *
     flags = _alloc(x, _rows_shape(shape, d, False)) if return_flags else None
     frac = _C.softmax_collapse_fraction(_arg(x), str(precision),
                                         None if flags is None else _arg(flags),
-                                        _co(op, dim, scale, temperature, mask, "zero", threads))
+                                        softmax_options(op, dim, scale, temperature, mask, "zero", threads))
     return (float(frac), flags) if return_flags else float(frac)
 
 
@@ -301,14 +291,9 @@ def self_adjust_softmax(x: Array, dim: int = -1, *, normalized: bool = False,
     too (what autograd of a PyTorch implementation gives); False treats them
     as constants. Error <= 2.2e-6 relative.
     """
-    if out is None and _wants_grad(x, mask):
-        return _st().self_adjust_softmax(x, dim, normalized=normalized,
-                                         grad_through_bounds=grad_through_bounds, scale=scale,
-                                         temperature=temperature, mask=mask,
-                                         empty_row=empty_row, threads=threads)
-    return _normalize("self_adjust_softmax", x, dim, (bool(normalized), bool(grad_through_bounds)),
-                      _co("self_adjust_softmax", dim, scale, temperature, mask, empty_row,
-                          threads), out)
+    return normalizer("self_adjust_softmax", False, x, dim, (bool(normalized), bool(grad_through_bounds)),
+                      softmax_options("self_adjust_softmax", dim, scale, temperature, None, empty_row,
+                          threads), mask, out)
 
 
 self_adjust_softmax.__doc__ = (self_adjust_softmax.__doc__ or "") + _OPTS_DOC
@@ -322,15 +307,10 @@ def sigmoid_normalizer(x: Array, dim: int = -1, *, bias: Optional[float] = None,
     elementwise, ``b = -ln n`` by default (n = the row length, or ``n_fixed``
     if > 0, or the number of visible entries with ``count_visible``), or the
     given ``bias``. Relative error <= 2e-6."""
-    if out is None and _wants_grad(x, mask):
-        return _st().sigmoid_normalizer(x, dim, bias=bias, n_fixed=n_fixed,
-                                        count_visible=count_visible, scale=scale,
-                                        temperature=temperature, mask=mask,
-                                        empty_row=empty_row, threads=threads)
-    return _normalize("sigmoid_normalizer", x, dim,
+    return normalizer("sigmoid_normalizer", True, x, dim,
                       (None if bias is None else float(bias), int(n_fixed), bool(count_visible)),
-                      _co("sigmoid_normalizer", dim, scale, temperature, mask, empty_row,
-                          threads), out)
+                      softmax_options("sigmoid_normalizer", dim, scale, temperature, None, empty_row,
+                          threads), mask, out)
 
 
 sigmoid_normalizer.__doc__ = (sigmoid_normalizer.__doc__ or "") + _OPTS_DOC
@@ -358,13 +338,9 @@ def softplus_normalizer(x: Array, dim: int = -1, *, lambd: Optional[float] = Non
     given; else 1 (the plain softplus normaliser). ``power != 1``: the
     re-weighted variant ``l1norm(A^power)``. Relative error ~2e-6.
     """
-    if out is None and _wants_grad(x, mask):
-        return _st().softplus_normalizer(x, dim, lambd=lambd, head_dim=head_dim, power=power,
-                                         scale=scale, temperature=temperature, mask=mask,
-                                         empty_row=empty_row, threads=threads)
-    return _normalize("softplus_normalizer", x, dim, _softplus_params(lambd, head_dim, power),
-                      _co("softplus_normalizer", dim, scale, temperature, mask, empty_row,
-                          threads), out)
+    return normalizer("softplus_normalizer", False, x, dim, _softplus_params(lambd, head_dim, power),
+                      softmax_options("softplus_normalizer", dim, scale, temperature, None, empty_row,
+                          threads), mask, out)
 
 
 softplus_normalizer.__doc__ = (softplus_normalizer.__doc__ or "") + _OPTS_DOC
@@ -376,12 +352,8 @@ def power_softmax(x: Array, p: int = 2, dim: int = -1, *, scale: float = 1.0,
     """Power-Softmax (Zimerman et al. 2024): ``y = t^p / sum t^p`` for an even
     ``p > 0`` (odd or <= 0: ValueError). A row of zeros gives the uniform
     distribution over its visible entries."""
-    if out is None and _wants_grad(x, mask):
-        return _st().power_softmax(x, p, dim, scale=scale, temperature=temperature, mask=mask,
-                                   empty_row=empty_row, threads=threads)
-    return _normalize("power_softmax", x, dim, (int(p),),
-                      _co("power_softmax", dim, scale, temperature, mask, empty_row, threads),
-                      out)
+    return normalizer("power_softmax", False, x, dim, (int(p),),
+                      softmax_options("power_softmax", dim, scale, temperature, None, empty_row, threads), mask, out)
 
 
 power_softmax.__doc__ = (power_softmax.__doc__ or "") + _OPTS_DOC
@@ -392,12 +364,8 @@ def probability_temperature(p: Array, T: float, dim: int = -1, *, mask: Any = No
     """Temperature in the probability domain: ``y = p^(1/T) / sum p^(1/T)``
     (= ``softmax(log p / T)``), T > 0. ``p_i = 0`` stays 0; a negative, +inf or
     NaN entry gives a NaN row. Relative error <= 2e-6."""
-    if out is None and _wants_grad(p, mask):
-        return _st().probability_temperature(p, T, dim, mask=mask, empty_row=empty_row,
-                                             threads=threads)
-    return _normalize("probability_temperature", p, dim, (float(T),),
-                      _co("probability_temperature", dim, 1.0, 1.0, mask, empty_row, threads),
-                      out)
+    return normalizer("probability_temperature", False, p, dim, (float(T),),
+                      softmax_options("probability_temperature", dim, 1.0, 1.0, None, empty_row, threads), mask, out)
 
 
 def logit_standardization(x: Array, dim: int = -1, *, temperature: float = 1.0,
@@ -408,11 +376,6 @@ def logit_standardization(x: Array, dim: int = -1, *, temperature: float = 1.0,
     ``softmax((t - mean t) / (std t + eps) / temperature)`` over the visible
     entries (``unbiased``: std with N - 1). Here ``temperature`` is the
     distillation temperature of the paper (applied after standardising)."""
-    if out is None and _wants_grad(x, mask):
-        return _st().logit_standardization(x, dim, temperature=temperature, eps=eps,
-                                           unbiased=unbiased, scale=scale, mask=mask,
-                                           empty_row=empty_row, threads=threads)
-    return _normalize("logit_standardization", x, dim,
+    return normalizer("logit_standardization", False, x, dim,
                       (float(temperature), float(eps), bool(unbiased)),
-                      _co("logit_standardization", dim, scale, 1.0, mask, empty_row, threads),
-                      out)
+                      softmax_options("logit_standardization", dim, scale, 1.0, None, empty_row, threads), mask, out)

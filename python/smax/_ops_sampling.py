@@ -6,22 +6,24 @@ from __future__ import annotations
 from typing import Any, Optional, Sequence, Tuple
 
 from . import _smax as _C
-from . import (  # noqa: F401  (helpers defined before this module is imported)
+from ._common import (
+    Array,
+    _alloc,
     _arg,
     _check_out,
     _norm_dim,
+    _opt,
+    _prep,
+    _rows_shape,
+    _seed,
     _shape_of,
     _wants_grad,
+    softmax_options,
 )
-from ._ops_common import (  # noqa: F401
-    Array,
-    _st,
-    _alloc,
-    _co,
-    _rows_shape,
-    _prep,
-    _seed,
-)
+from ._route import autograd
+
+__all__ = ["gumbel_noise", "gumbel_softmax", "gumbel_max", "softmax_topk", "sampling_filter",
+           "sample", "soft_nms"]
 
 
 # ---- sampling ---------------------------------------------------------------------------------
@@ -58,18 +60,17 @@ def gumbel_softmax(logits: Array, tau: float = 1.0, hard: bool = False, dim: int
     explicit float32 noise array of ``logits``' shape instead.
     ``return_soft``: also return the soft sample, ``(y, y_soft)``.
     """
-    if out is None and _wants_grad(logits, mask):
-        r = _st().gumbel_softmax(logits, tau, hard, dim, seed=seed, noise=noise, scale=scale,
-                                 temperature=temperature, mask=mask, empty_row=empty_row,
-                                 threads=threads, return_soft=return_soft)
-        return r
     op = "gumbel_softmax"
+    co = softmax_options(op, dim, scale, temperature, None, empty_row, threads)
+    if out is None and _wants_grad(logits, mask):
+        return autograd().gumbel_softmax(logits, mask, float(tau), bool(hard),
+                                         _seed(seed, logits), noise, dim, bool(return_soft), co)
+    co.mask = _opt(mask)
     shape, _, out = _prep(op, logits, dim, out, what="logits")
     y_soft = _alloc(logits, shape) if (hard and return_soft) else None
     _C.gumbel_softmax(_arg(logits), _arg(out), float(tau), bool(hard), _seed(seed, logits),
                       None if noise is None else _arg(noise),
-                      None if y_soft is None else _arg(y_soft),
-                      _co(op, dim, scale, temperature, mask, empty_row, threads))
+                      None if y_soft is None else _arg(y_soft), co)
     if return_soft:
         return out, (out if y_soft is None else y_soft)
     return out
@@ -86,7 +87,7 @@ def gumbel_max(logits: Array, dim: int = -1, keepdim: bool = False, *,
     d = _norm_dim(dim, len(shape), op)
     _, _, out = _prep(op, logits, dim, out, _rows_shape(shape, d, keepdim), "i64", "logits")
     _C.gumbel_max(_arg(logits), _arg(out), _seed(seed, logits),
-                  _co(op, dim, scale, temperature, mask, "zero", threads))
+                  softmax_options(op, dim, scale, temperature, mask, "zero", threads))
     return out
 
 
@@ -102,18 +103,17 @@ def softmax_topk(x: Array, k: int, dim: int = -1, *, renormalize: bool = False,
     Relative error <= 2e-6. With ``smax.torch``, probs are differentiable
     with respect to x.
     """
-    if _wants_grad(x, mask):
-        return _st().softmax_topk(x, k, dim, renormalize=renormalize, scale=scale,
-                                  temperature=temperature, mask=mask, empty_row=empty_row,
-                                  threads=threads)
     op = "softmax_topk"
+    co = softmax_options(op, dim, scale, temperature, None, empty_row, threads)
+    if _wants_grad(x, mask):
+        return autograd().softmax_topk(x, mask, int(k), dim, bool(renormalize), co)
+    co.mask = _opt(mask)
     shape = _shape_of(x, "x", op)
     d = _norm_dim(dim, len(shape), op)
     oshape = shape[:d] + (int(k),) + shape[d + 1:] if shape else (int(k),)
     probs = _alloc(x, oshape)
     idx = _alloc(x, oshape, "i64")
-    _C.softmax_topk(_arg(x), _arg(probs), _arg(idx), int(k), bool(renormalize),
-                    _co(op, dim, scale, temperature, mask, empty_row, threads))
+    _C.softmax_topk(_arg(x), _arg(probs), _arg(idx), int(k), bool(renormalize), co)
     return probs, idx
 
 
@@ -127,7 +127,7 @@ def sampling_filter(logits: Array, temperature: float = 1.0, top_k: int = 0,
     op = "sampling_filter"
     _, _, out = _prep(op, logits, dim, out, what="logits")
     _C.sampling_filter(_arg(logits), _arg(out), float(temperature), int(top_k), float(top_p),
-                       _co(op, dim, scale, 1.0, mask, "zero", threads))
+                       softmax_options(op, dim, scale, 1.0, mask, "zero", threads))
     return out
 
 
@@ -144,7 +144,7 @@ def sample(logits: Array, temperature: float = 1.0, top_k: int = 0, top_p: float
     d = _norm_dim(dim, len(shape), op)
     _, _, out = _prep(op, logits, dim, out, _rows_shape(shape, d, keepdim), "i64", "logits")
     _C.sample(_arg(logits), _arg(out), float(temperature), int(top_k), float(top_p),
-              _seed(seed, logits), _co(op, dim, scale, 1.0, mask, "zero", threads))
+              _seed(seed, logits), softmax_options(op, dim, scale, 1.0, mask, "zero", threads))
     return out
 
 

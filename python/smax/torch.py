@@ -17,9 +17,10 @@ must be float32 CPU tensors (float64 raises ``TypeError``; smax has no
 float64 kernels). The modules ``Softmax``,
 ``LogSoftmax`` and ``LogSumExp`` wrap the functions for ``nn.Sequential``.
 
-Every other differentiable op is here too (autograd Functions in
-``smax/_torch_ops.py``), with the same signature as the array function in
-``smax`` minus ``out=``: the sparse normalisers (drop-ins for the ``entmax``
+Every differentiable op of the op list (``smax.op_list()``, kind "diff") is
+here, made from its array function in ``smax`` by ``_autograd.differentiable``
+(the same signature minus ``out=``; autograd Functions in
+``smax/_autograd.py``): the sparse normalisers (drop-ins for the ``entmax``
 package's ``sparsemax``, ``entmax15``, ``entmax_bisect``, with alpha
 gradients), the other normalisers, ``gumbel_softmax`` (straight-through for
 ``hard=True``), ``softmax_topk`` and every loss: ``cross_entropy`` is a
@@ -29,204 +30,32 @@ gradients for hidden / weight / bias. Modules: ``Sparsemax``, ``Entmax15``,
 ``EntmaxBisect``, ``CrossEntropyLoss``, ``SparsemaxLoss``, ``Entmax15Loss``,
 ``EntmaxBisectLoss`` (the entmax package's constructor arguments).
 
-Adding an op: an ``autograd.Function`` whose ``forward`` calls the array
-function in ``smax`` and whose ``backward`` calls its backward kernel, then a
-thin public function below (or in ``smax/_torch_ops.py``).
+Adding an op: nothing here. Its array function routes a tensor that
+requires grad to an autograd Function of ``smax/_autograd.py`` (the generic
+normaliser / loss Functions need nothing new), and the op list's "diff" kind
+puts it in this module.
 """
 from __future__ import annotations
 
-from typing import Any, Optional, Tuple
+from typing import Any, Optional
 
 import torch
 
 import smax as _smax
+from smax._attention import torch_attention as attention
+from smax._autograd import cross_entropy, differentiable, first_order  # noqa: F401
 
-from smax._torch_ops import first_order
-from smax._torch_ops import (  # noqa: E402,F401
-    clipped_softmax,
-    cross_entropy,
-    entmax15,
-    entmax15_loss,
-    entmax_bisect,
-    entmax_bisect_loss,
-    gumbel_softmax,
-    linear_cross_entropy,
-    logit_standardization,
-    power_softmax,
-    probability_temperature,
-    self_adjust_softmax,
-    sigmoid_normalizer,
-    softmax_topk,
-    softplus_normalizer,
-    softpick,
-    sparse_softmax,
-    sparse_softmax_loss,
-    sparsemax,
-    sparsemax_loss,
-    spherical_z_loss,
-    ssmax,
-    stablemax,
-    stablemax_cross_entropy,
-    z_loss,
-)
-from smax._torch_ops import __all__ as _ops_all  # noqa: E402
+# Hand-written here: cross_entropy (extra fused / inplace_backward arguments)
+# and attention (no out / return_lse); every other "diff" op of the op list is
+# its array function made differentiable.
+_HAND = {"cross_entropy": cross_entropy, "attention": attention}
+_OPS = [op.name for op in _smax.op_list() if op.kind == "diff"]
+for _name in _OPS:
+    globals()[_name] = _HAND.get(_name) or differentiable(getattr(_smax, _name))
+del _name
 
-__all__ = ["softmax", "log_softmax", "logsumexp", "Softmax", "LogSoftmax", "LogSumExp",
-           "Sparsemax", "Entmax15", "EntmaxBisect", "CrossEntropyLoss", "SparsemaxLoss",
-           "Entmax15Loss", "EntmaxBisectLoss"] + list(_ops_all)
-
-from smax._attention import torch_attention as attention  # noqa: E402
-
-__all__ += ["attention"]
-
-
-def _mask_grad(dt: torch.Tensor, mask: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
-    """d(loss)/d(additive mask) from d(loss)/d(logits), reduced to the mask's shape."""
-    if mask is None:
-        return None
-    return dt.sum_to_size(mask.shape) if dt.shape != mask.shape else dt
-
-
-def _needs_mask_grad(ctx: Any, mask: Optional[torch.Tensor]) -> bool:
-    return (
-        mask is not None
-        and mask.dtype == torch.float32
-        and len(ctx.needs_input_grad) > 4
-        and bool(ctx.needs_input_grad[4])
-    )
-
-
-class _Softmax(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, dim: int, scale: float, temperature: float,
-                mask: Optional[torch.Tensor], algorithm: str, empty_row: str,
-                threads: int) -> torch.Tensor:
-        y = _smax._forward(_smax._C.softmax, "softmax", x, None, dim, scale, temperature,
-                           mask, algorithm, empty_row, threads, None)
-        ctx.save_for_backward(y, mask)
-        ctx.opts = (dim, scale, temperature, threads)
-        return y
-
-    @staticmethod
-    @first_order("softmax")
-    def backward(ctx: Any, dy: torch.Tensor) -> Tuple[Optional[torch.Tensor], ...]:
-        y, mask = ctx.saved_tensors
-        dim, scale, temperature, threads = ctx.opts
-        dx = dmask = None
-        if ctx.needs_input_grad[0]:
-            dx = _smax.softmax_backward(y, dy, dim, scale=scale, temperature=temperature,
-                                        threads=threads)
-        if _needs_mask_grad(ctx, mask):
-            dt = _smax.softmax_backward(y, dy, dim, threads=threads)
-            dmask = _mask_grad(dt, mask)
-        return dx, None, None, None, dmask, None, None, None
-
-
-class _LogSoftmax(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, dim: int, scale: float, temperature: float,
-                mask: Optional[torch.Tensor], algorithm: str, empty_row: str,
-                threads: int) -> torch.Tensor:
-        y = _smax._forward(_smax._C.log_softmax, "log_softmax", x, None, dim, scale,
-                           temperature, mask, algorithm, empty_row, threads, None)
-        ctx.save_for_backward(y, mask)
-        ctx.opts = (dim, scale, temperature, threads)
-        return y
-
-    @staticmethod
-    @first_order("log_softmax")
-    def backward(ctx: Any, dy: torch.Tensor) -> Tuple[Optional[torch.Tensor], ...]:
-        y, mask = ctx.saved_tensors
-        dim, scale, temperature, threads = ctx.opts
-        dx = dmask = None
-        if ctx.needs_input_grad[0]:
-            dx = _smax.log_softmax_backward(y, dy, dim, scale=scale, temperature=temperature,
-                                            threads=threads)
-        if _needs_mask_grad(ctx, mask):
-            dt = _smax.log_softmax_backward(y, dy, dim, threads=threads)
-            dmask = _mask_grad(dt, mask)
-        return dx, None, None, None, dmask, None, None, None
-
-
-class _LogSumExp(torch.autograd.Function):
-    # d lse / d x_i = s * softmax(t)_i: the backward recomputes the softmax
-    # with smax (same options), so nothing of x's size is saved but x itself.
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, dim: int, keepdim: bool, scale: float,
-                temperature: float, mask: Optional[torch.Tensor], algorithm: str,
-                empty_row: str, threads: int) -> torch.Tensor:
-        shape = tuple(x.shape)
-        out_shape: Tuple[int, ...] = ()
-        if shape:
-            d = _smax._norm_dim(dim, len(shape), "logsumexp")
-            out_shape = shape[:d] + ((1,) if keepdim else ()) + shape[d + 1:]
-        out = _smax._forward(_smax._C.logsumexp, "logsumexp", x, out_shape, dim, scale,
-                             temperature, mask, algorithm, empty_row, threads, None)
-        ctx.save_for_backward(x, mask)
-        ctx.opts = (dim, keepdim, scale, temperature, algorithm, empty_row, threads)
-        return out
-
-    @staticmethod
-    @first_order("logsumexp")
-    def backward(ctx: Any, dout: torch.Tensor) -> Tuple[Optional[torch.Tensor], ...]:
-        x, mask = ctx.saved_tensors
-        dim, keepdim, scale, temperature, algorithm, empty_row, threads = ctx.opts
-        p = _smax.softmax(x, dim, scale=scale, temperature=temperature, mask=mask,
-                          algorithm=algorithm, empty_row=empty_row, threads=threads)
-        if x.dim() > 0:
-            d = dim % x.dim()
-            g = dout if keepdim else dout.unsqueeze(d)
-        else:
-            g = dout.reshape(p.shape)
-        dt = p.mul_(g)  # d loss / d logits
-        dx = dmask = None
-        if _needs_mask_grad_lse(ctx, mask):
-            dmask = _mask_grad(dt, mask)
-        if ctx.needs_input_grad[0]:
-            s = scale / temperature
-            dx = dt * s if s != 1.0 else (dt.clone() if dmask is not None else dt)
-        return dx, None, None, None, None, dmask, None, None, None
-
-
-def _needs_mask_grad_lse(ctx: Any, mask: Optional[torch.Tensor]) -> bool:
-    return mask is not None and mask.dtype == torch.float32 and bool(ctx.needs_input_grad[5])
-
-
-def _check(x: Any, op: str) -> None:
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"smax.torch.{op}: expected a torch.Tensor, got {type(x).__name__}")
-
-
-def softmax(x: torch.Tensor, dim: int = -1, *, scale: float = 1.0, temperature: float = 1.0,
-            mask: Optional[torch.Tensor] = None, algorithm: str = "auto",
-            empty_row: str = "zero", threads: int = 0) -> torch.Tensor:
-    """Differentiable ``smax.softmax`` (see its docstring for the options).
-
-    Same result as ``torch.softmax(x * scale / temperature + mask, dim)``
-    within 2e-6 relative, except that rows with every entry masked give 0
-    (``empty_row="zero"``; ``"nan"`` gives torch's NaN).
-    """
-    _check(x, "softmax")
-    return _Softmax.apply(x, dim, scale, temperature, mask, algorithm, empty_row, threads)
-
-
-def log_softmax(x: torch.Tensor, dim: int = -1, *, scale: float = 1.0,
-                temperature: float = 1.0, mask: Optional[torch.Tensor] = None,
-                algorithm: str = "auto", empty_row: str = "zero",
-                threads: int = 0) -> torch.Tensor:
-    """Differentiable ``smax.log_softmax``; a drop-in for ``F.log_softmax(x, dim)``."""
-    _check(x, "log_softmax")
-    return _LogSoftmax.apply(x, dim, scale, temperature, mask, algorithm, empty_row, threads)
-
-
-def logsumexp(x: torch.Tensor, dim: int = -1, keepdim: bool = False, *, scale: float = 1.0,
-              temperature: float = 1.0, mask: Optional[torch.Tensor] = None,
-              algorithm: str = "auto", empty_row: str = "zero",
-              threads: int = 0) -> torch.Tensor:
-    """Differentiable ``smax.logsumexp``; a drop-in for ``torch.logsumexp(x, dim, keepdim)``."""
-    _check(x, "logsumexp")
-    return _LogSumExp.apply(x, dim, keepdim, scale, temperature, mask, algorithm, empty_row,
-                            threads)
+__all__ = ["Softmax", "LogSoftmax", "LogSumExp", "Sparsemax", "Entmax15", "EntmaxBisect",
+           "CrossEntropyLoss", "SparsemaxLoss", "Entmax15Loss", "EntmaxBisectLoss"] + _OPS
 
 
 class Softmax(torch.nn.Module):

@@ -1,10 +1,7 @@
 // python/src/ext_attention.cc: bindings of attention / attention_backward
-// (smax/attention.h). Conventions: ext_common.h. The options tuple is
-//   ao = (is_causal, scale, softcap, sinks, alibi_slopes, normalizer,
-//         sigmoid_bias, softpick_eps, ssmax_s, empty_row, threads,
-//         sigmoid_bias_mode)
-// with scale / sigmoid_bias NaN for "default" and sigmoid_bias_mode
-// "per_sequence" or "per_row_visible".
+// (smax/attention.h). Conventions: ext_common.h. The options `ao` are a
+// smax._smax.AttentionOptions (PyAttentionOptions), scale / sigmoid_bias NaN
+// for "default" and sigmoid_bias_mode "per_sequence" or "per_row_visible".
 #include "ext_common.h"
 #include "smax/attention.h"
 
@@ -17,8 +14,8 @@ struct AttnArgs {
   smax::AttentionOptions o;
 };
 
-AttnArgs attn_options(const char* op, const std::optional<In>& mask, const nb::tuple& ao) {
-  if (ao.size() != 12) throw nb::type_error((pre(op) + "bad options tuple").c_str());
+AttnArgs attn_options(const char* op, const std::optional<In>& mask,
+                      const PyAttentionOptions& ao) {
   AttnArgs a;
   a.mask = mask;
   if (mask) {
@@ -33,30 +30,29 @@ AttnArgs attn_options(const char* op, const std::optional<In>& mask, const nb::t
                                .c_str());
     }
   }
-  a.o.is_causal = nb::cast<bool>(ao[0]);
-  a.o.scale = static_cast<float>(nb::cast<double>(ao[1]));
-  a.o.softcap = static_cast<float>(nb::cast<double>(ao[2]));
-  if (!ao[3].is_none()) {
-    a.sinks = nb::cast<In>(ao[3]);
+  a.o.is_causal = ao.is_causal;
+  a.o.scale = static_cast<float>(ao.scale);
+  a.o.softcap = static_cast<float>(ao.softcap);
+  if (ao.sinks) {
+    a.sinks = ao.sinks;
     a.o.sinks = f32(*a.sinks, op, "sinks");
   }
-  if (!ao[4].is_none()) {
-    a.alibi = nb::cast<In>(ao[4]);
+  if (ao.alibi_slopes) {
+    a.alibi = ao.alibi_slopes;
     a.o.alibi_slopes = f32(*a.alibi, op, "alibi_slopes");
   }
-  a.o.normalizer = smax::parse_attention_normalizer(nb::cast<std::string>(ao[5]));
-  a.o.sigmoid_bias = static_cast<float>(nb::cast<double>(ao[6]));
-  a.o.softpick_eps = static_cast<float>(nb::cast<double>(ao[7]));
-  a.o.ssmax_s = static_cast<float>(nb::cast<double>(ao[8]));
-  a.o.empty_row = smax::parse_empty_row(nb::cast<std::string>(ao[9]));
-  const int threads = nb::cast<int>(ao[10]);
-  if (threads < 0) {
+  a.o.normalizer = smax::parse_attention_normalizer(ao.normalizer);
+  a.o.sigmoid_bias = static_cast<float>(ao.sigmoid_bias);
+  a.o.softpick_eps = static_cast<float>(ao.softpick_eps);
+  a.o.ssmax_s = static_cast<float>(ao.ssmax_s);
+  a.o.empty_row = smax::parse_empty_row(ao.empty_row);
+  if (ao.threads < 0) {
     throw nb::value_error((pre(op) + "threads must be >= 0 (0 = default), got " +
-                           std::to_string(threads))
+                           std::to_string(ao.threads))
                               .c_str());
   }
-  a.o.threads = threads;
-  const std::string mode = nb::cast<std::string>(ao[11]);
+  a.o.threads = ao.threads;
+  const std::string& mode = ao.sigmoid_bias_mode;
   if (mode == "per_sequence") {
     a.o.sigmoid_bias_mode = smax::SigmoidBiasMode::kPerSequence;
   } else if (mode == "per_row_visible") {
@@ -76,7 +72,7 @@ void def_attention(nb::module_& m) {
   m.def(
       "attention",
       [](const In& q, const In& k, const In& v, const Out& out, const std::optional<In>& mask,
-         const std::optional<Out>& lse, const nb::tuple& ao) {
+         const std::optional<Out>& lse, const PyAttentionOptions& ao) {
         const char* op = "attention";
         AttnArgs a = attn_options(op, mask, ao);
         const auto qv = f32(q, op, "q");
@@ -92,7 +88,8 @@ void def_attention(nb::module_& m) {
   m.def(
       "attention_backward",
       [](const In& q, const In& k, const In& v, const In& out, const In& dout, const Out& dq,
-         const Out& dk, const Out& dv, const std::optional<In>& mask, const nb::tuple& ao) {
+         const Out& dk, const Out& dv, const std::optional<In>& mask,
+         const PyAttentionOptions& ao) {
         const char* op = "attention_backward";
         const AttnArgs a = attn_options(op, mask, ao);
         const auto qv = f32(q, op, "q");

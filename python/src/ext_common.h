@@ -1,15 +1,17 @@
 // python/src/ext_common.h: helpers shared by the translation units of the
 // nanobind module smax._smax (python/src/smax_ext.cc and ext_*.cc): ndarray ->
 // smax::TensorView conversion with TypeErrors that name the argument, and the
-// option tuples every op beyond the softmax family takes:
-//   co = (dim, scale, temperature, mask, algorithm, empty_row, threads)
-//   lo = (ignore_index, reduction, weight, empty_mean)
+// option objects the ops take (bound in smax_ext.cc, built by
+// smax/_common.py): `co` a smax._smax.SoftmaxOptions (every op), `lo` a
+// smax._smax.LossOptions (the losses). Their fields are the Python keyword
+// arguments, checked and parsed here when an op reads them.
 #pragma once
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -204,49 +206,79 @@ inline smax::TensorView target_view(const In& a, const char* op, bool probabilit
   return i64(a, op, "target");
 }
 
-/// SoftmaxOptions from the tuple `co` = (dim, scale, temperature, mask,
-/// algorithm, empty_row, threads). The mask array is kept in `mask` so that
+/// smax._smax.SoftmaxOptions: the keyword options every op takes, as the
+/// Python caller gave them (parsed by common()).
+struct PyOptions {
+  int64_t dim = -1;
+  double scale = 1.0;
+  double temperature = 1.0;
+  std::optional<In> mask;  // bool / uint8 (keep where true) or float32 (added)
+  std::string algorithm = "auto";
+  std::string empty_row = "zero";
+  int threads = 0;
+};
+
+/// smax._smax.LossOptions: the loss keyword options (parsed by loss()).
+struct PyLossOptions {
+  int64_t ignore_index = -100;
+  std::string reduction = "mean";
+  std::optional<In> weight;  // float32 [C] class weights
+  std::string empty_mean = "nan";
+};
+
+/// smax._smax.AttentionOptions (parsed in ext_attention.cc); scale and
+/// sigmoid_bias NaN mean "the default".
+struct PyAttentionOptions {
+  bool is_causal = false;
+  double scale = std::nan("");
+  double softcap = 0.0;
+  std::optional<In> sinks;
+  std::optional<In> alibi_slopes;
+  std::string normalizer = "softmax";
+  double sigmoid_bias = std::nan("");
+  double softpick_eps = 1e-6;
+  double ssmax_s = 0.43;
+  std::string empty_row = "zero";
+  int threads = 0;
+  std::string sigmoid_bias_mode = "per_sequence";
+};
+
+/// smax::SoftmaxOptions from `co`. The mask array is kept in `mask` so that
 /// the view in `o` stays valid while the op runs.
 struct Common {
   std::optional<In> mask;
   smax::SoftmaxOptions o;
 };
 
-inline Common common(const char* op, const nb::tuple& co) {
-  if (co.size() != 7) throw nb::type_error((pre(op) + "bad options tuple").c_str());
+inline Common common(const char* op, const PyOptions& co) {
   Common c;
-  if (!co[3].is_none()) c.mask = nb::cast<In>(co[3]);
-  c.o = make_options(op, nb::cast<int64_t>(co[0]), nb::cast<double>(co[1]),
-                     nb::cast<double>(co[2]), c.mask, nb::cast<std::string>(co[4]),
-                     nb::cast<std::string>(co[5]), nb::cast<int>(co[6]));
+  c.mask = co.mask;
+  c.o = make_options(op, co.dim, co.scale, co.temperature, c.mask, co.algorithm, co.empty_row,
+                     co.threads);
   return c;
 }
 
-/// LossOptions from the tuple `lo` = (ignore_index, reduction, weight,
-/// empty_mean).
+/// smax::LossOptions from `lo`.
 struct Loss {
   std::optional<In> weight;
   smax::LossOptions l;
 };
 
-inline Loss loss(const char* op, const nb::tuple& lo) {
-  if (lo.size() != 4) throw nb::type_error((pre(op) + "bad loss tuple").c_str());
+inline Loss loss(const char* op, const PyLossOptions& lo) {
   Loss r;
-  r.l.ignore_index = nb::cast<int64_t>(lo[0]);
-  const std::string red = nb::cast<std::string>(lo[1]);
-  r.l.reduction = with_op(op, [&] { return smax::parse_reduction(red); });
-  if (!lo[2].is_none()) {
-    r.weight = nb::cast<In>(lo[2]);
+  r.l.ignore_index = lo.ignore_index;
+  r.l.reduction = with_op(op, [&] { return smax::parse_reduction(lo.reduction); });
+  if (lo.weight) {
+    r.weight = lo.weight;
     r.l.weight = f32(*r.weight, op, "weight");
   }
-  const std::string em = nb::cast<std::string>(lo[3]);
-  if (em == "nan") {
+  if (lo.empty_mean == "nan") {
     r.l.empty_mean = smax::EmptyMean::kNan;
-  } else if (em == "zero") {
+  } else if (lo.empty_mean == "zero") {
     r.l.empty_mean = smax::EmptyMean::kZero;
   } else {
     throw nb::value_error(
-        (pre(op) + "empty_mean must be \"nan\" or \"zero\", got \"" + em + "\"")
+        (pre(op) + "empty_mean must be \"nan\" or \"zero\", got \"" + lo.empty_mean + "\"")
             .c_str());
   }
   return r;
@@ -284,8 +316,8 @@ inline smax::CrossEntropyOptions ce_params(double label_smoothing, double lse_sq
   return ce;
 }
 
-using Co = nb::tuple;
-using Lo = nb::tuple;
+using Co = PyOptions;
+using Lo = PyLossOptions;
 using OptIn = std::optional<In>;
 using OptOut = std::optional<Out>;
 
@@ -367,6 +399,49 @@ inline void def_loss_bwd(nb::module_& m, const char* name) {
       nb::arg("x"), nb::arg("target"), nb::arg("dloss"), nb::arg("out"), nb::arg("lo"),
       nb::arg("co"));
 }
+
+/// An op with parameters P (an options struct, or a number) and its backward:
+///   void F(src, dst, P, options),  void B(a, dy, dsrc, P, options),
+/// bound as `name(x, out, *args, co)` and `<name>_backward(a, dy, out, *args, co)`
+/// where `args` (types A..., Python names given by `names`) make P through
+/// Make. `a_name` / `a_kind`: the Python name of the backward's `a` (the
+/// source x, or p) and of the forward's source.
+template <typename P, typename... A>
+struct ParamOp {
+  using PArg = std::conditional_t<std::is_arithmetic_v<P>, P, const P&>;
+  using F = void (*)(const smax::TensorView&, const smax::TensorView&, PArg,
+                     const smax::SoftmaxOptions&);
+  using B = void (*)(const smax::TensorView&, const smax::TensorView&, const smax::TensorView&,
+                     PArg, const smax::SoftmaxOptions&);
+
+  template <F Fwd, B Bwd, P (*Make)(A...), typename... Names>
+  static void def(nb::module_& m, const char* name, const char* bwd_name, const char* x_name,
+                  const Names&... names) {
+    m.def(
+        name,
+        [name, x_name](const In& x, const Out& out, A... a, const Co& co) {
+          const Common c = common(name, co);
+          const P p = Make(a...);
+          const auto xv = f32(x, name, x_name);
+          const auto ov = f32o(out, name, "out");
+          nb::gil_scoped_release r;
+          Fwd(xv, ov, p, c.o);
+        },
+        nb::arg(x_name), nb::arg("out"), names..., nb::arg("co"));
+    m.def(
+        bwd_name,
+        [bwd_name, x_name](const In& x, const In& dy, const Out& out, A... a, const Co& co) {
+          const Common c = common(bwd_name, co);
+          const P p = Make(a...);
+          const auto xv = f32(x, bwd_name, x_name);
+          const auto dyv = f32(dy, bwd_name, "dy");
+          const auto ov = f32o(out, bwd_name, "out");
+          nb::gil_scoped_release r;
+          Bwd(xv, dyv, ov, p, c.o);
+        },
+        nb::arg(x_name), nb::arg("dy"), nb::arg("out"), names..., nb::arg("co"));
+  }
+};
 
 // Wrappers giving the overloaded / defaulted C++ functions the plain shapes above.
 inline void sparsemax_fwd(const smax::TensorView& s, const smax::TensorView& d,

@@ -5,6 +5,31 @@
 
 namespace smax_py __attribute__((visibility("hidden"))) {
 
+namespace {
+
+smax::SoftpickOptions softpick_params(double eps) {
+  smax::SoftpickOptions p;
+  p.eps = static_cast<float>(eps);
+  return p;
+}
+
+smax::ClippedSoftmaxOptions clipped_params(double gamma, double zeta) {
+  smax::ClippedSoftmaxOptions p;
+  p.gamma = static_cast<float>(gamma);
+  p.zeta = static_cast<float>(zeta);
+  return p;
+}
+
+smax::SsmaxOptions ssmax_params(const char* op, double s, const OptIn& s_t, int64_t fixed_n) {
+  smax::SsmaxOptions p;
+  p.s = static_cast<float>(s);
+  p.s_rows = opt_f32(s_t, op, "s");
+  p.fixed_n = fixed_n;
+  return p;
+}
+
+}  // namespace
+
 void def_rescaled(nb::module_& m) {
   def_fwd<&stablemax_fwd>(m, "stablemax");
   def_bwd<&stablemax_bwd>(m, "stablemax_backward", "x");
@@ -16,10 +41,7 @@ void def_rescaled(nb::module_& m) {
          const Co& co) {
         const char* op = "ssmax";
         const Common c = common(op, co);
-        smax::SsmaxOptions p;
-        p.s = static_cast<float>(s);
-        p.s_rows = opt_f32(s_t, op, "s");
-        p.fixed_n = fixed_n;
+        const smax::SsmaxOptions p = ssmax_params(op, s, s_t, fixed_n);
         const auto xv = f32(x, op, "x");
         const auto ov = f32o(out, op, "out");
         nb::gil_scoped_release r;
@@ -33,10 +55,7 @@ void def_rescaled(nb::module_& m) {
          const OptIn& s_t, int64_t fixed_n, const Co& co) {
         const char* op = "ssmax_backward";
         const Common c = common(op, co);
-        smax::SsmaxOptions p;
-        p.s = static_cast<float>(s);
-        p.s_rows = opt_f32(s_t, op, "s");
-        p.fixed_n = fixed_n;
+        const smax::SsmaxOptions p = ssmax_params(op, s, s_t, fixed_n);
         const auto xv = f32(x, op, "x");
         const auto yv = f32(y, op, "y");
         const auto dyv = f32(dy, op, "dy");
@@ -47,63 +66,13 @@ void def_rescaled(nb::module_& m) {
       },
       nb::arg("x"), nb::arg("y"), nb::arg("dy"), nb::arg("out"), nb::arg("ds").none(),
       nb::arg("s"), nb::arg("s_t").none(), nb::arg("fixed_n"), nb::arg("co"));
-  m.def(
-      "softpick",
-      [](const In& x, const Out& out, double eps, const Co& co) {
-        const char* op = "softpick";
-        const Common c = common(op, co);
-        smax::SoftpickOptions p;
-        p.eps = static_cast<float>(eps);
-        const auto xv = f32(x, op, "x");
-        const auto ov = f32o(out, op, "out");
-        nb::gil_scoped_release r;
-        smax::softpick(xv, ov, p, c.o);
-      },
-      nb::arg("x"), nb::arg("out"), nb::arg("eps"), nb::arg("co"));
-  m.def(
-      "softpick_backward",
-      [](const In& x, const In& dy, const Out& out, double eps, const Co& co) {
-        const char* op = "softpick_backward";
-        const Common c = common(op, co);
-        smax::SoftpickOptions p;
-        p.eps = static_cast<float>(eps);
-        const auto xv = f32(x, op, "x");
-        const auto dyv = f32(dy, op, "dy");
-        const auto ov = f32o(out, op, "out");
-        nb::gil_scoped_release r;
-        smax::softpick_backward(xv, dyv, ov, p, c.o);
-      },
-      nb::arg("x"), nb::arg("dy"), nb::arg("out"), nb::arg("eps"), nb::arg("co"));
-  m.def(
-      "clipped_softmax",
-      [](const In& x, const Out& out, double gamma, double zeta, const Co& co) {
-        const char* op = "clipped_softmax";
-        const Common c = common(op, co);
-        smax::ClippedSoftmaxOptions p;
-        p.gamma = static_cast<float>(gamma);
-        p.zeta = static_cast<float>(zeta);
-        const auto xv = f32(x, op, "x");
-        const auto ov = f32o(out, op, "out");
-        nb::gil_scoped_release r;
-        smax::clipped_softmax(xv, ov, p, c.o);
-      },
-      nb::arg("x"), nb::arg("out"), nb::arg("gamma"), nb::arg("zeta"), nb::arg("co"));
-  m.def(
-      "clipped_softmax_backward",
-      [](const In& x, const In& dy, const Out& out, double gamma, double zeta, const Co& co) {
-        const char* op = "clipped_softmax_backward";
-        const Common c = common(op, co);
-        smax::ClippedSoftmaxOptions p;
-        p.gamma = static_cast<float>(gamma);
-        p.zeta = static_cast<float>(zeta);
-        const auto xv = f32(x, op, "x");
-        const auto dyv = f32(dy, op, "dy");
-        const auto ov = f32o(out, op, "out");
-        nb::gil_scoped_release r;
-        smax::clipped_softmax_backward(xv, dyv, ov, p, c.o);
-      },
-      nb::arg("x"), nb::arg("dy"), nb::arg("out"), nb::arg("gamma"), nb::arg("zeta"),
-      nb::arg("co"));
+  ParamOp<smax::SoftpickOptions, double>::def<&smax::softpick, &smax::softpick_backward,
+                                              &softpick_params>(m, "softpick",
+                                                                "softpick_backward", "x",
+                                                                nb::arg("eps"));
+  ParamOp<smax::ClippedSoftmaxOptions, double, double>::def<
+      &smax::clipped_softmax, &smax::clipped_softmax_backward, &clipped_params>(
+      m, "clipped_softmax", "clipped_softmax_backward", "x", nb::arg("gamma"), nb::arg("zeta"));
   m.def(
       "softmax_collapse_fraction",
       [](const In& x, const std::string& precision, const OptOut& flags, const Co& co) {

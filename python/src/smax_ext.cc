@@ -10,14 +10,14 @@
 // calls; ext_<family>.cc bind the other op families (one def_<family>()
 // each); ext_common.h has the shared helpers.
 //
-// Adding an op: in its family's ext_*.cc, one `m.def(...)` whose lambda builds
-// views with f32()/i64()/target_view() (ext_common.h), the options with
-// common() (the tuple `co` every op beyond the softmax family takes: dim,
-// scale, temperature, mask, algorithm, empty_row, threads) and loss() (the
-// tuple `lo`: ignore_index, reduction, weight, empty_mean), then calls the C++
-// op inside a `nb::gil_scoped_release` block. Then a wrapper in
-// smax/_ops.py, an autograd Function in smax/_torch_ops.py when it is
-// differentiable, and lines in the .pyi stubs.
+// Adding an op: in its family's ext_*.cc, a def_fwd / def_bwd / def_loss /
+// ParamOp line (ext_common.h) or one `m.def(...)` whose lambda builds views
+// with f32()/i64()/target_view(), the options with common() (from `co`, a
+// SoftmaxOptions: dim, scale, temperature, mask, algorithm, empty_row,
+// threads) and loss() (from `lo`, a LossOptions: ignore_index, reduction,
+// weight, empty_mean), then calls the C++ op inside a `nb::gil_scoped_release`
+// block. Then its one Python definition in smax/_ops_<family>.py, and
+// regenerate smax/_smax.pyi (docs/python.md, "Stubs").
 #include "ext_common.h"
 #include <nanobind/stl/tuple.h>
 #include <tuple>
@@ -37,61 +37,76 @@ namespace {
 
 using namespace smax_py;
 
-using Forward = void (*)(const smax::TensorView&, const smax::TensorView&,
-                         const smax::SoftmaxOptions&);
-using Backward = void (*)(const smax::TensorView&, const smax::TensorView&,
-                          const smax::TensorView&, const smax::SoftmaxOptions&);
-
-template <Forward F>
-void forward(const char* op, const In& x, const Out& out, int64_t dim, double scale,
-             double temperature, const std::optional<In>& mask, const std::string& algorithm,
-             const std::string& empty_row, int threads) {
-  const smax::TensorView src = to_view(x, op, "x", smax::DType::kF32);
-  const smax::TensorView dst = to_view(out, op, "out", smax::DType::kF32);
-  const smax::SoftmaxOptions o =
-      make_options(op, dim, scale, temperature, mask, algorithm, empty_row, threads);
-  nb::gil_scoped_release release;
-  F(src, dst, o);
-}
-
-template <Backward F>
-void backward(const char* op, const In& y, const In& dy, const Out& out, int64_t dim, double scale,
-              double temperature, int threads) {
-  const smax::TensorView yv = to_view(y, op, "y", smax::DType::kF32);
-  const smax::TensorView dyv = to_view(dy, op, "dy", smax::DType::kF32);
-  const smax::TensorView dxv = to_view(out, op, "out", smax::DType::kF32);
-  const smax::SoftmaxOptions o = make_options(op, dim, scale, temperature, std::nullopt, "auto",
-                                              "zero", threads);
-  nb::gil_scoped_release release;
-  F(yv, dyv, dxv, o);
-}
-
-template <Forward F>
-void def_forward(nb::module_& m, const char* name, const char* doc) {
-  m.def(
-      name,
-      [name](const In& x, const Out& out, int64_t dim, double scale, double temperature,
+/// The option classes of the module (ext_common.h): keyword-only
+/// constructors with the Python functions' defaults, read/write fields.
+void def_options(nb::module_& m) {
+  nb::class_<PyOptions>(m, "SoftmaxOptions",
+                        "The options every op takes (smax/_common.py builds them).")
+      .def(
+          "__init__",
+          [](PyOptions* self, int64_t dim, double scale, double temperature,
              const std::optional<In>& mask, const std::string& algorithm,
              const std::string& empty_row, int threads) {
-        forward<F>(name, x, out, dim, scale, temperature, mask, algorithm, empty_row, threads);
-      },
-      nb::arg("x"), nb::arg("out"), nb::arg("dim"), nb::arg("scale"), nb::arg("temperature"),
-      nb::arg("mask").none(), nb::arg("algorithm"), nb::arg("empty_row"), nb::arg("threads"),
-      doc);
+            new (self) PyOptions{dim, scale, temperature, mask, algorithm, empty_row, threads};
+          },
+          nb::kw_only(), nb::arg("dim") = -1, nb::arg("scale") = 1.0,
+          nb::arg("temperature") = 1.0, nb::arg("mask").none() = nb::none(),
+          nb::arg("algorithm") = "auto", nb::arg("empty_row") = "zero", nb::arg("threads") = 0)
+      .def("__copy__", [](const PyOptions& o) { return PyOptions(o); })
+      .def_rw("dim", &PyOptions::dim)
+      .def_rw("scale", &PyOptions::scale)
+      .def_rw("temperature", &PyOptions::temperature)
+      .def_rw("mask", &PyOptions::mask)
+      .def_rw("algorithm", &PyOptions::algorithm)
+      .def_rw("empty_row", &PyOptions::empty_row)
+      .def_rw("threads", &PyOptions::threads);
+  nb::class_<PyLossOptions>(m, "LossOptions", "The options of the losses.")
+      .def(
+          "__init__",
+          [](PyLossOptions* self, int64_t ignore_index, const std::string& reduction,
+             const std::optional<In>& weight, const std::string& empty_mean) {
+            new (self) PyLossOptions{ignore_index, reduction, weight, empty_mean};
+          },
+          nb::kw_only(), nb::arg("ignore_index") = -100, nb::arg("reduction") = "mean",
+          nb::arg("weight").none() = nb::none(), nb::arg("empty_mean") = "nan")
+      .def_rw("ignore_index", &PyLossOptions::ignore_index)
+      .def_rw("reduction", &PyLossOptions::reduction)
+      .def_rw("weight", &PyLossOptions::weight)
+      .def_rw("empty_mean", &PyLossOptions::empty_mean);
+  using A = PyAttentionOptions;
+  nb::class_<A>(m, "AttentionOptions",
+                "The options of attention (scale, sigmoid_bias: NaN = the default).")
+      .def(
+          "__init__",
+          [](A* self, bool is_causal, double scale, double softcap,
+             const std::optional<In>& sinks, const std::optional<In>& alibi_slopes,
+             const std::string& normalizer, double sigmoid_bias, double softpick_eps,
+             double ssmax_s, const std::string& empty_row, int threads,
+             const std::string& sigmoid_bias_mode) {
+            new (self) A{is_causal,  scale,        softcap,      sinks,
+                         alibi_slopes, normalizer, sigmoid_bias, softpick_eps,
+                         ssmax_s,    empty_row,    threads,      sigmoid_bias_mode};
+          },
+          nb::kw_only(), nb::arg("is_causal") = false, nb::arg("scale") = std::nan(""),
+          nb::arg("softcap") = 0.0, nb::arg("sinks").none() = nb::none(),
+          nb::arg("alibi_slopes").none() = nb::none(), nb::arg("normalizer") = "softmax",
+          nb::arg("sigmoid_bias") = std::nan(""), nb::arg("softpick_eps") = 1e-6,
+          nb::arg("ssmax_s") = 0.43, nb::arg("empty_row") = "zero", nb::arg("threads") = 0,
+          nb::arg("sigmoid_bias_mode") = "per_sequence")
+      .def("__copy__", [](const A& o) { return A(o); })
+      .def_rw("is_causal", &A::is_causal)
+      .def_rw("scale", &A::scale)
+      .def_rw("softcap", &A::softcap)
+      .def_rw("sinks", &A::sinks)
+      .def_rw("alibi_slopes", &A::alibi_slopes)
+      .def_rw("normalizer", &A::normalizer)
+      .def_rw("sigmoid_bias", &A::sigmoid_bias)
+      .def_rw("softpick_eps", &A::softpick_eps)
+      .def_rw("ssmax_s", &A::ssmax_s)
+      .def_rw("empty_row", &A::empty_row)
+      .def_rw("threads", &A::threads)
+      .def_rw("sigmoid_bias_mode", &A::sigmoid_bias_mode);
 }
-
-template <Backward F>
-void def_backward(nb::module_& m, const char* name, const char* doc) {
-  m.def(
-      name,
-      [name](const In& y, const In& dy, const Out& out, int64_t dim, double scale,
-             double temperature, int threads) {
-        backward<F>(name, y, dy, out, dim, scale, temperature, threads);
-      },
-      nb::arg("y"), nb::arg("dy"), nb::arg("out"), nb::arg("dim"), nb::arg("scale"),
-      nb::arg("temperature"), nb::arg("threads"), doc);
-}
-
 
 /// The C++ library's message as Python callers read it: "smax.<op>: ...", the
 /// output named `out` (the library calls it dst / dsrc; every Python function
@@ -134,7 +149,8 @@ std::string python_message(const std::string& what) {
 NB_MODULE(_smax, m) {
   m.doc() =
       "Low-level bindings of the smax C++ library. Use the `smax` package: these "
-      "functions take preallocated outputs and every argument positionally.";
+      "functions take preallocated outputs, every argument positionally and the "
+      "options as SoftmaxOptions / LossOptions / AttentionOptions objects.";
 
   // smax::Error -> ValueError / NotImplementedError / MemoryError / RuntimeError.
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
@@ -159,12 +175,14 @@ NB_MODULE(_smax, m) {
     }
   });
 
+  def_options(m);
+
   // ---- the softmax family ------------------------------------------------------
-  def_forward<&smax::softmax>(m, "softmax", "softmax(x, out, dim, scale, temperature, mask, algorithm, empty_row, threads)");
-  def_forward<&smax::log_softmax>(m, "log_softmax", "log_softmax(x, out, ...): as softmax");
-  def_forward<&smax::logsumexp>(m, "logsumexp", "logsumexp(x, out, ...): out has x's shape without dim (or dim of size 1)");
-  def_backward<&smax::softmax_backward>(m, "softmax_backward", "softmax_backward(y, dy, out, dim, scale, temperature, threads)");
-  def_backward<&smax::log_softmax_backward>(m, "log_softmax_backward", "log_softmax_backward(y, dy, out, dim, scale, temperature, threads)");
+  def_fwd<&smax::softmax>(m, "softmax");
+  def_fwd<&smax::log_softmax>(m, "log_softmax");
+  def_fwd<&smax::logsumexp>(m, "logsumexp");  // out: x's shape without dim (or dim of size 1)
+  def_bwd<&smax::softmax_backward>(m, "softmax_backward");
+  def_bwd<&smax::log_softmax_backward>(m, "log_softmax_backward");
 
 
   // ---- every other op (ext_*.cc) -------------------------------------------------

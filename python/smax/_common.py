@@ -1,0 +1,341 @@
+"""Plumbing shared by every array function and autograd Function of smax (a
+leaf module: it imports nothing from the package but the extension).
+
+Argument checks, output allocation in the caller's framework, the option
+objects of the extension (``_smax.SoftmaxOptions`` / ``LossOptions``, built
+once per call by ``softmax_options`` / ``loss_options``) and the generic
+calls (``_normalize``, ``_vjp``, ``_loss``). ``_route.py`` sends a tensor that
+requires grad to the torch Functions (``_autograd.py``)."""
+from __future__ import annotations
+
+import copy
+import numbers
+import operator
+import sys
+from typing import Any, Optional, Sequence, Tuple
+
+import numpy as _np
+
+from . import _smax as _C
+
+#: Accepted values of ``algorithm=``.
+ALGORITHMS: Tuple[str, ...] = (
+    "auto",
+    "three-pass-reload",
+    "three-pass-recompute",
+    "two-pass",
+    "online",
+)
+#: Accepted values of ``empty_row=`` (what a row that is all masked / -inf gives).
+EMPTY_ROW_POLICIES: Tuple[str, ...] = ("zero", "nan")
+#: Accepted values of ``reduction=`` (``"elementwise_mean"``, the entmax
+#: package's name, is accepted as ``"mean"``).
+REDUCTIONS: Tuple[str, ...] = ("none", "mean", "sum")
+
+Array = Any
+
+_OPTS_DOC = """
+    Common options (see ``help(smax._ops)``): ``scale``, ``temperature``, ``mask``,
+    ``empty_row``, ``threads``, ``out``."""
+
+
+# ---- array types ------------------------------------------------------------------------
+
+
+def _torch_module() -> Any:
+    return sys.modules.get("torch")
+
+
+def _is_torch(x: Any) -> bool:
+    t = _torch_module()
+    return t is not None and isinstance(x, t.Tensor)
+
+
+def _shape_of(x: Any, what: str, op: str) -> Tuple[int, ...]:
+    shape = getattr(x, "shape", None)
+    if shape is None or not (
+        isinstance(x, _np.ndarray) or _is_torch(x) or hasattr(x, "__dlpack__")
+    ):
+        raise TypeError(
+            f"smax.{op}: {what} must be a numpy array, a torch tensor or a DLPack-capable "
+            f"array, got {type(x).__name__}"
+        )
+    return tuple(int(s) for s in shape)
+
+
+def _arg(x: Any) -> Any:
+    """What the extension gets: the same memory, no autograd wrapper."""
+    if _is_torch(x):
+        if x.requires_grad:
+            x = x.detach()  # a view: same storage, no copy
+        if x.is_conj() or x.is_neg():
+            raise TypeError("smax: lazily conjugated / negated tensors are not supported")
+    return x
+
+
+def _opt(x: Any) -> Any:
+    return None if x is None else _arg(x)
+
+
+def _alloc(like: Any, shape: Sequence[int], dtype: str = "f32", op: str = "") -> Any:
+    """An uninitialised array of `shape` in the framework of `like`."""
+    if _is_torch(like):
+        t = _torch_module()
+        if like.device.type != "cpu":
+            raise TypeError(f"smax{'.' + op if op else ''}: tensors must be on the CPU, got "
+                            f"device {like.device}")
+        return t.empty(tuple(shape), dtype=t.float32 if dtype == "f32" else t.int64)
+    return _np.empty(tuple(shape), dtype=_np.float32 if dtype == "f32" else _np.int64)
+
+
+def _fmt_shape(shape: Sequence[int]) -> str:
+    return str(tuple(int(s) for s in shape))
+
+
+def _check_out(out: Any, op: str, shape: Optional[Sequence[int]] = None,
+               dtype: str = "float32") -> None:
+    """Check a caller's `out=`: an array (numpy, torch or DLPack) of the
+    result's `shape` (when given), not requiring grad. Errors name `out`."""
+    if not (isinstance(out, _np.ndarray) or _is_torch(out) or hasattr(out, "__dlpack__")):
+        want = "" if shape is None else f" of shape {_fmt_shape(shape)}"
+        raise TypeError(
+            f"smax.{op}: out must be None or a preallocated {dtype} array{want} (a numpy "
+            f"array, a torch tensor or a DLPack-capable array), got {type(out).__name__}"
+        )
+    if _is_torch(out) and out.requires_grad:
+        raise RuntimeError(
+            f"smax.{op}: out= does not support automatic differentiation (out requires grad)"
+        )
+    if shape is not None:
+        got = tuple(int(s) for s in out.shape)
+        if got != tuple(int(s) for s in shape):
+            raise ValueError(
+                f"smax.{op}: out has shape {_fmt_shape(got)}, expected {_fmt_shape(shape)} "
+                f"(the result's shape)"
+            )
+
+
+def _wants_grad(*tensors: Any) -> bool:
+    t = _torch_module()
+    if t is None or not t.is_grad_enabled():
+        return False
+    return any(_is_torch(a) and a.requires_grad for a in tensors)
+
+
+def _norm_dim(dim: Any, rank: int, op: str) -> int:
+    try:
+        d = operator.index(dim)
+    except TypeError:
+        raise TypeError(f"smax.{op}: dim must be an int, got {type(dim).__name__}") from None
+    if rank == 0:
+        if d not in (0, -1):
+            raise ValueError(f"smax.{op}: dim {d} is out of range for rank 0")
+        return 0
+    if not -rank <= d < rank:
+        raise ValueError(f"smax.{op}: dim {d} is out of range for rank {rank}")
+    return d + rank if d < 0 else d
+
+
+def _rows_shape(shape: Tuple[int, ...], d: int, keepdim: bool) -> Tuple[int, ...]:
+    if not shape:
+        return ()
+    return shape[:d] + ((1,) if keepdim else ()) + shape[d + 1:]
+
+
+# ---- the option objects of the extension --------------------------------------------------
+
+
+def softmax_options(op: str, dim: Any, scale: float = 1.0, temperature: float = 1.0,
+                    mask: Any = None, empty_row: str = "zero", threads: int = 0,
+                    algorithm: str = "auto") -> Any:
+    """The ``_smax.SoftmaxOptions`` of a call (``mask``: an array or None)."""
+    try:
+        d = operator.index(dim)
+    except TypeError:
+        raise TypeError(f"smax.{op}: dim must be an int, got {type(dim).__name__}") from None
+    return _C.SoftmaxOptions(dim=d, scale=float(scale), temperature=float(temperature),
+                             mask=_opt(mask), algorithm=str(algorithm),
+                             empty_row=str(empty_row), threads=int(threads))
+
+
+def with_options(co: Any, **fields: Any) -> Any:
+    """A copy of an options object with `fields` replaced (arrays detached)."""
+    c = copy.copy(co)
+    for k, v in fields.items():
+        setattr(c, k, _opt(v))
+    return c
+
+
+def _reduction(reduction: str) -> str:
+    return "mean" if reduction == "elementwise_mean" else str(reduction)
+
+
+def loss_options(ignore_index: int, reduction: str, weight: Any, empty_mean: str) -> Any:
+    """The ``_smax.LossOptions`` of a call."""
+    return _C.LossOptions(ignore_index=int(ignore_index), reduction=_reduction(reduction),
+                          weight=_opt(weight), empty_mean=str(empty_mean))
+
+
+# ---- generic calls ----------------------------------------------------------------------------
+
+
+def _prep(op: str, x: Any, dim: Any, out: Any, out_shape: Optional[Tuple[int, ...]] = None,
+          dtype: str = "f32", what: str = "x") -> Tuple[Tuple[int, ...], int, Any]:
+    """Check x (called `what` in errors) and dim; allocate (or check) the output."""
+    shape = _shape_of(x, what, op)
+    d = _norm_dim(dim, len(shape), op)
+    want = shape if out_shape is None else out_shape
+    if out is None:
+        out = _alloc(x, want, dtype)
+    else:
+        _check_out(out, op, want, "float32" if dtype == "f32" else "int64")
+    return shape, d, out
+
+
+def _normalize(op: str, x: Any, dim: Any, params: tuple, co: Any, out: Any) -> Any:
+    """A row normaliser: out = op(x) of x's shape."""
+    _, _, out = _prep(op, x, dim, out)
+    getattr(_C, op)(_arg(x), _arg(out), *params, co)
+    return out
+
+
+def _reduce_rows(op: str, x: Any, dim: Any, keepdim: bool, co: Any, out: Any) -> Any:
+    """A row reduction (logsumexp): out has x's shape without dim (or keepdim)."""
+    shape = _shape_of(x, "x", op)
+    out_shape: Tuple[int, ...] = ()
+    if shape:
+        out_shape = _rows_shape(shape, _norm_dim(dim, len(shape), op), keepdim)
+    return _normalize_into(op, x, dim, co, out, out_shape)
+
+
+def _normalize_into(op: str, x: Any, dim: Any, co: Any, out: Any,
+                    out_shape: Tuple[int, ...]) -> Any:
+    _, _, out = _prep(op, x, dim, out, out_shape)
+    getattr(_C, op)(_arg(x), _arg(out), co)
+    return out
+
+
+def _vjp(op: str, a: Any, dy: Any, dim: Any, params: tuple, co: Any, out: Any,
+         what: str = "a") -> Any:
+    """A backward pass `op(a, dy, out, *params, co)`; `a` is y or x (see the op),
+    called `what` in errors."""
+    shape = _shape_of(a, what, op)
+    _shape_of(dy, "dy", op)
+    _norm_dim(dim, len(shape), op)
+    if out is None:
+        out = _alloc(a, shape)
+    else:
+        _check_out(out, op, shape)
+    getattr(_C, op)(_arg(a), _arg(dy), _arg(out), *params, co)
+    return out
+
+
+def _scalar_or_array(v: Any, what: str, op: str) -> Tuple[float, Any]:
+    """(scalar, None) for a Python / numpy number, (default, array) for an array
+    (per-row parameter, broadcast to x's shape with dim of size 1)."""
+    if isinstance(v, numbers.Real) and not isinstance(v, bool):
+        return float(v), None
+    if isinstance(v, _np.generic):
+        return float(v), None
+    _shape_of(v, what, op)
+    return 0.0, _arg(v)
+
+
+def _loss_shape(op: str, x: Any, dim: Any, reduction: str) -> Tuple[Tuple[int, ...], int, Tuple[int, ...]]:
+    shape = _shape_of(x, "x", op)
+    d = _norm_dim(dim, len(shape), op)
+    rows = _rows_shape(shape, d, False)
+    return shape, d, rows if _reduction(reduction) == "none" else ()
+
+
+def _loss(op: str, x: Any, target: Any, dim: Any, params: tuple, lo: Any, co: Any,
+          out: Any) -> Any:
+    """A loss `op(x, target, out, *params, lo, co)`."""
+    _, _, out_shape = _loss_shape(op, x, dim, lo.reduction)
+    if target is not None:
+        _shape_of(target, "target", op)
+    if out is None:
+        out = _alloc(x, out_shape)
+    else:
+        _check_out(out, op, out_shape)
+    getattr(_C, op)(_arg(x), None if target is None else _arg(target), _arg(out),
+                    *[_opt(p) for p in params], lo, co)
+    return out
+
+
+def _ce_dim(x: Any, dim: Optional[int], op: str) -> int:
+    shape = _shape_of(x, "input", op)
+    if dim is None:
+        return 1 if len(shape) >= 2 else 0
+    return _norm_dim(dim, len(shape), op)
+
+
+# ---- the forward passes of cross_entropy and linear_cross_entropy (numpy and torch) ---------
+
+
+def _cross_entropy_fwd(input: Any, target: Any, weight: Any, ignore_index: int,
+                       reduction: str, label_smoothing: float, dim: Optional[int],
+                       lse_square_scale: float, softcap: float, want: Sequence[bool],
+                       empty_mean: str, scale: float, temperature: float, mask: Any,
+                       empty_row: str, threads: int, out: Any,
+                       grad: Any = None) -> Tuple[Any, list]:
+    """cross_entropy's forward; `extras` holds an array for every True in `want`
+    (z_loss, lse, entropy, target_logprob, accuracy), else None. `grad`: an
+    f32 array of input's shape (or input itself) that receives d loss / d input
+    for a unit upstream gradient (the fused path, smax::CrossEntropyOptions::grad)."""
+    op = "cross_entropy"
+    shape = _shape_of(input, "input", op)
+    d = _ce_dim(input, dim, op)
+    _shape_of(target, "target", op)
+    rows = _rows_shape(shape, d, False)
+    red = _reduction(reduction)
+    reduced = rows if red == "none" else ()
+    if out is None:
+        out = _alloc(input, reduced)
+    else:
+        _check_out(out, op, reduced)
+    shapes = (reduced, rows, rows, rows, reduced)
+    extras = [_alloc(input, s) if w else None for s, w in zip(shapes, want)]
+    _C.cross_entropy(_arg(input), _arg(target), _arg(out), float(label_smoothing),
+                     float(lse_square_scale), float(softcap),
+                     *[_opt(e) for e in extras],
+                     loss_options(ignore_index, reduction, weight, empty_mean),
+                     softmax_options(op, d, scale, temperature, mask, empty_row, threads),
+                     None if grad is None else _arg(grad))
+    return out, extras
+
+
+def _linear_cross_entropy_fwd(hidden: Any, weight: Any, target: Any, bias: Any, ce_weight: Any,
+                              ignore_index: int, lse_square_scale: float,
+                              label_smoothing: float, reduction: str, softcap: float,
+                              want: Sequence[bool], token_chunk: int, vocab_chunk: int,
+                              empty_mean: str, scale: float, temperature: float,
+                              empty_row: str, threads: int) -> Tuple[Any, list]:
+    op = "linear_cross_entropy"
+    hs = _shape_of(hidden, "hidden", op)
+    _shape_of(weight, "weight", op)
+    _shape_of(target, "target", op)
+    rows = hs[:1] if hs else ()
+    reduced = rows if _reduction(reduction) == "none" else ()
+    out = _alloc(hidden, reduced)
+    shapes = (reduced, rows, rows, rows, reduced)
+    extras = [_alloc(hidden, s) if w else None for s, w in zip(shapes, want)]
+    _C.linear_cross_entropy(_arg(hidden), _arg(weight), _arg(target),
+                            None if bias is None else _arg(bias), _arg(out),
+                            float(label_smoothing), float(lse_square_scale), float(softcap),
+                            *[_opt(e) for e in extras],
+                            int(token_chunk), int(vocab_chunk),
+                            loss_options(ignore_index, reduction, ce_weight, empty_mean),
+                            softmax_options(op, -1, scale, temperature, None, empty_row, threads))
+    return out, extras
+
+
+def _seed(seed: Optional[int], like: Any) -> int:
+    """The seed to use: `seed`, or one drawn from torch's global generator (torch
+    inputs: torch.manual_seed makes runs reproducible) or numpy's global one."""
+    if seed is not None:
+        return int(seed)
+    if _is_torch(like):
+        t = _torch_module()
+        return int(t.randint(0, 2**62, (), dtype=t.int64).item())
+    return int(_np.random.randint(0, 2**62, dtype=_np.int64))

@@ -1,0 +1,75 @@
+"""The structure of the Python package: __init__.py only imports and
+re-exports, _common.py is a leaf (nothing from the package but the
+extension), the modules of smax import each other without a cycle (counting
+imports inside functions too), and smax.torch has every differentiable op of
+the op list."""
+import ast
+import pathlib
+
+import pytest
+
+import smax
+
+PKG = pathlib.Path(smax.__file__).resolve().parent
+MODULES = sorted(p.stem for p in PKG.glob("*.py"))
+
+
+def _imports(name):
+    """The smax modules `name` imports (anywhere in the file)."""
+    tree = ast.parse((PKG / f"{name}.py").read_text())
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level == 1 and node.module:
+                found.add(node.module.split(".")[0])
+            elif node.level == 1:
+                found.update(a.name for a in node.names)
+            elif node.module and node.module.split(".")[0] == "smax":
+                parts = node.module.split(".")
+                found.add(parts[1] if len(parts) > 1 else "__init__")
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                parts = a.name.split(".")
+                if parts[0] == "smax":
+                    found.add(parts[1] if len(parts) > 1 else "__init__")
+    return {m for m in found if m in MODULES or m == "__init__"} - {name}
+
+
+def test_common_is_a_leaf():
+    assert _imports("_common") == set()
+
+
+def test_no_import_cycle():
+    graph = {m: _imports(m) for m in MODULES}
+    done, active = set(), []
+
+    def visit(m):
+        if m in active:
+            pytest.fail("import cycle: " + " -> ".join(active[active.index(m):] + [m]))
+        if m in done:
+            return
+        active.append(m)
+        for n in sorted(graph.get(m, ())):
+            visit(n)
+        active.pop()
+        done.add(m)
+
+    for m in MODULES:
+        visit(m)
+
+
+def test_init_only_reexports():
+    tree = ast.parse((PKG / "__init__.py").read_text())
+    for node in tree.body:
+        ok = (isinstance(node, (ast.Import, ast.ImportFrom))
+              or (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant))
+              or (isinstance(node, (ast.Assign, ast.AugAssign))
+                  and ast.unparse(node).startswith("__all__")))
+        assert ok, f"smax/__init__.py line {node.lineno}: {ast.unparse(node)[:60]}"
+
+
+def test_torch_has_every_diff_op():
+    pytest.importorskip("torch")
+    import smax.torch as st
+    diff = [op.name for op in smax.op_list() if op.kind == "diff"]
+    assert [n for n in st.__all__ if n[0].islower()] == diff
