@@ -13,10 +13,9 @@ import smax
 
 F32 = np.float32
 
-# Public names that are not ops.
-CONSTANTS = {"ALGORITHMS", "EMPTY_ROW_POLICIES", "REDUCTIONS", "ATTENTION_NORMALIZERS"}
-RUNTIME = {"info", "set_max_target", "set_max_threads", "max_threads", "kernel_name", "op_list",
-           "OpInfo"}
+# Public names that are not ops (constants, and the op list's record type).
+CONSTANTS = {"ALGORITHMS", "EMPTY_ROW_POLICIES", "REDUCTIONS", "ATTENTION_NORMALIZERS", "OpInfo"}
+RUNTIME = {"info", "set_max_target", "set_max_threads", "max_threads", "kernel_name", "op_list"}
 
 
 def _inputs(lib):
