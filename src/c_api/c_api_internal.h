@@ -1,5 +1,8 @@
 // src/c_api/c_api_internal.h: helpers shared by the C ABI translation units
-// (smax_c*.cc): the exception guard, descriptor and options conversion.
+// (smax_c*.cc): the exception guard, descriptor and options conversion, and
+// the three shapes every entry point reduces to: an op is
+// call(op, fn, converters...), a params struct converter is
+// from_struct<Out>(...), an options initialiser is init_struct<Defaults>(...).
 //
 // Every C entry point runs its body inside guarded(), which turns every C++
 // exception into a status and a thread-local message: smax::Error keeps its
@@ -12,10 +15,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <exception>
 #include <new>
 #include <optional>
 #include <string>
+#include <tuple>
+#include <type_traits>
 
 #include "smax/c/smax.h"
 #include "smax/error.h"
@@ -98,37 +104,79 @@ const T* checked(const T* p, const char* op, const char* arg, const char* type,
 /// A C boolean field: 0 or 1, anything else is an invalid argument.
 bool to_bool(int32_t value, const char* op, const char* name);
 
-// ---- shared wrappers for the common op shapes ----------------------------------
+// ---- one C entry point = one call() --------------------------------------------
 
-/// op(a, b, options): forward normalisers (src, dst).
-using UnaryFn = void (*)(const smax::TensorView&, const smax::TensorView&,
-                         const smax::SoftmaxOptions&);
-smax_status unary_op(UnaryFn fn, const char* op, const smax_tensor* a, const char* a_name,
-                     const smax_tensor* b, const char* b_name,
-                     const smax_softmax_options* options) noexcept;
+/// A required tensor argument: converted by to_view (a null pointer is an
+/// error naming `name`).
+struct Tensor {
+  const smax_tensor* t;
+  const char* name;
+  smax::TensorView operator()(const char* op) const { return to_view(t, op, name); }
+};
+/// An optional tensor argument: converted by to_optional_view (null -> nullopt).
+struct OptionalTensor {
+  const smax_tensor* t;
+  const char* name;
+  std::optional<smax::TensorView> operator()(const char* op) const {
+    return to_optional_view(t, op, name);
+  }
+};
+/// A parameter converter bound to its C arguments: convert(c..., op) when the
+/// op runs (e.g. with(to_ssmax, params), with(to_ce, ce, loss)).
+template <typename Convert, typename... C>
+auto with(Convert convert, C... c) {
+  return [convert, c...](const char* op) { return convert(c..., op); };
+}
 
-/// op(a, b, c, options): backward passes (y or src, dy, dsrc).
-using TernaryFn = void (*)(const smax::TensorView&, const smax::TensorView&,
-                           const smax::TensorView&, const smax::SoftmaxOptions&);
-smax_status ternary_op(TernaryFn fn, const char* op, const smax_tensor* a, const char* a_name,
-                       const smax_tensor* b, const char* b_name, const smax_tensor* c,
-                       const char* c_name, const smax_softmax_options* options) noexcept;
+/// One argument of call(): softmax and loss options convert with to_options /
+/// to_loss, converters (Tensor, OptionalTensor, with(...)) run with `op`,
+/// anything else (scalars) passes unchanged.
+template <typename A>
+auto convert_arg(const A& a, const char* op) {
+  if constexpr (std::is_same_v<A, const smax_softmax_options*>) {
+    return to_options(a, op);
+  } else if constexpr (std::is_same_v<A, const smax_loss_options*>) {
+    return to_loss(a, op);
+  } else if constexpr (std::is_invocable_v<const A&, const char*>) {
+    return a(op);
+  } else {
+    return a;
+  }
+}
 
-/// op(src, target, dst, loss, options): losses without parameters.
-using LossFn = void (*)(const smax::TensorView&, const smax::TensorView&,
-                        const smax::TensorView&, const smax::LossOptions&,
-                        const smax::SoftmaxOptions&);
-smax_status loss_op(LossFn fn, const char* op, const smax_tensor* src, const smax_tensor* target,
-                    const smax_tensor* dst, const smax_loss_options* loss,
-                    const smax_softmax_options* options) noexcept;
+/// The body of a C op: inside guarded(), converts `args` in order (list
+/// initialisation evaluates left to right, so the first bad argument is the
+/// one reported) and calls fn(converted...). `fn` is the C++ op, or a lambda
+/// where it is overloaded or its arguments need adapting.
+template <typename Fn, typename... Args>
+smax_status call(const char* op, Fn fn, const Args&... args) noexcept {
+  return guarded([&] {
+    std::tuple<decltype(convert_arg(args, op))...> converted{convert_arg(args, op)...};
+    std::apply(fn, converted);
+  });
+}
 
-/// op(src, target, dloss, dsrc, loss, options): their backward passes.
-using LossBackwardFn = void (*)(const smax::TensorView&, const smax::TensorView&,
-                                const smax::TensorView&, const smax::TensorView&,
-                                const smax::LossOptions&, const smax::SoftmaxOptions&);
-smax_status loss_backward_op(LossBackwardFn fn, const char* op, const smax_tensor* src,
-                             const smax_tensor* target, const smax_tensor* dloss,
-                             const smax_tensor* dsrc, const smax_loss_options* loss,
-                             const smax_softmax_options* options) noexcept;
+// ---- C structs ------------------------------------------------------------------
+
+/// The C++ `Out` from an optional C struct: Out's defaults when `p` is null,
+/// else fill(*p, out) after checked(p, op, arg, type, min_size).
+template <typename Out, typename C, typename Fill>
+Out from_struct(const C* p, const char* op, const char* arg, const char* type, Fill&& fill,
+                size_t min_size = sizeof(C)) {
+  Out out;
+  if (checked(p, op, arg, type, min_size) != nullptr) fill(*p, out);
+  return out;
+}
+
+/// A C options struct's _init: null -> nothing; else every byte zero (padding,
+/// pointers: NULL), struct_size = sizeof(C), then fill(*o, Defaults{}) copies
+/// the C++ defaults into the other fields.
+template <typename Defaults, typename C, typename Fill>
+void init_struct(C* o, Fill&& fill) noexcept {
+  if (o == nullptr) return;
+  std::memset(o, 0, sizeof *o);
+  o->struct_size = sizeof *o;
+  fill(*o, Defaults{});
+}
 
 }  // namespace smax::capi

@@ -175,88 +175,13 @@ smax::LossOptions to_loss(const smax_loss_options* o, const char* op) {
   return out;
 }
 
-smax_status unary_op(UnaryFn fn, const char* op, const smax_tensor* a, const char* a_name,
-                     const smax_tensor* b, const char* b_name,
-                     const smax_softmax_options* options) noexcept {
-  return guarded([&] {
-    const smax::TensorView va = to_view(a, op, a_name);
-    const smax::TensorView vb = to_view(b, op, b_name);
-    fn(va, vb, to_options(options, op));
-  });
-}
-
-smax_status ternary_op(TernaryFn fn, const char* op, const smax_tensor* a, const char* a_name,
-                       const smax_tensor* b, const char* b_name, const smax_tensor* c,
-                       const char* c_name, const smax_softmax_options* options) noexcept {
-  return guarded([&] {
-    const smax::TensorView va = to_view(a, op, a_name);
-    const smax::TensorView vb = to_view(b, op, b_name);
-    const smax::TensorView vc = to_view(c, op, c_name);
-    fn(va, vb, vc, to_options(options, op));
-  });
-}
-
-smax_status loss_op(LossFn fn, const char* op, const smax_tensor* src, const smax_tensor* target,
-                    const smax_tensor* dst, const smax_loss_options* loss,
-                    const smax_softmax_options* options) noexcept {
-  return guarded([&] {
-    const smax::TensorView vs = to_view(src, op, "src");
-    const smax::TensorView vt = to_view(target, op, "target");
-    const smax::TensorView vd = to_view(dst, op, "dst");
-    const smax::LossOptions lo = to_loss(loss, op);
-    fn(vs, vt, vd, lo, to_options(options, op));
-  });
-}
-
-smax_status loss_backward_op(LossBackwardFn fn, const char* op, const smax_tensor* src,
-                             const smax_tensor* target, const smax_tensor* dloss,
-                             const smax_tensor* dsrc, const smax_loss_options* loss,
-                             const smax_softmax_options* options) noexcept {
-  return guarded([&] {
-    const smax::TensorView vs = to_view(src, op, "src");
-    const smax::TensorView vt = to_view(target, op, "target");
-    const smax::TensorView vl = to_view(dloss, op, "dloss");
-    const smax::TensorView vd = to_view(dsrc, op, "dsrc");
-    const smax::LossOptions lo = to_loss(loss, op);
-    fn(vs, vt, vl, vd, lo, to_options(options, op));
-  });
-}
-
 }  // namespace smax::capi
+
+using namespace smax::capi;
 
 namespace {
 
-using smax::capi::fail;
-using smax::capi::guarded;
-using smax::capi::to_options;
-using smax::capi::to_view;
-using smax::capi::valid_dtype;
-
 thread_local std::string t_string_result;  // storage for returned strings
-
-using ForwardFn = void (*)(const smax::TensorView&, const smax::TensorView&,
-                           const smax::SoftmaxOptions&);
-using BackwardFn = void (*)(const smax::TensorView&, const smax::TensorView&,
-                            const smax::TensorView&, const smax::SoftmaxOptions&);
-
-smax_status forward(ForwardFn fn, const char* op, const smax_tensor* src, const smax_tensor* dst,
-                    const smax_softmax_options* options) noexcept {
-  return guarded([&] {
-    const smax::TensorView s = to_view(src, op, "src");
-    const smax::TensorView d = to_view(dst, op, "dst");
-    fn(s, d, to_options(options, op));
-  });
-}
-
-smax_status backward(BackwardFn fn, const char* op, const smax_tensor* y, const smax_tensor* dy,
-                     const smax_tensor* dx, const smax_softmax_options* options) noexcept {
-  return guarded([&] {
-    const smax::TensorView vy = to_view(y, op, "y");
-    const smax::TensorView vdy = to_view(dy, op, "dy");
-    const smax::TensorView vdx = to_view(dx, op, "dx");
-    fn(vy, vdy, vdx, to_options(options, op));
-  });
-}
 
 const char* string_result(const std::string& s) noexcept {
   try {
@@ -304,49 +229,46 @@ smax_status smax_tensor_init(smax_tensor* tensor, void* data, int32_t dtype, int
 }
 
 void smax_softmax_options_init(smax_softmax_options* options) {
-  if (options == nullptr) return;
-  std::memset(options, 0, sizeof *options);
-  options->struct_size = sizeof(smax_softmax_options);
-  options->algorithm = SMAX_ALGORITHM_AUTO;
-  options->axis = -1;
-  options->scale = 1.0f;
-  options->temperature = 1.0f;
-  options->additive_mask = nullptr;
-  options->bool_mask = nullptr;
-  options->empty_row = SMAX_EMPTY_ROW_ZERO;
-  options->threads = 0;
+  init_struct<smax::SoftmaxOptions>(options, [](smax_softmax_options& o, const auto& d) {
+    o.algorithm = static_cast<int32_t>(d.algorithm);
+    o.axis = d.axis;
+    o.scale = d.scale;
+    o.temperature = d.temperature;
+    o.empty_row = static_cast<int32_t>(d.empty_row);
+    o.threads = d.threads;
+  });
 }
 
 void smax_loss_options_init(smax_loss_options* options) {
-  if (options == nullptr) return;
-  std::memset(options, 0, sizeof *options);
-  options->struct_size = sizeof(smax_loss_options);
-  options->reduction = SMAX_REDUCTION_MEAN;
-  options->ignore_index = -100;
-  options->weight = nullptr;
-  options->empty_mean = SMAX_EMPTY_MEAN_NAN;
+  init_struct<smax::LossOptions>(options, [](smax_loss_options& o, const auto& d) {
+    o.reduction = static_cast<int32_t>(d.reduction);
+    o.ignore_index = d.ignore_index;
+    o.empty_mean = static_cast<int32_t>(d.empty_mean);
+  });
 }
 
 smax_status smax_softmax(const smax_tensor* src, const smax_tensor* dst,
                          const smax_softmax_options* options) {
-  return forward(&smax::softmax, "softmax", src, dst, options);
+  return call("softmax", &smax::softmax, Tensor{src, "src"}, Tensor{dst, "dst"}, options);
 }
 smax_status smax_log_softmax(const smax_tensor* src, const smax_tensor* dst,
                              const smax_softmax_options* options) {
-  return forward(&smax::log_softmax, "log_softmax", src, dst, options);
+  return call("log_softmax", &smax::log_softmax, Tensor{src, "src"}, Tensor{dst, "dst"}, options);
 }
 smax_status smax_logsumexp(const smax_tensor* src, const smax_tensor* dst,
                            const smax_softmax_options* options) {
-  return forward(&smax::logsumexp, "logsumexp", src, dst, options);
+  return call("logsumexp", &smax::logsumexp, Tensor{src, "src"}, Tensor{dst, "dst"}, options);
 }
 smax_status smax_softmax_backward(const smax_tensor* y, const smax_tensor* dy,
                                   const smax_tensor* dx, const smax_softmax_options* options) {
-  return backward(&smax::softmax_backward, "softmax_backward", y, dy, dx, options);
+  return call("softmax_backward", &smax::softmax_backward, Tensor{y, "y"}, Tensor{dy, "dy"},
+              Tensor{dx, "dx"}, options);
 }
 smax_status smax_log_softmax_backward(const smax_tensor* y, const smax_tensor* dy,
                                       const smax_tensor* dx,
                                       const smax_softmax_options* options) {
-  return backward(&smax::log_softmax_backward, "log_softmax_backward", y, dy, dx, options);
+  return call("log_softmax_backward", &smax::log_softmax_backward, Tensor{y, "y"},
+              Tensor{dy, "dy"}, Tensor{dx, "dx"}, options);
 }
 
 const char* smax_last_error(void) { return smax::capi::last_error(); }

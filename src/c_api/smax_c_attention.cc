@@ -2,7 +2,6 @@
 // (include/smax/attention.h): smax_attention, smax_attention_backward, the
 // options struct and the normaliser names.
 #include <cstddef>
-#include <cstring>
 #include <string>
 #include <type_traits>
 
@@ -11,12 +10,7 @@
 #include "smax/c/smax.h"
 #include "smax/error.h"
 
-using smax::capi::checked;
-using smax::capi::fail;
-using smax::capi::guarded;
-using smax::capi::to_bool;
-using smax::capi::to_optional_view;
-using smax::capi::to_view;
+using namespace smax::capi;
 
 static_assert(static_cast<int>(SMAX_ATTENTION_SOFTMAX) ==
                       static_cast<int>(smax::AttentionNormalizer::kSoftmax) &&
@@ -106,25 +100,19 @@ smax::AttentionOptions to_attention(const smax_attention_options* p, const char*
 extern "C" {
 
 void smax_attention_options_init(smax_attention_options* options) {
-  if (options == nullptr) return;
-  const smax::AttentionOptions d;
-  std::memset(options, 0, sizeof *options);
-  options->struct_size = sizeof *options;
-  options->normalizer = static_cast<int32_t>(d.normalizer);
-  options->scale = d.scale;
-  options->is_causal = d.is_causal ? 1 : 0;
-  options->attn_mask = nullptr;
-  options->softcap = d.softcap;
-  options->sinks = nullptr;
-  options->alibi_slopes = nullptr;
-  options->sigmoid_bias = d.sigmoid_bias;
-  options->softpick_eps = d.softpick_eps;
-  options->ssmax_s = d.ssmax_s;
-  options->lse = nullptr;
-  options->empty_row = static_cast<int32_t>(d.empty_row);
-  options->threads = d.threads;
-  options->sigmoid_bias_mode = SMAX_SIGMOID_BIAS_DEFAULT;  // d.sigmoid_bias_mode
-  options->reserved0 = 0;
+  smax::capi::init_struct<smax::AttentionOptions>(
+      options, [](smax_attention_options& o, const smax::AttentionOptions& d) {
+        o.normalizer = static_cast<int32_t>(d.normalizer);
+        o.scale = d.scale;
+        o.is_causal = d.is_causal ? 1 : 0;
+        o.softcap = d.softcap;
+        o.sigmoid_bias = d.sigmoid_bias;
+        o.softpick_eps = d.softpick_eps;
+        o.ssmax_s = d.ssmax_s;
+        o.empty_row = static_cast<int32_t>(d.empty_row);
+        o.threads = d.threads;
+        o.sigmoid_bias_mode = SMAX_SIGMOID_BIAS_DEFAULT;  // d.sigmoid_bias_mode (unset)
+      });
 }
 
 const char* smax_attention_normalizer_name(int32_t normalizer) {
@@ -145,14 +133,8 @@ smax_status smax_attention_normalizer_parse(const char* name, int32_t* normalize
 
 smax_status smax_attention(const smax_tensor* q, const smax_tensor* k, const smax_tensor* v,
                            const smax_tensor* out, const smax_attention_options* params) {
-  const char* op = "attention";
-  return guarded([&] {
-    const smax::TensorView tq = to_view(q, op, "q");
-    const smax::TensorView tk = to_view(k, op, "k");
-    const smax::TensorView tv = to_view(v, op, "v");
-    const smax::TensorView to = to_view(out, op, "out");
-    smax::attention(tq, tk, tv, to, to_attention(params, op));
-  });
+  return call("attention", &smax::attention, Tensor{q, "q"}, Tensor{k, "k"}, Tensor{v, "v"},
+              Tensor{out, "out"}, with(to_attention, params));
 }
 
 smax_status smax_attention_backward(const smax_tensor* q, const smax_tensor* k,
@@ -160,18 +142,9 @@ smax_status smax_attention_backward(const smax_tensor* q, const smax_tensor* k,
                                     const smax_tensor* dout, const smax_tensor* dq,
                                     const smax_tensor* dk, const smax_tensor* dv,
                                     const smax_attention_options* params) {
-  const char* op = "attention_backward";
-  return guarded([&] {
-    const smax::TensorView tq = to_view(q, op, "q");
-    const smax::TensorView tk = to_view(k, op, "k");
-    const smax::TensorView tv = to_view(v, op, "v");
-    const smax::TensorView to = to_view(out, op, "out");
-    const smax::TensorView tdo = to_view(dout, op, "dout");
-    const smax::TensorView tdq = to_view(dq, op, "dq");
-    const smax::TensorView tdk = to_view(dk, op, "dk");
-    const smax::TensorView tdv = to_view(dv, op, "dv");
-    smax::attention_backward(tq, tk, tv, to, tdo, tdq, tdk, tdv, to_attention(params, op));
-  });
+  return call("attention_backward", &smax::attention_backward, Tensor{q, "q"}, Tensor{k, "k"},
+              Tensor{v, "v"}, Tensor{out, "out"}, Tensor{dout, "dout"}, Tensor{dq, "dq"},
+              Tensor{dk, "dk"}, Tensor{dv, "dv"}, with(to_attention, params));
 }
 
 }  // extern "C"

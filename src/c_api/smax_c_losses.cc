@@ -2,48 +2,65 @@
 // (include/smax/cross_entropy.h, include/smax/linear_cross_entropy.h):
 // cross-entropy, the PaLM and spherical z-losses, and the fused linear +
 // cross-entropy.
-#include <cstring>
+#include <optional>
 
 #include "c_api_internal.h"
 #include "smax/c/smax.h"
 #include "smax/cross_entropy.h"
 #include "smax/linear_cross_entropy.h"
 
-using smax::capi::checked;
-using smax::capi::guarded;
-using smax::capi::to_loss;
-using smax::capi::to_optional_view;
-using smax::capi::to_options;
-using smax::capi::to_view;
+using namespace smax::capi;
+using smax::TensorView;
 
 namespace {
 
 // The C cross-entropy options plus the separately passed loss options.
 smax::CrossEntropyOptions to_ce(const smax_cross_entropy_options* p,
                                 const smax_loss_options* loss, const char* op) {
-  smax::CrossEntropyOptions out;
-  if (checked(p, op, "ce", "smax_cross_entropy_options") != nullptr) {
-    out.label_smoothing = p->label_smoothing;
-    out.lse_square_scale = p->lse_square_scale;
-    out.softcap = p->softcap;
-    out.z_loss = to_optional_view(p->z_loss, op, "ce.z_loss");
-    out.lse = to_optional_view(p->lse, op, "ce.lse");
-    out.entropy = to_optional_view(p->entropy, op, "ce.entropy");
-    out.target_logprob = to_optional_view(p->target_logprob, op, "ce.target_logprob");
-    out.accuracy = to_optional_view(p->accuracy, op, "ce.accuracy");
-    out.grad = to_optional_view(p->grad, op, "ce.grad");
-  }
+  smax::CrossEntropyOptions out = from_struct<smax::CrossEntropyOptions>(
+      p, op, "ce", "smax_cross_entropy_options", [op](const auto& c, auto& o) {
+        o.label_smoothing = c.label_smoothing;
+        o.lse_square_scale = c.lse_square_scale;
+        o.softcap = c.softcap;
+        o.z_loss = to_optional_view(c.z_loss, op, "ce.z_loss");
+        o.lse = to_optional_view(c.lse, op, "ce.lse");
+        o.entropy = to_optional_view(c.entropy, op, "ce.entropy");
+        o.target_logprob = to_optional_view(c.target_logprob, op, "ce.target_logprob");
+        o.accuracy = to_optional_view(c.accuracy, op, "ce.accuracy");
+        o.grad = to_optional_view(c.grad, op, "ce.grad");
+      });
   out.loss = to_loss(loss, op);
   return out;
 }
 
 smax::LinearCrossEntropyOptions to_lce(const smax_linear_cross_entropy_options* p,
                                        const char* op) {
-  smax::LinearCrossEntropyOptions out;
-  if (checked(p, op, "lce", "smax_linear_cross_entropy_options") == nullptr) return out;
-  out.token_chunk = p->token_chunk;
-  out.vocab_chunk = p->vocab_chunk;
-  return out;
+  return from_struct<smax::LinearCrossEntropyOptions>(
+      p, op, "lce", "smax_linear_cross_entropy_options", [](const auto& c, auto& o) {
+        o.token_chunk = c.token_chunk;
+        o.vocab_chunk = c.vocab_chunk;
+      });
+}
+
+// z_loss and its backward pass without or with a target (overloads in C++).
+void z_loss_any(const TensorView& src, const std::optional<TensorView>& target,
+                const TensorView& dst, float coefficient, const smax::LossOptions& loss,
+                const smax::SoftmaxOptions& options) {
+  if (target) {
+    smax::z_loss(src, *target, dst, coefficient, loss, options);
+  } else {
+    smax::z_loss(src, dst, coefficient, loss, options);
+  }
+}
+
+void z_loss_backward_any(const TensorView& src, const std::optional<TensorView>& target,
+                         const TensorView& dloss, const TensorView& dsrc, float coefficient,
+                         const smax::LossOptions& loss, const smax::SoftmaxOptions& options) {
+  if (target) {
+    smax::z_loss_backward(src, *target, dloss, dsrc, coefficient, loss, options);
+  } else {
+    smax::z_loss_backward(src, dloss, dsrc, coefficient, loss, options);
+  }
 }
 
 }  // namespace
@@ -51,28 +68,18 @@ smax::LinearCrossEntropyOptions to_lce(const smax_linear_cross_entropy_options* 
 extern "C" {
 
 void smax_cross_entropy_options_init(smax_cross_entropy_options* options) {
-  if (options == nullptr) return;
-  const smax::CrossEntropyOptions d;
-  std::memset(options, 0, sizeof *options);
-  options->struct_size = sizeof *options;
-  options->label_smoothing = d.label_smoothing;
-  options->lse_square_scale = d.lse_square_scale;
-  options->softcap = d.softcap;
-  options->z_loss = nullptr;
-  options->lse = nullptr;
-  options->entropy = nullptr;
-  options->target_logprob = nullptr;
-  options->accuracy = nullptr;
-  options->grad = nullptr;
+  init_struct<smax::CrossEntropyOptions>(options, [](auto& o, const auto& d) {
+    o.label_smoothing = d.label_smoothing;
+    o.lse_square_scale = d.lse_square_scale;
+    o.softcap = d.softcap;
+  });
 }
 
 void smax_linear_cross_entropy_options_init(smax_linear_cross_entropy_options* options) {
-  if (options == nullptr) return;
-  const smax::LinearCrossEntropyOptions d;
-  std::memset(options, 0, sizeof *options);
-  options->struct_size = sizeof *options;
-  options->token_chunk = d.token_chunk;
-  options->vocab_chunk = d.vocab_chunk;
+  init_struct<smax::LinearCrossEntropyOptions>(options, [](auto& o, const auto& d) {
+    o.token_chunk = d.token_chunk;
+    o.vocab_chunk = d.vocab_chunk;
+  });
 }
 
 // ---- cross-entropy -------------------------------------------------------------------
@@ -81,14 +88,8 @@ smax_status smax_cross_entropy(const smax_tensor* src, const smax_tensor* target
                                const smax_tensor* dst, const smax_cross_entropy_options* ce,
                                const smax_loss_options* loss,
                                const smax_softmax_options* options) {
-  const char* op = "cross_entropy";
-  return guarded([&] {
-    const smax::TensorView s = to_view(src, op, "src");
-    const smax::TensorView t = to_view(target, op, "target");
-    const smax::TensorView d = to_view(dst, op, "dst");
-    const smax::CrossEntropyOptions c = to_ce(ce, loss, op);
-    smax::cross_entropy(s, t, d, c, to_options(options, op));
-  });
+  return call("cross_entropy", &smax::cross_entropy, Tensor{src, "src"},
+              Tensor{target, "target"}, Tensor{dst, "dst"}, with(to_ce, ce, loss), options);
 }
 
 smax_status smax_cross_entropy_backward(const smax_tensor* src, const smax_tensor* target,
@@ -96,15 +97,9 @@ smax_status smax_cross_entropy_backward(const smax_tensor* src, const smax_tenso
                                         const smax_cross_entropy_options* ce,
                                         const smax_loss_options* loss,
                                         const smax_softmax_options* options) {
-  const char* op = "cross_entropy_backward";
-  return guarded([&] {
-    const smax::TensorView s = to_view(src, op, "src");
-    const smax::TensorView t = to_view(target, op, "target");
-    const smax::TensorView l = to_view(dloss, op, "dloss");
-    const smax::TensorView d = to_view(dsrc, op, "dsrc");
-    const smax::CrossEntropyOptions c = to_ce(ce, loss, op);
-    smax::cross_entropy_backward(s, t, l, d, c, to_options(options, op));
-  });
+  return call("cross_entropy_backward", &smax::cross_entropy_backward, Tensor{src, "src"},
+              Tensor{target, "target"}, Tensor{dloss, "dloss"}, Tensor{dsrc, "dsrc"},
+              with(to_ce, ce, loss), options);
 }
 
 // ---- z-losses ------------------------------------------------------------------------
@@ -112,68 +107,34 @@ smax_status smax_cross_entropy_backward(const smax_tensor* src, const smax_tenso
 smax_status smax_z_loss(const smax_tensor* src, const smax_tensor* target,
                         const smax_tensor* dst, float coefficient,
                         const smax_loss_options* loss, const smax_softmax_options* options) {
-  const char* op = "z_loss";
-  return guarded([&] {
-    const smax::TensorView s = to_view(src, op, "src");
-    const std::optional<smax::TensorView> t = to_optional_view(target, op, "target");
-    const smax::TensorView d = to_view(dst, op, "dst");
-    const smax::LossOptions lo = to_loss(loss, op);
-    const smax::SoftmaxOptions o = to_options(options, op);
-    if (t) {
-      smax::z_loss(s, *t, d, coefficient, lo, o);
-    } else {
-      smax::z_loss(s, d, coefficient, lo, o);
-    }
-  });
+  return call("z_loss", &z_loss_any, Tensor{src, "src"}, OptionalTensor{target, "target"},
+              Tensor{dst, "dst"}, coefficient, loss, options);
 }
 
 smax_status smax_z_loss_backward(const smax_tensor* src, const smax_tensor* target,
                                  const smax_tensor* dloss, const smax_tensor* dsrc,
                                  float coefficient, const smax_loss_options* loss,
                                  const smax_softmax_options* options) {
-  const char* op = "z_loss_backward";
-  return guarded([&] {
-    const smax::TensorView s = to_view(src, op, "src");
-    const std::optional<smax::TensorView> t = to_optional_view(target, op, "target");
-    const smax::TensorView l = to_view(dloss, op, "dloss");
-    const smax::TensorView d = to_view(dsrc, op, "dsrc");
-    const smax::LossOptions lo = to_loss(loss, op);
-    const smax::SoftmaxOptions o = to_options(options, op);
-    if (t) {
-      smax::z_loss_backward(s, *t, l, d, coefficient, lo, o);
-    } else {
-      smax::z_loss_backward(s, l, d, coefficient, lo, o);
-    }
-  });
+  return call("z_loss_backward", &z_loss_backward_any, Tensor{src, "src"},
+              OptionalTensor{target, "target"}, Tensor{dloss, "dloss"}, Tensor{dsrc, "dsrc"},
+              coefficient, loss, options);
 }
 
 smax_status smax_spherical_z_loss(const smax_tensor* src, const smax_tensor* target,
                                   const smax_tensor* dst, float a, float b,
                                   const smax_loss_options* loss,
                                   const smax_softmax_options* options) {
-  const char* op = "spherical_z_loss";
-  return guarded([&] {
-    const smax::TensorView s = to_view(src, op, "src");
-    const smax::TensorView t = to_view(target, op, "target");
-    const smax::TensorView d = to_view(dst, op, "dst");
-    const smax::LossOptions lo = to_loss(loss, op);
-    smax::spherical_z_loss(s, t, d, a, b, lo, to_options(options, op));
-  });
+  return call("spherical_z_loss", &smax::spherical_z_loss, Tensor{src, "src"},
+              Tensor{target, "target"}, Tensor{dst, "dst"}, a, b, loss, options);
 }
 
 smax_status smax_spherical_z_loss_backward(const smax_tensor* src, const smax_tensor* target,
                                            const smax_tensor* dloss, const smax_tensor* dsrc,
                                            float a, float b, const smax_loss_options* loss,
                                            const smax_softmax_options* options) {
-  const char* op = "spherical_z_loss_backward";
-  return guarded([&] {
-    const smax::TensorView s = to_view(src, op, "src");
-    const smax::TensorView t = to_view(target, op, "target");
-    const smax::TensorView l = to_view(dloss, op, "dloss");
-    const smax::TensorView d = to_view(dsrc, op, "dsrc");
-    const smax::LossOptions lo = to_loss(loss, op);
-    smax::spherical_z_loss_backward(s, t, l, d, a, b, lo, to_options(options, op));
-  });
+  return call("spherical_z_loss_backward", &smax::spherical_z_loss_backward, Tensor{src, "src"},
+              Tensor{target, "target"}, Tensor{dloss, "dloss"}, Tensor{dsrc, "dsrc"}, a, b, loss,
+              options);
 }
 
 // ---- fused linear + cross-entropy --------------------------------------------------------
@@ -185,17 +146,9 @@ smax_status smax_linear_cross_entropy(const smax_tensor* hidden, const smax_tens
                                       const smax_linear_cross_entropy_options* lce,
                                       const smax_loss_options* loss,
                                       const smax_softmax_options* options) {
-  const char* op = "linear_cross_entropy";
-  return guarded([&] {
-    const smax::TensorView h = to_view(hidden, op, "hidden");
-    const smax::TensorView w = to_view(weight, op, "weight");
-    const smax::TensorView t = to_view(target, op, "target");
-    const std::optional<smax::TensorView> b = to_optional_view(bias, op, "bias");
-    const smax::TensorView d = to_view(dst, op, "dst");
-    const smax::CrossEntropyOptions c = to_ce(ce, loss, op);
-    const smax::LinearCrossEntropyOptions l = to_lce(lce, op);
-    smax::linear_cross_entropy(h, w, t, b, d, c, l, to_options(options, op));
-  });
+  return call("linear_cross_entropy", &smax::linear_cross_entropy, Tensor{hidden, "hidden"},
+              Tensor{weight, "weight"}, Tensor{target, "target"}, OptionalTensor{bias, "bias"},
+              Tensor{dst, "dst"}, with(to_ce, ce, loss), with(to_lce, lce), options);
 }
 
 smax_status smax_linear_cross_entropy_backward(
@@ -204,21 +157,11 @@ smax_status smax_linear_cross_entropy_backward(
     const smax_tensor* dweight, const smax_tensor* dbias, const smax_cross_entropy_options* ce,
     const smax_linear_cross_entropy_options* lce, const smax_loss_options* loss,
     const smax_softmax_options* options) {
-  const char* op = "linear_cross_entropy_backward";
-  return guarded([&] {
-    const smax::TensorView h = to_view(hidden, op, "hidden");
-    const smax::TensorView w = to_view(weight, op, "weight");
-    const smax::TensorView t = to_view(target, op, "target");
-    const std::optional<smax::TensorView> b = to_optional_view(bias, op, "bias");
-    const smax::TensorView dl = to_view(dloss, op, "dloss");
-    const smax::TensorView dh = to_view(dhidden, op, "dhidden");
-    const smax::TensorView dw = to_view(dweight, op, "dweight");
-    const std::optional<smax::TensorView> db = to_optional_view(dbias, op, "dbias");
-    const smax::CrossEntropyOptions c = to_ce(ce, loss, op);
-    const smax::LinearCrossEntropyOptions l = to_lce(lce, op);
-    smax::linear_cross_entropy_backward(h, w, t, b, dl, dh, dw, db, c, l,
-                                        to_options(options, op));
-  });
+  return call("linear_cross_entropy_backward", &smax::linear_cross_entropy_backward,
+              Tensor{hidden, "hidden"}, Tensor{weight, "weight"}, Tensor{target, "target"},
+              OptionalTensor{bias, "bias"}, Tensor{dloss, "dloss"}, Tensor{dhidden, "dhidden"},
+              Tensor{dweight, "dweight"}, OptionalTensor{dbias, "dbias"}, with(to_ce, ce, loss),
+              with(to_lce, lce), options);
 }
 
 smax_status smax_linear_cross_entropy_fused(
@@ -227,22 +170,11 @@ smax_status smax_linear_cross_entropy_fused(
     const smax_tensor* dhidden, const smax_tensor* dweight, const smax_tensor* dbias,
     const smax_cross_entropy_options* ce, const smax_linear_cross_entropy_options* lce,
     const smax_loss_options* loss, const smax_softmax_options* options) {
-  const char* op = "linear_cross_entropy_fused";
-  return guarded([&] {
-    const smax::TensorView h = to_view(hidden, op, "hidden");
-    const smax::TensorView w = to_view(weight, op, "weight");
-    const smax::TensorView t = to_view(target, op, "target");
-    const std::optional<smax::TensorView> b = to_optional_view(bias, op, "bias");
-    const smax::TensorView d = to_view(dst, op, "dst");
-    const smax::TensorView dl = to_view(dloss, op, "dloss");
-    const smax::TensorView dh = to_view(dhidden, op, "dhidden");
-    const smax::TensorView dw = to_view(dweight, op, "dweight");
-    const std::optional<smax::TensorView> db = to_optional_view(dbias, op, "dbias");
-    const smax::CrossEntropyOptions c = to_ce(ce, loss, op);
-    const smax::LinearCrossEntropyOptions l = to_lce(lce, op);
-    smax::linear_cross_entropy_fused(h, w, t, b, d, dl, dh, dw, db, c, l,
-                                     to_options(options, op));
-  });
+  return call("linear_cross_entropy_fused", &smax::linear_cross_entropy_fused,
+              Tensor{hidden, "hidden"}, Tensor{weight, "weight"}, Tensor{target, "target"},
+              OptionalTensor{bias, "bias"}, Tensor{dst, "dst"}, Tensor{dloss, "dloss"},
+              Tensor{dhidden, "dhidden"}, Tensor{dweight, "dweight"},
+              OptionalTensor{dbias, "dbias"}, with(to_ce, ce, loss), with(to_lce, lce), options);
 }
 
 }  // extern "C"

@@ -1,18 +1,15 @@
 // src/c_api/smax_c_rescaled.cc: C ABI of the rescaled and rectified
 // softmaxes (include/smax/rescaled.h): SSMax, softpick, clipped softmax, StableMax (+ its
 // cross-entropy) and the Softmax Collapse detector.
-#include <cstring>
+#include <optional>
+#include <string>
 
 #include "c_api_internal.h"
 #include "smax/c/smax.h"
 #include "smax/rescaled.h"
 
-using smax::capi::checked;
-using smax::capi::fail;
-using smax::capi::guarded;
-using smax::capi::to_optional_view;
-using smax::capi::to_options;
-using smax::capi::to_view;
+using namespace smax::capi;
+using smax::TensorView;
 
 static_assert(static_cast<int>(SMAX_PRECISION_BF16) == static_cast<int>(smax::Precision::kBF16) &&
                   static_cast<int>(SMAX_PRECISION_F16) == static_cast<int>(smax::Precision::kF16),
@@ -21,27 +18,33 @@ static_assert(static_cast<int>(SMAX_PRECISION_BF16) == static_cast<int>(smax::Pr
 namespace {
 
 smax::SsmaxOptions to_ssmax(const smax_ssmax_options* p, const char* op) {
-  smax::SsmaxOptions out;
-  if (checked(p, op, "params", "smax_ssmax_options") == nullptr) return out;
-  out.s = p->s;
-  out.fixed_n = p->fixed_n;
-  out.s_rows = to_optional_view(p->s_rows, op, "params.s_rows");
-  return out;
+  return from_struct<smax::SsmaxOptions>(p, op, "params", "smax_ssmax_options",
+                                         [op](const auto& c, auto& o) {
+                                           o.s = c.s;
+                                           o.fixed_n = c.fixed_n;
+                                           o.s_rows = to_optional_view(c.s_rows, op,
+                                                                       "params.s_rows");
+                                         });
 }
 
 smax::SoftpickOptions to_softpick(const smax_softpick_options* p, const char* op) {
-  smax::SoftpickOptions out;
-  if (checked(p, op, "params", "smax_softpick_options") == nullptr) return out;
-  out.eps = p->eps;
-  return out;
+  return from_struct<smax::SoftpickOptions>(p, op, "params", "smax_softpick_options",
+                                            [](const auto& c, auto& o) { o.eps = c.eps; });
 }
 
 smax::ClippedSoftmaxOptions to_clipped(const smax_clipped_softmax_options* p, const char* op) {
-  smax::ClippedSoftmaxOptions out;
-  if (checked(p, op, "params", "smax_clipped_softmax_options") == nullptr) return out;
-  out.gamma = p->gamma;
-  out.zeta = p->zeta;
-  return out;
+  return from_struct<smax::ClippedSoftmaxOptions>(p, op, "params", "smax_clipped_softmax_options",
+                                                  [](const auto& c, auto& o) {
+                                                    o.gamma = c.gamma;
+                                                    o.zeta = c.zeta;
+                                                  });
+}
+
+// ssmax_backward with its optional ds output as a pointer (null = not wanted).
+void ssmax_backward_ds(const TensorView& src, const TensorView& y, const TensorView& dy,
+                       const TensorView& dsrc, const std::optional<TensorView>& ds,
+                       const smax::SsmaxOptions& params, const smax::SoftmaxOptions& options) {
+  smax::ssmax_backward(src, y, dy, dsrc, params, options, ds ? &*ds : nullptr);
 }
 
 }  // namespace
@@ -49,58 +52,37 @@ smax::ClippedSoftmaxOptions to_clipped(const smax_clipped_softmax_options* p, co
 extern "C" {
 
 void smax_ssmax_options_init(smax_ssmax_options* options) {
-  if (options == nullptr) return;
-  const smax::SsmaxOptions d;
-  std::memset(options, 0, sizeof *options);
-  options->struct_size = sizeof *options;
-  options->s = d.s;
-  options->fixed_n = d.fixed_n;
-  options->s_rows = nullptr;
+  init_struct<smax::SsmaxOptions>(options, [](auto& o, const auto& d) {
+    o.s = d.s;
+    o.fixed_n = d.fixed_n;
+  });
 }
 
 void smax_softpick_options_init(smax_softpick_options* options) {
-  if (options == nullptr) return;
-  const smax::SoftpickOptions d;
-  std::memset(options, 0, sizeof *options);
-  options->struct_size = sizeof *options;
-  options->eps = d.eps;
+  init_struct<smax::SoftpickOptions>(options, [](auto& o, const auto& d) { o.eps = d.eps; });
 }
 
 void smax_clipped_softmax_options_init(smax_clipped_softmax_options* options) {
-  if (options == nullptr) return;
-  const smax::ClippedSoftmaxOptions d;
-  std::memset(options, 0, sizeof *options);
-  options->struct_size = sizeof *options;
-  options->gamma = d.gamma;
-  options->zeta = d.zeta;
+  init_struct<smax::ClippedSoftmaxOptions>(options, [](auto& o, const auto& d) {
+    o.gamma = d.gamma;
+    o.zeta = d.zeta;
+  });
 }
 
 // ---- SSMax -------------------------------------------------------------------
 
 smax_status smax_ssmax(const smax_tensor* src, const smax_tensor* dst,
                        const smax_ssmax_options* params, const smax_softmax_options* options) {
-  const char* op = "ssmax";
-  return guarded([&] {
-    const smax::TensorView s = to_view(src, op, "src");
-    const smax::TensorView d = to_view(dst, op, "dst");
-    const smax::SsmaxOptions p = to_ssmax(params, op);
-    smax::ssmax(s, d, p, to_options(options, op));
-  });
+  return call("ssmax", &smax::ssmax, Tensor{src, "src"}, Tensor{dst, "dst"},
+              with(to_ssmax, params), options);
 }
 smax_status smax_ssmax_backward(const smax_tensor* src, const smax_tensor* y,
                                 const smax_tensor* dy, const smax_tensor* dsrc,
                                 const smax_tensor* ds, const smax_ssmax_options* params,
                                 const smax_softmax_options* options) {
-  const char* op = "ssmax_backward";
-  return guarded([&] {
-    const smax::TensorView s = to_view(src, op, "src");
-    const smax::TensorView vy = to_view(y, op, "y");
-    const smax::TensorView vdy = to_view(dy, op, "dy");
-    const smax::TensorView d = to_view(dsrc, op, "dsrc");
-    const std::optional<smax::TensorView> vds = to_optional_view(ds, op, "ds");
-    const smax::SsmaxOptions p = to_ssmax(params, op);
-    smax::ssmax_backward(s, vy, vdy, d, p, to_options(options, op), vds ? &*vds : nullptr);
-  });
+  return call("ssmax_backward", &ssmax_backward_ds, Tensor{src, "src"}, Tensor{y, "y"},
+              Tensor{dy, "dy"}, Tensor{dsrc, "dsrc"}, OptionalTensor{ds, "ds"},
+              with(to_ssmax, params), options);
 }
 
 // ---- softpick ----------------------------------------------------------------
@@ -108,25 +90,14 @@ smax_status smax_ssmax_backward(const smax_tensor* src, const smax_tensor* y,
 smax_status smax_softpick(const smax_tensor* src, const smax_tensor* dst,
                           const smax_softpick_options* params,
                           const smax_softmax_options* options) {
-  const char* op = "softpick";
-  return guarded([&] {
-    const smax::TensorView s = to_view(src, op, "src");
-    const smax::TensorView d = to_view(dst, op, "dst");
-    const smax::SoftpickOptions p = to_softpick(params, op);
-    smax::softpick(s, d, p, to_options(options, op));
-  });
+  return call("softpick", &smax::softpick, Tensor{src, "src"}, Tensor{dst, "dst"},
+              with(to_softpick, params), options);
 }
 smax_status smax_softpick_backward(const smax_tensor* src, const smax_tensor* dy,
                                    const smax_tensor* dsrc, const smax_softpick_options* params,
                                    const smax_softmax_options* options) {
-  const char* op = "softpick_backward";
-  return guarded([&] {
-    const smax::TensorView s = to_view(src, op, "src");
-    const smax::TensorView vdy = to_view(dy, op, "dy");
-    const smax::TensorView d = to_view(dsrc, op, "dsrc");
-    const smax::SoftpickOptions p = to_softpick(params, op);
-    smax::softpick_backward(s, vdy, d, p, to_options(options, op));
-  });
+  return call("softpick_backward", &smax::softpick_backward, Tensor{src, "src"},
+              Tensor{dy, "dy"}, Tensor{dsrc, "dsrc"}, with(to_softpick, params), options);
 }
 
 // ---- clipped softmax -----------------------------------------------------------
@@ -134,44 +105,33 @@ smax_status smax_softpick_backward(const smax_tensor* src, const smax_tensor* dy
 smax_status smax_clipped_softmax(const smax_tensor* src, const smax_tensor* dst,
                                  const smax_clipped_softmax_options* params,
                                  const smax_softmax_options* options) {
-  const char* op = "clipped_softmax";
-  return guarded([&] {
-    const smax::TensorView s = to_view(src, op, "src");
-    const smax::TensorView d = to_view(dst, op, "dst");
-    const smax::ClippedSoftmaxOptions p = to_clipped(params, op);
-    smax::clipped_softmax(s, d, p, to_options(options, op));
-  });
+  return call("clipped_softmax", &smax::clipped_softmax, Tensor{src, "src"}, Tensor{dst, "dst"},
+              with(to_clipped, params), options);
 }
 smax_status smax_clipped_softmax_backward(const smax_tensor* src, const smax_tensor* dy,
                                           const smax_tensor* dsrc,
                                           const smax_clipped_softmax_options* params,
                                           const smax_softmax_options* options) {
-  const char* op = "clipped_softmax_backward";
-  return guarded([&] {
-    const smax::TensorView s = to_view(src, op, "src");
-    const smax::TensorView vdy = to_view(dy, op, "dy");
-    const smax::TensorView d = to_view(dsrc, op, "dsrc");
-    const smax::ClippedSoftmaxOptions p = to_clipped(params, op);
-    smax::clipped_softmax_backward(s, vdy, d, p, to_options(options, op));
-  });
+  return call("clipped_softmax_backward", &smax::clipped_softmax_backward, Tensor{src, "src"},
+              Tensor{dy, "dy"}, Tensor{dsrc, "dsrc"}, with(to_clipped, params), options);
 }
 
 // ---- StableMax ---------------------------------------------------------------
 
 smax_status smax_stablemax(const smax_tensor* src, const smax_tensor* dst,
                            const smax_softmax_options* options) {
-  return smax::capi::unary_op(&smax::stablemax, "stablemax", src, "src", dst, "dst", options);
+  return call("stablemax", &smax::stablemax, Tensor{src, "src"}, Tensor{dst, "dst"}, options);
 }
 smax_status smax_stablemax_backward(const smax_tensor* src, const smax_tensor* dy,
                                     const smax_tensor* dsrc, const smax_softmax_options* options) {
-  return smax::capi::ternary_op(&smax::stablemax_backward, "stablemax_backward", src, "src", dy,
-                                "dy", dsrc, "dsrc", options);
+  return call("stablemax_backward", &smax::stablemax_backward, Tensor{src, "src"},
+              Tensor{dy, "dy"}, Tensor{dsrc, "dsrc"}, options);
 }
 smax_status smax_stablemax_cross_entropy(const smax_tensor* src, const smax_tensor* target,
                                          const smax_tensor* dst, const smax_loss_options* loss,
                                          const smax_softmax_options* options) {
-  return smax::capi::loss_op(&smax::stablemax_cross_entropy, "stablemax_cross_entropy", src,
-                             target, dst, loss, options);
+  return call("stablemax_cross_entropy", &smax::stablemax_cross_entropy, Tensor{src, "src"},
+              Tensor{target, "target"}, Tensor{dst, "dst"}, loss, options);
 }
 smax_status smax_stablemax_cross_entropy_backward(const smax_tensor* src,
                                                   const smax_tensor* target,
@@ -179,9 +139,9 @@ smax_status smax_stablemax_cross_entropy_backward(const smax_tensor* src,
                                                   const smax_tensor* dsrc,
                                                   const smax_loss_options* loss,
                                                   const smax_softmax_options* options) {
-  return smax::capi::loss_backward_op(&smax::stablemax_cross_entropy_backward,
-                                      "stablemax_cross_entropy_backward", src, target, dloss,
-                                      dsrc, loss, options);
+  return call("stablemax_cross_entropy_backward", &smax::stablemax_cross_entropy_backward,
+              Tensor{src, "src"}, Tensor{target, "target"}, Tensor{dloss, "dloss"},
+              Tensor{dsrc, "dsrc"}, loss, options);
 }
 
 // ---- Softmax Collapse detector ---------------------------------------------------
