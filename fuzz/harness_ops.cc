@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "ext_ops.h"
+#include "op_table.h"
 #include "reference/bounds.h"
 #include "reference/cross_entropy.h"
 #include "reference/linear_cross_entropy.h"

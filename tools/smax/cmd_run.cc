@@ -12,12 +12,12 @@
 #include "check.h"
 #include "commands.h"
 #include "data.h"
-#include "ext_ops.h"
 #include "json.h"
+#include "op_table.h"
 #include "progress.h"
 #include "reference/reference.h"
-#include "suggest.h"
 #include "smax/smax.h"
+#include "suggest.h"
 #include "timing.h"
 
 namespace smax_cli {
@@ -172,7 +172,7 @@ int cmd_run(int argc, char** argv, int first) {
   const ExtOp* ext = find_ext_op(op);
   if (ext == nullptr) parse_op(op);  // unknown op: "did you mean"
   reject_inapplicable(op, ext, args);
-  // Ops beyond the softmax family go through the op table (ext_ops.h).
+  // Ops beyond the softmax family go through the op table (testing/op_table.h).
   if (ext != nullptr) return cmd_run_ext(*ext, args);
   const RunConfig c = parse_run(args);
   const bool backward = c.op == Op::kSoftmaxBackward || c.op == Op::kLogSoftmaxBackward;

@@ -1,5 +1,5 @@
 // tools/smax/cmd_run_ext.cc: `smax run` for the ops of the table in
-// ext_ops.h (normalisers, losses, samplers).
+// testing/op_table.h (normalisers, losses, samplers).
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -10,8 +10,8 @@
 #include "check.h"
 #include "commands.h"
 #include "data.h"
-#include "ext_ops.h"
 #include "json.h"
+#include "op_table.h"
 #include "progress.h"
 #include "reference/bounds.h"
 #include "smax/smax.h"

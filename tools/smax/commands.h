@@ -42,7 +42,7 @@ int parse_threads(const std::string& text);
 /// Every option of `smax run` (the softmax family and the table ops share
 /// one parse; cmd_run then rejects the options that do not apply to --op).
 const std::vector<OptionSpec>& run_option_specs();
-/// `smax run` for a table op of ext_ops.h (cmd_run_ext.cc), from the parsed
+/// `smax run` for a table op of testing/op_table.h (cmd_run_ext.cc), from the parsed
 /// options; --algo has been rejected, --reduction only reaches losses.
 int cmd_run_ext(const ExtOp& op, const Args& args);
 

@@ -1,4 +1,4 @@
-// tools/smax/data.cc: reproducible input data.
+// testing/data.cc: reproducible input data.
 #include "data.h"
 
 #include <cmath>

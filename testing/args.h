@@ -1,4 +1,4 @@
-// tools/smax/args.h: command-line parsing for the smax CLI.
+// testing/args.h: command-line parsing for the smax CLI.
 //
 // Every parse failure throws UsageError; main() prints it as one line,
 // "smax: error: <message>", and exits with kExitUsage.

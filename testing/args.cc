@@ -1,4 +1,4 @@
-// tools/smax/args.cc: command-line parsing for the smax CLI.
+// testing/args.cc: command-line parsing for the smax CLI.
 #include "args.h"
 
 #include <cerrno>

@@ -1,4 +1,4 @@
-// tools/smax/ext_ops.h: `smax run --op NAME` for every op beyond the softmax
+// testing/op_table.h: `smax run --op NAME` for every op beyond the softmax
 // family (normalisers, losses, samplers): a table of ops, each with how to
 // call the library and how to call its float64 oracle (--check compares with
 // it within the op's documented bound, src/reference/bounds.h).
@@ -124,7 +124,7 @@ inline bool is_loss(const ExtOp& op) { return op.out_shape == OutShape::kLoss; }
 /// table, in help order.
 std::vector<std::string> all_op_names();
 
-// Families register their ops here (tools/smax/ext_*.cc).
+// Families register their ops here (testing/table_*.cc).
 void add_sparse_ops(std::vector<ExtOp>& ops);
 void add_rescaled_ops(std::vector<ExtOp>& ops);
 void add_reweight_ops(std::vector<ExtOp>& ops);

@@ -1,4 +1,4 @@
-// tools/smax/ext_table.cc: the op table of ext_ops.h and the generated inputs
+// testing/op_table.cc: the op table of op_table.h and the generated inputs
 // of one call (shared by `smax run` and bench/bench_ops.cc).
 #include <algorithm>
 #include <cstdio>
@@ -9,8 +9,8 @@
 #include "args.h"
 #include "check.h"
 #include "data.h"
-#include "ext_ops.h"
 #include "json.h"
+#include "op_table.h"
 #include "suggest.h"
 
 namespace smax_cli {
@@ -235,7 +235,7 @@ std::vector<ExtOp> in_op_list_order(std::vector<ExtOp> table) {
     if (it == table.end()) {
       throw std::logic_error(std::string("op ") + info.name +
                              ": smax/op_list.inc says `smax run` runs it, but the CLI's op "
-                             "table (tools/smax/ext_*.cc) has no entry");
+                             "table (testing/table_*.cc) has no entry");
     }
     if ((cli == "run") != static_cast<bool>(it->reference)) {
       throw std::logic_error(std::string("op ") + info.name + ": smax/op_list.inc says cli " +

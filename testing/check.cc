@@ -1,6 +1,6 @@
-// tools/smax/check.cc: error metrics against the float64 reference.
+// testing/check.cc: error metrics against the float64 reference.
 #include "check.h"
-#include "ext_ops.h"
+#include "op_table.h"
 
 #include <cmath>
 #include <cstdio>
