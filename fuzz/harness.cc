@@ -1,5 +1,6 @@
 // fuzz/harness.cc: see harness.h.
 #include "harness.h"
+#include "operands.h"
 
 #include <algorithm>
 #include <cfloat>
@@ -36,27 +37,6 @@ constexpr uint8_t kSentinelByte = 0xA5;
 Stats g_stats;
 
 // ---- input decoding ---------------------------------------------------------
-
-class Reader {
- public:
-  Reader(const uint8_t* p, size_t n) : p_(p), n_(n) {}
-  uint8_t u8() { return i_ < n_ ? p_[i_++] : 0; }
-  uint16_t u16() { return static_cast<uint16_t>(u8() | (u8() << 8)); }
-  uint32_t u32() { return static_cast<uint32_t>(u16()) | (static_cast<uint32_t>(u16()) << 16); }
-  uint64_t u64() { return static_cast<uint64_t>(u32()) | (static_cast<uint64_t>(u32()) << 32); }
-  bool left() const { return i_ < n_; }
-
- private:
-  const uint8_t* p_;
-  size_t n_;
-  size_t i_ = 0;
-};
-
-float bits_to_float(uint32_t b) {
-  float f;
-  std::memcpy(&f, &b, 4);
-  return f;
-}
 
 // Logit values: specials, denormals, huge, raw bit patterns, ordinary values.
 float logit(Reader& r) {
@@ -104,69 +84,17 @@ float option_float(Reader& r) {
 
 // ---- views in one arena ---------------------------------------------------------
 
-struct Operand {
+// An operand: its Layout (operands.h: shape, strides, origin in the arena)
+// and how the harness corrupts it.
+struct Operand : Layout {
   const char* name = "";
   bool present = false;
   bool is_bool = false;
-  std::vector<int64_t> shape, strides;
-  int64_t origin = 0;  // element index in the arena of the view's index 0
   int rank_override = -1000;  // corrupted rank, or -1000
   bool null_data = false;
   bool wrong_dtype = false;
   bool unallocatable = false;  // corrupted strides: never dereference
 };
-
-int64_t numel_of(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (int64_t s : shape) {
-    if (s == 0) return 0;
-  }
-  for (int64_t s : shape) {
-    if (s < 0 || __builtin_mul_overflow(n, s, &n)) return -1;
-  }
-  return n;
-}
-
-// [lo, hi] element offsets reachable (numel > 0, small strides).
-void span_of(const Operand& o, int64_t* lo, int64_t* hi) {
-  *lo = 0;
-  *hi = 0;
-  for (size_t d = 0; d < o.shape.size(); ++d) {
-    if (o.shape[d] <= 1) continue;
-    const int64_t ext = o.strides[d] * (o.shape[d] - 1);
-    (ext < 0 ? *lo : *hi) += ext;
-  }
-}
-
-// Element offsets (relative to index 0) in row-major logical order.
-std::vector<int64_t> offsets_of(const Operand& o) {
-  const int64_t n = numel_of(o.shape);
-  std::vector<int64_t> out;
-  if (n <= 0) return out;
-  out.resize(static_cast<size_t>(n));
-  const size_t r = o.shape.size();
-  std::vector<int64_t> idx(r, 0);
-  for (int64_t i = 0; i < n; ++i) {
-    int64_t off = 0;
-    for (size_t d = 0; d < r; ++d) off += idx[d] * o.strides[d];
-    out[static_cast<size_t>(i)] = off;
-    for (size_t d = r; d-- > 0;) {
-      if (++idx[d] < o.shape[d]) break;
-      idx[d] = 0;
-    }
-  }
-  return out;
-}
-
-std::vector<int64_t> row_major(const std::vector<int64_t>& shape) {
-  std::vector<int64_t> st(shape.size());
-  int64_t s = 1;
-  for (size_t d = shape.size(); d-- > 0;) {
-    st[d] = s;
-    s *= std::max<int64_t>(shape[d], 1);
-  }
-  return st;
-}
 
 std::vector<int64_t> make_strides(const std::vector<int64_t>& shape, Reader& r, bool output) {
   const size_t rank = shape.size();
@@ -319,79 +247,6 @@ TensorView view_of(const Case& c, const Operand& o) {
     v.data = const_cast<float*>(c.arena.data()) + o.origin;
   }
   return v;
-}
-
-// ---- the contract model -------------------------------------------------------------
-
-// Byte offsets of a view overflow int64 (exact, in 128 bits).
-bool bytes_overflow(const Operand& o) {
-  if (numel_of(o.shape) <= 0) return false;
-  __int128 lo = 0, hi = 0;
-  for (size_t d = 0; d < o.shape.size(); ++d) {
-    if (o.shape[d] <= 1) continue;
-    const __int128 ext = static_cast<__int128>(o.strides[d]) * (o.shape[d] - 1);
-    (ext < 0 ? lo : hi) += ext;
-  }
-  const int size = o.is_bool ? 1 : 4;
-  const __int128 max = hi * size + size, min = lo * size;
-  return max > INT64_MAX || min < INT64_MIN;
-}
-
-// The library's documented output rule: sorted by |stride|, every stride
-// exceeds the extent of the smaller dims (so no two indices meet).
-bool output_layout_ok(const Operand& o) {
-  std::vector<std::pair<int64_t, int64_t>> dims;
-  for (size_t d = 0; d < o.shape.size(); ++d) {
-    if (o.shape[d] <= 1) continue;
-    if (o.strides[d] == 0) return false;
-    dims.push_back({std::llabs(o.strides[d]), o.shape[d]});
-  }
-  std::sort(dims.begin(), dims.end());
-  int64_t reach = 0;
-  for (auto& d : dims) {
-    if (d.first <= reach) return false;
-    reach += d.first * (d.second - 1);
-  }
-  return true;
-}
-
-bool has_duplicates(std::vector<int64_t> offs) {
-  std::sort(offs.begin(), offs.end());
-  return std::adjacent_find(offs.begin(), offs.end()) != offs.end();
-}
-
-// Element sets / address intervals of two float operands in the arena.
-bool share_element(const Operand& a, const Operand& b) {
-  std::vector<int64_t> oa = offsets_of(a), ob = offsets_of(b);
-  std::set<int64_t> sa;
-  for (int64_t x : oa) sa.insert(x + a.origin);
-  for (int64_t x : ob) {
-    if (sa.count(x + b.origin)) return true;
-  }
-  return false;
-}
-bool ranges_overlap(const Operand& a, const Operand& b) {
-  if (numel_of(a.shape) <= 0 || numel_of(b.shape) <= 0) return false;
-  int64_t alo, ahi, blo, bhi;
-  span_of(a, &alo, &ahi);
-  span_of(b, &blo, &bhi);
-  return a.origin + alo <= b.origin + bhi && b.origin + blo <= a.origin + ahi;
-}
-bool same_view(const Operand& a, const Operand& b) {
-  if (a.origin != b.origin || a.shape != b.shape) return false;
-  for (size_t d = 0; d < a.shape.size(); ++d) {
-    if (a.shape[d] != 1 && a.strides[d] != b.strides[d]) return false;
-  }
-  return true;
-}
-
-bool broadcastable(const std::vector<int64_t>& mask, const std::vector<int64_t>& target) {
-  if (mask.size() > target.size()) return false;
-  const size_t off = target.size() - mask.size();
-  for (size_t d = 0; d < mask.size(); ++d) {
-    if (mask[d] != target[d + off] && mask[d] != 1) return false;
-  }
-  return true;
 }
 
 // ---- building a case -----------------------------------------------------------------
@@ -634,7 +489,7 @@ void decode(Case& c, Reader& r) {
     const int64_t n = numel_of(o->shape);
     if (n < 0) reject(c, std::string(o->name) + " element count overflow");
     if (n > 0 && o->null_data) reject(c, std::string(o->name) + " null data");
-    if (n > 0 && bytes_overflow(*o)) reject(c, std::string(o->name) + " byte offsets overflow");
+    if (n > 0 && bytes_overflow(*o, o->is_bool ? 1 : 4)) reject(c, std::string(o->name) + " byte offsets overflow");
   }
   // Shapes (only meaningful when the views themselves are sane).
   if (!c.must_reject) {

@@ -1,5 +1,6 @@
 // fuzz/harness_attention.cc: see harness_attention.h.
 #include "harness_attention.h"
+#include "operands.h"
 
 #include <algorithm>
 #include <cfloat>
@@ -39,25 +40,6 @@ constexpr uint8_t kSentinelByte = 0xA5;
 constexpr double kOverflowRisk = 1e30;  // f32 overflow possible where float64 is finite
 
 AttentionStats g_stats;
-
-class Reader {
- public:
-  Reader(const uint8_t* p, size_t n) : p_(p), n_(n) {}
-  uint8_t u8() { return i_ < n_ ? p_[i_++] : 0; }
-  uint16_t u16() { return static_cast<uint16_t>(u8() | (u8() << 8)); }
-  uint32_t u32() { return static_cast<uint32_t>(u16()) | (static_cast<uint32_t>(u16()) << 16); }
-
- private:
-  const uint8_t* p_;
-  size_t n_;
-  size_t i_ = 0;
-};
-
-float bits_to_float(uint32_t b) {
-  float f;
-  std::memcpy(&f, &b, 4);
-  return f;
-}
 
 // Values: mostly ordinary, sometimes special (`special` = 0..255: higher =
 // more specials).
@@ -186,20 +168,12 @@ void make_buf(Buf& b, const std::vector<int64_t>& shape, DType dtype, int code, 
 template <typename Fn>
 void for_each_elem(const Buf& b, Fn&& fn) {
   const TensorView& v = b.view;
-  int64_t numel = 1;
-  for (int d = 0; d < v.rank; ++d) numel *= v.shape[d];
-  if (numel == 0) return;
+  Layout l;
+  l.shape.assign(v.shape, v.shape + v.rank);
+  l.strides.assign(v.strides, v.strides + v.rank);
   const int64_t base = (static_cast<const unsigned char*>(v.data) - b.bytes.data()) / b.esize;
-  std::vector<int64_t> idx(static_cast<size_t>(v.rank), 0);
-  for (int64_t e = 0; e < numel; ++e) {
-    int64_t off = base;
-    for (int d = 0; d < v.rank; ++d) off += idx[d] * v.strides[d];
-    fn(e, off);
-    for (int d = v.rank - 1; d >= 0; --d) {
-      if (++idx[d] < v.shape[d]) break;
-      idx[d] = 0;
-    }
-  }
+  int64_t e = 0;
+  for (int64_t off : offsets_of(l)) fn(e++, base + off);
 }
 
 float* fslot(Buf& b, int64_t off) { return reinterpret_cast<float*>(b.bytes.data()) + off; }

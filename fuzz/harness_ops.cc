@@ -1,5 +1,6 @@
 // fuzz/harness_ops.cc: see harness_ops.h.
 #include "harness_ops.h"
+#include "operands.h"
 
 #include <algorithm>
 #include <array>
@@ -54,26 +55,6 @@ GroupStats g_stats;
 
 // ---- input decoding -----------------------------------------------------------------
 
-class Reader {
- public:
-  Reader(const uint8_t* p, size_t n) : p_(p), n_(n) {}
-  uint8_t u8() { return i_ < n_ ? p_[i_++] : 0; }
-  uint16_t u16() { return static_cast<uint16_t>(u8() | (u8() << 8)); }
-  uint32_t u32() { return static_cast<uint32_t>(u16()) | (static_cast<uint32_t>(u16()) << 16); }
-  bool left() const { return i_ < n_; }
-
- private:
-  const uint8_t* p_;
-  size_t n_;
-  size_t i_ = 0;
-};
-
-float bits_to_float(uint32_t b) {
-  float f;
-  std::memcpy(&f, &b, 4);
-  return f;
-}
-
 // Logits: specials, denormals, huge, raw patterns, ties, ordinary values.
 float logit(Reader& r) {
   const uint8_t k = r.u8();
@@ -123,68 +104,18 @@ float option_float(Reader& r) {
 
 enum class Arena { kF32, kI64, kBool };
 
-struct Operand {
+// An operand: its Layout (operands.h: shape, strides, origin in its arena),
+// the arena it lives in and how the harness corrupts it.
+struct Operand : Layout {
   const char* name = "";
   bool present = false;
   Arena arena = Arena::kF32;
-  std::vector<int64_t> shape, strides;
-  int64_t origin = 0;
   bool input = true;
   int rank_override = -1000;
   bool null_data = false;
   bool wrong_dtype = false;
   bool unallocatable = false;
 };
-
-int64_t numel_of(const std::vector<int64_t>& shape) {
-  for (int64_t s : shape) {
-    if (s == 0) return 0;
-  }
-  int64_t n = 1;
-  for (int64_t s : shape) {
-    if (s < 0 || __builtin_mul_overflow(n, s, &n)) return -1;
-  }
-  return n;
-}
-
-void span_of(const Operand& o, int64_t* lo, int64_t* hi) {
-  *lo = 0;
-  *hi = 0;
-  for (size_t d = 0; d < o.shape.size(); ++d) {
-    if (o.shape[d] <= 1) continue;
-    const int64_t ext = o.strides[d] * (o.shape[d] - 1);
-    (ext < 0 ? *lo : *hi) += ext;
-  }
-}
-
-std::vector<int64_t> offsets_of(const Operand& o) {
-  const int64_t n = numel_of(o.shape);
-  std::vector<int64_t> out;
-  if (n <= 0) return out;
-  out.resize(static_cast<size_t>(n));
-  const size_t r = o.shape.size();
-  std::vector<int64_t> idx(r, 0);
-  for (int64_t i = 0; i < n; ++i) {
-    int64_t off = 0;
-    for (size_t d = 0; d < r; ++d) off += idx[d] * o.strides[d];
-    out[static_cast<size_t>(i)] = off;
-    for (size_t d = r; d-- > 0;) {
-      if (++idx[d] < o.shape[d]) break;
-      idx[d] = 0;
-    }
-  }
-  return out;
-}
-
-std::vector<int64_t> row_major(const std::vector<int64_t>& shape) {
-  std::vector<int64_t> st(shape.size());
-  int64_t s = 1;
-  for (size_t d = shape.size(); d-- > 0;) {
-    st[d] = s;
-    s *= std::max<int64_t>(shape[d], 1);
-  }
-  return st;
-}
 
 std::vector<int64_t> make_strides(const std::vector<int64_t>& shape, Reader& r) {
   const size_t rank = shape.size();
@@ -230,54 +161,19 @@ std::vector<int64_t> make_strides(const std::vector<int64_t>& shape, Reader& r) 
   return st;
 }
 
-bool bytes_overflow(const Operand& o) {
-  if (numel_of(o.shape) <= 0) return false;
-  __int128 lo = 0, hi = 0;
-  for (size_t d = 0; d < o.shape.size(); ++d) {
-    if (o.shape[d] <= 1) continue;
-    const __int128 ext = static_cast<__int128>(o.strides[d]) * (o.shape[d] - 1);
-    (ext < 0 ? lo : hi) += ext;
-  }
-  const int size = o.arena == Arena::kBool ? 1 : o.arena == Arena::kI64 ? 8 : 4;
-  return hi * size + size > INT64_MAX || lo * size < INT64_MIN;
+int esize_of(const Operand& o) {
+  return o.arena == Arena::kBool ? 1 : o.arena == Arena::kI64 ? 8 : 4;
 }
-
-bool has_duplicates(std::vector<int64_t> offs) {
-  std::sort(offs.begin(), offs.end());
-  return std::adjacent_find(offs.begin(), offs.end()) != offs.end();
+// Element sets / address intervals / identity of two operands: only operands
+// of one arena meet (operands.h's predicates, per arena).
+bool shares_element(const Operand& a, const Operand& b) {
+  return a.arena == b.arena && share_element(a, b);
 }
-
-bool share_element(const Operand& a, const Operand& b) {
-  if (a.arena != b.arena) return false;
-  std::set<int64_t> sa;
-  for (int64_t x : offsets_of(a)) sa.insert(x + a.origin);
-  for (int64_t x : offsets_of(b)) {
-    if (sa.count(x + b.origin)) return true;
-  }
-  return false;
+bool overlaps(const Operand& a, const Operand& b) {
+  return a.arena == b.arena && !a.unallocatable && !b.unallocatable && ranges_overlap(a, b);
 }
-bool ranges_overlap(const Operand& a, const Operand& b) {
-  if (a.arena != b.arena || numel_of(a.shape) <= 0 || numel_of(b.shape) <= 0) return false;
-  if (a.unallocatable || b.unallocatable) return false;
-  int64_t alo, ahi, blo, bhi;
-  span_of(a, &alo, &ahi);
-  span_of(b, &blo, &bhi);
-  return a.origin + alo <= b.origin + bhi && b.origin + blo <= a.origin + ahi;
-}
-bool same_view(const Operand& a, const Operand& b) {
-  if (a.arena != b.arena || a.origin != b.origin || a.shape != b.shape) return false;
-  for (size_t d = 0; d < a.shape.size(); ++d) {
-    if (a.shape[d] != 1 && a.strides[d] != b.strides[d]) return false;
-  }
-  return true;
-}
-bool broadcastable(const std::vector<int64_t>& mask, const std::vector<int64_t>& target) {
-  if (mask.size() > target.size()) return false;
-  const size_t off = target.size() - mask.size();
-  for (size_t d = 0; d < mask.size(); ++d) {
-    if (mask[d] != target[d + off] && mask[d] != 1) return false;
-  }
-  return true;
+bool same_operand_view(const Operand& a, const Operand& b) {
+  return a.arena == b.arena && same_view(a, b);
 }
 
 // ---- ops ---------------------------------------------------------------------------------
@@ -1106,7 +1002,7 @@ void finish_decode(Case& c, Reader& r) {
     const int64_t n = numel_of(o->shape);
     if (n < 0) reject(c, std::string(o->name) + " element count overflow");
     if (n > 0 && o->null_data) reject(c, std::string(o->name) + " null data");
-    if (n > 0 && bytes_overflow(*o)) reject(c, std::string(o->name) + " byte offsets overflow");
+    if (n > 0 && bytes_overflow(*o, esize_of(*o))) reject(c, std::string(o->name) + " byte offsets overflow");
   }
   if (c.must_reject) return;
   for (Operand* m : {&c.add_mask, &c.bool_mask}) {
@@ -1136,13 +1032,13 @@ void finish_decode(Case& c, Reader& r) {
       if (!in->input || in->arena != o->arena) continue;
       if (skip_src && in == &c.x) continue;
       // Exact aliasing: allowed, or the grey zone (see above).
-      const bool exact = o == &c.out && same_view(*o, *in);
-      if (!exact && share_element(*o, *in)) {
+      const bool exact = o == &c.out && same_operand_view(*o, *in);
+      if (!exact && shares_element(*o, *in)) {
         reject(c, std::string(o->name) + " shares an element with " + in->name);
       }
     }
     for (Operand* o2 : present) {
-      if (o2 != o && !o2->input && share_element(*o, *o2)) reject(c, "outputs overlap");
+      if (o2 != o && !o2->input && shares_element(*o, *o2)) reject(c, "outputs overlap");
     }
   }
 }
@@ -2425,7 +2321,7 @@ void run_group_one(Group group, const uint8_t* data, size_t size) {
         // or another output such as ssmax_backward's ds inside dsrc's span):
         // the library's overlap check is conservative there.
         for (Operand* other : c.operands()) {
-          if (other != o && other->present && ranges_overlap(*o, *other)) grey = true;
+          if (other != o && other->present && overlaps(*o, *other)) grey = true;
         }
       }
       if (!grey) violation(c, "a valid call was rejected: " + msg);
@@ -2464,7 +2360,7 @@ void run_group_one(Group group, const uint8_t* data, size_t size) {
   for (Operand* o : c.operands()) {
     if (!o->present || o->input) continue;
     for (Operand* in : c.operands()) {
-      if (in->present && in->input && ranges_overlap(*o, *in)) overlap = true;
+      if (in->present && in->input && overlaps(*o, *in)) overlap = true;
     }
   }
   if (!overlap && c.opt.threads != 1) {

@@ -1,0 +1,134 @@
+// fuzz/operands.cc: see operands.h.
+#include "operands.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <set>
+#include <utility>
+
+namespace smax_fuzz {
+
+float bits_to_float(uint32_t b) {
+  float f;
+  std::memcpy(&f, &b, 4);
+  return f;
+}
+
+int64_t numel_of(const std::vector<int64_t>& shape) {
+  for (int64_t s : shape) {
+    if (s == 0) return 0;
+  }
+  int64_t n = 1;
+  for (int64_t s : shape) {
+    if (s < 0 || __builtin_mul_overflow(n, s, &n)) return -1;
+  }
+  return n;
+}
+
+std::vector<int64_t> row_major(const std::vector<int64_t>& shape) {
+  std::vector<int64_t> st(shape.size());
+  int64_t s = 1;
+  for (size_t d = shape.size(); d-- > 0;) {
+    st[d] = s;
+    s *= std::max<int64_t>(shape[d], 1);
+  }
+  return st;
+}
+
+void span_of(const Layout& o, int64_t* lo, int64_t* hi) {
+  *lo = 0;
+  *hi = 0;
+  for (size_t d = 0; d < o.shape.size(); ++d) {
+    if (o.shape[d] <= 1) continue;
+    const int64_t ext = o.strides[d] * (o.shape[d] - 1);
+    (ext < 0 ? *lo : *hi) += ext;
+  }
+}
+
+std::vector<int64_t> offsets_of(const Layout& o) {
+  const int64_t n = numel_of(o.shape);
+  std::vector<int64_t> out;
+  if (n <= 0) return out;
+  out.resize(static_cast<size_t>(n));
+  const size_t r = o.shape.size();
+  std::vector<int64_t> idx(r, 0);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t off = 0;
+    for (size_t d = 0; d < r; ++d) off += idx[d] * o.strides[d];
+    out[static_cast<size_t>(i)] = off;
+    for (size_t d = r; d-- > 0;) {
+      if (++idx[d] < o.shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return out;
+}
+
+bool bytes_overflow(const Layout& o, int esize) {
+  if (numel_of(o.shape) <= 0) return false;
+  __int128 lo = 0, hi = 0;
+  for (size_t d = 0; d < o.shape.size(); ++d) {
+    if (o.shape[d] <= 1) continue;
+    const __int128 ext = static_cast<__int128>(o.strides[d]) * (o.shape[d] - 1);
+    (ext < 0 ? lo : hi) += ext;
+  }
+  return hi * esize + esize > INT64_MAX || lo * esize < INT64_MIN;
+}
+
+bool has_duplicates(std::vector<int64_t> offs) {
+  std::sort(offs.begin(), offs.end());
+  return std::adjacent_find(offs.begin(), offs.end()) != offs.end();
+}
+
+bool output_layout_ok(const Layout& o) {
+  std::vector<std::pair<int64_t, int64_t>> dims;
+  for (size_t d = 0; d < o.shape.size(); ++d) {
+    if (o.shape[d] <= 1) continue;
+    if (o.strides[d] == 0) return false;
+    dims.push_back({std::llabs(o.strides[d]), o.shape[d]});
+  }
+  std::sort(dims.begin(), dims.end());
+  int64_t reach = 0;
+  for (auto& d : dims) {
+    if (d.first <= reach) return false;
+    reach += d.first * (d.second - 1);
+  }
+  return true;
+}
+
+bool share_element(const Layout& a, const Layout& b) {
+  std::set<int64_t> sa;
+  for (int64_t x : offsets_of(a)) sa.insert(x + a.origin);
+  for (int64_t x : offsets_of(b)) {
+    if (sa.count(x + b.origin)) return true;
+  }
+  return false;
+}
+
+bool ranges_overlap(const Layout& a, const Layout& b) {
+  if (numel_of(a.shape) <= 0 || numel_of(b.shape) <= 0) return false;
+  int64_t alo, ahi, blo, bhi;
+  span_of(a, &alo, &ahi);
+  span_of(b, &blo, &bhi);
+  return a.origin + alo <= b.origin + bhi && b.origin + blo <= a.origin + ahi;
+}
+
+bool same_view(const Layout& a, const Layout& b) {
+  if (a.origin != b.origin || a.shape != b.shape) return false;
+  for (size_t d = 0; d < a.shape.size(); ++d) {
+    if (a.shape[d] != 1 && a.strides[d] != b.strides[d]) return false;
+  }
+  return true;
+}
+
+bool broadcastable(const std::vector<int64_t>& mask, const std::vector<int64_t>& target) {
+  if (mask.size() > target.size()) return false;
+  const size_t off = target.size() - mask.size();
+  for (size_t d = 0; d < mask.size(); ++d) {
+    if (mask[d] != target[d + off] && mask[d] != 1) return false;
+  }
+  return true;
+}
+
+}  // namespace smax_fuzz

@@ -1,0 +1,74 @@
+// fuzz/operands.h: the input reader and the operand arithmetic that every
+// fuzz harness shares (harness.cc, harness_ops/, harness_attention/): the
+// byte reader of an input, element counts, the element offsets and the
+// reachable span of a strided view, and the overlap / aliasing predicates of
+// two views in one arena.
+//
+// Everything here is pure arithmetic on shapes and strides (in elements);
+// what a harness adds (arena kinds, corrupted views) stays in the harness.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace smax_fuzz {
+
+/// Reads a fuzz input in order; past its end every read returns 0, so any
+/// input decodes (little-endian multi-byte values).
+class Reader {
+ public:
+  Reader(const uint8_t* p, size_t n) : p_(p), n_(n) {}
+  uint8_t u8() { return i_ < n_ ? p_[i_++] : 0; }
+  uint16_t u16() { return static_cast<uint16_t>(u8() | (u8() << 8)); }
+  uint32_t u32() { return static_cast<uint32_t>(u16()) | (static_cast<uint32_t>(u16()) << 16); }
+  uint64_t u64() { return static_cast<uint64_t>(u32()) | (static_cast<uint64_t>(u32()) << 32); }
+  /// Bytes left to read.
+  bool left() const { return i_ < n_; }
+
+ private:
+  const uint8_t* p_;
+  size_t n_;
+  size_t i_ = 0;
+};
+
+/// The float with bit pattern `b`.
+float bits_to_float(uint32_t b);
+
+/// One strided view in an arena: its shape, its strides (in elements) and the
+/// arena element its index 0 sits on.
+struct Layout {
+  std::vector<int64_t> shape, strides;
+  int64_t origin = 0;
+};
+
+/// Elements of `shape`: 0 with any zero dim, -1 with a negative dim or when
+/// the product overflows int64.
+int64_t numel_of(const std::vector<int64_t>& shape);
+/// Contiguous row-major strides of `shape` (dims of size 0 count as 1).
+std::vector<int64_t> row_major(const std::vector<int64_t>& shape);
+/// [lo, hi]: the element offsets (relative to index 0) the view reaches
+/// (numel > 0).
+void span_of(const Layout& o, int64_t* lo, int64_t* hi);
+/// Element offsets (relative to index 0) in row-major logical order; empty
+/// when the view has no elements.
+std::vector<int64_t> offsets_of(const Layout& o);
+/// The view's byte offsets overflow int64 with `esize`-byte elements (exact,
+/// in 128 bits).
+bool bytes_overflow(const Layout& o, int esize);
+/// Two of `offs` are equal.
+bool has_duplicates(std::vector<int64_t> offs);
+/// The library's documented output rule: sorted by |stride|, every stride
+/// exceeds the extent of the smaller dims (so no two indices meet).
+bool output_layout_ok(const Layout& o);
+/// The two views (in one arena) have an element in common.
+bool share_element(const Layout& a, const Layout& b);
+/// The address intervals of the two views (in one arena) overlap (both
+/// non-empty).
+bool ranges_overlap(const Layout& a, const Layout& b);
+/// The same view: same origin and shape, same strides on every dim > 1.
+bool same_view(const Layout& a, const Layout& b);
+/// `mask` broadcasts to `target` (right-aligned, dims equal or 1).
+bool broadcastable(const std::vector<int64_t>& mask, const std::vector<int64_t>& target);
+
+}  // namespace smax_fuzz
