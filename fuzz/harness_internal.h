@@ -75,25 +75,13 @@ struct Case {
   std::vector<uint8_t> bytes;
 };
 
-struct Check {
+struct Check : FailureLog {
   const Case* c;
-  std::string first;
-  long long failures = 0;
-  void fail(size_t i, double out, double ref, double bound, const char* what) {
-    if (failures++ == 0) {
-      std::ostringstream os;
-      os.precision(10);
-      os << "element " << i << ": out=" << out << " ref=" << ref << " bound=" << bound << " "
-         << what;
-      first = os.str();
-    }
-  }
 };
 
 // ---- harness_decode.cc -----------------------------------------------------------------------
 
 float logit(Reader& r);
-float gradient(Reader& r);
 float option_float(Reader& r);
 std::vector<int64_t> make_strides(const std::vector<int64_t>& shape, Reader& r, bool output);
 void decode(Case& c, Reader& r);

@@ -32,19 +32,6 @@ float logit(Reader& r) {
   }
 }
 
-// Upstream gradients: bounded (|dy| <= 2^15 * 1e3), rarely NaN / inf.
-float gradient(Reader& r) {
-  const uint8_t k = r.u8();
-  switch (k % 32) {
-    case 0: return kNaN;
-    case 1: return (k & 0x20) ? kInf : -kInf;
-    case 2: return bits_to_float((r.u32() & 0x807fffffu) | 1u);
-    case 3: return static_cast<float>(static_cast<int16_t>(r.u16())) * 1000.0f;
-    case 4: return 0.0f;
-    default: return static_cast<float>(static_cast<int16_t>(r.u16())) / 4096.0f;
-  }
-}
-
 float option_float(Reader& r) {
   const uint8_t k = r.u8();
   if (k < 200) return 1.0f;
@@ -58,35 +45,15 @@ std::vector<int64_t> make_strides(const std::vector<int64_t>& shape, Reader& r) 
   std::vector<int64_t> st = row_major(shape);
   switch (r.u8() % 12) {
     case 3: {  // permuted memory order, padded
-      std::vector<size_t> order(rank);
-      for (size_t i = 0; i < rank; ++i) order[i] = i;
-      for (size_t i = rank; i > 1; --i) std::swap(order[i - 1], order[r.u8() % i]);
-      const int64_t pad = r.u8() % 3;
-      int64_t s = 1;
-      for (size_t i = rank; i-- > 0;) {
-        st[order[i]] = s;
-        s *= std::max<int64_t>(shape[order[i]], 1) + (i + 1 < rank ? pad : 0);
-      }
+      permuted_padded_strides(shape, r, st);
       break;
     }
-    case 4: {  // negative strides on some dims
-      const uint8_t m = r.u8();
-      for (size_t d = 0; d < rank; ++d) {
-        if (m & (1u << d)) st[d] = -st[d];
-      }
-      break;
-    }
+    case 4: negate_some_strides(r, st); break;  // negative strides on some dims
     case 5: {  // arbitrary small strides: zero, negative, overlapping
       for (size_t d = 0; d < rank; ++d) st[d] = static_cast<int8_t>(r.u8()) % 24;
       break;
     }
-    case 6: {  // broadcast (zero) strides on some dims
-      const uint8_t m = r.u8();
-      for (size_t d = 0; d < rank; ++d) {
-        if (m & (1u << d)) st[d] = 0;
-      }
-      break;
-    }
+    case 6: zero_some_strides(r, st); break;  // broadcast (zero) strides on some dims
     case 7: {
       const int64_t step = 2 + r.u8() % 2;
       for (auto& s : st) s *= step;

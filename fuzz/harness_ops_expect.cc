@@ -11,13 +11,7 @@ Row row_of(const ref::RefRows& R, int64_t r) { return Row(R.row(r), R.row(r) + R
 
 // The call as the bounds see it (src/reference/bounds.h).
 ref::BoundCall bound_call(Case& c, const smax_cli::ExtCall& e) {
-  ref::BoundCall b;
-  b.x = e.x;
-  b.y = e.y;
-  b.dy = e.dy;
-  b.target = e.target;
-  b.options = e.options;
-  b.loss = e.loss;
+  ref::BoundCall b = smax_cli::bound_call_of(e);
   b.params = c.params;
   if (c.prow.present) b.row_param = view_of(c, c.prow);
   b.force_target = c.op->variant == Variant::kForceTarget;

@@ -158,11 +158,8 @@ std::string describe(Case& c) {
   }
   for (Operand* o : c.operands()) {
     if (!o->present) continue;
-    os << "\n  " << o->name << ": shape [";
-    for (size_t i = 0; i < o->shape.size(); ++i) os << (i ? "," : "") << o->shape[i];
-    os << "] strides [";
-    for (size_t i = 0; i < o->strides.size(); ++i) os << (i ? "," : "") << o->strides[i];
-    os << "] origin " << o->origin;
+    os << "\n  " << o->name << ":";
+    describe_layout(os, *o);
     if (o->rank_override != -1000) os << " rank=" << o->rank_override;
     if (o->null_data) os << " null";
     if (o->wrong_dtype) os << " wrong-dtype";

@@ -192,23 +192,11 @@ struct Expect {
   std::vector<Out> extras;
 };
 
-struct Check {
-  std::string first;
-  long long failures = 0;
-  void fail(size_t i, double out, double refv, double bound, const char* what) {
-    if (failures++ == 0) {
-      std::ostringstream os;
-      os.precision(10);
-      os << "element " << i << ": out=" << out << " ref=" << refv << " bound=" << bound << " " << what;
-      first = os.str();
-    }
-  }
-};
+using Check = FailureLog;
 
 // ---- harness_ops_decode.cc -------------------------------------------------------------------
 
 float logit(Reader& r);
-float gradient(Reader& r);
 float option_float(Reader& r);
 std::vector<int64_t> make_strides(const std::vector<int64_t>& shape, Reader& r);
 int esize_of(const Operand& o);

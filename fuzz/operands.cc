@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <set>
+#include <sstream>
 #include <utility>
 
 namespace smax_fuzz {
@@ -13,6 +15,48 @@ float bits_to_float(uint32_t b) {
   float f;
   std::memcpy(&f, &b, 4);
   return f;
+}
+
+float gradient(Reader& r) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+  const uint8_t k = r.u8();
+  switch (k % 32) {
+    case 0: return kNaN;
+    case 1: return (k & 0x20) ? kInf : -kInf;
+    case 2: return bits_to_float((r.u32() & 0x807fffffu) | 1u);
+    case 3: return static_cast<float>(static_cast<int16_t>(r.u16())) * 1000.0f;
+    case 4: return 0.0f;
+    default: return static_cast<float>(static_cast<int16_t>(r.u16())) / 4096.0f;
+  }
+}
+
+void permuted_padded_strides(const std::vector<int64_t>& shape, Reader& r,
+                             std::vector<int64_t>& st) {
+  const size_t rank = shape.size();
+  std::vector<size_t> order(rank);
+  for (size_t i = 0; i < rank; ++i) order[i] = i;
+  for (size_t i = rank; i > 1; --i) std::swap(order[i - 1], order[r.u8() % i]);
+  const int64_t pad = r.u8() % 3;
+  int64_t s = 1;
+  for (size_t i = rank; i-- > 0;) {
+    st[order[i]] = s;
+    s *= std::max<int64_t>(shape[order[i]], 1) + (i + 1 < rank ? pad : 0);
+  }
+}
+
+void negate_some_strides(Reader& r, std::vector<int64_t>& st) {
+  const uint8_t m = r.u8();
+  for (size_t d = 0; d < st.size(); ++d) {
+    if (m & (1u << d)) st[d] = -st[d];
+  }
+}
+
+void zero_some_strides(Reader& r, std::vector<int64_t>& st) {
+  const uint8_t m = r.u8();
+  for (size_t d = 0; d < st.size(); ++d) {
+    if (m & (1u << d)) st[d] = 0;
+  }
 }
 
 int64_t numel_of(const std::vector<int64_t>& shape) {
@@ -120,6 +164,24 @@ bool same_view(const Layout& a, const Layout& b) {
     if (a.shape[d] != 1 && a.strides[d] != b.strides[d]) return false;
   }
   return true;
+}
+
+void describe_layout(std::ostream& os, const Layout& o) {
+  os << " shape [";
+  for (size_t i = 0; i < o.shape.size(); ++i) os << (i ? "," : "") << o.shape[i];
+  os << "] strides [";
+  for (size_t i = 0; i < o.strides.size(); ++i) os << (i ? "," : "") << o.strides[i];
+  os << "] origin " << o.origin;
+}
+
+void FailureLog::fail(size_t i, double out, double ref, double bound, const char* what) {
+  if (failures++ == 0) {
+    std::ostringstream os;
+    os.precision(10);
+    os << "element " << i << ": out=" << out << " ref=" << ref << " bound=" << bound << " "
+       << what;
+    first = os.str();
+  }
 }
 
 bool broadcastable(const std::vector<int64_t>& mask, const std::vector<int64_t>& target) {

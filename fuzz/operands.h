@@ -10,6 +10,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <ostream>
+#include <string>
 #include <vector>
 
 namespace smax_fuzz {
@@ -34,6 +36,19 @@ class Reader {
 
 /// The float with bit pattern `b`.
 float bits_to_float(uint32_t b);
+
+/// Upstream gradients: bounded so that no f32 intermediate can overflow
+/// where float64 does not (|dy| <= 2^15 * 1e3), rarely NaN / inf.
+float gradient(Reader& r);
+
+// Stride patterns the harnesses draw (each reads its bytes from `r`):
+/// A permuted memory order with a padding of 0..2 elements between dims.
+void permuted_padded_strides(const std::vector<int64_t>& shape, Reader& r,
+                             std::vector<int64_t>& strides);
+/// Negates the strides of the dims whose bit is set in the next byte.
+void negate_some_strides(Reader& r, std::vector<int64_t>& strides);
+/// Zeroes (broadcasts) the strides of the dims whose bit is set in the next byte.
+void zero_some_strides(Reader& r, std::vector<int64_t>& strides);
 
 /// One strided view in an arena: its shape, its strides (in elements) and the
 /// arena element its index 0 sits on.
@@ -68,6 +83,16 @@ bool share_element(const Layout& a, const Layout& b);
 bool ranges_overlap(const Layout& a, const Layout& b);
 /// The same view: same origin and shape, same strides on every dim > 1.
 bool same_view(const Layout& a, const Layout& b);
+/// " shape [..] strides [..] origin N" of a view, for a case's description.
+void describe_layout(std::ostream& os, const Layout& o);
+
+/// The first failed element of a check, and how many failed.
+struct FailureLog {
+  std::string first;
+  long long failures = 0;
+  void fail(size_t i, double out, double ref, double bound, const char* what);
+};
+
 /// `mask` broadcasts to `target` (right-aligned, dims equal or 1).
 bool broadcastable(const std::vector<int64_t>& mask, const std::vector<int64_t>& target);
 

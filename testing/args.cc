@@ -3,6 +3,7 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <limits>
 
@@ -189,6 +190,12 @@ std::vector<int64_t> parse_sizes(const std::string& text) {
     start = comma + 1;
   }
   return sizes;
+}
+
+std::string format_number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
 }
 
 std::string format_size(int64_t n) {

@@ -34,12 +34,6 @@ std::pair<double, double> parse_pair(const std::string& text, const std::string&
           parse_double("--dist", params.substr(comma + 1))};
 }
 
-std::string format_number(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
-}
-
 }  // namespace
 
 Dist parse_dist(const std::string& text) {

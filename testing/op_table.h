@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "data.h"
+#include "reference/bounds.h"
 #include "smax/smax.h"
 
 namespace smax_cli {
@@ -113,6 +114,13 @@ std::unique_ptr<ExtInstance> make_instance(const ExtOp& op, const std::vector<in
 /// mean" and the op's parameters, for values not of the parameter's type or
 /// not among its choices, and for a name given twice).
 std::map<std::string, double> parse_params(const ExtOp& op, const std::string& text);
+
+/// Elements of a contiguous tensor of `shape` (the product of its dims).
+int64_t product(const std::vector<int64_t>& shape);
+
+/// The call as the documented bounds see it (src/reference/bounds.h): the
+/// views, options, loss options and parameters of `c`.
+smax::reference::BoundCall bound_call_of(const ExtCall& c);
 
 /// Every op of the table, in help order.
 const std::vector<ExtOp>& ext_ops();
