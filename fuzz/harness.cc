@@ -26,10 +26,7 @@ std::string describe(const Case& c) {
   for (const Operand* o : {&c.in0, &c.in1, &c.out, &c.add_mask, &c.bool_mask}) {
     if (!o->present) continue;
     os << "\n  " << o->name << ":";
-    describe_layout(os, *o);
-    if (o->rank_override != -1000) os << " rank=" << o->rank_override;
-    if (o->null_data) os << " null";
-    if (o->wrong_dtype) os << " wrong-dtype";
+    describe_view(os, *o);
   }
   if (c.must_reject) os << "\n  must reject: " << c.reject_reason;
   return os.str();
@@ -74,23 +71,17 @@ void dump_operand(const Case& c, const char* name, const Operand& o) {
 }
 
 TensorView view_of(const Case& c, const Operand& o) {
-  TensorView v;
-  v.dtype = o.is_bool ? DType::kBool : DType::kF32;
-  if (o.wrong_dtype) v.dtype = o.is_bool ? DType::kF32 : DType::kBool;
-  v.rank = static_cast<int>(o.shape.size());
-  for (size_t d = 0; d < o.shape.size() && d < 8; ++d) {
-    v.shape[d] = o.shape[d];
-    v.strides[d] = o.strides[d];
-  }
-  if (o.rank_override != -1000) v.rank = o.rank_override;
+  DType dtype = o.is_bool ? DType::kBool : DType::kF32;
+  if (o.wrong_dtype) dtype = o.is_bool ? DType::kF32 : DType::kBool;
+  void* data = nullptr;
   if (o.null_data) {
-    v.data = nullptr;
+    data = nullptr;
   } else if (o.is_bool) {
-    v.data = const_cast<uint8_t*>(c.bytes.data()) + o.origin;
+    data = const_cast<uint8_t*>(c.bytes.data()) + o.origin;
   } else {
-    v.data = const_cast<float*>(c.arena.data()) + o.origin;
+    data = const_cast<float*>(c.arena.data()) + o.origin;
   }
-  return v;
+  return tensor_view(o, dtype, data);
 }
 
 smax_tensor to_c(const TensorView& v) {

@@ -9,22 +9,9 @@ namespace family_internal {
 // Logit values: specials, denormals, huge, raw bit patterns, ordinary values.
 float logit(Reader& r) {
   const uint8_t k = r.u8();
-  switch (k % 20) {
-    case 0: return kNaN;
-    case 1: return kInf;
-    case 2:
-    case 3: return -kInf;
-    case 4: return bits_to_float((r.u32() & 0x807fffffu) | 1u);  // denormal
-    case 5: {
-      const float huge[] = {1e30f, -1e30f, FLT_MAX, -FLT_MAX, 1e38f, -3e38f, 8e37f, -1e20f};
-      return huge[r.u8() % 8];
-    }
-    case 6: return bits_to_float(r.u32());  // any pattern (NaN payloads, inf, ...)
-    case 7: return (k & 0x20) ? -0.0f : 0.0f;
-    case 8: return 90.0f + static_cast<float>(r.u8()) / 25.6f;  // naive exp overflows
-    case 9: return static_cast<float>(static_cast<int16_t>(r.u16())) / 8.0f;  // wide
-    default: return static_cast<float>(static_cast<int8_t>(r.u8())) / 16.0f;
-  }
+  const unsigned kase = k % 20;
+  if (kase < 10) return special_logit(kase, k, r);
+  return static_cast<float>(static_cast<int8_t>(r.u8())) / 16.0f;
 }
 
 float option_float(Reader& r) {

@@ -46,16 +46,12 @@ constexpr int64_t kGuard = 16;
 const float kSentinel = -12345.678f;
 constexpr uint8_t kSentinelByte = 0xA5;
 
-// An operand: its Layout (operands.h: shape, strides, origin in the arena)
-// and how the harness corrupts it.
-struct Operand : Layout {
+// An operand: its view (operands.h: shape, strides, origin in the arena, the
+// corruptions) and its kind.
+struct Operand : FuzzView {
   const char* name = "";
   bool present = false;
   bool is_bool = false;
-  int rank_override = -1000;  // corrupted rank, or -1000
-  bool null_data = false;
-  bool wrong_dtype = false;
-  bool unallocatable = false;  // corrupted strides: never dereference
 };
 
 struct Case {

@@ -11,20 +11,9 @@ namespace ops_internal {
 // Logits: specials, denormals, huge, raw patterns, ties, ordinary values.
 float logit(Reader& r) {
   const uint8_t k = r.u8();
-  switch (k % 24) {
-    case 0: return kNaN;
-    case 1: return kInf;
-    case 2:
-    case 3: return -kInf;
-    case 4: return bits_to_float((r.u32() & 0x807fffffu) | 1u);  // denormal
-    case 5: {
-      const float huge[] = {1e30f, -1e30f, FLT_MAX, -FLT_MAX, 1e38f, -3e38f, 8e37f, -1e20f};
-      return huge[r.u8() % 8];
-    }
-    case 6: return bits_to_float(r.u32());
-    case 7: return (k & 0x20) ? -0.0f : 0.0f;
-    case 8: return 90.0f + static_cast<float>(r.u8()) / 25.6f;
-    case 9: return static_cast<float>(static_cast<int16_t>(r.u16())) / 8.0f;
+  const unsigned kase = k % 24;
+  if (kase < 10) return special_logit(kase, k, r);
+  switch (kase) {
     case 10:
     case 11: return static_cast<float>(r.u8() % 4);  // ties
     case 12: return static_cast<float>(static_cast<int8_t>(r.u8())) / 1024.0f;  // near 0

@@ -159,10 +159,7 @@ std::string describe(Case& c) {
   for (Operand* o : c.operands()) {
     if (!o->present) continue;
     os << "\n  " << o->name << ":";
-    describe_layout(os, *o);
-    if (o->rank_override != -1000) os << " rank=" << o->rank_override;
-    if (o->null_data) os << " null";
-    if (o->wrong_dtype) os << " wrong-dtype";
+    describe_view(os, *o);
     // Values of small operands.
     if (!o->unallocatable && !o->null_data && o->rank_override == -1000 &&
         numel_of(o->shape) > 0 && numel_of(o->shape) <= (std::getenv("SMAX_FUZZ_VERBOSE") ? 4096 : 48)) {
@@ -190,25 +187,19 @@ std::string describe(Case& c) {
 }
 
 TensorView view_of(Case& c, const Operand& o) {
-  TensorView v;
-  v.dtype = o.arena == Arena::kBool ? DType::kBool : o.arena == Arena::kI64 ? DType::kI64 : DType::kF32;
-  if (o.wrong_dtype) v.dtype = v.dtype == DType::kF32 ? DType::kI64 : DType::kF32;
-  v.rank = static_cast<int>(o.shape.size());
-  for (size_t d = 0; d < o.shape.size() && d < 8; ++d) {
-    v.shape[d] = o.shape[d];
-    v.strides[d] = o.strides[d];
-  }
-  if (o.rank_override != -1000) v.rank = o.rank_override;
+  DType dtype = o.arena == Arena::kBool ? DType::kBool : o.arena == Arena::kI64 ? DType::kI64 : DType::kF32;
+  if (o.wrong_dtype) dtype = dtype == DType::kF32 ? DType::kI64 : DType::kF32;
+  void* data = nullptr;
   if (o.null_data) {
-    v.data = nullptr;
+    data = nullptr;
   } else if (o.arena == Arena::kBool) {
-    v.data = c.bytes.data() + o.origin;
+    data = c.bytes.data() + o.origin;
   } else if (o.arena == Arena::kI64) {
-    v.data = c.i64.data() + o.origin;
+    data = c.i64.data() + o.origin;
   } else {
-    v.data = c.f32.data() + o.origin;
+    data = c.f32.data() + o.origin;
   }
-  return v;
+  return tensor_view(o, dtype, data);
 }
 
 bool is_loss_backward(const OpDef& op) {

@@ -65,17 +65,13 @@ constexpr uint8_t kSentinelByte = 0xA5;
 
 enum class Arena { kF32, kI64, kBool };
 
-// An operand: its Layout (operands.h: shape, strides, origin in its arena),
-// the arena it lives in and how the harness corrupts it.
-struct Operand : Layout {
+// An operand: its view (operands.h: shape, strides, origin in its arena, the
+// corruptions) and the arena it lives in.
+struct Operand : FuzzView {
   const char* name = "";
   bool present = false;
   Arena arena = Arena::kF32;
   bool input = true;
-  int rank_override = -1000;
-  bool null_data = false;
-  bool wrong_dtype = false;
-  bool unallocatable = false;
 };
 
 enum class Custom {

@@ -2,6 +2,7 @@
 #include "operands.h"
 
 #include <algorithm>
+#include <cfloat>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -28,6 +29,25 @@ float gradient(Reader& r) {
     case 3: return static_cast<float>(static_cast<int16_t>(r.u16())) * 1000.0f;
     case 4: return 0.0f;
     default: return static_cast<float>(static_cast<int16_t>(r.u16())) / 4096.0f;
+  }
+}
+
+float special_logit(unsigned kase, uint8_t k, Reader& r) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  switch (kase) {
+    case 0: return std::numeric_limits<float>::quiet_NaN();
+    case 1: return kInf;
+    case 2:
+    case 3: return -kInf;
+    case 4: return bits_to_float((r.u32() & 0x807fffffu) | 1u);  // denormal
+    case 5: {
+      const float huge[] = {1e30f, -1e30f, FLT_MAX, -FLT_MAX, 1e38f, -3e38f, 8e37f, -1e20f};
+      return huge[r.u8() % 8];
+    }
+    case 6: return bits_to_float(r.u32());  // any pattern (NaN payloads, inf, ...)
+    case 7: return (k & 0x20) ? -0.0f : 0.0f;
+    case 8: return 90.0f + static_cast<float>(r.u8()) / 25.6f;  // naive exp overflows
+    default: return static_cast<float>(static_cast<int16_t>(r.u16())) / 8.0f;  // 9: wide
   }
 }
 
@@ -166,12 +186,28 @@ bool same_view(const Layout& a, const Layout& b) {
   return true;
 }
 
-void describe_layout(std::ostream& os, const Layout& o) {
+smax::TensorView tensor_view(const FuzzView& o, smax::DType dtype, void* data) {
+  smax::TensorView v;
+  v.dtype = dtype;
+  v.rank = static_cast<int>(o.shape.size());
+  for (size_t d = 0; d < o.shape.size() && d < 8; ++d) {
+    v.shape[d] = o.shape[d];
+    v.strides[d] = o.strides[d];
+  }
+  if (o.rank_override != -1000) v.rank = o.rank_override;
+  v.data = o.null_data ? nullptr : data;
+  return v;
+}
+
+void describe_view(std::ostream& os, const FuzzView& o) {
   os << " shape [";
   for (size_t i = 0; i < o.shape.size(); ++i) os << (i ? "," : "") << o.shape[i];
   os << "] strides [";
   for (size_t i = 0; i < o.strides.size(); ++i) os << (i ? "," : "") << o.strides[i];
   os << "] origin " << o.origin;
+  if (o.rank_override != -1000) os << " rank=" << o.rank_override;
+  if (o.null_data) os << " null";
+  if (o.wrong_dtype) os << " wrong-dtype";
 }
 
 void FailureLog::fail(size_t i, double out, double ref, double bound, const char* what) {

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "smax/tensor.h"
+
 namespace smax_fuzz {
 
 /// Reads a fuzz input in order; past its end every read returns 0, so any
@@ -41,6 +43,11 @@ float bits_to_float(uint32_t b);
 /// where float64 does not (|dy| <= 2^15 * 1e3), rarely NaN / inf.
 float gradient(Reader& r);
 
+/// The special logits both harnesses draw, by `kase` in 0..9 (k: the byte
+/// that picked it): NaN, +inf, -inf (twice), a denormal, a huge value, any
+/// bit pattern, a signed zero, 90..100 (a naive exp overflows), a wide value.
+float special_logit(unsigned kase, uint8_t k, Reader& r);
+
 // Stride patterns the harnesses draw (each reads its bytes from `r`):
 /// A permuted memory order with a padding of 0..2 elements between dims.
 void permuted_padded_strides(const std::vector<int64_t>& shape, Reader& r,
@@ -56,6 +63,18 @@ struct Layout {
   std::vector<int64_t> shape, strides;
   int64_t origin = 0;
 };
+
+/// A Layout as the harnesses hand it to the library, possibly corrupted.
+struct FuzzView : Layout {
+  int rank_override = -1000;   ///< corrupted rank, or -1000
+  bool null_data = false;
+  bool wrong_dtype = false;
+  bool unallocatable = false;  ///< corrupted strides: never dereference
+};
+
+/// The TensorView of `o` (its shape, strides and rank, the rank corrupted
+/// when asked) with `dtype` and `data` (nullptr when o.null_data).
+smax::TensorView tensor_view(const FuzzView& o, smax::DType dtype, void* data);
 
 /// Elements of `shape`: 0 with any zero dim, -1 with a negative dim or when
 /// the product overflows int64.
@@ -83,8 +102,9 @@ bool share_element(const Layout& a, const Layout& b);
 bool ranges_overlap(const Layout& a, const Layout& b);
 /// The same view: same origin and shape, same strides on every dim > 1.
 bool same_view(const Layout& a, const Layout& b);
-/// " shape [..] strides [..] origin N" of a view, for a case's description.
-void describe_layout(std::ostream& os, const Layout& o);
+/// " shape [..] strides [..] origin N" and the corruptions of a view, for
+/// a case's description.
+void describe_view(std::ostream& os, const FuzzView& o);
 
 /// The first failed element of a check, and how many failed.
 struct FailureLog {
