@@ -1,5 +1,5 @@
 // bench/bench_ops.cc: Google Benchmark of every normaliser, loss and sampler
-// (the op table of tools/smax/ext_ops.h, which `smax run --op` uses too), on
+// (the op table of testing/op_table.h, which `smax run --op` uses too), on
 // the shapes the issues name: 256x32000 (LLM vocabulary rows) and 4096x128
 // (attention rows), plus 64x128256 for losses and samplers.
 //
@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "ext_ops.h"
+#include "op_table.h"
 
 namespace {
 

@@ -6,7 +6,7 @@
 // fuzz/regressions/<target>/ as a CTest test), so every crash the fuzzers
 // find stays a regression test in the gcc build too.
 //
-// What one input decodes to (see harness.cc for the byte layout): an op, a
+// What one input decodes to (see harness_decode.cc for the byte layout): an op, a
 // rank 0..8 and shape (0-sized dims, long rows crossing the kernels' segment
 // size), per-operand strides (row-major, permuted and padded, negative,
 // zero/broadcast, arbitrary small values that overlap, exact in-place

@@ -14,7 +14,7 @@
 //    probability targets, and cross_entropy's optional outputs (z_loss,
 //    accuracy, lse, entropy, target_logprob). A group of its own, so that
 //    the inputs of the other groups (corpora, regressions) decode as before.
-// Most ops are driven through the CLI's op table (tools/smax/ext_ops.h: how
+// Most ops are driven through the CLI's op table (testing/op_table.h: how
 // to call the op and its float64 oracle); the harness builds its own strided
 // views, options, masks, parameters (valid and invalid), targets, class
 // weights and reductions, and checks each result against the oracle within

@@ -258,15 +258,9 @@ int cmd_attention(int argc, char** argv, int first) {
   TimingConfig timing;
   if (args.has("reps") || args.has("repeat")) {
     const std::string text = args.has("reps") ? args.get("reps", "") : args.get("repeat", "");
-    const int64_t r = parse_int("--reps", text);
-    if (r < 1 || r > 1000000) throw UsageError("--reps: expected an integer in [1, 1000000]");
-    timing.repeat = static_cast<int>(r);
+    timing.repeat = parse_repeat("--reps", text);
   }
-  if (args.has("min-time")) {
-    const double t = parse_double("--min-time", args.get("min-time", ""));
-    if (!(t >= 0) || t > 3600) throw UsageError("--min-time: expected seconds in [0, 3600]");
-    timing.min_time_s = t;
-  }
+  if (args.has("min-time")) timing.min_time_s = parse_min_time(args.get("min-time", ""));
   const bool check = args.has("check");
   const Format format = parse_format(args.get("format", "text"));
   if (args.has("target")) apply_target(args.get("target", ""));
@@ -340,13 +334,8 @@ int cmd_attention(int argc, char** argv, int first) {
         .num("softcap", o.softcap)
         .str("target", smax::active_target())
         .integer("threads", threads)
-        .str("dist", format_dist(dist))
-        .integer("samples", t.samples)
-        .integer("calls_per_sample", t.calls_per_sample)
-        .num("median_ms", t.median_s * 1e3)
-        .num("min_ms", t.min_s * 1e3)
-        .num("max_ms", t.max_s * 1e3)
-        .num("spread_pct", t.spread_pct())
+        .str("dist", format_dist(dist));
+    json_timing(j, t)
         .num("gflop_per_call", flops * 1e-9)
         .num("gflops", gflops);
     if (check) {

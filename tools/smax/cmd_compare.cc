@@ -84,11 +84,7 @@ int cmd_compare(int argc, char** argv, int first) {
   const Dist dist = parse_dist(args.get("dist", "normal"));
   const int64_t seed = parse_int("--seed", args.get("seed", "1"));
   if (seed < 0) throw UsageError("--seed: expected an integer >= 0, got '" + args.get("seed", "") + "'");
-  const double min_time = parse_double("--min-time", args.get("min-time", "0.25"));
-  if (!(min_time >= 0) || min_time > 3600) {
-    throw UsageError("--min-time: expected seconds in [0, 3600], got '" +
-                     args.get("min-time", "") + "'");
-  }
+  const double min_time = parse_min_time(args.get("min-time", "0.25"));
   const Format format = parse_format(args.get("format", "text"));
   for (int64_t n : sizes) {
     if (n > (int64_t{1} << 30)) {

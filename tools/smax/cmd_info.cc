@@ -6,10 +6,10 @@
 #include <vector>
 
 #include "args.h"
-#include "ext_ops.h"
 #include "commands.h"
 #include "cpu.h"
 #include "json.h"
+#include "op_table.h"
 #include "smax/smax.h"
 
 namespace smax_cli {

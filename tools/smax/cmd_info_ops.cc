@@ -6,7 +6,7 @@
 // "algo", "check", "params": [{"name", "type", "default", "default_text",
 // "doc"[, "choices"]}]}]} where default_text is the default as the CLI prints
 // it ("1e-06", "10", "true")
-// where family is "softmax" (the ops that take --algo) or "table" (ext_ops.h),
+// where family is "softmax" (the ops that take --algo) or "table" (testing/op_table.h),
 // loss means the op takes --reduction and check that --check is offered.
 #include <cstdio>
 #include <string>
@@ -15,8 +15,8 @@
 #include "args.h"
 #include "check.h"
 #include "commands.h"
-#include "ext_ops.h"
 #include "json.h"
+#include "op_table.h"
 #include "smax/smax.h"
 
 namespace smax_cli {

@@ -12,12 +12,12 @@
 #include "check.h"
 #include "commands.h"
 #include "data.h"
-#include "ext_ops.h"
 #include "json.h"
+#include "op_table.h"
 #include "progress.h"
 #include "reference/reference.h"
-#include "suggest.h"
 #include "smax/smax.h"
+#include "suggest.h"
 #include "timing.h"
 
 namespace smax_cli {
@@ -56,22 +56,8 @@ RunConfig parse_run(const Args& args) {
   const int64_t seed = parse_int("--seed", args.get("seed", "1"));
   if (seed < 0) throw UsageError("--seed: expected an integer >= 0, got '" + args.get("seed", "") + "'");
   c.seed = static_cast<uint64_t>(seed);
-  if (args.has("repeat")) {
-    const int64_t r = parse_int("--repeat", args.get("repeat", ""));
-    if (r < 1 || r > 1000000) {
-      throw UsageError("--repeat: expected an integer in [1, 1000000], got '" +
-                       args.get("repeat", "") + "'");
-    }
-    c.timing.repeat = static_cast<int>(r);
-  }
-  if (args.has("min-time")) {
-    const double t = parse_double("--min-time", args.get("min-time", ""));
-    if (!(t >= 0) || t > 3600) {
-      throw UsageError("--min-time: expected seconds in [0, 3600], got '" +
-                       args.get("min-time", "") + "'");
-    }
-    c.timing.min_time_s = t;
-  }
+  if (args.has("repeat")) c.timing.repeat = parse_repeat("--repeat", args.get("repeat", ""));
+  if (args.has("min-time")) c.timing.min_time_s = parse_min_time(args.get("min-time", ""));
   c.check = args.has("check");
   c.format = parse_format(args.get("format", "text"));
   // Last: a bad --target should not leave the process capped for nothing,
@@ -99,12 +85,6 @@ void check_memory(int64_t count, int64_t out_count, bool backward, bool check) {
                      " MiB but the machine has " +
                      std::to_string(static_cast<int64_t>(pages * page / 1048576)) + " MiB");
   }
-}
-
-int64_t product(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
 }
 
 }  // namespace
@@ -172,7 +152,7 @@ int cmd_run(int argc, char** argv, int first) {
   const ExtOp* ext = find_ext_op(op);
   if (ext == nullptr) parse_op(op);  // unknown op: "did you mean"
   reject_inapplicable(op, ext, args);
-  // Ops beyond the softmax family go through the op table (ext_ops.h).
+  // Ops beyond the softmax family go through the op table (testing/op_table.h).
   if (ext != nullptr) return cmd_run_ext(*ext, args);
   const RunConfig c = parse_run(args);
   const bool backward = c.op == Op::kSoftmaxBackward || c.op == Op::kLogSoftmaxBackward;
@@ -277,13 +257,8 @@ int cmd_run(int argc, char** argv, int first) {
         .str("dist", format_dist(c.dist))
         .num("scale", c.scale)
         .integer("seed", static_cast<int64_t>(c.seed))
-        .integer("elements", count)
-        .integer("samples", t.samples)
-        .integer("calls_per_sample", t.calls_per_sample)
-        .num("median_ms", t.median_s * 1e3)
-        .num("min_ms", t.min_s * 1e3)
-        .num("max_ms", t.max_s * 1e3)
-        .num("spread_pct", t.spread_pct())
+        .integer("elements", count);
+    json_timing(out, t)
         .num("ns_per_elem", ns_per_elem)
         .integer("bytes_per_elem", bpe)
         .num("gbps", gbps);

@@ -1,5 +1,5 @@
 // tools/smax/cmd_run_ext.cc: `smax run` for the ops of the table in
-// ext_ops.h (normalisers, losses, samplers).
+// testing/op_table.h (normalisers, losses, samplers).
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -10,8 +10,8 @@
 #include "check.h"
 #include "commands.h"
 #include "data.h"
-#include "ext_ops.h"
 #include "json.h"
+#include "op_table.h"
 #include "progress.h"
 #include "reference/bounds.h"
 #include "smax/smax.h"
@@ -19,12 +19,6 @@
 
 namespace smax_cli {
 namespace {
-
-int64_t product(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
-}
 
 // The bound --check applies, in words.
 std::string bound_description(const ExtOp& op) {
@@ -40,15 +34,7 @@ smax::reference::ElementBounds bounds_of(const ExtOp& op, const ExtCall& c, cons
     b.bound.assign(ref.size(), 0.0);
     return b;
   }
-  smax::reference::BoundCall bc;
-  bc.x = c.x;
-  bc.y = c.y;
-  bc.dy = c.dy;
-  bc.target = c.target;
-  bc.options = c.options;
-  bc.loss = c.loss;
-  bc.params = c.params;
-  return smax::reference::op_bounds(op.name, bc, ref);
+  return smax::reference::op_bounds(op.name, bound_call_of(c), ref);
 }
 
 }  // namespace
@@ -66,16 +52,8 @@ int cmd_run_ext(const ExtOp& op, const Args& args) {
   const int64_t seed = parse_int("--seed", args.get("seed", "1"));
   if (seed < 0) throw UsageError("--seed: expected an integer >= 0");
   TimingConfig timing;
-  if (args.has("repeat")) {
-    const int64_t r = parse_int("--repeat", args.get("repeat", ""));
-    if (r < 1 || r > 1000000) throw UsageError("--repeat: expected an integer in [1, 1000000]");
-    timing.repeat = static_cast<int>(r);
-  }
-  if (args.has("min-time")) {
-    const double t = parse_double("--min-time", args.get("min-time", ""));
-    if (!(t >= 0) || t > 3600) throw UsageError("--min-time: expected seconds in [0, 3600]");
-    timing.min_time_s = t;
-  }
+  if (args.has("repeat")) timing.repeat = parse_repeat("--repeat", args.get("repeat", ""));
+  if (args.has("min-time")) timing.min_time_s = parse_min_time(args.get("min-time", ""));
   const bool check = args.has("check");
   if (check && !op.reference) throw UsageError("--check: op " + op.name + " has no float64 oracle");
   const Format format = parse_format(args.get("format", "text"));
@@ -142,13 +120,8 @@ int cmd_run_ext(const ExtOp& op, const Args& args) {
         .str("target", smax::active_target())
         .integer("threads", threads)
         .str("dist", format_dist(dist))
-        .integer("elements", count)
-        .integer("samples", t.samples)
-        .integer("calls_per_sample", t.calls_per_sample)
-        .num("median_ms", t.median_s * 1e3)
-        .num("min_ms", t.min_s * 1e3)
-        .num("max_ms", t.max_s * 1e3)
-        .num("spread_pct", t.spread_pct())
+        .integer("elements", count);
+    json_timing(o, t)
         .num("ns_per_elem", ns_per_elem);
     if (check) {
       o.num("max_abs_err", max_abs)

@@ -9,8 +9,10 @@
 namespace smax_cli {
 
 class Args;
+class JsonObject;
 struct ExtOp;
 struct OptionSpec;
+struct Timing;
 
 int cmd_info(int argc, char** argv, int first);
 /// `smax info --ops` (cmd_info_ops.cc): text, or JSON when `json`.
@@ -39,10 +41,19 @@ inline constexpr int kMaxThreads = 4096;
 /// ("--threads: 100000 is out of range (1..4096)") otherwise.
 int parse_threads(const std::string& text);
 
+/// A repeat count (`what` names the option: "--repeat", "--reps"): an
+/// integer in [1, 1000000]; throws UsageError otherwise.
+int parse_repeat(const std::string& what, const std::string& text);
+/// --min-time: seconds in [0, 3600]; throws UsageError otherwise.
+double parse_min_time(const std::string& text);
+/// The timing fields of a JSON report, in this order: samples,
+/// calls_per_sample, median_ms, min_ms, max_ms, spread_pct.
+JsonObject& json_timing(JsonObject& o, const Timing& t);
+
 /// Every option of `smax run` (the softmax family and the table ops share
 /// one parse; cmd_run then rejects the options that do not apply to --op).
 const std::vector<OptionSpec>& run_option_specs();
-/// `smax run` for a table op of ext_ops.h (cmd_run_ext.cc), from the parsed
+/// `smax run` for a table op of testing/op_table.h (cmd_run_ext.cc), from the parsed
 /// options; --algo has been rejected, --reduction only reaches losses.
 int cmd_run_ext(const ExtOp& op, const Args& args);
 

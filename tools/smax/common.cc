@@ -7,8 +7,10 @@
 
 #include "args.h"
 #include "commands.h"
+#include "json.h"
 #include "smax/smax.h"
 #include "suggest.h"
+#include "timing.h"
 
 namespace smax_cli {
 namespace {
@@ -25,6 +27,31 @@ std::string join(const std::vector<std::string>& items) {
 }
 
 }  // namespace
+
+int parse_repeat(const std::string& what, const std::string& text) {
+  const int64_t r = parse_int(what, text);
+  if (r < 1 || r > 1000000) {
+    throw UsageError(what + ": expected an integer in [1, 1000000], got '" + text + "'");
+  }
+  return static_cast<int>(r);
+}
+
+double parse_min_time(const std::string& text) {
+  const double t = parse_double("--min-time", text);
+  if (!(t >= 0) || t > 3600) {
+    throw UsageError("--min-time: expected seconds in [0, 3600], got '" + text + "'");
+  }
+  return t;
+}
+
+JsonObject& json_timing(JsonObject& o, const Timing& t) {
+  return o.integer("samples", t.samples)
+      .integer("calls_per_sample", t.calls_per_sample)
+      .num("median_ms", t.median_s * 1e3)
+      .num("min_ms", t.min_s * 1e3)
+      .num("max_ms", t.max_s * 1e3)
+      .num("spread_pct", t.spread_pct());
+}
 
 bool wants_help(int argc, char** argv, int first) {
   for (int i = first; i < argc; ++i) {

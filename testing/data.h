@@ -1,4 +1,4 @@
-// tools/smax/data.h: reproducible input data for `smax run` / `smax compare`.
+// testing/data.h: reproducible input data for `smax run` / `smax compare`.
 //
 // The generator is splitmix64 + Box-Muller, written out here (not
 // std::normal_distribution) so that a seed gives the same data with any

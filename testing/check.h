@@ -1,4 +1,4 @@
-// tools/smax/check.h: compare an op's f32 output with the float64 reference
+// testing/check.h: compare an op's f32 output with the float64 reference
 // against the error bounds documented in include/smax/softmax.h (the
 // formulas: src/reference/bounds.h, shared with the tests and the fuzz
 // harnesses).

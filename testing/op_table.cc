@@ -1,4 +1,4 @@
-// tools/smax/ext_table.cc: the op table of ext_ops.h and the generated inputs
+// testing/op_table.cc: the op table of op_table.h and the generated inputs
 // of one call (shared by `smax run` and bench/bench_ops.cc).
 #include <algorithm>
 #include <cstdio>
@@ -9,18 +9,12 @@
 #include "args.h"
 #include "check.h"
 #include "data.h"
-#include "ext_ops.h"
 #include "json.h"
+#include "op_table.h"
 #include "suggest.h"
 
 namespace smax_cli {
 namespace {
-
-int64_t product(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
-}
 
 smax::TensorView f32_view(float* data, const std::vector<int64_t>& shape) {
   return smax::make_view(data, smax::DType::kF32, static_cast<int>(shape.size()), shape.data(),
@@ -32,6 +26,24 @@ smax::TensorView i64_view(int64_t* data, const std::vector<int64_t>& shape) {
 }
 
 }  // namespace
+
+int64_t product(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+smax::reference::BoundCall bound_call_of(const ExtCall& c) {
+  smax::reference::BoundCall bc;
+  bc.x = c.x;
+  bc.y = c.y;
+  bc.dy = c.dy;
+  bc.target = c.target;
+  bc.options = c.options;
+  bc.loss = c.loss;
+  bc.params = c.params;
+  return bc;
+}
 
 const char* param_type_name(ParamType type) {
   switch (type) {
@@ -48,9 +60,7 @@ std::string format_param(const ExtParam& p, double value) {
     case ParamType::kBool: return value != 0 ? "true" : "false";
     case ParamType::kReal: break;
   }
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%g", value);
-  return buf;
+  return format_number(value);
 }
 
 std::string json_param(const ExtParam& p, double value) {
@@ -235,7 +245,7 @@ std::vector<ExtOp> in_op_list_order(std::vector<ExtOp> table) {
     if (it == table.end()) {
       throw std::logic_error(std::string("op ") + info.name +
                              ": smax/op_list.inc says `smax run` runs it, but the CLI's op "
-                             "table (tools/smax/ext_*.cc) has no entry");
+                             "table (testing/table_*.cc) has no entry");
     }
     if ((cli == "run") != static_cast<bool>(it->reference)) {
       throw std::logic_error(std::string("op ") + info.name + ": smax/op_list.inc says cli " +

@@ -1,6 +1,6 @@
-// tools/smax/ext_sparse.cc: sparsemax, entmax and sparse-softmax in
-// `smax run` (table in ext_ops.h). Bounds of --check: include/smax/sparse.h.
-#include "ext_ops.h"
+// testing/table_sparse.cc: sparsemax, entmax and sparse-softmax in
+// `smax run` (table in op_table.h). Bounds of --check: include/smax/sparse.h.
+#include "op_table.h"
 #include "reference/reference.h"
 #include "reference/sparse.h"
 #include "smax/sparse.h"

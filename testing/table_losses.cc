@@ -1,7 +1,7 @@
-// tools/smax/ext_losses.cc: cross-entropy and the z-losses in `smax run`
-// (table in ext_ops.h). Bounds of --check: include/smax/cross_entropy.h
+// testing/table_losses.cc: cross-entropy and the z-losses in `smax run`
+// (table in op_table.h). Bounds of --check: include/smax/cross_entropy.h
 // (relative to the loss's own magnitude; here a uniform abs + rel bound).
-#include "ext_ops.h"
+#include "op_table.h"
 #include "reference/cross_entropy.h"
 #include "smax/cross_entropy.h"
 

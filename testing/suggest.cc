@@ -1,4 +1,4 @@
-// tools/smax/suggest.cc: "did you mean" (contract in suggest.h).
+// testing/suggest.cc: "did you mean" (contract in suggest.h).
 #include "suggest.h"
 
 #include <algorithm>

@@ -1,8 +1,9 @@
-// tools/smax/args.cc: command-line parsing for the smax CLI.
+// testing/args.cc: command-line parsing for the smax CLI.
 #include "args.h"
 
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <limits>
 
@@ -189,6 +190,12 @@ std::vector<int64_t> parse_sizes(const std::string& text) {
     start = comma + 1;
   }
   return sizes;
+}
+
+std::string format_number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
 }
 
 std::string format_size(int64_t n) {

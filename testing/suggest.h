@@ -1,4 +1,4 @@
-// tools/smax/suggest.h: "did you mean" for the CLI's error messages (unknown
+// testing/suggest.h: "did you mean" for the CLI's error messages (unknown
 // commands, options, ops, parameters, algorithms).
 #pragma once
 

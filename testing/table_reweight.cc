@@ -1,7 +1,7 @@
-// tools/smax/ext_reweight.cc: SA-Softmax, sigmoid / softplus normalisers,
+// testing/table_reweight.cc: SA-Softmax, sigmoid / softplus normalisers,
 // Power-Softmax, probability-domain temperature and logit standardisation in
-// `smax run` (table in ext_ops.h). Bounds: include/smax/reweight.h.
-#include "ext_ops.h"
+// `smax run` (table in op_table.h). Bounds: include/smax/reweight.h.
+#include "op_table.h"
 #include "reference/reweight.h"
 #include "smax/reweight.h"
 

@@ -1,8 +1,8 @@
-// tools/smax/ext_sampling.cc: Gumbel-softmax, Gumbel-max, fused softmax +
-// top-k and sampling in `smax run` (table in ext_ops.h). The noise is the
+// testing/table_sampling.cc: Gumbel-softmax, Gumbel-max, fused softmax +
+// top-k and sampling in `smax run` (table in op_table.h). The noise is the
 // library's counter-based Philox stream for --param seed, so --check compares
 // with the oracle on the very same noise. Bounds: include/smax/sampling.h.
-#include "ext_ops.h"
+#include "op_table.h"
 #include "reference/sampling.h"
 #include "smax/sampling.h"
 

@@ -1,4 +1,4 @@
-// tools/smax/data.cc: reproducible input data.
+// testing/data.cc: reproducible input data.
 #include "data.h"
 
 #include <cmath>
@@ -32,12 +32,6 @@ std::pair<double, double> parse_pair(const std::string& text, const std::string&
   }
   return {parse_double("--dist", params.substr(0, comma)),
           parse_double("--dist", params.substr(comma + 1))};
-}
-
-std::string format_number(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// tools/smax/args.h: command-line parsing for the smax CLI.
+// testing/args.h: command-line parsing for the smax CLI.
 //
 // Every parse failure throws UsageError; main() prints it as one line,
 // "smax: error: <message>", and exits with kExitUsage.
@@ -61,6 +61,8 @@ std::string format_shape(const std::vector<int64_t>& shape);
 /// Row sizes for `smax compare`: a comma-separated list of sizes ("1K,4M")
 /// and/or ranges "LO..HI" (LO, 4*LO, 16*LO, ... <= HI, then HI itself).
 std::vector<int64_t> parse_sizes(const std::string& text);
+/// A number as printf's %g writes it: "0.43", "1e-06", "10".
+std::string format_number(double v);
 /// "1K", "32M", "1000" (binary suffix when exact).
 std::string format_size(int64_t n);
 

@@ -1,4 +1,4 @@
-// tools/smax/ext_ops.h: `smax run --op NAME` for every op beyond the softmax
+// testing/op_table.h: `smax run --op NAME` for every op beyond the softmax
 // family (normalisers, losses, samplers): a table of ops, each with how to
 // call the library and how to call its float64 oracle (--check compares with
 // it within the op's documented bound, src/reference/bounds.h).
@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "data.h"
+#include "reference/bounds.h"
 #include "smax/smax.h"
 
 namespace smax_cli {
@@ -114,6 +115,13 @@ std::unique_ptr<ExtInstance> make_instance(const ExtOp& op, const std::vector<in
 /// not among its choices, and for a name given twice).
 std::map<std::string, double> parse_params(const ExtOp& op, const std::string& text);
 
+/// Elements of a contiguous tensor of `shape` (the product of its dims).
+int64_t product(const std::vector<int64_t>& shape);
+
+/// The call as the documented bounds see it (src/reference/bounds.h): the
+/// views, options, loss options and parameters of `c`.
+smax::reference::BoundCall bound_call_of(const ExtCall& c);
+
 /// Every op of the table, in help order.
 const std::vector<ExtOp>& ext_ops();
 /// nullptr when `name` is not in the table.
@@ -124,7 +132,7 @@ inline bool is_loss(const ExtOp& op) { return op.out_shape == OutShape::kLoss; }
 /// table, in help order.
 std::vector<std::string> all_op_names();
 
-// Families register their ops here (tools/smax/ext_*.cc).
+// Families register their ops here (testing/table_*.cc).
 void add_sparse_ops(std::vector<ExtOp>& ops);
 void add_rescaled_ops(std::vector<ExtOp>& ops);
 void add_reweight_ops(std::vector<ExtOp>& ops);

@@ -1,4 +1,4 @@
-// tools/smax/json.cc
+// testing/json.cc
 #include "json.h"
 
 #include <cmath>

@@ -1,4 +1,4 @@
-// tools/smax/json.h: just enough JSON writing for the CLI's reports.
+// testing/json.h: just enough JSON writing for the CLI's reports.
 #pragma once
 
 #include <cstdint>

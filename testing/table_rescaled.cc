@@ -1,6 +1,6 @@
-// tools/smax/ext_rescaled.cc: SSMax, softpick, clipped softmax, StableMax and the collapse
-// detector in `smax run` (table in ext_ops.h). Bounds: include/smax/rescaled.h.
-#include "ext_ops.h"
+// testing/table_rescaled.cc: SSMax, softpick, clipped softmax, StableMax and the collapse
+// detector in `smax run` (table in op_table.h). Bounds: include/smax/rescaled.h.
+#include "op_table.h"
 #include "reference/rescaled.h"
 #include "smax/rescaled.h"
 

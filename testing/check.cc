@@ -1,6 +1,6 @@
-// tools/smax/check.cc: error metrics against the float64 reference.
+// testing/check.cc: error metrics against the float64 reference.
 #include "check.h"
-#include "ext_ops.h"
+#include "op_table.h"
 
 #include <cmath>
 #include <cstdio>
@@ -37,12 +37,6 @@ void accumulate(ErrorStats& st, int64_t i, float got, double ref, double bound) 
     st.worst_got = g;
     st.worst_ref = ref;
   }
-}
-
-std::string format_g(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
 }
 
 }  // namespace
@@ -99,16 +93,16 @@ int bytes_per_element(Op op) {
 std::string bound_text(Op op) {
   switch (op) {
     case Op::kSoftmax:
-      return "abs <= " + format_g(kTinyAbsBound) + " + " + format_g(kRelBound) + " * |ref|";
+      return "abs <= " + format_number(kTinyAbsBound) + " + " + format_number(kRelBound) + " * |ref|";
     case Op::kLogSoftmax:
     case Op::kLogsumexp:
-      return "abs <= " + format_g(kRelBound) + " * (1 + |value|)";
+      return "abs <= " + format_number(kRelBound) + " * (1 + |value|)";
     case Op::kSoftmaxBackward:
-      return "abs <= " + format_g(kRelBound) + " * s * |y| * (|dy| + |<dy,y>|) + " +
-             format_g(kBackwardFloor) + " + 1.02e-06 * s * |y| * sum |dy*y| (dot term)";
+      return "abs <= " + format_number(kRelBound) + " * s * |y| * (|dy| + |<dy,y>|) + " +
+             format_number(kBackwardFloor) + " + 1.02e-06 * s * |y| * sum |dy*y| (dot term)";
     case Op::kLogSoftmaxBackward:
-      return "abs <= " + format_g(kRelBound) + " * s * (|dy| + exp(y) * (|sum dy| + sum |dy|)) + " +
-             format_g(kBackwardFloor);
+      return "abs <= " + format_number(kRelBound) + " * s * (|dy| + exp(y) * (|sum dy| + sum |dy|)) + " +
+             format_number(kBackwardFloor);
   }
   return "";
 }
