@@ -49,8 +49,6 @@ using smax::SoftpickOptions;
 using smax::SsmaxOptions;
 using I64Tensor = Array<int64_t>;
 
-const std::vector<int64_t> kSizes = {0, 1, 2, 3, 7, 8, 9, 31, 33, 100, 1000, 1001, 32000};
-constexpr int64_t kVocab = 128256;
 
 enum class Kind { kSsmax, kSoftpick, kStablemax };
 inline const char* kind_name(Kind k) {
@@ -189,15 +187,7 @@ inline ::testing::AssertionResult check_backward_op(Kind kind, const Tensor& src
 // ---------------------------------------------------------------------------
 // Per-target suite.
 // ---------------------------------------------------------------------------
-class Rescaled : public TargetTest {
- protected:
-  int failures_ = 0;
-  void record(const ::testing::AssertionResult& r) {
-    EXPECT_TRUE(r) << "target " << GetParam();
-    if (!r) ++failures_;
-  }
-  bool stop() const { return failures_ >= 10; }
-};
+class Rescaled : public RecordingTargetTest {};
 
 }  // namespace
 }  // namespace smax_test

@@ -48,8 +48,6 @@ using smax::SoftNmsMethod;
 using smax::SoftNmsOptions;
 using I64Tensor = Array<int64_t>;
 
-const std::vector<int64_t> kSizes = {0, 1, 2, 3, 7, 8, 9, 31, 33, 100, 1000, 1001, 32000};
-constexpr int64_t kVocab = 128256;
 
 inline std::vector<double> widen(const std::vector<float>& v) { return {v.begin(), v.end()}; }
 
@@ -69,6 +67,14 @@ inline ::testing::AssertionResult check_probs(const std::vector<double>& out,
     }
   }
   return ::testing::AssertionSuccess();
+}
+
+// `res`, or a failure naming `what` when an output's guard region was
+// written (`intact` false).
+inline ::testing::AssertionResult and_guards_intact(::testing::AssertionResult res, bool intact,
+                                                   const std::string& what) {
+  if (res && !intact) return ::testing::AssertionFailure() << what << ": wrote outside the view";
+  return res;
 }
 
 // Rows with many exact ties (values from a small set), some -inf.

@@ -29,7 +29,7 @@ TEST_P(Rescaled, RandomAndAdversarialRows) {
   for (Kind kind : {Kind::kSsmax, Kind::kSoftpick, Kind::kStablemax}) {
     const std::vector<Params> ps = params_for(kind);
     for (size_t pi = 0; pi < ps.size(); ++pi) {
-      std::vector<int64_t> sizes = kSizes;
+      std::vector<int64_t> sizes = kSweepSizes;
       if (pi == 0) sizes.push_back(kVocab);
       for (Data data : all_data()) {
         Rng rng(std::string(kind_name(kind)) + "/" + data_name(data) + "/" + std::to_string(pi));
@@ -68,10 +68,7 @@ TEST_P(Rescaled, RandomAndAdversarialRows) {
 TEST_P(Rescaled, AnyAxisStridedWithMasksAndScale) {
   Rng rng("axis");
   const std::vector<int64_t> shape = {4, 9, 6};
-  BoolTensor keep({9, 1});
-  keep.fill([&](int64_t i) { return static_cast<uint8_t>(i % 4 != 1); });
-  Tensor add({6});
-  add.fill([&](int64_t i) { return i == 2 ? -INFINITY : rng.normal(); });
+  const AxisMasks masks(rng);
   Tensor srows({4, 1, 1});
   srows.fill([&](int64_t i) { return 0.3f + 0.2f * static_cast<float>(i); });
   for (int axis = 0; axis < 3; ++axis) {
@@ -79,12 +76,7 @@ TEST_P(Rescaled, AnyAxisStridedWithMasksAndScale) {
       Tensor src(shape, permuted_strides(shape, {2, 0, 1}, 1), 1);
       src.fill([&](int64_t) { return 2.0f * rng.normal(); });
       Tensor dst(shape, permuted_strides(shape, {1, 2, 0}, 2));
-      SoftmaxOptions o;
-      o.axis = axis - 3;
-      o.scale = 1.5f;
-      o.temperature = 0.8f;
-      o.bool_mask = keep.view();
-      o.additive_mask = add.view();
+      SoftmaxOptions o = masks.options(axis, 1.5f, 0.8f);
       Params p;
       if (axis != 0) {  // s_rows broadcasts over [4, 1, 1] only when axis != 0
         p.ssmax.s_rows = srows.view();
@@ -174,23 +166,12 @@ std::vector<float> run_all(const Tensor& src, const Tensor& dy, const I64Tensor&
 TEST_P(Rescaled, ThreadsBitwiseEqualAndInPlace) {
   Rng rng("threads");
   for (int64_t n : {7, 1001, 33000}) {
-    const int64_t rows = n > 10000 ? 5 : 37;
-    Tensor src({rows, n}), dy({rows, n});
-    fill_rows(src, 1, Data::kWide, rng);
-    fill_normal(dy, rng);
-    I64Tensor target({rows});
+    const WideRows in(n, rng);
+    I64Tensor target({in.rows});
     target.fill([&](int64_t i) { return i % 5 == 4 ? int64_t{-100} : rng.index(n); });
-    const std::vector<float> one = run_all(src, dy, target, 1, false);
-    for (int threads : {2, 3}) {
-      const std::vector<float> other = run_all(src, dy, target, threads, false);
-      ASSERT_EQ(one.size(), other.size());
-      EXPECT_EQ(0, std::memcmp(one.data(), other.data(), one.size() * sizeof(float)))
-          << "threads " << threads << " n " << n;
-    }
-    const std::vector<float> inplace = run_all(src, dy, target, 2, true);
-    ASSERT_EQ(one.size(), inplace.size());
-    EXPECT_EQ(0, std::memcmp(one.data(), inplace.data(), one.size() * sizeof(float)))
-        << "in place, n " << n;
+    expect_threads_bitwise_equal(
+        [&](int threads, bool in_place) { return run_all(in.src, in.dy, target, threads, in_place); },
+        n);
   }
 }
 

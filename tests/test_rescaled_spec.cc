@@ -10,14 +10,6 @@ namespace {
 // ---------------------------------------------------------------------------
 // Hand vectors (docs/vectors.md, "Rescaled and rectified softmaxes").
 // ---------------------------------------------------------------------------
-void expect_row(const std::vector<float>& got, const std::vector<double>& want, double rel,
-                const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  for (size_t i = 0; i < want.size(); ++i) {
-    EXPECT_NEAR(got[i], want[i], rel * std::fabs(want[i]) + 1e-7) << what << " [" << i << "]";
-  }
-}
-
 TEST(RescaledSpec, HandVectors) {
   // SSMax, s = 1.
   {
