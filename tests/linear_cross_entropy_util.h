@@ -289,15 +289,23 @@ inline ::testing::AssertionResult check_backward(const LceProblem& p, const LceR
       adz[k] = std::fabs(ref.dz[k]);
     }
   }
+  // An f32 GEMM entry over `terms` products dz_q x_m, m = 0 .. terms - 1,
+  // q = q0 + m q_step, x_m = x[x0 + m x_step]: sum of (e_q + (terms + 2) u
+  // |dz_q|) |x_m|.
+  auto gemm_bound = [&](int64_t terms, int64_t q0, int64_t q_step, const std::vector<double>& x,
+                        int64_t x0, int64_t x_step) {
+    double b = 0.0;
+    for (int64_t m = 0; m < terms; ++m) {
+      const size_t q = static_cast<size_t>(q0 + m * q_step);
+      b += (e[q] + static_cast<double>(terms + 2) * kU * adz[q]) *
+           std::fabs(x[static_cast<size_t>(x0 + m * x_step)]);
+    }
+    return b;
+  };
   CheckResult res;
   for (int64_t r = 0; r < p.N; ++r) {
     for (int64_t k = 0; k < p.D; ++k) {
-      double b = 0.0;
-      for (int64_t j = 0; j < p.V; ++j) {
-        const size_t q = static_cast<size_t>(r * p.V + j);
-        b += (e[q] + static_cast<double>(p.V + 2) * kU * adz[q]) *
-             std::fabs(p.w[static_cast<size_t>(j * p.D + k)]);
-      }
+      const double b = gemm_bound(p.V, r * p.V, 1, p.w, k, p.D);  // dz_rj w_jk over j
       const size_t i = static_cast<size_t>(r * p.D + k);
       check_element(res, static_cast<int64_t>(i), g.dh.at(static_cast<int64_t>(i)), ref.dhidden[i],
                     b + 1e-30, false);
@@ -305,12 +313,7 @@ inline ::testing::AssertionResult check_backward(const LceProblem& p, const LceR
   }
   for (int64_t j = 0; j < p.V; ++j) {
     for (int64_t k = 0; k < p.D; ++k) {
-      double b = 0.0;
-      for (int64_t r = 0; r < p.N; ++r) {
-        const size_t q = static_cast<size_t>(r * p.V + j);
-        b += (e[q] + static_cast<double>(p.N + 2) * kU * adz[q]) *
-             std::fabs(p.h[static_cast<size_t>(r * p.D + k)]);
-      }
+      const double b = gemm_bound(p.N, j, p.V, p.h, k, p.D);  // dz_rj h_rk over r
       const size_t i = static_cast<size_t>(j * p.D + k);
       check_element(res, 10000000 + static_cast<int64_t>(i), g.dw.at(static_cast<int64_t>(i)),
                     ref.dweight[i], b + 1e-30, /*require_exact_zero=*/b == 0.0);
@@ -346,6 +349,16 @@ struct Case {
   bool fused = false;     // linear_cross_entropy_fused (loss + gradients, one call)
   Layout dhl = Layout::kContig, dwl = Layout::kContig;
 };
+
+// A case of N tokens, hidden size D and vocabulary V, reduced by `red`.
+inline Case sized_case(int64_t N, int64_t D, int64_t V, Reduction red) {
+  Case c;
+  c.N = N;
+  c.D = D;
+  c.V = V;
+  c.ce.loss.reduction = red;
+  return c;
+}
 
 inline std::string describe(const Case& c) {
   std::ostringstream os;

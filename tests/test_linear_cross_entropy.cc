@@ -53,11 +53,7 @@ TEST_P(Lce, OddSizes) {
   int i = 0;
   for (const auto& d : dims) {
     for (Reduction red : {Reduction::kNone, Reduction::kMean, Reduction::kSum}) {
-      Case c;
-      c.N = d[0];
-      c.D = d[1];
-      c.V = d[2];
-      c.ce.loss.reduction = red;
+      Case c = sized_case(d[0], d[1], d[2], red);
       c.gen.bias = (i % 2) == 0;
       c.gen.ignore = 0.2;
       c.dbias = (i % 3) != 0;
@@ -132,11 +128,7 @@ TEST_P(Lce, EveryOption) {
   int i = 0;
   for (Reduction red : {Reduction::kNone, Reduction::kMean, Reduction::kSum}) {
     for (int variant = 0; variant < 9; ++variant) {
-      Case c;
-      c.N = 37;
-      c.D = 19;
-      c.V = 203;
-      c.ce.loss.reduction = red;
+      Case c = sized_case(37, 19, 203, red);
       c.gen.ignore = 0.2;
       c.outputs = true;
       c.lce.token_chunk = (i % 3) == 0 ? 8 : 0;
@@ -181,12 +173,8 @@ TEST_P(Lce, Fused) {
   int i = 0;
   for (Reduction red : {Reduction::kNone, Reduction::kMean, Reduction::kSum}) {
     for (int variant = 0; variant < 4; ++variant) {
-      Case c;
+      Case c = sized_case(23, 11, 97, red);
       c.fused = true;
-      c.N = 23;
-      c.D = 11;
-      c.V = 97;
-      c.ce.loss.reduction = red;
       c.gen.ignore = 0.2;
       c.outputs = (i % 2) == 0;
       c.lce.vocab_chunk = variant == 3 ? 16 : 0;  // tiled vocabulary: two passes
