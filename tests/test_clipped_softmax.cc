@@ -175,15 +175,7 @@ TEST(ClippedSoftmaxSpec, ReferenceVjpMatchesFiniteDifferences) {
   }
 }
 
-class ClippedSoftmax : public TargetTest {
- protected:
-  int failures_ = 0;
-  void record(const ::testing::AssertionResult& r) {
-    EXPECT_TRUE(r) << "target " << GetParam();
-    if (!r) ++failures_;
-  }
-  bool stop() const { return failures_ >= 10; }
-};
+class ClippedSoftmax : public RecordingTargetTest {};
 
 TEST_P(ClippedSoftmax, RandomAndAdversarialRows) {
   const std::vector<int64_t> sizes = {0, 1, 2, 3, 7, 8, 9, 31, 33, 100, 1001, 32000};
@@ -225,20 +217,12 @@ TEST_P(ClippedSoftmax, RandomAndAdversarialRows) {
 TEST_P(ClippedSoftmax, AnyAxisStridedWithMasksAndScale) {
   Rng rng("axis");
   const std::vector<int64_t> shape = {4, 9, 6};
-  BoolTensor keep({9, 1});
-  keep.fill([&](int64_t i) { return static_cast<uint8_t>(i % 4 != 1); });
-  Tensor add({6});
-  add.fill([&](int64_t i) { return i == 2 ? -INFINITY : rng.normal(); });
+  const AxisMasks masks(rng);
   for (int axis = 0; axis < 3; ++axis) {
     Tensor src(shape, permuted_strides(shape, {2, 0, 1}, 1), 1);
     src.fill([&](int64_t) { return 2.0f * rng.normal(); });
     Tensor dst(shape, permuted_strides(shape, {1, 2, 0}, 2));
-    SoftmaxOptions o;
-    o.axis = axis - 3;
-    o.scale = 1.5f;
-    o.temperature = 0.8f;
-    o.bool_mask = keep.view();
-    o.additive_mask = add.view();
+    SoftmaxOptions o = masks.options(axis, 1.5f, 0.8f);
     const std::string what = "axis " + std::to_string(axis);
     record(check_forward(src, dst, o, params(-0.2f, 1.1f), what));
     Tensor dyf(shape, permuted_strides(shape, {0, 2, 1}, 0), 2);
@@ -259,10 +243,9 @@ TEST_P(ClippedSoftmax, AnyAxisStridedWithMasksAndScale) {
 TEST_P(ClippedSoftmax, ThreadsBitwiseEqualAndInPlace) {
   Rng rng("threads");
   for (int64_t n : {7, 1001, 33000}) {
-    const int64_t rows = n > 10000 ? 5 : 37;
-    Tensor src({rows, n}), dy({rows, n});
-    fill_rows(src, 1, Data::kWide, rng);
-    fill_normal(dy, rng);
+    const WideRows in(n, rng);
+    const Tensor& src = in.src;
+    const Tensor& dy = in.dy;
     auto run = [&](int threads, bool in_place) {
       SoftmaxOptions o;
       o.threads = threads;
@@ -282,15 +265,7 @@ TEST_P(ClippedSoftmax, ThreadsBitwiseEqualAndInPlace) {
       all.insert(all.end(), d.begin(), d.end());
       return all;
     };
-    const std::vector<float> one = run(1, false);
-    for (int threads : {2, 3}) {
-      const std::vector<float> other = run(threads, false);
-      EXPECT_EQ(0, std::memcmp(one.data(), other.data(), one.size() * sizeof(float)))
-          << "threads " << threads << " n " << n;
-    }
-    const std::vector<float> inplace = run(2, true);
-    EXPECT_EQ(0, std::memcmp(one.data(), inplace.data(), one.size() * sizeof(float)))
-        << "in place, n " << n;
+    expect_threads_bitwise_equal(run, n);
   }
 }
 

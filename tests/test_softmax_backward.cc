@@ -11,37 +11,14 @@
 #include <vector>
 
 #include "reference/reference.h"
-#include "test_util.h"
+#include "softmax_util.h"
 
 namespace smax_test {
 namespace {
 
 const std::vector<Op> kBackwardOps = {Op::kSoftmaxBackward, Op::kLogSoftmaxBackward};
 
-class Backward : public TargetTest {
- protected:
-  void sweep(const std::vector<int64_t>& sizes, Data data, const SoftmaxOptions& base,
-             int64_t rows, int64_t misalign,
-             const std::vector<Algorithm>& algos = all_algorithms()) {
-    Rng rng(std::string("bwd/") + data_name(data) + "/" + std::to_string(misalign));
-    for (Op op : kBackwardOps) {
-      for (Algorithm a : algos) {
-        for (int64_t n : sizes) {
-          SoftmaxOptions o = base;
-          o.algorithm = a;
-          const int64_t r = n > 4096 ? 1 : rows;
-          const ::testing::AssertionResult res =
-              check_contiguous(op, {r, n}, -1, data, o, rng, misalign);
-          EXPECT_TRUE(res) << "target " << GetParam();
-          if (!res && ++failures_ >= 12) {
-            FAIL() << "stopping this sweep after " << failures_ << " failing cases";
-          }
-        }
-      }
-    }
-  }
-  int failures_ = 0;
-};
+class Backward : public SweepTargetTest {};
 
 std::vector<int64_t> small_sizes() {
   std::vector<int64_t> v;
@@ -50,34 +27,35 @@ std::vector<int64_t> small_sizes() {
 }
 
 TEST_P(Backward, SmallSizes) {
-  sweep(small_sizes(), Data::kUniform, {}, 3, 0);
-  sweep(small_sizes(), Data::kWide, {}, 2, 1);
+  sweep("bwd/", kBackwardOps, small_sizes(), Data::kUniform, {}, 3, 0);
+  sweep("bwd/", kBackwardOps, small_sizes(), Data::kWide, {}, 2, 1);
 }
 
 TEST_P(Backward, TileSizesAndPrimes) {
   const std::vector<int64_t> sizes = {63,  64,  65,   127,  128,  129,  255,  256,
                                       257, 97,  251,  509,  1021, 1031, 2039, 4093,
                                       8191, 16381, 1000, 1001};
-  sweep(sizes, Data::kUniform, {}, 3, 0);
-  sweep(sizes, Data::kWide, {}, 2, 1);
+  sweep("bwd/", kBackwardOps, sizes, Data::kUniform, {}, 3, 0);
+  sweep("bwd/", kBackwardOps, sizes, Data::kWide, {}, 2, 1);
 }
 
 TEST_P(Backward, LongRows) {
   const std::vector<int64_t> sizes = {21841, 32000, 65535, 65536, 65537, 128256, 3 * 65536 + 5};
-  sweep(sizes, Data::kUniform, {}, 1, 0);
-  sweep(sizes, Data::kHigh, {}, 1, 1, {Algorithm::kAuto});
+  sweep("bwd/", kBackwardOps, sizes, Data::kUniform, {}, 1, 0);
+  sweep("bwd/", kBackwardOps, sizes, Data::kHigh, {}, 1, 1, {Algorithm::kAuto});
 }
 
 TEST_P(Backward, Adversarial) {
   const std::vector<int64_t> sizes = {1, 2, 3, 8, 17, 64, 65, 257, 1000, 65537};
   for (Data d : all_data()) {
     SCOPED_TRACE(data_name(d));
-    sweep(sizes, d, {}, 3, 0, {Algorithm::kAuto, Algorithm::kOnline});
+    sweep("bwd/", kBackwardOps, sizes, d, {}, 3, 0, {Algorithm::kAuto, Algorithm::kOnline});
     if (HasFatalFailure()) return;
   }
   SoftmaxOptions nan_rows;
   nan_rows.empty_row = EmptyRow::kNan;
-  sweep({1, 5, 64, 1000}, Data::kAllNegInf, nan_rows, 3, 0, {Algorithm::kAuto});
+  sweep("bwd/", kBackwardOps, {1, 5, 64, 1000}, Data::kAllNegInf, nan_rows, 3, 0,
+        {Algorithm::kAuto});
 }
 
 TEST_P(Backward, ScaleAndTemperature) {
@@ -90,8 +68,8 @@ TEST_P(Backward, ScaleAndTemperature) {
     SoftmaxOptions o;
     o.scale = st.scale;
     o.temperature = st.temperature;
-    sweep({1, 7, 64, 65, 1000, 65537}, Data::kUniform, o, 3, 0);
-    sweep({9, 1000}, Data::kSomeNegInf, o, 3, 1, {Algorithm::kAuto});
+    sweep("bwd/", kBackwardOps, {1, 7, 64, 65, 1000, 65537}, Data::kUniform, o, 3, 0);
+    sweep("bwd/", kBackwardOps, {9, 1000}, Data::kSomeNegInf, o, 3, 1, {Algorithm::kAuto});
     if (HasFatalFailure()) return;
   }
 }

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "test_util.h"
+#include "softmax_util.h"
 
 namespace smax_test {
 namespace {
@@ -31,55 +31,29 @@ const std::vector<int64_t> kLongSizes = {1000,  1001,  21841, 32000,
                                          65535, 65536, 65537, 128256,
                                          3 * 65536 + 5};
 
-class Forward : public TargetTest {
- protected:
-  /// Runs every op in `ops` x every algorithm x every size on [rows, n]
-  /// (rows = 1 for n > 4096) and stops after a few failures so one bug does
-  /// not flood the log.
-  void sweep(const std::vector<Op>& ops, const std::vector<int64_t>& sizes, Data data,
-             const SoftmaxOptions& base, int64_t rows, int64_t misalign,
-             const std::vector<Algorithm>& algos = all_algorithms()) {
-    Rng rng(std::string("sweep/") + data_name(data) + "/" + std::to_string(misalign));
-    for (Op op : ops) {
-      for (Algorithm a : algos) {
-        for (int64_t n : sizes) {
-          SoftmaxOptions o = base;
-          o.algorithm = a;
-          const int64_t r = n > 4096 ? 1 : rows;
-          const ::testing::AssertionResult res =
-              check_contiguous(op, {r, n}, -1, data, o, rng, misalign);
-          EXPECT_TRUE(res) << "target " << GetParam();
-          if (!res && ++failures_ >= 12) {
-            FAIL() << "stopping this sweep after " << failures_ << " failing cases";
-          }
-        }
-      }
-    }
-  }
-  int failures_ = 0;
-};
+class Forward : public SweepTargetTest {};
 
 TEST_P(Forward, SmallSizesAligned) {
-  sweep(kForwardOps, small_sizes(), Data::kUniform, {}, 3, 0);
+  sweep("sweep/", kForwardOps, small_sizes(), Data::kUniform, {}, 3, 0);
 }
 
 TEST_P(Forward, SmallSizesMisaligned) {
-  sweep(kForwardOps, small_sizes(), Data::kWide, {}, 2, 1);
+  sweep("sweep/", kForwardOps, small_sizes(), Data::kWide, {}, 2, 1);
 }
 
 TEST_P(Forward, TileSizesAndPrimes) {
   std::vector<int64_t> sizes = kTileSizes;
   sizes.insert(sizes.end(), kPrimes.begin(), kPrimes.end());
-  sweep(kForwardOps, sizes, Data::kUniform, {}, 3, 0);
-  sweep(kForwardOps, sizes, Data::kWide, {}, 2, 1);
+  sweep("sweep/", kForwardOps, sizes, Data::kUniform, {}, 3, 0);
+  sweep("sweep/", kForwardOps, sizes, Data::kWide, {}, 2, 1);
 }
 
 TEST_P(Forward, LongRowsWide) {
-  sweep(kForwardOps, kLongSizes, Data::kWide, {}, 2, 0);
+  sweep("sweep/", kForwardOps, kLongSizes, Data::kWide, {}, 2, 0);
 }
 
 TEST_P(Forward, LongRowsHighMisaligned) {
-  sweep(kForwardOps, kLongSizes, Data::kHigh, {}, 2, 1);
+  sweep("sweep/", kForwardOps, kLongSizes, Data::kHigh, {}, 2, 1);
 }
 
 // Every adversarial distribution on short, tile-edge and segment-edge rows.
@@ -88,7 +62,7 @@ TEST_P(Forward, Adversarial) {
                                       65537};
   for (Data d : all_data()) {
     SCOPED_TRACE(data_name(d));
-    sweep(kForwardOps, sizes, d, {}, 3, 0);
+    sweep("sweep/", kForwardOps, sizes, d, {}, 3, 0);
     if (HasFatalFailure()) return;
   }
   // Four segments of the long-row path, where the special values must
@@ -96,7 +70,7 @@ TEST_P(Forward, Adversarial) {
   for (Data d : {Data::kWide, Data::kSomeNegInf, Data::kNan, Data::kPosInf, Data::kAllNegInf,
                  Data::kNanInNegInf}) {
     SCOPED_TRACE(data_name(d));
-    sweep(kForwardOps, {3 * 65536 + 5}, d, {}, 1, 0);
+    sweep("sweep/", kForwardOps, {3 * 65536 + 5}, d, {}, 1, 0);
     if (HasFatalFailure()) return;
   }
 }
@@ -105,7 +79,7 @@ TEST_P(Forward, AdversarialMisaligned) {
   const std::vector<int64_t> sizes = {1, 7, 31, 64, 129, 1001};
   for (Data d : all_data()) {
     SCOPED_TRACE(data_name(d));
-    sweep(kForwardOps, sizes, d, {}, 3, 1);
+    sweep("sweep/", kForwardOps, sizes, d, {}, 3, 1);
     if (HasFatalFailure()) return;
   }
 }
@@ -162,9 +136,9 @@ TEST_P(Forward, EmptyRowNan) {
   SoftmaxOptions o;
   o.empty_row = EmptyRow::kNan;
   const std::vector<int64_t> sizes = {1, 2, 9, 64, 65, 1000, 65537};
-  sweep(kForwardOps, sizes, Data::kAllNegInf, o, 3, 0);
-  sweep(kForwardOps, sizes, Data::kSomeNegInf, o, 3, 0);  // not empty: unaffected
-  sweep(kForwardOps, sizes, Data::kNan, o, 3, 1);
+  sweep("sweep/", kForwardOps, sizes, Data::kAllNegInf, o, 3, 0);
+  sweep("sweep/", kForwardOps, sizes, Data::kSomeNegInf, o, 3, 0);  // not empty: unaffected
+  sweep("sweep/", kForwardOps, sizes, Data::kNan, o, 3, 1);
 }
 
 TEST_P(Forward, ScaleAndTemperature) {
@@ -179,9 +153,9 @@ TEST_P(Forward, ScaleAndTemperature) {
     SoftmaxOptions o;
     o.scale = st.scale;
     o.temperature = st.temperature;
-    sweep(kForwardOps, sizes, Data::kUniform, o, 3, 0);
-    sweep(kForwardOps, sizes, Data::kWide, o, 2, 1);
-    sweep(kForwardOps, {9, 1000}, Data::kHuge, o, 3, 0);
+    sweep("sweep/", kForwardOps, sizes, Data::kUniform, o, 3, 0);
+    sweep("sweep/", kForwardOps, sizes, Data::kWide, o, 2, 1);
+    sweep("sweep/", kForwardOps, {9, 1000}, Data::kHuge, o, 3, 0);
     if (HasFatalFailure()) return;
   }
 }

@@ -496,35 +496,36 @@ inline ::testing::AssertionResult to_assertion(const CheckResult& r, const std::
          << r.first;
 }
 
-inline ::testing::AssertionResult check_softmax(const std::vector<double>& out,
-                                                const std::vector<double>& ref,
-                                                const std::string& what) {
+/// Every element of `out` against `ref` with the bound `bound(ref[i])`.
+inline ::testing::AssertionResult check_with_bound(const std::vector<double>& out,
+                                                   const std::vector<double>& ref,
+                                                   double (*bound)(double), bool require_exact_zero,
+                                                   const std::string& what) {
   if (out.size() != ref.size()) {
     return ::testing::AssertionFailure() << what << ": size " << out.size() << " vs "
                                          << ref.size();
   }
   CheckResult r;
   for (size_t i = 0; i < ref.size(); ++i) {
-    check_element(r, static_cast<int64_t>(i), static_cast<float>(out[i]), ref[i],
-                  smax::reference::softmax_bound(ref[i]), /*require_exact_zero=*/true);
+    check_element(r, static_cast<int64_t>(i), static_cast<float>(out[i]), ref[i], bound(ref[i]),
+                  require_exact_zero);
   }
   return to_assertion(r, what);
+}
+
+inline ::testing::AssertionResult check_softmax(const std::vector<double>& out,
+                                                const std::vector<double>& ref,
+                                                const std::string& what) {
+  return check_with_bound(out, ref, smax::reference::softmax_bound, /*require_exact_zero=*/true,
+                          what);
 }
 
 /// log_softmax and logsumexp.
 inline ::testing::AssertionResult check_log(const std::vector<double>& out,
                                             const std::vector<double>& ref,
                                             const std::string& what) {
-  if (out.size() != ref.size()) {
-    return ::testing::AssertionFailure() << what << ": size " << out.size() << " vs "
-                                         << ref.size();
-  }
-  CheckResult r;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    check_element(r, static_cast<int64_t>(i), static_cast<float>(out[i]), ref[i],
-                  smax::reference::log_softmax_bound(ref[i]), /*require_exact_zero=*/false);
-  }
-  return to_assertion(r, what);
+  return check_with_bound(out, ref, smax::reference::log_softmax_bound,
+                          /*require_exact_zero=*/false, what);
 }
 
 /// Backward bounds (see the comment above). y, dy: dense logical f32 inputs.
@@ -624,6 +625,93 @@ class TargetTest : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override;
   void TearDown() override;
+};
+
+/// A hand-vector row: |got - want| <= rel |want| + 1e-7 element-wise.
+inline void expect_row(const std::vector<float>& got, const std::vector<double>& want,
+                       double rel, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_NEAR(got[i], want[i], rel * std::fabs(want[i]) + 1e-7) << what << " [" << i << "]";
+  }
+}
+
+/// Options of the strided 3-D cases with both masks: `axis` counted from the
+/// end (axis - 3), scale and temperature, `keep` and `add` as the masks.
+inline SoftmaxOptions masked_options(int axis, float scale, float temperature,
+                                     const Array<uint8_t>& keep, const Array<float>& add) {
+  SoftmaxOptions o;
+  o.axis = axis - 3;
+  o.scale = scale;
+  o.temperature = temperature;
+  o.bool_mask = keep.view();
+  o.additive_mask = add.view();
+  return o;
+}
+
+/// The masks of the strided [4, 9, 6] cases: `keep` [9, 1] hides every fourth
+/// index of axis 1 from 1 on; `add` [6] is -inf at 2, standard normal elsewhere.
+struct AxisMasks {
+  Array<uint8_t> keep{std::vector<int64_t>{9, 1}};
+  Array<float> add{std::vector<int64_t>{6}};
+  explicit AxisMasks(Rng& rng) {
+    keep.fill([&](int64_t i) { return static_cast<uint8_t>(i % 4 != 1); });
+    add.fill([&](int64_t i) { return i == 2 ? -INFINITY : rng.normal(); });
+  }
+  SoftmaxOptions options(int axis, float scale, float temperature) const {
+    return masked_options(axis, scale, temperature, keep, add);
+  }
+};
+
+/// Inputs of the thread-count tests: [rows, n] logits, Data::kWide along
+/// axis 1 (37 rows, 5 when n > 10000), then a standard normal upstream
+/// gradient of the same shape, from `rng`.
+struct WideRows {
+  int64_t rows;
+  Array<float> src, dy;
+  WideRows(int64_t n, Rng& rng) : rows(n > 10000 ? 5 : 37), src({rows, n}), dy({rows, n}) {
+    fill_rows(src, 1, Data::kWide, rng);
+    fill_normal(dy, rng);
+  }
+};
+
+/// Thread-count tests: the outputs of run(threads, in_place) with 2 and 3
+/// threads, and in place with 2, are bit for bit those of run(1, false).
+inline void expect_threads_bitwise_equal(
+    const std::function<std::vector<float>(int threads, bool in_place)>& run, int64_t n) {
+  const std::vector<float> one = run(1, false);
+  for (int threads : {2, 3}) {
+    const std::vector<float> other = run(threads, false);
+    ASSERT_EQ(one.size(), other.size());
+    EXPECT_EQ(0, std::memcmp(one.data(), other.data(), one.size() * sizeof(float)))
+        << "threads " << threads << " n " << n;
+  }
+  const std::vector<float> inplace = run(2, true);
+  ASSERT_EQ(one.size(), inplace.size());
+  EXPECT_EQ(0, std::memcmp(one.data(), inplace.data(), one.size() * sizeof(float)))
+      << "in place, n " << n;
+}
+
+/// Row lengths of the op sweeps (empty, tiny, around SIMD widths, 32000) and
+/// a vocabulary row (128256); sizes_with_vocab(): both.
+const std::vector<int64_t> kSweepSizes = {0, 1, 2, 3, 7, 8, 9, 31, 33, 100, 1000, 1001, 32000};
+constexpr int64_t kVocab = 128256;
+inline std::vector<int64_t> sizes_with_vocab() {
+  std::vector<int64_t> v = kSweepSizes;
+  v.push_back(kVocab);
+  return v;
+}
+
+/// Per-target fixture that counts failing checks: record(r) expects r and
+/// counts a failure; stop() is true after 10, so one bug does not flood the log.
+class RecordingTargetTest : public TargetTest {
+ protected:
+  int failures_ = 0;
+  void record(const ::testing::AssertionResult& r) {
+    EXPECT_TRUE(r) << "target " << GetParam();
+    if (!r) ++failures_;
+  }
+  bool stop() const { return failures_ >= 10; }
 };
 
 /// gtest name generator for target parameters.
