@@ -29,16 +29,7 @@ constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 void check_ce_options(const char* op, const CrossEntropyOptions& ce) {
-  const float a = ce.label_smoothing;
-  if (!(a >= 0.0f && a <= 1.0f)) {
-    fail(op, "label_smoothing must be in [0, 1], got " + std::to_string(a));
-  }
-  if (!(std::isfinite(ce.lse_square_scale) && ce.lse_square_scale >= 0.0f)) {
-    fail(op, "lse_square_scale must be finite and >= 0, got " + std::to_string(ce.lse_square_scale));
-  }
-  if (!(std::isfinite(ce.softcap) && ce.softcap >= 0.0f)) {
-    fail(op, "softcap must be finite and >= 0 (0 = off), got " + std::to_string(ce.softcap));
-  }
+  check_ce_scalars(op, ce);
   check_loss_enums(op, ce.loss);
 }
 
@@ -292,6 +283,27 @@ bool same_view(const TensorView& a_in, const TensorView& b_in) {
   return true;
 }
 
+// The validated state both passes start from, built in this order: the
+// logits setup (softcap moves the additive mask), a Rowwise over src with
+// those options, then Setup via prepare() (targets, weights, reducer).
+// Callers check the options first (check_ce_options and their own checks).
+// Not copyable or movable: rw refers to ls.options.
+struct Pass {
+  LogitsSetup ls;
+  Rowwise rw;
+  Setup s;
+  Pass(const char* op, const TensorView& src, const TensorView& target,
+       const CrossEntropyOptions& ce, const SoftmaxOptions& options)
+      : ls(setup_logits(op, src, options, ce.softcap)),
+        rw(op, src, "src", /*src_is_logits=*/true, ls.options) {
+    s.op = op;
+    s.empty_row = options.empty_row;
+    prepare(s, rw, ls, target, ce);
+  }
+  Pass(const Pass&) = delete;
+  Pass& operator=(const Pass&) = delete;
+};
+
 }  // namespace
 }  // namespace detail
 
@@ -301,12 +313,9 @@ void cross_entropy(const TensorView& src, const TensorView& target, const Tensor
                    const CrossEntropyOptions& ce, const SoftmaxOptions& options) {
   const char* op = "cross_entropy";
   detail::check_ce_options(op, ce);
-  const detail::LogitsSetup ls = detail::setup_logits(op, src, options, ce.softcap);
-  detail::Rowwise rw(op, src, "src", /*src_is_logits=*/true, ls.options);
-  detail::Setup s;
-  s.op = op;
-  s.empty_row = options.empty_row;
-  detail::prepare(s, rw, ls, target, ce);
+  detail::Pass pass(op, src, target, ce, options);
+  detail::Rowwise& rw = pass.rw;
+  detail::Setup& s = pass.s;
 
   // Outputs: shapes, then no overlap with any input or each other.
   s.red->check_output(dst, "dst");
@@ -480,12 +489,9 @@ void cross_entropy_backward(const TensorView& src, const TensorView& target,
     detail::fail(op, "grad (the fused gradient of the forward) is not an option of the backward "
                      "pass; pass the gradient as dsrc");
   }
-  const detail::LogitsSetup ls = detail::setup_logits(op, src, options, ce.softcap);
-  detail::Rowwise rw(op, src, "src", /*src_is_logits=*/true, ls.options);
-  detail::Setup s;
-  s.op = op;
-  s.empty_row = options.empty_row;
-  detail::prepare(s, rw, ls, target, ce);
+  detail::Pass pass(op, src, target, ce, options);
+  detail::Rowwise& rw = pass.rw;
+  detail::Setup& s = pass.s;
   rw.add_output(dsrc, "dsrc", /*allow_alias=*/true);
   const std::vector<double> G = s.red->coefficients(dloss);
   // The forward's lse skips the scan when label smoothing is off.

@@ -16,6 +16,7 @@
 #include <optional>
 #include <vector>
 
+#include "smax/cross_entropy.h"
 #include "smax/loss.h"
 #include "smax/options.h"
 #include "smax/tensor.h"
@@ -91,5 +92,12 @@ class Reducer {
 
 /// Checks the reduction and empty_mean enum values.
 void check_loss_enums(const char* op, const LossOptions& loss);
+
+/// Checks CrossEntropyOptions' scalars, in this order: label_smoothing in
+/// [0, 1], lse_square_scale finite and >= 0, softcap finite and >= 0 (0 =
+/// off). Throws kInvalidArgument (via fail) naming `op` on the first bad one.
+/// Shared by cross_entropy and linear_cross_entropy (the latter has no
+/// LossOptions enum check at this point, hence not part of this helper).
+void check_ce_scalars(const char* op, const CrossEntropyOptions& ce);
 
 }  // namespace smax::detail

@@ -87,6 +87,19 @@ void check_loss_enums(const char* op, const LossOptions& loss) {
   }
 }
 
+void check_ce_scalars(const char* op, const CrossEntropyOptions& ce) {
+  const float a = ce.label_smoothing;
+  if (!(a >= 0.0f && a <= 1.0f)) {
+    fail(op, "label_smoothing must be in [0, 1], got " + std::to_string(a));
+  }
+  if (!(std::isfinite(ce.lse_square_scale) && ce.lse_square_scale >= 0.0f)) {
+    fail(op, "lse_square_scale must be finite and >= 0, got " + std::to_string(ce.lse_square_scale));
+  }
+  if (!(std::isfinite(ce.softcap) && ce.softcap >= 0.0f)) {
+    fail(op, "softcap must be finite and >= 0 (0 = off), got " + std::to_string(ce.softcap));
+  }
+}
+
 Reducer::Reducer(const char* op, const TensorView& src, int axis, Reduction reduction,
                  EmptyMean empty_mean, std::vector<char> active, double denominator)
     : op_(op),
