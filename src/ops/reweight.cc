@@ -14,6 +14,7 @@
 #include "kernels/kernels.h"
 #include "kernels/reweight.h"
 #include "ops/errors.h"
+#include "ops/long_row.h"
 #include "ops/rowwise.h"
 #include "smax/error.h"
 
@@ -33,22 +34,40 @@ using detail::num;
 // Length of the reduced axis (for scratch sizes; valid once rw is constructed).
 int64_t axis_length(const Rowwise& rw) { return rw.src().shape[rw.axis()]; }
 
+// The driver of every forward op here: a Rowwise over the logits `src`
+// (named `src_name` in errors) writing `dst`, no scratch; `row(a)` runs for
+// each row with at least one element (a.n > 0), on Rowwise's threads.
+template <class Row>
+void forward_rows(const char* op, const TensorView& src, const char* src_name,
+                  const TensorView& dst, const SoftmaxOptions& options, const Row& row) {
+  Rowwise rw(op, src, src_name, true, options);
+  rw.add_output(dst, "dst");
+  rw.run(0, [&](const RowArgs& a) {
+    if (a.n == 0) return;
+    row(a);
+  });
+}
+
+// The driver of the backward ops that recompute from the logits: inputs
+// src (a.in[0]) and dy (a.in[1]), output dsrc (a.out[0]), one axis-length
+// row of scratch (a.scratch); `row(a)` runs for each row with a.n > 0.
+template <class Row>
+void backward_rows(const char* op, const TensorView& src, const char* src_name,
+                   const TensorView& dy, const TensorView& dsrc, const SoftmaxOptions& options,
+                   const Row& row) {
+  Rowwise rw(op, src, src_name, true, options);
+  rw.add_input(dy, "dy");
+  rw.add_output(dsrc, "dsrc");
+  rw.run(axis_length(rw), [&](const RowArgs& a) {
+    if (a.n == 0) return;
+    row(a);
+  });
+}
+
 void fill(float* y, int64_t n, float v) { std::fill(y, y + n, v); }
 float empty_value(EmptyRow e) { return e == EmptyRow::kNan ? kNaN : 0.0f; }
 
-// y = softmax(fl(x * scale)) of one contiguous row (y may equal x).
-void softmax_row(const float* x, int64_t n, float scale, EmptyRow empty, float* y) {
-  kernels::Rows r;
-  r.src = x;
-  r.src_stride = n;
-  r.dst = y;
-  r.dst_stride = n;
-  r.rows = 1;
-  r.cols = n;
-  r.scale = scale;
-  r.empty_row = empty;
-  kernels::softmax_rows(r, Algorithm::kThreePassReload);
-}
+using detail::softmax_row_reload;
 
 // y *= 1 / S for a sum S >= smallest normal (pre-scaled by 2^-64 steps when
 // 1 / S would not be a normal f32).
@@ -116,7 +135,7 @@ bool softplus_forward_row(const RowArgs& a, const SoftplusNormalizerOptions& sp,
     normalize_by(y, a.n, S);
   } else {
     kernels::log_softplus_row(t, a.n, lambda, y);
-    softmax_row(y, a.n, sp.power, a.empty_row, y);
+    softmax_row_reload(y, a.n, sp.power, a.empty_row, y);
   }
   *lambda_out = lambda;
   return true;
@@ -196,7 +215,7 @@ void standardized_softmax(const RowArgs& a, const Moments& m,
   const double k =
       m.sigma > 0.0 ? 1.0 / ((m.sigma + static_cast<double>(ls.eps)) * ls.temperature) : 0.0;
   kernels::standardize_row(a.in[0], a.n, m.mu, k, y);
-  softmax_row(y, a.n, 1.0f, a.empty_row, y);
+  softmax_row_reload(y, a.n, 1.0f, a.empty_row, y);
 }
 
 }  // namespace
@@ -204,13 +223,11 @@ void standardized_softmax(const RowArgs& a, const Moments& m,
 // ================================================================================
 void self_adjust_softmax(const TensorView& src, const TensorView& dst,
                          const SelfAdjustOptions& sa, const SoftmaxOptions& options) {
-  Rowwise rw("self_adjust_softmax", src, "src", true, options);
-  rw.add_output(dst, "dst");
-  rw.run(0, [&](const RowArgs& a) {
-    if (a.n == 0) return;
+  forward_rows("self_adjust_softmax", src, "src", dst, options, [&](const RowArgs& a) {
     const float* t = a.in[0];
     float* y = a.out[0];
-    softmax_row(t, a.n, 1.0f, a.empty_row, y);  // NaN / +inf / empty rows handled here
+    // NaN / +inf / empty rows are handled by the softmax kernel.
+    softmax_row_reload(t, a.n, 1.0f, a.empty_row, y);
     RowStats s;
     if (sa.normalized) s = kernels::reweight_row_stats(t, a.n);
     kernels::sa_forward_row(t, y, a.n, sa_params(s, sa.normalized), y);
@@ -220,16 +237,13 @@ void self_adjust_softmax(const TensorView& src, const TensorView& dst,
 void self_adjust_softmax_backward(const TensorView& src, const TensorView& dy,
                                   const TensorView& dsrc, const SelfAdjustOptions& sa,
                                   const SoftmaxOptions& options) {
-  Rowwise rw("self_adjust_softmax_backward", src, "src", true, options);
-  rw.add_input(dy, "dy");
-  rw.add_output(dsrc, "dsrc");
-  rw.run(axis_length(rw), [&](const RowArgs& a) {
-    if (a.n == 0) return;
+  backward_rows("self_adjust_softmax_backward", src, "src", dy, dsrc, options,
+                [&](const RowArgs& a) {
     const float* t = a.in[0];
     const float* g = a.in[1];
     float* dx = a.out[0];
     float* p = a.scratch;
-    softmax_row(t, a.n, 1.0f, a.empty_row, p);
+    softmax_row_reload(t, a.n, 1.0f, a.empty_row, p);
     RowStats s;
     if (sa.normalized) s = kernels::reweight_row_stats(t, a.n);
     kernels::SaParams prm = sa_params(s, sa.normalized);
@@ -257,10 +271,7 @@ void sigmoid_normalizer(const TensorView& src, const TensorView& dst,
   const char* op = "sigmoid_normalizer";
   if (sig.bias && !std::isfinite(*sig.bias)) fail(op, "bias must be finite, got " + num(*sig.bias));
   if (sig.n_fixed < 0) fail(op, "n_fixed must be >= 0, got " + std::to_string(sig.n_fixed));
-  Rowwise rw(op, src, "src", true, options);
-  rw.add_output(dst, "dst");
-  rw.run(0, [&](const RowArgs& a) {
-    if (a.n == 0) return;
+  forward_rows(op, src, "src", dst, options, [&](const RowArgs& a) {
     const float* t = a.in[0];
     float* y = a.out[0];
     const RowStats s = kernels::reweight_row_stats(t, a.n);
@@ -293,10 +304,7 @@ void softplus_normalizer(const TensorView& src, const TensorView& dst,
                          const SoftplusNormalizerOptions& sp, const SoftmaxOptions& options) {
   const char* op = "softplus_normalizer";
   check_softplus(op, sp);
-  Rowwise rw(op, src, "src", true, options);
-  rw.add_output(dst, "dst");
-  rw.run(0, [&](const RowArgs& a) {
-    if (a.n == 0) return;
+  forward_rows(op, src, "src", dst, options, [&](const RowArgs& a) {
     float lambda = 0.0f;
     softplus_forward_row(a, sp, a.out[0], &lambda);
   });
@@ -307,11 +315,7 @@ void softplus_normalizer_backward(const TensorView& src, const TensorView& dy,
                                   const SoftmaxOptions& options) {
   const char* op = "softplus_normalizer_backward";
   check_softplus(op, sp);
-  Rowwise rw(op, src, "src", true, options);
-  rw.add_input(dy, "dy");
-  rw.add_output(dsrc, "dsrc");
-  rw.run(axis_length(rw), [&](const RowArgs& a) {
-    if (a.n == 0) return;
+  backward_rows(op, src, "src", dy, dsrc, options, [&](const RowArgs& a) {
     float* y = a.scratch;
     float lambda = 0.0f;
     if (!softplus_forward_row(a, sp, y, &lambda)) {  // special row: y is 0 or NaN
@@ -331,10 +335,7 @@ void power_softmax(const TensorView& src, const TensorView& dst, int p,
                    const SoftmaxOptions& options) {
   const char* op = "power_softmax";
   check_power(op, p);
-  Rowwise rw(op, src, "src", true, options);
-  rw.add_output(dst, "dst");
-  rw.run(0, [&](const RowArgs& a) {
-    if (a.n == 0) return;
+  forward_rows(op, src, "src", dst, options, [&](const RowArgs& a) {
     const float* t = a.in[0];
     float* y = a.out[0];
     const RowStats s = kernels::reweight_row_stats(t, a.n);
@@ -352,11 +353,7 @@ void power_softmax_backward(const TensorView& src, const TensorView& dy, const T
                             int p, const SoftmaxOptions& options) {
   const char* op = "power_softmax_backward";
   check_power(op, p);
-  Rowwise rw(op, src, "src", true, options);
-  rw.add_input(dy, "dy");
-  rw.add_output(dsrc, "dsrc");
-  rw.run(axis_length(rw), [&](const RowArgs& a) {
-    if (a.n == 0) return;
+  backward_rows(op, src, "src", dy, dsrc, options, [&](const RowArgs& a) {
     const float* t = a.in[0];
     const float* g = a.in[1];
     float* dx = a.out[0];
@@ -380,11 +377,8 @@ void probability_temperature(const TensorView& p_src, const TensorView& dst, flo
                              const SoftmaxOptions& options) {
   const char* op = "probability_temperature";
   check_temperature(op, "T", T);
-  Rowwise rw(op, p_src, "p_src", true, options);
-  rw.add_output(dst, "dst");
   const double inv_T = 1.0 / static_cast<double>(T);
-  rw.run(0, [&](const RowArgs& a) {
-    if (a.n == 0) return;
+  forward_rows(op, p_src, "p_src", dst, options, [&](const RowArgs& a) {
     const float* t = a.in[0];
     float* y = a.out[0];
     const RowStats s = kernels::reweight_row_stats(t, a.n);
@@ -399,12 +393,8 @@ void probability_temperature_backward(const TensorView& p_src, const TensorView&
                                       const SoftmaxOptions& options) {
   const char* op = "probability_temperature_backward";
   check_temperature(op, "T", T);
-  Rowwise rw(op, p_src, "p_src", true, options);
-  rw.add_input(dy, "dy");
-  rw.add_output(dsrc, "dsrc");
   const double inv_T = 1.0 / static_cast<double>(T);
-  rw.run(axis_length(rw), [&](const RowArgs& a) {
-    if (a.n == 0) return;
+  backward_rows(op, p_src, "p_src", dy, dsrc, options, [&](const RowArgs& a) {
     const float* t = a.in[0];
     const float* g = a.in[1];
     float* dx = a.out[0];
@@ -424,10 +414,7 @@ void logit_standardization(const TensorView& src, const TensorView& dst,
                            const LogitStandardizationOptions& ls, const SoftmaxOptions& options) {
   const char* op = "logit_standardization";
   check_standardization(op, ls);
-  Rowwise rw(op, src, "src", true, options);
-  rw.add_output(dst, "dst");
-  rw.run(0, [&](const RowArgs& a) {
-    if (a.n == 0) return;
+  forward_rows(op, src, "src", dst, options, [&](const RowArgs& a) {
     const float* t = a.in[0];
     float* y = a.out[0];
     const RowStats s = kernels::reweight_row_stats(t, a.n);
@@ -442,11 +429,7 @@ void logit_standardization_backward(const TensorView& src, const TensorView& dy,
                                     const SoftmaxOptions& options) {
   const char* op = "logit_standardization_backward";
   check_standardization(op, ls);
-  Rowwise rw(op, src, "src", true, options);
-  rw.add_input(dy, "dy");
-  rw.add_output(dsrc, "dsrc");
-  rw.run(axis_length(rw), [&](const RowArgs& a) {
-    if (a.n == 0) return;
+  backward_rows(op, src, "src", dy, dsrc, options, [&](const RowArgs& a) {
     const float* t = a.in[0];
     const float* g = a.in[1];
     float* dx = a.out[0];
