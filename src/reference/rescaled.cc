@@ -5,6 +5,7 @@
 #include <cfloat>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <string>
 
 #include "reference/reference.h"
@@ -35,6 +36,14 @@ bool all_masked(const Row& t) {
 }
 Row constant(size_t n, double v) { return Row(n, v); }
 double empty_value(EmptyRow p) { return p == EmptyRow::kNan ? kNaN : 0.0; }
+// The value every entry of a special row takes: NaN when t holds a NaN or
+// +inf, else empty_value(policy) when every entry is -inf (or t is empty);
+// nullopt for an ordinary row.
+std::optional<double> special_value(const Row& t, EmptyRow policy) {
+  if (has_nan_or_posinf(t)) return kNaN;
+  if (all_masked(t)) return empty_value(policy);
+  return std::nullopt;
+}
 
 Row row_of(const RefRows& R, int64_t r) { return Row(R.row(r), R.row(r) + R.n); }
 
@@ -87,8 +96,7 @@ std::vector<double> loss_weights(const char* fn, const RefRows& R,
 
 Row softmax_row(const Row& u, EmptyRow policy) {
   const size_t n = u.size();
-  if (has_nan_or_posinf(u)) return constant(n, kNaN);
-  if (all_masked(u)) return constant(n, empty_value(policy));
+  if (const auto v = special_value(u, policy)) return constant(n, *v);
   const double m = *std::max_element(u.begin(), u.end());
   double s = 0.0;
   for (double v : u) s += std::exp(v - m);
@@ -199,8 +207,7 @@ SoftpickRow softpick_row(const Row& t, double eps, EmptyRow policy) {
 Row softpick_vjp_row(const Row& t, const Row& g, double eps, double sigma, EmptyRow policy) {
   const size_t n = t.size();
   const SoftpickRow f = softpick_row(t, eps, policy);
-  if (has_nan_or_posinf(t)) return constant(n, kNaN);
-  if (all_masked(t)) return constant(n, empty_value(policy));
+  if (const auto v = special_value(t, policy)) return constant(n, *v);
   // r = <dy, y> over the visible entries: masked entries (t = -inf) are left
   // out of the sum (smax/rescaled.h), so a non-finite dy there cannot reach
   // the other entries through 0 * inf.
@@ -231,8 +238,7 @@ Row clipped_softmax_row(const Row& t, double gamma, double zeta, EmptyRow policy
 Row clipped_softmax_vjp_row(const Row& t, const Row& g, double gamma, double zeta, double sigma,
                             EmptyRow policy) {
   const size_t n = t.size();
-  if (has_nan_or_posinf(t)) return constant(n, kNaN);
-  if (all_masked(t)) return constant(n, empty_value(policy));
+  if (const auto v = special_value(t, policy)) return constant(n, *v);
   const Row p = softmax_row(t, policy);
   const double a = zeta - gamma;
   // u_i = a g_i where the clip passes the gradient (0 <= z_i <= 1, as
@@ -312,8 +318,7 @@ double stable_ds(double t) { return t >= 0.0 ? 1.0 : 1.0 / ((1.0 - t) * (1.0 - t
 
 Row stablemax_row(const Row& t, EmptyRow policy) {
   const size_t n = t.size();
-  if (has_nan_or_posinf(t)) return constant(n, kNaN);
-  if (all_masked(t)) return constant(n, empty_value(policy));
+  if (const auto v = special_value(t, policy)) return constant(n, *v);
   double S = 0.0;
   for (double v : t) S += stable_s(v);
   Row y(n);
@@ -323,8 +328,7 @@ Row stablemax_row(const Row& t, EmptyRow policy) {
 
 Row stablemax_vjp_row(const Row& t, const Row& g, double sigma, EmptyRow policy) {
   const size_t n = t.size();
-  if (has_nan_or_posinf(t)) return constant(n, kNaN);
-  if (all_masked(t)) return constant(n, empty_value(policy));
+  if (const auto v = special_value(t, policy)) return constant(n, *v);
   double S = 0.0, P = 0.0;
   for (size_t i = 0; i < n; ++i) {
     S += stable_s(t[i]);
@@ -339,8 +343,7 @@ Row stablemax_vjp_row(const Row& t, const Row& g, double sigma, EmptyRow policy)
 }
 
 double stablemax_ce_row(const Row& t, int64_t target, EmptyRow policy) {
-  if (has_nan_or_posinf(t)) return kNaN;
-  if (all_masked(t)) return empty_value(policy);
+  if (const auto v = special_value(t, policy)) return *v;
   const double tt = t[static_cast<size_t>(target)];
   if (tt == -kInf) return kInf;
   double others = 0.0;
@@ -352,8 +355,7 @@ double stablemax_ce_row(const Row& t, int64_t target, EmptyRow policy) {
 
 Row stablemax_ce_grad_row(const Row& t, int64_t target, double coef, EmptyRow policy) {
   const size_t n = t.size();
-  if (has_nan_or_posinf(t)) return constant(n, kNaN);
-  if (all_masked(t)) return constant(n, empty_value(policy));
+  if (const auto v = special_value(t, policy)) return constant(n, *v);
   double S = 0.0, others = 0.0;
   for (size_t i = 0; i < n; ++i) {
     S += stable_s(t[i]);
