@@ -51,6 +51,17 @@ struct Params {
   }
 };
 
+// CrossEntropyOptions from a call's parameters (label_smoothing,
+// lse_square_scale, softcap; absent ones 0) and loss options.
+CrossEntropyOptions ce_options(const Params& P, const LossOptions& loss) {
+  CrossEntropyOptions ce;
+  ce.loss = loss;
+  ce.label_smoothing = static_cast<float>(P("label_smoothing"));
+  ce.lse_square_scale = static_cast<float>(P("lse_square_scale"));
+  ce.softcap = static_cast<float>(P("softcap"));
+  return ce;
+}
+
 Row row_of(const RefRows& R, int64_t r) { return Row(R.row(r), R.row(r) + R.n); }
 
 // A per-row view (targets) in the keepdim form that ref_row_values
@@ -420,11 +431,7 @@ ElementBounds table_bounds(const std::string& name, const BoundCall& e, const st
   }
   if (name == "cross_entropy" || name == "z_loss" || name == "spherical_z_loss") {
     ref::LossRef lr;
-    CrossEntropyOptions ce;
-    ce.loss = e.loss;
-    ce.label_smoothing = static_cast<float>(P("label_smoothing"));
-    ce.lse_square_scale = static_cast<float>(P("lse_square_scale"));
-    ce.softcap = static_cast<float>(P("softcap"));
+    const CrossEntropyOptions ce = ce_options(P, e.loss);
     if (name == "cross_entropy") lr = ref::cross_entropy(e.x, e.target, ce, o).loss;
     else if (name == "z_loss") lr = ref::z_loss(e.x, &e.target, P("coefficient"), e.loss, o);
     else lr = ref::spherical_z_loss(e.x, e.target, P("a"), P("b"), e.loss, o);
@@ -435,11 +442,7 @@ ElementBounds table_bounds(const std::string& name, const BoundCall& e, const st
   }
   if (name == "cross_entropy_backward" || name == "z_loss_backward" || name == "spherical_z_loss_backward") {
     ref::GradRef gr;
-    CrossEntropyOptions ce;
-    ce.loss = e.loss;
-    ce.label_smoothing = static_cast<float>(P("label_smoothing"));
-    ce.lse_square_scale = static_cast<float>(P("lse_square_scale"));
-    ce.softcap = static_cast<float>(P("softcap"));
+    const CrossEntropyOptions ce = ce_options(P, e.loss);
     if (name == "cross_entropy_backward") gr = ref::cross_entropy_backward(e.x, e.target, e.dy, ce, o);
     else if (name == "z_loss_backward") gr = ref::z_loss_backward(e.x, &e.target, e.dy, P("coefficient"), e.loss, o);
     else gr = ref::spherical_z_loss_backward(e.x, e.target, e.dy, P("a"), P("b"), e.loss, o);
