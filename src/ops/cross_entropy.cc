@@ -247,29 +247,18 @@ void grad_row(const Setup& s, const RowArgs& a, double g, double L, double shift
   const bool fix_y = y >= 0 && !masked_at(s, a, y);
   const double fix =
       fix_y ? static_cast<double>(s.scale) * cap_deriv(s, a, y) * g * (1.0 - s.a) * wy : 0.0;
-  if (std::isfinite(gr.factor) && std::fabs(gr.factor) >= 0x1p126) {
-    // The p_j factor is beyond f32 (e.g. 2 zs L with L near FLT_MAX): the
-    // kernel's f32 factor would be inf and inf * e^(t_j - shift) = inf * 0
-    // NaN at every entry whose p_j underflows. Such a row's gradient
-    // overflows at its max anyway (rare): evaluate it in float64 and round
-    // each entry once (inf only where the float64 value is beyond f32)
-    // (fuzz/regressions/options/cross_entropy_backward_prob_targets_zloss_overflow_nan).
-    const float* q = gr.q;
-    for (int64_t j = 0; j < a.n; ++j) {
-      const double t = logit_at(s, a, j);
-      if (t == -kInf) {
-        out[j] = 0.0f;
-        continue;
-      }
-      const double p = std::exp(t - shift) * inv_d;
-      const double w = weight != nullptr ? static_cast<double>(weight[j]) : 1.0;
-      const double qj = q != nullptr ? static_cast<double>(q[j]) : 0.0;
-      const double dt = g * A * p - w * (static_cast<double>(gr.b) + static_cast<double>(gr.bq) * qj);
-      out[j] = static_cast<float>(static_cast<double>(s.scale) * cap_deriv(s, a, j) * dt);
-    }
-  } else {
-    kernels::xent_grad(row, gr, out);
-  }
+  // Beyond-f32 factors (e.g. 2 zs L with L near FLT_MAX) in float64.
+  const float* q = gr.q;
+  xent_grad_guarded(
+      row, gr, out, [&](int64_t j) { return logit_at(s, a, j); },
+      [&](int64_t j, double t) {
+        const double p = std::exp(t - shift) * inv_d;
+        const double w = weight != nullptr ? static_cast<double>(weight[j]) : 1.0;
+        const double qj = q != nullptr ? static_cast<double>(q[j]) : 0.0;
+        const double dt =
+            g * A * p - w * (static_cast<double>(gr.b) + static_cast<double>(gr.bq) * qj);
+        return static_cast<double>(s.scale) * cap_deriv(s, a, j) * dt;
+      });
   if (fix_y) out[y] = static_cast<float>(static_cast<double>(out[y]) - fix);
 }
 

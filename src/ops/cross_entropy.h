@@ -12,10 +12,13 @@
 // order) or by the row count.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <vector>
 
+#include "kernels/cross_entropy.h"
 #include "smax/cross_entropy.h"
 #include "smax/loss.h"
 #include "smax/options.h"
@@ -99,5 +102,31 @@ void check_loss_enums(const char* op, const LossOptions& loss);
 /// Shared by cross_entropy and linear_cross_entropy (the latter has no
 /// LossOptions enum check at this point, hence not part of this helper).
 void check_ce_scalars(const char* op, const CrossEntropyOptions& ce);
+
+/// Writes the gradient row kernels::xent_grad(row, gr, out) writes, except
+/// when gr.factor is finite and |gr.factor| >= 2^126: the kernel's f32
+/// factor would then be inf, and inf * e^(t_j - shift) = inf * 0 is NaN
+/// wherever p_j underflows. Such a row (its gradient overflows at its max
+/// anyway; rare) is evaluated in float64 instead: out[j] = 0 where
+/// logit(j) == -inf, else entry(j, logit(j)) rounded once to f32 (inf only
+/// where the float64 value is beyond f32). logit(j) is read before out[j]
+/// is written, so `out` may be the row of logits. Shared by
+/// cross_entropy_backward (and its fused forward) and z_loss_backward
+/// (fuzz/regressions: cross_entropy_backward_prob_targets_zloss_overflow_nan,
+/// z_loss_backward_factor_overflow_nan).
+template <class Logit, class Entry>
+void xent_grad_guarded(const kernels::XentRow& row, const kernels::XentGrad& gr, float* out,
+                       const Logit& logit, const Entry& entry) {
+  if (std::isfinite(gr.factor) && std::fabs(gr.factor) >= 0x1p126) {
+    for (int64_t j = 0; j < row.n; ++j) {
+      const double t = logit(j);
+      out[j] = t == -std::numeric_limits<double>::infinity()
+                   ? 0.0f
+                   : static_cast<float>(entry(j, t));
+    }
+    return;
+  }
+  kernels::xent_grad(row, gr, out);
+}
 
 }  // namespace smax::detail
