@@ -68,6 +68,17 @@ int64_t ssmax_n(const SsmaxOptions& p, const float* t, int64_t n) {
   return p.fixed_n > 0 ? p.fixed_n : kernels::count_visible(t, n);
 }
 
+// Declares the per-row s (s_rows, when given) as Rowwise's row input 0.
+void add_s_rows(Rowwise& rw, const SsmaxOptions& p) {
+  if (p.s_rows) rw.add_row_input(*p.s_rows, "s_rows", DType::kF32);
+}
+
+// c = ssmax_factor(s, nn) with the row's s: s_rows[row] (add_s_rows) or s.
+float row_factor(const SsmaxOptions& p, const RowArgs& a, int64_t nn) {
+  const double s = p.s_rows ? static_cast<double>(a.row_in[0]) : static_cast<double>(p.s);
+  return ssmax_factor(s, nn);
+}
+
 }  // namespace
 
 void ssmax(const TensorView& src, const TensorView& dst, const SsmaxOptions& params,
@@ -76,8 +87,7 @@ void ssmax(const TensorView& src, const TensorView& dst, const SsmaxOptions& par
   check_ssmax(op, params);
   Rowwise rw(op, src, "src", /*src_is_logits=*/true, options);
   rw.add_output(dst, "dst");
-  const bool per_row = params.s_rows.has_value();
-  if (per_row) rw.add_row_input(*params.s_rows, "s_rows", DType::kF32);
+  add_s_rows(rw, params);
   const Algorithm algo =
       options.algorithm == Algorithm::kAuto ? Algorithm::kThreePassReload : options.algorithm;
   rw.run(rw.src().shape[rw.axis()], [&](const RowArgs& a) {
@@ -87,8 +97,7 @@ void ssmax(const TensorView& src, const TensorView& dst, const SsmaxOptions& par
     float* y = a.out[0];
     const int64_t nn = ssmax_n(params, t, n);
     if (nn == 0) return fill(y, n, empty_value(a.empty_row));
-    const double s = per_row ? static_cast<double>(a.row_in[0]) : static_cast<double>(params.s);
-    const float c = ssmax_factor(s, nn);
+    const float c = row_factor(params, a, nn);
     if (!std::isfinite(c)) return fill(y, n, kNaNf);
     kernels::Rows r;
     r.rows = 1;
@@ -116,8 +125,7 @@ void ssmax_backward(const TensorView& src, const TensorView& y, const TensorView
   rw.add_input(y, "y");
   rw.add_input(dy, "dy");
   rw.add_output(dsrc, "dsrc");
-  const bool per_row = params.s_rows.has_value();
-  if (per_row) rw.add_row_input(*params.s_rows, "s_rows", DType::kF32);
+  add_s_rows(rw, params);
   if (ds != nullptr) rw.add_row_output(*ds, "ds");
   rw.zero_masked_outputs();
   rw.run(0, [&](const RowArgs& a) {
@@ -139,8 +147,7 @@ void ssmax_backward(const TensorView& src, const TensorView& y, const TensorView
       if (dsv) *dsv = empty_value(a.empty_row);
       return;
     }
-    const double s = per_row ? static_cast<double>(a.row_in[0]) : static_cast<double>(params.s);
-    const float c = ssmax_factor(s, nn);
+    const float c = row_factor(params, a, nn);
     if (!std::isfinite(c)) {  // NaN row; masked (t = -inf) entries keep their exact 0
       for (int64_t i = 0; i < n; ++i) {
         dx[i] = t[i] == -std::numeric_limits<float>::infinity() ? 0.0f : kNaNf;
