@@ -34,36 +34,6 @@ using detail::num;
 // Length of the reduced axis (for scratch sizes; valid once rw is constructed).
 int64_t axis_length(const Rowwise& rw) { return rw.src().shape[rw.axis()]; }
 
-// The driver of every forward op here: a Rowwise over the logits `src`
-// (named `src_name` in errors) writing `dst`, no scratch; `row(a)` runs for
-// each row with at least one element (a.n > 0), on Rowwise's threads.
-template <class Row>
-void forward_rows(const char* op, const TensorView& src, const char* src_name,
-                  const TensorView& dst, const SoftmaxOptions& options, const Row& row) {
-  Rowwise rw(op, src, src_name, true, options);
-  rw.add_output(dst, "dst");
-  rw.run(0, [&](const RowArgs& a) {
-    if (a.n == 0) return;
-    row(a);
-  });
-}
-
-// The driver of the backward ops that recompute from the logits: inputs
-// src (a.in[0]) and dy (a.in[1]), output dsrc (a.out[0]), one axis-length
-// row of scratch (a.scratch); `row(a)` runs for each row with a.n > 0.
-template <class Row>
-void backward_rows(const char* op, const TensorView& src, const char* src_name,
-                   const TensorView& dy, const TensorView& dsrc, const SoftmaxOptions& options,
-                   const Row& row) {
-  Rowwise rw(op, src, src_name, true, options);
-  rw.add_input(dy, "dy");
-  rw.add_output(dsrc, "dsrc");
-  rw.run(axis_length(rw), [&](const RowArgs& a) {
-    if (a.n == 0) return;
-    row(a);
-  });
-}
-
 void fill(float* y, int64_t n, float v) { std::fill(y, y + n, v); }
 float empty_value(EmptyRow e) { return e == EmptyRow::kNan ? kNaN : 0.0f; }
 
@@ -185,6 +155,56 @@ bool prob_special_row(const RowStats& s, const RowArgs& a, float* out) {
   return false;
 }
 
+// ---- drivers ----------------------------------------------------------------------
+// The row prelude a driver runs before the op's row function: none, or the
+// row statistics of a.in[0] and the special rows written whole (then the
+// row function does not run): special_row with +inf -> NaN (kLogits) or
+// without (kLogitsInfOk), prob_special_row (kProbabilities).
+enum class Prelude { kNone, kLogits, kLogitsInfOk, kProbabilities };
+
+// Runs the prelude on a row with a.n > 0; true when it wrote the row. `s`
+// is left default-constructed under kNone.
+bool prelude_wrote(Prelude pre, const RowArgs& a, RowStats* s) {
+  if (pre == Prelude::kNone) return false;
+  *s = kernels::reweight_row_stats(a.in[0], a.n);
+  if (pre == Prelude::kProbabilities) return prob_special_row(*s, a, a.out[0]);
+  return special_row(*s, a, pre == Prelude::kLogits, a.out[0]);
+}
+
+// The driver of every forward op here: a Rowwise over the logits `src`
+// (named `src_name` in errors) writing `dst`, no scratch; for each row with
+// at least one element (a.n > 0) not written by the prelude, row(a, stats)
+// runs, on Rowwise's threads.
+template <class Row>
+void forward_rows(const char* op, const TensorView& src, const char* src_name,
+                  const TensorView& dst, const SoftmaxOptions& options, Prelude pre,
+                  const Row& row) {
+  Rowwise rw(op, src, src_name, true, options);
+  rw.add_output(dst, "dst");
+  rw.run(0, [&](const RowArgs& a) {
+    RowStats s;
+    if (a.n == 0 || prelude_wrote(pre, a, &s)) return;
+    row(a, s);
+  });
+}
+
+// The driver of the backward ops that recompute from the logits: inputs
+// src (a.in[0]) and dy (a.in[1]), output dsrc (a.out[0]), one axis-length
+// row of scratch (a.scratch); row(a, stats) as in forward_rows.
+template <class Row>
+void backward_rows(const char* op, const TensorView& src, const char* src_name,
+                   const TensorView& dy, const TensorView& dsrc, const SoftmaxOptions& options,
+                   Prelude pre, const Row& row) {
+  Rowwise rw(op, src, src_name, true, options);
+  rw.add_input(dy, "dy");
+  rw.add_output(dsrc, "dsrc");
+  rw.run(axis_length(rw), [&](const RowArgs& a) {
+    RowStats s;
+    if (a.n == 0 || prelude_wrote(pre, a, &s)) return;
+    row(a, s);
+  });
+}
+
 // ---- logit standardisation ------------------------------------------------------------------
 void check_standardization(const char* op, const LogitStandardizationOptions& ls) {
   check_temperature(op, "temperature", ls.temperature);
@@ -223,7 +243,8 @@ void standardized_softmax(const RowArgs& a, const Moments& m,
 // ================================================================================
 void self_adjust_softmax(const TensorView& src, const TensorView& dst,
                          const SelfAdjustOptions& sa, const SoftmaxOptions& options) {
-  forward_rows("self_adjust_softmax", src, "src", dst, options, [&](const RowArgs& a) {
+  forward_rows("self_adjust_softmax", src, "src", dst, options, Prelude::kNone,
+      [&](const RowArgs& a, const RowStats&) {
     const float* t = a.in[0];
     float* y = a.out[0];
     // NaN / +inf / empty rows are handled by the softmax kernel.
@@ -237,8 +258,8 @@ void self_adjust_softmax(const TensorView& src, const TensorView& dst,
 void self_adjust_softmax_backward(const TensorView& src, const TensorView& dy,
                                   const TensorView& dsrc, const SelfAdjustOptions& sa,
                                   const SoftmaxOptions& options) {
-  backward_rows("self_adjust_softmax_backward", src, "src", dy, dsrc, options,
-                [&](const RowArgs& a) {
+  backward_rows("self_adjust_softmax_backward", src, "src", dy, dsrc, options, Prelude::kNone,
+      [&](const RowArgs& a, const RowStats&) {
     const float* t = a.in[0];
     const float* g = a.in[1];
     float* dx = a.out[0];
@@ -271,11 +292,10 @@ void sigmoid_normalizer(const TensorView& src, const TensorView& dst,
   const char* op = "sigmoid_normalizer";
   if (sig.bias && !std::isfinite(*sig.bias)) fail(op, "bias must be finite, got " + num(*sig.bias));
   if (sig.n_fixed < 0) fail(op, "n_fixed must be >= 0, got " + std::to_string(sig.n_fixed));
-  forward_rows(op, src, "src", dst, options, [&](const RowArgs& a) {
+  forward_rows(op, src, "src", dst, options, Prelude::kLogitsInfOk,
+      [&](const RowArgs& a, const RowStats& s) {
     const float* t = a.in[0];
     float* y = a.out[0];
-    const RowStats s = kernels::reweight_row_stats(t, a.n);
-    if (special_row(s, a, false, y)) return;
     float b;
     if (sig.bias) {
       b = *sig.bias;
@@ -304,7 +324,8 @@ void softplus_normalizer(const TensorView& src, const TensorView& dst,
                          const SoftplusNormalizerOptions& sp, const SoftmaxOptions& options) {
   const char* op = "softplus_normalizer";
   check_softplus(op, sp);
-  forward_rows(op, src, "src", dst, options, [&](const RowArgs& a) {
+  forward_rows(op, src, "src", dst, options, Prelude::kNone,
+      [&](const RowArgs& a, const RowStats&) {
     float lambda = 0.0f;
     softplus_forward_row(a, sp, a.out[0], &lambda);
   });
@@ -315,7 +336,8 @@ void softplus_normalizer_backward(const TensorView& src, const TensorView& dy,
                                   const SoftmaxOptions& options) {
   const char* op = "softplus_normalizer_backward";
   check_softplus(op, sp);
-  backward_rows(op, src, "src", dy, dsrc, options, [&](const RowArgs& a) {
+  backward_rows(op, src, "src", dy, dsrc, options, Prelude::kNone,
+      [&](const RowArgs& a, const RowStats&) {
     float* y = a.scratch;
     float lambda = 0.0f;
     if (!softplus_forward_row(a, sp, y, &lambda)) {  // special row: y is 0 or NaN
@@ -335,11 +357,10 @@ void power_softmax(const TensorView& src, const TensorView& dst, int p,
                    const SoftmaxOptions& options) {
   const char* op = "power_softmax";
   check_power(op, p);
-  forward_rows(op, src, "src", dst, options, [&](const RowArgs& a) {
+  forward_rows(op, src, "src", dst, options, Prelude::kLogits,
+      [&](const RowArgs& a, const RowStats& s) {
     const float* t = a.in[0];
     float* y = a.out[0];
-    const RowStats s = kernels::reweight_row_stats(t, a.n);
-    if (special_row(s, a, true, y)) return;
     const float M = std::max(std::fabs(s.min), std::fabs(s.max));
     if (M == 0.0f) {
       uniform_visible(t, a.n, s.visible, y);
@@ -353,12 +374,11 @@ void power_softmax_backward(const TensorView& src, const TensorView& dy, const T
                             int p, const SoftmaxOptions& options) {
   const char* op = "power_softmax_backward";
   check_power(op, p);
-  backward_rows(op, src, "src", dy, dsrc, options, [&](const RowArgs& a) {
+  backward_rows(op, src, "src", dy, dsrc, options, Prelude::kLogits,
+      [&](const RowArgs& a, const RowStats& s) {
     const float* t = a.in[0];
     const float* g = a.in[1];
     float* dx = a.out[0];
-    const RowStats s = kernels::reweight_row_stats(t, a.n);
-    if (special_row(s, a, true, dx)) return;
     const float M = std::max(std::fabs(s.min), std::fabs(s.max));
     if (M == 0.0f) {
       fill(dx, a.n, 0.0f);
@@ -378,11 +398,10 @@ void probability_temperature(const TensorView& p_src, const TensorView& dst, flo
   const char* op = "probability_temperature";
   check_temperature(op, "T", T);
   const double inv_T = 1.0 / static_cast<double>(T);
-  forward_rows(op, p_src, "p_src", dst, options, [&](const RowArgs& a) {
+  forward_rows(op, p_src, "p_src", dst, options, Prelude::kProbabilities,
+      [&](const RowArgs& a, const RowStats& s) {
     const float* t = a.in[0];
     float* y = a.out[0];
-    const RowStats s = kernels::reweight_row_stats(t, a.n);
-    if (prob_special_row(s, a, y)) return;
     const double inv_m = 1.0 / static_cast<double>(s.max);
     normalize_by(y, a.n, kernels::prob_pow_row(t, a.n, inv_T, inv_m, y));
   });
@@ -394,12 +413,11 @@ void probability_temperature_backward(const TensorView& p_src, const TensorView&
   const char* op = "probability_temperature_backward";
   check_temperature(op, "T", T);
   const double inv_T = 1.0 / static_cast<double>(T);
-  backward_rows(op, p_src, "p_src", dy, dsrc, options, [&](const RowArgs& a) {
+  backward_rows(op, p_src, "p_src", dy, dsrc, options, Prelude::kProbabilities,
+      [&](const RowArgs& a, const RowStats& s) {
     const float* t = a.in[0];
     const float* g = a.in[1];
     float* dx = a.out[0];
-    const RowStats s = kernels::reweight_row_stats(t, a.n);
-    if (prob_special_row(s, a, dx)) return;
     const double inv_m = 1.0 / static_cast<double>(s.max);
     float* w = a.scratch;
     const double S = kernels::prob_pow_row(t, a.n, inv_T, inv_m, w);
@@ -414,11 +432,10 @@ void logit_standardization(const TensorView& src, const TensorView& dst,
                            const LogitStandardizationOptions& ls, const SoftmaxOptions& options) {
   const char* op = "logit_standardization";
   check_standardization(op, ls);
-  forward_rows(op, src, "src", dst, options, [&](const RowArgs& a) {
+  forward_rows(op, src, "src", dst, options, Prelude::kLogits,
+      [&](const RowArgs& a, const RowStats& s) {
     const float* t = a.in[0];
     float* y = a.out[0];
-    const RowStats s = kernels::reweight_row_stats(t, a.n);
-    if (special_row(s, a, true, y)) return;
     standardized_softmax(a, moments(t, a.n, s.visible, ls.unbiased), ls, y);
   });
 }
@@ -429,12 +446,11 @@ void logit_standardization_backward(const TensorView& src, const TensorView& dy,
                                     const SoftmaxOptions& options) {
   const char* op = "logit_standardization_backward";
   check_standardization(op, ls);
-  backward_rows(op, src, "src", dy, dsrc, options, [&](const RowArgs& a) {
+  backward_rows(op, src, "src", dy, dsrc, options, Prelude::kLogits,
+      [&](const RowArgs& a, const RowStats& s) {
     const float* t = a.in[0];
     const float* g = a.in[1];
     float* dx = a.out[0];
-    const RowStats s = kernels::reweight_row_stats(t, a.n);
-    if (special_row(s, a, true, dx)) return;
     const Moments m = moments(t, a.n, s.visible, ls.unbiased);
     float* y = a.scratch;
     standardized_softmax(a, m, ls, y);
