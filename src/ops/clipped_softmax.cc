@@ -22,6 +22,8 @@ using detail::fail;
 using detail::num;
 using detail::RowArgs;
 using detail::Rowwise;
+using detail::BackwardRowwise;
+using detail::ForwardRowwise;
 using detail::softmax_row_reload;
 
 void check_clipped(const char* op, const ClippedSoftmaxOptions& p) {
@@ -51,8 +53,7 @@ void clipped_softmax(const TensorView& src, const TensorView& dst,
   const char* op = "clipped_softmax";
   check_clipped(op, params);
   const Stretch st(params);
-  Rowwise rw(op, src, "src", /*src_is_logits=*/true, options);
-  rw.add_output(dst, "dst");
+  ForwardRowwise rw(op, src, dst, options);
   rw.run(0, [&](const RowArgs& a) {
     if (a.n == 0) return;
     float* y = a.out[0];
@@ -72,9 +73,7 @@ void clipped_softmax_backward(const TensorView& src, const TensorView& dy, const
   const Stretch st(params);
   constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-  Rowwise rw(op, src, "src", /*src_is_logits=*/true, options);
-  rw.add_input(dy, "dy");
-  rw.add_output(dsrc, "dsrc");
+  BackwardRowwise rw(op, src, "src", true, dy, dsrc, options);
   rw.zero_masked_outputs();
   rw.run(rw.src().shape[rw.axis()], [&](const RowArgs& a) {
     if (a.n == 0) return;

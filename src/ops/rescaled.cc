@@ -29,6 +29,8 @@ using detail::check_disjoint_or_same;
 using detail::LossRows;
 using detail::RowArgs;
 using detail::Rowwise;
+using detail::BackwardRowwise;
+using detail::ForwardRowwise;
 
 constexpr float kNaNf = std::numeric_limits<float>::quiet_NaN();
 constexpr float kNegInff = -std::numeric_limits<float>::infinity();
@@ -85,8 +87,7 @@ void ssmax(const TensorView& src, const TensorView& dst, const SsmaxOptions& par
            const SoftmaxOptions& options) {
   const char* op = "ssmax";
   check_ssmax(op, params);
-  Rowwise rw(op, src, "src", /*src_is_logits=*/true, options);
-  rw.add_output(dst, "dst");
+  ForwardRowwise rw(op, src, dst, options);
   add_s_rows(rw, params);
   const Algorithm algo =
       options.algorithm == Algorithm::kAuto ? Algorithm::kThreePassReload : options.algorithm;
@@ -186,8 +187,7 @@ void softpick(const TensorView& src, const TensorView& dst, const SoftpickOption
               const SoftmaxOptions& options) {
   const char* op = "softpick";
   check_softpick(op, params);
-  Rowwise rw(op, src, "src", /*src_is_logits=*/true, options);
-  rw.add_output(dst, "dst");
+  ForwardRowwise rw(op, src, dst, options);
   rw.run(0, [&](const RowArgs& a) {
     if (a.n == 0) return;
     kernels::softpick_row(a.in[0], a.n, params.eps, a.empty_row, a.out[0]);
@@ -198,9 +198,7 @@ void softpick_backward(const TensorView& src, const TensorView& dy, const Tensor
                        const SoftpickOptions& params, const SoftmaxOptions& options) {
   const char* op = "softpick_backward";
   check_softpick(op, params);
-  Rowwise rw(op, src, "src", /*src_is_logits=*/true, options);
-  rw.add_input(dy, "dy");
-  rw.add_output(dsrc, "dsrc");
+  BackwardRowwise rw(op, src, "src", true, dy, dsrc, options);
   rw.zero_masked_outputs();
   rw.run(0, [&](const RowArgs& a) {
     if (a.n == 0) return;
@@ -212,8 +210,7 @@ void softpick_backward(const TensorView& src, const TensorView& dy, const Tensor
 // ---- StableMax ------------------------------------------------------------------
 
 void stablemax(const TensorView& src, const TensorView& dst, const SoftmaxOptions& options) {
-  Rowwise rw("stablemax", src, "src", /*src_is_logits=*/true, options);
-  rw.add_output(dst, "dst");
+  ForwardRowwise rw("stablemax", src, dst, options);
   rw.run(0, [&](const RowArgs& a) {
     if (a.n == 0) return;
     kernels::stablemax_row(a.in[0], a.n, a.empty_row, a.out[0]);
@@ -222,9 +219,7 @@ void stablemax(const TensorView& src, const TensorView& dst, const SoftmaxOption
 
 void stablemax_backward(const TensorView& src, const TensorView& dy, const TensorView& dsrc,
                         const SoftmaxOptions& options) {
-  Rowwise rw("stablemax_backward", src, "src", /*src_is_logits=*/true, options);
-  rw.add_input(dy, "dy");
-  rw.add_output(dsrc, "dsrc");
+  BackwardRowwise rw("stablemax_backward", src, "src", true, dy, dsrc, options);
   rw.zero_masked_outputs();
   rw.run(0, [&](const RowArgs& a) {
     if (a.n == 0) return;

@@ -23,6 +23,7 @@ namespace {
 
 using detail::RowArgs;
 using detail::Rowwise;
+using detail::BackwardRowwise;
 using kernels::RowStats;
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
@@ -195,9 +196,7 @@ template <class Row>
 void backward_rows(const char* op, const TensorView& src, const char* src_name,
                    const TensorView& dy, const TensorView& dsrc, const SoftmaxOptions& options,
                    Prelude pre, const Row& row) {
-  Rowwise rw(op, src, src_name, true, options);
-  rw.add_input(dy, "dy");
-  rw.add_output(dsrc, "dsrc");
+  BackwardRowwise rw(op, src, src_name, true, dy, dsrc, options);
   rw.run(axis_length(rw), [&](const RowArgs& a) {
     RowStats s;
     if (a.n == 0 || prelude_wrote(pre, a, &s)) return;
@@ -309,9 +308,7 @@ void sigmoid_normalizer(const TensorView& src, const TensorView& dst,
 
 void sigmoid_normalizer_backward(const TensorView& y, const TensorView& dy,
                                  const TensorView& dsrc, const SoftmaxOptions& options) {
-  Rowwise rw("sigmoid_normalizer_backward", y, "y", false, options);
-  rw.add_input(dy, "dy");
-  rw.add_output(dsrc, "dsrc");
+  BackwardRowwise rw("sigmoid_normalizer_backward", y, "y", false, dy, dsrc, options);
   rw.zero_masked_outputs();
   rw.run(0, [&](const RowArgs& a) {
     if (a.n == 0) return;
