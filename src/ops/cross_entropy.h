@@ -19,15 +19,13 @@
 #include <vector>
 
 #include "kernels/cross_entropy.h"
+#include "ops/validate.h"
 #include "smax/cross_entropy.h"
 #include "smax/loss.h"
 #include "smax/options.h"
 #include "smax/tensor.h"
 
 namespace smax::detail {
-
-/// Rows of `src` over `axis` (product of the other dims).
-int64_t count_rows(const TensorView& src, int axis);
 
 /// Softcap > 0 with an additive mask: the mask must be added after the cap,
 /// so it is taken out of the options given to Rowwise and passed as an

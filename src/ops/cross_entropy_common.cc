@@ -10,15 +10,6 @@
 #include "smax/error.h"
 
 namespace smax::detail {
-int64_t count_rows(const TensorView& src_in, int axis) {
-  const TensorView src = as_rank1_if_scalar(src_in);
-  int64_t rows = 1;
-  for (int d = 0; d < src.rank; ++d) {
-    if (d != axis) rows *= src.shape[d];
-  }
-  return rows;
-}
-
 LogitsSetup setup_logits(const char* op, const TensorView& src, const SoftmaxOptions& options,
                          float softcap) {
   LogitsSetup s;

@@ -53,10 +53,7 @@ LossRows::LossRows(const char* op, const TensorView& src_in, int axis, const Ten
   }
 
   const auto* tp = static_cast<const int64_t*>(target.data);
-  int64_t rows = 1;
-  for (int d = 0; d < src_.rank; ++d) {
-    if (d != axis_) rows *= src_.shape[d];
-  }
+  const int64_t rows = count_rows(src_, axis_);
   targets_.resize(static_cast<size_t>(rows));
   weights_.resize(static_cast<size_t>(rows));
   for_each_reduced_offset(src_, axis_, target_strides_, [&](int64_t r, int64_t off) {

@@ -44,15 +44,6 @@ void fill(float* p, int64_t n, float v) {
 
 float empty_value(EmptyRow policy) { return policy == EmptyRow::kNan ? kNaNf : 0.0f; }
 
-// Rows of src over `axis` (product of the other dims; rank 0 -> 1 row).
-int64_t row_count(const TensorView& src, int axis) {
-  int64_t rows = 1;
-  for (int d = 0; d < src.rank; ++d) {
-    if (d != axis) rows *= src.shape[d];
-  }
-  return rows;
-}
-
 // ---- SSMax ---------------------------------------------------------------------
 
 void check_ssmax(const char* op, const SsmaxOptions& p) {
@@ -334,7 +325,7 @@ double softmax_collapse_fraction(const TensorView& src, Precision precision,
   if (p < 0 || p > 2) fail(op, "precision has unknown value " + std::to_string(p));
   Rowwise rw(op, src, "src", /*src_is_logits=*/true, options);
   if (flags != nullptr) rw.add_row_output(*flags, "flags");
-  const int64_t rows = row_count(rw.src(), rw.axis());
+  const int64_t rows = detail::count_rows(rw.src(), rw.axis());
   std::vector<uint8_t> collapsed(static_cast<size_t>(rows), 0);
   rw.run(p == 0 ? 0 : rw.src().shape[rw.axis()], [&](const RowArgs& a) {
     const bool c = a.n > 0 && kernels::softmax_collapse_row(a.in[0], a.n, p, a.scratch);
