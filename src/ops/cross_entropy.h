@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "kernels/cross_entropy.h"
+#include "ops/loss_rows.h"
 #include "ops/validate.h"
 #include "smax/cross_entropy.h"
 #include "smax/loss.h"
@@ -90,9 +91,6 @@ class Reducer {
   std::vector<char> active_;
   double denominator_;
 };
-
-/// Checks the reduction and empty_mean enum values.
-void check_loss_enums(const char* op, const LossOptions& loss);
 
 /// Checks CrossEntropyOptions' scalars, in this order: label_smoothing in
 /// [0, 1], lse_square_scale finite and >= 0, softcap finite and >= 0 (0 =

@@ -67,17 +67,6 @@ void check_outputs_disjoint(const char* op, const std::vector<NamedView>& output
   }
 }
 
-void check_loss_enums(const char* op, const LossOptions& loss) {
-  const int r = static_cast<int>(loss.reduction);
-  if (r < 0 || r > static_cast<int>(Reduction::kSum)) {
-    fail(op, "reduction has unknown value " + std::to_string(r));
-  }
-  const int e = static_cast<int>(loss.empty_mean);
-  if (e < 0 || e > static_cast<int>(EmptyMean::kZero)) {
-    fail(op, "empty_mean has unknown value " + std::to_string(e));
-  }
-}
-
 void check_ce_scalars(const char* op, const CrossEntropyOptions& ce) {
   const float a = ce.label_smoothing;
   if (!(a >= 0.0f && a <= 1.0f)) {
