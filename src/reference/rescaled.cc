@@ -59,21 +59,7 @@ std::vector<double> per_row(const RefRows& R, F&& fn) {
 }
 
 // Targets in row order (dropped or keepdim shape: the same order).
-std::vector<int64_t> targets_of(const TensorView& target) {
-  int64_t count = 1;
-  for (int d = 0; d < target.rank; ++d) count *= target.shape[d];
-  std::vector<int64_t> out(static_cast<size_t>(count));
-  const auto* p = static_cast<const int64_t*>(target.data);
-  for (int64_t i = 0; i < count; ++i) {
-    int64_t rem = i, off = 0;
-    for (int d = target.rank - 1; d >= 0; --d) {
-      off += (rem % target.shape[d]) * target.strides[d];
-      rem /= target.shape[d];
-    }
-    out[static_cast<size_t>(i)] = p[off];
-  }
-  return out;
-}
+std::vector<int64_t> targets_of(const TensorView& target) { return i64_dense(target); }
 
 // Per-row weights (0 for ignored) after validating the targets.
 std::vector<double> loss_weights(const char* fn, const RefRows& R,

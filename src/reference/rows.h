@@ -42,6 +42,10 @@ RefRows ref_rows(const char* fn, const TensorView& src, const SoftmaxOptions& op
 /// library does (masks win over NaN in a backward pass).
 std::vector<char> ref_masked(const char* fn, const TensorView& src, const SoftmaxOptions& options);
 
+/// The elements of an i64 view in row-major logical order (what to_dense
+/// gives for f32 / bool views); a rank-0 view gives one element.
+std::vector<int64_t> i64_dense(const TensorView& view);
+
 /// Per-row values of a view broadcast (NumPy rules) to src's shape with the
 /// axis of size 1 (keepdim), in row order; i64 or f32 views, widened to
 /// double (targets, alpha, s...).
