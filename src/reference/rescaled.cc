@@ -45,18 +45,6 @@ std::optional<double> special_value(const Row& t, EmptyRow policy) {
   return std::nullopt;
 }
 
-Row row_of(const RefRows& R, int64_t r) { return Row(R.row(r), R.row(r) + R.n); }
-
-// Applies fn(row index) -> Row to every row and scatters to the dense layout.
-template <class F>
-std::vector<double> per_row(const RefRows& R, F&& fn) {
-  std::vector<double> by_row(static_cast<size_t>(R.rows * R.n));
-  for (int64_t r = 0; r < R.rows; ++r) {
-    const Row y = fn(r);
-    std::copy(y.begin(), y.end(), by_row.begin() + r * R.n);
-  }
-  return R.scatter(by_row);
-}
 
 // Targets in row order (dropped or keepdim shape: the same order).
 std::vector<int64_t> targets_of(const TensorView& target) { return i64_dense(target); }
@@ -437,8 +425,8 @@ std::vector<double> ssmax(const TensorView& src, const SsmaxOptions& params,
   const RefRows R = ref_rows("ssmax", src, options);
   std::vector<double> s(static_cast<size_t>(R.rows), params.s);
   if (params.s_rows) s = ref_row_values("ssmax", *params.s_rows, R);
-  return per_row(R, [&](int64_t r) {
-    return ssmax_row(row_of(R, r), s[static_cast<size_t>(r)], params.fixed_n, options.empty_row,
+  return map_rows(R, [&](int64_t r) {
+    return ssmax_row(R.row_copy(r), s[static_cast<size_t>(r)], params.fixed_n, options.empty_row,
                      true, true);
   });
 }
@@ -452,9 +440,9 @@ std::vector<double> ssmax_backward(const TensorView& src, const TensorView& y,
   std::vector<double> s(static_cast<size_t>(R.rows), params.s);
   if (params.s_rows) s = ref_row_values("ssmax_backward", *params.s_rows, R);
   if (ds) ds->assign(static_cast<size_t>(R.rows), 0.0);
-  return per_row(R, [&](int64_t r) {
+  return map_rows(R, [&](int64_t r) {
     double d = 0.0;
-    Row dx = ssmax_vjp_row(row_of(R, r), row_of(Y, r), row_of(G, r), s[static_cast<size_t>(r)],
+    Row dx = ssmax_vjp_row(R.row_copy(r), Y.row_copy(r), G.row_copy(r), s[static_cast<size_t>(r)],
                            params.fixed_n, R.scale, options.empty_row, true, &d);
     if (ds) (*ds)[static_cast<size_t>(r)] = d;
     return dx;
@@ -464,8 +452,8 @@ std::vector<double> ssmax_backward(const TensorView& src, const TensorView& y,
 std::vector<double> softpick(const TensorView& src, const SoftpickOptions& params,
                              const SoftmaxOptions& options) {
   const RefRows R = ref_rows("softpick", src, options);
-  return per_row(R, [&](int64_t r) {
-    return softpick_row(row_of(R, r), params.eps, options.empty_row).y;
+  return map_rows(R, [&](int64_t r) {
+    return softpick_row(R.row_copy(r), params.eps, options.empty_row).y;
   });
 }
 
@@ -474,16 +462,16 @@ std::vector<double> softpick_backward(const TensorView& src, const TensorView& d
                                       const SoftmaxOptions& options) {
   const RefRows R = ref_rows("softpick_backward", src, options);
   const RefRows G = ref_rows("softpick_backward", dy, options, false);
-  return per_row(R, [&](int64_t r) {
-    return softpick_vjp_row(row_of(R, r), row_of(G, r), params.eps, R.scale, options.empty_row);
+  return map_rows(R, [&](int64_t r) {
+    return softpick_vjp_row(R.row_copy(r), G.row_copy(r), params.eps, R.scale, options.empty_row);
   });
 }
 
 std::vector<double> clipped_softmax(const TensorView& src, const ClippedSoftmaxOptions& params,
                                     const SoftmaxOptions& options) {
   const RefRows R = ref_rows("clipped_softmax", src, options);
-  return per_row(R, [&](int64_t r) {
-    return clipped_softmax_row(row_of(R, r), params.gamma, params.zeta, options.empty_row);
+  return map_rows(R, [&](int64_t r) {
+    return clipped_softmax_row(R.row_copy(r), params.gamma, params.zeta, options.empty_row);
   });
 }
 
@@ -492,23 +480,23 @@ std::vector<double> clipped_softmax_backward(const TensorView& src, const Tensor
                                              const SoftmaxOptions& options) {
   const RefRows R = ref_rows("clipped_softmax_backward", src, options);
   const RefRows G = ref_rows("clipped_softmax_backward", dy, options, false);
-  return per_row(R, [&](int64_t r) {
-    return clipped_softmax_vjp_row(row_of(R, r), row_of(G, r), params.gamma, params.zeta,
+  return map_rows(R, [&](int64_t r) {
+    return clipped_softmax_vjp_row(R.row_copy(r), G.row_copy(r), params.gamma, params.zeta,
                                    R.scale, options.empty_row);
   });
 }
 
 std::vector<double> stablemax(const TensorView& src, const SoftmaxOptions& options) {
   const RefRows R = ref_rows("stablemax", src, options);
-  return per_row(R, [&](int64_t r) { return stablemax_row(row_of(R, r), options.empty_row); });
+  return map_rows(R, [&](int64_t r) { return stablemax_row(R.row_copy(r), options.empty_row); });
 }
 
 std::vector<double> stablemax_backward(const TensorView& src, const TensorView& dy,
                                        const SoftmaxOptions& options) {
   const RefRows R = ref_rows("stablemax_backward", src, options);
   const RefRows G = ref_rows("stablemax_backward", dy, options, false);
-  return per_row(R, [&](int64_t r) {
-    return stablemax_vjp_row(row_of(R, r), row_of(G, r), R.scale, options.empty_row);
+  return map_rows(R, [&](int64_t r) {
+    return stablemax_vjp_row(R.row_copy(r), G.row_copy(r), R.scale, options.empty_row);
   });
 }
 
@@ -524,7 +512,7 @@ std::vector<double> stablemax_cross_entropy(const TensorView& src, const TensorV
   for (int64_t r = 0; r < R.rows; ++r) {
     const size_t k = static_cast<size_t>(r);
     if (tg[k] == loss.ignore_index) continue;
-    per[k] = w[k] * stablemax_ce_row(row_of(R, r), tg[k], options.empty_row);
+    per[k] = w[k] * stablemax_ce_row(R.row_copy(r), tg[k], options.empty_row);
     sum += per[k];
     wsum += w[k];
   }
@@ -546,7 +534,7 @@ std::vector<double> stablemax_cross_entropy_backward(const TensorView& src,
   const std::vector<double> g = to_dense(dloss);
   double wsum = 0.0;
   for (double v : w) wsum += v;
-  return per_row(R, [&](int64_t r) {
+  return map_rows(R, [&](int64_t r) {
     const size_t k = static_cast<size_t>(r);
     if (tg[k] == loss.ignore_index) return Row(static_cast<size_t>(R.n), 0.0);
     double c = w[k] * (loss.reduction == Reduction::kNone ? g[k] : g[0]);
@@ -554,7 +542,7 @@ std::vector<double> stablemax_cross_entropy_backward(const TensorView& src,
       // Zero weight sum with non-ignored rows: 0 / 0 (PyTorch's w / sum w).
       c = wsum != 0.0 ? c / wsum : loss.empty_mean == EmptyMean::kZero ? 0.0 : kNaN;
     }
-    return stablemax_ce_grad_row(row_of(R, r), tg[k], c * R.scale, options.empty_row);
+    return stablemax_ce_grad_row(R.row_copy(r), tg[k], c * R.scale, options.empty_row);
   });
 }
 
@@ -563,7 +551,7 @@ std::vector<int> softmax_collapse_flags(const TensorView& src, Precision precisi
   const RefRows R = ref_rows("softmax_collapse_fraction", src, options);
   std::vector<int> out(static_cast<size_t>(R.rows));
   for (int64_t r = 0; r < R.rows; ++r) {
-    const Row t = row_of(R, r);
+    const Row t = R.row_copy(r);
     const bool lo = collapse_row(t, precision, lanes, -1);
     const bool hi = collapse_row(t, precision, lanes, +1);
     // The sum is monotone in every e_i: collapsed with the larger exps =>

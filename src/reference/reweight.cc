@@ -59,21 +59,15 @@ double dot(const Row& a, const Row& b) {
   return s;
 }
 
-// Runs a row oracle over every row of src (logits) and scatters the result.
+// Runs a row oracle f(t, s) over every row of src (logits) and scatters the result.
 template <class F>
 std::vector<double> by_rows(const char* fn, const TensorView& src, const SoftmaxOptions& o,
                             F&& f) {
   const RefRows R = ref_rows(fn, src, o, true);
-  std::vector<double> out(static_cast<size_t>(R.rows * R.n));
-  for (int64_t r = 0; r < R.rows; ++r) {
-    const Row t(R.row(r), R.row(r) + R.n);
-    const Row y = f(t, R.scale);
-    std::copy(y.begin(), y.end(), out.begin() + r * R.n);
-  }
-  return R.scatter(out);
+  return map_rows(R, [&](int64_t r) { return f(R.row_copy(r), R.scale); });
 }
 
-// Same with a second, non-logit input (dy).
+// Same with a second, non-logit input (dy): f(t, g, s).
 template <class F>
 std::vector<double> by_rows2(const char* fn, const TensorView& src, const TensorView& dy,
                              const SoftmaxOptions& o, F&& f) {
@@ -82,14 +76,7 @@ std::vector<double> by_rows2(const char* fn, const TensorView& src, const Tensor
   if (G.rows != R.rows || G.n != R.n) {
     throw Error(Status::kInvalidArgument, std::string(fn) + ": dy shape mismatch");
   }
-  std::vector<double> out(static_cast<size_t>(R.rows * R.n));
-  for (int64_t r = 0; r < R.rows; ++r) {
-    const Row t(R.row(r), R.row(r) + R.n);
-    const Row g(G.row(r), G.row(r) + R.n);
-    const Row y = f(t, g, R.scale);
-    std::copy(y.begin(), y.end(), out.begin() + r * R.n);
-  }
-  return R.scatter(out);
+  return map_rows(R, [&](int64_t r) { return f(R.row_copy(r), G.row_copy(r), R.scale); });
 }
 
 Row scaled(Row v, double s) {

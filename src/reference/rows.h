@@ -12,6 +12,7 @@
 // layout of src's shape (what every oracle returns).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -29,9 +30,23 @@ struct RefRows {
   double scale = 1.0;           ///< s as a double (the f32 value)
 
   const double* row(int64_t r) const { return values.data() + r * n; }
+  /// Row r's n values as a vector.
+  std::vector<double> row_copy(int64_t r) const { return {row(r), row(r) + n}; }
   /// rows x n (row-major) -> dense logical layout of `shape`.
   std::vector<double> scatter(const std::vector<double>& by_row) const;
 };
+
+/// Runs fn(r) -> n values for every row r of R, in row order, and
+/// scatters the rows to the dense logical layout of R's shape (scatter()).
+template <class F>
+std::vector<double> map_rows(const RefRows& R, F&& fn) {
+  std::vector<double> by_row(static_cast<size_t>(R.rows * R.n));
+  for (int64_t r = 0; r < R.rows; ++r) {
+    const std::vector<double> y = fn(r);
+    std::copy(y.begin(), y.end(), by_row.begin() + r * R.n);
+  }
+  return R.scatter(by_row);
+}
 
 RefRows ref_rows(const char* fn, const TensorView& src, const SoftmaxOptions& options,
                  bool logits = true);
