@@ -1,6 +1,8 @@
 // src/ops/cross_entropy.h: what cross_entropy.cc and z_loss.cc share: the
 // logits setup (softcap moves the additive mask behind the cap), per-row
-// f32 outputs and inputs, and the reduction of fully weighted per-row losses.
+// f32 outputs and inputs, the reduction of fully weighted per-row losses and
+// the guard around kernels::xent_grad for factors beyond f32; also the check
+// of CrossEntropyOptions' scalars (linear_cross_entropy.cc uses it too).
 //
 // Why a reduction here and not only LossRows::write: PyTorch's label
 // smoothing with class weights is not w[target] * (something) per row (the

@@ -1,4 +1,6 @@
-// src/ops/execution.h: the task grid and scratch buffers shared by the ops.
+// src/ops/execution.h: the task grid and scratch buffers shared by the ops,
+// and the row / run / column / gathered-row schedules built on them
+// (softmax and log_softmax forward and backward use all of them).
 //
 // Determinism: the task grid depends only on the shape (never on the thread
 // count), and every task computes its rows exactly as a serial run would, so

@@ -1,6 +1,7 @@
 // src/ops/long_row.h: one contiguous row of any length, split into the fixed
 // segment grid of kernels::kSegment so that it can use several threads and
-// still give the same bits for any thread count.
+// still give the same bits for any thread count; and the whole-row kernel
+// dispatch (rows_kernel, one_row, softmax_row_reload) the drivers share.
 #pragma once
 
 #include <cstdint>

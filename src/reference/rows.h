@@ -9,7 +9,8 @@
 //    where the bool mask is 0 (exactly SoftmaxOptions' semantics);
 //  * with `logits` false: x itself (saved outputs, upstream gradients).
 // scatter() puts rows x n values back into the dense row-major logical
-// layout of src's shape (what every oracle returns).
+// layout of src's shape (what every oracle returns); map_rows() runs a row
+// oracle over every row and scatters the results.
 #pragma once
 
 #include <algorithm>
