@@ -29,6 +29,18 @@ void store_lse(const Setup& s, int64_t b, int64_t h, int64_t i, float value) {
   static_cast<float*>(l.data)[b * l.strides[0] + h * l.strides[1] + i * l.strides[2]] = value;
 }
 
+// The query block of forward task `task`: tasks run over (b, h, query
+// block), nqb blocks of `block` rows per head; hk is h's kv head, rows
+// i0 .. i0 + bq of the head.
+struct QueryBlock {
+  int64_t b, h, hk, i0, bq;
+};
+QueryBlock query_block(const Setup& s, int64_t task, int64_t nqb, int64_t block) {
+  const int64_t qb = task % nqb, bh = task / nqb, h = bh % s.H, b = bh / s.H;
+  const int64_t i0 = qb * block;
+  return {b, h, h / s.G, i0, std::min(block, s.Lq - i0)};
+}
+
 // One forward task's scratch: its query rows, the kv head's keys / values,
 // scores [rows x width], the output block and a gathered mask row.
 struct ForwardScratch {
@@ -72,9 +84,7 @@ void forward_softmax(const Setup& s, const TensorView& out) {
   const float empty = s.o.empty_row == EmptyRow::kNan ? kNaNf : 0.0f;
   const float empty_lse = s.o.empty_row == EmptyRow::kNan ? kNaNf : kNegInff;
   run_tasks(s, s.B * s.H * nqb, layout.total(), [&](int64_t task, float* buf) {
-    const int64_t qb = task % nqb, bh = task / nqb, h = bh % s.H, b = bh / s.H;
-    const int64_t hk = h / s.G;
-    const int64_t i0 = qb * kBlockQ, bq = std::min(kBlockQ, s.Lq - i0);
+    const auto [b, h, hk, i0, bq] = query_block(s, task, nqb, kBlockQ);
     const auto [qbuf, kbuf, vbuf, S, O, addbuf, keepbuf] = layout.carve(buf);
     const int64_t kend = s.key_end(i0, bq);
     const Mat Q = s.q_rows(b, h, i0, bq, qbuf);
@@ -154,9 +164,7 @@ void forward_rows(const Setup& s, const TensorView& out) {
   const ForwardLayout layout(s, bqn, std::max<int64_t>(s.Lk, 1));
   const float empty = s.o.empty_row == EmptyRow::kNan ? kNaNf : 0.0f;
   run_tasks(s, s.B * s.H * nqb, layout.total(), [&](int64_t task, float* buf) {
-    const int64_t qb = task % nqb, bh = task / nqb, h = bh % s.H, b = bh / s.H;
-    const int64_t hk = h / s.G;
-    const int64_t i0 = qb * bqn, bq = std::min(bqn, s.Lq - i0);
+    const auto [b, h, hk, i0, bq] = query_block(s, task, nqb, bqn);
     const auto [qbuf, kbuf, vbuf, S, O, addbuf, keepbuf] = layout.carve(buf);
     const int64_t kend = s.key_end(i0, bq);
     if (kend == 0) {

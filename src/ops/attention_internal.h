@@ -64,6 +64,15 @@ void gemm_skip_zero(bool a_t, int64_t M, int64_t N, int64_t K, float alpha, cons
                     int64_t lda, const float* B, int64_t ldb, float beta, float* C,
                     int64_t ldc);
 
+/// m[0 .. n) with element stride `stride` as a contiguous row: m itself
+/// when stride == 1, else copied into buf (n elements) and buf returned.
+template <typename T>
+const T* contiguous(const T* m, int64_t n, int64_t stride, T* buf) {
+  if (stride == 1) return m;
+  for (int64_t j = 0; j < n; ++j) buf[j] = m[j * stride];
+  return buf;
+}
+
 struct Setup {
   const char* op = nullptr;
   int64_t B = 0, H = 0, Hkv = 0, G = 1, Lq = 0, Lk = 0, D = 0, Dv = 0;
@@ -118,21 +127,9 @@ struct Setup {
     if (has_mask) {
       const int64_t off = b * ms[0] + h * ms[1] + i * ms[2] + j0 * ms[3];
       if (mask_bool) {
-        const uint8_t* m = reinterpret_cast<const uint8_t*>(mask_data) + off;
-        if (ms[3] == 1) {
-          p.keep = m;
-        } else {
-          for (int64_t j = 0; j < n; ++j) keepbuf[j] = m[j * ms[3]];
-          p.keep = keepbuf;
-        }
+        p.keep = contiguous(reinterpret_cast<const uint8_t*>(mask_data) + off, n, ms[3], keepbuf);
       } else {
-        const float* m = reinterpret_cast<const float*>(mask_data) + off;
-        if (ms[3] == 1) {
-          p.add = m;
-        } else {
-          for (int64_t j = 0; j < n; ++j) addbuf[j] = m[j * ms[3]];
-          p.add = addbuf;
-        }
+        p.add = contiguous(reinterpret_cast<const float*>(mask_data) + off, n, ms[3], addbuf);
       }
     }
     return p;

@@ -59,44 +59,27 @@ BackwardCall prepare(BackwardOp op, const TensorView& y_in, const TensorView& dy
   return call;
 }
 
-float* f32_at(const Geometry& g, int k, int64_t offset) {
-  return reinterpret_cast<float*>(g.at(k, offset));
-}
-
-bool axis_contiguous(const BackwardCall& c, int k) {
-  return c.g.n == 1 || c.g.axis_stride[k] == 1;
-}
-
 void run_rows_mode(const BackwardCall& c) {
   const Geometry& g = c.g;
-  if (g.n >= kernels::kSegment) {
-    for_each_long_row(g, c.threads, [&](int64_t row, int threads) {
-      int64_t off[kMaxOperands];
-      g.row_offsets(row, off);
-      backward_row(c.op, f32_at(g, kY, off[kY]), f32_at(g, kDy, off[kDy]), g.n, c.scale,
-                   f32_at(g, kDx, off[kDx]), threads);
-    });
-    return;
-  }
-  for_each_row_task(g, c.threads, [&](int64_t begin, int64_t end) {
-    for_each_run(g, begin, end, [&](int64_t, int64_t count, const int64_t* off) {
-      kernels::BackwardRows rows;
-      rows.y = f32_at(g, kY, off[kY]);
-      rows.y_stride = run_stride(g, kY);
-      rows.dy = f32_at(g, kDy, off[kDy]);
-      rows.dy_stride = run_stride(g, kDy);
-      rows.dx = f32_at(g, kDx, off[kDx]);
-      rows.dx_stride = run_stride(g, kDx);
-      rows.rows = count;
-      rows.cols = g.n;
-      rows.scale = c.scale;
-      if (c.op == BackwardOp::kSoftmax) {
-        kernels::softmax_backward_rows(rows);
-      } else {
-        kernels::log_softmax_backward_rows(rows);
-      }
-    });
-  });
+  for_each_contiguous_row(
+      g, c.threads,
+      [&](const int64_t* off, int threads) {
+        backward_row(c.op, f32_at(g, kY, off[kY]), f32_at(g, kDy, off[kDy]), g.n, c.scale,
+                     f32_at(g, kDx, off[kDx]), threads);
+      },
+      [&](int64_t count, const int64_t* off) {
+        kernels::BackwardRows rows;
+        rows.y = f32_at(g, kY, off[kY]);
+        rows.y_stride = run_stride(g, kY);
+        rows.dy = f32_at(g, kDy, off[kDy]);
+        rows.dy_stride = run_stride(g, kDy);
+        rows.dx = f32_at(g, kDx, off[kDx]);
+        rows.dx_stride = run_stride(g, kDx);
+        rows.rows = count;
+        rows.cols = g.n;
+        rows.scale = c.scale;
+        rows_kernel(c.op, rows);
+      });
 }
 
 int column_dim(const BackwardCall& c) {
@@ -131,12 +114,7 @@ void run_columns_mode(const BackwardCall& c, int cdim) {
 
 void run_gather_mode(const BackwardCall& c) {
   const Geometry& g = c.g;
-  const bool split_rows = g.n < kernels::kSegment || g.rows >= c.threads;
-  const int buffers = split_rows ? static_cast<int>(std::min<int64_t>(c.threads, g.rows)) : 1;
-  ScratchPool pool(buffers, 2 * g.n);
-  auto one_row = [&](int64_t row, int threads) {
-    ScratchPool::Lease lease(pool);
-    float* y = lease.data();
+  for_each_gathered_row(g, c.threads, 2 * g.n, [&](int64_t row, int threads, float* y) {
     float* dy = y + g.n;
     int64_t off[kMaxOperands];
     g.row_offsets(row, off);
@@ -149,14 +127,7 @@ void run_gather_mode(const BackwardCall& c) {
     backward_row(c.op, y, dy, g.n, c.scale, dy, threads);
     float* dx = f32_at(g, kDx, off[kDx]);
     for (int64_t i = 0; i < g.n; ++i) dx[i * g.axis_stride[kDx]] = dy[i];
-  };
-  if (split_rows) {
-    for_each_row_task(g, c.threads, [&](int64_t begin, int64_t end) {
-      for (int64_t row = begin; row < end; ++row) one_row(row, 1);
-    });
-  } else {
-    for (int64_t row = 0; row < g.rows; ++row) one_row(row, c.threads);
-  }
+  });
 }
 
 void run_backward(BackwardOp op, const TensorView& y, const TensorView& dy, const TensorView& dx,
@@ -164,7 +135,7 @@ void run_backward(BackwardOp op, const TensorView& y, const TensorView& dy, cons
   ensure_runtime_initialized();
   const BackwardCall c = prepare(op, y, dy, dx, options);
   if (c.g.rows == 0 || c.g.n == 0) return;
-  if (axis_contiguous(c, kY) && axis_contiguous(c, kDy) && axis_contiguous(c, kDx)) {
+  if (axis_contiguous(c.g, kY) && axis_contiguous(c.g, kDy) && axis_contiguous(c.g, kDx)) {
     return run_rows_mode(c);
   }
   const int cdim = column_dim(c);

@@ -10,6 +10,7 @@
 
 #include "kernels/kernels.h"
 #include "ops/errors.h"
+#include "ops/long_row.h"
 #include "ops/rowwise.h"
 #include "smax/error.h"
 #include "smax/rescaled.h"
@@ -21,20 +22,9 @@ using detail::fail;
 using detail::num;
 using detail::RowArgs;
 using detail::Rowwise;
-
-// p = softmax(t) of one contiguous row (p may equal t).
-void softmax_row(const float* t, int64_t n, EmptyRow empty, float* p) {
-  kernels::Rows r;
-  r.src = t;
-  r.src_stride = n;
-  r.dst = p;
-  r.dst_stride = n;
-  r.rows = 1;
-  r.cols = n;
-  r.scale = 1.0f;
-  r.empty_row = empty;
-  kernels::softmax_rows(r, Algorithm::kThreePassReload);
-}
+using detail::BackwardRowwise;
+using detail::ForwardRowwise;
+using detail::softmax_row_reload;
 
 void check_clipped(const char* op, const ClippedSoftmaxOptions& p) {
   if (!(std::isfinite(p.gamma) && p.gamma <= 0.0f)) {
@@ -63,12 +53,11 @@ void clipped_softmax(const TensorView& src, const TensorView& dst,
   const char* op = "clipped_softmax";
   check_clipped(op, params);
   const Stretch st(params);
-  Rowwise rw(op, src, "src", /*src_is_logits=*/true, options);
-  rw.add_output(dst, "dst");
+  ForwardRowwise rw(op, src, dst, options);
   rw.run(0, [&](const RowArgs& a) {
     if (a.n == 0) return;
     float* y = a.out[0];
-    softmax_row(a.in[0], a.n, a.empty_row, y);
+    softmax_row_reload(a.in[0], a.n, 1.0f, a.empty_row, y);
     for (int64_t i = 0; i < a.n; ++i) {
       const double z = st.z(y[i]);
       y[i] = static_cast<float>(z < 0.0 ? 0.0 : z > 1.0 ? 1.0 : z);  // NaN stays NaN
@@ -84,9 +73,7 @@ void clipped_softmax_backward(const TensorView& src, const TensorView& dy, const
   const Stretch st(params);
   constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-  Rowwise rw(op, src, "src", /*src_is_logits=*/true, options);
-  rw.add_input(dy, "dy");
-  rw.add_output(dsrc, "dsrc");
+  BackwardRowwise rw(op, src, "src", true, dy, dsrc, options);
   rw.zero_masked_outputs();
   rw.run(rw.src().shape[rw.axis()], [&](const RowArgs& a) {
     if (a.n == 0) return;
@@ -94,7 +81,7 @@ void clipped_softmax_backward(const TensorView& src, const TensorView& dy, const
     const float* g = a.in[1];
     float* dx = a.out[0];
     float* p = a.scratch;
-    softmax_row(t, a.n, a.empty_row, p);
+    softmax_row_reload(t, a.n, 1.0f, a.empty_row, p);
     // A NaN softmax row (NaN / +inf logits, or an empty row under kNan)
     // gives a NaN gradient row; an empty row under kZero gives p = 0, hence 0.
     if (std::isnan(p[0])) {

@@ -29,16 +29,7 @@ constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 void check_ce_options(const char* op, const CrossEntropyOptions& ce) {
-  const float a = ce.label_smoothing;
-  if (!(a >= 0.0f && a <= 1.0f)) {
-    fail(op, "label_smoothing must be in [0, 1], got " + std::to_string(a));
-  }
-  if (!(std::isfinite(ce.lse_square_scale) && ce.lse_square_scale >= 0.0f)) {
-    fail(op, "lse_square_scale must be finite and >= 0, got " + std::to_string(ce.lse_square_scale));
-  }
-  if (!(std::isfinite(ce.softcap) && ce.softcap >= 0.0f)) {
-    fail(op, "softcap must be finite and >= 0 (0 = off), got " + std::to_string(ce.softcap));
-  }
+  check_ce_scalars(op, ce);
   check_loss_enums(op, ce.loss);
 }
 
@@ -256,29 +247,18 @@ void grad_row(const Setup& s, const RowArgs& a, double g, double L, double shift
   const bool fix_y = y >= 0 && !masked_at(s, a, y);
   const double fix =
       fix_y ? static_cast<double>(s.scale) * cap_deriv(s, a, y) * g * (1.0 - s.a) * wy : 0.0;
-  if (std::isfinite(gr.factor) && std::fabs(gr.factor) >= 0x1p126) {
-    // The p_j factor is beyond f32 (e.g. 2 zs L with L near FLT_MAX): the
-    // kernel's f32 factor would be inf and inf * e^(t_j - shift) = inf * 0
-    // NaN at every entry whose p_j underflows. Such a row's gradient
-    // overflows at its max anyway (rare): evaluate it in float64 and round
-    // each entry once (inf only where the float64 value is beyond f32)
-    // (fuzz/regressions/options/cross_entropy_backward_prob_targets_zloss_overflow_nan).
-    const float* q = gr.q;
-    for (int64_t j = 0; j < a.n; ++j) {
-      const double t = logit_at(s, a, j);
-      if (t == -kInf) {
-        out[j] = 0.0f;
-        continue;
-      }
-      const double p = std::exp(t - shift) * inv_d;
-      const double w = weight != nullptr ? static_cast<double>(weight[j]) : 1.0;
-      const double qj = q != nullptr ? static_cast<double>(q[j]) : 0.0;
-      const double dt = g * A * p - w * (static_cast<double>(gr.b) + static_cast<double>(gr.bq) * qj);
-      out[j] = static_cast<float>(static_cast<double>(s.scale) * cap_deriv(s, a, j) * dt);
-    }
-  } else {
-    kernels::xent_grad(row, gr, out);
-  }
+  // Beyond-f32 factors (e.g. 2 zs L with L near FLT_MAX) in float64.
+  const float* q = gr.q;
+  xent_grad_guarded(
+      row, gr, out, [&](int64_t j) { return logit_at(s, a, j); },
+      [&](int64_t j, double t) {
+        const double p = std::exp(t - shift) * inv_d;
+        const double w = weight != nullptr ? static_cast<double>(weight[j]) : 1.0;
+        const double qj = q != nullptr ? static_cast<double>(q[j]) : 0.0;
+        const double dt =
+            g * A * p - w * (static_cast<double>(gr.b) + static_cast<double>(gr.bq) * qj);
+        return static_cast<double>(s.scale) * cap_deriv(s, a, j) * dt;
+      });
   if (fix_y) out[y] = static_cast<float>(static_cast<double>(out[y]) - fix);
 }
 
@@ -292,6 +272,27 @@ bool same_view(const TensorView& a_in, const TensorView& b_in) {
   return true;
 }
 
+// The validated state both passes start from, built in this order: the
+// logits setup (softcap moves the additive mask), a Rowwise over src with
+// those options, then Setup via prepare() (targets, weights, reducer).
+// Callers check the options first (check_ce_options and their own checks).
+// Not copyable or movable: rw refers to ls.options.
+struct Pass {
+  LogitsSetup ls;
+  Rowwise rw;
+  Setup s;
+  Pass(const char* op, const TensorView& src, const TensorView& target,
+       const CrossEntropyOptions& ce, const SoftmaxOptions& options)
+      : ls(setup_logits(op, src, options, ce.softcap)),
+        rw(op, src, "src", /*src_is_logits=*/true, ls.options) {
+    s.op = op;
+    s.empty_row = options.empty_row;
+    prepare(s, rw, ls, target, ce);
+  }
+  Pass(const Pass&) = delete;
+  Pass& operator=(const Pass&) = delete;
+};
+
 }  // namespace
 }  // namespace detail
 
@@ -301,12 +302,9 @@ void cross_entropy(const TensorView& src, const TensorView& target, const Tensor
                    const CrossEntropyOptions& ce, const SoftmaxOptions& options) {
   const char* op = "cross_entropy";
   detail::check_ce_options(op, ce);
-  const detail::LogitsSetup ls = detail::setup_logits(op, src, options, ce.softcap);
-  detail::Rowwise rw(op, src, "src", /*src_is_logits=*/true, ls.options);
-  detail::Setup s;
-  s.op = op;
-  s.empty_row = options.empty_row;
-  detail::prepare(s, rw, ls, target, ce);
+  detail::Pass pass(op, src, target, ce, options);
+  detail::Rowwise& rw = pass.rw;
+  detail::Setup& s = pass.s;
 
   // Outputs: shapes, then no overlap with any input or each other.
   s.red->check_output(dst, "dst");
@@ -480,12 +478,9 @@ void cross_entropy_backward(const TensorView& src, const TensorView& target,
     detail::fail(op, "grad (the fused gradient of the forward) is not an option of the backward "
                      "pass; pass the gradient as dsrc");
   }
-  const detail::LogitsSetup ls = detail::setup_logits(op, src, options, ce.softcap);
-  detail::Rowwise rw(op, src, "src", /*src_is_logits=*/true, ls.options);
-  detail::Setup s;
-  s.op = op;
-  s.empty_row = options.empty_row;
-  detail::prepare(s, rw, ls, target, ce);
+  detail::Pass pass(op, src, target, ce, options);
+  detail::Rowwise& rw = pass.rw;
+  detail::Setup& s = pass.s;
   rw.add_output(dsrc, "dsrc", /*allow_alias=*/true);
   const std::vector<double> G = s.red->coefficients(dloss);
   // The forward's lse skips the scan when label smoothing is off.

@@ -1,6 +1,8 @@
 // src/ops/cross_entropy.h: what cross_entropy.cc and z_loss.cc share: the
 // logits setup (softcap moves the additive mask behind the cap), per-row
-// f32 outputs and inputs, and the reduction of fully weighted per-row losses.
+// f32 outputs and inputs, the reduction of fully weighted per-row losses and
+// the guard around kernels::xent_grad for factors beyond f32; also the check
+// of CrossEntropyOptions' scalars (linear_cross_entropy.cc uses it too).
 //
 // Why a reduction here and not only LossRows::write: PyTorch's label
 // smoothing with class weights is not w[target] * (something) per row (the
@@ -12,18 +14,21 @@
 // order) or by the row count.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <vector>
 
+#include "kernels/cross_entropy.h"
+#include "ops/loss_rows.h"
+#include "ops/validate.h"
+#include "smax/cross_entropy.h"
 #include "smax/loss.h"
 #include "smax/options.h"
 #include "smax/tensor.h"
 
 namespace smax::detail {
-
-/// Rows of `src` over `axis` (product of the other dims).
-int64_t count_rows(const TensorView& src, int axis);
 
 /// Softcap > 0 with an additive mask: the mask must be added after the cap,
 /// so it is taken out of the options given to Rowwise and passed as an
@@ -89,7 +94,37 @@ class Reducer {
   double denominator_;
 };
 
-/// Checks the reduction and empty_mean enum values.
-void check_loss_enums(const char* op, const LossOptions& loss);
+/// Checks CrossEntropyOptions' scalars, in this order: label_smoothing in
+/// [0, 1], lse_square_scale finite and >= 0, softcap finite and >= 0 (0 =
+/// off). Throws kInvalidArgument (via fail) naming `op` on the first bad one.
+/// Shared by cross_entropy and linear_cross_entropy (the latter has no
+/// LossOptions enum check at this point, hence not part of this helper).
+void check_ce_scalars(const char* op, const CrossEntropyOptions& ce);
+
+/// Writes the gradient row kernels::xent_grad(row, gr, out) writes, except
+/// when gr.factor is finite and |gr.factor| >= 2^126: the kernel's f32
+/// factor would then be inf, and inf * e^(t_j - shift) = inf * 0 is NaN
+/// wherever p_j underflows. Such a row (its gradient overflows at its max
+/// anyway; rare) is evaluated in float64 instead: out[j] = 0 where
+/// logit(j) == -inf, else entry(j, logit(j)) rounded once to f32 (inf only
+/// where the float64 value is beyond f32). logit(j) is read before out[j]
+/// is written, so `out` may be the row of logits. Shared by
+/// cross_entropy_backward (and its fused forward) and z_loss_backward
+/// (fuzz/regressions: cross_entropy_backward_prob_targets_zloss_overflow_nan,
+/// z_loss_backward_factor_overflow_nan).
+template <class Logit, class Entry>
+void xent_grad_guarded(const kernels::XentRow& row, const kernels::XentGrad& gr, float* out,
+                       const Logit& logit, const Entry& entry) {
+  if (std::isfinite(gr.factor) && std::fabs(gr.factor) >= 0x1p126) {
+    for (int64_t j = 0; j < row.n; ++j) {
+      const double t = logit(j);
+      out[j] = t == -std::numeric_limits<double>::infinity()
+                   ? 0.0f
+                   : static_cast<float>(entry(j, t));
+    }
+    return;
+  }
+  kernels::xent_grad(row, gr, out);
+}
 
 }  // namespace smax::detail

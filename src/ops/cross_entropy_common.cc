@@ -10,15 +10,6 @@
 #include "smax/error.h"
 
 namespace smax::detail {
-int64_t count_rows(const TensorView& src_in, int axis) {
-  const TensorView src = as_rank1_if_scalar(src_in);
-  int64_t rows = 1;
-  for (int d = 0; d < src.rank; ++d) {
-    if (d != axis) rows *= src.shape[d];
-  }
-  return rows;
-}
-
 LogitsSetup setup_logits(const char* op, const TensorView& src, const SoftmaxOptions& options,
                          float softcap) {
   LogitsSetup s;
@@ -76,14 +67,16 @@ void check_outputs_disjoint(const char* op, const std::vector<NamedView>& output
   }
 }
 
-void check_loss_enums(const char* op, const LossOptions& loss) {
-  const int r = static_cast<int>(loss.reduction);
-  if (r < 0 || r > static_cast<int>(Reduction::kSum)) {
-    fail(op, "reduction has unknown value " + std::to_string(r));
+void check_ce_scalars(const char* op, const CrossEntropyOptions& ce) {
+  const float a = ce.label_smoothing;
+  if (!(a >= 0.0f && a <= 1.0f)) {
+    fail(op, "label_smoothing must be in [0, 1], got " + std::to_string(a));
   }
-  const int e = static_cast<int>(loss.empty_mean);
-  if (e < 0 || e > static_cast<int>(EmptyMean::kZero)) {
-    fail(op, "empty_mean has unknown value " + std::to_string(e));
+  if (!(std::isfinite(ce.lse_square_scale) && ce.lse_square_scale >= 0.0f)) {
+    fail(op, "lse_square_scale must be finite and >= 0, got " + std::to_string(ce.lse_square_scale));
+  }
+  if (!(std::isfinite(ce.softcap) && ce.softcap >= 0.0f)) {
+    fail(op, "softcap must be finite and >= 0 (0 = off), got " + std::to_string(ce.softcap));
   }
 }
 

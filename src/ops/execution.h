@@ -1,4 +1,6 @@
-// src/ops/execution.h: the task grid and scratch buffers shared by the ops.
+// src/ops/execution.h: the task grid and scratch buffers shared by the ops,
+// and the row / run / column / gathered-row schedules built on them
+// (softmax and log_softmax forward and backward use all of them).
 //
 // Determinism: the task grid depends only on the shape (never on the thread
 // count), and every task computes its rows exactly as a serial run would, so
@@ -12,6 +14,7 @@
 #include <new>
 #include <vector>
 
+#include "kernels/kernels.h"
 #include "ops/geometry.h"
 #include "ops/internal.h"
 #include "smax/error.h"
@@ -70,6 +73,36 @@ void for_each_long_row(const Geometry& g, int threads, Fn&& fn) {
   } else {
     for (int64_t row = 0; row < g.rows; ++row) fn(row, threads);
   }
+}
+
+/// Operand k's float at byte offset `offset` (from Geometry::row_offsets).
+inline float* f32_at(const Geometry& g, int k, int64_t offset) {
+  return reinterpret_cast<float*>(g.at(k, offset));
+}
+
+/// Whether operand k's reduced axis is contiguous (or has one element).
+inline bool axis_contiguous(const Geometry& g, int k) {
+  return g.n == 1 || g.axis_stride[k] == 1;
+}
+
+/// Rows mode (every operand's axis contiguous): rows of n >= kernels::kSegment
+/// go one at a time to long_row(offsets, threads_for_the_row) (see
+/// for_each_long_row); shorter rows go to runs(count, offsets) in runs of
+/// consecutive rows (for_each_run) over the task grid (for_each_row_task).
+template <typename LongRow, typename Runs>
+void for_each_contiguous_row(const Geometry& g, int threads, LongRow&& long_row, Runs&& runs) {
+  if (g.n >= kernels::kSegment) {
+    for_each_long_row(g, threads, [&](int64_t row, int row_threads) {
+      int64_t off[kMaxOperands];
+      g.row_offsets(row, off);
+      long_row(static_cast<const int64_t*>(off), row_threads);
+    });
+    return;
+  }
+  for_each_row_task(g, threads, [&](int64_t begin, int64_t end) {
+    for_each_run(g, begin, end,
+                 [&](int64_t, int64_t count, const int64_t* off) { runs(count, off); });
+  });
 }
 
 /// Column mode: batch dim `cdim` has unit stride in every operand. Calls
@@ -142,5 +175,30 @@ class ScratchPool {
   std::vector<int> free_;
   std::mutex mutex_;
 };
+
+/// Gather mode (some operand's axis is strided): calls
+/// fn(row, threads_for_the_row, scratch) for every row, `scratch` a leased
+/// buffer of `floats_per_row` floats. Short rows (n < kernels::kSegment), or
+/// at least `threads` rows, are split over the task grid with one thread per
+/// row; otherwise rows run one after another with every thread each (a long
+/// row's result does not depend on its thread count). The pool holds one
+/// buffer per row that can run at once and is allocated before any row runs.
+template <typename Fn>
+void for_each_gathered_row(const Geometry& g, int threads, int64_t floats_per_row, Fn&& fn) {
+  const bool split_rows = g.n < kernels::kSegment || g.rows >= threads;
+  const int buffers = split_rows ? static_cast<int>(std::min<int64_t>(threads, g.rows)) : 1;
+  ScratchPool pool(buffers, floats_per_row);
+  auto one_row = [&](int64_t row, int row_threads) {
+    ScratchPool::Lease lease(pool);
+    fn(row, row_threads, lease.data());
+  };
+  if (split_rows) {
+    for_each_row_task(g, threads, [&](int64_t begin, int64_t end) {
+      for (int64_t row = begin; row < end; ++row) one_row(row, 1);
+    });
+  } else {
+    for (int64_t row = 0; row < g.rows; ++row) one_row(row, threads);
+  }
+}
 
 }  // namespace smax::detail

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "kernels/kernels.h"
 #include "ops/execution.h"
@@ -80,22 +81,19 @@ ForwardCall prepare(ForwardOp op, const TensorView& src_in, const TensorView& ds
   char* bases[kMaxOperands] = {static_cast<char*>(src.data), static_cast<char*>(dst.data),
                                nullptr, nullptr};
   const int sizes[kMaxOperands] = {4, 4, 4, 1};
-  if (options.additive_mask) {
-    const TensorView& mask = *options.additive_mask;
-    check_view(mask, name, "additive_mask", DType::kF32);
-    broadcast_strides(mask, "additive_mask", src, name, strides[kAddMask]);
-    check_disjoint_or_same(dst_in, "dst", mask, "additive_mask", name, false);
-    bases[kAddMask] = static_cast<char*>(mask.data);
-    call.has_add_mask = true;
-  }
-  if (options.bool_mask) {
-    const TensorView& mask = *options.bool_mask;
-    check_view(mask, name, "bool_mask", DType::kBool);
-    broadcast_strides(mask, "bool_mask", src, name, strides[kBoolMask]);
-    check_disjoint_or_same(dst_in, "dst", mask, "bool_mask", name, false);
-    bases[kBoolMask] = static_cast<char*>(mask.data);
-    call.has_bool_mask = true;
-  }
+  // A mask (when given) becomes operand k: validated, broadcast to src,
+  // disjoint from dst.
+  auto add_mask = [&](const std::optional<TensorView>& mask, const char* mask_name, DType dtype,
+                      int k) {
+    if (!mask) return false;
+    check_view(*mask, name, mask_name, dtype);
+    broadcast_strides(*mask, mask_name, src, name, strides[k]);
+    check_disjoint_or_same(dst_in, "dst", *mask, mask_name, name, false);
+    bases[k] = static_cast<char*>(mask->data);
+    return true;
+  };
+  call.has_add_mask = add_mask(options.additive_mask, "additive_mask", DType::kF32, kAddMask);
+  call.has_bool_mask = add_mask(options.bool_mask, "bool_mask", DType::kBool, kBoolMask);
   call.g = make_geometry(src, axis, kMaxOperands, bases, sizes, strides);
   call.empty_row = options.empty_row;
   call.threads = options.threads > 0 ? options.threads : max_threads();
@@ -104,12 +102,10 @@ ForwardCall prepare(ForwardOp op, const TensorView& src_in, const TensorView& ds
   return call;
 }
 
-bool axis_contiguous(const ForwardCall& c, int k) { return c.g.n == 1 || c.g.axis_stride[k] == 1; }
-
 bool rows_mode(const ForwardCall& c) {
-  return !c.has_bool_mask && axis_contiguous(c, kSrc) &&
-         (c.op == ForwardOp::kLogSumExp || axis_contiguous(c, kDst)) &&
-         (!c.has_add_mask || axis_contiguous(c, kAddMask));
+  return !c.has_bool_mask && axis_contiguous(c.g, kSrc) &&
+         (c.op == ForwardOp::kLogSumExp || axis_contiguous(c.g, kDst)) &&
+         (!c.has_add_mask || axis_contiguous(c.g, kAddMask));
 }
 
 // A batch dim usable by the column kernels, or -1.
@@ -123,44 +119,31 @@ int column_dim(const ForwardCall& c) {
   return -1;
 }
 
-float* f32_at(const Geometry& g, int k, int64_t offset) {
-  return reinterpret_cast<float*>(g.at(k, offset));
-}
-
 void run_rows_mode(const ForwardCall& c) {
   const Geometry& g = c.g;
-  if (g.n >= kernels::kSegment) {
-    for_each_long_row(g, c.threads, [&](int64_t row, int threads) {
-      int64_t off[kMaxOperands];
-      g.row_offsets(row, off);
-      forward_row(c.op, c.algorithm, f32_at(g, kSrc, off[kSrc]),
-                  c.has_add_mask ? f32_at(g, kAddMask, off[kAddMask]) : nullptr, g.n, c.scale,
-                  c.empty_row, f32_at(g, kDst, off[kDst]), threads);
-    });
-    return;
-  }
-  for_each_row_task(g, c.threads, [&](int64_t begin, int64_t end) {
-    for_each_run(g, begin, end, [&](int64_t, int64_t count, const int64_t* off) {
-      kernels::Rows rows;
-      rows.src = f32_at(g, kSrc, off[kSrc]);
-      rows.src_stride = run_stride(g, kSrc);
-      rows.dst = f32_at(g, kDst, off[kDst]);
-      rows.dst_stride = run_stride(g, kDst);
-      if (c.has_add_mask) {
-        rows.mask = f32_at(g, kAddMask, off[kAddMask]);
-        rows.mask_stride = run_stride(g, kAddMask);
-      }
-      rows.rows = count;
-      rows.cols = g.n;
-      rows.scale = c.scale;
-      rows.empty_row = c.empty_row;
-      switch (c.op) {
-        case ForwardOp::kSoftmax: kernels::softmax_rows(rows, c.algorithm); break;
-        case ForwardOp::kLogSoftmax: kernels::log_softmax_rows(rows, c.algorithm); break;
-        case ForwardOp::kLogSumExp: kernels::logsumexp_rows(rows, c.algorithm); break;
-      }
-    });
-  });
+  for_each_contiguous_row(
+      g, c.threads,
+      [&](const int64_t* off, int threads) {
+        forward_row(c.op, c.algorithm, f32_at(g, kSrc, off[kSrc]),
+                    c.has_add_mask ? f32_at(g, kAddMask, off[kAddMask]) : nullptr, g.n, c.scale,
+                    c.empty_row, f32_at(g, kDst, off[kDst]), threads);
+      },
+      [&](int64_t count, const int64_t* off) {
+        kernels::Rows rows;
+        rows.src = f32_at(g, kSrc, off[kSrc]);
+        rows.src_stride = run_stride(g, kSrc);
+        rows.dst = f32_at(g, kDst, off[kDst]);
+        rows.dst_stride = run_stride(g, kDst);
+        if (c.has_add_mask) {
+          rows.mask = f32_at(g, kAddMask, off[kAddMask]);
+          rows.mask_stride = run_stride(g, kAddMask);
+        }
+        rows.rows = count;
+        rows.cols = g.n;
+        rows.scale = c.scale;
+        rows.empty_row = c.empty_row;
+        rows_kernel(c.op, rows, c.algorithm);
+      });
 }
 
 void run_columns_mode(const ForwardCall& c, int cdim) {
@@ -206,13 +189,8 @@ void gather_logits(const ForwardCall& c, const int64_t* off, float* t) {
 
 void run_gather_mode(const ForwardCall& c) {
   const Geometry& g = c.g;
-  const bool dst_contiguous = c.op == ForwardOp::kLogSumExp || axis_contiguous(c, kDst);
-  const bool split_rows = g.n < kernels::kSegment || g.rows >= c.threads;
-  const int buffers = split_rows ? static_cast<int>(std::min<int64_t>(c.threads, g.rows)) : 1;
-  ScratchPool pool(buffers, g.n);
-  auto one_row = [&](int64_t row, int threads) {
-    ScratchPool::Lease lease(pool);
-    float* t = lease.data();
+  const bool dst_contiguous = c.op == ForwardOp::kLogSumExp || axis_contiguous(c.g, kDst);
+  for_each_gathered_row(g, c.threads, g.n, [&](int64_t row, int threads, float* t) {
     int64_t off[kMaxOperands];
     g.row_offsets(row, off);
     gather_logits(c, off, t);
@@ -223,14 +201,7 @@ void run_gather_mode(const ForwardCall& c) {
       const int64_t sd = g.axis_stride[kDst];
       for (int64_t i = 0; i < g.n; ++i) dst[i * sd] = t[i];
     }
-  };
-  if (split_rows) {
-    for_each_row_task(g, c.threads, [&](int64_t begin, int64_t end) {
-      for (int64_t row = begin; row < end; ++row) one_row(row, 1);
-    });
-  } else {
-    for (int64_t row = 0; row < g.rows; ++row) one_row(row, c.threads);
-  }
+  });
 }
 
 void run_forward(ForwardOp op, const TensorView& src, const TensorView& dst,

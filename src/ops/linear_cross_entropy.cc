@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "kernels/linear_cross_entropy.h"
+#include "ops/cross_entropy.h"
 #include "ops/errors.h"
 #include "ops/gemm.h"
 #include "ops/internal.h"
@@ -168,16 +169,7 @@ Setup prepare(const char* op, const TensorView& hidden, const TensorView& weight
   s.op = op;
   ensure_runtime_initialized();
   // Options.
-  const float a = ce.label_smoothing;
-  if (!(a >= 0.0f && a <= 1.0f)) {
-    fail(op, "label_smoothing must be in [0, 1], got " + std::to_string(a));
-  }
-  if (!(std::isfinite(ce.lse_square_scale) && ce.lse_square_scale >= 0.0f)) {
-    fail(op, "lse_square_scale must be finite and >= 0, got " + std::to_string(ce.lse_square_scale));
-  }
-  if (!(std::isfinite(ce.softcap) && ce.softcap >= 0.0f)) {
-    fail(op, "softcap must be finite and >= 0 (0 = off), got " + std::to_string(ce.softcap));
-  }
+  check_ce_scalars(op, ce);
   if (ce.grad) {
     fail(op, "ce.grad (cross_entropy's fused logits gradient) is not supported: the logits are "
              "never materialised (linear_cross_entropy_fused gives dhidden / dweight in one call)");

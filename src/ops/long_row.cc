@@ -220,25 +220,47 @@ void segmented_forward(ForwardOp op, Algorithm algorithm, const float* x, const 
 
 }  // namespace
 
+void rows_kernel(ForwardOp op, const kernels::Rows& rows, Algorithm algorithm) {
+  switch (op) {
+    case ForwardOp::kSoftmax: kernels::softmax_rows(rows, algorithm); break;
+    case ForwardOp::kLogSoftmax: kernels::log_softmax_rows(rows, algorithm); break;
+    case ForwardOp::kLogSumExp: kernels::logsumexp_rows(rows, algorithm); break;
+  }
+}
+
+kernels::Rows one_row(const float* x, const float* mask, int64_t n, float scale,
+                      EmptyRow empty_row, float* dst) {
+  kernels::Rows rows;
+  rows.src = x;
+  rows.dst = dst;
+  rows.mask = mask;
+  rows.rows = 1;
+  rows.cols = n;
+  rows.scale = scale;
+  rows.empty_row = empty_row;
+  return rows;
+}
+
+void softmax_row_reload(const float* x, int64_t n, float scale, EmptyRow empty_row, float* y) {
+  kernels::softmax_rows(one_row(x, nullptr, n, scale, empty_row, y),
+                        Algorithm::kThreePassReload);
+}
+
 void forward_row(ForwardOp op, Algorithm algorithm, const float* x, const float* mask, int64_t n,
                  float scale, EmptyRow empty_row, float* dst, int threads) {
   if (n < kSegment) {
-    kernels::Rows rows;
-    rows.src = x;
-    rows.dst = dst;
-    rows.mask = mask;
-    rows.rows = 1;
-    rows.cols = n;
-    rows.scale = scale;
-    rows.empty_row = empty_row;
-    switch (op) {
-      case ForwardOp::kSoftmax: kernels::softmax_rows(rows, algorithm); break;
-      case ForwardOp::kLogSoftmax: kernels::log_softmax_rows(rows, algorithm); break;
-      case ForwardOp::kLogSumExp: kernels::logsumexp_rows(rows, algorithm); break;
-    }
+    rows_kernel(op, one_row(x, mask, n, scale, empty_row, dst), algorithm);
     return;
   }
   segmented_forward(op, algorithm, x, mask, n, scale, empty_row, dst, threads);
+}
+
+void rows_kernel(BackwardOp op, const kernels::BackwardRows& rows) {
+  if (op == BackwardOp::kSoftmax) {
+    kernels::softmax_backward_rows(rows);
+  } else {
+    kernels::log_softmax_backward_rows(rows);
+  }
 }
 
 void backward_row(BackwardOp op, const float* y, const float* dy, int64_t n, float scale,
@@ -251,11 +273,7 @@ void backward_row(BackwardOp op, const float* y, const float* dy, int64_t n, flo
     rows.rows = 1;
     rows.cols = n;
     rows.scale = scale;
-    if (op == BackwardOp::kSoftmax) {
-      kernels::softmax_backward_rows(rows);
-    } else {
-      kernels::log_softmax_backward_rows(rows);
-    }
+    rows_kernel(op, rows);
     return;
   }
   std::vector<double> partial(static_cast<size_t>(segment_count(n)));

@@ -22,6 +22,17 @@ Reduction parse_reduction(std::string_view name) { return kReductionNames.parse(
 const char* reduction_name(Reduction reduction) noexcept { return kReductionNames.name(reduction); }
 
 namespace detail {
+void check_loss_enums(const char* op, const LossOptions& loss) {
+  const int r = static_cast<int>(loss.reduction);
+  if (r < 0 || r > static_cast<int>(Reduction::kSum)) {
+    fail(op, "reduction has unknown value " + std::to_string(r));
+  }
+  const int e = static_cast<int>(loss.empty_mean);
+  if (e < 0 || e > static_cast<int>(EmptyMean::kZero)) {
+    fail(op, "empty_mean has unknown value " + std::to_string(e));
+  }
+}
+
 LossRows::LossRows(const char* op, const TensorView& src_in, int axis, const TensorView& target,
                    const LossOptions& options)
     : op_(op), src_(as_rank1_if_scalar(src_in)), axis_(axis) {
@@ -29,13 +40,7 @@ LossRows::LossRows(const char* op, const TensorView& src_in, int axis, const Ten
   ignore_index_ = options.ignore_index;
   reduction_ = options.reduction;
   empty_mean_ = options.empty_mean;
-  if (reduction_ != Reduction::kNone && reduction_ != Reduction::kMean &&
-      reduction_ != Reduction::kSum) {
-    fail(op, "reduction has unknown value " + std::to_string(static_cast<int>(reduction_)));
-  }
-  if (empty_mean_ != EmptyMean::kNan && empty_mean_ != EmptyMean::kZero) {
-    fail(op, "empty_mean has unknown value " + std::to_string(static_cast<int>(empty_mean_)));
-  }
+  check_loss_enums(op, options);
   check_view(target, op, "target", DType::kI64);
   reduced_strides(src_, axis_, target, "target", op, target_strides_);
   target_ = target;
@@ -53,10 +58,7 @@ LossRows::LossRows(const char* op, const TensorView& src_in, int axis, const Ten
   }
 
   const auto* tp = static_cast<const int64_t*>(target.data);
-  int64_t rows = 1;
-  for (int d = 0; d < src_.rank; ++d) {
-    if (d != axis_) rows *= src_.shape[d];
-  }
+  const int64_t rows = count_rows(src_, axis_);
   targets_.resize(static_cast<size_t>(rows));
   weights_.resize(static_cast<size_t>(rows));
   for_each_reduced_offset(src_, axis_, target_strides_, [&](int64_t r, int64_t off) {

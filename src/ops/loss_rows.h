@@ -20,6 +20,10 @@
 
 namespace smax::detail {
 
+/// Checks the reduction and empty_mean enum values (kInvalidArgument naming
+/// `op`: "reduction has unknown value N", then the same for empty_mean).
+void check_loss_enums(const char* op, const LossOptions& loss);
+
 class LossRows {
  public:
   /// `src` is the logits view (rank >= 1), `axis` its resolved class axis;

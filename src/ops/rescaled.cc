@@ -29,6 +29,8 @@ using detail::check_disjoint_or_same;
 using detail::LossRows;
 using detail::RowArgs;
 using detail::Rowwise;
+using detail::BackwardRowwise;
+using detail::ForwardRowwise;
 
 constexpr float kNaNf = std::numeric_limits<float>::quiet_NaN();
 constexpr float kNegInff = -std::numeric_limits<float>::infinity();
@@ -41,15 +43,6 @@ void fill(float* p, int64_t n, float v) {
 }
 
 float empty_value(EmptyRow policy) { return policy == EmptyRow::kNan ? kNaNf : 0.0f; }
-
-// Rows of src over `axis` (product of the other dims; rank 0 -> 1 row).
-int64_t row_count(const TensorView& src, int axis) {
-  int64_t rows = 1;
-  for (int d = 0; d < src.rank; ++d) {
-    if (d != axis) rows *= src.shape[d];
-  }
-  return rows;
-}
 
 // ---- SSMax ---------------------------------------------------------------------
 
@@ -68,16 +61,25 @@ int64_t ssmax_n(const SsmaxOptions& p, const float* t, int64_t n) {
   return p.fixed_n > 0 ? p.fixed_n : kernels::count_visible(t, n);
 }
 
+// Declares the per-row s (s_rows, when given) as Rowwise's row input 0.
+void add_s_rows(Rowwise& rw, const SsmaxOptions& p) {
+  if (p.s_rows) rw.add_row_input(*p.s_rows, "s_rows", DType::kF32);
+}
+
+// c = ssmax_factor(s, nn) with the row's s: s_rows[row] (add_s_rows) or s.
+float row_factor(const SsmaxOptions& p, const RowArgs& a, int64_t nn) {
+  const double s = p.s_rows ? static_cast<double>(a.row_in[0]) : static_cast<double>(p.s);
+  return ssmax_factor(s, nn);
+}
+
 }  // namespace
 
 void ssmax(const TensorView& src, const TensorView& dst, const SsmaxOptions& params,
            const SoftmaxOptions& options) {
   const char* op = "ssmax";
   check_ssmax(op, params);
-  Rowwise rw(op, src, "src", /*src_is_logits=*/true, options);
-  rw.add_output(dst, "dst");
-  const bool per_row = params.s_rows.has_value();
-  if (per_row) rw.add_row_input(*params.s_rows, "s_rows", DType::kF32);
+  ForwardRowwise rw(op, src, dst, options);
+  add_s_rows(rw, params);
   const Algorithm algo =
       options.algorithm == Algorithm::kAuto ? Algorithm::kThreePassReload : options.algorithm;
   rw.run(rw.src().shape[rw.axis()], [&](const RowArgs& a) {
@@ -87,8 +89,7 @@ void ssmax(const TensorView& src, const TensorView& dst, const SsmaxOptions& par
     float* y = a.out[0];
     const int64_t nn = ssmax_n(params, t, n);
     if (nn == 0) return fill(y, n, empty_value(a.empty_row));
-    const double s = per_row ? static_cast<double>(a.row_in[0]) : static_cast<double>(params.s);
-    const float c = ssmax_factor(s, nn);
+    const float c = row_factor(params, a, nn);
     if (!std::isfinite(c)) return fill(y, n, kNaNf);
     kernels::Rows r;
     r.rows = 1;
@@ -116,8 +117,7 @@ void ssmax_backward(const TensorView& src, const TensorView& y, const TensorView
   rw.add_input(y, "y");
   rw.add_input(dy, "dy");
   rw.add_output(dsrc, "dsrc");
-  const bool per_row = params.s_rows.has_value();
-  if (per_row) rw.add_row_input(*params.s_rows, "s_rows", DType::kF32);
+  add_s_rows(rw, params);
   if (ds != nullptr) rw.add_row_output(*ds, "ds");
   rw.zero_masked_outputs();
   rw.run(0, [&](const RowArgs& a) {
@@ -139,8 +139,7 @@ void ssmax_backward(const TensorView& src, const TensorView& y, const TensorView
       if (dsv) *dsv = empty_value(a.empty_row);
       return;
     }
-    const double s = per_row ? static_cast<double>(a.row_in[0]) : static_cast<double>(params.s);
-    const float c = ssmax_factor(s, nn);
+    const float c = row_factor(params, a, nn);
     if (!std::isfinite(c)) {  // NaN row; masked (t = -inf) entries keep their exact 0
       for (int64_t i = 0; i < n; ++i) {
         dx[i] = t[i] == -std::numeric_limits<float>::infinity() ? 0.0f : kNaNf;
@@ -179,8 +178,7 @@ void softpick(const TensorView& src, const TensorView& dst, const SoftpickOption
               const SoftmaxOptions& options) {
   const char* op = "softpick";
   check_softpick(op, params);
-  Rowwise rw(op, src, "src", /*src_is_logits=*/true, options);
-  rw.add_output(dst, "dst");
+  ForwardRowwise rw(op, src, dst, options);
   rw.run(0, [&](const RowArgs& a) {
     if (a.n == 0) return;
     kernels::softpick_row(a.in[0], a.n, params.eps, a.empty_row, a.out[0]);
@@ -191,9 +189,7 @@ void softpick_backward(const TensorView& src, const TensorView& dy, const Tensor
                        const SoftpickOptions& params, const SoftmaxOptions& options) {
   const char* op = "softpick_backward";
   check_softpick(op, params);
-  Rowwise rw(op, src, "src", /*src_is_logits=*/true, options);
-  rw.add_input(dy, "dy");
-  rw.add_output(dsrc, "dsrc");
+  BackwardRowwise rw(op, src, "src", true, dy, dsrc, options);
   rw.zero_masked_outputs();
   rw.run(0, [&](const RowArgs& a) {
     if (a.n == 0) return;
@@ -205,8 +201,7 @@ void softpick_backward(const TensorView& src, const TensorView& dy, const Tensor
 // ---- StableMax ------------------------------------------------------------------
 
 void stablemax(const TensorView& src, const TensorView& dst, const SoftmaxOptions& options) {
-  Rowwise rw("stablemax", src, "src", /*src_is_logits=*/true, options);
-  rw.add_output(dst, "dst");
+  ForwardRowwise rw("stablemax", src, dst, options);
   rw.run(0, [&](const RowArgs& a) {
     if (a.n == 0) return;
     kernels::stablemax_row(a.in[0], a.n, a.empty_row, a.out[0]);
@@ -215,9 +210,7 @@ void stablemax(const TensorView& src, const TensorView& dst, const SoftmaxOption
 
 void stablemax_backward(const TensorView& src, const TensorView& dy, const TensorView& dsrc,
                         const SoftmaxOptions& options) {
-  Rowwise rw("stablemax_backward", src, "src", /*src_is_logits=*/true, options);
-  rw.add_input(dy, "dy");
-  rw.add_output(dsrc, "dsrc");
+  BackwardRowwise rw("stablemax_backward", src, "src", true, dy, dsrc, options);
   rw.zero_masked_outputs();
   rw.run(0, [&](const RowArgs& a) {
     if (a.n == 0) return;
@@ -332,7 +325,7 @@ double softmax_collapse_fraction(const TensorView& src, Precision precision,
   if (p < 0 || p > 2) fail(op, "precision has unknown value " + std::to_string(p));
   Rowwise rw(op, src, "src", /*src_is_logits=*/true, options);
   if (flags != nullptr) rw.add_row_output(*flags, "flags");
-  const int64_t rows = row_count(rw.src(), rw.axis());
+  const int64_t rows = detail::count_rows(rw.src(), rw.axis());
   std::vector<uint8_t> collapsed(static_cast<size_t>(rows), 0);
   rw.run(p == 0 ? 0 : rw.src().shape[rw.axis()], [&](const RowArgs& a) {
     const bool c = a.n > 0 && kernels::softmax_collapse_row(a.in[0], a.n, p, a.scratch);

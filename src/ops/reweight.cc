@@ -14,6 +14,7 @@
 #include "kernels/kernels.h"
 #include "kernels/reweight.h"
 #include "ops/errors.h"
+#include "ops/long_row.h"
 #include "ops/rowwise.h"
 #include "smax/error.h"
 
@@ -22,6 +23,7 @@ namespace {
 
 using detail::RowArgs;
 using detail::Rowwise;
+using detail::BackwardRowwise;
 using kernels::RowStats;
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
@@ -36,19 +38,7 @@ int64_t axis_length(const Rowwise& rw) { return rw.src().shape[rw.axis()]; }
 void fill(float* y, int64_t n, float v) { std::fill(y, y + n, v); }
 float empty_value(EmptyRow e) { return e == EmptyRow::kNan ? kNaN : 0.0f; }
 
-// y = softmax(fl(x * scale)) of one contiguous row (y may equal x).
-void softmax_row(const float* x, int64_t n, float scale, EmptyRow empty, float* y) {
-  kernels::Rows r;
-  r.src = x;
-  r.src_stride = n;
-  r.dst = y;
-  r.dst_stride = n;
-  r.rows = 1;
-  r.cols = n;
-  r.scale = scale;
-  r.empty_row = empty;
-  kernels::softmax_rows(r, Algorithm::kThreePassReload);
-}
+using detail::softmax_row_reload;
 
 // y *= 1 / S for a sum S >= smallest normal (pre-scaled by 2^-64 steps when
 // 1 / S would not be a normal f32).
@@ -116,7 +106,7 @@ bool softplus_forward_row(const RowArgs& a, const SoftplusNormalizerOptions& sp,
     normalize_by(y, a.n, S);
   } else {
     kernels::log_softplus_row(t, a.n, lambda, y);
-    softmax_row(y, a.n, sp.power, a.empty_row, y);
+    softmax_row_reload(y, a.n, sp.power, a.empty_row, y);
   }
   *lambda_out = lambda;
   return true;
@@ -166,6 +156,54 @@ bool prob_special_row(const RowStats& s, const RowArgs& a, float* out) {
   return false;
 }
 
+// ---- drivers ----------------------------------------------------------------------
+// The row prelude a driver runs before the op's row function: none, or the
+// row statistics of a.in[0] and the special rows written whole (then the
+// row function does not run): special_row with +inf -> NaN (kLogits) or
+// without (kLogitsInfOk), prob_special_row (kProbabilities).
+enum class Prelude { kNone, kLogits, kLogitsInfOk, kProbabilities };
+
+// Runs the prelude on a row with a.n > 0; true when it wrote the row. `s`
+// is left default-constructed under kNone.
+bool prelude_wrote(Prelude pre, const RowArgs& a, RowStats* s) {
+  if (pre == Prelude::kNone) return false;
+  *s = kernels::reweight_row_stats(a.in[0], a.n);
+  if (pre == Prelude::kProbabilities) return prob_special_row(*s, a, a.out[0]);
+  return special_row(*s, a, pre == Prelude::kLogits, a.out[0]);
+}
+
+// The driver of every forward op here: a Rowwise over the logits `src`
+// (named `src_name` in errors) writing `dst`, no scratch; for each row with
+// at least one element (a.n > 0) not written by the prelude, row(a, stats)
+// runs, on Rowwise's threads.
+template <class Row>
+void forward_rows(const char* op, const TensorView& src, const char* src_name,
+                  const TensorView& dst, const SoftmaxOptions& options, Prelude pre,
+                  const Row& row) {
+  Rowwise rw(op, src, src_name, true, options);
+  rw.add_output(dst, "dst");
+  rw.run(0, [&](const RowArgs& a) {
+    RowStats s;
+    if (a.n == 0 || prelude_wrote(pre, a, &s)) return;
+    row(a, s);
+  });
+}
+
+// The driver of the backward ops that recompute from the logits: inputs
+// src (a.in[0]) and dy (a.in[1]), output dsrc (a.out[0]), one axis-length
+// row of scratch (a.scratch); row(a, stats) as in forward_rows.
+template <class Row>
+void backward_rows(const char* op, const TensorView& src, const char* src_name,
+                   const TensorView& dy, const TensorView& dsrc, const SoftmaxOptions& options,
+                   Prelude pre, const Row& row) {
+  BackwardRowwise rw(op, src, src_name, true, dy, dsrc, options);
+  rw.run(axis_length(rw), [&](const RowArgs& a) {
+    RowStats s;
+    if (a.n == 0 || prelude_wrote(pre, a, &s)) return;
+    row(a, s);
+  });
+}
+
 // ---- logit standardisation ------------------------------------------------------------------
 void check_standardization(const char* op, const LogitStandardizationOptions& ls) {
   check_temperature(op, "temperature", ls.temperature);
@@ -196,7 +234,7 @@ void standardized_softmax(const RowArgs& a, const Moments& m,
   const double k =
       m.sigma > 0.0 ? 1.0 / ((m.sigma + static_cast<double>(ls.eps)) * ls.temperature) : 0.0;
   kernels::standardize_row(a.in[0], a.n, m.mu, k, y);
-  softmax_row(y, a.n, 1.0f, a.empty_row, y);
+  softmax_row_reload(y, a.n, 1.0f, a.empty_row, y);
 }
 
 }  // namespace
@@ -204,13 +242,12 @@ void standardized_softmax(const RowArgs& a, const Moments& m,
 // ================================================================================
 void self_adjust_softmax(const TensorView& src, const TensorView& dst,
                          const SelfAdjustOptions& sa, const SoftmaxOptions& options) {
-  Rowwise rw("self_adjust_softmax", src, "src", true, options);
-  rw.add_output(dst, "dst");
-  rw.run(0, [&](const RowArgs& a) {
-    if (a.n == 0) return;
+  forward_rows("self_adjust_softmax", src, "src", dst, options, Prelude::kNone,
+      [&](const RowArgs& a, const RowStats&) {
     const float* t = a.in[0];
     float* y = a.out[0];
-    softmax_row(t, a.n, 1.0f, a.empty_row, y);  // NaN / +inf / empty rows handled here
+    // NaN / +inf / empty rows are handled by the softmax kernel.
+    softmax_row_reload(t, a.n, 1.0f, a.empty_row, y);
     RowStats s;
     if (sa.normalized) s = kernels::reweight_row_stats(t, a.n);
     kernels::sa_forward_row(t, y, a.n, sa_params(s, sa.normalized), y);
@@ -220,16 +257,13 @@ void self_adjust_softmax(const TensorView& src, const TensorView& dst,
 void self_adjust_softmax_backward(const TensorView& src, const TensorView& dy,
                                   const TensorView& dsrc, const SelfAdjustOptions& sa,
                                   const SoftmaxOptions& options) {
-  Rowwise rw("self_adjust_softmax_backward", src, "src", true, options);
-  rw.add_input(dy, "dy");
-  rw.add_output(dsrc, "dsrc");
-  rw.run(axis_length(rw), [&](const RowArgs& a) {
-    if (a.n == 0) return;
+  backward_rows("self_adjust_softmax_backward", src, "src", dy, dsrc, options, Prelude::kNone,
+      [&](const RowArgs& a, const RowStats&) {
     const float* t = a.in[0];
     const float* g = a.in[1];
     float* dx = a.out[0];
     float* p = a.scratch;
-    softmax_row(t, a.n, 1.0f, a.empty_row, p);
+    softmax_row_reload(t, a.n, 1.0f, a.empty_row, p);
     RowStats s;
     if (sa.normalized) s = kernels::reweight_row_stats(t, a.n);
     kernels::SaParams prm = sa_params(s, sa.normalized);
@@ -257,14 +291,10 @@ void sigmoid_normalizer(const TensorView& src, const TensorView& dst,
   const char* op = "sigmoid_normalizer";
   if (sig.bias && !std::isfinite(*sig.bias)) fail(op, "bias must be finite, got " + num(*sig.bias));
   if (sig.n_fixed < 0) fail(op, "n_fixed must be >= 0, got " + std::to_string(sig.n_fixed));
-  Rowwise rw(op, src, "src", true, options);
-  rw.add_output(dst, "dst");
-  rw.run(0, [&](const RowArgs& a) {
-    if (a.n == 0) return;
+  forward_rows(op, src, "src", dst, options, Prelude::kLogitsInfOk,
+      [&](const RowArgs& a, const RowStats& s) {
     const float* t = a.in[0];
     float* y = a.out[0];
-    const RowStats s = kernels::reweight_row_stats(t, a.n);
-    if (special_row(s, a, false, y)) return;
     float b;
     if (sig.bias) {
       b = *sig.bias;
@@ -278,9 +308,7 @@ void sigmoid_normalizer(const TensorView& src, const TensorView& dst,
 
 void sigmoid_normalizer_backward(const TensorView& y, const TensorView& dy,
                                  const TensorView& dsrc, const SoftmaxOptions& options) {
-  Rowwise rw("sigmoid_normalizer_backward", y, "y", false, options);
-  rw.add_input(dy, "dy");
-  rw.add_output(dsrc, "dsrc");
+  BackwardRowwise rw("sigmoid_normalizer_backward", y, "y", false, dy, dsrc, options);
   rw.zero_masked_outputs();
   rw.run(0, [&](const RowArgs& a) {
     if (a.n == 0) return;
@@ -293,10 +321,8 @@ void softplus_normalizer(const TensorView& src, const TensorView& dst,
                          const SoftplusNormalizerOptions& sp, const SoftmaxOptions& options) {
   const char* op = "softplus_normalizer";
   check_softplus(op, sp);
-  Rowwise rw(op, src, "src", true, options);
-  rw.add_output(dst, "dst");
-  rw.run(0, [&](const RowArgs& a) {
-    if (a.n == 0) return;
+  forward_rows(op, src, "src", dst, options, Prelude::kNone,
+      [&](const RowArgs& a, const RowStats&) {
     float lambda = 0.0f;
     softplus_forward_row(a, sp, a.out[0], &lambda);
   });
@@ -307,11 +333,8 @@ void softplus_normalizer_backward(const TensorView& src, const TensorView& dy,
                                   const SoftmaxOptions& options) {
   const char* op = "softplus_normalizer_backward";
   check_softplus(op, sp);
-  Rowwise rw(op, src, "src", true, options);
-  rw.add_input(dy, "dy");
-  rw.add_output(dsrc, "dsrc");
-  rw.run(axis_length(rw), [&](const RowArgs& a) {
-    if (a.n == 0) return;
+  backward_rows(op, src, "src", dy, dsrc, options, Prelude::kNone,
+      [&](const RowArgs& a, const RowStats&) {
     float* y = a.scratch;
     float lambda = 0.0f;
     if (!softplus_forward_row(a, sp, y, &lambda)) {  // special row: y is 0 or NaN
@@ -331,14 +354,10 @@ void power_softmax(const TensorView& src, const TensorView& dst, int p,
                    const SoftmaxOptions& options) {
   const char* op = "power_softmax";
   check_power(op, p);
-  Rowwise rw(op, src, "src", true, options);
-  rw.add_output(dst, "dst");
-  rw.run(0, [&](const RowArgs& a) {
-    if (a.n == 0) return;
+  forward_rows(op, src, "src", dst, options, Prelude::kLogits,
+      [&](const RowArgs& a, const RowStats& s) {
     const float* t = a.in[0];
     float* y = a.out[0];
-    const RowStats s = kernels::reweight_row_stats(t, a.n);
-    if (special_row(s, a, true, y)) return;
     const float M = std::max(std::fabs(s.min), std::fabs(s.max));
     if (M == 0.0f) {
       uniform_visible(t, a.n, s.visible, y);
@@ -352,16 +371,11 @@ void power_softmax_backward(const TensorView& src, const TensorView& dy, const T
                             int p, const SoftmaxOptions& options) {
   const char* op = "power_softmax_backward";
   check_power(op, p);
-  Rowwise rw(op, src, "src", true, options);
-  rw.add_input(dy, "dy");
-  rw.add_output(dsrc, "dsrc");
-  rw.run(axis_length(rw), [&](const RowArgs& a) {
-    if (a.n == 0) return;
+  backward_rows(op, src, "src", dy, dsrc, options, Prelude::kLogits,
+      [&](const RowArgs& a, const RowStats& s) {
     const float* t = a.in[0];
     const float* g = a.in[1];
     float* dx = a.out[0];
-    const RowStats s = kernels::reweight_row_stats(t, a.n);
-    if (special_row(s, a, true, dx)) return;
     const float M = std::max(std::fabs(s.min), std::fabs(s.max));
     if (M == 0.0f) {
       fill(dx, a.n, 0.0f);
@@ -380,15 +394,11 @@ void probability_temperature(const TensorView& p_src, const TensorView& dst, flo
                              const SoftmaxOptions& options) {
   const char* op = "probability_temperature";
   check_temperature(op, "T", T);
-  Rowwise rw(op, p_src, "p_src", true, options);
-  rw.add_output(dst, "dst");
   const double inv_T = 1.0 / static_cast<double>(T);
-  rw.run(0, [&](const RowArgs& a) {
-    if (a.n == 0) return;
+  forward_rows(op, p_src, "p_src", dst, options, Prelude::kProbabilities,
+      [&](const RowArgs& a, const RowStats& s) {
     const float* t = a.in[0];
     float* y = a.out[0];
-    const RowStats s = kernels::reweight_row_stats(t, a.n);
-    if (prob_special_row(s, a, y)) return;
     const double inv_m = 1.0 / static_cast<double>(s.max);
     normalize_by(y, a.n, kernels::prob_pow_row(t, a.n, inv_T, inv_m, y));
   });
@@ -399,17 +409,12 @@ void probability_temperature_backward(const TensorView& p_src, const TensorView&
                                       const SoftmaxOptions& options) {
   const char* op = "probability_temperature_backward";
   check_temperature(op, "T", T);
-  Rowwise rw(op, p_src, "p_src", true, options);
-  rw.add_input(dy, "dy");
-  rw.add_output(dsrc, "dsrc");
   const double inv_T = 1.0 / static_cast<double>(T);
-  rw.run(axis_length(rw), [&](const RowArgs& a) {
-    if (a.n == 0) return;
+  backward_rows(op, p_src, "p_src", dy, dsrc, options, Prelude::kProbabilities,
+      [&](const RowArgs& a, const RowStats& s) {
     const float* t = a.in[0];
     const float* g = a.in[1];
     float* dx = a.out[0];
-    const RowStats s = kernels::reweight_row_stats(t, a.n);
-    if (prob_special_row(s, a, dx)) return;
     const double inv_m = 1.0 / static_cast<double>(s.max);
     float* w = a.scratch;
     const double S = kernels::prob_pow_row(t, a.n, inv_T, inv_m, w);
@@ -424,14 +429,10 @@ void logit_standardization(const TensorView& src, const TensorView& dst,
                            const LogitStandardizationOptions& ls, const SoftmaxOptions& options) {
   const char* op = "logit_standardization";
   check_standardization(op, ls);
-  Rowwise rw(op, src, "src", true, options);
-  rw.add_output(dst, "dst");
-  rw.run(0, [&](const RowArgs& a) {
-    if (a.n == 0) return;
+  forward_rows(op, src, "src", dst, options, Prelude::kLogits,
+      [&](const RowArgs& a, const RowStats& s) {
     const float* t = a.in[0];
     float* y = a.out[0];
-    const RowStats s = kernels::reweight_row_stats(t, a.n);
-    if (special_row(s, a, true, y)) return;
     standardized_softmax(a, moments(t, a.n, s.visible, ls.unbiased), ls, y);
   });
 }
@@ -442,16 +443,11 @@ void logit_standardization_backward(const TensorView& src, const TensorView& dy,
                                     const SoftmaxOptions& options) {
   const char* op = "logit_standardization_backward";
   check_standardization(op, ls);
-  Rowwise rw(op, src, "src", true, options);
-  rw.add_input(dy, "dy");
-  rw.add_output(dsrc, "dsrc");
-  rw.run(axis_length(rw), [&](const RowArgs& a) {
-    if (a.n == 0) return;
+  backward_rows(op, src, "src", dy, dsrc, options, Prelude::kLogits,
+      [&](const RowArgs& a, const RowStats& s) {
     const float* t = a.in[0];
     const float* g = a.in[1];
     float* dx = a.out[0];
-    const RowStats s = kernels::reweight_row_stats(t, a.n);
-    if (special_row(s, a, true, dx)) return;
     const Moments m = moments(t, a.n, s.visible, ls.unbiased);
     float* y = a.scratch;
     standardized_softmax(a, m, ls, y);

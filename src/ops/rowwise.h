@@ -227,4 +227,31 @@ class Rowwise {
   void zero_masked_outputs() { zero_masked_outputs_ = true; }
 };
 
+/// A Rowwise with the usual forward operands, declared (and so validated)
+/// in this order: src (the logits, a.in[0], named "src") and dst (a.out[0],
+/// named "dst", exact aliasing of src allowed).
+class ForwardRowwise : public Rowwise {
+ public:
+  ForwardRowwise(const char* op, const TensorView& src, const TensorView& dst,
+                 const SoftmaxOptions& options)
+      : Rowwise(op, src, "src", /*src_is_logits=*/true, options) {
+    add_output(dst, "dst");
+  }
+};
+
+/// A Rowwise with the usual backward operands, declared (and so validated)
+/// in this order: `first` (a.in[0], named `first_name`: the logits when
+/// `first_is_logits`, else a saved output such as y), dy (a.in[1], "dy")
+/// and dsrc (a.out[0], "dsrc", exact aliasing of an input allowed).
+class BackwardRowwise : public Rowwise {
+ public:
+  BackwardRowwise(const char* op, const TensorView& first, const char* first_name,
+                  bool first_is_logits, const TensorView& dy, const TensorView& dsrc,
+                  const SoftmaxOptions& options)
+      : Rowwise(op, first, first_name, first_is_logits, options) {
+    add_input(dy, "dy");
+    add_output(dsrc, "dsrc");
+  }
+};
+
 }  // namespace smax::detail

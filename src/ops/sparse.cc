@@ -19,6 +19,8 @@ namespace {
 
 using detail::RowArgs;
 using detail::Rowwise;
+using detail::BackwardRowwise;
+using detail::ForwardRowwise;
 namespace sp = detail::sparse;
 
 // Forward of the candidate-set normalisers: `radius` R of the candidate
@@ -83,9 +85,7 @@ void masked_softmax_backward(const char* op, const TensorView& y, const TensorVi
     softmax_backward(y, dy, dsrc, options);
     return;
   }
-  Rowwise rw(op, y, "y", false, options);
-  rw.add_input(dy, "dy");
-  rw.add_output(dsrc, "dsrc");
+  BackwardRowwise rw(op, y, "y", false, dy, dsrc, options);
   rw.zero_masked_outputs();
   rw.run(0, [&](const RowArgs& a) {
     if (a.n == 0) return;
@@ -99,24 +99,20 @@ void masked_softmax_backward(const char* op, const TensorView& y, const TensorVi
 // ---- sparsemax ---------------------------------------------------------------
 
 void sparsemax(const TensorView& src, const TensorView& dst, const SoftmaxOptions& options) {
-  Rowwise rw("sparsemax", src, "src", true, options);
-  rw.add_output(dst, "dst");
+  ForwardRowwise rw("sparsemax", src, dst, options);
   candidate_forward(rw, 1.0, [](sp::Row& row, const RowArgs&) { sp::solve_sparsemax(row); });
 }
 
 void sparsemax_backward(const TensorView& y, const TensorView& dy, const TensorView& dsrc,
                         const SoftmaxOptions& options) {
-  Rowwise rw("sparsemax_backward", y, "y", false, options);
-  rw.add_input(dy, "dy");
-  rw.add_output(dsrc, "dsrc");
+  BackwardRowwise rw("sparsemax_backward", y, "y", false, dy, dsrc, options);
   entmax_family_backward(rw, false, [](const RowArgs&) { return 2.0; });
 }
 
 // ---- 1.5-entmax --------------------------------------------------------------
 
 void entmax15(const TensorView& src, const TensorView& dst, const SoftmaxOptions& options) {
-  Rowwise rw("entmax15", src, "src", true, options);
-  rw.add_output(dst, "dst");
+  ForwardRowwise rw("entmax15", src, dst, options);
   rw.run(sp::work_floats(detail::row_length(rw)), [&](const RowArgs& a) {
     if (sp::entmax15_row_fast(a.in[0], a.n, a.out[0])) return;
     sp::Row row = sp::prepare(a.in[0], a.n, 2.0, a.scratch);
@@ -127,9 +123,7 @@ void entmax15(const TensorView& src, const TensorView& dst, const SoftmaxOptions
 
 void entmax15_backward(const TensorView& y, const TensorView& dy, const TensorView& dsrc,
                        const SoftmaxOptions& options) {
-  Rowwise rw("entmax15_backward", y, "y", false, options);
-  rw.add_input(dy, "dy");
-  rw.add_output(dsrc, "dsrc");
+  BackwardRowwise rw("entmax15_backward", y, "y", false, dy, dsrc, options);
   entmax_family_backward(rw, false, [](const RowArgs&) { return 1.5; });
 }
 
@@ -143,8 +137,7 @@ void entmax_bisect(const TensorView& src, const TensorView& dst,
     softmax(src, dst, options);
     return;
   }
-  Rowwise rw(op, src, "src", true, options);
-  rw.add_output(dst, "dst");
+  ForwardRowwise rw(op, src, dst, options);
   const bool per_row = params.alpha_tensor.has_value();
   if (per_row) {
     rw.add_row_input(*params.alpha_tensor, "alpha_tensor", DType::kF32);
@@ -172,9 +165,7 @@ void entmax_bisect_backward(const TensorView& y, const TensorView& dy, const Ten
     masked_softmax_backward(op, y, dy, dsrc, options);
     return;
   }
-  Rowwise rw(op, y, "y", false, options);
-  rw.add_input(dy, "dy");
-  rw.add_output(dsrc, "dsrc");
+  BackwardRowwise rw(op, y, "y", false, dy, dsrc, options);
   const bool per_row = params.alpha_tensor.has_value();
   if (dalpha) rw.add_row_output(*dalpha, "dalpha");
   if (per_row) {
@@ -193,8 +184,7 @@ void sparse_softmax(const TensorView& src, const TensorView& dst, int64_t k,
                     const SoftmaxOptions& options) {
   const char* op = "sparse_softmax";
   detail::check_k(op, k);
-  Rowwise rw(op, src, "src", true, options);
-  rw.add_output(dst, "dst");
+  ForwardRowwise rw(op, src, dst, options);
   if (k >= detail::row_length(rw)) {
     softmax(src, dst, options);
     return;

@@ -54,6 +54,15 @@ TensorView as_rank1_if_scalar(const TensorView& view) {
   return out;
 }
 
+int64_t count_rows(const TensorView& src_in, int axis) {
+  const TensorView src = as_rank1_if_scalar(src_in);
+  int64_t rows = 1;
+  for (int d = 0; d < src.rank; ++d) {
+    if (d != axis) rows *= src.shape[d];
+  }
+  return rows;
+}
+
 void check_view(const TensorView& view, const char* op, const char* name, DType dtype) {
   if (view.rank < 0 || view.rank > kMaxRank) {
     fail(op, std::string(name) + " rank " + std::to_string(view.rank) + " is outside [0, " +

@@ -52,4 +52,7 @@ float check_options(const SoftmaxOptions& options, const char* op);
 /// `view` with rank 0 turned into shape [1].
 TensorView as_rank1_if_scalar(const TensorView& view);
 
+/// Rows of `src` over `axis`: the product of the other dims (rank 0: 1).
+int64_t count_rows(const TensorView& src, int axis);
+
 }  // namespace smax::detail

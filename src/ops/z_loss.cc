@@ -157,21 +157,14 @@ void z_backward(const TensorView& src, const TensorView* target, const TensorVie
     gr.shift = sc.ref;
     gr.factor = G[r] * 2.0 * c * z.w[r] * L / sc.d;
     gr.scale = scale;
-    if (std::isfinite(gr.factor) && std::fabs(gr.factor) >= 0x1p126) {
-      // The factor is beyond f32 (L near FLT_MAX times a large dloss): the
-      // kernel's f32 factor would be inf, and inf * e^(t_j - shift) = inf * 0
-      // NaN wherever p_j underflows. Evaluate the row in float64, each entry
-      // rounded once (inf only where the float64 value is beyond f32), as
-      // cross_entropy_backward does (fuzz/regressions/losses/z_loss_backward_factor_overflow_nan).
-      for (int64_t j = 0; j < a.n; ++j) {
-        const double t = static_cast<double>(a.in[0][j]);
-        out[j] = t == -kInf ? 0.0f
-                            : static_cast<float>(static_cast<double>(scale) * gr.factor *
-                                                 std::exp(t - static_cast<double>(sc.ref)));
-      }
-      return;
-    }
-    kernels::xent_grad(plain_row(a), gr, out);
+    // Beyond-f32 factors (L near FLT_MAX times a large dloss) in float64, as
+    // cross_entropy_backward does.
+    const float* x = a.in[0];
+    xent_grad_guarded(
+        plain_row(a), gr, out, [&](int64_t j) { return static_cast<double>(x[j]); },
+        [&](int64_t, double t) {
+          return static_cast<double>(scale) * gr.factor * std::exp(t - static_cast<double>(sc.ref));
+        });
   });
 }
 

@@ -51,7 +51,17 @@ struct Params {
   }
 };
 
-Row row_of(const RefRows& R, int64_t r) { return Row(R.row(r), R.row(r) + R.n); }
+// CrossEntropyOptions from a call's parameters (label_smoothing,
+// lse_square_scale, softcap; absent ones 0) and loss options.
+CrossEntropyOptions ce_options(const Params& P, const LossOptions& loss) {
+  CrossEntropyOptions ce;
+  ce.loss = loss;
+  ce.label_smoothing = static_cast<float>(P("label_smoothing"));
+  ce.lse_square_scale = static_cast<float>(P("lse_square_scale"));
+  ce.softcap = static_cast<float>(P("softcap"));
+  return ce;
+}
+
 
 // A per-row view (targets) in the keepdim form that ref_row_values
 // broadcasts: the "without the axis" form gets the axis back with size 1.
@@ -199,7 +209,7 @@ ElementBounds table_bounds(const std::string& name, const BoundCall& e, const st
   Row g_all;
   ref::RefRows G;
   if (needs_dy && same_shape) G = ref::ref_rows(kFn, e.dy, o, false);
-  auto grow = [&](int64_t r) { return row_of(G, r); };
+  auto grow = [&](int64_t r) { return G.row_copy(r); };
 
   // Per-row alpha / s of the variants (group "options").
   std::vector<double> prow;
@@ -231,8 +241,8 @@ ElementBounds table_bounds(const std::string& name, const BoundCall& e, const st
     const double zeta = static_cast<float>(P("zeta"));
     for (int64_t r = 0; r < R.rows; ++r) {
       set_row(r, name == "clipped_softmax"
-                     ? ref::clipped_softmax_bound_row(row_of(R, r), gamma, zeta, o.empty_row)
-                     : ref::clipped_softmax_vjp_bound_row(row_of(R, r), grow(r), gamma, zeta,
+                     ? ref::clipped_softmax_bound_row(R.row_copy(r), gamma, zeta, o.empty_row)
+                     : ref::clipped_softmax_vjp_bound_row(R.row_copy(r), grow(r), gamma, zeta,
                                                           sigma, o.empty_row));
     }
     return ex;
@@ -244,7 +254,7 @@ ElementBounds table_bounds(const std::string& name, const BoundCall& e, const st
   if (name == "softpick") {
     const float eps = static_cast<float>(P("eps"));
     for (int64_t r = 0; r < R.rows; ++r) {
-      set_row(r, softpick_forward_bound(ref::softpick_row(row_of(R, r), eps, o.empty_row)));
+      set_row(r, softpick_forward_bound(ref::softpick_row(R.row_copy(r), eps, o.empty_row)));
     }
     return ex;
   }
@@ -269,7 +279,7 @@ ElementBounds table_bounds(const std::string& name, const BoundCall& e, const st
     else if (rb.op == ReweightOp::kPower) yref = ref::power_softmax(e.x, rb.p, o);
     else if (rb.op == ReweightOp::kProbabilityTemperature) yref = ref::probability_temperature(e.y, rb.T, o);
     for (int64_t r = 0; r < R.rows; ++r) {
-      Row t = row_of(R, r);
+      Row t = R.row_copy(r);
       double lambda = 1.0;
       if (softplus) {
         Row z(t.size());
@@ -308,7 +318,7 @@ ElementBounds table_bounds(const std::string& name, const BoundCall& e, const st
                    : name == "sparse_softmax_backward" ? 1.0 : static_cast<float>(P("alpha"));
     for (int64_t r = 0; r < R.rows; ++r) {
       const double alpha = prow.empty() ? alpha0 : static_cast<float>(prow[static_cast<size_t>(r)]);
-      const Row y = row_of(R, r), g = grow(r);
+      const Row y = R.row_copy(r), g = grow(r);
       Row b(y.size(), 1e-30);
       if (alpha == 1.0) {  // softmax_backward's bound (+ its documented dot gap)
         if (vjp_row_overflows(y.data(), g.data(), static_cast<int64_t>(y.size()))) {
@@ -337,7 +347,7 @@ ElementBounds table_bounds(const std::string& name, const BoundCall& e, const st
     const int64_t fixed_n = static_cast<int64_t>(P("fixed_n"));
     for (int64_t r = 0; r < R.rows; ++r) {
       const double s = prow.empty() ? s0 : static_cast<float>(prow[static_cast<size_t>(r)]);
-      const Row t = row_of(R, r), y = row_of(Y, r), g = grow(r);
+      const Row t = R.row_copy(r), y = Y.row_copy(r), g = grow(r);
       const int64_t nn = ref::ssmax_n(t, fixed_n);
       const double cf = nn > 0 ? ref::ssmax_factor(s, nn, true) : 0.0;
       Row gap;  // softmax_backward's dot term (the same kernel; smax/rescaled.h).
@@ -357,14 +367,14 @@ ElementBounds table_bounds(const std::string& name, const BoundCall& e, const st
   if (name == "softpick_backward") {
     const float eps = static_cast<float>(P("eps"));
     for (int64_t r = 0; r < R.rows; ++r) {
-      const Row t = row_of(R, r);
+      const Row t = R.row_copy(r);
       set_row(r, softpick_backward_bound(t, grow(r), ref::softpick_row(t, eps, o.empty_row), sigma));
     }
     return ex;
   }
   if (name == "stablemax_backward") {
     for (int64_t r = 0; r < R.rows; ++r) {
-      set_row(r, stablemax_backward_bound(row_of(R, r), grow(r), sigma, o.empty_row));
+      set_row(r, stablemax_backward_bound(R.row_copy(r), grow(r), sigma, o.empty_row));
     }
     return ex;
   }
@@ -394,7 +404,7 @@ ElementBounds table_bounds(const std::string& name, const BoundCall& e, const st
     const std::vector<double> tg = ref::ref_row_values(kFn, keepdim_view(e, e.target), R);
     for (int64_t r = 0; r < R.rows; ++r) {
       const double cs = std::fabs(L.G[static_cast<size_t>(r)] * L.w[static_cast<size_t>(r)] * sigma);
-      const Row dx = ref_row(r), t = row_of(R, r);
+      const Row dx = ref_row(r), t = R.row_copy(r);
       Row b(dx.size());
       if (stable_ce) {
         const Row yy = ref::stablemax_row(t, o.empty_row);
@@ -420,11 +430,7 @@ ElementBounds table_bounds(const std::string& name, const BoundCall& e, const st
   }
   if (name == "cross_entropy" || name == "z_loss" || name == "spherical_z_loss") {
     ref::LossRef lr;
-    CrossEntropyOptions ce;
-    ce.loss = e.loss;
-    ce.label_smoothing = static_cast<float>(P("label_smoothing"));
-    ce.lse_square_scale = static_cast<float>(P("lse_square_scale"));
-    ce.softcap = static_cast<float>(P("softcap"));
+    const CrossEntropyOptions ce = ce_options(P, e.loss);
     if (name == "cross_entropy") lr = ref::cross_entropy(e.x, e.target, ce, o).loss;
     else if (name == "z_loss") lr = ref::z_loss(e.x, &e.target, P("coefficient"), e.loss, o);
     else lr = ref::spherical_z_loss(e.x, e.target, P("a"), P("b"), e.loss, o);
@@ -435,11 +441,7 @@ ElementBounds table_bounds(const std::string& name, const BoundCall& e, const st
   }
   if (name == "cross_entropy_backward" || name == "z_loss_backward" || name == "spherical_z_loss_backward") {
     ref::GradRef gr;
-    CrossEntropyOptions ce;
-    ce.loss = e.loss;
-    ce.label_smoothing = static_cast<float>(P("label_smoothing"));
-    ce.lse_square_scale = static_cast<float>(P("lse_square_scale"));
-    ce.softcap = static_cast<float>(P("softcap"));
+    const CrossEntropyOptions ce = ce_options(P, e.loss);
     if (name == "cross_entropy_backward") gr = ref::cross_entropy_backward(e.x, e.target, e.dy, ce, o);
     else if (name == "z_loss_backward") gr = ref::z_loss_backward(e.x, &e.target, e.dy, P("coefficient"), e.loss, o);
     else gr = ref::spherical_z_loss_backward(e.x, e.target, e.dy, P("a"), P("b"), e.loss, o);

@@ -14,19 +14,6 @@ namespace {
 constexpr double kU = 0x1p-24;
 constexpr double kInfD = std::numeric_limits<double>::infinity();
 
-Row softmax_d(const Row& v) {
-  double m = -kInfD;
-  for (double x : v) m = std::max(m, x);
-  Row y(v.size(), 0.0);
-  double S = 0.0;
-  for (size_t i = 0; i < v.size(); ++i) {
-    y[i] = v[i] == -kInfD ? 0.0 : std::exp(v[i] - m);
-    S += y[i];
-  }
-  for (double& x : y) x /= S;
-  return y;
-}
-
 double log_sigmoid(double z) {
   return z >= 0.0 ? -std::log1p(std::exp(-z)) : z - std::log1p(std::exp(z));
 }
@@ -53,17 +40,8 @@ Row reweight_forward_rel(const ReweightBound& s, const Row& t, const Row& y) {
     for (double& x : e) x = power_kappa(s.p);
   } else if (s.op == ReweightOp::kLogitStandardization) {
     // v = (t - mu) k, as the reference forms it.
-    int64_t N = 0;
-    double mu = 0.0, sq = 0.0;
-    for (double v : t) {
-      if (v != -kInfD) mu += v, ++N;
-    }
-    mu /= static_cast<double>(N);
-    for (double v : t) {
-      if (v != -kInfD) sq += (v - mu) * (v - mu);
-    }
-    const double sigma =
-        N > 1 ? std::sqrt(sq / static_cast<double>(s.ls.unbiased ? N - 1 : N)) : 0.0;
+    const VisibleMoments vm = visible_moments(t, s.ls.unbiased);
+    const double mu = vm.mu, sigma = vm.sigma;
     const double k = sigma > 0 ? 1.0 / ((sigma + s.ls.eps) * s.ls.temperature) : 0.0;
     double sum = 0.0;
     for (size_t i = 0; i < n; ++i) {
@@ -105,7 +83,7 @@ Row reweight_backward_bound(const ReweightBound& s, const Row& t, const Row& g, 
   }
   switch (s.op) {
     case ReweightOp::kSelfAdjust: {
-      const Row p = softmax_d(t);
+      const Row p = softmax_finite_row(t);
       double a = 0.0, bb = 0.0, c = 1.0;
       double mn = kInfD, mx = -kInfD;
       for (double v : t) {
@@ -187,17 +165,8 @@ Row reweight_backward_bound(const ReweightBound& s, const Row& t, const Row& g, 
     }
     case ReweightOp::kLogitStandardization: {
       const Row e = reweight_forward_rel(s, t, y);
-      int64_t N = 0;
-      double mu = 0.0, sq = 0.0;
-      for (double v : t) {
-        if (v != -kInfD) mu += v, ++N;
-      }
-      mu /= static_cast<double>(N);
-      for (double v : t) {
-        if (v != -kInfD) sq += (v - mu) * (v - mu);
-      }
-      const double D = static_cast<double>(s.ls.unbiased ? N - 1 : N);
-      const double sigma = N > 1 ? std::sqrt(sq / D) : 0.0;
+      const VisibleMoments vm = visible_moments(t, s.ls.unbiased);
+      const double mu = vm.mu, D = vm.D, sigma = vm.sigma;
       const double se = sigma + s.ls.eps;
       const double k = 1.0 / (se * s.ls.temperature);
       double dr = 0.0;

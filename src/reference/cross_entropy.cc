@@ -142,6 +142,22 @@ RowStats stats(const double* t, int64_t n) {
   return s;
 }
 
+// The gradient row of an empty row (no visible class: NaN under
+// EmptyRow::kNan, else left as is, i.e. 0) or of a row with a NaN / +inf
+// logit (NaN, masked entries 0); true when the row is one of those (written).
+bool special_grad_row(const RowStats& st, const double* t, int64_t n, EmptyRow empty,
+                      double* g) {
+  if (st.empty) {
+    if (empty == EmptyRow::kNan) std::fill(g, g + n, kNan);
+    return true;
+  }
+  if (st.nan) {
+    for (int64_t j = 0; j < n; ++j) g[j] = t[j] == -kInf ? 0.0 : kNan;
+    return true;
+  }
+  return false;
+}
+
 struct Targets {
   bool probs = false;
   std::vector<double> index;  // class-index targets by row
@@ -380,14 +396,7 @@ GradRef cross_entropy_backward(const TensorView& src, const TensorView& target,
             0.03 * (std::fabs(t[j]) + std::fabs(st.L));
       }
     }
-    if (st.empty) {
-      if (options.empty_row == EmptyRow::kNan) std::fill(g, g + n, kNan);
-      continue;
-    }
-    if (st.nan) {
-      for (int64_t j = 0; j < n; ++j) g[j] = t[j] == -kInf ? 0.0 : kNan;
-      continue;
-    }
+    if (special_grad_row(st, t, n, options.empty_row, g)) continue;
     double W_U = 0.0;
     for (int64_t j = 0; j < n; ++j) {
       if (t[j] > -kInf) W_U += tg.w[static_cast<size_t>(j)];
@@ -454,14 +463,7 @@ GradRef z_loss_backward(const TensorView& src, const TensorView* target, const T
     double* g = by_row.data() + r * n;
     double* m = mag.data() + r * n;
     const RowStats st = stats(t, n);
-    if (st.empty) {
-      if (options.empty_row == EmptyRow::kNan) std::fill(g, g + n, kNan);
-      continue;
-    }
-    if (st.nan) {
-      for (int64_t j = 0; j < n; ++j) g[j] = t[j] == -kInf ? 0.0 : kNan;
-      continue;
-    }
+    if (special_grad_row(st, t, n, options.empty_row, g)) continue;
     const double f0 = R.scale * G[static_cast<size_t>(r)] * 2.0 * c *
                       tg.row_w[static_cast<size_t>(r)];
     const double f = f0 * st.L;

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "reference/reference.h"
+#include "reference/rows.h"
 #include "smax/error.h"
 
 namespace smax::reference {
@@ -203,12 +204,7 @@ LceProblem lce_problem(const TensorView& hidden, const TensorView& weight,
   p.w = to_dense(weight);
   if (bias) p.b = to_dense(*bias);
   if (target.dtype != DType::kI64 || target.numel() != p.N) fail("target must be i64 [N]");
-  p.target.resize(static_cast<size_t>(p.N));
-  {
-    // i64 view in logical order (rank 1 or [N, 1]).
-    const auto* tp = static_cast<const int64_t*>(target.data);
-    for (int64_t r = 0; r < p.N; ++r) p.target[static_cast<size_t>(r)] = tp[r * target.strides[0]];
-  }
+  p.target = i64_dense(target);  // rank 1 or [N, 1]: N values in logical order
   for (int64_t r = 0; r < p.N; ++r) {
     const int64_t y = p.target[static_cast<size_t>(r)];
     if (y != ce.loss.ignore_index && (y < 0 || y >= p.V)) fail("target out of range");

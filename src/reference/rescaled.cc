@@ -5,6 +5,7 @@
 #include <cfloat>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <string>
 
 #include "reference/reference.h"
@@ -35,36 +36,18 @@ bool all_masked(const Row& t) {
 }
 Row constant(size_t n, double v) { return Row(n, v); }
 double empty_value(EmptyRow p) { return p == EmptyRow::kNan ? kNaN : 0.0; }
-
-Row row_of(const RefRows& R, int64_t r) { return Row(R.row(r), R.row(r) + R.n); }
-
-// Applies fn(row index) -> Row to every row and scatters to the dense layout.
-template <class F>
-std::vector<double> per_row(const RefRows& R, F&& fn) {
-  std::vector<double> by_row(static_cast<size_t>(R.rows * R.n));
-  for (int64_t r = 0; r < R.rows; ++r) {
-    const Row y = fn(r);
-    std::copy(y.begin(), y.end(), by_row.begin() + r * R.n);
-  }
-  return R.scatter(by_row);
+// The value every entry of a special row takes: NaN when t holds a NaN or
+// +inf, else empty_value(policy) when every entry is -inf (or t is empty);
+// nullopt for an ordinary row.
+std::optional<double> special_value(const Row& t, EmptyRow policy) {
+  if (has_nan_or_posinf(t)) return kNaN;
+  if (all_masked(t)) return empty_value(policy);
+  return std::nullopt;
 }
+
 
 // Targets in row order (dropped or keepdim shape: the same order).
-std::vector<int64_t> targets_of(const TensorView& target) {
-  int64_t count = 1;
-  for (int d = 0; d < target.rank; ++d) count *= target.shape[d];
-  std::vector<int64_t> out(static_cast<size_t>(count));
-  const auto* p = static_cast<const int64_t*>(target.data);
-  for (int64_t i = 0; i < count; ++i) {
-    int64_t rem = i, off = 0;
-    for (int d = target.rank - 1; d >= 0; --d) {
-      off += (rem % target.shape[d]) * target.strides[d];
-      rem /= target.shape[d];
-    }
-    out[static_cast<size_t>(i)] = p[off];
-  }
-  return out;
-}
+std::vector<int64_t> targets_of(const TensorView& target) { return i64_dense(target); }
 
 // Per-row weights (0 for ignored) after validating the targets.
 std::vector<double> loss_weights(const char* fn, const RefRows& R,
@@ -87,8 +70,7 @@ std::vector<double> loss_weights(const char* fn, const RefRows& R,
 
 Row softmax_row(const Row& u, EmptyRow policy) {
   const size_t n = u.size();
-  if (has_nan_or_posinf(u)) return constant(n, kNaN);
-  if (all_masked(u)) return constant(n, empty_value(policy));
+  if (const auto v = special_value(u, policy)) return constant(n, *v);
   const double m = *std::max_element(u.begin(), u.end());
   double s = 0.0;
   for (double v : u) s += std::exp(v - m);
@@ -199,8 +181,7 @@ SoftpickRow softpick_row(const Row& t, double eps, EmptyRow policy) {
 Row softpick_vjp_row(const Row& t, const Row& g, double eps, double sigma, EmptyRow policy) {
   const size_t n = t.size();
   const SoftpickRow f = softpick_row(t, eps, policy);
-  if (has_nan_or_posinf(t)) return constant(n, kNaN);
-  if (all_masked(t)) return constant(n, empty_value(policy));
+  if (const auto v = special_value(t, policy)) return constant(n, *v);
   // r = <dy, y> over the visible entries: masked entries (t = -inf) are left
   // out of the sum (smax/rescaled.h), so a non-finite dy there cannot reach
   // the other entries through 0 * inf.
@@ -231,8 +212,7 @@ Row clipped_softmax_row(const Row& t, double gamma, double zeta, EmptyRow policy
 Row clipped_softmax_vjp_row(const Row& t, const Row& g, double gamma, double zeta, double sigma,
                             EmptyRow policy) {
   const size_t n = t.size();
-  if (has_nan_or_posinf(t)) return constant(n, kNaN);
-  if (all_masked(t)) return constant(n, empty_value(policy));
+  if (const auto v = special_value(t, policy)) return constant(n, *v);
   const Row p = softmax_row(t, policy);
   const double a = zeta - gamma;
   // u_i = a g_i where the clip passes the gradient (0 <= z_i <= 1, as
@@ -312,8 +292,7 @@ double stable_ds(double t) { return t >= 0.0 ? 1.0 : 1.0 / ((1.0 - t) * (1.0 - t
 
 Row stablemax_row(const Row& t, EmptyRow policy) {
   const size_t n = t.size();
-  if (has_nan_or_posinf(t)) return constant(n, kNaN);
-  if (all_masked(t)) return constant(n, empty_value(policy));
+  if (const auto v = special_value(t, policy)) return constant(n, *v);
   double S = 0.0;
   for (double v : t) S += stable_s(v);
   Row y(n);
@@ -323,8 +302,7 @@ Row stablemax_row(const Row& t, EmptyRow policy) {
 
 Row stablemax_vjp_row(const Row& t, const Row& g, double sigma, EmptyRow policy) {
   const size_t n = t.size();
-  if (has_nan_or_posinf(t)) return constant(n, kNaN);
-  if (all_masked(t)) return constant(n, empty_value(policy));
+  if (const auto v = special_value(t, policy)) return constant(n, *v);
   double S = 0.0, P = 0.0;
   for (size_t i = 0; i < n; ++i) {
     S += stable_s(t[i]);
@@ -339,8 +317,7 @@ Row stablemax_vjp_row(const Row& t, const Row& g, double sigma, EmptyRow policy)
 }
 
 double stablemax_ce_row(const Row& t, int64_t target, EmptyRow policy) {
-  if (has_nan_or_posinf(t)) return kNaN;
-  if (all_masked(t)) return empty_value(policy);
+  if (const auto v = special_value(t, policy)) return *v;
   const double tt = t[static_cast<size_t>(target)];
   if (tt == -kInf) return kInf;
   double others = 0.0;
@@ -352,8 +329,7 @@ double stablemax_ce_row(const Row& t, int64_t target, EmptyRow policy) {
 
 Row stablemax_ce_grad_row(const Row& t, int64_t target, double coef, EmptyRow policy) {
   const size_t n = t.size();
-  if (has_nan_or_posinf(t)) return constant(n, kNaN);
-  if (all_masked(t)) return constant(n, empty_value(policy));
+  if (const auto v = special_value(t, policy)) return constant(n, *v);
   double S = 0.0, others = 0.0;
   for (size_t i = 0; i < n; ++i) {
     S += stable_s(t[i]);
@@ -449,8 +425,8 @@ std::vector<double> ssmax(const TensorView& src, const SsmaxOptions& params,
   const RefRows R = ref_rows("ssmax", src, options);
   std::vector<double> s(static_cast<size_t>(R.rows), params.s);
   if (params.s_rows) s = ref_row_values("ssmax", *params.s_rows, R);
-  return per_row(R, [&](int64_t r) {
-    return ssmax_row(row_of(R, r), s[static_cast<size_t>(r)], params.fixed_n, options.empty_row,
+  return map_rows(R, [&](int64_t r) {
+    return ssmax_row(R.row_copy(r), s[static_cast<size_t>(r)], params.fixed_n, options.empty_row,
                      true, true);
   });
 }
@@ -464,9 +440,9 @@ std::vector<double> ssmax_backward(const TensorView& src, const TensorView& y,
   std::vector<double> s(static_cast<size_t>(R.rows), params.s);
   if (params.s_rows) s = ref_row_values("ssmax_backward", *params.s_rows, R);
   if (ds) ds->assign(static_cast<size_t>(R.rows), 0.0);
-  return per_row(R, [&](int64_t r) {
+  return map_rows(R, [&](int64_t r) {
     double d = 0.0;
-    Row dx = ssmax_vjp_row(row_of(R, r), row_of(Y, r), row_of(G, r), s[static_cast<size_t>(r)],
+    Row dx = ssmax_vjp_row(R.row_copy(r), Y.row_copy(r), G.row_copy(r), s[static_cast<size_t>(r)],
                            params.fixed_n, R.scale, options.empty_row, true, &d);
     if (ds) (*ds)[static_cast<size_t>(r)] = d;
     return dx;
@@ -476,8 +452,8 @@ std::vector<double> ssmax_backward(const TensorView& src, const TensorView& y,
 std::vector<double> softpick(const TensorView& src, const SoftpickOptions& params,
                              const SoftmaxOptions& options) {
   const RefRows R = ref_rows("softpick", src, options);
-  return per_row(R, [&](int64_t r) {
-    return softpick_row(row_of(R, r), params.eps, options.empty_row).y;
+  return map_rows(R, [&](int64_t r) {
+    return softpick_row(R.row_copy(r), params.eps, options.empty_row).y;
   });
 }
 
@@ -486,16 +462,16 @@ std::vector<double> softpick_backward(const TensorView& src, const TensorView& d
                                       const SoftmaxOptions& options) {
   const RefRows R = ref_rows("softpick_backward", src, options);
   const RefRows G = ref_rows("softpick_backward", dy, options, false);
-  return per_row(R, [&](int64_t r) {
-    return softpick_vjp_row(row_of(R, r), row_of(G, r), params.eps, R.scale, options.empty_row);
+  return map_rows(R, [&](int64_t r) {
+    return softpick_vjp_row(R.row_copy(r), G.row_copy(r), params.eps, R.scale, options.empty_row);
   });
 }
 
 std::vector<double> clipped_softmax(const TensorView& src, const ClippedSoftmaxOptions& params,
                                     const SoftmaxOptions& options) {
   const RefRows R = ref_rows("clipped_softmax", src, options);
-  return per_row(R, [&](int64_t r) {
-    return clipped_softmax_row(row_of(R, r), params.gamma, params.zeta, options.empty_row);
+  return map_rows(R, [&](int64_t r) {
+    return clipped_softmax_row(R.row_copy(r), params.gamma, params.zeta, options.empty_row);
   });
 }
 
@@ -504,23 +480,23 @@ std::vector<double> clipped_softmax_backward(const TensorView& src, const Tensor
                                              const SoftmaxOptions& options) {
   const RefRows R = ref_rows("clipped_softmax_backward", src, options);
   const RefRows G = ref_rows("clipped_softmax_backward", dy, options, false);
-  return per_row(R, [&](int64_t r) {
-    return clipped_softmax_vjp_row(row_of(R, r), row_of(G, r), params.gamma, params.zeta,
+  return map_rows(R, [&](int64_t r) {
+    return clipped_softmax_vjp_row(R.row_copy(r), G.row_copy(r), params.gamma, params.zeta,
                                    R.scale, options.empty_row);
   });
 }
 
 std::vector<double> stablemax(const TensorView& src, const SoftmaxOptions& options) {
   const RefRows R = ref_rows("stablemax", src, options);
-  return per_row(R, [&](int64_t r) { return stablemax_row(row_of(R, r), options.empty_row); });
+  return map_rows(R, [&](int64_t r) { return stablemax_row(R.row_copy(r), options.empty_row); });
 }
 
 std::vector<double> stablemax_backward(const TensorView& src, const TensorView& dy,
                                        const SoftmaxOptions& options) {
   const RefRows R = ref_rows("stablemax_backward", src, options);
   const RefRows G = ref_rows("stablemax_backward", dy, options, false);
-  return per_row(R, [&](int64_t r) {
-    return stablemax_vjp_row(row_of(R, r), row_of(G, r), R.scale, options.empty_row);
+  return map_rows(R, [&](int64_t r) {
+    return stablemax_vjp_row(R.row_copy(r), G.row_copy(r), R.scale, options.empty_row);
   });
 }
 
@@ -536,7 +512,7 @@ std::vector<double> stablemax_cross_entropy(const TensorView& src, const TensorV
   for (int64_t r = 0; r < R.rows; ++r) {
     const size_t k = static_cast<size_t>(r);
     if (tg[k] == loss.ignore_index) continue;
-    per[k] = w[k] * stablemax_ce_row(row_of(R, r), tg[k], options.empty_row);
+    per[k] = w[k] * stablemax_ce_row(R.row_copy(r), tg[k], options.empty_row);
     sum += per[k];
     wsum += w[k];
   }
@@ -558,7 +534,7 @@ std::vector<double> stablemax_cross_entropy_backward(const TensorView& src,
   const std::vector<double> g = to_dense(dloss);
   double wsum = 0.0;
   for (double v : w) wsum += v;
-  return per_row(R, [&](int64_t r) {
+  return map_rows(R, [&](int64_t r) {
     const size_t k = static_cast<size_t>(r);
     if (tg[k] == loss.ignore_index) return Row(static_cast<size_t>(R.n), 0.0);
     double c = w[k] * (loss.reduction == Reduction::kNone ? g[k] : g[0]);
@@ -566,7 +542,7 @@ std::vector<double> stablemax_cross_entropy_backward(const TensorView& src,
       // Zero weight sum with non-ignored rows: 0 / 0 (PyTorch's w / sum w).
       c = wsum != 0.0 ? c / wsum : loss.empty_mean == EmptyMean::kZero ? 0.0 : kNaN;
     }
-    return stablemax_ce_grad_row(row_of(R, r), tg[k], c * R.scale, options.empty_row);
+    return stablemax_ce_grad_row(R.row_copy(r), tg[k], c * R.scale, options.empty_row);
   });
 }
 
@@ -575,7 +551,7 @@ std::vector<int> softmax_collapse_flags(const TensorView& src, Precision precisi
   const RefRows R = ref_rows("softmax_collapse_fraction", src, options);
   std::vector<int> out(static_cast<size_t>(R.rows));
   for (int64_t r = 0; r < R.rows; ++r) {
-    const Row t = row_of(R, r);
+    const Row t = R.row_copy(r);
     const bool lo = collapse_row(t, precision, lanes, -1);
     const bool hi = collapse_row(t, precision, lanes, +1);
     // The sum is monotone in every e_i: collapsed with the larger exps =>

@@ -53,40 +53,21 @@ bool special(const Stats& s, bool inf_is_nan, EmptyRow empty, Row& out) {
   return false;
 }
 
-Row softmax_of(const Row& v) {
-  double m = -kInf;
-  for (double x : v) m = std::max(m, x);
-  Row y(v.size(), 0.0);
-  double S = 0.0;
-  for (size_t i = 0; i < v.size(); ++i) {
-    y[i] = v[i] == -kInf ? 0.0 : std::exp(v[i] - m);
-    S += y[i];
-  }
-  for (double& x : y) x /= S;
-  return y;
-}
-
 double dot(const Row& a, const Row& b) {
   double s = 0.0;
   for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
   return s;
 }
 
-// Runs a row oracle over every row of src (logits) and scatters the result.
+// Runs a row oracle f(t, s) over every row of src (logits) and scatters the result.
 template <class F>
 std::vector<double> by_rows(const char* fn, const TensorView& src, const SoftmaxOptions& o,
                             F&& f) {
   const RefRows R = ref_rows(fn, src, o, true);
-  std::vector<double> out(static_cast<size_t>(R.rows * R.n));
-  for (int64_t r = 0; r < R.rows; ++r) {
-    const Row t(R.row(r), R.row(r) + R.n);
-    const Row y = f(t, R.scale);
-    std::copy(y.begin(), y.end(), out.begin() + r * R.n);
-  }
-  return R.scatter(out);
+  return map_rows(R, [&](int64_t r) { return f(R.row_copy(r), R.scale); });
 }
 
-// Same with a second, non-logit input (dy).
+// Same with a second, non-logit input (dy): f(t, g, s).
 template <class F>
 std::vector<double> by_rows2(const char* fn, const TensorView& src, const TensorView& dy,
                              const SoftmaxOptions& o, F&& f) {
@@ -95,14 +76,7 @@ std::vector<double> by_rows2(const char* fn, const TensorView& src, const Tensor
   if (G.rows != R.rows || G.n != R.n) {
     throw Error(Status::kInvalidArgument, std::string(fn) + ": dy shape mismatch");
   }
-  std::vector<double> out(static_cast<size_t>(R.rows * R.n));
-  for (int64_t r = 0; r < R.rows; ++r) {
-    const Row t(R.row(r), R.row(r) + R.n);
-    const Row g(G.row(r), G.row(r) + R.n);
-    const Row y = f(t, g, R.scale);
-    std::copy(y.begin(), y.end(), out.begin() + r * R.n);
-  }
-  return R.scatter(out);
+  return map_rows(R, [&](int64_t r) { return f(R.row_copy(r), G.row_copy(r), R.scale); });
 }
 
 Row scaled(Row v, double s) {
@@ -131,6 +105,37 @@ Row softplus_z_row(const Row& t, const SoftplusNormalizerOptions& sp, float* lam
 
 }  // namespace
 
+Row softmax_finite_row(const Row& v) {
+  double m = -kInf;
+  for (double x : v) m = std::max(m, x);
+  Row y(v.size(), 0.0);
+  double S = 0.0;
+  for (size_t i = 0; i < v.size(); ++i) {
+    y[i] = v[i] == -kInf ? 0.0 : std::exp(v[i] - m);
+    S += y[i];
+  }
+  for (double& x : y) x /= S;
+  return y;
+}
+
+VisibleMoments visible_moments(const Row& t, bool unbiased) {
+  VisibleMoments m;
+  double sum = 0.0;
+  for (double v : t) {
+    if (v != -kInf) sum += v, ++m.N;
+  }
+  m.mu = sum / static_cast<double>(m.N);
+  m.D = static_cast<double>(unbiased ? m.N - 1 : m.N);
+  if (m.N > 1) {
+    double sq = 0.0;
+    for (double v : t) {
+      if (v != -kInf) sq += (v - m.mu) * (v - m.mu);
+    }
+    m.sigma = std::sqrt(sq / m.D);
+  }
+  return m;
+}
+
 // ---- SA ---------------------------------------------------------------------------
 namespace {
 struct SaState {
@@ -139,7 +144,7 @@ struct SaState {
 };
 SaState sa_state(const Row& t, const Stats& s, bool normalized) {
   SaState st;
-  st.p = softmax_of(t);
+  st.p = softmax_finite_row(t);
   st.r.assign(t.size(), 0.0);
   if (normalized) {
     st.a = std::min(s.min, 0.0);
@@ -230,7 +235,7 @@ Row softplus_norm_row(const Row& z, double power, EmptyRow empty) {
   if (special(s, true, empty, y)) return y;
   Row v(z.size());
   for (size_t i = 0; i < z.size(); ++i) v[i] = power * log_softplus(z[i]);
-  return softmax_of(v);
+  return softmax_finite_row(v);
 }
 
 Row softplus_norm_backward_row(const Row& z, const Row& g, double power, EmptyRow empty) {
@@ -348,26 +353,17 @@ struct LsState {
 };
 LsState ls_state(const Row& t, const Stats& s, const LogitStandardizationOptions& ls) {
   LsState st;
-  st.N = s.visible;
-  double sum = 0.0;
-  for (double v : t) {
-    if (v != -kInf) sum += v;
-  }
-  st.mu = sum / static_cast<double>(st.N);
-  if (st.N > 1) {
-    double sq = 0.0;
-    for (double v : t) {
-      if (v != -kInf) sq += (v - st.mu) * (v - st.mu);
-    }
-    st.sigma = std::sqrt(sq / static_cast<double>(ls.unbiased ? st.N - 1 : st.N));
-  }
+  const VisibleMoments m = visible_moments(t, ls.unbiased);  // m.N == s.visible
+  st.N = m.N;
+  st.mu = m.mu;
+  st.sigma = m.sigma;
   const double se = st.sigma + static_cast<double>(ls.eps);
   st.k = se > 0.0 ? 1.0 / (se * static_cast<double>(ls.temperature)) : 0.0;
   Row v(t.size());
   for (size_t i = 0; i < t.size(); ++i) {
     v[i] = t[i] == -kInf ? -kInf : (st.sigma > 0.0 ? (t[i] - st.mu) * st.k : 0.0);
   }
-  st.y = softmax_of(v);
+  st.y = softmax_finite_row(v);
   return st;
 }
 }  // namespace

@@ -26,6 +26,21 @@ namespace smax::reference {
 using Row = std::vector<double>;
 
 // ---- row level -------------------------------------------------------------------
+/// softmax(v) in double, -inf entries 0: exp(v_i - max) / sum, summed in
+/// index order. For rows with a finite maximum (callers handle NaN, +inf and
+/// all -inf rows first; such a row gives NaN here).
+Row softmax_finite_row(const Row& v);
+
+/// Moments of the visible entries (those != -inf; NaN counts) of t, as the
+/// logit-standardisation oracle and its bounds form them: N = the count,
+/// mu = (sum in index order) / N, D = N - 1 (unbiased) or N, sigma =
+/// sqrt(sum (t - mu)^2 / D) for N > 1, else 0. N must be >= 1.
+struct VisibleMoments {
+  int64_t N = 0;
+  double mu = 0.0, sigma = 0.0, D = 0.0;
+};
+VisibleMoments visible_moments(const Row& t, bool unbiased);
+
 Row sa_row(const Row& t, bool normalized, EmptyRow empty);
 Row sa_backward_row(const Row& t, const Row& g, bool normalized, bool grad_through_bounds,
                     EmptyRow empty);

@@ -135,6 +135,22 @@ std::vector<char> ref_masked(const char* fn, const TensorView& src, const Softma
   return masked;
 }
 
+std::vector<int64_t> i64_dense(const TensorView& view) {
+  int64_t count = 1;
+  for (int d = 0; d < view.rank; ++d) count *= view.shape[d];
+  std::vector<int64_t> out(static_cast<size_t>(count));
+  const auto* p = static_cast<const int64_t*>(view.data);
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t rem = i, off = 0;
+    for (int d = view.rank - 1; d >= 0; --d) {
+      off += (rem % view.shape[d]) * view.strides[d];
+      rem /= view.shape[d];
+    }
+    out[static_cast<size_t>(i)] = p[off];
+  }
+  return out;
+}
+
 std::vector<double> ref_row_values(const char* fn, const TensorView& view, const RefRows& R) {
   std::vector<int64_t> keepdim = R.shape;
   keepdim[static_cast<size_t>(R.axis)] = 1;
@@ -142,20 +158,8 @@ std::vector<double> ref_row_values(const char* fn, const TensorView& view, const
   check_broadcast(fn, "row operand", vshape, keepdim);
   std::vector<double> dense;
   if (view.dtype == DType::kI64) {
-    // to_dense handles f32/bool only; read i64 views here.
-    std::vector<int64_t> idx(vshape.size(), 0);
-    int64_t count = 1;
-    for (int64_t v : vshape) count *= v;
-    dense.resize(static_cast<size_t>(count));
-    const auto* p = static_cast<const int64_t*>(view.data);
-    for (int64_t i = 0; i < count; ++i) {
-      int64_t rem = i, off = 0;
-      for (int d = view.rank - 1; d >= 0; --d) {
-        off += (rem % view.shape[d]) * view.strides[d];
-        rem /= view.shape[d];
-      }
-      dense[static_cast<size_t>(i)] = static_cast<double>(p[off]);
-    }
+    // to_dense handles f32/bool only.
+    for (int64_t v : i64_dense(view)) dense.push_back(static_cast<double>(v));
   } else {
     dense = to_dense(view);
   }

@@ -9,9 +9,11 @@
 //    where the bool mask is 0 (exactly SoftmaxOptions' semantics);
 //  * with `logits` false: x itself (saved outputs, upstream gradients).
 // scatter() puts rows x n values back into the dense row-major logical
-// layout of src's shape (what every oracle returns).
+// layout of src's shape (what every oracle returns); map_rows() runs a row
+// oracle over every row and scatters the results.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -29,9 +31,23 @@ struct RefRows {
   double scale = 1.0;           ///< s as a double (the f32 value)
 
   const double* row(int64_t r) const { return values.data() + r * n; }
+  /// Row r's n values as a vector.
+  std::vector<double> row_copy(int64_t r) const { return {row(r), row(r) + n}; }
   /// rows x n (row-major) -> dense logical layout of `shape`.
   std::vector<double> scatter(const std::vector<double>& by_row) const;
 };
+
+/// Runs fn(r) -> n values for every row r of R, in row order, and
+/// scatters the rows to the dense logical layout of R's shape (scatter()).
+template <class F>
+std::vector<double> map_rows(const RefRows& R, F&& fn) {
+  std::vector<double> by_row(static_cast<size_t>(R.rows * R.n));
+  for (int64_t r = 0; r < R.rows; ++r) {
+    const std::vector<double> y = fn(r);
+    std::copy(y.begin(), y.end(), by_row.begin() + r * R.n);
+  }
+  return R.scatter(by_row);
+}
 
 RefRows ref_rows(const char* fn, const TensorView& src, const SoftmaxOptions& options,
                  bool logits = true);
@@ -41,6 +57,10 @@ RefRows ref_rows(const char* fn, const TensorView& src, const SoftmaxOptions& op
 /// Backward oracles zero those gradients whatever y / dy hold there, as the
 /// library does (masks win over NaN in a backward pass).
 std::vector<char> ref_masked(const char* fn, const TensorView& src, const SoftmaxOptions& options);
+
+/// The elements of an i64 view in row-major logical order (what to_dense
+/// gives for f32 / bool views); a rank-0 view gives one element.
+std::vector<int64_t> i64_dense(const TensorView& view);
 
 /// Per-row values of a view broadcast (NumPy rules) to src's shape with the
 /// axis of size 1 (keepdim), in row order; i64 or f32 views, widened to

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "reference/reference.h"
+#include "reference/rescaled.h"
 #include "reference/rows.h"
 #include "smax/error.h"
 
@@ -20,26 +21,6 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 using RowD = std::vector<double>;
-
-// softmax of a row in double: NaN or +inf -> NaN row; all -inf -> policy.
-RowD softmax_d(const RowD& z, EmptyRow policy) {
-  RowD y(z.size());
-  double m = -kInf;
-  bool bad = false;
-  for (double v : z) {
-    if (std::isnan(v) || v == kInf) bad = true;
-    m = std::max(m, v);
-  }
-  if (bad || (m == -kInf && policy == EmptyRow::kNan)) {
-    std::fill(y.begin(), y.end(), kNaN);
-    return y;
-  }
-  if (m == -kInf) return RowD(z.size(), 0.0);
-  double s = 0.0;
-  for (double v : z) s += std::exp(v - m);
-  for (size_t i = 0; i < z.size(); ++i) y[i] = std::exp(z[i] - m) / s;
-  return y;
-}
 
 // Order of the top-k: NaN first, then larger value, then lower index.
 bool before(double a, int64_t ia, double b, int64_t ib) {
@@ -121,7 +102,7 @@ GumbelSoftmaxRef gumbel_softmax(const TensorView& src, const GumbelSoftmaxOption
         h = i;
       }
     }
-    const RowD y = softmax_d(z, options.empty_row);
+    const RowD y = softmax_row(z, options.empty_row);
     for (int64_t i = 0; i < R.n; ++i) {
       const size_t k = static_cast<size_t>(r * R.n + i);
       soft[k] = y[static_cast<size_t>(i)];
@@ -187,7 +168,7 @@ TopkRef softmax_topk(const TensorView& src, const SoftmaxTopkOptions& topk,
   for (int64_t r = 0; r < R.rows; ++r) {
     const double* t = R.row(r);
     const std::vector<int64_t> order = sorted_order(t, R.n);
-    const RowD y = softmax_d(RowD(t, t + R.n), options.empty_row);
+    const RowD y = softmax_row(RowD(t, t + R.n), options.empty_row);
     double norm = 0.0;
     if (topk.renormalize && k > 0) {
       for (int64_t j = 0; j < k; ++j) norm += std::exp(t[order[static_cast<size_t>(j)]] - t[order[0]]);

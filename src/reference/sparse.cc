@@ -226,13 +226,7 @@ template <class RowFn>
 std::vector<double> by_rows(const char* fn, const TensorView& src, const SoftmaxOptions& o,
                             RowFn&& row_fn) {
   const RefRows R = ref_rows(fn, src, o, true);
-  std::vector<double> out(R.values.size());
-  for (int64_t r = 0; r < R.rows; ++r) {
-    const std::vector<double> t(R.row(r), R.row(r) + R.n);
-    const std::vector<double> y = row_fn(t, r, R);
-    std::copy(y.begin(), y.end(), out.begin() + r * R.n);
-  }
-  return R.scatter(out);
+  return map_rows(R, [&](int64_t r) { return row_fn(R.row_copy(r), r, R); });
 }
 
 std::vector<double> row_alphas(const char* fn, const EntmaxBisectOptions& p, const RefRows& R) {
