@@ -31,7 +31,7 @@ bool ends_with(const std::string& s, const char* tail) {
 }
 
 // The ops whose output follows the loss's reduction (OutShape::kLoss in
-// tools/smax/ext_ops.h), forward and backward.
+// testing/op_table.h), forward and backward.
 bool is_loss_op(const std::string& name) {
   static const char* const kLosses[] = {"sparsemax_loss", "entmax15_loss", "entmax_bisect_loss",
                                         "sparse_softmax_loss", "stablemax_cross_entropy",
