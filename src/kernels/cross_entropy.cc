@@ -2,7 +2,7 @@
 // (kernels/cross_entropy.h): the one-read forward scan, the sums of a
 // probability-target row and the one-write gradient.
 //
-// Scan: the online (Milakov & Gimelshein) (max, sum) of exp-inl.h's
+// Scan: the online (Milakov & Gimelshein) (max, sum) of scan-inl.h's
 // OnlineScan (same reference / slack / rebase scheme, exact t - ref through
 // ExpDiff, blocked f32 sums widened to float64), with what the loss needs
 // fused into the same read: sum_j w_j t_j and sum_j w_j over unmasked j
@@ -24,6 +24,8 @@
 
 #include "kernels/cross_entropy.h"
 #include "kernels/exp-inl.h"
+#include "kernels/scan-inl.h"
+#include "kernels/sum-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace smax::kernels::HWY_NAMESPACE {

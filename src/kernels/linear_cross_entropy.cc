@@ -5,7 +5,7 @@
 // Logits: lce_logits forms u = fl(fl(z + bias) * s) in place (an Add, then a
 // Mul: nothing to contract into an FMA).
 //
-// Scan: the online (Milakov & Gimelshein) (max, sum) of exp-inl.h's
+// Scan: the online (Milakov & Gimelshein) (max, sum) of scan-inl.h's
 // OnlineScan (same reference / slack / rebase scheme, exact t - ref through
 // ExpDiff, blocked f32 sums widened to float64), with the label-smoothing
 // sums (sum w_j t_j, sum w_j over unmasked j), the entropy term
@@ -25,6 +25,8 @@
 
 #include "kernels/exp-inl.h"
 #include "kernels/linear_cross_entropy.h"
+#include "kernels/scan-inl.h"
+#include "kernels/sum-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace smax::kernels::HWY_NAMESPACE {
@@ -316,7 +318,7 @@ HWY_INLINE void GradExp(const Src& src, size_t n, const LceGrad& g, float* dst) 
   const float shift = g.shift;
   if (std::fabs(shift) <= kRefMaxAbs) {
     // ExpRef with N = round(shift log2e); e^(N ln2 - shift) folded into the
-    // factor in float64 (as exp-inl.h's ExpShiftScaleStore).
+    // factor in float64 (as pass-inl.h's ExpShiftScaleStore).
     const float nref = std::nearbyint(shift * kLog2e);
     const float f = static_cast<float>(
         g.factor * std::exp(static_cast<double>(nref) * kLn2d - static_cast<double>(shift)));

@@ -2,7 +2,7 @@
 // (src/kernels/sampling.h).
 //
 // topk_scan: one read of the row does two things per step of 4 vectors:
-//  * the online normaliser, as TwoPassScan in exp-inl.h (Dukhan &
+//  * the online normaliser, as TwoPassScan in scan-inl.h (Dukhan &
 //    Ablavatski's reference-exponent form of the online sum): a row-wide
 //    reference exponent that moves only when a step's max exceeds it by
 //    kTwoPassSlack octaves (an exact power-of-two rescale), ExpRef reducing t
@@ -31,6 +31,8 @@
 
 #include "kernels/exp-inl.h"
 #include "kernels/sampling.h"
+#include "kernels/scan-inl.h"
+#include "kernels/sum-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace smax::kernels::HWY_NAMESPACE {
@@ -48,7 +50,7 @@ TopkScan TopkScanImpl(const float* HWY_RESTRICT t, int64_t n64, int64_t k,
   const size_t N = hn::Lanes(d);
   const size_t n = static_cast<size_t>(n64);
   const Logits<false, false> src{t, nullptr, 1.0f};
-  // The sum: TwoPassScan's scheme (exp-inl.h): sum = S * 2^nref with ExpRef
+  // The sum: TwoPassScan's scheme (scan-inl.h): sum = S * 2^nref with ExpRef
   // reducing t itself (no TwoSum), nref moving only when a step's max
   // exceeds (nref + kTwoPassSlack) ln2; the rescale is a power of two.
   BlockSum sum(d);
