@@ -1,9 +1,14 @@
 // src/kernels/scan-inl.h: the row scans, each one read of the row: the max
 // (RowMax), (min, max) with a fused pass over another row (RowMinMaxWith),
-// the NaN test, the online (m, d) scan (OnlineScan, Milakov & Gimelshein)
-// and the two-pass (mu, nu) scan (TwoPassScan, Dukhan & Ablavatski).
+// the NaN test, and OnlineScanWith, the one online scan of the library (4
+// vectors per step, a reference that moves only when a step passes the
+// visitor's threshold, the per-step work done by a visitor). Its visitors
+// here: OnlineSum (OnlineScan: the online (m, d) sum, Milakov & Gimelshein)
+// and TwoPassSum (TwoPassScan: the (mu, nu) sum, Dukhan & Ablavatski); the
+// loss scans (cross_entropy.cc, linear_cross_entropy.cc) and the top-k scan
+// (sampling.cc) bring their own.
 // Results depend only on the row (fixed accumulator order, whatever pass
-// or visitor runs alongside).
+// or extra visitor work runs alongside).
 //
 // Included once per Highway target from each kernels/*.cc after
 // <hwy/foreach_target.h>; guarded with the usual per-target toggle.
@@ -135,7 +140,56 @@ HWY_INLINE bool RowHasNaN(const Src& src, size_t n) {
 // `ahead` (nullable): the next row's first element, of a row as long as this
 // one; each step prefetches as many bytes of it as the step reads, so the
 // next row's first pass finds it in cache (batched rows beyond L1, where
-// ---- online (Milakov & Gimelshein) scan ------------------------------------------
+// ---- the online scan template ---------------------------------------------------
+// OnlineScanWith(src, n, visitor): one read of the row in steps of kUnroll
+// vectors, with a row-wide reference that moves only when some lane of a
+// step exceeds the visitor's threshold (-inf until the first rebase). The
+// loads, the step max, the running max and the threshold test are here;
+// what is summed, and any other per-step work of the caller (a loss's
+// smoothing sums and argmax, the top-k filter), is the visitor's:
+//   float Rebase(DF d, VF step_max, bool first): the rare path, called before
+//     the step's Step4 / Step1 with the lane max of its vectors (first: no
+//     rebase yet); moves the reference, rescales or carries the sums and
+//     returns the new threshold;
+//   void Step4(DF d, size_t i, VF t0, VF t1, VF t2, VF t3, VF step_max): the
+//     full vectors at i, i + N, i + 2N, i + 3N;
+//   void Step1(DF d, size_t i, VF t, size_t count, unsigned k): the k-th
+//     (k = 0, 1, ...) single vector after the last full step, at i; count = N,
+//     or count < N for the row's tail, whose lanes [count, N) are -inf.
+// Returns max_i t_i (rows with NaN: unspecified, x86 max semantics).
+template <class Src, class Visitor>
+HWY_INLINE float OnlineScanWith(const Src& src, size_t n, Visitor& visitor) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  float thresh = kNegInf;
+  VF vmax = hn::Set(d, kNegInf);
+  size_t i = 0;
+  for (; i + kUnroll * N <= n; i += kUnroll * N) {
+    const VF t0 = src.Load(d, i);
+    const VF t1 = src.Load(d, i + N);
+    const VF t2 = src.Load(d, i + 2 * N);
+    const VF t3 = src.Load(d, i + 3 * N);
+    const VF sm = hn::Max(hn::Max(t0, t1), hn::Max(t2, t3));
+    vmax = hn::Max(vmax, sm);
+    if (HWY_UNLIKELY(!hn::AllFalse(d, hn::Gt(sm, hn::Set(d, thresh))))) {
+      thresh = visitor.Rebase(d, sm, !(thresh > kNegInf));
+    }
+    visitor.Step4(d, i, t0, t1, t2, t3, sm);
+  }
+  unsigned k = 0;
+  auto one = [&](VF t, size_t count) {
+    vmax = hn::Max(vmax, t);
+    if (!hn::AllFalse(d, hn::Gt(t, hn::Set(d, thresh)))) {
+      thresh = visitor.Rebase(d, t, !(thresh > kNegInf));
+    }
+    visitor.Step1(d, i, t, count, k++);
+  };
+  for (; i + N <= n; i += N) one(src.Load(d, i), N);
+  if (i < n) one(src.LoadTail(d, i, n - i), n - i);
+  return ReduceMax(d, vmax);
+}
+
+// ---- online (Milakov & Gimelshein) (m, d) sum ------------------------------------
 // Sum = d * e^ref, with ref a single (row-wide) f32 reference and the true
 // max m tracked alongside. Each step of 4 vectors takes its per-lane max;
 // only if some lane exceeds ref + kOnlineSlack does ref move (to the step's
@@ -146,6 +200,46 @@ HWY_INLINE bool RowHasNaN(const Src& src, size_t n) {
 // nothing that matters is flushed: an element flushed relative to ref is
 // below e^-87 of the true max). Hence ~1 exp per element. Before the first
 // finite element ref's threshold is -inf, which also guards -inf - -inf.
+
+// sum += exp(t0) + ... + exp(t3) in BlockSum's order (the Step4 of the sum
+// visitors below).
+template <class Exp>
+HWY_INLINE void AddExp4(DF d, const Exp& exp, BlockSum& sum, VF t0, VF t1, VF t2, VF t3) {
+  sum.Add4(d, exp(d, t0), exp(d, t1), exp(d, t2), exp(d, t3));
+}
+
+// The moving reference of the online sum: e^(t - ref) through ExpDiff (exact
+// t - ref). Move() sets ref to the step's max and returns the new threshold.
+struct OnlineRef {
+  float ref = 0.0f;  // any finite value: -inf elements give 0
+  ExpDiff exp = ExpDiff::Make(0.0f);
+  HWY_INLINE float Move(float new_ref) {
+    ref = new_ref;
+    exp = ExpDiff::Make(ref);
+    return ref + kOnlineSlack;
+  }
+};
+
+// The visitor of OnlineScan: sum_i e^(t_i - ref), blocked; a rebase widens
+// the f32 blocks and scales the float64 sums by e^(ref_old - ref_new).
+struct OnlineSum {
+  BlockSum sum;
+  OnlineRef r;
+  explicit OnlineSum(DF d) : sum(d) {}
+  HWY_INLINE float Rebase(DF d, VF step_max, bool first) {
+    const float new_ref = ReduceMax(d, step_max);
+    sum.Flush(d);
+    if (!first) sum.wide.Scale(std::exp(static_cast<double>(r.ref) - new_ref));
+    return r.Move(new_ref);
+  }
+  HWY_INLINE void Step4(DF d, size_t /*i*/, VF t0, VF t1, VF t2, VF t3, VF /*step_max*/) {
+    AddExp4(d, r.exp, sum, t0, t1, t2, t3);
+  }
+  HWY_INLINE void Step1(DF d, size_t /*i*/, VF t, size_t /*count*/, unsigned k) {
+    sum.Add1(r.exp(d, t), k);
+  }
+};
+
 struct OnlineResult {
   float ref;   // the reference (finite unless the row holds +inf / NaN)
   double d;    // sum = d * e^ref
@@ -155,46 +249,11 @@ struct OnlineResult {
 template <class Src>
 HWY_INLINE OnlineResult OnlineScan(const Src& src, size_t n) {
   const DF d;
-  const size_t N = hn::Lanes(d);
-  BlockSum sum(d);
-  float ref = 0.0f;           // any finite value: -inf elements give 0
-  float thresh = kNegInf;     // ref + slack; -inf until the first finite max
-  VF vmax = hn::Set(d, kNegInf);
-  ExpDiff exp = ExpDiff::Make(ref);
-
-  auto rebase = [&](VF step_max) {  // rare path
-    const float new_ref = ReduceMax(d, step_max);
-    const bool first = !(thresh > kNegInf);
-    sum.Flush(d);
-    if (!first) sum.wide.Scale(std::exp(static_cast<double>(ref) - new_ref));
-    ref = new_ref;
-    thresh = ref + kOnlineSlack;
-    exp = ExpDiff::Make(ref);
-  };
-
-  size_t i = 0;
-  for (; i + kUnroll * N <= n; i += kUnroll * N) {
-    const VF t0 = src.Load(d, i);
-    const VF t1 = src.Load(d, i + N);
-    const VF t2 = src.Load(d, i + 2 * N);
-    const VF t3 = src.Load(d, i + 3 * N);
-    const VF sm = hn::Max(hn::Max(t0, t1), hn::Max(t2, t3));
-    vmax = hn::Max(vmax, sm);
-    if (HWY_UNLIKELY(!hn::AllFalse(d, hn::Gt(sm, hn::Set(d, thresh))))) rebase(sm);
-    sum.Add4(d, exp(d, t0), exp(d, t1), exp(d, t2), exp(d, t3));
-  }
-  unsigned k = 0;
-  auto one = [&](VF t) {
-    vmax = hn::Max(vmax, t);
-    if (!hn::AllFalse(d, hn::Gt(t, hn::Set(d, thresh)))) rebase(t);
-    sum.Add1(exp(d, t), k++);
-  };
-  for (; i + N <= n; i += N) one(src.Load(d, i));
-  if (i < n) one(src.LoadTail(d, i, n - i));
+  OnlineSum v(d);
   OnlineResult res;
-  res.d = sum.Total(d);
-  res.ref = ref;
-  res.max = ReduceMax(d, vmax);
+  res.max = OnlineScanWith(src, n, v);
+  res.d = v.sum.Total(d);
+  res.ref = v.r.ref;
   return res;
 }
 
@@ -206,6 +265,35 @@ HWY_INLINE OnlineResult OnlineScan(const Src& src, size_t n) {
 // rescale by 2^(N_old - N_new) is a power of two, exact in float64.
 // in_range: the true max of t must satisfy |max| <= kRefMaxAbs (so that
 // every reduction that is not flushed is exact); -inf rows are in range.
+
+// The visitor of TwoPassScan (and of the top-k scan's normaliser): sum_i
+// e^(t_i - nref ln2), blocked.
+struct TwoPassSum {
+  BlockSum sum;
+  float nref = 0.0f;
+  ExpRef exp = ExpRef::Make(0.0f);
+  explicit TwoPassSum(DF d) : sum(d) {}
+  HWY_INLINE float Rebase(DF d, VF step_max, bool first) {
+    const float m = ReduceMax(d, step_max);
+    // Clamp keeps the exponent arithmetic finite for inf/huge rows (those
+    // are out of range and recomputed by the caller anyway).
+    const float mc = std::fmin(std::fmax(m, -1e6f), 1e6f);
+    const float new_ref = std::nearbyint(mc * kLog2e);
+    sum.Flush(d);
+    if (!first) sum.wide.Scale(std::ldexp(1.0, static_cast<int>(nref - new_ref)));
+    nref = new_ref;
+    exp = ExpRef::Make(nref);
+    if (!(m < kInf)) return kInf;
+    return (nref + kTwoPassSlack) * static_cast<float>(kLn2d);
+  }
+  HWY_INLINE void Step4(DF d, size_t /*i*/, VF t0, VF t1, VF t2, VF t3, VF /*step_max*/) {
+    AddExp4(d, exp, sum, t0, t1, t2, t3);
+  }
+  HWY_INLINE void Step1(DF d, size_t /*i*/, VF t, size_t /*count*/, unsigned k) {
+    sum.Add1(exp(d, t), k);
+  }
+};
+
 struct TwoPassResult {
   double mu;   // sum = mu * 2^nu
   double nu;   // round(max * log2e); -inf for an empty row
@@ -216,51 +304,11 @@ struct TwoPassResult {
 template <class Src>
 HWY_INLINE TwoPassResult TwoPassScan(const Src& src, size_t n) {
   const DF d;
-  const size_t N = hn::Lanes(d);
-  BlockSum sum(d);
-  float nref = 0.0f;
-  float thresh = kNegInf;  // (nref + slack) * ln2
-  VF vmax = hn::Set(d, kNegInf);
-  ExpRef exp = ExpRef::Make(nref);
-
-  auto rebase = [&](VF step_max) {  // rare path
-    const float m = ReduceMax(d, step_max);
-    // Clamp keeps the exponent arithmetic finite for inf/huge rows (those
-    // are out of range and recomputed by the caller anyway).
-    const float mc = std::fmin(std::fmax(m, -1e6f), 1e6f);
-    const float new_ref = std::nearbyint(mc * kLog2e);
-    const bool first = !(thresh > kNegInf);
-    sum.Flush(d);
-    if (!first) sum.wide.Scale(std::ldexp(1.0, static_cast<int>(nref - new_ref)));
-    nref = new_ref;
-    thresh = (nref + kTwoPassSlack) * static_cast<float>(kLn2d);
-    if (!(m < kInf)) thresh = kInf;
-    exp = ExpRef::Make(nref);
-  };
-
-  size_t i = 0;
-  for (; i + kUnroll * N <= n; i += kUnroll * N) {
-    const VF t0 = src.Load(d, i);
-    const VF t1 = src.Load(d, i + N);
-    const VF t2 = src.Load(d, i + 2 * N);
-    const VF t3 = src.Load(d, i + 3 * N);
-    const VF sm = hn::Max(hn::Max(t0, t1), hn::Max(t2, t3));
-    vmax = hn::Max(vmax, sm);
-    if (HWY_UNLIKELY(!hn::AllFalse(d, hn::Gt(sm, hn::Set(d, thresh))))) rebase(sm);
-    sum.Add4(d, exp(d, t0), exp(d, t1), exp(d, t2), exp(d, t3));
-  }
-  unsigned k = 0;
-  auto one = [&](VF t) {
-    vmax = hn::Max(vmax, t);
-    if (!hn::AllFalse(d, hn::Gt(t, hn::Set(d, thresh)))) rebase(t);
-    sum.Add1(exp(d, t), k++);
-  };
-  for (; i + N <= n; i += N) one(src.Load(d, i));
-  if (i < n) one(src.LoadTail(d, i, n - i));
-
+  TwoPassSum v(d);
   TwoPassResult res;
-  const double s = sum.Total(d);
-  res.max = ReduceMax(d, vmax);
+  res.max = OnlineScanWith(src, n, v);
+  const double s = v.sum.Total(d);
+  const float nref = v.nref;
   if (res.max == kNegInf && s == 0.0) {  // every logit -inf (NaN gives s NaN)
     res.mu = 0.0;
     res.nu = -std::numeric_limits<double>::infinity();
