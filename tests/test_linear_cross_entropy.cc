@@ -56,6 +56,7 @@ std::vector<int64_t> strides_for(const std::vector<int64_t>& shape, Layout l) {
 
 struct Gen {
   float h_scale = 1.0f, w_scale = 1.0f, b_scale = 1.0f;
+  float b_shift = 0.0f;      // added to every bias
   double ignore = 0.0;       // fraction of ignored targets
   bool bias = true;
   bool class_weights = false;
@@ -85,7 +86,7 @@ Inputs make_inputs(int64_t N, int64_t D, int64_t V, const Gen& g, Rng& rng) {
   in.weight.fill([&](int64_t) { return g.w_scale * rng.normal(); });
   in.has_bias = g.bias || g.masked_classes > 0;
   in.bias = Tensor({V});
-  in.bias.fill([&](int64_t) { return g.bias ? g.b_scale * rng.normal() : 0.0f; });
+  in.bias.fill([&](int64_t) { return g.bias ? g.b_shift + g.b_scale * rng.normal() : 0.0f; });
   for (int k = 0; k < g.masked_classes && V > 0; ++k) in.bias.at(rng.index(V)) = -kInfF;
   in.has_cw = g.class_weights;
   in.cw = Tensor({V});
@@ -718,6 +719,24 @@ TEST_P(Lce, Adversarial) {
     c.outputs = true;
     c.lce.vocab_chunk = 16;
     ASSERT_TRUE(run_case(c, rng)) << GetParam();
+  }
+  // Every logit below -709 (bias -1000): the scan's first rebase moves its
+  // reference from 0 to ~-1000, where e^(0 - ref) overflows float64; the
+  // sums, still exactly 0, must stay 0 (they were 0 * inf = NaN).
+  Rng r0("very-negative");
+  for (int64_t chunk : {int64_t{0}, int64_t{16}}) {
+    for (float cap : {0.0f, 2000.0f}) {
+      Case c;
+      c.N = 6;
+      c.V = 45;
+      c.gen.b_shift = -1000.0f;
+      c.ce.softcap = cap;
+      c.ce.label_smoothing = 0.1f;
+      c.ce.loss.reduction = Reduction::kNone;
+      c.outputs = true;
+      c.lce.vocab_chunk = chunk;
+      ASSERT_TRUE(run_case(c, r0)) << GetParam() << " chunk " << chunk << " cap " << cap;
+    }
   }
   // Constant logits (W = 0), ties everywhere.
   {

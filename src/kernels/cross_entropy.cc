@@ -42,7 +42,7 @@ struct XentVisitor {
   const Src& src;
   const float* HWY_RESTRICT w;
   bool want_argmax;
-  CarriedSum<kEntropy, /*kZeroGuard=*/true> cs;
+  CarriedSum<kEntropy> cs;
   F64Acc st, sw;  // smoothing sums in float64 (|t| up to FLT_MAX, w * t exact)
   float best = kNegInf;
   int64_t best_idx = 0;

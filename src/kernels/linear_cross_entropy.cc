@@ -77,7 +77,7 @@ void LceLogitsImpl(float* z, int64_t n64, const float* bias, float scale) {
 template <int kSums, bool kEntropy>
 struct LceVisitor {
   const float* HWY_RESTRICT w;
-  CarriedSum<kEntropy, /*kZeroGuard=*/false> cs;
+  CarriedSum<kEntropy> cs;
   BlockSum st, sw;
   LceVisitor(DF d, const float* HWY_RESTRICT weight) : w(weight), cs(d), st(d), sw(d) {}
 

@@ -143,10 +143,10 @@ HWY_INLINE void WithScanOptions(bool sums, const float* weight, bool entropy, F&
 // ---- the online (max, sum) with carried sums ----------------------------------
 // sum_j e^(t_j - ref) and (kEntropy) sum_j e^(t_j - ref) (t_j - ref), the
 // part of a loss scan's OnlineScanWith visitor that moves with the
-// reference. kZeroGuard: a rebase carries exact zeros as zeros (f overflows
-// at the first rebase, ref = 0 >> ref', where the sums are 0, or NaN,
-// which must survive); without it 0 * inf gives NaN there.
-template <bool kEntropy, bool kZeroGuard>
+// reference. A rebase carries exact zeros as zeros: f overflows at the first
+// rebase when ref = 0 >> ref' (every logit below about -709), where the sums
+// are 0 (0 * inf would be NaN), or NaN, which must survive.
+template <bool kEntropy>
 struct CarriedSum {
   BlockSum sum, ent;
   double carry0 = 0.0, carry1 = 0.0;
@@ -159,12 +159,12 @@ struct CarriedSum {
     const double f = std::exp(static_cast<double>(r.ref) - static_cast<double>(new_ref));
     if (kEntropy) {
       const double s1 = carry1 + ent.Total(d);
-      carry1 = (kZeroGuard && s0 == 0.0 && s1 == 0.0)
+      carry1 = (s0 == 0.0 && s1 == 0.0)
                    ? 0.0
                    : f * (s1 + (static_cast<double>(r.ref) - static_cast<double>(new_ref)) * s0);
       ent = BlockSum(d);
     }
-    carry0 = (kZeroGuard && s0 == 0.0) ? 0.0 : f * s0;
+    carry0 = s0 == 0.0 ? 0.0 : f * s0;
     sum = BlockSum(d);
     return r.Move(new_ref);
   }
