@@ -60,6 +60,7 @@ inline std::vector<int64_t> strides_for(const std::vector<int64_t>& shape, Layou
 
 struct Gen {
   float h_scale = 1.0f, w_scale = 1.0f, b_scale = 1.0f;
+  float b_shift = 0.0f;      // added to every bias
   double ignore = 0.0;       // fraction of ignored targets
   bool bias = true;
   bool class_weights = false;
@@ -89,7 +90,7 @@ inline Inputs make_inputs(int64_t N, int64_t D, int64_t V, const Gen& g, Rng& rn
   in.weight.fill([&](int64_t) { return g.w_scale * rng.normal(); });
   in.has_bias = g.bias || g.masked_classes > 0;
   in.bias = Tensor({V});
-  in.bias.fill([&](int64_t) { return g.bias ? g.b_scale * rng.normal() : 0.0f; });
+  in.bias.fill([&](int64_t) { return g.bias ? g.b_shift + g.b_scale * rng.normal() : 0.0f; });
   for (int k = 0; k < g.masked_classes && V > 0; ++k) in.bias.at(rng.index(V)) = -kInfF;
   in.has_cw = g.class_weights;
   in.cw = Tensor({V});

@@ -289,6 +289,24 @@ TEST_P(Lce, Adversarial) {
     c.lce.vocab_chunk = 16;
     ASSERT_TRUE(run_case(c, rng)) << GetParam();
   }
+  // Every logit below -709 (bias -1000): the scan's first rebase moves its
+  // reference from 0 to ~-1000, where e^(0 - ref) overflows float64; the
+  // sums, still exactly 0, must stay 0 (they were 0 * inf = NaN).
+  Rng r0("very-negative");
+  for (int64_t chunk : {int64_t{0}, int64_t{16}}) {
+    for (float cap : {0.0f, 2000.0f}) {
+      Case c;
+      c.N = 6;
+      c.V = 45;
+      c.gen.b_shift = -1000.0f;
+      c.ce.softcap = cap;
+      c.ce.label_smoothing = 0.1f;
+      c.ce.loss.reduction = Reduction::kNone;
+      c.outputs = true;
+      c.lce.vocab_chunk = chunk;
+      ASSERT_TRUE(run_case(c, r0)) << GetParam() << " chunk " << chunk << " cap " << cap;
+    }
+  }
   // Constant logits (W = 0), ties everywhere.
   {
     Case c;

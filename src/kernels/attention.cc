@@ -24,6 +24,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/exp-inl.h"
+#include "kernels/sum-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace smax::kernels::HWY_NAMESPACE {

@@ -1,10 +1,11 @@
 // src/kernels/rescaled.cc: row kernels of SSMax (helpers), softpick,
 // StableMax and the Softmax Collapse detector (kernels/rescaled.h).
 //
-// Reused from exp-inl.h: the f32 exp (ExpRef: exact reduction of t with a
+// Reused: the f32 exp (exp-inl.h; ExpRef: exact reduction of t with a
 // reference exponent N; ExpDiff: exact t - m by TwoSum), the blocked f32 ->
-// float64 sums (BlockSum), float64 lane accumulators (F64Acc), row max and
-// NaN scans, tail loads (padding lanes are -inf for logits, 0 otherwise).
+// float64 sums (sum-inl.h; BlockSum, F64Acc lane accumulators), row max and
+// NaN scans (scan-inl.h), tail loads (load-inl.h; padding lanes are -inf for
+// logits, 0 otherwise).
 //
 // softpick. The shifted form relu(e^(t-m) - e^-m) / (sum |e^(t-m) -
 // e^-m| + eps e^-m) holds for any shift m; we take m = N ln2 with N =
@@ -37,7 +38,10 @@
 
 #include "kernels/exp-inl.h"
 #include "kernels/kernels.h"
+#include "kernels/pass-inl.h"
 #include "kernels/rescaled.h"
+#include "kernels/scan-inl.h"
+#include "kernels/sum-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace smax::kernels::HWY_NAMESPACE {

@@ -15,7 +15,7 @@
 //    p^(1/T) = exp(log(p) / T) amplifies an absolute error in log p by the
 //    exponent (|log p| up to 103), (t - mu) * k overflows f32 for huge
 //    logits, b - a overflows f32 for logits of both signs near FLT_MAX.
-// Tails: f32 kernels use LoadTailZero / StoreTail (exp-inl.h) or a padded
+// Tails: f32 kernels use LoadTailZero / StoreTail (load-inl.h) or a padded
 // stack copy; float64 kernels copy the tail through a small padded buffer.
 // The padding value is chosen per input so it contributes nothing (-inf for
 // logits: masked).
@@ -28,6 +28,7 @@
 #include "kernels/demote-inl.h"
 #include "kernels/exp-inl.h"
 #include "kernels/reweight.h"
+#include "kernels/sum-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace smax::kernels::HWY_NAMESPACE {

@@ -2,20 +2,22 @@
 // (src/kernels/sampling.h).
 //
 // topk_scan: one read of the row does two things per step of 4 vectors:
-//  * the online normaliser, as TwoPassScan in exp-inl.h (Dukhan &
-//    Ablavatski's reference-exponent form of the online sum): a row-wide
-//    reference exponent that moves only when a step's max exceeds it by
-//    kTwoPassSlack octaves (an exact power-of-two rescale), ExpRef reducing t
-//    itself (no TwoSum), blocked f32 sums widened to float64 every 16 adds
-//    per lane. Rows beyond ExpRef's exact range (|max| > kRefMaxAbs), with
-//    +inf or NaN get their sum from OnlineScan (TwoSum exp) in a second read;
-//  * a threshold filter for the k best: one compare of the step's max with
-//    the current k-th best value `thr`; only when some lane is above it are
-//    the 4 vectors stored and their lanes pushed (in index order) into the
-//    candidate buffer. When the buffer is full, nth_element keeps the best k
-//    and thr rises to the k-th value. After ~cap elements thr is near the
-//    top of the distribution, so almost every step is 1 compare + 1 branch on
-//    top of the exp-sum (no heap, no per-element scalar work).
+//  * the online normaliser, as TwoPassScan (scan-inl.h's OnlineScanWith
+//    with TwoPassSum; Dukhan & Ablavatski's reference-exponent form of the
+//    online sum): a row-wide reference exponent that moves only when a
+//    step's max exceeds it by kTwoPassSlack octaves (an exact power-of-two
+//    rescale), ExpRef reducing t itself (no TwoSum), blocked f32 sums
+//    widened to float64 every 16 adds per lane. Rows beyond ExpRef's exact
+//    range (|max| > kRefMaxAbs), with +inf or NaN get their sum from
+//    OnlineScan (TwoSum exp) in a second read;
+//  * a threshold filter for the k best (the visitor's other half): one
+//    compare of the step's max with the current k-th best value `thr`; only
+//    when some lane is above it are the 4 vectors stored and their lanes
+//    pushed (in index order) into the candidate buffer. When the buffer is
+//    full, nth_element keeps the best k and thr rises to the k-th value.
+//    After ~cap elements thr is near the top of the distribution, so almost
+//    every step is 1 compare + 1 branch on top of the exp-sum (no heap, no
+//    per-element scalar work).
 // An element enters only if strictly greater than thr: an element equal to
 // the k-th best has a higher index than all buffered ones, so it loses the
 // tie (ties keep the lower index) and may be dropped.
@@ -31,6 +33,8 @@
 
 #include "kernels/exp-inl.h"
 #include "kernels/sampling.h"
+#include "kernels/scan-inl.h"
+#include "kernels/sum-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace smax::kernels::HWY_NAMESPACE {
@@ -42,37 +46,20 @@ HWY_INLINE float Compact(TopkCandidate* buf, int64_t& count, int64_t k) {
   return buf[k - 1].value;
 }
 
-TopkScan TopkScanImpl(const float* HWY_RESTRICT t, int64_t n64, int64_t k,
-                      TopkCandidate* HWY_RESTRICT buf, int64_t cap) {
-  const DF d;
-  const size_t N = hn::Lanes(d);
-  const size_t n = static_cast<size_t>(n64);
-  const Logits<false, false> src{t, nullptr, 1.0f};
-  // The sum: TwoPassScan's scheme (exp-inl.h): sum = S * 2^nref with ExpRef
-  // reducing t itself (no TwoSum), nref moving only when a step's max
-  // exceeds (nref + kTwoPassSlack) ln2; the rescale is a power of two.
-  BlockSum sum(d);
-  float nref = 0.0f;
-  float thresh = kNegInf;  // (nref + slack) * ln2; -inf until the first finite max
-  VF vmax = hn::Set(d, kNegInf);
-  ExpRef exp = ExpRef::Make(nref);
+// The OnlineScanWith visitor of topk_scan: TwoPassSum (the normaliser) and
+// the threshold filter of the candidates.
+struct TopkVisitor {
+  TwoPassSum sum;
+  TopkCandidate* HWY_RESTRICT buf;
+  int64_t k, cap;
   float thr = kNegInf;  // k-th best value at the last compaction
   int64_t count = 0;
+  TopkVisitor(DF d, TopkCandidate* HWY_RESTRICT b, int64_t kk, int64_t c)
+      : sum(d), buf(b), k(kk), cap(c) {}
 
-  auto rebase = [&](VF step_max) {  // rare path (see TwoPassScan)
-    const float m = ReduceMax(d, step_max);
-    const float mc = std::fmin(std::fmax(m, -1e6f), 1e6f);
-    const float new_ref = std::nearbyint(mc * kLog2e);
-    const bool first = !(thresh > kNegInf);
-    sum.Flush(d);
-    if (!first) sum.wide.Scale(std::ldexp(1.0, static_cast<int>(nref - new_ref)));
-    nref = new_ref;
-    thresh = (nref + kTwoPassSlack) * static_cast<float>(kLn2d);
-    if (!(m < kInf)) thresh = kInf;
-    exp = ExpRef::Make(nref);
-  };
+  HWY_INLINE float Rebase(DF d, VF step_max, bool first) { return sum.Rebase(d, step_max, first); }
   // Pushes the lanes of v above thr (lanes [0, lanes), element base + j).
-  auto push = [&](VF v, size_t base, size_t lanes) {
+  HWY_INLINE void Push(DF d, VF v, size_t base, size_t lanes) {
     if (hn::AllFalse(d, hn::Gt(v, hn::Set(d, thr)))) return;
     HWY_ALIGN float b[kMaxLanes] = {};  // slow path; {} quiets -Wmaybe-uninitialized
     hn::Store(v, d, b);
@@ -83,38 +70,39 @@ TopkScan TopkScanImpl(const float* HWY_RESTRICT t, int64_t n64, int64_t k,
         if (++count == cap) thr = Compact(buf, count, k);
       }
     }
-  };
-
-  size_t i = 0;
-  for (; i + kUnroll * N <= n; i += kUnroll * N) {
-    const VF t0 = src.Load(d, i);
-    const VF t1 = src.Load(d, i + N);
-    const VF t2 = src.Load(d, i + 2 * N);
-    const VF t3 = src.Load(d, i + 3 * N);
-    const VF sm = hn::Max(hn::Max(t0, t1), hn::Max(t2, t3));
-    vmax = hn::Max(vmax, sm);
-    if (HWY_UNLIKELY(!hn::AllFalse(d, hn::Gt(sm, hn::Set(d, thresh))))) rebase(sm);
-    sum.Add4(d, exp(d, t0), exp(d, t1), exp(d, t2), exp(d, t3));
+  }
+  HWY_INLINE void Step4(DF d, size_t i, VF t0, VF t1, VF t2, VF t3, VF sm) {
+    sum.Step4(d, i, t0, t1, t2, t3, sm);
     if (HWY_UNLIKELY(!hn::AllFalse(d, hn::Gt(sm, hn::Set(d, thr))))) {
-      push(t0, i, N);
-      push(t1, i + N, N);
-      push(t2, i + 2 * N, N);
-      push(t3, i + 3 * N, N);
+      const size_t N = hn::Lanes(d);
+      Push(d, t0, i, N);
+      Push(d, t1, i + N, N);
+      Push(d, t2, i + 2 * N, N);
+      Push(d, t3, i + 3 * N, N);
     }
   }
-  unsigned s = 0;
-  auto one = [&](VF v, size_t lanes) {
-    vmax = hn::Max(vmax, v);
-    if (!hn::AllFalse(d, hn::Gt(v, hn::Set(d, thresh)))) rebase(v);
-    sum.Add1(exp(d, v), s++);
-    push(v, i, lanes);
-  };
-  for (; i + N <= n; i += N) one(src.Load(d, i), N);
-  if (i < n) one(src.LoadTail(d, i, n - i), n - i);  // padding lanes are -inf
+  HWY_INLINE void Step1(DF d, size_t i, VF t, size_t lanes, unsigned s) {
+    sum.Step1(d, i, t, lanes, s);
+    Push(d, t, i, lanes);  // padding lanes are -inf
+  }
+};
+
+TopkScan TopkScanImpl(const float* HWY_RESTRICT t, int64_t n64, int64_t k,
+                      TopkCandidate* HWY_RESTRICT buf, int64_t cap) {
+  const DF d;
+  const size_t n = static_cast<size_t>(n64);
+  const Logits<false, false> src{t, nullptr, 1.0f};
+  // The sum: TwoPassScan's scheme (scan-inl.h): sum = S * 2^nref with ExpRef
+  // reducing t itself (no TwoSum), nref moving only when a step's max
+  // exceeds (nref + kTwoPassSlack) ln2; the rescale is a power of two.
+  TopkVisitor v(d, buf, k, cap);
+  const float max = OnlineScanWith(src, n, v);
+  const float nref = v.sum.nref;
+  const int64_t count = v.count;
 
   TopkScan res;
-  const double total = sum.Total(d);
-  res.max = ReduceMax(d, vmax);
+  const double total = v.sum.sum.Total(d);
+  res.max = max;
   res.count = count;
   if (res.max == kNegInf && total == 0.0) {  // every logit -inf (NaN gives NaN sums)
     res.ref = 0.0;

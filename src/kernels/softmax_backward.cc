@@ -14,6 +14,7 @@
 #include "kernels/demote-inl.h"
 #include "kernels/exp-inl.h"
 #include "kernels/kernels.h"
+#include "kernels/sum-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace smax::kernels::HWY_NAMESPACE {

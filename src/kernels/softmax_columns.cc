@@ -8,14 +8,17 @@
 // stay in L1/L2 between sweeps. Every lane is its own row: per-lane max,
 // per-lane exact-difference exp (ExpDiffV, TwoSum), per-lane blocked sum
 // (f32, widened to float64 every 16 adds). The last partial block uses the
-// masked / stack-copied tail loads and stores of exp-inl.h.
+// masked / stack-copied tail loads and stores of load-inl.h.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/softmax_columns.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
+#include <type_traits>
+
 #include "kernels/exp-inl.h"
 #include "kernels/kernels.h"
+#include "kernels/sum-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace smax::kernels::HWY_NAMESPACE {

@@ -12,7 +12,7 @@
 //                        rows out of ExpRef's exact range: three-pass reload
 //  online                (ref, d) with lazy rescaling (R); dst = e_i / d (R+W)
 // log_softmax: (t - max) - log(sum), in that order; logsumexp: max + log(sum)
-// in float64, rounded once. Sums are blocked (exp-inl.h: BlockSum).
+// in float64, rounded once. Sums are blocked (sum-inl.h: BlockSum).
 // In a batch, the three-pass kernels run row r's last pass (scale or log
 // store: store-bound) in one loop with row r+1's (min, max) scan (load + 2
 // ops), so that scan costs nearly nothing: softmax 1000x1000 0.41 -> 0.35
@@ -22,8 +22,13 @@
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
+#include <type_traits>
+
 #include "kernels/exp-inl.h"
 #include "kernels/kernels.h"
+#include "kernels/pass-inl.h"
+#include "kernels/scan-inl.h"
+#include "kernels/sum-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace smax::kernels::HWY_NAMESPACE {
@@ -200,7 +205,7 @@ HWY_INLINE void ThreePassRows(int64_t rows, size_t n, const RowAt& row_at, RowOp
   }
 }
 
-// Two-pass: pass 1 is TwoPassScan (exp-inl.h); out-of-range rows (|max| >
+// Two-pass: pass 1 is TwoPassScan (scan-inl.h); out-of-range rows (|max| >
 // kRefMaxAbs, +inf, NaN) are recomputed with the three-pass algorithm.
 template <class Src>
 HWY_INLINE void TwoPassRow(const Src& src, size_t n, float* HWY_RESTRICT dst, RowOp op,
@@ -229,7 +234,7 @@ HWY_INLINE void TwoPassRow(const Src& src, size_t n, float* HWY_RESTRICT dst, Ro
   }
 }
 
-// Online: pass 1 is OnlineScan (exp-inl.h), sum = d * e^ref.
+// Online: pass 1 is OnlineScan (scan-inl.h), sum = d * e^ref.
 template <class Src>
 HWY_INLINE void OnlineRow(const Src& src, size_t n, float* HWY_RESTRICT dst, RowOp op,
                           EmptyRow policy) {

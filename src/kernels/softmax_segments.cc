@@ -10,6 +10,8 @@
 
 #include "kernels/exp-inl.h"
 #include "kernels/kernels.h"
+#include "kernels/pass-inl.h"
+#include "kernels/scan-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace smax::kernels::HWY_NAMESPACE {

@@ -21,7 +21,9 @@
 #include <hwy/contrib/math/math-inl.h>
 
 #include "kernels/exp-inl.h"
+#include "kernels/pass-inl.h"
 #include "kernels/sparse.h"
+#include "kernels/sum-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace smax::kernels::HWY_NAMESPACE {

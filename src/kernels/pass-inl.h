@@ -1,0 +1,198 @@
+// src/kernels/pass-inl.h: per-vector passes over one row: RunPass (the
+// Pass contract: Vector(d, i) for a full vector, Tail(d, i, count) for the
+// last partial one), the exp-sum ExpSum (blocked, BlockSum order), the
+// stores e_i * factor (ExpScaleStore, ExpShiftScaleStore), in-place
+// scaling, log-softmax stores and Fill. Outputs are written only inside
+// [0, n) (StoreTail).
+//
+// Included once per Highway target from each kernels/*.cc after
+// <hwy/foreach_target.h>; guarded with the usual per-target toggle.
+#if defined(SMAX_KERNELS_PASS_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef SMAX_KERNELS_PASS_INL_H_
+#undef SMAX_KERNELS_PASS_INL_H_
+#else
+#define SMAX_KERNELS_PASS_INL_H_
+#endif
+
+#include <cmath>
+#include <cstddef>
+#include <limits>
+
+#include <hwy/cache_control.h>
+#include <hwy/highway.h>
+
+#include "kernels/exp-inl.h"
+#include "kernels/load-inl.h"
+#include "kernels/sum-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace smax::kernels::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// ---- store passes ---------------------------------------------------------------
+// A per-vector pass over one row: Vector(d, i) handles the full vector at
+// element i, Tail(d, i, count) the last partial one. RunPass runs it alone;
+// RowMinMaxWith runs it inside the (min, max) scan of another row of the
+// same length (the batched three-pass kernels fuse a row's last pass with the
+// next row's first: the last pass is store-bound and leaves the FP pipes
+// and a load port idle for the scan).
+template <class Pass>
+HWY_INLINE void RunPass(size_t n, const Pass& pass) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  size_t i = 0;
+  for (; i + kUnroll * N <= n; i += kUnroll * N) {
+    pass.Vector(d, i);
+    pass.Vector(d, i + N);
+    pass.Vector(d, i + 2 * N);
+    pass.Vector(d, i + 3 * N);
+  }
+  for (; i + N <= n; i += N) pass.Vector(d, i);
+  if (i < n) pass.Tail(d, i, n - i);
+}
+
+struct NoPass {
+  HWY_INLINE void Vector(DF /*d*/, size_t /*i*/) const {}
+  HWY_INLINE void Tail(DF /*d*/, size_t /*i*/, size_t /*count*/) const {}
+};
+// this compute-bound pass would otherwise leave the memory idle).
+template <bool kStore, class Src, class Exp>
+HWY_INLINE double ExpSum(const Src& src, size_t n, const Exp& exp,
+                         float* HWY_RESTRICT dst, const float* ahead = nullptr) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  BlockSum sum(d);
+  size_t i = 0;
+  for (; i + kUnroll * N <= n; i += kUnroll * N) {
+    if (ahead != nullptr) {
+      for (size_t k = 0; k < kUnroll * N; k += 64 / sizeof(float)) hwy::Prefetch(ahead + i + k);
+    }
+    const VF e0 = exp(d, src.Load(d, i));
+    const VF e1 = exp(d, src.Load(d, i + N));
+    const VF e2 = exp(d, src.Load(d, i + 2 * N));
+    const VF e3 = exp(d, src.Load(d, i + 3 * N));
+    if (kStore) {
+      hn::StoreU(e0, d, dst + i);
+      hn::StoreU(e1, d, dst + i + N);
+      hn::StoreU(e2, d, dst + i + 2 * N);
+      hn::StoreU(e3, d, dst + i + 3 * N);
+    }
+    sum.Add4(d, e0, e1, e2, e3);
+  }
+  unsigned k = 0;
+  for (; i + N <= n; i += N, ++k) {
+    const VF e = exp(d, src.Load(d, i));
+    if (kStore) hn::StoreU(e, d, dst + i);
+    sum.Add1(e, k);
+  }
+  if (i < n) {
+    const VF e = ExpTail(exp, d, src.LoadTail(d, i, n - i));
+    if (kStore) StoreTail(d, e, dst + i, n - i);
+    sum.Add1(e, k);
+  }
+  return sum.Total(d);
+}
+
+// dst_i = exp(t_i) * factor (the exp's flush_below already accounts for
+// factor via FlushExtra, so no denormal is stored).
+template <class Src, class Exp>
+HWY_INLINE void ExpScaleStore(const Src& src, size_t n, const Exp& exp, float factor,
+                              float* HWY_RESTRICT dst) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  const VF f = hn::Set(d, factor);
+  size_t i = 0;
+  for (; i + kUnroll * N <= n; i += kUnroll * N) {
+    const VF e0 = exp(d, src.Load(d, i));
+    const VF e1 = exp(d, src.Load(d, i + N));
+    const VF e2 = exp(d, src.Load(d, i + 2 * N));
+    const VF e3 = exp(d, src.Load(d, i + 3 * N));
+    hn::StoreU(hn::Mul(e0, f), d, dst + i);
+    hn::StoreU(hn::Mul(e1, f), d, dst + i + N);
+    hn::StoreU(hn::Mul(e2, f), d, dst + i + 2 * N);
+    hn::StoreU(hn::Mul(e3, f), d, dst + i + 3 * N);
+  }
+  for (; i + N <= n; i += N) hn::StoreU(hn::Mul(exp(d, src.Load(d, i)), f), d, dst + i);
+  if (i < n) {
+    StoreTail(d, hn::Mul(ExpTail(exp, d, src.LoadTail(d, i, n - i)), f), dst + i, n - i);
+  }
+}
+
+// dst_i = e^(t_i - shift) * factor for an arbitrary finite shift. When
+// |shift| <= kRefMaxAbs the exp is ExpRef with N = round(shift log2e) and the
+// constant e^(N ln2 - shift) (float64) is folded into the factor: one extra
+// f32 rounding of the factor instead of 6 TwoSum ops per element.
+template <class Src>
+HWY_INLINE void ExpShiftScaleStore(const Src& src, size_t n, float shift, double factor,
+                                   float* HWY_RESTRICT dst) {
+  if (std::fabs(shift) <= kRefMaxAbs) {
+    const float nref = std::nearbyint(shift * kLog2e);
+    const float f = static_cast<float>(
+        factor * std::exp(static_cast<double>(nref) * kLn2d - static_cast<double>(shift)));
+    ExpScaleStore(src, n, ExpRef::Make(nref, FlushExtra(f)), f, dst);
+  } else {
+    const float f = static_cast<float>(factor);
+    ExpScaleStore(src, n, ExpDiff::Make(shift, FlushExtra(f)), f, dst);
+  }
+}
+
+// dst_i *= factor; kFlush: products below FLT_MIN flushed to 0 (no
+// denormals). kFlush = false only where softmax_outputs_normal (kernels.h)
+// holds.
+template <bool kFlush = true>
+struct ScalePass {
+  float* HWY_RESTRICT dst;
+  float factor;
+  HWY_INLINE VF Apply(DF d, VF v) const {
+    const VF y = hn::Mul(v, hn::Set(d, factor));
+    if (!kFlush) return y;
+    return hn::IfThenZeroElse(hn::Lt(hn::Abs(y), hn::Set(d, std::numeric_limits<float>::min())),
+                              y);
+  }
+  HWY_INLINE void Vector(DF d, size_t i) const {
+    hn::StoreU(Apply(d, hn::LoadU(d, dst + i)), d, dst + i);
+  }
+  HWY_INLINE void Tail(DF d, size_t i, size_t count) const {
+    StoreTail(d, Apply(d, LoadTailZero(d, dst + i, count)), dst + i, count);
+  }
+};
+template <bool kFlush = true>
+HWY_INLINE void ScaleInPlace(float* HWY_RESTRICT dst, size_t n, float factor) {
+  RunPass(n, ScalePass<kFlush>{dst, factor});
+}
+
+// dst_i = (t_i - shift) - log_sum, in that order.
+template <class Src>
+struct LogPass {
+  const Src& src;
+  float* HWY_RESTRICT dst;
+  float shift, log_sum;
+  HWY_INLINE VF Apply(DF d, VF t) const {
+    return hn::Sub(hn::Sub(t, hn::Set(d, shift)), hn::Set(d, log_sum));
+  }
+  HWY_INLINE void Vector(DF d, size_t i) const {
+    hn::StoreU(Apply(d, src.Load(d, i)), d, dst + i);
+  }
+  HWY_INLINE void Tail(DF d, size_t i, size_t count) const {
+    StoreTail(d, Apply(d, src.LoadTail(d, i, count)), dst + i, count);
+  }
+};
+template <class Src>
+HWY_INLINE void LogStore(const Src& src, size_t n, float shift, float log_sum,
+                         float* HWY_RESTRICT dst) {
+  RunPass(n, LogPass<Src>{src, dst, shift, log_sum});
+}
+
+HWY_INLINE void Fill(float* HWY_RESTRICT dst, size_t n, float value) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  const VF v = hn::Set(d, value);
+  size_t i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(v, d, dst + i);
+  if (i < n) StoreTail(d, v, dst + i, n - i);
+}
+
+}  // namespace smax::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // SMAX_KERNELS_PASS_INL_H_
