@@ -249,7 +249,7 @@ void zero_neg_inf_logits(Case& c, Expect& ex, const smax_cli::ExtCall& e) {
 }
 
 // The optional outputs of the variants, with the bounds of their headers
-// (as tests/test_sparse.cc, test_rescaled.cc, test_cross_entropy.cc check
+// (as tests/test_sparse*.cc, test_rescaled*.cc, test_cross_entropy*.cc check
 // them).
 void variant_extras(Case& c, Expect& ex, const smax_cli::ExtCall& e) {
   const OpDef& op = *c.op;
@@ -323,7 +323,7 @@ void variant_extras(Case& c, Expect& ex, const smax_cli::ExtCall& e) {
     const ref::LossRef& L = R.loss;
     const bool reduced = c.loss.reduction != smax::Reduction::kNone;
     // Reduced like the loss: value, and 4e-6 (the same reduction of the
-    // magnitudes) + 2^-23 |value| + 1e-30 (tests/test_cross_entropy.cc).
+    // magnitudes) + 2^-23 |value| + 1e-30 (tests/test_cross_entropy*.cc).
     auto reduce = [&](const std::vector<double>& v, const std::vector<double>& mag, double eps,
                       double den, Expect::Out& out) {
       const double want = L.reduce_with(v, den);

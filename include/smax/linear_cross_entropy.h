@@ -82,7 +82,7 @@ struct LinearCrossEntropyOptions {
 /// element. CrossEntropyOptions' optional outputs (z_loss, lse, entropy,
 /// target_logprob, accuracy) are written as cross_entropy writes them.
 /// Error vs float64 (the reference computes z in float64 from the same f32
-/// inputs; tests/test_linear_cross_entropy.cc): per row,
+/// inputs; tests/test_linear_cross_entropy*.cc): per row,
 ///   |loss - ref| <= 4e-6 * M_r + 2 * E_r * (w_y (1 + 2 zs |L|) + a W / C)
 /// with M_r cross_entropy's bound, W = sum of class weights, C = V and
 ///   E_r = s * (D + 3) * 2^-24 * max_j (sum_k |h_rk| |w_jk| + |b_j|)

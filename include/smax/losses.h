@@ -130,7 +130,7 @@ struct CrossEntropyOptions {
 ///                    q'_j = (1 - a) q_j + a / C (the a / C share over U only)
 /// (exactly torch.nn.functional.cross_entropy when zs = 0, softcap = 0 and
 /// there are no masks), then reduced (see the top of this file).
-/// Error vs float64 (enforced by tests/test_cross_entropy.cc on every SIMD
+/// Error vs float64 (enforced by tests/test_cross_entropy*.cc on every SIMD
 /// target, n up to 256000, adversarial rows included; observed <= 0.1 of it):
 ///   per-row loss: |loss - ref| <= 4e-6 * M_r, M_r = (1 - a) |w_y| (1 + |L| +
 ///     |t_y|) + (a / C) sum_{j in U} |w_j| (1 + |L| + |t_j|) + 2 zs |w_y| (1 +

@@ -31,7 +31,7 @@
 //   independent and each is computed by one task on a fixed grid). Results
 //   may differ in the last bits between SIMD targets.
 // * Error bounds are against float64 math on the same f32 logits t, and are
-//   the ones enforced by tests/test_rescaled.cc.
+//   the ones enforced by tests/test_rescaled*.cc.
 //
 // ==== Part 2: re-weighting normalisers (docs/normalizers.md, "Re-weighting
 // normalisers"), each with its backward pass (vector-Jacobian product) ====
