@@ -185,19 +185,16 @@ std::vector<double> from_y_backward(const char* fn, const TensorView& y, const T
 // Backward passes that zero every entry masked by the options' masks,
 // whatever the row holds (Rowwise::zero_masked_outputs; "masks win over NaN
 // in a backward pass", src/reference/rows.h): NaN rows and all-masked
-// empty_row = kNan rows included. Returns the view whose masks count (the
-// op's row input), or nullptr for other ops.
+// empty_row = kNan rows included. Returns the view whose masks count
+// (ExtOp::masked_gradient, declared with the op in testing/table_*.cc), or
+// nullptr for other ops.
 const TensorView* masks_zero_gradient(Case& c, const smax_cli::ExtCall& e) {
-  static const std::set<std::string> from_src = {"ssmax_backward", "softpick_backward",
-                                                 "clipped_softmax_backward",
-                                                 "stablemax_backward",
-                                                 "stablemax_cross_entropy_backward"};
-  static const std::set<std::string> from_y = {"sparsemax_backward", "entmax15_backward",
-                                               "entmax_bisect_backward",
-                                               "sparse_softmax_backward",
-                                               "sigmoid_normalizer_backward"};
-  if (from_src.count(c.op->name)) return &e.x;
-  if (from_y.count(c.op->name)) return &e.y;
+  if (c.op->ext == nullptr) return nullptr;
+  switch (c.op->ext->masked_gradient) {
+    case smax_cli::MaskedGradient::kFromX: return &e.x;
+    case smax_cli::MaskedGradient::kFromY: return &e.y;
+    case smax_cli::MaskedGradient::kNotZeroed: break;
+  }
   return nullptr;
 }
 

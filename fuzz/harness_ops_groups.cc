@@ -85,47 +85,42 @@ const std::vector<OpDef>& group_ops(Group g) {
     add("cross_entropy", Variant::kProbTargets);
     add("cross_entropy_backward", Variant::kProbTargets);
     add("cross_entropy", Variant::kCeOutputs);
+    // Every parameter the harness draws has fuzz values (fails at start-up,
+    // not only when an input happens to pick the op).
+    for (const auto* group : {&norm, &loss, &samp, &opts}) {
+      for (const OpDef& d : *group) {
+        if (d.ext == nullptr) continue;
+        for (const smax_cli::ExtParam& p : d.ext->params) param_choices(d.name, p.name);
+      }
+    }
     return std::array<std::vector<OpDef>, 4>{norm, loss, samp, opts};
   }();
   return groups[static_cast<int>(g)];
 }
 
+// The op's own declaration of `p` in the CLI's table; for the ops the harness
+// drives with its own code (no table entry), the first table op declaring a
+// parameter of that name (sample's temperature for sampling_filter, ...).
 const ParamChoice& param_choices(const std::string& op, const std::string& p) {
-  static const std::map<std::string, ParamChoice> by_name = {
-      {"alpha", {{1.5, 2.0, 1.2, 1.01, 3.0, 1.0, 1.75, 1.5}, {0.5, NAN, INFINITY, 0.999}}},
-      {"n_iter", {{50, 1, 5, 30, 50}, {0, -1}}},
-      {"k", {{1, 2, 3, 10, 1000, 5}, {0, -1}}},
-      {"s", {{0.43, 1, 0, -0.5, 3, 0.43}, {NAN, INFINITY}}},
-      {"fixed_n", {{0, 1, 7, 512, 0}, {-1}}},
-      {"eps", {{1e-6, 0, 1e-8, FLT_MIN, 1, 1e-6}, {-1, 1e-40, NAN, INFINITY}}},
-      {"normalized", {{0, 1}, {}}},
-      {"head_dim", {{64, 2, 1000, 64}, {1, 0, -1}}},
-      {"power", {{1, 2, 0.5, 3, 1}, {0, -1, NAN, INFINITY}}},
-      {"p", {{2, 4, 8, 2}, {1, 3, 0, -2}}},
-      {"gamma", {{-0.025, 0, -0.1, -3, -1e-6, -0.025}, {0.1, NAN, INFINITY, -INFINITY}}},
-      {"zeta", {{1, 1.5, 1.01, 10, 1}, {0.9, 0, NAN, INFINITY}}},
-      {"T", {{2, 1, 0.5, 0.1, 10, 2}, {0, -1, NAN, INFINITY}}},
-      {"label_smoothing", {{0, 0.1, 1, 0.5, 0}, {-0.1, 1.5, NAN}}},
-      {"lse_square_scale", {{0, 1e-4, 1, 0}, {-1, INFINITY, NAN}}},
-      {"softcap", {{0, 30, 1, 0.5, 0}, {-1, INFINITY, NAN}}},
-      {"coefficient", {{1e-4, 0, 1, 1e-4}, {-1, NAN, INFINITY}}},
-      {"a", {{1, 0.5, 10, 1}, {0, -1, NAN, INFINITY}}},
-      {"b", {{1, 0, -2, 5}, {NAN, INFINITY}}},
-      {"tau", {{1, 0.5, 2, 0.01, 1}, {0, -1, NAN, INFINITY}}},
-      {"hard", {{0, 1}, {}}},
-      {"seed", {{1, 0, 12345, 9007199254740992.0}, {}}},
-      {"temperature", {{1, 0, 0.5, 2, 1}, {-1, NAN, INFINITY}}},
-      {"top_k", {{50, 0, 1, 3, 0}, {-1}}},
-      {"top_p", {{0.9, 1, 0.5, 0.01, 1}, {0, 1.5, -0.1, NAN}}},
+  auto declared = [&](const smax_cli::ExtOp& e) -> const smax_cli::ExtParam* {
+    for (const smax_cli::ExtParam& q : e.params) {
+      if (q.name == p) return &q;
+    }
+    return nullptr;
   };
-  static const ParamChoice topk_k = {{0, 1, 2, 3, 5}, {-1}};
-  if (op == "softmax_topk" && p == "k") return topk_k;
-  const auto it = by_name.find(p);
-  if (it == by_name.end()) {
-    std::fprintf(stderr, "smax fuzz: no value table for parameter %s of %s\n", p.c_str(), op.c_str());
+  const smax_cli::ExtParam* found = nullptr;
+  if (const smax_cli::ExtOp* own = smax_cli::find_ext_op(op)) found = declared(*own);
+  for (size_t i = 0; found == nullptr && i < smax_cli::ext_ops().size(); ++i) {
+    found = declared(smax_cli::ext_ops()[i]);
+  }
+  if (found == nullptr || found->fuzz.valid.empty()) {
+    std::fprintf(stderr,
+                 "smax fuzz: parameter %s of %s has no fuzz values (ExtParam::fuzzed in "
+                 "testing/table_*.cc)\n",
+                 p.c_str(), op.c_str());
     std::abort();
   }
-  return it->second;
+  return found->fuzz;
 }
 
 void reject(Case& c, const std::string& why) {

@@ -105,10 +105,9 @@ struct OpDef {
   Variant variant = Variant::kNone;
 };
 
-// Parameter values: valid ones and ones the contract rejects.
-struct ParamChoice {
-  std::vector<double> valid, invalid;
-};
+// Parameter values: valid ones and ones the contract rejects (declared with
+// the parameter in the CLI's op table, testing/table_*.cc).
+using ParamChoice = smax_cli::ParamFuzz;
 
 struct Case {
   const OpDef* op = nullptr;

@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "data.h"
@@ -58,12 +59,28 @@ enum class ParamType {
 /// "real", "int", "bool".
 const char* param_type_name(ParamType type);
 
+/// The values the fuzz harness draws for a parameter (fuzz/harness_ops_decode.cc):
+/// `valid` ones the op accepts, `invalid` ones it must reject with an error
+/// naming the parameter. The order matters: an input byte picks by index, so
+/// appending keeps old fuzz inputs decoding as before.
+struct ParamFuzz {
+  std::vector<double> valid, invalid;
+};
+
 struct ExtParam {
   std::string name;
   double fallback;
   std::string doc;
   ParamType type = ParamType::kReal;
   std::vector<double> choices = {};  ///< non-empty: the only values accepted
+  ParamFuzz fuzz = {};               ///< empty valid: the fuzz harness refuses the op
+
+  /// This parameter with its fuzz values: `{"k", 10, "doc"}.fuzzed({1, 2}, {0, -1})`.
+  ExtParam fuzzed(std::vector<double> valid, std::vector<double> invalid) const {
+    ExtParam p = *this;
+    p.fuzz = {std::move(valid), std::move(invalid)};
+    return p;
+  }
 };
 
 /// A parameter value as the CLI prints it: "10", "true", "0.43".
@@ -73,6 +90,13 @@ std::string json_param(const ExtParam& p, double value);
 /// "alpha=1.5, n_iter=50" for the op's defaults, or for `values`.
 std::string format_params(const std::vector<ExtParam>& params,
                           const std::map<std::string, double>* values = nullptr);
+
+/// See ExtOp::masked_gradient.
+enum class MaskedGradient {
+  kNotZeroed,  ///< no promise at masked entries beyond the op's bound
+  kFromX,      ///< the masks of the row input x
+  kFromY,      ///< the masks of the saved output y (ops reading only y)
+};
 
 struct ExtOp {
   std::string name;
@@ -91,6 +115,11 @@ struct ExtOp {
   std::function<std::vector<double>(const ExtCall&)> reference;
   /// --check compares out_index (exact) instead of out.
   bool check_indices = false;
+  /// Backward passes that write exact 0 at every entry the options' masks
+  /// mask, whatever the row holds (NaN rows, all-masked rows included;
+  /// Rowwise::zero_masked_outputs): which input's masks count. The fuzz
+  /// harness expects those zeros.
+  MaskedGradient masked_gradient = MaskedGradient::kNotZeroed;
 };
 
 /// One ready-to-run call of a table op: owns the generated inputs and the

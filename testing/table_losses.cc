@@ -1,6 +1,8 @@
 // testing/table_losses.cc: cross-entropy and the z-losses in `smax run`
 // (table in op_table.h). Bounds of --check: include/smax/cross_entropy.h
 // (relative to the loss's own magnitude; here a uniform abs + rel bound).
+#include <cmath>
+
 #include "op_table.h"
 #include "reference/cross_entropy.h"
 #include "smax/cross_entropy.h"
@@ -25,11 +27,15 @@ std::vector<double> loss_values(const ref::LossRef& r) {
 }
 
 const std::vector<ExtParam> kCeParams = {
-    {"label_smoothing", 0, "PyTorch's label_smoothing in [0, 1]"},
-    {"lse_square_scale", 0, "PaLM z-loss coefficient"},
-    {"softcap", 0, "logit soft-capping (0 = off)"}};
-const std::vector<ExtParam> kZParams = {{"coefficient", 1e-4, "c in c * LSE^2"}};
-const std::vector<ExtParam> kSphericalParams = {{"a", 1, "a > 0"}, {"b", 1, "b"}};
+    ExtParam{"label_smoothing", 0, "PyTorch's label_smoothing in [0, 1]"}.fuzzed({0, 0.1, 1, 0.5, 0},
+                                                                                 {-0.1, 1.5, NAN}),
+    ExtParam{"lse_square_scale", 0, "PaLM z-loss coefficient"}.fuzzed({0, 1e-4, 1, 0}, {-1, INFINITY, NAN}),
+    ExtParam{"softcap", 0, "logit soft-capping (0 = off)"}.fuzzed({0, 30, 1, 0.5, 0}, {-1, INFINITY, NAN})};
+const std::vector<ExtParam> kZParams = {
+    ExtParam{"coefficient", 1e-4, "c in c * LSE^2"}.fuzzed({1e-4, 0, 1, 1e-4}, {-1, NAN, INFINITY})};
+const std::vector<ExtParam> kSphericalParams = {
+    ExtParam{"a", 1, "a > 0"}.fuzzed({1, 0.5, 10, 1}, {0, -1, NAN, INFINITY}),
+    ExtParam{"b", 1, "b"}.fuzzed({1, 0, -2, 5}, {NAN, INFINITY})};
 
 }  // namespace
 

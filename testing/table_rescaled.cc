@@ -1,5 +1,8 @@
 // testing/table_rescaled.cc: SSMax, softpick, clipped softmax, StableMax and the collapse
 // detector in `smax run` (table in op_table.h). Bounds: include/smax/rescaled.h.
+#include <cfloat>
+#include <cmath>
+
 #include "op_table.h"
 #include "reference/rescaled.h"
 #include "smax/rescaled.h"
@@ -28,11 +31,17 @@ smax::ClippedSoftmaxOptions clipped_of(const ExtCall& c) {
   return o;
 }
 
-const std::vector<ExtParam> kClippedParams = {{"gamma", -0.025, "stretch below 0 (<= 0)"},
-                                              {"zeta", 1.0, "stretch above 1 (>= 1)"}};
-const std::vector<ExtParam> kSsmaxParams = {{"s", 0.43, "SSMax scale s"},
-                                           {"fixed_n", 0, "n (0 = visible count per row)", ParamType::kInt}};
-const std::vector<ExtParam> kSoftpickParams = {{"eps", 1e-6, "denominator epsilon"}};
+const std::vector<ExtParam> kClippedParams = {
+    ExtParam{"gamma", -0.025, "stretch below 0 (<= 0)"}.fuzzed({-0.025, 0, -0.1, -3, -1e-6, -0.025},
+                                                              {0.1, NAN, INFINITY, -INFINITY}),
+    ExtParam{"zeta", 1.0, "stretch above 1 (>= 1)"}.fuzzed({1, 1.5, 1.01, 10, 1}, {0.9, 0, NAN, INFINITY})};
+const std::vector<ExtParam> kSsmaxParams = {
+    ExtParam{"s", 0.43, "SSMax scale s"}.fuzzed({0.43, 1, 0, -0.5, 3, 0.43}, {NAN, INFINITY}),
+    ExtParam{"fixed_n", 0, "n (0 = visible count per row)", ParamType::kInt}.fuzzed({0, 1, 7, 512, 0},
+                                                                                   {-1})};
+const std::vector<ExtParam> kSoftpickParams = {
+    ExtParam{"eps", 1e-6, "denominator epsilon"}.fuzzed({1e-6, 0, 1e-8, FLT_MIN, 1, 1e-6},
+                                                        {-1, 1e-40, NAN, INFINITY})};
 
 }  // namespace
 
@@ -46,6 +55,7 @@ void add_rescaled_ops(std::vector<ExtOp>& ops) {
                  [](const ExtCall& c) { smax::ssmax(c.x, c.out, ssmax_of(c), c.options); },
                  [](const ExtCall& c) { smax::ssmax_backward(c.x, c.y, c.dy, c.out, ssmax_of(c), c.options); },
                  [](const ExtCall& c) { return ref::ssmax_backward(c.x, c.y, c.dy, ssmax_of(c), c.options); }});
+  ops.back().masked_gradient = MaskedGradient::kFromX;
   ops.push_back({"softpick", "rectified softmax relu(e^x - 1) / sum |e^x - 1|", OutShape::kSame,
                  false, false, false, kSoftpickParams, nullptr,
                  [](const ExtCall& c) { smax::softpick(c.x, c.out, softpick_of(c), c.options); },
@@ -54,6 +64,7 @@ void add_rescaled_ops(std::vector<ExtOp>& ops) {
                  kSoftpickParams, nullptr,
                  [](const ExtCall& c) { smax::softpick_backward(c.x, c.dy, c.out, softpick_of(c), c.options); },
                  [](const ExtCall& c) { return ref::softpick_backward(c.x, c.dy, softpick_of(c), c.options); }});
+  ops.back().masked_gradient = MaskedGradient::kFromX;
   ops.push_back({"clipped_softmax", "clip((zeta - gamma) softmax(x) + gamma, 0, 1)",
                  OutShape::kSame, false, false, false, kClippedParams, nullptr,
                  [](const ExtCall& c) { smax::clipped_softmax(c.x, c.out, clipped_of(c), c.options); },
@@ -66,6 +77,7 @@ void add_rescaled_ops(std::vector<ExtOp>& ops) {
                  [](const ExtCall& c) {
                    return ref::clipped_softmax_backward(c.x, c.dy, clipped_of(c), c.options);
                  }});
+  ops.back().masked_gradient = MaskedGradient::kFromX;
   ops.push_back({"stablemax", "StableMax s(x) / sum s(x)", OutShape::kSame, false, false, false,
                  {}, nullptr, [](const ExtCall& c) { smax::stablemax(c.x, c.out, c.options); },
                  [](const ExtCall& c) { return ref::stablemax(c.x, c.options); }});
@@ -73,6 +85,7 @@ void add_rescaled_ops(std::vector<ExtOp>& ops) {
                  {}, nullptr,
                  [](const ExtCall& c) { smax::stablemax_backward(c.x, c.dy, c.out, c.options); },
                  [](const ExtCall& c) { return ref::stablemax_backward(c.x, c.dy, c.options); }});
+  ops.back().masked_gradient = MaskedGradient::kFromX;
   ops.push_back({"stablemax_cross_entropy", "StableMax cross-entropy", OutShape::kLoss, true,
                  false, false, {}, nullptr,
                  [](const ExtCall& c) {
@@ -89,8 +102,9 @@ void add_rescaled_ops(std::vector<ExtOp>& ops) {
                  [](const ExtCall& c) {
                    return ref::stablemax_cross_entropy_backward(c.x, c.target, c.dy, c.loss, c.options);
                  }});
+  ops.back().masked_gradient = MaskedGradient::kFromX;
   ops.push_back({"softmax_collapse_fraction", "per-row flag: sum exp(x - max) rounds to 1 (precision=32|16|-16 for f32|f16|bf16)",
-                 OutShape::kRows, false, false, false, {{"precision", 32, "32 (f32), 16 (f16) or -16 (bf16)", ParamType::kInt, {32, 16, -16}}},
+                 OutShape::kRows, false, false, false, {ExtParam{"precision", 32, "32 (f32), 16 (f16) or -16 (bf16)", ParamType::kInt, {32, 16, -16}}.fuzzed({32, 16, -16}, {})},
                  nullptr,
                  [](const ExtCall& c) {
                    const double p = c.param("precision");

@@ -1,6 +1,8 @@
 // testing/table_reweight.cc: SA-Softmax, sigmoid / softplus normalisers,
 // Power-Softmax, probability-domain temperature and logit standardisation in
 // `smax run` (table in op_table.h). Bounds: include/smax/reweight.h.
+#include <cmath>
+
 #include "op_table.h"
 #include "reference/reweight.h"
 #include "smax/reweight.h"
@@ -33,11 +35,16 @@ float t_of(const ExtCall& c) { return static_cast<float>(c.param("T")); }
 // probability_temperature takes probabilities: feed it softmax(x).
 void probs(const ExtCall& c) { smax::softmax(c.x, c.out, c.options); }
 
-const std::vector<ExtParam> kSaParams = {{"normalized", 0, "true = normalised variant", ParamType::kBool}};
-const std::vector<ExtParam> kSpParams = {{"head_dim", 64, "d in lambda = log N / log d", ParamType::kInt},
-                                        {"power", 1, "re-weighting power p"}};
-const std::vector<ExtParam> kPowerParams = {{"p", 2, "even power", ParamType::kInt}};
-const std::vector<ExtParam> kTParams = {{"T", 2, "temperature > 0"}};
+const std::vector<ExtParam> kSaParams = {
+    ExtParam{"normalized", 0, "true = normalised variant", ParamType::kBool}.fuzzed({0, 1}, {})};
+const std::vector<ExtParam> kSpParams = {
+    ExtParam{"head_dim", 64, "d in lambda = log N / log d", ParamType::kInt}.fuzzed({64, 2, 1000, 64},
+                                                                                    {1, 0, -1}),
+    ExtParam{"power", 1, "re-weighting power p"}.fuzzed({1, 2, 0.5, 3, 1}, {0, -1, NAN, INFINITY})};
+const std::vector<ExtParam> kPowerParams = {
+    ExtParam{"p", 2, "even power", ParamType::kInt}.fuzzed({2, 4, 8, 2}, {1, 3, 0, -2})};
+const std::vector<ExtParam> kTParams = {
+    ExtParam{"T", 2, "temperature > 0"}.fuzzed({2, 1, 0.5, 0.1, 10, 2}, {0, -1, NAN, INFINITY})};
 
 ExtOp forward_op(const char* name, const char* summary, std::vector<ExtParam> params,
                  std::function<void(const ExtCall&)> run,
@@ -81,6 +88,7 @@ void add_reweight_ops(std::vector<ExtOp>& ops) {
       [](const ExtCall& c) { smax::sigmoid_normalizer(c.x, c.out, sig_of(c), c.options); },
       [](const ExtCall& c) { smax::sigmoid_normalizer_backward(c.y, c.dy, c.out, c.options); },
       [](const ExtCall& c) { return ref::sigmoid_normalizer_backward(c.y, c.dy, c.options); }));
+  ops.back().masked_gradient = MaskedGradient::kFromY;
   ops.push_back(forward_op(
       "softplus_normalizer", "LSSA softplus(lambda x) / sum", kSpParams,
       [](const ExtCall& c) { smax::softplus_normalizer(c.x, c.out, sp_of(c), c.options); },

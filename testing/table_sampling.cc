@@ -2,6 +2,8 @@
 // top-k and sampling in `smax run` (table in op_table.h). The noise is the
 // library's counter-based Philox stream for --param seed, so --check compares
 // with the oracle on the very same noise. Bounds: include/smax/sampling.h.
+#include <cmath>
+
 #include "op_table.h"
 #include "reference/sampling.h"
 #include "smax/sampling.h"
@@ -27,6 +29,10 @@ smax::SampleOptions sample_of(const ExtCall& c) {
   o.seed = seed_of(c);
   return o;
 }
+ExtParam seed_param() {
+  return ExtParam{"seed", 1, "noise seed", ParamType::kInt}.fuzzed({1, 0, 12345, 9007199254740992.0}, {});
+}
+
 std::vector<double> as_double(const std::vector<int64_t>& v) { return {v.begin(), v.end()}; }
 
 }  // namespace
@@ -36,7 +42,9 @@ void add_sampling_ops(std::vector<ExtOp>& ops) {
     ExtOp op;
     op.name = "gumbel_softmax";
     op.summary = "softmax((x + Gumbel noise) / tau), hard = straight-through one-hot";
-    op.params = {{"tau", 1, "temperature > 0"}, {"hard", 0, "true = straight-through one-hot", ParamType::kBool}, {"seed", 1, "noise seed", ParamType::kInt}};
+    op.params = {ExtParam{"tau", 1, "temperature > 0"}.fuzzed({1, 0.5, 2, 0.01, 1}, {0, -1, NAN, INFINITY}),
+                 ExtParam{"hard", 0, "true = straight-through one-hot", ParamType::kBool}.fuzzed({0, 1}, {}),
+                 seed_param()};
     op.run = [](const ExtCall& c) { smax::gumbel_softmax(c.x, c.out, gumbel_of(c), c.options); };
     op.reference = [](const ExtCall& c) { return ref::gumbel_softmax(c.x, gumbel_of(c), c.options).dst; };
     ops.push_back(op);
@@ -48,7 +56,7 @@ void add_sampling_ops(std::vector<ExtOp>& ops) {
     op.out_shape = OutShape::kRows;
     op.index_output = true;
     op.check_indices = true;
-    op.params = {{"seed", 1, "noise seed", ParamType::kInt}};
+    op.params = {seed_param()};
     op.run = [](const ExtCall& c) { smax::gumbel_max(c.x, c.out_index, seed_of(c), c.options); };
     op.reference = [](const ExtCall& c) { return as_double(ref::gumbel_max(c.x, seed_of(c), c.options)); };
     ops.push_back(op);
@@ -59,7 +67,7 @@ void add_sampling_ops(std::vector<ExtOp>& ops) {
     op.summary = "fused softmax + top-k: probabilities and indices of the k best";
     op.out_shape = OutShape::kTopK;
     op.index_output = true;
-    op.params = {{"k", 50, "winners per row", ParamType::kInt}};
+    op.params = {ExtParam{"k", 50, "winners per row", ParamType::kInt}.fuzzed({0, 1, 2, 3, 5}, {-1})};
     op.run = [](const ExtCall& c) {
       smax::softmax_topk(c.x, c.out, c.out_index, static_cast<int64_t>(c.param("k")), c.options);
     };
@@ -77,8 +85,10 @@ void add_sampling_ops(std::vector<ExtOp>& ops) {
     op.out_shape = OutShape::kRows;
     op.index_output = true;
     op.check_indices = true;
-    op.params = {{"temperature", 1, "0 = greedy"}, {"top_k", 50, "0 = off", ParamType::kInt},
-                 {"top_p", 0.9, "nucleus mass"}, {"seed", 1, "noise seed", ParamType::kInt}};
+    op.params = {ExtParam{"temperature", 1, "0 = greedy"}.fuzzed({1, 0, 0.5, 2, 1}, {-1, NAN, INFINITY}),
+                 ExtParam{"top_k", 50, "0 = off", ParamType::kInt}.fuzzed({50, 0, 1, 3, 0}, {-1}),
+                 ExtParam{"top_p", 0.9, "nucleus mass"}.fuzzed({0.9, 1, 0.5, 0.01, 1}, {0, 1.5, -0.1, NAN}),
+                 seed_param()};
     op.run = [](const ExtCall& c) { smax::sample(c.x, c.out_index, sample_of(c), c.options); };
     op.reference = [](const ExtCall& c) { return as_double(ref::sample(c.x, sample_of(c), c.options)); };
     ops.push_back(op);

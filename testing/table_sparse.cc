@@ -1,5 +1,7 @@
 // testing/table_sparse.cc: sparsemax, entmax and sparse-softmax in
 // `smax run` (table in op_table.h). Bounds of --check: include/smax/sparse.h.
+#include <cmath>
+
 #include "op_table.h"
 #include "reference/reference.h"
 #include "reference/sparse.h"
@@ -24,9 +26,12 @@ smax::reference::SparseLossSpec spec_of(smax::reference::SparseLossSpec::Which w
   return s;
 }
 
-const std::vector<ExtParam> kBisectParams = {{"alpha", 1.5, "alpha > 1"},
-                                            {"n_iter", 50, "bisection steps", ParamType::kInt}};
-const std::vector<ExtParam> kTopKParams = {{"k", 10, "entries kept per row", ParamType::kInt}};
+const std::vector<ExtParam> kBisectParams = {
+    ExtParam{"alpha", 1.5, "alpha > 1"}.fuzzed({1.5, 2.0, 1.2, 1.01, 3.0, 1.0, 1.75, 1.5},
+                                               {0.5, NAN, INFINITY, 0.999}),
+    ExtParam{"n_iter", 50, "bisection steps", ParamType::kInt}.fuzzed({50, 1, 5, 30, 50}, {0, -1})};
+const std::vector<ExtParam> kTopKParams = {
+    ExtParam{"k", 10, "entries kept per row", ParamType::kInt}.fuzzed({1, 2, 3, 10, 1000, 5}, {0, -1})};
 
 }  // namespace
 
@@ -58,10 +63,12 @@ void add_sparse_ops(std::vector<ExtOp>& ops) {
                  {}, [](const ExtCall& c) { smax::sparsemax(c.x, c.out, c.options); },
                  [](const ExtCall& c) { smax::sparsemax_backward(c.y, c.dy, c.out, c.options); },
                  [](const ExtCall& c) { return ref::entmax_backward(c.y, c.dy, 2.0, c.options); }});
+  ops.back().masked_gradient = MaskedGradient::kFromY;
   ops.push_back({"entmax15_backward", "VJP of 1.5-entmax", OutShape::kSame, false, true, false,
                  {}, [](const ExtCall& c) { smax::entmax15(c.x, c.out, c.options); },
                  [](const ExtCall& c) { smax::entmax15_backward(c.y, c.dy, c.out, c.options); },
                  [](const ExtCall& c) { return ref::entmax_backward(c.y, c.dy, 1.5, c.options); }});
+  ops.back().masked_gradient = MaskedGradient::kFromY;
   ops.push_back({"entmax_bisect_backward", "VJP of alpha-entmax", OutShape::kSame, false, true,
                  false, kBisectParams,
                  [](const ExtCall& c) { smax::entmax_bisect(c.x, c.out, bisect_of(c), c.options); },
@@ -75,6 +82,7 @@ void add_sparse_ops(std::vector<ExtOp>& ops) {
                    if (b.alpha == 1.0f) return ref::softmax_backward(c.y, c.dy, c.options);
                    return ref::entmax_backward(c.y, c.dy, b.alpha, c.options, &b);
                  }});
+  ops.back().masked_gradient = MaskedGradient::kFromY;
   ops.push_back({"sparse_softmax_backward", "VJP of top-k softmax", OutShape::kSame, false, true,
                  false, kTopKParams,
                  [](const ExtCall& c) {
@@ -83,6 +91,7 @@ void add_sparse_ops(std::vector<ExtOp>& ops) {
                  [](const ExtCall& c) { smax::sparse_softmax_backward(c.y, c.dy, c.out, c.options); },
                  // Defined as softmax_backward for any y (sparse.h).
                  [](const ExtCall& c) { return ref::softmax_backward(c.y, c.dy, c.options); }});
+  ops.back().masked_gradient = MaskedGradient::kFromY;
   // Losses (targets uniform over the classes; --reduction).
   struct LossSpec {
     const char* name;
