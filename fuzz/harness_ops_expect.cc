@@ -20,7 +20,7 @@ ref::BoundCall bound_call(Case& c, const smax_cli::ExtCall& e) {
 
 // Bounds for the table ops (documented in each op's header; src/reference/bounds.h).
 void table_bounds(Case& c, Expect& ex, smax_cli::ExtCall& e) {
-  ref::ElementBounds b = ref::op_bounds(c.op->name, bound_call(c, e), ex.ref);
+  ref::ElementBounds b = smax_cli::op_bounds(*c.op->ext, bound_call(c, e), ex.ref);
   ex.bound = std::move(b.bound);
   ex.exact_zero = std::move(b.exact_zero);
   ex.dot_gap = std::move(b.dot_gap);
@@ -186,16 +186,11 @@ std::vector<double> from_y_backward(const char* fn, const TensorView& y, const T
 // whatever the row holds (Rowwise::zero_masked_outputs; "masks win over NaN
 // in a backward pass", src/reference/rows.h): NaN rows and all-masked
 // empty_row = kNan rows included. Returns the view whose masks count
-// (ExtOp::masked_gradient, declared with the op in testing/table_*.cc), or
-// nullptr for other ops.
+// (ExtOp::zeroes_masked_gradient and bound_rows, declared with the op in
+// testing/table_*.cc), or nullptr for other ops.
 const TensorView* masks_zero_gradient(Case& c, const smax_cli::ExtCall& e) {
-  if (c.op->ext == nullptr) return nullptr;
-  switch (c.op->ext->masked_gradient) {
-    case smax_cli::MaskedGradient::kFromX: return &e.x;
-    case smax_cli::MaskedGradient::kFromY: return &e.y;
-    case smax_cli::MaskedGradient::kNotZeroed: break;
-  }
-  return nullptr;
+  if (c.op->ext == nullptr || !c.op->ext->zeroes_masked_gradient) return nullptr;
+  return c.op->ext->bound_rows == ref::BoundRowsFrom::kSavedY ? &e.y : &e.x;
 }
 
 void zero_masked_expect(Case& c, Expect& ex, const TensorView& v, const SoftmaxOptions& o) {

@@ -45,6 +45,33 @@ smax::reference::BoundCall bound_call_of(const ExtCall& c) {
   return bc;
 }
 
+smax::reference::BoundShape bound_shape_of(const ExtOp& op) {
+  smax::reference::BoundShape s;
+  s.rows = op.bound_rows;
+  s.backward = op.needs_dy;
+  s.elementwise = op.out_shape == OutShape::kSame;
+  s.loss = op.out_shape == OutShape::kLoss;
+  return s;
+}
+
+smax::reference::ElementBounds op_bounds(const ExtOp& op, const smax::reference::BoundCall& call,
+                                         const std::vector<double>& ref) {
+  if (op.check_indices) {  // exact: a bound of 0
+    smax::reference::ElementBounds b;
+    b.bound.assign(ref.size(), 0.0);
+    return b;
+  }
+  if (!op.bounds) {
+    throw smax::Error(smax::Status::kInvalidArgument,
+                      "op_bounds: op '" + op.name + "' has no documented elementwise bound");
+  }
+  return smax::reference::op_bounds(bound_shape_of(op), call, ref, op.bounds);
+}
+
+void set_bound_header(std::vector<ExtOp>& ops, size_t first, const char* header) {
+  for (size_t i = first; i < ops.size(); ++i) ops[i].bound_header = header;
+}
+
 const char* param_type_name(ParamType type) {
   switch (type) {
     case ParamType::kReal: return "real";

@@ -91,13 +91,6 @@ std::string json_param(const ExtParam& p, double value);
 std::string format_params(const std::vector<ExtParam>& params,
                           const std::map<std::string, double>* values = nullptr);
 
-/// See ExtOp::masked_gradient.
-enum class MaskedGradient {
-  kNotZeroed,  ///< no promise at masked entries beyond the op's bound
-  kFromX,      ///< the masks of the row input x
-  kFromY,      ///< the masks of the saved output y (ops reading only y)
-};
-
 struct ExtOp {
   std::string name;
   std::string summary;
@@ -110,16 +103,21 @@ struct ExtOp {
   std::function<void(const ExtCall&)> forward;
   std::function<void(const ExtCall&)> run;
   /// float64 oracle in the logical order of `out` (empty: --check not
-  /// offered). --check applies the op's documented bound,
-  /// smax::reference::op_bounds (src/reference/bounds.h).
+  /// offered). --check applies the op's documented bound, `bounds`.
   std::function<std::vector<double>(const ExtCall&)> reference;
   /// --check compares out_index (exact) instead of out.
   bool check_indices = false;
+  /// The op's documented bound (src/reference/bounds.h): its rule, the view
+  /// its rows come from, and the public header that states it. Every op
+  /// with a `reference` has one, except check_indices ops (exact).
+  smax::reference::BoundRule bounds = nullptr;
+  smax::reference::BoundRowsFrom bound_rows = smax::reference::BoundRowsFrom::kX;
+  std::string bound_header = {};
   /// Backward passes that write exact 0 at every entry the options' masks
   /// mask, whatever the row holds (NaN rows, all-masked rows included;
-  /// Rowwise::zero_masked_outputs): which input's masks count. The fuzz
-  /// harness expects those zeros.
-  MaskedGradient masked_gradient = MaskedGradient::kNotZeroed;
+  /// Rowwise::zero_masked_outputs); the masks of the rows' view count
+  /// (bound_rows: x, or the saved y). The fuzz harness expects those zeros.
+  bool zeroes_masked_gradient = false;
 };
 
 /// One ready-to-run call of a table op: owns the generated inputs and the
@@ -150,6 +148,16 @@ int64_t product(const std::vector<int64_t>& shape);
 /// The call as the documented bounds see it (src/reference/bounds.h): the
 /// views, options, loss options and parameters of `c`.
 smax::reference::BoundCall bound_call_of(const ExtCall& c);
+/// The layout of `op`'s calls as its bound sees it.
+smax::reference::BoundShape bound_shape_of(const ExtOp& op);
+/// `op`'s documented bound for `call` given the oracle's output `ref`
+/// (check_indices ops: 0, exact). Throws smax::Error (kInvalidArgument) for
+/// an op without a bound rule.
+smax::reference::ElementBounds op_bounds(const ExtOp& op, const smax::reference::BoundCall& call,
+                                         const std::vector<double>& ref);
+/// Sets `header` as the bound_header of ops[first...] (each family's table
+/// ends with it: its ops' bounds are stated in its public header).
+void set_bound_header(std::vector<ExtOp>& ops, size_t first, const char* header);
 
 /// Every op of the table, in help order.
 const std::vector<ExtOp>& ext_ops();

@@ -12,7 +12,9 @@ namespace {
 
 namespace ref = smax::reference;
 
-smax::CrossEntropyOptions ce_of(const ExtCall& c) {
+// From an ExtCall or a bound's BoundCall (both have param() and loss).
+template <class Call>
+smax::CrossEntropyOptions ce_of(const Call& c) {
   smax::CrossEntropyOptions ce;
   ce.loss = c.loss;
   ce.label_smoothing = static_cast<float>(c.param("label_smoothing"));
@@ -40,12 +42,17 @@ const std::vector<ExtParam> kSphericalParams = {
 }  // namespace
 
 void add_loss_ops(std::vector<ExtOp>& ops) {
+  const size_t first = ops.size();
   ops.push_back({"cross_entropy", "fused cross-entropy from logits", OutShape::kLoss, true, false,
                  false, kCeParams, nullptr,
                  [](const ExtCall& c) { smax::cross_entropy(c.x, c.target, c.out, ce_of(c), c.options); },
                  [](const ExtCall& c) {
                    return loss_values(ref::cross_entropy(c.x, c.target, ce_of(c), c.options).loss);
                  }});
+  ops.back().bounds = [](ref::BoundRows& b) {
+    const ref::BoundCall& c = b.call;
+    ref::cross_entropy_family_bounds(b, ref::cross_entropy(c.x, c.target, ce_of(c), c.options).loss);
+  };
   ops.push_back({"cross_entropy_backward", "gradient of cross_entropy", OutShape::kLoss, true, true,
                  false, kCeParams, nullptr,
                  [](const ExtCall& c) {
@@ -54,6 +61,12 @@ void add_loss_ops(std::vector<ExtOp>& ops) {
                  [](const ExtCall& c) {
                    return ref::cross_entropy_backward(c.x, c.target, c.dy, ce_of(c), c.options).dsrc;
                  }});
+  ops.back().bounds = [](ref::BoundRows& b) {
+    const ref::BoundCall& c = b.call;
+    const smax::CrossEntropyOptions ce = ce_of(c);
+    ref::cross_entropy_family_backward_bounds(
+        b, ref::cross_entropy_backward(c.x, c.target, c.dy, ce, c.options), ce.softcap);
+  };
   ops.push_back({"z_loss", "PaLM z-loss c * LSE^2", OutShape::kLoss, true, false, false, kZParams,
                  nullptr,
                  [](const ExtCall& c) {
@@ -63,6 +76,10 @@ void add_loss_ops(std::vector<ExtOp>& ops) {
                  [](const ExtCall& c) {
                    return loss_values(ref::z_loss(c.x, &c.target, c.param("coefficient"), c.loss, c.options));
                  }});
+  ops.back().bounds = [](ref::BoundRows& b) {
+    const ref::BoundCall& c = b.call;
+    ref::cross_entropy_family_bounds(b, ref::z_loss(c.x, &c.target, c.param("coefficient"), c.loss, c.options));
+  };
   ops.push_back({"z_loss_backward", "gradient of z_loss", OutShape::kLoss, true, true, false,
                  kZParams, nullptr,
                  [](const ExtCall& c) {
@@ -74,6 +91,11 @@ void add_loss_ops(std::vector<ExtOp>& ops) {
                                                c.options)
                        .dsrc;
                  }});
+  ops.back().bounds = [](ref::BoundRows& b) {
+    const ref::BoundCall& c = b.call;
+    ref::cross_entropy_family_backward_bounds(
+        b, ref::z_loss_backward(c.x, &c.target, c.dy, c.param("coefficient"), c.loss, c.options), 0.0f);
+  };
   ops.push_back({"spherical_z_loss", "Z-loss of de Brebisson & Vincent", OutShape::kLoss, true,
                  false, false, kSphericalParams, nullptr,
                  [](const ExtCall& c) {
@@ -84,6 +106,11 @@ void add_loss_ops(std::vector<ExtOp>& ops) {
                    return loss_values(ref::spherical_z_loss(c.x, c.target, c.param("a"), c.param("b"),
                                                             c.loss, c.options));
                  }});
+  ops.back().bounds = [](ref::BoundRows& b) {
+    const ref::BoundCall& c = b.call;
+    ref::cross_entropy_family_bounds(
+        b, ref::spherical_z_loss(c.x, c.target, c.param("a"), c.param("b"), c.loss, c.options));
+  };
   ops.push_back({"spherical_z_loss_backward", "gradient of spherical_z_loss", OutShape::kLoss, true,
                  true, false, kSphericalParams, nullptr,
                  [](const ExtCall& c) {
@@ -96,6 +123,13 @@ void add_loss_ops(std::vector<ExtOp>& ops) {
                                                          c.param("b"), c.loss, c.options)
                        .dsrc;
                  }});
+  ops.back().bounds = [](ref::BoundRows& b) {
+    const ref::BoundCall& c = b.call;
+    ref::cross_entropy_family_backward_bounds(
+        b, ref::spherical_z_loss_backward(c.x, c.target, c.dy, c.param("a"), c.param("b"), c.loss, c.options),
+        0.0f);
+  };
+  set_bound_header(ops, first, "include/smax/losses.h");
 }
 
 }  // namespace smax_cli

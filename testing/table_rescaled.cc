@@ -12,19 +12,25 @@ namespace {
 
 namespace ref = smax::reference;
 
-smax::SsmaxOptions ssmax_of(const ExtCall& c) {
+// From an ExtCall or a bound's BoundCall (both have param()).
+template <class Call>
+smax::SsmaxOptions ssmax_of(const Call& c) {
   smax::SsmaxOptions o;
   o.s = static_cast<float>(c.param("s"));
   o.fixed_n = static_cast<int64_t>(c.param("fixed_n"));
   return o;
 }
-smax::SoftpickOptions softpick_of(const ExtCall& c) {
+// From an ExtCall or a bound's BoundCall (both have param()).
+template <class Call>
+smax::SoftpickOptions softpick_of(const Call& c) {
   smax::SoftpickOptions o;
   o.eps = static_cast<float>(c.param("eps"));
   return o;
 }
 
-smax::ClippedSoftmaxOptions clipped_of(const ExtCall& c) {
+// From an ExtCall or a bound's BoundCall (both have param()).
+template <class Call>
+smax::ClippedSoftmaxOptions clipped_of(const Call& c) {
   smax::ClippedSoftmaxOptions o;
   o.gamma = static_cast<float>(c.param("gamma"));
   o.zeta = static_cast<float>(c.param("zeta"));
@@ -46,29 +52,55 @@ const std::vector<ExtParam> kSoftpickParams = {
 }  // namespace
 
 void add_rescaled_ops(std::vector<ExtOp>& ops) {
+  const size_t first = ops.size();
   ops.push_back({"ssmax", "Scalable-Softmax softmax((s ln n) x)", OutShape::kSame, false, false,
                  false, kSsmaxParams, nullptr,
                  [](const ExtCall& c) { smax::ssmax(c.x, c.out, ssmax_of(c), c.options); },
                  [](const ExtCall& c) { return ref::ssmax(c.x, ssmax_of(c), c.options); }});
+  ops.back().bounds = [](ref::BoundRows& b) { ref::relative_bounds(b, 2e-6); };
   ops.push_back({"ssmax_backward", "VJP of ssmax", OutShape::kSame, false, true, false,
                  kSsmaxParams,
                  [](const ExtCall& c) { smax::ssmax(c.x, c.out, ssmax_of(c), c.options); },
                  [](const ExtCall& c) { smax::ssmax_backward(c.x, c.y, c.dy, c.out, ssmax_of(c), c.options); },
                  [](const ExtCall& c) { return ref::ssmax_backward(c.x, c.y, c.dy, ssmax_of(c), c.options); }});
-  ops.back().masked_gradient = MaskedGradient::kFromX;
+  ops.back().zeroes_masked_gradient = true;
+  ops.back().bounds = [](ref::BoundRows& b) {
+    const smax::SsmaxOptions o = ssmax_of(b.call);
+    ref::ssmax_backward_bounds(b, o.s, o.fixed_n);
+  };
   ops.push_back({"softpick", "rectified softmax relu(e^x - 1) / sum |e^x - 1|", OutShape::kSame,
                  false, false, false, kSoftpickParams, nullptr,
                  [](const ExtCall& c) { smax::softpick(c.x, c.out, softpick_of(c), c.options); },
                  [](const ExtCall& c) { return ref::softpick(c.x, softpick_of(c), c.options); }});
+  ops.back().bounds = [](ref::BoundRows& b) {
+    const float eps = softpick_of(b.call).eps;
+    b.each_row([&](int64_t r) {
+      return ref::softpick_forward_bound(ref::softpick_row(b.row(r), eps, b.call.options.empty_row));
+    });
+  };
   ops.push_back({"softpick_backward", "VJP of softpick", OutShape::kSame, false, true, false,
                  kSoftpickParams, nullptr,
                  [](const ExtCall& c) { smax::softpick_backward(c.x, c.dy, c.out, softpick_of(c), c.options); },
                  [](const ExtCall& c) { return ref::softpick_backward(c.x, c.dy, softpick_of(c), c.options); }});
-  ops.back().masked_gradient = MaskedGradient::kFromX;
+  ops.back().zeroes_masked_gradient = true;
+  ops.back().bounds = [](ref::BoundRows& b) {
+    const float eps = softpick_of(b.call).eps;
+    b.each_row([&](int64_t r) {
+      const ref::Row t = b.row(r);
+      return ref::softpick_backward_bound(t, b.dy_row(r), ref::softpick_row(t, eps, b.call.options.empty_row),
+                                          b.sigma());
+    });
+  };
   ops.push_back({"clipped_softmax", "clip((zeta - gamma) softmax(x) + gamma, 0, 1)",
                  OutShape::kSame, false, false, false, kClippedParams, nullptr,
                  [](const ExtCall& c) { smax::clipped_softmax(c.x, c.out, clipped_of(c), c.options); },
                  [](const ExtCall& c) { return ref::clipped_softmax(c.x, clipped_of(c), c.options); }});
+  ops.back().bounds = [](ref::BoundRows& b) {
+    const smax::ClippedSoftmaxOptions o = clipped_of(b.call);
+    b.each_row([&](int64_t r) {
+      return ref::clipped_softmax_bound_row(b.row(r), o.gamma, o.zeta, b.call.options.empty_row);
+    });
+  };
   ops.push_back({"clipped_softmax_backward", "VJP of clipped_softmax", OutShape::kSame, false,
                  true, false, kClippedParams, nullptr,
                  [](const ExtCall& c) {
@@ -77,15 +109,28 @@ void add_rescaled_ops(std::vector<ExtOp>& ops) {
                  [](const ExtCall& c) {
                    return ref::clipped_softmax_backward(c.x, c.dy, clipped_of(c), c.options);
                  }});
-  ops.back().masked_gradient = MaskedGradient::kFromX;
+  ops.back().zeroes_masked_gradient = true;
+  ops.back().bounds = [](ref::BoundRows& b) {
+    const smax::ClippedSoftmaxOptions o = clipped_of(b.call);
+    b.each_row([&](int64_t r) {
+      return ref::clipped_softmax_vjp_bound_row(b.row(r), b.dy_row(r), o.gamma, o.zeta, b.sigma(),
+                                                b.call.options.empty_row);
+    });
+  };
   ops.push_back({"stablemax", "StableMax s(x) / sum s(x)", OutShape::kSame, false, false, false,
                  {}, nullptr, [](const ExtCall& c) { smax::stablemax(c.x, c.out, c.options); },
                  [](const ExtCall& c) { return ref::stablemax(c.x, c.options); }});
+  ops.back().bounds = [](ref::BoundRows& b) { ref::relative_bounds(b, 1e-6); };
   ops.push_back({"stablemax_backward", "VJP of stablemax", OutShape::kSame, false, true, false,
                  {}, nullptr,
                  [](const ExtCall& c) { smax::stablemax_backward(c.x, c.dy, c.out, c.options); },
                  [](const ExtCall& c) { return ref::stablemax_backward(c.x, c.dy, c.options); }});
-  ops.back().masked_gradient = MaskedGradient::kFromX;
+  ops.back().zeroes_masked_gradient = true;
+  ops.back().bounds = [](ref::BoundRows& b) {
+    b.each_row([&](int64_t r) {
+      return ref::stablemax_backward_bound(b.row(r), b.dy_row(r), b.sigma(), b.call.options.empty_row);
+    });
+  };
   ops.push_back({"stablemax_cross_entropy", "StableMax cross-entropy", OutShape::kLoss, true,
                  false, false, {}, nullptr,
                  [](const ExtCall& c) {
@@ -94,6 +139,7 @@ void add_rescaled_ops(std::vector<ExtOp>& ops) {
                  [](const ExtCall& c) {
                    return ref::stablemax_cross_entropy(c.x, c.target, c.loss, c.options);
                  }});
+  ops.back().bounds = ref::stablemax_cross_entropy_bounds;
   ops.push_back({"stablemax_cross_entropy_backward", "gradient of stablemax_cross_entropy",
                  OutShape::kLoss, true, true, false, {}, nullptr,
                  [](const ExtCall& c) {
@@ -102,7 +148,8 @@ void add_rescaled_ops(std::vector<ExtOp>& ops) {
                  [](const ExtCall& c) {
                    return ref::stablemax_cross_entropy_backward(c.x, c.target, c.dy, c.loss, c.options);
                  }});
-  ops.back().masked_gradient = MaskedGradient::kFromX;
+  ops.back().zeroes_masked_gradient = true;
+  ops.back().bounds = ref::stablemax_cross_entropy_backward_bounds;
   ops.push_back({"softmax_collapse_fraction", "per-row flag: sum exp(x - max) rounds to 1 (precision=32|16|-16 for f32|f16|bf16)",
                  OutShape::kRows, false, false, false, {ExtParam{"precision", 32, "32 (f32), 16 (f16) or -16 (bf16)", ParamType::kInt, {32, 16, -16}}.fuzzed({32, 16, -16}, {})},
                  nullptr,
@@ -113,6 +160,7 @@ void add_rescaled_ops(std::vector<ExtOp>& ops) {
                    smax::softmax_collapse_fraction(c.x, prec, c.options, &c.out);
                  },
                  nullptr});
+  set_bound_header(ops, first, "include/smax/normalizers.h");
 }
 
 }  // namespace smax_cli

@@ -46,6 +46,11 @@ const std::vector<ExtParam> kPowerParams = {
 const std::vector<ExtParam> kTParams = {
     ExtParam{"T", 2, "temperature > 0"}.fuzzed({2, 1, 0.5, 0.1, 10, 2}, {0, -1, NAN, INFINITY})};
 
+// The re-weighting normalisers' bound rule (src/reference/bounds_reweight.cc).
+ref::BoundRule reweight_rule(ref::ReweightOp op) {
+  return [op](ref::BoundRows& b) { ref::reweight_bounds(b, op); };
+}
+
 ExtOp forward_op(const char* name, const char* summary, std::vector<ExtParam> params,
                  std::function<void(const ExtCall&)> run,
                  std::function<std::vector<double>(const ExtCall&)> reference) {
@@ -71,46 +76,58 @@ ExtOp backward_op(const char* name, const char* summary, std::vector<ExtParam> p
 }  // namespace
 
 void add_reweight_ops(std::vector<ExtOp>& ops) {
+  const size_t first = ops.size();
   ops.push_back(forward_op(
       "self_adjust_softmax", "SA-Softmax x * softmax(x)", kSaParams,
       [](const ExtCall& c) { smax::self_adjust_softmax(c.x, c.out, sa_of(c), c.options); },
       [](const ExtCall& c) { return ref::self_adjust_softmax(c.x, sa_of(c), c.options); }));
+  ops.back().bounds = reweight_rule(ref::ReweightOp::kSelfAdjust);
   ops.push_back(backward_op(
       "self_adjust_softmax_backward", "VJP of SA-Softmax (from x)", kSaParams, nullptr,
       [](const ExtCall& c) { smax::self_adjust_softmax_backward(c.x, c.dy, c.out, sa_of(c), c.options); },
       [](const ExtCall& c) { return ref::self_adjust_softmax_backward(c.x, c.dy, sa_of(c), c.options); }));
+  ops.back().bounds = reweight_rule(ref::ReweightOp::kSelfAdjust);
   ops.push_back(forward_op(
       "sigmoid_normalizer", "sigmoid(x - ln n)", {},
       [](const ExtCall& c) { smax::sigmoid_normalizer(c.x, c.out, sig_of(c), c.options); },
       [](const ExtCall& c) { return ref::sigmoid_normalizer(c.x, sig_of(c), c.options); }));
+  ops.back().bounds = [](ref::BoundRows& b) { ref::relative_bounds(b, 2e-6); };
   ops.push_back(backward_op(
       "sigmoid_normalizer_backward", "VJP of sigmoid_normalizer (from y)", {},
       [](const ExtCall& c) { smax::sigmoid_normalizer(c.x, c.out, sig_of(c), c.options); },
       [](const ExtCall& c) { smax::sigmoid_normalizer_backward(c.y, c.dy, c.out, c.options); },
       [](const ExtCall& c) { return ref::sigmoid_normalizer_backward(c.y, c.dy, c.options); }));
-  ops.back().masked_gradient = MaskedGradient::kFromY;
+  ops.back().zeroes_masked_gradient = true;
+  ops.back().bound_rows = ref::BoundRowsFrom::kSavedY;
+  ops.back().bounds = reweight_rule(ref::ReweightOp::kSigmoid);
   ops.push_back(forward_op(
       "softplus_normalizer", "LSSA softplus(lambda x) / sum", kSpParams,
       [](const ExtCall& c) { smax::softplus_normalizer(c.x, c.out, sp_of(c), c.options); },
       [](const ExtCall& c) { return ref::softplus_normalizer(c.x, sp_of(c), c.options); }));
+  ops.back().bounds = reweight_rule(ref::ReweightOp::kSoftplus);
   ops.push_back(backward_op(
       "softplus_normalizer_backward", "VJP of softplus_normalizer (from x)", kSpParams, nullptr,
       [](const ExtCall& c) { smax::softplus_normalizer_backward(c.x, c.dy, c.out, sp_of(c), c.options); },
       [](const ExtCall& c) { return ref::softplus_normalizer_backward(c.x, c.dy, sp_of(c), c.options); }));
+  ops.back().bounds = reweight_rule(ref::ReweightOp::kSoftplus);
   ops.push_back(forward_op(
       "power_softmax", "Power-Softmax x^p / sum x^p", kPowerParams,
       [](const ExtCall& c) { smax::power_softmax(c.x, c.out, p_of(c), c.options); },
       [](const ExtCall& c) { return ref::power_softmax(c.x, p_of(c), c.options); }));
+  ops.back().bounds = reweight_rule(ref::ReweightOp::kPower);
   ops.push_back(backward_op(
       "power_softmax_backward", "VJP of power_softmax (from x)", kPowerParams, nullptr,
       [](const ExtCall& c) { smax::power_softmax_backward(c.x, c.dy, c.out, p_of(c), c.options); },
       [](const ExtCall& c) { return ref::power_softmax_backward(c.x, c.dy, p_of(c), c.options); }));
+  ops.back().bounds = reweight_rule(ref::ReweightOp::kPower);
   // Probability-domain temperature runs on p = softmax(x) (y below).
   ExtOp pt = backward_op(
       "probability_temperature", "p^(1/T) / sum p^(1/T) on p = softmax(x)", kTParams, probs,
       [](const ExtCall& c) { smax::probability_temperature(c.y, c.out, t_of(c), c.options); },
       [](const ExtCall& c) { return ref::probability_temperature(c.y, t_of(c), c.options); });
   pt.needs_dy = false;
+  pt.bound_rows = ref::BoundRowsFrom::kYInput;
+  pt.bounds = [](ref::BoundRows& b) { ref::relative_bounds(b, 2e-6); };
   ops.push_back(pt);
   ops.push_back(backward_op(
       "probability_temperature_backward", "VJP of probability_temperature (w.r.t. p)", kTParams,
@@ -121,14 +138,19 @@ void add_reweight_ops(std::vector<ExtOp>& ops) {
       [](const ExtCall& c) {
         return ref::probability_temperature_backward(c.y, c.dy, t_of(c), c.options);
       }));
+  ops.back().bound_rows = ref::BoundRowsFrom::kYInput;
+  ops.back().bounds = reweight_rule(ref::ReweightOp::kProbabilityTemperature);
   ops.push_back(forward_op(
       "logit_standardization", "softmax((x - mean) / (std + eps) / T)", kTParams,
       [](const ExtCall& c) { smax::logit_standardization(c.x, c.out, ls_of(c), c.options); },
       [](const ExtCall& c) { return ref::logit_standardization(c.x, ls_of(c), c.options); }));
+  ops.back().bounds = reweight_rule(ref::ReweightOp::kLogitStandardization);
   ops.push_back(backward_op(
       "logit_standardization_backward", "VJP of logit_standardization (from x)", kTParams, nullptr,
       [](const ExtCall& c) { smax::logit_standardization_backward(c.x, c.dy, c.out, ls_of(c), c.options); },
       [](const ExtCall& c) { return ref::logit_standardization_backward(c.x, c.dy, ls_of(c), c.options); }));
+  ops.back().bounds = reweight_rule(ref::ReweightOp::kLogitStandardization);
+  set_bound_header(ops, first, "include/smax/normalizers.h");
 }
 
 }  // namespace smax_cli

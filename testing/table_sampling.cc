@@ -38,6 +38,7 @@ std::vector<double> as_double(const std::vector<int64_t>& v) { return {v.begin()
 }  // namespace
 
 void add_sampling_ops(std::vector<ExtOp>& ops) {
+  const size_t first = ops.size();
   {
     ExtOp op;
     op.name = "gumbel_softmax";
@@ -47,6 +48,10 @@ void add_sampling_ops(std::vector<ExtOp>& ops) {
                  seed_param()};
     op.run = [](const ExtCall& c) { smax::gumbel_softmax(c.x, c.out, gumbel_of(c), c.options); };
     op.reference = [](const ExtCall& c) { return ref::gumbel_softmax(c.x, gumbel_of(c), c.options).dst; };
+    op.bounds = [](ref::BoundRows& b) {
+      // hard: the one-hot equals the oracle's exactly (a bound of 0).
+      if (b.param("hard") == 0) ref::relative_bounds(b, 2e-6);
+    };
     ops.push_back(op);
   }
   {
@@ -76,6 +81,7 @@ void add_sampling_ops(std::vector<ExtOp>& ops) {
       t.k = static_cast<int64_t>(c.param("k"));
       return ref::softmax_topk(c.x, t, c.options).probs;
     };
+    op.bounds = [](ref::BoundRows& b) { ref::relative_bounds(b, 2e-6); };
     ops.push_back(op);
   }
   {
@@ -93,6 +99,7 @@ void add_sampling_ops(std::vector<ExtOp>& ops) {
     op.reference = [](const ExtCall& c) { return as_double(ref::sample(c.x, sample_of(c), c.options)); };
     ops.push_back(op);
   }
+  set_bound_header(ops, first, "include/smax/sampling.h");
 }
 
 }  // namespace smax_cli

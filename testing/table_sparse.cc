@@ -10,15 +10,17 @@
 namespace smax_cli {
 namespace {
 
-smax::EntmaxBisectOptions bisect_of(const ExtCall& c) {
+// From an ExtCall or a bound's BoundCall (both have param()).
+template <class Call>
+smax::EntmaxBisectOptions bisect_of(const Call& c) {
   smax::EntmaxBisectOptions b;
   b.alpha = static_cast<float>(c.param("alpha"));
   b.n_iter = static_cast<int>(c.param("n_iter"));
   return b;
 }
 
-smax::reference::SparseLossSpec spec_of(smax::reference::SparseLossSpec::Which which,
-                                        const ExtCall& c) {
+template <class Call>
+smax::reference::SparseLossSpec spec_of(smax::reference::SparseLossSpec::Which which, const Call& c) {
   smax::reference::SparseLossSpec s;
   s.which = which;
   if (which == smax::reference::SparseLossSpec::kBisect) s.bisect = bisect_of(c);
@@ -38,18 +40,22 @@ const std::vector<ExtParam> kTopKParams = {
 void add_sparse_ops(std::vector<ExtOp>& ops) {
   using Which = smax::reference::SparseLossSpec::Which;
   namespace ref = smax::reference;
+  const size_t first = ops.size();
   // Forward normalisers.
   ops.push_back({"sparsemax", "Euclidean projection onto the simplex", OutShape::kSame, false,
                  false, false, {}, nullptr,
                  [](const ExtCall& c) { smax::sparsemax(c.x, c.out, c.options); },
                  [](const ExtCall& c) { return ref::sparsemax(c.x, c.options); }});
+  ops.back().bounds = [](ref::BoundRows& b) { ref::entmax_bounds(b, 2.0); };
   ops.push_back({"entmax15", "exact 1.5-entmax", OutShape::kSame, false, false, false, {},
                  nullptr, [](const ExtCall& c) { smax::entmax15(c.x, c.out, c.options); },
                  [](const ExtCall& c) { return ref::entmax15(c.x, c.options); }});
+  ops.back().bounds = [](ref::BoundRows& b) { ref::entmax_bounds(b, 1.5); };
   ops.push_back({"entmax_bisect", "alpha-entmax by bisection", OutShape::kSame, false, false,
                  false, kBisectParams, nullptr,
                  [](const ExtCall& c) { smax::entmax_bisect(c.x, c.out, bisect_of(c), c.options); },
                  [](const ExtCall& c) { return ref::entmax_bisect(c.x, bisect_of(c), c.options); }});
+  ops.back().bounds = [](ref::BoundRows& b) { ref::entmax_bounds(b, bisect_of(b.call).alpha); };
   ops.push_back({"sparse_softmax", "softmax over the k largest logits", OutShape::kSame, false,
                  false, false, kTopKParams, nullptr,
                  [](const ExtCall& c) {
@@ -58,17 +64,22 @@ void add_sparse_ops(std::vector<ExtOp>& ops) {
                  [](const ExtCall& c) {
                    return ref::sparse_softmax(c.x, static_cast<int64_t>(c.param("k")), c.options);
                  }});
+  ops.back().bounds = [](ref::BoundRows& b) { ref::relative_bounds(b, 2e-6); };
   // Backward passes (from the saved output y).
   ops.push_back({"sparsemax_backward", "VJP of sparsemax", OutShape::kSame, false, true, false,
                  {}, [](const ExtCall& c) { smax::sparsemax(c.x, c.out, c.options); },
                  [](const ExtCall& c) { smax::sparsemax_backward(c.y, c.dy, c.out, c.options); },
                  [](const ExtCall& c) { return ref::entmax_backward(c.y, c.dy, 2.0, c.options); }});
-  ops.back().masked_gradient = MaskedGradient::kFromY;
+  ops.back().zeroes_masked_gradient = true;
+  ops.back().bound_rows = ref::BoundRowsFrom::kSavedY;
+  ops.back().bounds = [](ref::BoundRows& b) { ref::entmax_backward_bounds(b, 2.0); };
   ops.push_back({"entmax15_backward", "VJP of 1.5-entmax", OutShape::kSame, false, true, false,
                  {}, [](const ExtCall& c) { smax::entmax15(c.x, c.out, c.options); },
                  [](const ExtCall& c) { smax::entmax15_backward(c.y, c.dy, c.out, c.options); },
                  [](const ExtCall& c) { return ref::entmax_backward(c.y, c.dy, 1.5, c.options); }});
-  ops.back().masked_gradient = MaskedGradient::kFromY;
+  ops.back().zeroes_masked_gradient = true;
+  ops.back().bound_rows = ref::BoundRowsFrom::kSavedY;
+  ops.back().bounds = [](ref::BoundRows& b) { ref::entmax_backward_bounds(b, 1.5); };
   ops.push_back({"entmax_bisect_backward", "VJP of alpha-entmax", OutShape::kSame, false, true,
                  false, kBisectParams,
                  [](const ExtCall& c) { smax::entmax_bisect(c.x, c.out, bisect_of(c), c.options); },
@@ -82,7 +93,9 @@ void add_sparse_ops(std::vector<ExtOp>& ops) {
                    if (b.alpha == 1.0f) return ref::softmax_backward(c.y, c.dy, c.options);
                    return ref::entmax_backward(c.y, c.dy, b.alpha, c.options, &b);
                  }});
-  ops.back().masked_gradient = MaskedGradient::kFromY;
+  ops.back().zeroes_masked_gradient = true;
+  ops.back().bound_rows = ref::BoundRowsFrom::kSavedY;
+  ops.back().bounds = [](ref::BoundRows& b) { ref::entmax_backward_bounds(b, bisect_of(b.call).alpha); };
   ops.push_back({"sparse_softmax_backward", "VJP of top-k softmax", OutShape::kSame, false, true,
                  false, kTopKParams,
                  [](const ExtCall& c) {
@@ -91,7 +104,9 @@ void add_sparse_ops(std::vector<ExtOp>& ops) {
                  [](const ExtCall& c) { smax::sparse_softmax_backward(c.y, c.dy, c.out, c.options); },
                  // Defined as softmax_backward for any y (sparse.h).
                  [](const ExtCall& c) { return ref::softmax_backward(c.y, c.dy, c.options); }});
-  ops.back().masked_gradient = MaskedGradient::kFromY;
+  ops.back().zeroes_masked_gradient = true;
+  ops.back().bound_rows = ref::BoundRowsFrom::kSavedY;
+  ops.back().bounds = [](ref::BoundRows& b) { ref::entmax_backward_bounds(b, 1.0); };
   // Losses (targets uniform over the classes; --reduction).
   struct LossSpec {
     const char* name;
@@ -125,6 +140,11 @@ void add_sparse_ops(std::vector<ExtOp>& ops) {
                    [which](const ExtCall& c) {
                      return ref::sparse_loss(spec_of(which, c), c.x, c.target, c.loss, c.options);
                    }});
+    ops.back().bounds = [which](ref::BoundRows& b) {
+      ref::SparseLossSpec spec = spec_of(which, b.call);
+      spec.force_target = b.call.force_target;
+      ref::sparse_loss_bounds(b, spec);
+    };
     ops.push_back({std::string(l.name) + "_backward", std::string("gradient of ") + l.name,
                    OutShape::kLoss, true, true, false, l.params, nullptr,
                    [which](const ExtCall& c) {
@@ -150,7 +170,15 @@ void add_sparse_ops(std::vector<ExtOp>& ops) {
                      return ref::sparse_loss_backward(spec_of(which, c), c.x, c.target, c.dy,
                                                       c.loss, c.options);
                    }});
+    ops.back().bounds = [which](ref::BoundRows& b) {
+      const double alpha = which == Which::kSparsemax  ? 2.0
+                           : which == Which::kEntmax15 ? 1.5
+                           : which == Which::kTopK     ? 1.0
+                                                       : bisect_of(b.call).alpha;
+      ref::sparse_loss_backward_bounds(b, alpha);
+    };
   }
+  set_bound_header(ops, first, "include/smax/sparse.h");
 }
 
 }  // namespace smax_cli

@@ -2,7 +2,9 @@
 // its float64 oracle. One function per concern; the tests (tests/), the fuzz
 // harnesses (fuzz/) and `smax run --check` (tools/smax/) all call these, so
 // a bound is written down once (docs/reliability.md, "Where the bounds
-// live").
+// live"). The ops of `smax run`'s table name their rule (a BoundRule built
+// from these functions) beside their oracle in testing/table_*.cc;
+// op_bounds applies it to a call. No list of op names lives here.
 //
 // A bound is computed from the call's f32 inputs and the float64 reference
 // output: |out_i - ref_i| <= bound_i. Each function cites the public header
@@ -11,15 +13,18 @@
 #pragma once
 
 #include <cmath>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "reference/cross_entropy.h"
 #include "reference/rescaled.h"
 #include "reference/reweight.h"
 #include "reference/rows.h"
+#include "reference/sparse.h"
 #include "smax/loss.h"
 #include "smax/options.h"
 #include "smax/reweight.h"
@@ -146,6 +151,10 @@ struct BoundCall {
   /// label_smoothing, lse_square_scale, softcap, coefficient, a, b, tau,
   /// hard, seed, ...). A missing parameter reads as 0.
   std::map<std::string, double> params;
+  double param(const std::string& name) const {
+    const auto it = params.find(name);
+    return it == params.end() ? 0.0 : it->second;
+  }
   /// Per-row parameter: entmax_bisect(_backward)'s
   /// EntmaxBisectOptions::alpha_tensor, ssmax(_backward)'s SsmaxOptions::s_rows.
   std::optional<TensorView> row_param;
@@ -167,16 +176,96 @@ struct ElementBounds {
   std::vector<char> overflow_ok;  ///< empty: none
 };
 
-/// The documented bound of `op` (a table op of `smax run --op`: sparsemax
-/// ... softmax_topk; the softmax family has softmax_bound ... above) for `call`,
-/// given the float64 reference output `ref`. Throws smax::Error
-/// (kInvalidArgument) for an op without a documented elementwise bound
-/// (gumbel_max and sample: their indices must equal the oracle's).
-ElementBounds op_bounds(std::string_view op, const BoundCall& call, const std::vector<double>& ref);
+/// Which view holds the rows an op's bound reads (BoundShape::rows).
+enum class BoundRowsFrom {
+  kX,       ///< the logits x as the library forms them (scaled, -inf where masked)
+  kSavedY,  ///< a backward pass's saved output y, as plain values (backward ops
+            ///< reading only y); y's masks mark the exact zeros
+  kYInput,  ///< y is the op's input (probability_temperature's p), formed like logits
+};
 
-/// The public header that documents `op`'s bound ("include/smax/sparse.h"),
-/// or nullptr for an op op_bounds does not know.
-const char* op_bound_header(std::string_view op);
+/// The layout of a call as its bound sees it.
+struct BoundShape {
+  BoundRowsFrom rows = BoundRowsFrom::kX;
+  bool backward = false;     ///< the op reads an upstream gradient dy
+  bool elementwise = true;   ///< the output has the rows' shape (not per row, reduced, top-k)
+  bool loss = false;         ///< the output follows the loss's reduction
+};
+
+/// What an op's bound rule reads and fills; op_bounds prepares it: `out`
+/// sized like `ref` (bound 0, no exact zeros, dot_gap 0, overflow_ok empty)
+/// with exact zeros already set where an elementwise output (or a loss's
+/// gradient) has a masked / -inf row entry and ref == 0.
+struct BoundRows {
+  const BoundCall& call;
+  const std::vector<double>& ref;  ///< the float64 reference output (dense, logical order)
+  ElementBounds& out;
+  BoundShape shape;
+  RefRows R;                       ///< the rows (BoundShape::rows)
+  RefRows G;                       ///< dy's rows (elementwise backward ops), else empty
+  std::vector<double> row_param;   ///< call.row_param broadcast per row, else empty
+
+  double sigma() const { return R.scale; }
+  /// The call's parameter `name`; 0 when absent.
+  double param(const char* name) const { return call.param(name); }
+  bool has_param(const char* name) const { return call.params.count(name) != 0; }
+  /// Row r's per-row parameter (f32-rounded), or `scalar` without a row tensor.
+  double row_param_or(int64_t r, double scalar) const;
+  Row row(int64_t r) const { return R.row_copy(r); }
+  Row dy_row(int64_t r) const { return G.row_copy(r); }
+  /// Row r of `ref`.
+  Row ref_row(int64_t r) const;
+  /// Dense index (into ref / out) of element k of row r.
+  size_t at(int64_t r, int64_t k) const;
+  void set_row(int64_t r, const Row& bound);
+  /// Element (r, k) may come out +-inf / NaN (an f32 intermediate overflows).
+  void allow_overflow(int64_t r, int64_t k);
+  /// set_row(r, bound_of_row(r)) for every row.
+  template <class F>
+  void each_row(F&& bound_of_row) {
+    for (int64_t r = 0; r < R.rows; ++r) set_row(r, bound_of_row(r));
+  }
+};
+
+/// One op's bound: fills BoundRows::out (the op's "Numerics" paragraph as
+/// code). Each op of `smax run`'s table names its rule beside its oracle
+/// (testing/table_*.cc); the rules call the functions of this header.
+using BoundRule = std::function<void(BoundRows&)>;
+
+/// The documented bound of one call: prepares BoundRows for `shape` and
+/// applies `rule`, given the float64 reference output `ref`.
+ElementBounds op_bounds(const BoundShape& shape, const BoundCall& call, const std::vector<double>& ref,
+                        const BoundRule& rule);
+
+// ---- rules shared by several ops (bounds.cc and bounds_<family>.cc) ---------------
+
+/// rel |ref_i| + 1e-36 (softmax-like outputs: 2e-6; StableMax: 1e-6).
+void relative_bounds(BoundRows& b, double rel);
+/// sparsemax / entmax15 / entmax_bisect (alpha = 1: softmax's bound), with
+/// the per-row alpha of the call's row tensor when there is one.
+void entmax_bounds(BoundRows& b, double alpha);
+/// Their backward from the saved y (alpha = 1: softmax_backward's bound and
+/// dot gap; sparse_softmax_backward); per-row alpha as above.
+void entmax_backward_bounds(BoundRows& b, double alpha);
+/// The sparse losses' forward (spec: which loss and its parameters).
+void sparse_loss_bounds(BoundRows& b, const SparseLossSpec& spec);
+/// The sparse losses' backward (alpha: 2 sparsemax, 1.5 entmax15, the
+/// bisection's alpha, 1 sparse_softmax_loss).
+void sparse_loss_backward_bounds(BoundRows& b, double alpha);
+/// stablemax_cross_entropy forward and backward.
+void stablemax_cross_entropy_bounds(BoundRows& b);
+void stablemax_cross_entropy_backward_bounds(BoundRows& b);
+/// ssmax_backward (s, fixed_n: SsmaxOptions; per-row s from the row tensor).
+void ssmax_backward_bounds(BoundRows& b, double s, int64_t fixed_n);
+/// The re-weighting normalisers, forward or backward (the call's params:
+/// normalized, head_dim, power, p, T).
+void reweight_bounds(BoundRows& b, ReweightOp op);
+/// cross_entropy / z_loss / spherical_z_loss forward: 4e-6 per row's
+/// magnitude (lr.rows_mag), reduced like the loss.
+void cross_entropy_family_bounds(BoundRows& b, const LossRef& lr);
+/// Their backward: 4e-6 gr.mag_i f_i + 1e-30, f_i = 1 + |fl(x_i s)| / softcap
+/// (+ t's rounding with an additive mask) for a soft-capped cross_entropy, else 1.
+void cross_entropy_family_backward_bounds(BoundRows& b, const GradRef& gr, float softcap);
 
 /// Element i against its bound, as ElementBounds states it: |out - ref| /
 /// (bound + dot_gap); 0 where out is the f32 rounding of ref or matches a

@@ -1,6 +1,6 @@
 // src/reference/bounds_rescaled.cc: the rescaled and rectified softmaxes'
-// documented bounds, one row at a time (include/smax/rescaled.h; see
-// bounds.h).
+// documented bounds (include/smax/normalizers.h; see bounds.h): one row at a
+// time, and ssmax_backward's rule.
 #include <cmath>
 #include <limits>
 
@@ -85,6 +85,26 @@ double ssmax_ds_bound(const Row& t, const Row& y, const Row& g, int64_t n, doubl
     *dot_gap = std::isfinite(dot_term) ? dot_term : 0.0;
   }
   return bound;
+}
+
+void ssmax_backward_bounds(BoundRows& b, double s, int64_t fixed_n) {
+  const RefRows Y = ref_rows("op_bounds", b.call.y, b.call.options, false);
+  const double s0 = static_cast<float>(s);
+  for (int64_t r = 0; r < b.R.rows; ++r) {
+    const double sr = b.row_param_or(r, s0);
+    const Row t = b.row(r), y = Y.row_copy(r), g = b.dy_row(r);
+    const int64_t nn = ssmax_n(t, fixed_n);
+    const double cf = nn > 0 ? ssmax_factor(sr, nn, true) : 0.0;
+    Row gap;  // softmax_backward's dot term (the same kernel; smax/normalizers.h).
+    const Row bound = ssmax_backward_bound(y, g, b.sigma() * cf, &gap);
+    const bool ovf = vjp_row_overflows(y.data(), g.data(), static_cast<int64_t>(y.size()));
+    for (size_t i = 0; i < y.size(); ++i) {
+      const int64_t k = static_cast<int64_t>(i);
+      b.out.dot_gap[b.at(r, k)] = gap[i];
+      if (ovf) b.allow_overflow(r, k);
+    }
+    b.set_row(r, bound);
+  }
 }
 
 }  // namespace smax::reference

@@ -1,5 +1,6 @@
 // src/reference/bounds_reweight.cc: the re-weighting normalisers' documented
-// bounds, one row at a time (include/smax/reweight.h; see bounds.h).
+// bounds (include/smax/normalizers.h; see bounds.h): one row at a time, and
+// their rule (reweight_bounds).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -199,6 +200,61 @@ bool row_finite_visible(const Row& t) {
     any |= v != -kInfD;
   }
   return any;
+}
+
+void reweight_bounds(BoundRows& b, ReweightOp op) {
+  const BoundCall& e = b.call;
+  const SoftmaxOptions& o = e.options;
+  const bool backward = b.shape.backward;
+  ReweightBound rb;
+  rb.op = op;
+  rb.sa.normalized = b.param("normalized") != 0;
+  rb.sp.head_dim = static_cast<int64_t>(b.has_param("head_dim") ? b.param("head_dim") : 0);
+  rb.sp.power = static_cast<float>(b.has_param("power") ? b.param("power") : 1.0);
+  rb.p = static_cast<int>(b.param("p"));
+  rb.T = static_cast<float>(b.param("T"));
+  rb.ls.temperature = static_cast<float>(b.has_param("T") ? b.param("T") : 1.0);
+  const bool softplus = op == ReweightOp::kSoftplus;
+  std::vector<double> zdense;
+  if (softplus) zdense = softplus_z(e.x, rb.sp, o);
+  // The reference forward output (the backward bounds read it too).
+  std::vector<double> yref;
+  if (!backward) yref = b.ref;
+  else if (softplus) yref = softplus_normalizer(e.x, rb.sp, o);
+  else if (op == ReweightOp::kLogitStandardization) yref = logit_standardization(e.x, rb.ls, o);
+  else if (op == ReweightOp::kPower) yref = power_softmax(e.x, rb.p, o);
+  else if (op == ReweightOp::kProbabilityTemperature) yref = probability_temperature(e.y, rb.T, o);
+  for (int64_t r = 0; r < b.R.rows; ++r) {
+    Row t = b.row(r);
+    double lambda = 1.0;
+    if (softplus) {
+      Row z(t.size());
+      for (int64_t k = 0; k < b.R.n; ++k) z[static_cast<size_t>(k)] = zdense[b.at(r, k)];
+      // lambda = dz/dt (f32), as the op forms it.
+      int64_t N = 0;
+      for (double v : t) N += v != -kInfD;
+      lambda = static_cast<float>(std::log(static_cast<double>(N)) /
+                                  std::log(static_cast<double>(rb.sp.head_dim)));
+      t = z;
+    }
+    const size_t n = t.size();
+    Row y(n, 0.0);
+    if (!yref.empty()) {
+      for (int64_t k = 0; k < b.R.n; ++k) y[static_cast<size_t>(k)] = yref[b.at(r, k)];
+    }
+    if (!backward) {
+      b.set_row(r, reweight_forward_bound(rb, t, y));
+      continue;
+    }
+    // p_j = 0, T > 1: "+-inf (NaN where dy_j == <dy,y>)" (the header);
+    // which one depends on the rounding of dy_j - <dy,y>.
+    if (op == ReweightOp::kProbabilityTemperature && row_finite_visible(t) && rb.T > 1.0f) {
+      for (size_t j = 0; j < n; ++j) {
+        if (t[j] == 0.0) b.allow_overflow(r, static_cast<int64_t>(j));
+      }
+    }
+    b.set_row(r, reweight_backward_bound(rb, t, b.dy_row(r), y, b.ref_row(r), b.sigma(), lambda));
+  }
 }
 
 }  // namespace smax::reference

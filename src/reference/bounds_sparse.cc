@@ -1,5 +1,6 @@
-// src/reference/bounds_sparse.cc: the sparse normalisers' documented bounds,
-// one row at a time (include/smax/sparse.h; see bounds.h).
+// src/reference/bounds_sparse.cc: the sparse normalisers' documented bounds
+// (include/smax/sparse.h; see bounds.h): one row at a time, and the rules of
+// sparsemax, entmax15, entmax_bisect, sparse_softmax and their backward.
 #include <algorithm>
 #include <cmath>
 
@@ -30,6 +31,43 @@ Row entmax_backward_bound(const Row& y, const Row& g, const Row& ref, double alp
   Row b(y.size());
   for (size_t i = 0; i < y.size(); ++i) b[i] = 2.0 * kU * std::fabs(ref[i]) + eq * sigma * w[i] * G + 1e-30;
   return b;
+}
+
+void entmax_bounds(BoundRows& b, double alpha) {
+  const double alpha0 = static_cast<float>(alpha);
+  b.each_row([&](int64_t r) {
+    const double a = b.row_param_or(r, alpha0);
+    const Row y = b.ref_row(r);
+    Row bound(y.size());
+    for (size_t i = 0; i < y.size(); ++i) {
+      bound[i] = a == 1.0 ? softmax_bound(y[i]) : entmax_forward_bound(y[i], a, b.R.n);
+    }
+    return bound;
+  });
+}
+
+void entmax_backward_bounds(BoundRows& b, double alpha) {
+  const double alpha0 = static_cast<float>(alpha);
+  const double sigma = b.sigma();
+  for (int64_t r = 0; r < b.R.rows; ++r) {
+    const double a = b.row_param_or(r, alpha0);
+    const Row y = b.row(r), g = b.dy_row(r);
+    Row bound(y.size(), 1e-30);
+    if (a == 1.0) {  // softmax_backward's bound (+ its documented dot gap)
+      const bool ovf = vjp_row_overflows(y.data(), g.data(), static_cast<int64_t>(y.size()));
+      BackwardRow row;
+      for (size_t i = 0; i < y.size(); ++i) row.add(y[i], g[i]);
+      for (size_t i = 0; i < y.size(); ++i) {
+        const int64_t k = static_cast<int64_t>(i);
+        if (ovf) b.allow_overflow(r, k);
+        bound[i] = softmax_backward_bound(sigma, y[i], g[i], row);
+        b.out.dot_gap[b.at(r, k)] = softmax_backward_dot_gap(sigma, y[i], row);
+      }
+    } else {
+      bound = entmax_backward_bound(y, g, b.ref_row(r), a, sigma);
+    }
+    b.set_row(r, bound);
+  }
 }
 
 }  // namespace smax::reference

@@ -23,18 +23,12 @@ namespace {
 // The bound --check applies, in words.
 std::string bound_description(const ExtOp& op) {
   if (op.check_indices) return "indices equal to the oracle's (include/smax/sampling.h)";
-  const char* header = smax::reference::op_bound_header(op.name);
-  return std::string("the op's documented bound (") + (header ? header : "?") + ")";
+  return "the op's documented bound (" + (op.bound_header.empty() ? "?" : op.bound_header) + ")";
 }
 
 // The documented per-element bounds of `op` for the call `c` (ref: the oracle's output).
 smax::reference::ElementBounds bounds_of(const ExtOp& op, const ExtCall& c, const std::vector<double>& ref) {
-  if (op.check_indices) {  // exact: a bound of 0
-    smax::reference::ElementBounds b;
-    b.bound.assign(ref.size(), 0.0);
-    return b;
-  }
-  return smax::reference::op_bounds(op.name, bound_call_of(c), ref);
+  return op_bounds(op, bound_call_of(c), ref);
 }
 
 }  // namespace
