@@ -45,6 +45,53 @@ smax::reference::BoundCall bound_call_of(const ExtCall& c) {
   return bc;
 }
 
+smax_tensor c_tensor(const smax::TensorView& v) {
+  smax_tensor t{};
+  t.data = v.data;
+  t.dtype = static_cast<int32_t>(v.dtype);  // the same values (smax_dtype)
+  t.rank = v.rank;
+  for (int d = 0; d < v.rank; ++d) {
+    t.shape[d] = v.shape[d];
+    t.strides[d] = v.strides[d];
+  }
+  return t;
+}
+
+std::unique_ptr<CCall> c_call_of(const ExtCall& c) {
+  auto k = std::make_unique<CCall>();
+  k->x = c_tensor(c.x);
+  k->y = c_tensor(c.y);
+  k->dy = c_tensor(c.dy);
+  k->target = c_tensor(c.target);
+  k->out = c_tensor(c.out);
+  k->out_index = c_tensor(c.out_index);
+  smax_softmax_options_init(&k->options);
+  const smax::SoftmaxOptions& o = c.options;
+  k->options.axis = o.axis;
+  k->options.scale = o.scale;
+  k->options.temperature = o.temperature;
+  k->options.algorithm = static_cast<int32_t>(o.algorithm);  // the same values
+  k->options.empty_row = static_cast<int32_t>(o.empty_row);
+  k->options.threads = o.threads;
+  if (o.additive_mask) {
+    k->additive_mask = c_tensor(*o.additive_mask);
+    k->options.additive_mask = &k->additive_mask;
+  }
+  if (o.bool_mask) {
+    k->bool_mask = c_tensor(*o.bool_mask);
+    k->options.bool_mask = &k->bool_mask;
+  }
+  smax_loss_options_init(&k->loss);
+  k->loss.reduction = static_cast<int32_t>(c.loss.reduction);
+  k->loss.ignore_index = c.loss.ignore_index;
+  k->loss.empty_mean = static_cast<int32_t>(c.loss.empty_mean);
+  if (c.loss.weight) {
+    k->weight = c_tensor(*c.loss.weight);
+    k->loss.weight = &k->weight;
+  }
+  return k;
+}
+
 smax::reference::BoundShape bound_shape_of(const ExtOp& op) {
   smax::reference::BoundShape s;
   s.rows = op.bound_rows;

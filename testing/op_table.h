@@ -24,6 +24,7 @@
 
 #include "data.h"
 #include "reference/bounds.h"
+#include "smax/c/smax.h"
 #include "smax/smax.h"
 
 namespace smax_cli {
@@ -49,6 +50,23 @@ struct ExtCall {
   std::map<std::string, double> params;  ///< declared params, defaults filled in
   double param(const std::string& name) const { return params.at(name); }
 };
+
+/// The same call as the C ABI sees it (include/smax/c/smax.h): ExtCall's
+/// views and options as C structs (masks and class weights included; the
+/// options point into this object, so it does not move).
+struct CCall {
+  smax_tensor x, y, dy, target, out, out_index;
+  smax_softmax_options options;
+  smax_loss_options loss;
+  smax_tensor additive_mask, bool_mask, weight;  ///< what the options point to
+  CCall() = default;
+  CCall(const CCall&) = delete;
+  CCall& operator=(const CCall&) = delete;
+};
+/// `c` as C structs.
+std::unique_ptr<CCall> c_call_of(const ExtCall& c);
+/// A view as an smax_tensor (an empty view: data NULL, rank 0).
+smax_tensor c_tensor(const smax::TensorView& v);
 
 /// The type of an op parameter (how --param parses it and how it prints).
 enum class ParamType {
@@ -107,6 +125,11 @@ struct ExtOp {
   std::function<std::vector<double>(const ExtCall&)> reference;
   /// --check compares out_index (exact) instead of out.
   bool check_indices = false;
+  /// The same call through the C ABI (smax_<name>, its options struct set
+  /// from the same parameters); returns its status. tests/test_c_abi_ops.cc
+  /// requires one for every op and checks that it gives `run`'s bits, or
+  /// its error (status and message) with the outputs untouched.
+  std::function<smax_status(const ExtCall&, const CCall&)> c_run = nullptr;
   /// The op's documented bound (src/reference/bounds.h): its rule, the view
   /// its rows come from, and the public header that states it. Every op
   /// with a `reference` has one, except check_indices ops (exact).

@@ -23,6 +23,19 @@ smax::CrossEntropyOptions ce_of(const Call& c) {
   return ce;
 }
 
+// The C ABI's options struct of the same parameters (its loss options are
+// CCall::loss).
+smax_cross_entropy_options c_ce(const ExtCall& c) {
+  smax_cross_entropy_options p;
+  smax_cross_entropy_options_init(&p);
+  const smax::CrossEntropyOptions ce = ce_of(c);
+  p.label_smoothing = ce.label_smoothing;
+  p.lse_square_scale = ce.lse_square_scale;
+  p.softcap = ce.softcap;
+  return p;
+}
+float f32_param(const ExtCall& c, const char* name) { return static_cast<float>(c.param(name)); }
+
 std::vector<double> loss_values(const ref::LossRef& r) {
   if (r.reduction == smax::Reduction::kNone) return r.rows;
   return {r.reduce(r.rows)};
@@ -49,6 +62,10 @@ void add_loss_ops(std::vector<ExtOp>& ops) {
                  [](const ExtCall& c) {
                    return loss_values(ref::cross_entropy(c.x, c.target, ce_of(c), c.options).loss);
                  }});
+  ops.back().c_run = [](const ExtCall& c, const CCall& k) {
+    const smax_cross_entropy_options p = c_ce(c);
+    return smax_cross_entropy(&k.x, &k.target, &k.out, &p, &k.loss, &k.options);
+  };
   ops.back().bounds = [](ref::BoundRows& b) {
     const ref::BoundCall& c = b.call;
     ref::cross_entropy_family_bounds(b, ref::cross_entropy(c.x, c.target, ce_of(c), c.options).loss);
@@ -61,6 +78,10 @@ void add_loss_ops(std::vector<ExtOp>& ops) {
                  [](const ExtCall& c) {
                    return ref::cross_entropy_backward(c.x, c.target, c.dy, ce_of(c), c.options).dsrc;
                  }});
+  ops.back().c_run = [](const ExtCall& c, const CCall& k) {
+    const smax_cross_entropy_options p = c_ce(c);
+    return smax_cross_entropy_backward(&k.x, &k.target, &k.dy, &k.out, &p, &k.loss, &k.options);
+  };
   ops.back().bounds = [](ref::BoundRows& b) {
     const ref::BoundCall& c = b.call;
     const smax::CrossEntropyOptions ce = ce_of(c);
@@ -76,6 +97,9 @@ void add_loss_ops(std::vector<ExtOp>& ops) {
                  [](const ExtCall& c) {
                    return loss_values(ref::z_loss(c.x, &c.target, c.param("coefficient"), c.loss, c.options));
                  }});
+  ops.back().c_run = [](const ExtCall& c, const CCall& k) {
+    return smax_z_loss(&k.x, &k.target, &k.out, f32_param(c, "coefficient"), &k.loss, &k.options);
+  };
   ops.back().bounds = [](ref::BoundRows& b) {
     const ref::BoundCall& c = b.call;
     ref::cross_entropy_family_bounds(b, ref::z_loss(c.x, &c.target, c.param("coefficient"), c.loss, c.options));
@@ -91,6 +115,10 @@ void add_loss_ops(std::vector<ExtOp>& ops) {
                                                c.options)
                        .dsrc;
                  }});
+  ops.back().c_run = [](const ExtCall& c, const CCall& k) {
+    return smax_z_loss_backward(&k.x, &k.target, &k.dy, &k.out, f32_param(c, "coefficient"), &k.loss,
+                                &k.options);
+  };
   ops.back().bounds = [](ref::BoundRows& b) {
     const ref::BoundCall& c = b.call;
     ref::cross_entropy_family_backward_bounds(
@@ -106,6 +134,10 @@ void add_loss_ops(std::vector<ExtOp>& ops) {
                    return loss_values(ref::spherical_z_loss(c.x, c.target, c.param("a"), c.param("b"),
                                                             c.loss, c.options));
                  }});
+  ops.back().c_run = [](const ExtCall& c, const CCall& k) {
+    return smax_spherical_z_loss(&k.x, &k.target, &k.out, f32_param(c, "a"), f32_param(c, "b"), &k.loss,
+                                 &k.options);
+  };
   ops.back().bounds = [](ref::BoundRows& b) {
     const ref::BoundCall& c = b.call;
     ref::cross_entropy_family_bounds(
@@ -123,6 +155,10 @@ void add_loss_ops(std::vector<ExtOp>& ops) {
                                                          c.param("b"), c.loss, c.options)
                        .dsrc;
                  }});
+  ops.back().c_run = [](const ExtCall& c, const CCall& k) {
+    return smax_spherical_z_loss_backward(&k.x, &k.target, &k.dy, &k.out, f32_param(c, "a"),
+                                          f32_param(c, "b"), &k.loss, &k.options);
+  };
   ops.back().bounds = [](ref::BoundRows& b) {
     const ref::BoundCall& c = b.call;
     ref::cross_entropy_family_backward_bounds(

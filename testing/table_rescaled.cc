@@ -37,6 +37,28 @@ smax::ClippedSoftmaxOptions clipped_of(const Call& c) {
   return o;
 }
 
+// The C ABI's options structs of the same parameters.
+smax_ssmax_options c_ssmax(const ExtCall& c) {
+  smax_ssmax_options p;
+  smax_ssmax_options_init(&p);
+  p.s = ssmax_of(c).s;
+  p.fixed_n = ssmax_of(c).fixed_n;
+  return p;
+}
+smax_softpick_options c_softpick(const ExtCall& c) {
+  smax_softpick_options p;
+  smax_softpick_options_init(&p);
+  p.eps = softpick_of(c).eps;
+  return p;
+}
+smax_clipped_softmax_options c_clipped(const ExtCall& c) {
+  smax_clipped_softmax_options p;
+  smax_clipped_softmax_options_init(&p);
+  p.gamma = clipped_of(c).gamma;
+  p.zeta = clipped_of(c).zeta;
+  return p;
+}
+
 const std::vector<ExtParam> kClippedParams = {
     ExtParam{"gamma", -0.025, "stretch below 0 (<= 0)"}.fuzzed({-0.025, 0, -0.1, -3, -1e-6, -0.025},
                                                               {0.1, NAN, INFINITY, -INFINITY}),
@@ -57,12 +79,20 @@ void add_rescaled_ops(std::vector<ExtOp>& ops) {
                  false, kSsmaxParams, nullptr,
                  [](const ExtCall& c) { smax::ssmax(c.x, c.out, ssmax_of(c), c.options); },
                  [](const ExtCall& c) { return ref::ssmax(c.x, ssmax_of(c), c.options); }});
+  ops.back().c_run = [](const ExtCall& c, const CCall& k) {
+    const smax_ssmax_options p = c_ssmax(c);
+    return smax_ssmax(&k.x, &k.out, &p, &k.options);
+  };
   ops.back().bounds = [](ref::BoundRows& b) { ref::relative_bounds(b, 2e-6); };
   ops.push_back({"ssmax_backward", "VJP of ssmax", OutShape::kSame, false, true, false,
                  kSsmaxParams,
                  [](const ExtCall& c) { smax::ssmax(c.x, c.out, ssmax_of(c), c.options); },
                  [](const ExtCall& c) { smax::ssmax_backward(c.x, c.y, c.dy, c.out, ssmax_of(c), c.options); },
                  [](const ExtCall& c) { return ref::ssmax_backward(c.x, c.y, c.dy, ssmax_of(c), c.options); }});
+  ops.back().c_run = [](const ExtCall& c, const CCall& k) {
+    const smax_ssmax_options p = c_ssmax(c);
+    return smax_ssmax_backward(&k.x, &k.y, &k.dy, &k.out, nullptr, &p, &k.options);
+  };
   ops.back().zeroes_masked_gradient = true;
   ops.back().bounds = [](ref::BoundRows& b) {
     const smax::SsmaxOptions o = ssmax_of(b.call);
@@ -72,6 +102,10 @@ void add_rescaled_ops(std::vector<ExtOp>& ops) {
                  false, false, false, kSoftpickParams, nullptr,
                  [](const ExtCall& c) { smax::softpick(c.x, c.out, softpick_of(c), c.options); },
                  [](const ExtCall& c) { return ref::softpick(c.x, softpick_of(c), c.options); }});
+  ops.back().c_run = [](const ExtCall& c, const CCall& k) {
+    const smax_softpick_options p = c_softpick(c);
+    return smax_softpick(&k.x, &k.out, &p, &k.options);
+  };
   ops.back().bounds = [](ref::BoundRows& b) {
     const float eps = softpick_of(b.call).eps;
     b.each_row([&](int64_t r) {
@@ -82,6 +116,10 @@ void add_rescaled_ops(std::vector<ExtOp>& ops) {
                  kSoftpickParams, nullptr,
                  [](const ExtCall& c) { smax::softpick_backward(c.x, c.dy, c.out, softpick_of(c), c.options); },
                  [](const ExtCall& c) { return ref::softpick_backward(c.x, c.dy, softpick_of(c), c.options); }});
+  ops.back().c_run = [](const ExtCall& c, const CCall& k) {
+    const smax_softpick_options p = c_softpick(c);
+    return smax_softpick_backward(&k.x, &k.dy, &k.out, &p, &k.options);
+  };
   ops.back().zeroes_masked_gradient = true;
   ops.back().bounds = [](ref::BoundRows& b) {
     const float eps = softpick_of(b.call).eps;
@@ -95,6 +133,10 @@ void add_rescaled_ops(std::vector<ExtOp>& ops) {
                  OutShape::kSame, false, false, false, kClippedParams, nullptr,
                  [](const ExtCall& c) { smax::clipped_softmax(c.x, c.out, clipped_of(c), c.options); },
                  [](const ExtCall& c) { return ref::clipped_softmax(c.x, clipped_of(c), c.options); }});
+  ops.back().c_run = [](const ExtCall& c, const CCall& k) {
+    const smax_clipped_softmax_options p = c_clipped(c);
+    return smax_clipped_softmax(&k.x, &k.out, &p, &k.options);
+  };
   ops.back().bounds = [](ref::BoundRows& b) {
     const smax::ClippedSoftmaxOptions o = clipped_of(b.call);
     b.each_row([&](int64_t r) {
@@ -109,6 +151,10 @@ void add_rescaled_ops(std::vector<ExtOp>& ops) {
                  [](const ExtCall& c) {
                    return ref::clipped_softmax_backward(c.x, c.dy, clipped_of(c), c.options);
                  }});
+  ops.back().c_run = [](const ExtCall& c, const CCall& k) {
+    const smax_clipped_softmax_options p = c_clipped(c);
+    return smax_clipped_softmax_backward(&k.x, &k.dy, &k.out, &p, &k.options);
+  };
   ops.back().zeroes_masked_gradient = true;
   ops.back().bounds = [](ref::BoundRows& b) {
     const smax::ClippedSoftmaxOptions o = clipped_of(b.call);
@@ -120,11 +166,17 @@ void add_rescaled_ops(std::vector<ExtOp>& ops) {
   ops.push_back({"stablemax", "StableMax s(x) / sum s(x)", OutShape::kSame, false, false, false,
                  {}, nullptr, [](const ExtCall& c) { smax::stablemax(c.x, c.out, c.options); },
                  [](const ExtCall& c) { return ref::stablemax(c.x, c.options); }});
+  ops.back().c_run = [](const ExtCall&, const CCall& k) {
+    return smax_stablemax(&k.x, &k.out, &k.options);
+  };
   ops.back().bounds = [](ref::BoundRows& b) { ref::relative_bounds(b, 1e-6); };
   ops.push_back({"stablemax_backward", "VJP of stablemax", OutShape::kSame, false, true, false,
                  {}, nullptr,
                  [](const ExtCall& c) { smax::stablemax_backward(c.x, c.dy, c.out, c.options); },
                  [](const ExtCall& c) { return ref::stablemax_backward(c.x, c.dy, c.options); }});
+  ops.back().c_run = [](const ExtCall&, const CCall& k) {
+    return smax_stablemax_backward(&k.x, &k.dy, &k.out, &k.options);
+  };
   ops.back().zeroes_masked_gradient = true;
   ops.back().bounds = [](ref::BoundRows& b) {
     b.each_row([&](int64_t r) {
@@ -139,6 +191,9 @@ void add_rescaled_ops(std::vector<ExtOp>& ops) {
                  [](const ExtCall& c) {
                    return ref::stablemax_cross_entropy(c.x, c.target, c.loss, c.options);
                  }});
+  ops.back().c_run = [](const ExtCall&, const CCall& k) {
+    return smax_stablemax_cross_entropy(&k.x, &k.target, &k.out, &k.loss, &k.options);
+  };
   ops.back().bounds = ref::stablemax_cross_entropy_bounds;
   ops.push_back({"stablemax_cross_entropy_backward", "gradient of stablemax_cross_entropy",
                  OutShape::kLoss, true, true, false, {}, nullptr,
@@ -148,6 +203,9 @@ void add_rescaled_ops(std::vector<ExtOp>& ops) {
                  [](const ExtCall& c) {
                    return ref::stablemax_cross_entropy_backward(c.x, c.target, c.dy, c.loss, c.options);
                  }});
+  ops.back().c_run = [](const ExtCall&, const CCall& k) {
+    return smax_stablemax_cross_entropy_backward(&k.x, &k.target, &k.dy, &k.out, &k.loss, &k.options);
+  };
   ops.back().zeroes_masked_gradient = true;
   ops.back().bounds = ref::stablemax_cross_entropy_backward_bounds;
   ops.push_back({"softmax_collapse_fraction", "per-row flag: sum exp(x - max) rounds to 1 (precision=32|16|-16 for f32|f16|bf16)",
@@ -160,6 +218,12 @@ void add_rescaled_ops(std::vector<ExtOp>& ops) {
                    smax::softmax_collapse_fraction(c.x, prec, c.options, &c.out);
                  },
                  nullptr});
+  ops.back().c_run = [](const ExtCall& c, const CCall& k) {
+    const double p = c.param("precision");
+    const int32_t prec = p == 16 ? SMAX_PRECISION_F16 : p == -16 ? SMAX_PRECISION_BF16 : SMAX_PRECISION_F32;
+    double fraction = 0.0;
+    return smax_softmax_collapse_fraction(&k.x, &k.out, prec, &k.options, &fraction);
+  };
   set_bound_header(ops, first, "include/smax/normalizers.h");
 }
 

@@ -32,6 +32,32 @@ smax::LogitStandardizationOptions ls_of(const ExtCall& c) {
 int p_of(const ExtCall& c) { return static_cast<int>(c.param("p")); }
 float t_of(const ExtCall& c) { return static_cast<float>(c.param("T")); }
 
+// The C ABI's options structs of the same parameters.
+smax_self_adjust_options c_sa(const ExtCall& c) {
+  smax_self_adjust_options p;
+  smax_self_adjust_options_init(&p);
+  p.normalized = sa_of(c).normalized ? 1 : 0;
+  return p;
+}
+smax_sigmoid_normalizer_options c_sig(const ExtCall&) {
+  smax_sigmoid_normalizer_options p;
+  smax_sigmoid_normalizer_options_init(&p);
+  return p;
+}
+smax_softplus_normalizer_options c_sp(const ExtCall& c) {
+  smax_softplus_normalizer_options p;
+  smax_softplus_normalizer_options_init(&p);
+  p.head_dim = sp_of(c).head_dim;
+  p.power = sp_of(c).power;
+  return p;
+}
+smax_logit_standardization_options c_ls(const ExtCall& c) {
+  smax_logit_standardization_options p;
+  smax_logit_standardization_options_init(&p);
+  p.temperature = ls_of(c).temperature;
+  return p;
+}
+
 // probability_temperature takes probabilities: feed it softmax(x).
 void probs(const ExtCall& c) { smax::softmax(c.x, c.out, c.options); }
 
@@ -81,22 +107,37 @@ void add_reweight_ops(std::vector<ExtOp>& ops) {
       "self_adjust_softmax", "SA-Softmax x * softmax(x)", kSaParams,
       [](const ExtCall& c) { smax::self_adjust_softmax(c.x, c.out, sa_of(c), c.options); },
       [](const ExtCall& c) { return ref::self_adjust_softmax(c.x, sa_of(c), c.options); }));
+  ops.back().c_run = [](const ExtCall& c, const CCall& k) {
+    const smax_self_adjust_options p = c_sa(c);
+    return smax_self_adjust_softmax(&k.x, &k.out, &p, &k.options);
+  };
   ops.back().bounds = reweight_rule(ref::ReweightOp::kSelfAdjust);
   ops.push_back(backward_op(
       "self_adjust_softmax_backward", "VJP of SA-Softmax (from x)", kSaParams, nullptr,
       [](const ExtCall& c) { smax::self_adjust_softmax_backward(c.x, c.dy, c.out, sa_of(c), c.options); },
       [](const ExtCall& c) { return ref::self_adjust_softmax_backward(c.x, c.dy, sa_of(c), c.options); }));
+  ops.back().c_run = [](const ExtCall& c, const CCall& k) {
+    const smax_self_adjust_options p = c_sa(c);
+    return smax_self_adjust_softmax_backward(&k.x, &k.dy, &k.out, &p, &k.options);
+  };
   ops.back().bounds = reweight_rule(ref::ReweightOp::kSelfAdjust);
   ops.push_back(forward_op(
       "sigmoid_normalizer", "sigmoid(x - ln n)", {},
       [](const ExtCall& c) { smax::sigmoid_normalizer(c.x, c.out, sig_of(c), c.options); },
       [](const ExtCall& c) { return ref::sigmoid_normalizer(c.x, sig_of(c), c.options); }));
+  ops.back().c_run = [](const ExtCall& c, const CCall& k) {
+    const smax_sigmoid_normalizer_options p = c_sig(c);
+    return smax_sigmoid_normalizer(&k.x, &k.out, &p, &k.options);
+  };
   ops.back().bounds = [](ref::BoundRows& b) { ref::relative_bounds(b, 2e-6); };
   ops.push_back(backward_op(
       "sigmoid_normalizer_backward", "VJP of sigmoid_normalizer (from y)", {},
       [](const ExtCall& c) { smax::sigmoid_normalizer(c.x, c.out, sig_of(c), c.options); },
       [](const ExtCall& c) { smax::sigmoid_normalizer_backward(c.y, c.dy, c.out, c.options); },
       [](const ExtCall& c) { return ref::sigmoid_normalizer_backward(c.y, c.dy, c.options); }));
+  ops.back().c_run = [](const ExtCall&, const CCall& k) {
+    return smax_sigmoid_normalizer_backward(&k.y, &k.dy, &k.out, &k.options);
+  };
   ops.back().zeroes_masked_gradient = true;
   ops.back().bound_rows = ref::BoundRowsFrom::kSavedY;
   ops.back().bounds = reweight_rule(ref::ReweightOp::kSigmoid);
@@ -104,21 +145,35 @@ void add_reweight_ops(std::vector<ExtOp>& ops) {
       "softplus_normalizer", "LSSA softplus(lambda x) / sum", kSpParams,
       [](const ExtCall& c) { smax::softplus_normalizer(c.x, c.out, sp_of(c), c.options); },
       [](const ExtCall& c) { return ref::softplus_normalizer(c.x, sp_of(c), c.options); }));
+  ops.back().c_run = [](const ExtCall& c, const CCall& k) {
+    const smax_softplus_normalizer_options p = c_sp(c);
+    return smax_softplus_normalizer(&k.x, &k.out, &p, &k.options);
+  };
   ops.back().bounds = reweight_rule(ref::ReweightOp::kSoftplus);
   ops.push_back(backward_op(
       "softplus_normalizer_backward", "VJP of softplus_normalizer (from x)", kSpParams, nullptr,
       [](const ExtCall& c) { smax::softplus_normalizer_backward(c.x, c.dy, c.out, sp_of(c), c.options); },
       [](const ExtCall& c) { return ref::softplus_normalizer_backward(c.x, c.dy, sp_of(c), c.options); }));
+  ops.back().c_run = [](const ExtCall& c, const CCall& k) {
+    const smax_softplus_normalizer_options p = c_sp(c);
+    return smax_softplus_normalizer_backward(&k.x, &k.dy, &k.out, &p, &k.options);
+  };
   ops.back().bounds = reweight_rule(ref::ReweightOp::kSoftplus);
   ops.push_back(forward_op(
       "power_softmax", "Power-Softmax x^p / sum x^p", kPowerParams,
       [](const ExtCall& c) { smax::power_softmax(c.x, c.out, p_of(c), c.options); },
       [](const ExtCall& c) { return ref::power_softmax(c.x, p_of(c), c.options); }));
+  ops.back().c_run = [](const ExtCall& c, const CCall& k) {
+    return smax_power_softmax(&k.x, &k.out, p_of(c), &k.options);
+  };
   ops.back().bounds = reweight_rule(ref::ReweightOp::kPower);
   ops.push_back(backward_op(
       "power_softmax_backward", "VJP of power_softmax (from x)", kPowerParams, nullptr,
       [](const ExtCall& c) { smax::power_softmax_backward(c.x, c.dy, c.out, p_of(c), c.options); },
       [](const ExtCall& c) { return ref::power_softmax_backward(c.x, c.dy, p_of(c), c.options); }));
+  ops.back().c_run = [](const ExtCall& c, const CCall& k) {
+    return smax_power_softmax_backward(&k.x, &k.dy, &k.out, p_of(c), &k.options);
+  };
   ops.back().bounds = reweight_rule(ref::ReweightOp::kPower);
   // Probability-domain temperature runs on p = softmax(x) (y below).
   ExtOp pt = backward_op(
@@ -126,6 +181,9 @@ void add_reweight_ops(std::vector<ExtOp>& ops) {
       [](const ExtCall& c) { smax::probability_temperature(c.y, c.out, t_of(c), c.options); },
       [](const ExtCall& c) { return ref::probability_temperature(c.y, t_of(c), c.options); });
   pt.needs_dy = false;
+  pt.c_run = [](const ExtCall& c, const CCall& k) {
+    return smax_probability_temperature(&k.y, &k.out, t_of(c), &k.options);
+  };
   pt.bound_rows = ref::BoundRowsFrom::kYInput;
   pt.bounds = [](ref::BoundRows& b) { ref::relative_bounds(b, 2e-6); };
   ops.push_back(pt);
@@ -138,17 +196,28 @@ void add_reweight_ops(std::vector<ExtOp>& ops) {
       [](const ExtCall& c) {
         return ref::probability_temperature_backward(c.y, c.dy, t_of(c), c.options);
       }));
+  ops.back().c_run = [](const ExtCall& c, const CCall& k) {
+    return smax_probability_temperature_backward(&k.y, &k.dy, &k.out, t_of(c), &k.options);
+  };
   ops.back().bound_rows = ref::BoundRowsFrom::kYInput;
   ops.back().bounds = reweight_rule(ref::ReweightOp::kProbabilityTemperature);
   ops.push_back(forward_op(
       "logit_standardization", "softmax((x - mean) / (std + eps) / T)", kTParams,
       [](const ExtCall& c) { smax::logit_standardization(c.x, c.out, ls_of(c), c.options); },
       [](const ExtCall& c) { return ref::logit_standardization(c.x, ls_of(c), c.options); }));
+  ops.back().c_run = [](const ExtCall& c, const CCall& k) {
+    const smax_logit_standardization_options p = c_ls(c);
+    return smax_logit_standardization(&k.x, &k.out, &p, &k.options);
+  };
   ops.back().bounds = reweight_rule(ref::ReweightOp::kLogitStandardization);
   ops.push_back(backward_op(
       "logit_standardization_backward", "VJP of logit_standardization (from x)", kTParams, nullptr,
       [](const ExtCall& c) { smax::logit_standardization_backward(c.x, c.dy, c.out, ls_of(c), c.options); },
       [](const ExtCall& c) { return ref::logit_standardization_backward(c.x, c.dy, ls_of(c), c.options); }));
+  ops.back().c_run = [](const ExtCall& c, const CCall& k) {
+    const smax_logit_standardization_options p = c_ls(c);
+    return smax_logit_standardization_backward(&k.x, &k.dy, &k.out, &p, &k.options);
+  };
   ops.back().bounds = reweight_rule(ref::ReweightOp::kLogitStandardization);
   set_bound_header(ops, first, "include/smax/normalizers.h");
 }

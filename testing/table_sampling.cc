@@ -48,6 +48,14 @@ void add_sampling_ops(std::vector<ExtOp>& ops) {
                  seed_param()};
     op.run = [](const ExtCall& c) { smax::gumbel_softmax(c.x, c.out, gumbel_of(c), c.options); };
     op.reference = [](const ExtCall& c) { return ref::gumbel_softmax(c.x, gumbel_of(c), c.options).dst; };
+    op.c_run = [](const ExtCall& c, const CCall& k) {
+      smax_gumbel_softmax_options p;
+      smax_gumbel_softmax_options_init(&p);
+      p.tau = gumbel_of(c).tau;
+      p.hard = gumbel_of(c).hard ? 1 : 0;
+      p.seed = gumbel_of(c).seed;
+      return smax_gumbel_softmax(&k.x, &k.out, &p, &k.options);
+    };
     op.bounds = [](ref::BoundRows& b) {
       // hard: the one-hot equals the oracle's exactly (a bound of 0).
       if (b.param("hard") == 0) ref::relative_bounds(b, 2e-6);
@@ -64,6 +72,9 @@ void add_sampling_ops(std::vector<ExtOp>& ops) {
     op.params = {seed_param()};
     op.run = [](const ExtCall& c) { smax::gumbel_max(c.x, c.out_index, seed_of(c), c.options); };
     op.reference = [](const ExtCall& c) { return as_double(ref::gumbel_max(c.x, seed_of(c), c.options)); };
+    op.c_run = [](const ExtCall& c, const CCall& k) {
+      return smax_gumbel_max(&k.x, &k.out_index, seed_of(c), &k.options);
+    };
     ops.push_back(op);
   }
   {
@@ -81,6 +92,12 @@ void add_sampling_ops(std::vector<ExtOp>& ops) {
       t.k = static_cast<int64_t>(c.param("k"));
       return ref::softmax_topk(c.x, t, c.options).probs;
     };
+    op.c_run = [](const ExtCall& c, const CCall& k) {
+      smax_softmax_topk_options p;
+      smax_softmax_topk_options_init(&p);
+      return smax_softmax_topk(&k.x, &k.out, &k.out_index, static_cast<int64_t>(c.param("k")), &p,
+                               &k.options);
+    };
     op.bounds = [](ref::BoundRows& b) { ref::relative_bounds(b, 2e-6); };
     ops.push_back(op);
   }
@@ -97,6 +114,15 @@ void add_sampling_ops(std::vector<ExtOp>& ops) {
                  seed_param()};
     op.run = [](const ExtCall& c) { smax::sample(c.x, c.out_index, sample_of(c), c.options); };
     op.reference = [](const ExtCall& c) { return as_double(ref::sample(c.x, sample_of(c), c.options)); };
+    op.c_run = [](const ExtCall& c, const CCall& k) {
+      smax_sample_options p;
+      smax_sample_options_init(&p);
+      p.temperature = sample_of(c).temperature;
+      p.top_k = sample_of(c).top_k;
+      p.top_p = sample_of(c).top_p;
+      p.seed = sample_of(c).seed;
+      return smax_sample(&k.x, &k.out_index, &p, &k.options);
+    };
     ops.push_back(op);
   }
   set_bound_header(ops, first, "include/smax/sampling.h");

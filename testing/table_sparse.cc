@@ -28,6 +28,16 @@ smax::reference::SparseLossSpec spec_of(smax::reference::SparseLossSpec::Which w
   return s;
 }
 
+// The C ABI's options struct of the same parameters.
+smax_entmax_bisect_options c_bisect(const ExtCall& c) {
+  smax_entmax_bisect_options p;
+  smax_entmax_bisect_options_init(&p);
+  p.alpha = bisect_of(c).alpha;
+  p.n_iter = bisect_of(c).n_iter;
+  return p;
+}
+int64_t k_of(const ExtCall& c) { return static_cast<int64_t>(c.param("k")); }
+
 const std::vector<ExtParam> kBisectParams = {
     ExtParam{"alpha", 1.5, "alpha > 1"}.fuzzed({1.5, 2.0, 1.2, 1.01, 3.0, 1.0, 1.75, 1.5},
                                                {0.5, NAN, INFINITY, 0.999}),
@@ -46,15 +56,25 @@ void add_sparse_ops(std::vector<ExtOp>& ops) {
                  false, false, {}, nullptr,
                  [](const ExtCall& c) { smax::sparsemax(c.x, c.out, c.options); },
                  [](const ExtCall& c) { return ref::sparsemax(c.x, c.options); }});
+  ops.back().c_run = [](const ExtCall&, const CCall& k) {
+    return smax_sparsemax(&k.x, &k.out, &k.options);
+  };
   ops.back().bounds = [](ref::BoundRows& b) { ref::entmax_bounds(b, 2.0); };
   ops.push_back({"entmax15", "exact 1.5-entmax", OutShape::kSame, false, false, false, {},
                  nullptr, [](const ExtCall& c) { smax::entmax15(c.x, c.out, c.options); },
                  [](const ExtCall& c) { return ref::entmax15(c.x, c.options); }});
+  ops.back().c_run = [](const ExtCall&, const CCall& k) {
+    return smax_entmax15(&k.x, &k.out, &k.options);
+  };
   ops.back().bounds = [](ref::BoundRows& b) { ref::entmax_bounds(b, 1.5); };
   ops.push_back({"entmax_bisect", "alpha-entmax by bisection", OutShape::kSame, false, false,
                  false, kBisectParams, nullptr,
                  [](const ExtCall& c) { smax::entmax_bisect(c.x, c.out, bisect_of(c), c.options); },
                  [](const ExtCall& c) { return ref::entmax_bisect(c.x, bisect_of(c), c.options); }});
+  ops.back().c_run = [](const ExtCall& c, const CCall& k) {
+    const smax_entmax_bisect_options p = c_bisect(c);
+    return smax_entmax_bisect(&k.x, &k.out, &p, &k.options);
+  };
   ops.back().bounds = [](ref::BoundRows& b) { ref::entmax_bounds(b, bisect_of(b.call).alpha); };
   ops.push_back({"sparse_softmax", "softmax over the k largest logits", OutShape::kSame, false,
                  false, false, kTopKParams, nullptr,
@@ -64,12 +84,18 @@ void add_sparse_ops(std::vector<ExtOp>& ops) {
                  [](const ExtCall& c) {
                    return ref::sparse_softmax(c.x, static_cast<int64_t>(c.param("k")), c.options);
                  }});
+  ops.back().c_run = [](const ExtCall& c, const CCall& k) {
+    return smax_sparse_softmax(&k.x, &k.out, k_of(c), &k.options);
+  };
   ops.back().bounds = [](ref::BoundRows& b) { ref::relative_bounds(b, 2e-6); };
   // Backward passes (from the saved output y).
   ops.push_back({"sparsemax_backward", "VJP of sparsemax", OutShape::kSame, false, true, false,
                  {}, [](const ExtCall& c) { smax::sparsemax(c.x, c.out, c.options); },
                  [](const ExtCall& c) { smax::sparsemax_backward(c.y, c.dy, c.out, c.options); },
                  [](const ExtCall& c) { return ref::entmax_backward(c.y, c.dy, 2.0, c.options); }});
+  ops.back().c_run = [](const ExtCall&, const CCall& k) {
+    return smax_sparsemax_backward(&k.y, &k.dy, &k.out, &k.options);
+  };
   ops.back().zeroes_masked_gradient = true;
   ops.back().bound_rows = ref::BoundRowsFrom::kSavedY;
   ops.back().bounds = [](ref::BoundRows& b) { ref::entmax_backward_bounds(b, 2.0); };
@@ -77,6 +103,9 @@ void add_sparse_ops(std::vector<ExtOp>& ops) {
                  {}, [](const ExtCall& c) { smax::entmax15(c.x, c.out, c.options); },
                  [](const ExtCall& c) { smax::entmax15_backward(c.y, c.dy, c.out, c.options); },
                  [](const ExtCall& c) { return ref::entmax_backward(c.y, c.dy, 1.5, c.options); }});
+  ops.back().c_run = [](const ExtCall&, const CCall& k) {
+    return smax_entmax15_backward(&k.y, &k.dy, &k.out, &k.options);
+  };
   ops.back().zeroes_masked_gradient = true;
   ops.back().bound_rows = ref::BoundRowsFrom::kSavedY;
   ops.back().bounds = [](ref::BoundRows& b) { ref::entmax_backward_bounds(b, 1.5); };
@@ -93,6 +122,10 @@ void add_sparse_ops(std::vector<ExtOp>& ops) {
                    if (b.alpha == 1.0f) return ref::softmax_backward(c.y, c.dy, c.options);
                    return ref::entmax_backward(c.y, c.dy, b.alpha, c.options, &b);
                  }});
+  ops.back().c_run = [](const ExtCall& c, const CCall& k) {
+    const smax_entmax_bisect_options p = c_bisect(c);
+    return smax_entmax_bisect_backward(&k.y, &k.dy, &k.out, nullptr, &p, &k.options);
+  };
   ops.back().zeroes_masked_gradient = true;
   ops.back().bound_rows = ref::BoundRowsFrom::kSavedY;
   ops.back().bounds = [](ref::BoundRows& b) { ref::entmax_backward_bounds(b, bisect_of(b.call).alpha); };
@@ -104,6 +137,9 @@ void add_sparse_ops(std::vector<ExtOp>& ops) {
                  [](const ExtCall& c) { smax::sparse_softmax_backward(c.y, c.dy, c.out, c.options); },
                  // Defined as softmax_backward for any y (sparse.h).
                  [](const ExtCall& c) { return ref::softmax_backward(c.y, c.dy, c.options); }});
+  ops.back().c_run = [](const ExtCall&, const CCall& k) {
+    return smax_sparse_softmax_backward(&k.y, &k.dy, &k.out, &k.options);
+  };
   ops.back().zeroes_masked_gradient = true;
   ops.back().bound_rows = ref::BoundRowsFrom::kSavedY;
   ops.back().bounds = [](ref::BoundRows& b) { ref::entmax_backward_bounds(b, 1.0); };
@@ -140,6 +176,22 @@ void add_sparse_ops(std::vector<ExtOp>& ops) {
                    [which](const ExtCall& c) {
                      return ref::sparse_loss(spec_of(which, c), c.x, c.target, c.loss, c.options);
                    }});
+    ops.back().c_run = [which](const ExtCall& c, const CCall& k) {
+      smax_sparse_softmax_loss_options topk;
+      smax_sparse_softmax_loss_options_init(&topk);
+      smax_entmax_bisect_options bisect;
+      smax_entmax_bisect_options_init(&bisect);
+      if (which == Which::kBisect) bisect = c_bisect(c);
+      switch (which) {
+        case Which::kSparsemax: return smax_sparsemax_loss(&k.x, &k.target, &k.out, &k.loss, &k.options);
+        case Which::kEntmax15: return smax_entmax15_loss(&k.x, &k.target, &k.out, &k.loss, &k.options);
+        case Which::kBisect:
+          return smax_entmax_bisect_loss(&k.x, &k.target, &k.out, &bisect, &k.loss, &k.options);
+        case Which::kTopK:
+          return smax_sparse_softmax_loss(&k.x, &k.target, &k.out, k_of(c), &topk, &k.loss, &k.options);
+      }
+      return SMAX_STATUS_INTERNAL;
+    };
     ops.back().bounds = [which](ref::BoundRows& b) {
       ref::SparseLossSpec spec = spec_of(which, b.call);
       spec.force_target = b.call.force_target;
@@ -170,6 +222,26 @@ void add_sparse_ops(std::vector<ExtOp>& ops) {
                      return ref::sparse_loss_backward(spec_of(which, c), c.x, c.target, c.dy,
                                                       c.loss, c.options);
                    }});
+    ops.back().c_run = [which](const ExtCall& c, const CCall& k) {
+      smax_sparse_softmax_loss_options topk;
+      smax_sparse_softmax_loss_options_init(&topk);
+      smax_entmax_bisect_options bisect;
+      smax_entmax_bisect_options_init(&bisect);
+      if (which == Which::kBisect) bisect = c_bisect(c);
+      switch (which) {
+        case Which::kSparsemax:
+          return smax_sparsemax_loss_backward(&k.x, &k.target, &k.dy, &k.out, &k.loss, &k.options);
+        case Which::kEntmax15:
+          return smax_entmax15_loss_backward(&k.x, &k.target, &k.dy, &k.out, &k.loss, &k.options);
+        case Which::kBisect:
+          return smax_entmax_bisect_loss_backward(&k.x, &k.target, &k.dy, &k.out, &bisect, &k.loss,
+                                                  &k.options);
+        case Which::kTopK:
+          return smax_sparse_softmax_loss_backward(&k.x, &k.target, &k.dy, &k.out, k_of(c), &topk,
+                                                   &k.loss, &k.options);
+      }
+      return SMAX_STATUS_INTERNAL;
+    };
     ops.back().bounds = [which](ref::BoundRows& b) {
       const double alpha = which == Which::kSparsemax  ? 2.0
                            : which == Which::kEntmax15 ? 1.5
