@@ -63,6 +63,14 @@ struct CCall {
   CCall(const CCall&) = delete;
   CCall& operator=(const CCall&) = delete;
 };
+/// A C options struct as its init leaves it (the defaults):
+/// `auto p = c_defaults(smax_ssmax_options_init);`.
+template <class S>
+S c_defaults(void (*init)(S*)) {
+  S s;
+  init(&s);
+  return s;
+}
 /// `c` as C structs.
 std::unique_ptr<CCall> c_call_of(const ExtCall& c);
 /// A view as an smax_tensor (an empty view: data NULL, rank 0).

@@ -26,8 +26,7 @@ smax::CrossEntropyOptions ce_of(const Call& c) {
 // The C ABI's options struct of the same parameters (its loss options are
 // CCall::loss).
 smax_cross_entropy_options c_ce(const ExtCall& c) {
-  smax_cross_entropy_options p;
-  smax_cross_entropy_options_init(&p);
+  auto p = c_defaults(smax_cross_entropy_options_init);
   const smax::CrossEntropyOptions ce = ce_of(c);
   p.label_smoothing = ce.label_smoothing;
   p.lse_square_scale = ce.lse_square_scale;

@@ -39,21 +39,18 @@ smax::ClippedSoftmaxOptions clipped_of(const Call& c) {
 
 // The C ABI's options structs of the same parameters.
 smax_ssmax_options c_ssmax(const ExtCall& c) {
-  smax_ssmax_options p;
-  smax_ssmax_options_init(&p);
+  auto p = c_defaults(smax_ssmax_options_init);
   p.s = ssmax_of(c).s;
   p.fixed_n = ssmax_of(c).fixed_n;
   return p;
 }
 smax_softpick_options c_softpick(const ExtCall& c) {
-  smax_softpick_options p;
-  smax_softpick_options_init(&p);
+  auto p = c_defaults(smax_softpick_options_init);
   p.eps = softpick_of(c).eps;
   return p;
 }
 smax_clipped_softmax_options c_clipped(const ExtCall& c) {
-  smax_clipped_softmax_options p;
-  smax_clipped_softmax_options_init(&p);
+  auto p = c_defaults(smax_clipped_softmax_options_init);
   p.gamma = clipped_of(c).gamma;
   p.zeta = clipped_of(c).zeta;
   return p;

@@ -34,26 +34,21 @@ float t_of(const ExtCall& c) { return static_cast<float>(c.param("T")); }
 
 // The C ABI's options structs of the same parameters.
 smax_self_adjust_options c_sa(const ExtCall& c) {
-  smax_self_adjust_options p;
-  smax_self_adjust_options_init(&p);
+  auto p = c_defaults(smax_self_adjust_options_init);
   p.normalized = sa_of(c).normalized ? 1 : 0;
   return p;
 }
 smax_sigmoid_normalizer_options c_sig(const ExtCall&) {
-  smax_sigmoid_normalizer_options p;
-  smax_sigmoid_normalizer_options_init(&p);
-  return p;
+  return c_defaults(smax_sigmoid_normalizer_options_init);  // the table sets no parameter
 }
 smax_softplus_normalizer_options c_sp(const ExtCall& c) {
-  smax_softplus_normalizer_options p;
-  smax_softplus_normalizer_options_init(&p);
+  auto p = c_defaults(smax_softplus_normalizer_options_init);
   p.head_dim = sp_of(c).head_dim;
   p.power = sp_of(c).power;
   return p;
 }
 smax_logit_standardization_options c_ls(const ExtCall& c) {
-  smax_logit_standardization_options p;
-  smax_logit_standardization_options_init(&p);
+  auto p = c_defaults(smax_logit_standardization_options_init);
   p.temperature = ls_of(c).temperature;
   return p;
 }

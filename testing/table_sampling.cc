@@ -49,8 +49,7 @@ void add_sampling_ops(std::vector<ExtOp>& ops) {
     op.run = [](const ExtCall& c) { smax::gumbel_softmax(c.x, c.out, gumbel_of(c), c.options); };
     op.reference = [](const ExtCall& c) { return ref::gumbel_softmax(c.x, gumbel_of(c), c.options).dst; };
     op.c_run = [](const ExtCall& c, const CCall& k) {
-      smax_gumbel_softmax_options p;
-      smax_gumbel_softmax_options_init(&p);
+      auto p = c_defaults(smax_gumbel_softmax_options_init);
       p.tau = gumbel_of(c).tau;
       p.hard = gumbel_of(c).hard ? 1 : 0;
       p.seed = gumbel_of(c).seed;
@@ -93,8 +92,7 @@ void add_sampling_ops(std::vector<ExtOp>& ops) {
       return ref::softmax_topk(c.x, t, c.options).probs;
     };
     op.c_run = [](const ExtCall& c, const CCall& k) {
-      smax_softmax_topk_options p;
-      smax_softmax_topk_options_init(&p);
+      auto p = c_defaults(smax_softmax_topk_options_init);
       return smax_softmax_topk(&k.x, &k.out, &k.out_index, static_cast<int64_t>(c.param("k")), &p,
                                &k.options);
     };
@@ -115,8 +113,7 @@ void add_sampling_ops(std::vector<ExtOp>& ops) {
     op.run = [](const ExtCall& c) { smax::sample(c.x, c.out_index, sample_of(c), c.options); };
     op.reference = [](const ExtCall& c) { return as_double(ref::sample(c.x, sample_of(c), c.options)); };
     op.c_run = [](const ExtCall& c, const CCall& k) {
-      smax_sample_options p;
-      smax_sample_options_init(&p);
+      auto p = c_defaults(smax_sample_options_init);
       p.temperature = sample_of(c).temperature;
       p.top_k = sample_of(c).top_k;
       p.top_p = sample_of(c).top_p;

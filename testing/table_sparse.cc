@@ -30,8 +30,7 @@ smax::reference::SparseLossSpec spec_of(smax::reference::SparseLossSpec::Which w
 
 // The C ABI's options struct of the same parameters.
 smax_entmax_bisect_options c_bisect(const ExtCall& c) {
-  smax_entmax_bisect_options p;
-  smax_entmax_bisect_options_init(&p);
+  auto p = c_defaults(smax_entmax_bisect_options_init);
   p.alpha = bisect_of(c).alpha;
   p.n_iter = bisect_of(c).n_iter;
   return p;
@@ -177,11 +176,9 @@ void add_sparse_ops(std::vector<ExtOp>& ops) {
                      return ref::sparse_loss(spec_of(which, c), c.x, c.target, c.loss, c.options);
                    }});
     ops.back().c_run = [which](const ExtCall& c, const CCall& k) {
-      smax_sparse_softmax_loss_options topk;
-      smax_sparse_softmax_loss_options_init(&topk);
-      smax_entmax_bisect_options bisect;
-      smax_entmax_bisect_options_init(&bisect);
-      if (which == Which::kBisect) bisect = c_bisect(c);
+      const auto topk = c_defaults(smax_sparse_softmax_loss_options_init);
+      const auto bisect =
+          which == Which::kBisect ? c_bisect(c) : c_defaults(smax_entmax_bisect_options_init);
       switch (which) {
         case Which::kSparsemax: return smax_sparsemax_loss(&k.x, &k.target, &k.out, &k.loss, &k.options);
         case Which::kEntmax15: return smax_entmax15_loss(&k.x, &k.target, &k.out, &k.loss, &k.options);
@@ -223,11 +220,9 @@ void add_sparse_ops(std::vector<ExtOp>& ops) {
                                                       c.loss, c.options);
                    }});
     ops.back().c_run = [which](const ExtCall& c, const CCall& k) {
-      smax_sparse_softmax_loss_options topk;
-      smax_sparse_softmax_loss_options_init(&topk);
-      smax_entmax_bisect_options bisect;
-      smax_entmax_bisect_options_init(&bisect);
-      if (which == Which::kBisect) bisect = c_bisect(c);
+      const auto topk = c_defaults(smax_sparse_softmax_loss_options_init);
+      const auto bisect =
+          which == Which::kBisect ? c_bisect(c) : c_defaults(smax_entmax_bisect_options_init);
       switch (which) {
         case Which::kSparsemax:
           return smax_sparsemax_loss_backward(&k.x, &k.target, &k.dy, &k.out, &k.loss, &k.options);
