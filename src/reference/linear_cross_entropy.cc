@@ -17,7 +17,7 @@ constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 [[noreturn]] void fail(const std::string& message) {
-  throw Error(Status::kInvalidArgument, "reference::linear_cross_entropy: " + message);
+  reference::fail("reference::linear_cross_entropy", message);
 }
 
 }  // namespace

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "reference/rows.h"
 #include "smax/error.h"
 
 namespace smax::reference {
@@ -28,10 +29,6 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
-
-[[noreturn]] void fail(const char* fn, const std::string& message) {
-  throw Error(Status::kInvalidArgument, std::string(fn) + ": " + message);
-}
 
 const char* dtype_str(DType d) { return dtype_name(d); }
 

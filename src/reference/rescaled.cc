@@ -18,10 +18,6 @@ namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 const double kNaN = std::nan("");
 
-[[noreturn]] void fail(const char* fn, const std::string& message) {
-  throw Error(Status::kInvalidArgument, std::string(fn) + ": " + message);
-}
-
 bool has_nan_or_posinf(const Row& t) {
   for (double v : t) {
     if (std::isnan(v) || v == kInf) return true;

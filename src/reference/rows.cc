@@ -10,11 +10,12 @@
 #include "smax/error.h"
 
 namespace smax::reference {
-namespace {
 
 [[noreturn]] void fail(const char* fn, const std::string& message) {
   throw Error(Status::kInvalidArgument, std::string(fn) + ": " + message);
 }
+
+namespace {
 
 // Dense index into a view of `vshape` broadcast to `shape` (right-aligned),
 // for the logical multi-index `index` of `shape`.

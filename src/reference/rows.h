@@ -67,4 +67,8 @@ std::vector<int64_t> i64_dense(const TensorView& view);
 /// double (targets, alpha, s...).
 std::vector<double> ref_row_values(const char* fn, const TensorView& view, const RefRows& rows);
 
+/// Throws smax::Error(kInvalidArgument, "FN: MESSAGE"): how every oracle
+/// rejects a call the library would reject.
+[[noreturn]] void fail(const char* fn, const std::string& message);
+
 }  // namespace smax::reference
