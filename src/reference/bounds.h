@@ -247,7 +247,7 @@ void entmax_bounds(BoundRows& b, double alpha);
 /// Their backward from the saved y (alpha = 1: softmax_backward's bound and
 /// dot gap; sparse_softmax_backward); per-row alpha as above.
 void entmax_backward_bounds(BoundRows& b, double alpha);
-/// The sparse losses' forward (spec: which loss and its parameters).
+/// The sparse losses' forward; `spec` says which loss, with its parameters.
 void sparse_loss_bounds(BoundRows& b, const SparseLossSpec& spec);
 /// The sparse losses' backward (alpha: 2 sparsemax, 1.5 entmax15, the
 /// bisection's alpha, 1 sparse_softmax_loss).
