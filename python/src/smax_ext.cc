@@ -16,8 +16,8 @@
 // SoftmaxOptions: dim, scale, temperature, mask, algorithm, empty_row,
 // threads) and loss() (from `lo`, a LossOptions: ignore_index, reduction,
 // weight, empty_mean), then calls the C++ op inside a `nb::gil_scoped_release`
-// block. Then its one Python definition in smax/_ops_<family>.py, and
-// regenerate smax/_smax.pyi (docs/python.md, "Stubs").
+// block. Then its one Python definition in smax/_ops_<family>.py; the build
+// regenerates the stub smax/_smax.pyi (docs/python.md, "Layout of the sources").
 #include "ext_common.h"
 #include <nanobind/stl/tuple.h>
 #include <tuple>
