@@ -10,7 +10,7 @@
 // calls; ext_<family>.cc bind the other op families (one def_<family>()
 // each); ext_common.h has the shared helpers.
 //
-// Adding an op: in its family's ext_*.cc, a def_fwd / def_bwd / def_loss /
+// Adding an op: in its family's ext_*.cc, a def_fwd / def_bwd / LossOp /
 // ParamOp line (ext_common.h) or one `m.def(...)` whose lambda builds views
 // with f32()/i64()/target_view(), the options with common() (from `co`, a
 // SoftmaxOptions: dim, scale, temperature, mask, algorithm, empty_row,
