@@ -30,21 +30,31 @@ class TinyMLP(torch.nn.Module):
         return self.out(torch.relu(self.hidden(x)))  # logits
 
 
-def train(loss_fn, x, y, steps=200, seed=0):
-    torch.manual_seed(seed)
-    model = TinyMLP(x.shape[1], 64, int(y.max()) + 1)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+def run_steps(opt, batch_loss, steps, every):
+    """`steps` optimizer steps on batch_loss() (a fresh batch each call),
+    printing the loss every `every` steps and at the last; returns the losses."""
     losses = []
     for step in range(steps):
-        idx = torch.randint(0, x.shape[0], (128,))
-        loss = loss_fn(model(x[idx]), y[idx])
+        loss = batch_loss()
         opt.zero_grad()
         loss.backward()
         opt.step()
         losses.append(loss.item())
-        if step % 50 == 0 or step == steps - 1:
+        if step % every == 0 or step == steps - 1:
             print(f"  step {step:3d}  loss {loss.item():.4f}")
-    return model, losses
+    return losses
+
+
+def train(loss_fn, x, y, steps=200, seed=0):
+    torch.manual_seed(seed)
+    model = TinyMLP(x.shape[1], 64, int(y.max()) + 1)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+
+    def batch_loss():
+        idx = torch.randint(0, x.shape[0], (128,))
+        return loss_fn(model(x[idx]), y[idx])
+
+    return model, run_steps(opt, batch_loss, steps, every=50)
 
 
 class TinyAttention(torch.nn.Module):
@@ -91,17 +101,12 @@ def train_attention(normalizer: str) -> None:
     torch.manual_seed(0)
     model = TinyAttention(vocab, length, 32, 4, normalizer)
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
-    losses = []
-    steps = 120
-    for step in range(steps):
+
+    def batch_loss():
         idx = torch.randint(0, x.shape[0], (64,), generator=g)
-        loss = st.cross_entropy(model(x[idx], f[idx]), y[idx])
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-        if step % 40 == 0 or step == steps - 1:
-            print(f"  step {step:3d}  loss {loss.item():.4f}")
+        return st.cross_entropy(model(x[idx], f[idx]), y[idx])
+
+    losses = run_steps(opt, batch_loss, 120, every=40)
     with torch.no_grad():
         acc = (model(x, f).argmax(-1) == y).float().mean().item()
     first, last = sum(losses[:10]) / 10, sum(losses[-10:]) / 10

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from typing import Any, Callable, Optional, Tuple
+from typing import Any, Callable, Optional, Sequence, Tuple
 
 import numpy as _np
 import torch
@@ -378,6 +378,25 @@ def loss(op: str, x: Tensor, mask: Optional[Tensor], target: Optional[Tensor], d
     return _Loss.apply(x, mask, target, op, dim, params, lo, co)
 
 
+def _with_lse(want: tuple, keep_lse: bool) -> list:
+    """The extras a cross-entropy forward computes (z_loss, lse, entropy,
+    target_logprob, accuracy): those asked for, and lse when the backward
+    reuses it."""
+    w = list(want)
+    w[1] = w[1] or keep_lse
+    return w
+
+
+def _loss_and_extras(ctx: Any, loss: Tensor, extras: Sequence[Optional[Tensor]], want: tuple,
+                     lse: Optional[Tensor]) -> Any:
+    """A cross-entropy forward's result: the loss, then the extras asked for
+    (not differentiable; the lse kept for the backward is handed out as a copy)."""
+    outs = [e for e, k in zip(extras, want) if k]
+    outs = [e.clone() if (e is lse and e is not None) else e for e in outs]
+    ctx.mark_non_differentiable(*outs)
+    return (loss, *outs) if outs else loss
+
+
 class _CrossEntropy(torch.autograd.Function):
     """Two paths. Fused (the default when a gradient is needed): the forward
     also writes d loss / d x for a unit upstream gradient
@@ -400,8 +419,7 @@ class _CrossEntropy(torch.autograd.Function):
             grad = x.detach() if inplace else torch.empty(tuple(x.shape))
         # The forward's lse lets the two-call backward skip its scan (no smoothing).
         keep_lse = (not fused and label_smoothing == 0.0 and target.dtype == torch.int64)
-        w = list(want)
-        w[1] = w[1] or keep_lse
+        w = _with_lse(want, keep_lse)
         loss, extras = _cross_entropy_fwd(x, target, weight, ignore_index, reduction,
                                             label_smoothing, dim, lse_square_scale, softcap, w,
                                             empty_mean, co.scale, co.temperature, co.mask, co.empty_row,
@@ -416,10 +434,7 @@ class _CrossEntropy(torch.autograd.Function):
             ctx.save_for_backward(x, mask, target, weight, lse)
         ctx.meta = (dim, args)
         ctx.co = with_options(co, mask=None)
-        outs = [e for e, k in zip(extras, want) if k]
-        outs = [e.clone() if (e is lse and e is not None) else e for e in outs]
-        ctx.mark_non_differentiable(*outs)
-        return (loss, *outs) if outs else loss
+        return _loss_and_extras(ctx, loss, extras, want, lse)
 
     @staticmethod
     @first_order("cross_entropy")
@@ -504,8 +519,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
         (ignore_index, lse_square_scale, label_smoothing, reduction, softcap, token_chunk,
          vocab_chunk, empty_mean) = args
         keep_lse = label_smoothing == 0.0
-        w = list(want)
-        w[1] = w[1] or keep_lse
+        w = _with_lse(want, keep_lse)
         loss, extras = _linear_cross_entropy_fwd(
             hidden, weight, target, bias, ce_weight, ignore_index, lse_square_scale,
             label_smoothing, reduction, softcap, w, token_chunk, vocab_chunk, empty_mean,
@@ -514,10 +528,7 @@ class _LinearCrossEntropy(torch.autograd.Function):
         ctx.save_for_backward(hidden, weight, bias, target, ce_weight, lse)
         ctx.meta = args
         ctx.co = co
-        outs = [e for e, k in zip(extras, want) if k]
-        outs = [e.clone() if (e is lse and e is not None) else e for e in outs]
-        ctx.mark_non_differentiable(*outs)
-        return (loss, *outs) if outs else loss
+        return _loss_and_extras(ctx, loss, extras, want, lse)
 
     @staticmethod
     @first_order("linear_cross_entropy")

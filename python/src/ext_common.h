@@ -321,18 +321,29 @@ using Lo = PyLossOptions;
 using OptIn = std::optional<In>;
 using OptOut = std::optional<Out>;
 
+/// The optional per-row outputs of cross_entropy and linear_cross_entropy.
+inline void ce_extras(smax::CrossEntropyOptions& ce, const char* op, const OptOut& z_loss,
+                      const OptOut& lse, const OptOut& entropy, const OptOut& target_logprob,
+                      const OptOut& accuracy) {
+  ce.z_loss = opt_f32o(z_loss, op, "z_loss");
+  ce.lse = opt_f32o(lse, op, "lse");
+  ce.entropy = opt_f32o(entropy, op, "entropy");
+  ce.target_logprob = opt_f32o(target_logprob, op, "target_logprob");
+  ce.accuracy = opt_f32o(accuracy, op, "accuracy");
+}
+
+inline smax::LinearCrossEntropyOptions lce_params(int64_t token_chunk, int64_t vocab_chunk) {
+  smax::LinearCrossEntropyOptions lce;
+  lce.token_chunk = token_chunk;
+  lce.vocab_chunk = vocab_chunk;
+  return lce;
+}
+
 // Forward `void F(src, dst, options)` and backward `void F(a, dy, dsrc, options)`.
 using Fwd = void (*)(const smax::TensorView&, const smax::TensorView&,
                      const smax::SoftmaxOptions&);
 using Bwd = void (*)(const smax::TensorView&, const smax::TensorView&, const smax::TensorView&,
                      const smax::SoftmaxOptions&);
-// Loss `void F(src, target, dst, loss, options)` and its backward
-// `void F(src, target, dloss, dsrc, loss, options)`.
-using LossF = void (*)(const smax::TensorView&, const smax::TensorView&, const smax::TensorView&,
-                       const smax::LossOptions&, const smax::SoftmaxOptions&);
-using LossB = void (*)(const smax::TensorView&, const smax::TensorView&, const smax::TensorView&,
-                       const smax::TensorView&, const smax::LossOptions&,
-                       const smax::SoftmaxOptions&);
 
 template <Fwd F>
 inline void def_fwd(nb::module_& m, const char* name) {
@@ -365,40 +376,54 @@ inline void def_bwd(nb::module_& m, const char* name, const char* a_name = "y") 
       nb::arg("a"), nb::arg("dy"), nb::arg("out"), nb::arg("co"));
 }
 
-template <LossF F>
-inline void def_loss(nb::module_& m, const char* name) {
-  m.def(
-      name,
-      [name](const In& x, const In& target, const Out& out, const Lo& lo, const Co& co) {
-        const Common c = common(name, co);
-        const Loss l = loss(name, lo);
-        const auto xv = f32(x, name, "x");
-        const auto tv = target_view(target, name, false);
-        const auto ov = f32o(out, name, "out");
-        nb::gil_scoped_release r;
-        F(xv, tv, ov, l.l, c.o);
-      },
-      nb::arg("x"), nb::arg("target"), nb::arg("out"), nb::arg("lo"), nb::arg("co"));
-}
+/// A loss and its backward, with the scalar arguments A... (none for most):
+///   void F(src, target, dst, A..., loss, options),
+///   void B(src, target, dloss, dsrc, A..., loss, options),
+/// bound as `name(x, target, out, *args, lo, co)` and
+/// `bwd_name(x, target, dloss, out, *args, lo, co)`, `names` the nb::arg's of
+/// the args. The target is int64 class indices.
+template <typename... A>
+struct LossOp {
+  using F = void (*)(const smax::TensorView&, const smax::TensorView&, const smax::TensorView&,
+                     A..., const smax::LossOptions&, const smax::SoftmaxOptions&);
+  using B = void (*)(const smax::TensorView&, const smax::TensorView&, const smax::TensorView&,
+                     const smax::TensorView&, A..., const smax::LossOptions&,
+                     const smax::SoftmaxOptions&);
 
-template <LossB F>
-inline void def_loss_bwd(nb::module_& m, const char* name) {
-  m.def(
-      name,
-      [name](const In& x, const In& target, const In& dloss, const Out& out, const Lo& lo,
-             const Co& co) {
-        const Common c = common(name, co);
-        const Loss l = loss(name, lo);
-        const auto xv = f32(x, name, "x");
-        const auto tv = target_view(target, name, false);
-        const auto dv = f32(dloss, name, "dloss");
-        const auto ov = f32o(out, name, "out");
-        nb::gil_scoped_release r;
-        F(xv, tv, dv, ov, l.l, c.o);
-      },
-      nb::arg("x"), nb::arg("target"), nb::arg("dloss"), nb::arg("out"), nb::arg("lo"),
-      nb::arg("co"));
-}
+  template <F Fwd, B Bwd, typename... Names>
+  static void def(nb::module_& m, const char* name, const char* bwd_name,
+                  const Names&... names) {
+    m.def(
+        name,
+        [name](const In& x, const In& target, const Out& out, A... a, const Lo& lo,
+               const Co& co) {
+          const Common c = common(name, co);
+          const Loss l = loss(name, lo);
+          const auto xv = f32(x, name, "x");
+          const auto tv = target_view(target, name, false);
+          const auto ov = f32o(out, name, "out");
+          nb::gil_scoped_release r;
+          Fwd(xv, tv, ov, a..., l.l, c.o);
+        },
+        nb::arg("x"), nb::arg("target"), nb::arg("out"), names..., nb::arg("lo"),
+        nb::arg("co"));
+    m.def(
+        bwd_name,
+        [bwd_name](const In& x, const In& target, const In& dloss, const Out& out, A... a,
+                   const Lo& lo, const Co& co) {
+          const Common c = common(bwd_name, co);
+          const Loss l = loss(bwd_name, lo);
+          const auto xv = f32(x, bwd_name, "x");
+          const auto tv = target_view(target, bwd_name, false);
+          const auto dv = f32(dloss, bwd_name, "dloss");
+          const auto ov = f32o(out, bwd_name, "out");
+          nb::gil_scoped_release r;
+          Bwd(xv, tv, dv, ov, a..., l.l, c.o);
+        },
+        nb::arg("x"), nb::arg("target"), nb::arg("dloss"), nb::arg("out"), names...,
+        nb::arg("lo"), nb::arg("co"));
+  }
+};
 
 /// An op with parameters P (an options struct, or a number) and its backward:
 ///   void F(src, dst, P, options),  void B(a, dy, dsrc, P, options),

@@ -5,6 +5,36 @@
 
 namespace smax_py __attribute__((visibility("hidden"))) {
 
+namespace {
+
+// spherical_z_loss(_backward) with the Python arguments' types (LossOp).
+void spherical_z_loss_f(const smax::TensorView& s, const smax::TensorView& t,
+                        const smax::TensorView& d, double a, double b, const smax::LossOptions& l,
+                        const smax::SoftmaxOptions& o) {
+  smax::spherical_z_loss(s, t, d, static_cast<float>(a), static_cast<float>(b), l, o);
+}
+void spherical_z_loss_b(const smax::TensorView& s, const smax::TensorView& t,
+                        const smax::TensorView& g, const smax::TensorView& d, double a, double b,
+                        const smax::LossOptions& l, const smax::SoftmaxOptions& o) {
+  smax::spherical_z_loss_backward(s, t, g, d, static_cast<float>(a), static_cast<float>(b), l,
+                                  o);
+}
+
+/// The views of linear_cross_entropy(_backward)'s inputs: hidden [N, D],
+/// weight [V, D], target [N] (int64), bias [V] or none.
+struct LceInputs {
+  smax::TensorView h, w, t;
+  std::optional<smax::TensorView> b;
+};
+
+LceInputs lce_inputs(const char* op, const In& hidden, const In& weight, const In& target,
+                     const OptIn& bias) {
+  return {f32(hidden, op, "hidden"), f32(weight, op, "weight"), target_view(target, op, false),
+          opt_f32(bias, op, "bias")};
+}
+
+}  // namespace
+
 void def_cross_entropy(nb::module_& m) {
   m.def(
       "cross_entropy",
@@ -16,11 +46,7 @@ void def_cross_entropy(nb::module_& m) {
         const Common c = common(op, co);
         const Loss l = loss(op, lo);
         smax::CrossEntropyOptions ce = ce_params(label_smoothing, lse_square_scale, softcap, l.l);
-        ce.z_loss = opt_f32o(z_loss, op, "z_loss");
-        ce.lse = opt_f32o(lse, op, "lse");
-        ce.entropy = opt_f32o(entropy, op, "entropy");
-        ce.target_logprob = opt_f32o(target_logprob, op, "target_logprob");
-        ce.accuracy = opt_f32o(accuracy, op, "accuracy");
+        ce_extras(ce, op, z_loss, lse, entropy, target_logprob, accuracy);
         ce.grad = opt_f32o(grad, op, "grad");  // the fused unit gradient (may be x)
         const auto xv = f32(x, op, "input");
         const auto tv = target_view(target, op, true);
@@ -94,39 +120,8 @@ void def_cross_entropy(nb::module_& m) {
       },
       nb::arg("x"), nb::arg("target").none(), nb::arg("dloss"), nb::arg("out"),
       nb::arg("coefficient"), nb::arg("lo"), nb::arg("co"));
-  m.def(
-      "spherical_z_loss",
-      [](const In& x, const In& target, const Out& out, double a, double b, const Lo& lo,
-         const Co& co) {
-        const char* op = "spherical_z_loss";
-        const Common c = common(op, co);
-        const Loss l = loss(op, lo);
-        const auto xv = f32(x, op, "x");
-        const auto tv = target_view(target, op, false);
-        const auto ov = f32o(out, op, "out");
-        nb::gil_scoped_release r;
-        smax::spherical_z_loss(xv, tv, ov, static_cast<float>(a), static_cast<float>(b), l.l,
-                               c.o);
-      },
-      nb::arg("x"), nb::arg("target"), nb::arg("out"), nb::arg("a"), nb::arg("b"),
-      nb::arg("lo"), nb::arg("co"));
-  m.def(
-      "spherical_z_loss_backward",
-      [](const In& x, const In& target, const In& dloss, const Out& out, double a, double b,
-         const Lo& lo, const Co& co) {
-        const char* op = "spherical_z_loss_backward";
-        const Common c = common(op, co);
-        const Loss l = loss(op, lo);
-        const auto xv = f32(x, op, "x");
-        const auto tv = target_view(target, op, false);
-        const auto dv = f32(dloss, op, "dloss");
-        const auto ov = f32o(out, op, "out");
-        nb::gil_scoped_release r;
-        smax::spherical_z_loss_backward(xv, tv, dv, ov, static_cast<float>(a),
-                                        static_cast<float>(b), l.l, c.o);
-      },
-      nb::arg("x"), nb::arg("target"), nb::arg("dloss"), nb::arg("out"), nb::arg("a"),
-      nb::arg("b"), nb::arg("lo"), nb::arg("co"));
+  LossOp<double, double>::def<&spherical_z_loss_f, &spherical_z_loss_b>(
+      m, "spherical_z_loss", "spherical_z_loss_backward", nb::arg("a"), nb::arg("b"));
 
   // ---- fused linear + cross-entropy (smax/linear_cross_entropy.h) ----------------------
   m.def(
@@ -140,21 +135,12 @@ void def_cross_entropy(nb::module_& m) {
         const Common c = common(op, co);
         const Loss l = loss(op, lo);
         smax::CrossEntropyOptions ce = ce_params(label_smoothing, lse_square_scale, softcap, l.l);
-        ce.z_loss = opt_f32o(z_loss, op, "z_loss");
-        ce.lse = opt_f32o(lse, op, "lse");
-        ce.entropy = opt_f32o(entropy, op, "entropy");
-        ce.target_logprob = opt_f32o(target_logprob, op, "target_logprob");
-        ce.accuracy = opt_f32o(accuracy, op, "accuracy");
-        smax::LinearCrossEntropyOptions lce;
-        lce.token_chunk = token_chunk;
-        lce.vocab_chunk = vocab_chunk;
-        const auto hv = f32(hidden, op, "hidden");
-        const auto wv = f32(weight, op, "weight");
-        const auto tv = target_view(target, op, false);
-        const auto bv = opt_f32(bias, op, "bias");
+        ce_extras(ce, op, z_loss, lse, entropy, target_logprob, accuracy);
+        const smax::LinearCrossEntropyOptions lce = lce_params(token_chunk, vocab_chunk);
+        const LceInputs in = lce_inputs(op, hidden, weight, target, bias);
         const auto ov = f32o(out, op, "out");
         nb::gil_scoped_release r;
-        smax::linear_cross_entropy(hv, wv, tv, bv, ov, ce, lce, c.o);
+        smax::linear_cross_entropy(in.h, in.w, in.t, in.b, ov, ce, lce, c.o);
       },
       nb::arg("hidden"), nb::arg("weight"), nb::arg("target"), nb::arg("bias").none(),
       nb::arg("out"), nb::arg("label_smoothing"), nb::arg("lse_square_scale"),
@@ -172,19 +158,15 @@ void def_cross_entropy(nb::module_& m) {
         const Loss l = loss(op, lo);
         smax::CrossEntropyOptions ce = ce_params(label_smoothing, lse_square_scale, softcap, l.l);
         ce.lse = opt_f32(lse, op, "lse");
-        smax::LinearCrossEntropyOptions lce;
-        lce.token_chunk = token_chunk;
-        lce.vocab_chunk = vocab_chunk;
-        const auto hv = f32(hidden, op, "hidden");
-        const auto wv = f32(weight, op, "weight");
-        const auto tv = target_view(target, op, false);
-        const auto bv = opt_f32(bias, op, "bias");
+        const smax::LinearCrossEntropyOptions lce = lce_params(token_chunk, vocab_chunk);
+        const LceInputs in = lce_inputs(op, hidden, weight, target, bias);
         const auto dv = f32(dloss, op, "dloss");
         const auto dhv = f32o(dhidden, op, "dhidden");
         const auto dwv = f32o(dweight, op, "dweight");
         const auto dbv = opt_f32o(dbias, op, "dbias");
         nb::gil_scoped_release r;
-        smax::linear_cross_entropy_backward(hv, wv, tv, bv, dv, dhv, dwv, dbv, ce, lce, c.o);
+        smax::linear_cross_entropy_backward(in.h, in.w, in.t, in.b, dv, dhv, dwv, dbv, ce, lce,
+                                            c.o);
       },
       nb::arg("hidden"), nb::arg("weight"), nb::arg("target"), nb::arg("bias").none(),
       nb::arg("dloss"), nb::arg("dhidden"), nb::arg("dweight"), nb::arg("dbias").none(),

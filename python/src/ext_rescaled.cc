@@ -33,8 +33,8 @@ smax::SsmaxOptions ssmax_params(const char* op, double s, const OptIn& s_t, int6
 void def_rescaled(nb::module_& m) {
   def_fwd<&stablemax_fwd>(m, "stablemax");
   def_bwd<&stablemax_bwd>(m, "stablemax_backward", "x");
-  def_loss<&stablemax_ce_f>(m, "stablemax_cross_entropy");
-  def_loss_bwd<&stablemax_ce_b>(m, "stablemax_cross_entropy_backward");
+  LossOp<>::def<&stablemax_ce_f, &stablemax_ce_b>(m, "stablemax_cross_entropy",
+                                                   "stablemax_cross_entropy_backward");
   m.def(
       "ssmax",
       [](const In& x, const Out& out, double s, const OptIn& s_t, int64_t fixed_n,

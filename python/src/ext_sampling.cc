@@ -5,6 +5,19 @@
 
 namespace smax_py __attribute__((visibility("hidden"))) {
 
+namespace {
+
+/// The SampleOptions of sampling_filter and sample (the seed set by sample).
+smax::SampleOptions sample_params(double temperature, int64_t top_k, double top_p) {
+  smax::SampleOptions p;
+  p.temperature = static_cast<float>(temperature);
+  p.top_k = top_k;
+  p.top_p = static_cast<float>(top_p);
+  return p;
+}
+
+}  // namespace
+
 void def_sampling(nb::module_& m) {
   m.def(
       "gumbel_noise",
@@ -82,10 +95,7 @@ void def_sampling(nb::module_& m) {
          const Co& co) {
         const char* op = "sampling_filter";
         const Common c = common(op, co);
-        smax::SampleOptions p;
-        p.temperature = static_cast<float>(temperature);
-        p.top_k = top_k;
-        p.top_p = static_cast<float>(top_p);
+        smax::SampleOptions p = sample_params(temperature, top_k, top_p);
         const auto xv = f32(x, op, "logits");
         const auto ov = f32o(out, op, "out");
         nb::gil_scoped_release r;
@@ -99,10 +109,7 @@ void def_sampling(nb::module_& m) {
          nb::handle seed, const Co& co) {
         const char* op = "sample";
         const Common c = common(op, co);
-        smax::SampleOptions p;
-        p.temperature = static_cast<float>(temperature);
-        p.top_k = top_k;
-        p.top_p = static_cast<float>(top_p);
+        smax::SampleOptions p = sample_params(temperature, top_k, top_p);
         p.seed = seed_of(op, seed);
         const auto xv = f32(x, op, "logits");
         const auto iv = i64o(indices, op, "indices");

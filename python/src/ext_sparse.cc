@@ -5,16 +5,38 @@
 
 namespace smax_py __attribute__((visibility("hidden"))) {
 
+namespace {
+
+// sparse_softmax_loss(_backward) with the Python arguments (LossOp):
+// force_target makes the SparseSoftmaxLossOptions.
+void sparse_softmax_loss_f(const smax::TensorView& s, const smax::TensorView& t,
+                           const smax::TensorView& d, int64_t k, bool force_target,
+                           const smax::LossOptions& l, const smax::SoftmaxOptions& o) {
+  smax::SparseSoftmaxLossOptions p;
+  p.force_target = force_target;
+  smax::sparse_softmax_loss(s, t, d, k, p, l, o);
+}
+void sparse_softmax_loss_b(const smax::TensorView& s, const smax::TensorView& t,
+                           const smax::TensorView& g, const smax::TensorView& d, int64_t k,
+                           bool force_target, const smax::LossOptions& l,
+                           const smax::SoftmaxOptions& o) {
+  smax::SparseSoftmaxLossOptions p;
+  p.force_target = force_target;
+  smax::sparse_softmax_loss_backward(s, t, g, d, k, p, l, o);
+}
+
+}  // namespace
+
 void def_sparse(nb::module_& m) {
   def_fwd<&sparsemax_fwd>(m, "sparsemax");
   def_fwd<&entmax15_fwd>(m, "entmax15");
   def_bwd<&sparsemax_bwd>(m, "sparsemax_backward");
   def_bwd<&entmax15_bwd>(m, "entmax15_backward");
   def_bwd<&sparse_softmax_bwd>(m, "sparse_softmax_backward");
-  def_loss<&sparsemax_loss_f>(m, "sparsemax_loss");
-  def_loss<&entmax15_loss_f>(m, "entmax15_loss");
-  def_loss_bwd<&sparsemax_loss_b>(m, "sparsemax_loss_backward");
-  def_loss_bwd<&entmax15_loss_b>(m, "entmax15_loss_backward");
+  LossOp<>::def<&sparsemax_loss_f, &sparsemax_loss_b>(m, "sparsemax_loss",
+                                                       "sparsemax_loss_backward");
+  LossOp<>::def<&entmax15_loss_f, &entmax15_loss_b>(m, "entmax15_loss",
+                                                     "entmax15_loss_backward");
   m.def(
       "entmax_bisect",
       [](const In& x, const Out& out, double alpha, const OptIn& alpha_t, int n_iter,
@@ -89,42 +111,9 @@ void def_sparse(nb::module_& m) {
         smax::sparse_softmax(xv, ov, k, c.o);
       },
       nb::arg("x"), nb::arg("out"), nb::arg("k"), nb::arg("co"));
-  m.def(
-      "sparse_softmax_loss",
-      [](const In& x, const In& target, const Out& out, int64_t k, bool force_target,
-         const Lo& lo, const Co& co) {
-        const char* op = "sparse_softmax_loss";
-        const Common c = common(op, co);
-        const Loss l = loss(op, lo);
-        smax::SparseSoftmaxLossOptions p;
-        p.force_target = force_target;
-        const auto xv = f32(x, op, "x");
-        const auto tv = target_view(target, op, false);
-        const auto ov = f32o(out, op, "out");
-        nb::gil_scoped_release r;
-        smax::sparse_softmax_loss(xv, tv, ov, k, p, l.l, c.o);
-      },
-      nb::arg("x"), nb::arg("target"), nb::arg("out"), nb::arg("k"), nb::arg("force_target"),
-      nb::arg("lo"), nb::arg("co"));
-  m.def(
-      "sparse_softmax_loss_backward",
-      [](const In& x, const In& target, const In& dloss, const Out& out, int64_t k,
-         bool force_target, const Lo& lo, const Co& co) {
-        const char* op = "sparse_softmax_loss_backward";
-        const Common c = common(op, co);
-        const Loss l = loss(op, lo);
-        smax::SparseSoftmaxLossOptions p;
-        p.force_target = force_target;
-        const auto xv = f32(x, op, "x");
-        const auto tv = target_view(target, op, false);
-        const auto dv = f32(dloss, op, "dloss");
-        const auto ov = f32o(out, op, "out");
-        nb::gil_scoped_release r;
-        smax::sparse_softmax_loss_backward(xv, tv, dv, ov, k, p, l.l, c.o);
-      },
-      nb::arg("x"), nb::arg("target"), nb::arg("dloss"), nb::arg("out"), nb::arg("k"),
-      nb::arg("force_target"), nb::arg("lo"), nb::arg("co"));
-
+  LossOp<int64_t, bool>::def<&sparse_softmax_loss_f, &sparse_softmax_loss_b>(
+      m, "sparse_softmax_loss", "sparse_softmax_loss_backward", nb::arg("k"),
+      nb::arg("force_target"));
 }
 
 }  // namespace smax_py

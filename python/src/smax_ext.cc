@@ -10,14 +10,14 @@
 // calls; ext_<family>.cc bind the other op families (one def_<family>()
 // each); ext_common.h has the shared helpers.
 //
-// Adding an op: in its family's ext_*.cc, a def_fwd / def_bwd / def_loss /
+// Adding an op: in its family's ext_*.cc, a def_fwd / def_bwd / LossOp /
 // ParamOp line (ext_common.h) or one `m.def(...)` whose lambda builds views
 // with f32()/i64()/target_view(), the options with common() (from `co`, a
 // SoftmaxOptions: dim, scale, temperature, mask, algorithm, empty_row,
 // threads) and loss() (from `lo`, a LossOptions: ignore_index, reduction,
 // weight, empty_mean), then calls the C++ op inside a `nb::gil_scoped_release`
-// block. Then its one Python definition in smax/_ops_<family>.py, and
-// regenerate smax/_smax.pyi (docs/python.md, "Stubs").
+// block. Then its one Python definition in smax/_ops_<family>.py; the build
+// regenerates the stub smax/_smax.pyi (docs/python.md, "Layout of the sources").
 #include "ext_common.h"
 #include <nanobind/stl/tuple.h>
 #include <tuple>

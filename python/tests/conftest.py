@@ -84,3 +84,65 @@ def assert_log_close(got, want):
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)
+
+
+# ---- shared by the torch test modules (torch imported when called) ----------------------------
+
+
+@pytest.fixture
+def torch_seed():
+    """torch.manual_seed(0) before each test of a module that uses it
+    (``pytestmark = pytest.mark.usefixtures("torch_seed")``)."""
+    import torch
+
+    torch.manual_seed(0)
+
+
+def torch_close(got, want, rtol=2e-5, atol=2e-6):
+    """got (float32 tensor or array) vs a float64 reference tensor, NaN where
+    the reference is NaN."""
+    import torch
+
+    if isinstance(got, torch.Tensor):
+        g = got.detach().double()
+    else:
+        g = torch.from_numpy(np.asarray(got, dtype=np.float64))
+    w = want.detach().double()
+    assert g.shape == w.shape, (g.shape, w.shape)
+    torch.testing.assert_close(g, w, rtol=rtol, atol=atol, equal_nan=True)
+
+
+def torch_grad_close(got, want, rtol=1e-4):
+    """Gradients: absolute error relative to the gradient's scale."""
+    import torch
+
+    scale = want.abs().max().item() + 1e-12
+    torch.testing.assert_close(got.double(), want.double(), rtol=rtol, atol=rtol * scale)
+
+
+# ---- GIL ---------------------------------------------------------------------------------------
+
+
+def ticks_while(call):
+    """Runs call() in another thread while this one records perf_counter()
+    ticks, yielding the GIL between them; returns (seconds call() took, the
+    ticks inside that span). A call that holds the GIL leaves no ticks inside."""
+    import threading
+    import time
+
+    span = {}
+
+    def work():
+        span["t0"] = time.perf_counter()
+        call()
+        span["t1"] = time.perf_counter()
+
+    ticks = []
+    th = threading.Thread(target=work)
+    th.start()
+    while th.is_alive():
+        ticks.append(time.perf_counter())
+        time.sleep(0)  # yield the GIL between ticks
+    th.join()
+    t0, t1 = span["t0"], span["t1"]
+    return t1 - t0, [t for t in ticks if t0 < t < t1]

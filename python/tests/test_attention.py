@@ -13,25 +13,18 @@ import torch.nn.functional as F  # noqa: E402
 
 import smax  # noqa: E402
 import smax.torch as st  # noqa: E402
+from conftest import torch_close, torch_grad_close  # noqa: E402
 
 
-@pytest.fixture(autouse=True)
-def _seed():
-    torch.manual_seed(0)
+pytestmark = pytest.mark.usefixtures("torch_seed")  # torch.manual_seed(0) per test
 
 
 def close(got, want, rtol=1e-5, atol=2e-6):
-    g = got.detach().double() if isinstance(got, torch.Tensor) else torch.from_numpy(
-        np.asarray(got, dtype=np.float64))
-    w = want.detach().double()
-    assert g.shape == w.shape, (g.shape, w.shape)
-    torch.testing.assert_close(g, w, rtol=rtol, atol=atol, equal_nan=True)
+    torch_close(got, want, rtol, atol)
 
 
 def grad_close(got, want, rtol=2e-4):
-    g, w = got.double(), want.double()
-    scale = w.abs().max().item() + 1e-12
-    torch.testing.assert_close(g, w, rtol=rtol, atol=rtol * scale)
+    torch_grad_close(got, want, rtol)
 
 
 def qkv(B=2, H=4, Hkv=4, Lq=9, Lk=13, D=16, Dv=None, grad=False):

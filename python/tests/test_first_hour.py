@@ -76,6 +76,14 @@ def _out_ops():
     return [n for n in _array_ops() if "out" in inspect.signature(getattr(smax, n)).parameters]
 
 
+def _op_call(name, lib):
+    """(the array module, smax.<name>, its required arguments) for lib "numpy"
+    or "torch" (skipped without torch)."""
+    mod = np if lib == "numpy" else pytest.importorskip("torch")
+    fn = getattr(smax, name)
+    return mod, fn, required_args(fn, _inputs(mod), name)
+
+
 # ---- 1. every op with only its required arguments -------------------------------------------
 
 
@@ -170,9 +178,7 @@ def test_every_torch_op_runs_with_its_defaults(name):
 @pytest.mark.parametrize("lib", ["numpy", "torch"])
 @pytest.mark.parametrize("name", _out_ops())
 def test_out_not_an_array(name, lib):
-    mod = np if lib == "numpy" else pytest.importorskip("torch")
-    fn = getattr(smax, name)
-    args = required_args(fn, _inputs(mod), name)
+    _, fn, args = _op_call(name, lib)
     for bad in (1, [1.0, 2.0], "out"):
         with pytest.raises(TypeError) as e:
             fn(*args, out=bad)
@@ -185,9 +191,7 @@ def test_out_not_an_array(name, lib):
 @pytest.mark.parametrize("lib", ["numpy", "torch"])
 @pytest.mark.parametrize("name", _out_ops())
 def test_out_of_the_wrong_shape(name, lib):
-    mod = np if lib == "numpy" else pytest.importorskip("torch")
-    fn = getattr(smax, name)
-    args = required_args(fn, _inputs(mod), name)
+    mod, fn, args = _op_call(name, lib)
     r = fn(*args)
     r = r[0] if isinstance(r, tuple) else r
     shape = tuple(r.shape)

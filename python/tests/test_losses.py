@@ -10,24 +10,15 @@ import pytest
 torch = pytest.importorskip("torch")
 import smax  # noqa: E402
 import smax.torch as st  # noqa: E402
+from conftest import ticks_while  # noqa: E402
+from conftest import torch_close as close  # noqa: E402
+from conftest import torch_grad_close as grad_close  # noqa: E402
 
 entmax = pytest.importorskip("entmax")
 F = torch.nn.functional
 
 
-@pytest.fixture(autouse=True)
-def _seed():
-    torch.manual_seed(0)
-
-
-def close(got, want, rtol=2e-5, atol=2e-6):
-    torch.testing.assert_close(got.detach().double(), want.detach().double(), rtol=rtol,
-                               atol=atol, equal_nan=True)
-
-
-def grad_close(got, want, rtol=1e-4):
-    scale = want.abs().max().item() + 1e-12
-    torch.testing.assert_close(got.double(), want.double(), rtol=rtol, atol=rtol * scale)
+pytestmark = pytest.mark.usefixtures("torch_seed")  # torch.manual_seed(0) per test
 
 
 def _targets(n_rows_shape, C, ignore=True):
@@ -393,28 +384,15 @@ def test_generic_dlpack_arrays():
 
 
 def test_gil_released_during_loss_kernels():
-    import threading
-    import time
-
     x = torch.randn(64, 1 << 17) * 4  # 32 MiB of logits
     t = torch.randint(0, 1 << 17, (64,))
-    span = {}
 
     def work():
-        span["t0"] = time.perf_counter()
         for _ in range(3):
             smax.cross_entropy(x, t, label_smoothing=0.1, return_entropy=True, threads=1)
-        span["t1"] = time.perf_counter()
 
-    ticks = []
-    th = threading.Thread(target=work)
-    th.start()
-    while th.is_alive():
-        ticks.append(time.perf_counter())
-        time.sleep(0)
-    th.join()
-    inside = [s for s in ticks if span["t0"] < s < span["t1"]]
-    assert span["t1"] - span["t0"] > 0.01 and len(inside) > 10
+    seconds, inside = ticks_while(work)
+    assert seconds > 0.01 and len(inside) > 10
 
 
 # ---- the fused path: forward stores d loss / d logits for a unit upstream gradient ---------------

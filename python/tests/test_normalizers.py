@@ -10,33 +10,27 @@ import pytest
 torch = pytest.importorskip("torch")
 import smax  # noqa: E402
 import smax.torch as st  # noqa: E402
+from conftest import torch_close as close  # noqa: E402
+from conftest import torch_grad_close as grad_close  # noqa: E402
 
 entmax = pytest.importorskip("entmax")
 
 F32 = np.float32
 
 
-@pytest.fixture(autouse=True)
-def _seed():
-    torch.manual_seed(0)
+pytestmark = pytest.mark.usefixtures("torch_seed")  # torch.manual_seed(0) per test
 
 
-def close(got, want, rtol=2e-5, atol=2e-6):
-    """got (float32) vs a float64 reference, NaN where the reference is NaN."""
-    if isinstance(got, torch.Tensor):
-        g = got.detach().double()
-    else:
-        g = torch.from_numpy(np.asarray(got, dtype=np.float64))
-    w = want.detach().double()
-    assert g.shape == w.shape, (g.shape, w.shape)
-    torch.testing.assert_close(g, w, rtol=rtol, atol=atol, equal_nan=True)
-
-
-def grad_close(got, want, rtol=1e-4):
-    """Gradients: absolute error relative to the gradient's scale."""
-    g, w = got.double(), want.double()
-    scale = w.abs().max().item() + 1e-12
-    torch.testing.assert_close(g, w, rtol=rtol, atol=rtol * scale)
+def backward_close(y, y64, *pairs):
+    """Backpropagates one random upstream gradient (never all ones) through y and
+    through its float64 reference y64, then compares the gradients of each
+    (leaf, float64 leaf) pair. Returns the upstream gradient."""
+    g = torch.randn(y.shape)
+    y.backward(g)
+    y64.backward(g.double())
+    for leaf, leaf64 in pairs:
+        grad_close(leaf.grad, leaf64.grad)
+    return g
 
 
 # ---- float64 reference formulas ---------------------------------------------------------------
@@ -153,10 +147,7 @@ def test_values_and_gradients(name, shape, dim):
     x64 = x.detach().double().requires_grad_(True)
     y64 = ref(x64, dim)
     close(y, y64)
-    g = torch.randn(shape)  # a random upstream gradient, never all ones
-    y.backward(g)
-    y64.backward(g.double())
-    grad_close(x.grad, x64.grad)
+    backward_close(y, y64, (x, x64))
 
 
 @pytest.mark.parametrize("name", ["sparsemax", "entmax15", "stablemax", "softpick", "ssmax",
@@ -186,11 +177,7 @@ def test_entmax_bisect_per_row_alpha_gradient():
     a64 = alpha.detach().double().requires_grad_(True)
     y64 = entmax.entmax_bisect(x64, a64, -1, n_iter=80)
     close(y, y64)
-    g = torch.randn(5, 11)
-    y.backward(g)
-    y64.backward(g.double())
-    grad_close(x.grad, x64.grad)
-    grad_close(alpha.grad, a64.grad)
+    g = backward_close(y, y64, (x, x64), (alpha, a64))
     # a broadcast alpha (one for every row) gets the sum of the row gradients
     a1 = torch.tensor(1.5, requires_grad=True)
     b1 = torch.tensor(1.5, dtype=torch.float64, requires_grad=True)
@@ -207,11 +194,7 @@ def test_ssmax_learnable_s_gradient():
     s64 = s.detach().double().requires_grad_(True)
     y64 = torch.softmax(x64 * (s64 * math.log(10)), -1)
     close(y, y64)
-    g = torch.randn(2, 3, 10)
-    y.backward(g)
-    y64.backward(g.double())
-    grad_close(x.grad, x64.grad)
-    grad_close(s.grad, s64.grad)
+    backward_close(y, y64, (x, x64), (s, s64))
 
 
 def test_masks_and_mask_gradient():
@@ -238,11 +221,7 @@ def test_masks_and_mask_gradient():
     b64 = bias.detach().double().requires_grad_(True)
     y64 = ref_stablemax(x64 * 2.0 + b64, -1)
     close(y, y64)
-    g = torch.randn(4, 9)
-    y.backward(g)
-    y64.backward(g.double())
-    grad_close(xr.grad, x64.grad)
-    grad_close(bias.grad, b64.grad)
+    backward_close(y, y64, (xr, x64), (bias, b64))
 
 
 def test_special_values():

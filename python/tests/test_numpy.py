@@ -11,6 +11,7 @@ from conftest import (
     ref_log_softmax,
     ref_logsumexp,
     ref_softmax,
+    ticks_while,
 )
 
 F32 = np.float32
@@ -346,28 +347,11 @@ def test_threads_setting():
 
 
 def test_gil_released_during_kernels():
-    import threading
-    import time
-
     x = np.random.default_rng(0).standard_normal((64, 1 << 18)).astype(F32)  # 64 MiB
     out = np.empty_like(x)
-    span = {}
-
-    def work():
-        span["t0"] = time.perf_counter()
-        smax.softmax(x, out=out, threads=1, algorithm="two-pass")
-        span["t1"] = time.perf_counter()
-
-    ticks = []
-    th = threading.Thread(target=work)
-    th.start()
-    while th.is_alive():
-        ticks.append(time.perf_counter())
-        time.sleep(0)  # yield the GIL between ticks
-    th.join()
-    t0, t1 = span["t0"], span["t1"]
-    inside = [t for t in ticks if t0 < t < t1]
+    seconds, inside = ticks_while(
+        lambda: smax.softmax(x, out=out, threads=1, algorithm="two-pass"))
     # The main thread kept running while the kernel ran (it could not if the
     # call held the GIL).
-    assert t1 - t0 > 0.01 and len(inside) > 10, (t1 - t0, len(inside))
+    assert seconds > 0.01 and len(inside) > 10, (seconds, len(inside))
     assert_softmax_close(out[:2], ref_softmax(logits(x[:2])))

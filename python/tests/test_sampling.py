@@ -10,16 +10,10 @@ import pytest
 torch = pytest.importorskip("torch")
 import smax  # noqa: E402
 import smax.torch as st  # noqa: E402
+from conftest import torch_close as close  # noqa: E402
 
 
-@pytest.fixture(autouse=True)
-def _seed():
-    torch.manual_seed(0)
-
-
-def close(got, want, rtol=2e-5, atol=2e-6):
-    torch.testing.assert_close(got.detach().double(), want.detach().double(), rtol=rtol,
-                               atol=atol, equal_nan=True)
+pytestmark = pytest.mark.usefixtures("torch_seed")  # torch.manual_seed(0) per test
 
 
 # ---- softmax_topk ---------------------------------------------------------------------------------

@@ -23,9 +23,7 @@ def _check(name, got, want64):
         assert_log_close(g, w)
 
 
-@pytest.fixture(autouse=True)
-def _seed():
-    torch.manual_seed(0)
+pytestmark = pytest.mark.usefixtures("torch_seed")  # torch.manual_seed(0) per test
 
 
 # ---- values ------------------------------------------------------------------------------
