@@ -22,19 +22,6 @@ std::function<void()> g_dump;
   std::abort();
 }
 
-smax_tensor to_c(const TensorView& v) {
-  smax_tensor t;
-  std::memset(&t, 0, sizeof t);
-  t.data = v.data;
-  t.dtype = static_cast<int32_t>(v.dtype);
-  t.rank = v.rank;
-  for (int d = 0; d < v.rank && d < SMAX_MAX_RANK; ++d) {
-    t.shape[d] = v.shape[d];
-    t.strides[d] = v.strides[d];
-  }
-  return t;
-}
-
 // Runs the op on `ops` with options `o` (views from the buffers); returns the
 // error message or "" on success; `status` gets the smax::Status / C status.
 std::string call(const Case& c, Operands& ops, const AttentionOptions& o0, int* status) {
