@@ -31,6 +31,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "check.h"
 #include "reference/bounds.h"
 #include "smax/smax.h"
 
@@ -350,24 +351,11 @@ inline void fill_normal(Tensor& t, Rng& rng) {
 // Ops
 // ---------------------------------------------------------------------------
 
-enum class Op { kSoftmax, kLogSoftmax, kLogSumExp, kSoftmaxBackward, kLogSoftmaxBackward };
-
-inline const char* op_name(Op op) {
-  switch (op) {
-    case Op::kSoftmax: return "softmax";
-    case Op::kLogSoftmax: return "log_softmax";
-    case Op::kLogSumExp: return "logsumexp";
-    case Op::kSoftmaxBackward: return "softmax_backward";
-    case Op::kLogSoftmaxBackward: return "log_softmax_backward";
-  }
-  return "?";
-}
-
-inline const std::vector<Op>& all_ops() {
-  static const std::vector<Op> v = {Op::kSoftmax, Op::kLogSoftmax, Op::kLogSumExp,
-                                    Op::kSoftmaxBackward, Op::kLogSoftmaxBackward};
-  return v;
-}
+/// The softmax family and its names, as the CLI has them (testing/check.h);
+/// all_ops(): softmax, log_softmax, logsumexp, then the two backward ops.
+using Op = smax_cli::Op;
+using smax_cli::op_name;
+inline const std::vector<Op>& all_ops() { return smax_cli::softmax_family(); }
 inline bool is_backward(Op op) {
   return op == Op::kSoftmaxBackward || op == Op::kLogSoftmaxBackward;
 }
