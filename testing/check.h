@@ -65,4 +65,13 @@ ErrorStats check_forward(Op op, const float* got, const std::vector<double>& ref
 ErrorStats check_backward(Op op, const float* got, const std::vector<double>& ref,
                           const float* y, const float* dy, const Geometry& g, double s);
 
+/// The weights of one attention row's forward bound over its Lk keys
+/// (`smax attention --check` and the attention fuzz harness): w_j = |P_j|
+/// (P the float64 weights), plus, with the softpick normalizer (`eps` its
+/// epsilon), e^(T_j - m) / S for the unmasked scores T_j != -inf, where m is
+/// the max of the scores that are not -inf or NaN and
+/// S = sum_j |e^(T_j - m) - e^-m| + eps e^-m (no term when S = 0 or every score is masked).
+void attention_bound_weights(const double* P, const double* T, int64_t Lk, bool softpick,
+                             double eps, double* w);
+
 }  // namespace smax_cli
