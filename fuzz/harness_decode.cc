@@ -323,7 +323,7 @@ void fill_inputs(Case& c, Reader& r) {
       TensorView lv;
       lv.data = logits.data();
       lv.rank = c.rank;
-      const std::vector<int64_t> st = row_major(c.shape);
+      const std::vector<int64_t> st = smax_cli::row_major_strides(c.shape);
       for (int d = 0; d < c.rank; ++d) {
         lv.shape[d] = c.shape[static_cast<size_t>(d)];
         lv.strides[d] = st[static_cast<size_t>(d)];

@@ -1,6 +1,8 @@
 // fuzz/operands.cc: see operands.h.
 #include "operands.h"
 
+#include "check.h"
+
 #include <algorithm>
 #include <cfloat>
 #include <cstdlib>
@@ -81,7 +83,7 @@ void zero_some_strides(Reader& r, std::vector<int64_t>& st) {
 
 std::vector<int64_t> decode_strides(const std::vector<int64_t>& shape, Reader& r,
                                     const StrideModes& m) {
-  std::vector<int64_t> st = row_major(shape);
+  std::vector<int64_t> st = smax_cli::row_major_strides(shape);
   switch (r.u8() % m.modes) {
     case 3: permuted_padded_strides(shape, r, st); break;
     case 4: negate_some_strides(r, st); break;
@@ -123,16 +125,6 @@ smax_tensor to_c(const smax::TensorView& v) {
     t.strides[d] = v.strides[d];
   }
   return t;
-}
-
-std::vector<int64_t> row_major(const std::vector<int64_t>& shape) {
-  std::vector<int64_t> st(shape.size());
-  int64_t s = 1;
-  for (size_t d = shape.size(); d-- > 0;) {
-    st[d] = s;
-    s *= std::max<int64_t>(shape[d], 1);
-  }
-  return st;
 }
 
 void span_of(const Layout& o, int64_t* lo, int64_t* hi) {

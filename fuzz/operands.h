@@ -102,8 +102,6 @@ smax_tensor to_c(const smax::TensorView& v);
 /// Elements of `shape`: 0 with any zero dim, -1 with a negative dim or when
 /// the product overflows int64.
 int64_t numel_of(const std::vector<int64_t>& shape);
-/// Contiguous row-major strides of `shape` (dims of size 0 count as 1).
-std::vector<int64_t> row_major(const std::vector<int64_t>& shape);
 /// [lo, hi]: the element offsets (relative to index 0) the view reaches
 /// (numel > 0).
 void span_of(const Layout& o, int64_t* lo, int64_t* hi);

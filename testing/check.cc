@@ -180,4 +180,14 @@ void attention_bound_weights(const double* P, const double* T, int64_t Lk, bool 
   }
 }
 
+std::vector<int64_t> row_major_strides(const std::vector<int64_t>& shape) {
+  std::vector<int64_t> st(shape.size());
+  int64_t s = 1;
+  for (size_t d = shape.size(); d-- > 0;) {
+    st[d] = s;
+    s *= std::max<int64_t>(shape[d], 1);
+  }
+  return st;
+}
+
 }  // namespace smax_cli

@@ -44,6 +44,9 @@ struct Geometry {
 /// Throws UsageError when `axis` is out of range for the shape's rank.
 Geometry make_geometry(const std::vector<int64_t>& shape, int64_t axis);
 
+/// Row-major strides (in elements) of `shape`; a 0-sized dim counts as 1.
+std::vector<int64_t> row_major_strides(const std::vector<int64_t>& shape);
+
 struct ErrorStats {
   double max_rel_err = 0;   ///< max |got - ref| / |ref| over |ref| >= kTinyOutput
   double max_abs_err = 0;   ///< max |got - ref|

@@ -50,7 +50,7 @@ enum class Layout { kContig, kPadded, kTransposed, kReversed };
 
 inline std::vector<int64_t> strides_for(const std::vector<int64_t>& shape, Layout l) {
   switch (l) {
-    case Layout::kContig: return contiguous_strides(shape);
+    case Layout::kContig: return row_major_strides(shape);
     case Layout::kPadded: return {shape[1] + 3, 1};
     case Layout::kTransposed: return permuted_strides(shape, {1, 0});
     case Layout::kReversed: return {std::max<int64_t>(shape[1], 1), -1};

@@ -36,14 +36,14 @@ std::vector<Layout> layouts(const std::vector<int64_t>& shape, int axis) {
   }
   axis_inner.push_back(a);
   std::vector<Layout> out = {
-      {"contiguous", contiguous_strides(shape), 0},
-      {"contiguous+1", contiguous_strides(shape), 1},
+      {"contiguous", row_major_strides(shape), 0},
+      {"contiguous+1", row_major_strides(shape), 1},
       {"reversed", permuted_strides(shape, rev), 0},
       {"axis-innermost-padded", permuted_strides(shape, axis_inner, 3), 1},
       {"axis-outermost", permuted_strides(shape, axis_outer), 0},
       {"padded", permuted_strides(shape, ident, 5), 0},
   };
-  std::vector<int64_t> neg = contiguous_strides(shape);
+  std::vector<int64_t> neg = row_major_strides(shape);
   neg[0] = -neg[0];
   if (r > 1) neg[static_cast<size_t>(r - 1)] = -neg[static_cast<size_t>(r - 1)];
   out.push_back({"negative", neg, 0});

@@ -108,16 +108,8 @@ class Rng {
 constexpr float kSentinel = -12345.678f;
 constexpr uint8_t kSentinelByte = 0xA5;
 
-/// Row-major strides of `shape`.
-inline std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape) {
-  std::vector<int64_t> st(shape.size());
-  int64_t s = 1;
-  for (size_t d = shape.size(); d-- > 0;) {
-    st[d] = s;
-    s *= std::max<int64_t>(shape[d], 1);
-  }
-  return st;
-}
+/// Row-major strides of `shape`: testing/check.h's.
+using smax_cli::row_major_strides;
 
 /// Strides for a layout whose memory order (outermost first) is `order`, with
 /// `pad` extra elements added to the extent of each dim after the innermost.
@@ -144,7 +136,7 @@ class Array {
   Array(std::vector<int64_t> shape, std::vector<int64_t> strides = {}, int64_t misalign = 0,
         int64_t guard = 16)
       : shape_(std::move(shape)), strides_(std::move(strides)) {
-    if (strides_.empty()) strides_ = contiguous_strides(shape_);
+    if (strides_.empty()) strides_ = row_major_strides(shape_);
     int64_t lo = 0, hi = 0, n = 1;
     for (size_t d = 0; d < shape_.size(); ++d) {
       n *= shape_[d];
