@@ -79,7 +79,6 @@ struct Check : FailureLog {
 
 float logit(Reader& r);
 float option_float(Reader& r);
-std::vector<int64_t> make_strides(const std::vector<int64_t>& shape, Reader& r, bool output);
 void decode(Case& c, Reader& r);
 void fill_inputs(Case& c, Reader& r);
 
