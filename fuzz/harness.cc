@@ -207,15 +207,8 @@ void check_result(Case& c, const std::vector<double>& ref, const std::vector<dou
         }
         for (int64_t k = 0; k < n; ++k) {
           const size_t i = static_cast<size_t>((o * n + k) * inner + j);
-          double bound;
           bool exact_zero;
-          if (!log) {
-            bound = smax::reference::softmax_backward_bound(s, y[i], dy[i], row);
-            exact_zero = y[i] == 0.0;
-          } else {
-            bound = smax::reference::log_softmax_backward_bound(s, y[i], dy[i], row);
-            exact_zero = y[i] == -std::numeric_limits<double>::infinity();
-          }
+          const double bound = smax_cli::backward_element_bound(log, s, y[i], dy[i], row, &exact_zero);
           if (exact_zero && !std::isnan(ref[i]) && !std::isnan(out[i])) {
             if (out[i] != 0.0) ck.fail(i, out[i], ref[i], 0.0, "(exact 0 required)");
             continue;

@@ -190,4 +190,14 @@ std::vector<int64_t> row_major_strides(const std::vector<int64_t>& shape) {
   return st;
 }
 
+double backward_element_bound(bool log, double s, double y, double dy,
+                              const smax::reference::BackwardRow& row, bool* exact_zero) {
+  if (!log) {
+    *exact_zero = y == 0.0;
+    return smax::reference::softmax_backward_bound(s, y, dy, row);
+  }
+  *exact_zero = y == -INFINITY;
+  return smax::reference::log_softmax_backward_bound(s, y, dy, row);
+}
+
 }  // namespace smax_cli

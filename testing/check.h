@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "reference/bounds.h"
+
 namespace smax_cli {
 
 /// The documented bounds' constants (include/smax/softmax.h), for the text
@@ -67,6 +69,13 @@ ErrorStats check_forward(Op op, const float* got, const std::vector<double>& ref
 /// dot term; log_softmax_backward: its bound).
 ErrorStats check_backward(Op op, const float* got, const std::vector<double>& ref,
                           const float* y, const float* dy, const Geometry& g, double s);
+
+/// One element's backward bound of softmax_backward (log = false) or
+/// log_softmax_backward (log = true), reference/bounds.h's without the
+/// separate dot term; *exact_zero: whether the element must be exactly 0
+/// (y = 0, resp. y = -inf).
+double backward_element_bound(bool log, double s, double y, double dy,
+                              const smax::reference::BackwardRow& row, bool* exact_zero);
 
 /// The weights of one attention row's forward bound over its Lk keys
 /// (`smax attention --check` and the attention fuzz harness): w_j = |P_j|

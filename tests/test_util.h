@@ -529,15 +529,8 @@ inline ::testing::AssertionResult check_backward(bool log, const std::vector<dou
       }
       for (int64_t k = 0; k < g.n; ++k) {
         const size_t i = static_cast<size_t>(g.index(o, k, j));
-        double bound;
         bool exact_zero;
-        if (!log) {
-          bound = smax::reference::softmax_backward_bound(s, y[i], dy[i], row);
-          exact_zero = y[i] == 0.0;
-        } else {
-          bound = smax::reference::log_softmax_backward_bound(s, y[i], dy[i], row);
-          exact_zero = y[i] == -kInfD;
-        }
+        const double bound = smax_cli::backward_element_bound(log, s, y[i], dy[i], row, &exact_zero);
         auto extra = [&] {
           std::ostringstream os;
           os.precision(10);
