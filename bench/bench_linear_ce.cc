@@ -40,6 +40,7 @@
 #include <string>
 #include <vector>
 
+#include "flag_value.h"
 #include "smax/cross_entropy.h"
 #include "smax/linear_cross_entropy.h"
 #include "smax/runtime.h"
@@ -224,13 +225,7 @@ int main(int argc, char** argv) {
   Config c;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "bench_linear_ce: %s needs a value\n", a.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
+    auto next = [&] { return smax_bench::flag_value(argc, argv, &i, "bench_linear_ce"); };
     if (a == "--n") {
       c.n = std::atoll(next().c_str());
     } else if (a == "--d") {

@@ -35,6 +35,7 @@
 #include <thread>
 #include <vector>
 
+#include "check.h"
 #include "data.h"
 #include "floors.h"
 #include "smax/smax.h"
@@ -47,28 +48,26 @@ smax::TensorView view_of(const float* data, const std::vector<int64_t>& dims) {
                          dims.data(), nullptr);
 }
 
+// The library ops are those of testing/check.h (smax_cli::Op, the CLI's,
+// with their names and ideal traffic), in its order; the bench adds the
+// naive baseline after them.
 enum class Op { kSoftmax, kLogSoftmax, kLogsumexp, kSoftmaxBackward, kLogSoftmaxBackward,
                 kNaiveSoftmax };
+constexpr bool SameOp(Op a, smax_cli::Op b) { return static_cast<int>(a) == static_cast<int>(b); }
+static_assert(SameOp(Op::kSoftmax, smax_cli::Op::kSoftmax) &&
+                  SameOp(Op::kLogSoftmax, smax_cli::Op::kLogSoftmax) &&
+                  SameOp(Op::kLogsumexp, smax_cli::Op::kLogsumexp) &&
+                  SameOp(Op::kSoftmaxBackward, smax_cli::Op::kSoftmaxBackward) &&
+                  SameOp(Op::kLogSoftmaxBackward, smax_cli::Op::kLogSoftmaxBackward),
+              "Op lists smax_cli::Op's ops in its order");
 
 const char* op_name(Op op) {
-  switch (op) {
-    case Op::kSoftmax: return "softmax";
-    case Op::kLogSoftmax: return "log_softmax";
-    case Op::kLogsumexp: return "logsumexp";
-    case Op::kSoftmaxBackward: return "softmax_backward";
-    case Op::kLogSoftmaxBackward: return "log_softmax_backward";
-    case Op::kNaiveSoftmax: return "naive_softmax";
-  }
-  return "?";
+  if (op == Op::kNaiveSoftmax) return "naive_softmax";
+  return smax_cli::op_name(static_cast<smax_cli::Op>(op));
 }
 
 int bytes_per_element(Op op) {
-  switch (op) {
-    case Op::kLogsumexp: return 4;
-    case Op::kSoftmaxBackward:
-    case Op::kLogSoftmaxBackward: return 12;
-    default: return 8;
-  }
+  return op == Op::kNaiveSoftmax ? 8 : smax_cli::bytes_per_element(static_cast<smax_cli::Op>(op));
 }
 
 int all_threads() {

@@ -11,18 +11,34 @@ HWY_BEFORE_NAMESPACE();
 namespace smax_bench::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-float ReadFloorImpl(const float* HWY_RESTRICT src, size_t n) {
+// f(x) summed over the whole steps of 4 vectors of src[0, n) in four
+// accumulators; *i: where the steps end.
+template <class F>
+HWY_INLINE float SumSteps(const float* HWY_RESTRICT src, size_t n, size_t* i, F f) {
   const hn::ScalableTag<float> d;
   const size_t N = hn::Lanes(d);
   auto a0 = hn::Zero(d), a1 = a0, a2 = a0, a3 = a0;
-  size_t i = 0;
-  for (; i + 4 * N <= n; i += 4 * N) {
-    a0 = hn::Add(a0, hn::LoadU(d, src + i));
-    a1 = hn::Add(a1, hn::LoadU(d, src + i + N));
-    a2 = hn::Add(a2, hn::LoadU(d, src + i + 2 * N));
-    a3 = hn::Add(a3, hn::LoadU(d, src + i + 3 * N));
+  for (*i = 0; *i + 4 * N <= n; *i += 4 * N) {
+    a0 = hn::Add(a0, f(d, hn::LoadU(d, src + *i)));
+    a1 = hn::Add(a1, f(d, hn::LoadU(d, src + *i + N)));
+    a2 = hn::Add(a2, f(d, hn::LoadU(d, src + *i + 2 * N)));
+    a3 = hn::Add(a3, f(d, hn::LoadU(d, src + *i + 3 * N)));
   }
-  float s = hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))));
+  return hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))));
+}
+
+struct Identity {
+  template <class D, class V>
+  HWY_INLINE V operator()(D, V v) const { return v; }
+};
+struct ExpOf {
+  template <class D, class V>
+  HWY_INLINE V operator()(D d, V v) const { return hn::Exp(d, v); }
+};
+
+float ReadFloorImpl(const float* HWY_RESTRICT src, size_t n) {
+  size_t i;
+  float s = SumSteps(src, n, &i, Identity{});
   for (; i < n; ++i) s += src[i];
   return s;
 }
@@ -42,17 +58,8 @@ void ReadWriteFloorImpl(const float* HWY_RESTRICT src, float* HWY_RESTRICT dst, 
 }
 
 float ExpFloorImpl(const float* HWY_RESTRICT src, size_t n) {
-  const hn::ScalableTag<float> d;
-  const size_t N = hn::Lanes(d);
-  auto a0 = hn::Zero(d), a1 = a0, a2 = a0, a3 = a0;
-  size_t i = 0;
-  for (; i + 4 * N <= n; i += 4 * N) {
-    a0 = hn::Add(a0, hn::Exp(d, hn::LoadU(d, src + i)));
-    a1 = hn::Add(a1, hn::Exp(d, hn::LoadU(d, src + i + N)));
-    a2 = hn::Add(a2, hn::Exp(d, hn::LoadU(d, src + i + 2 * N)));
-    a3 = hn::Add(a3, hn::Exp(d, hn::LoadU(d, src + i + 3 * N)));
-  }
-  return hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))));
+  size_t i;
+  return SumSteps(src, n, &i, ExpOf{});
 }
 
 const char* TargetImpl() { return hwy::TargetName(HWY_TARGET); }

@@ -6,24 +6,13 @@
 #include <cstdlib>
 
 #include "harness_ops.h"
+#include "operands.h"
 
 #ifndef SMAX_FUZZ_GROUP
 #error "define SMAX_FUZZ_GROUP to a group name"
 #endif
 
 namespace {
-smax_fuzz::Group target_group() {
-  static const smax_fuzz::Group g = [] {
-    smax_fuzz::Group x;
-    if (!smax_fuzz::parse_group(SMAX_FUZZ_GROUP, &x)) {
-      std::fprintf(stderr, "unknown SMAX_FUZZ_GROUP %s\n", SMAX_FUZZ_GROUP);
-      std::abort();
-    }
-    return x;
-  }();
-  return g;
-}
-
 // Counters at exit (libFuzzer exits after -max_total_time): what the
 // checks did, including the calls of known open findings (not failed).
 struct PrintStatsAtExit {
@@ -38,6 +27,8 @@ struct PrintStatsAtExit {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  smax_fuzz::run_group_one(target_group(), data, size);
+  static const smax_fuzz::Group group =
+      smax_fuzz::parse_or_abort(smax_fuzz::parse_group, SMAX_FUZZ_GROUP, "SMAX_FUZZ_GROUP");
+  smax_fuzz::run_group_one(group, data, size);
   return 0;
 }

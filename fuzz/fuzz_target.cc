@@ -7,26 +7,15 @@
 #include <cstdlib>
 
 #include "harness.h"
+#include "operands.h"
 
 #ifndef SMAX_FUZZ_OP
 #error "define SMAX_FUZZ_OP to an op name"
 #endif
 
-namespace {
-smax_fuzz::Op target_op() {
-  static const smax_fuzz::Op op = [] {
-    smax_fuzz::Op o;
-    if (!smax_fuzz::parse_op(SMAX_FUZZ_OP, &o)) {
-      std::fprintf(stderr, "unknown SMAX_FUZZ_OP %s\n", SMAX_FUZZ_OP);
-      std::abort();
-    }
-    return o;
-  }();
-  return op;
-}
-}  // namespace
-
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  smax_fuzz::run_one(target_op(), data, size);
+  static const smax_fuzz::Op op =
+      smax_fuzz::parse_or_abort(smax_fuzz::parse_op, SMAX_FUZZ_OP, "SMAX_FUZZ_OP");
+  smax_fuzz::run_one(op, data, size);
   return 0;
 }

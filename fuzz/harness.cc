@@ -84,19 +84,6 @@ TensorView view_of(const Case& c, const Operand& o) {
   return tensor_view(o, dtype, data);
 }
 
-smax_tensor to_c(const TensorView& v) {
-  smax_tensor t;
-  std::memset(&t, 0, sizeof t);
-  t.data = v.data;
-  t.dtype = static_cast<int32_t>(v.dtype);
-  t.rank = v.rank;
-  for (int d = 0; d < 8; ++d) {
-    t.shape[d] = v.shape[d];
-    t.strides[d] = v.strides[d];
-  }
-  return t;
-}
-
 // Runs the op; returns "" on success, else the error message (after checking
 // that the failure is a clean invalid-argument error naming the op).
 std::string call(const Case& c, const SoftmaxOptions& opt, bool* ok) {
@@ -125,7 +112,7 @@ std::string call(const Case& c, const SoftmaxOptions& opt, bool* ok) {
     switch (c.op) {
       case Op::kSoftmax: st = smax_softmax(&ta, &tout, &o); break;
       case Op::kLogSoftmax: st = smax_log_softmax(&ta, &tout, &o); break;
-      case Op::kLogSumExp: st = smax_logsumexp(&ta, &tout, &o); break;
+      case Op::kLogsumexp: st = smax_logsumexp(&ta, &tout, &o); break;
       case Op::kSoftmaxBackward: st = smax_softmax_backward(&ta, &tb, &tout, &o); break;
       case Op::kLogSoftmaxBackward: st = smax_log_softmax_backward(&ta, &tb, &tout, &o); break;
     }
@@ -141,28 +128,18 @@ std::string call(const Case& c, const SoftmaxOptions& opt, bool* ok) {
     if (msg.rfind(op_name(c.op), 0) != 0) violation(c, "C ABI message does not name the op: " + msg);
     return msg;
   }
-  try {
+  const auto run = [&] {
     switch (c.op) {
       case Op::kSoftmax: smax::softmax(a, out, opt); break;
       case Op::kLogSoftmax: smax::log_softmax(a, out, opt); break;
-      case Op::kLogSumExp: smax::logsumexp(a, out, opt); break;
+      case Op::kLogsumexp: smax::logsumexp(a, out, opt); break;
       case Op::kSoftmaxBackward: smax::softmax_backward(a, b, out, opt); break;
       case Op::kLogSoftmaxBackward: smax::log_softmax_backward(a, b, out, opt); break;
     }
-  } catch (const smax::Error& e) {
-    const std::string msg = e.what();
-    if (e.status() != smax::Status::kInvalidArgument) {
-      violation(c, std::string("smax::Error with status ") + smax::status_name(e.status()) + ": " + msg);
-    }
-    if (msg.rfind(op_name(c.op), 0) != 0) violation(c, "error message does not name the op: " + msg);
-    return msg;
-  } catch (const std::exception& e) {
-    violation(c, std::string("a non-smax exception escaped: ") + e.what());
-  } catch (...) {
-    violation(c, "an unknown exception escaped");
-  }
-  *ok = true;
-  return "";
+  };
+  return checked_call(
+      run, [&](const std::string& msg) { return msg.rfind(op_name(c.op), 0) == 0; },
+      [&](const std::string& what) { violation(c, what); }, ok);
 }
 
 // Special values exactly, finite values within `bound`. Returns false on a
@@ -204,7 +181,7 @@ void check_result(Case& c, const std::vector<double>& ref, const std::vector<dou
         ck.fail(i, out[i], ref[i], bound, "(softmax bound)");
       }
     }
-  } else if (c.op == Op::kLogSoftmax || c.op == Op::kLogSumExp) {
+  } else if (c.op == Op::kLogSoftmax || c.op == Op::kLogsumexp) {
     for (size_t i = 0; i < ref.size(); ++i) {
       const double bound = smax::reference::log_softmax_bound(ref[i]);
       if (!element_ok(ck, i, static_cast<float>(out[i]), ref[i], bound, false)) {
@@ -230,15 +207,8 @@ void check_result(Case& c, const std::vector<double>& ref, const std::vector<dou
         }
         for (int64_t k = 0; k < n; ++k) {
           const size_t i = static_cast<size_t>((o * n + k) * inner + j);
-          double bound;
           bool exact_zero;
-          if (!log) {
-            bound = smax::reference::softmax_backward_bound(s, y[i], dy[i], row);
-            exact_zero = y[i] == 0.0;
-          } else {
-            bound = smax::reference::log_softmax_backward_bound(s, y[i], dy[i], row);
-            exact_zero = y[i] == -std::numeric_limits<double>::infinity();
-          }
+          const double bound = smax_cli::backward_element_bound(log, s, y[i], dy[i], row, &exact_zero);
           if (exact_zero && !std::isnan(ref[i]) && !std::isnan(out[i])) {
             if (out[i] != 0.0) ck.fail(i, out[i], ref[i], 0.0, "(exact 0 required)");
             continue;
@@ -267,26 +237,8 @@ void check_result(Case& c, const std::vector<double>& ref, const std::vector<dou
 
 using namespace family_internal;
 
-const char* op_name(Op op) {
-  switch (op) {
-    case Op::kSoftmax: return "softmax";
-    case Op::kLogSoftmax: return "log_softmax";
-    case Op::kLogSumExp: return "logsumexp";
-    case Op::kSoftmaxBackward: return "softmax_backward";
-    case Op::kLogSoftmaxBackward: return "log_softmax_backward";
-  }
-  return "?";
-}
-
 bool parse_op(const std::string& name, Op* op) {
-  for (Op o : {Op::kSoftmax, Op::kLogSoftmax, Op::kLogSumExp, Op::kSoftmaxBackward,
-               Op::kLogSoftmaxBackward}) {
-    if (name == op_name(o)) {
-      *op = o;
-      return true;
-    }
-  }
-  return false;
+  return parse_name(name, smax_cli::softmax_family(), op_name, op);
 }
 
 const Stats& stats() { return g_stats; }
@@ -319,7 +271,7 @@ void run_one(Op op, const uint8_t* data, size_t size) {
       switch (op) {
         case Op::kSoftmax: ref = smax::reference::softmax(a, opt); break;
         case Op::kLogSoftmax: ref = smax::reference::log_softmax(a, opt); break;
-        case Op::kLogSumExp: ref = smax::reference::logsumexp(a, opt); break;
+        case Op::kLogsumexp: ref = smax::reference::logsumexp(a, opt); break;
         case Op::kSoftmaxBackward:
           ref = smax::reference::softmax_backward(a, view_of(c, c.in1), opt);
           break;

@@ -38,12 +38,15 @@
 #include <cstdint>
 #include <string>
 
+#include "check.h"
+
 namespace smax_fuzz {
 
-enum class Op : int { kSoftmax, kLogSoftmax, kLogSumExp, kSoftmaxBackward, kLogSoftmaxBackward };
+/// The softmax family and its names ("softmax", ..., the fuzz target suffix:
+/// fuzz_<name>), as the CLI has them (testing/check.h).
+using Op = smax_cli::Op;
+using smax_cli::op_name;
 
-/// "softmax", ..., the fuzz target suffix (fuzz_<name>).
-const char* op_name(Op op);
 /// Parses an op name; false when unknown.
 bool parse_op(const std::string& name, Op* op);
 

@@ -5,6 +5,8 @@
 #include "harness_attention.h"
 #include "harness_attention_internal.h"
 
+#include "check.h"
+
 namespace smax_fuzz {
 namespace attention_internal {
 
@@ -20,19 +22,6 @@ std::function<void()> g_dump;
   if (g_dump && dump != nullptr && dump[0] == '1') g_dump();
   std::fflush(stderr);
   std::abort();
-}
-
-smax_tensor to_c(const TensorView& v) {
-  smax_tensor t;
-  std::memset(&t, 0, sizeof t);
-  t.data = v.data;
-  t.dtype = static_cast<int32_t>(v.dtype);
-  t.rank = v.rank;
-  for (int d = 0; d < v.rank && d < SMAX_MAX_RANK; ++d) {
-    t.shape[d] = v.shape[d];
-    t.strides[d] = v.strides[d];
-  }
-  return t;
 }
 
 // Runs the op on `ops` with options `o` (views from the buffers); returns the
@@ -518,22 +507,9 @@ void run_attention_one(const uint8_t* data, size_t size) {
       const int64_t bh = row / p.Lq, b = bh / p.H, h = bh % p.H;
       const double* V = p.v.data() + (b * p.Hkv + h / Gq) * p.Lk * p.Dv;
       const double* T = fr.T.data() + row * p.Lk;
-      for (int64_t j = 0; j < p.Lk; ++j) w[j] = std::abs(fr.P[static_cast<size_t>(row * p.Lk + j)]);
-      if (p.o.normalizer == AttentionNormalizer::kSoftpick) {
-        double m = kNegInfD, S = 0;
-        for (int64_t j = 0; j < p.Lk; ++j) {
-          if (T[j] != kNegInfD && !std::isnan(T[j])) m = std::max(m, T[j]);
-        }
-        if (m > kNegInfD) {
-          for (int64_t j = 0; j < p.Lk; ++j) {
-            if (T[j] != kNegInfD) S += std::abs(std::exp(T[j] - m) - std::exp(-m));
-          }
-          S += p.o.softpick_eps * std::exp(-m);
-          for (int64_t j = 0; j < p.Lk; ++j) {
-            if (T[j] != kNegInfD && S > 0) w[j] += std::exp(T[j] - m) / S;
-          }
-        }
-      }
+      smax_cli::attention_bound_weights(fr.P.data() + row * p.Lk, T, p.Lk,
+                                        p.o.normalizer == AttentionNormalizer::kSoftpick,
+                                        p.o.softpick_eps, w.data());
       const double E = sensitivity(p, fr, row) * row_delta(p, fr, row, nullptr) + enorm +
                        (lacc + 16) * kU;
       for (int64_t cc = 0; cc < p.Dv; ++cc) {

@@ -134,7 +134,6 @@ std::vector<char> risky_rows(const ref::AttentionProblem& p, const ref::Attentio
 extern AttentionStats g_stats;
 extern std::function<void()> g_dump;
 [[noreturn]] void violation(const Case& c, const std::string& what);
-smax_tensor to_c(const TensorView& v);
 std::string call(const Case& c, Operands& ops, const AttentionOptions& o0, int* status);
 std::vector<Buf*> all_bufs(Operands& ops);
 void check_guards(const Case& c, const Buf& b, const char* name);

@@ -23,34 +23,8 @@ float option_float(Reader& r) {
   return table[k % 24];
 }
 
-std::vector<int64_t> make_strides(const std::vector<int64_t>& shape, Reader& r, bool output) {
-  const size_t rank = shape.size();
-  std::vector<int64_t> st = row_major(shape);
-  const uint8_t mode = r.u8();
-  switch (mode % 10) {
-    case 0:
-    case 1:
-    case 2: break;  // row-major
-    case 3: {       // permuted memory order, padded
-      permuted_padded_strides(shape, r, st);
-      break;
-    }
-    case 4: negate_some_strides(r, st); break;  // negative strides on some dims
-    case 5: {  // arbitrary small strides: zero, negative, overlapping
-      for (size_t d = 0; d < rank; ++d) st[d] = static_cast<int8_t>(r.u8()) % 40;
-      break;
-    }
-    case 6: zero_some_strides(r, st); break;  // broadcast (zero) strides on some dims
-    case 7: {  // spaced
-      const int64_t step = 1 + r.u8() % 3;
-      for (auto& s : st) s *= step;
-      break;
-    }
-    default: break;
-  }
-  (void)output;
-  return st;
-}
+// The softmax family's stride draw (modes 0..2 and 8, 9: row-major).
+constexpr StrideModes kStrides{10, 40, 1, 3};
 
 void decode(Case& c, Reader& r) {
   const bool backward = c.op == Op::kSoftmaxBackward || c.op == Op::kLogSoftmaxBackward;
@@ -118,16 +92,16 @@ void decode(Case& c, Reader& r) {
   c.in0.name = backward ? "y" : "src";
   c.in0.present = true;
   c.in0.shape = c.shape;
-  c.in0.strides = make_strides(c.shape, r, false);
+  c.in0.strides = decode_strides(c.shape, r, kStrides);
   if (backward) {
     c.in1.name = "dy";
     c.in1.present = true;
     c.in1.shape = c.shape;
-    c.in1.strides = make_strides(c.shape, r, false);
+    c.in1.strides = decode_strides(c.shape, r, kStrides);
   }
   c.out.name = backward ? "dx" : "dst";
   c.out.present = true;
-  if (c.op == Op::kLogSumExp) {
+  if (c.op == Op::kLogsumexp) {
     const bool keepdim = r.u8() & 1;
     for (int d = 0; d < c.rank; ++d) {
       if (d == ax) {
@@ -139,7 +113,7 @@ void decode(Case& c, Reader& r) {
   } else {
     c.out.shape = c.shape;
   }
-  c.out.strides = make_strides(c.out.shape, r, true);
+  c.out.strides = decode_strides(c.out.shape, r, kStrides);
   const uint8_t place = r.u8();
   // Masks (forward only; backward ignores them).
   const uint8_t mk = r.u8();
@@ -161,7 +135,7 @@ void decode(Case& c, Reader& r) {
       m->shape.push_back((ones & (1u << d)) ? 1 : full);
     }
     if (r.u8() == 255 && mrank > 0) m->shape[0] += 1;  // not broadcastable (usually)
-    m->strides = make_strides(m->shape, r, false);
+    m->strides = decode_strides(m->shape, r, kStrides);
   }
 
   // Corruptions that must be rejected.
@@ -236,7 +210,7 @@ void decode(Case& c, Reader& r) {
   Operand* in_place = backward ? &c.in1 : &c.in0;
   const uint8_t pm = place % 16;
   if (!c.out.unallocatable && !in_place->unallocatable) {
-    if (pm == 1 && c.op != Op::kLogSumExp && c.out.rank_override == -1000) {
+    if (pm == 1 && c.op != Op::kLogsumexp && c.out.rank_override == -1000) {
       c.out.strides = in_place->strides;
       c.out.origin = in_place->origin;
       c.alias = true;
@@ -305,7 +279,7 @@ void decode(Case& c, Reader& r) {
     if (has_duplicates(offs)) reject(c, "output writes one element twice");
     for (const Operand* in : {&c.in0, &c.in1, &c.add_mask}) {
       if (!in->present) continue;
-      const bool exact_ok = c.op != Op::kLogSumExp && in == in_place && same_view(c.out, *in);
+      const bool exact_ok = c.op != Op::kLogsumexp && in == in_place && same_view(c.out, *in);
       if (!exact_ok && share_element(c.out, *in)) reject(c, std::string("output shares an element with ") + in->name);
     }
   }
@@ -349,7 +323,7 @@ void fill_inputs(Case& c, Reader& r) {
       TensorView lv;
       lv.data = logits.data();
       lv.rank = c.rank;
-      const std::vector<int64_t> st = row_major(c.shape);
+      const std::vector<int64_t> st = smax_cli::row_major_strides(c.shape);
       for (int d = 0; d < c.rank; ++d) {
         lv.shape[d] = c.shape[static_cast<size_t>(d)];
         lv.strides[d] = st[static_cast<size_t>(d)];

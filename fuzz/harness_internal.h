@@ -79,7 +79,6 @@ struct Check : FailureLog {
 
 float logit(Reader& r);
 float option_float(Reader& r);
-std::vector<int64_t> make_strides(const std::vector<int64_t>& shape, Reader& r, bool output);
 void decode(Case& c, Reader& r);
 void fill_inputs(Case& c, Reader& r);
 
@@ -91,7 +90,6 @@ std::string describe(const Case& c);
 void dump_operand(const Case& c, const char* name, const Operand& o);
 [[noreturn]] void violation(const Case& c, const std::string& what);
 TensorView view_of(const Case& c, const Operand& o);
-smax_tensor to_c(const TensorView& v);
 std::string call(const Case& c, const SoftmaxOptions& opt, bool* ok);
 bool element_ok(Check& ck, size_t i, float out_f, double ref, double bound, bool exact_zero);
 void check_result(Case& c, const std::vector<double>& ref, const std::vector<double>& y,

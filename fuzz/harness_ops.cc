@@ -175,13 +175,8 @@ const char* group_name(Group g) {
 }
 
 bool parse_group(const std::string& name, Group* g) {
-  for (Group x : {Group::kNormalizers, Group::kLosses, Group::kSampling, Group::kOptions}) {
-    if (name == group_name(x)) {
-      *g = x;
-      return true;
-    }
-  }
-  return false;
+  return parse_name(name, {Group::kNormalizers, Group::kLosses, Group::kSampling, Group::kOptions},
+                    group_name, g);
 }
 
 const GroupStats& group_stats() { return g_stats; }

@@ -29,29 +29,8 @@ float option_float(Reader& r) {
   return table[k % 14];
 }
 
-std::vector<int64_t> make_strides(const std::vector<int64_t>& shape, Reader& r) {
-  const size_t rank = shape.size();
-  std::vector<int64_t> st = row_major(shape);
-  switch (r.u8() % 12) {
-    case 3: {  // permuted memory order, padded
-      permuted_padded_strides(shape, r, st);
-      break;
-    }
-    case 4: negate_some_strides(r, st); break;  // negative strides on some dims
-    case 5: {  // arbitrary small strides: zero, negative, overlapping
-      for (size_t d = 0; d < rank; ++d) st[d] = static_cast<int8_t>(r.u8()) % 24;
-      break;
-    }
-    case 6: zero_some_strides(r, st); break;  // broadcast (zero) strides on some dims
-    case 7: {
-      const int64_t step = 2 + r.u8() % 2;
-      for (auto& s : st) s *= step;
-      break;
-    }
-    default: break;  // row-major
-  }
-  return st;
-}
+// The ops' stride draw (modes 0..2 and 8..11: row-major).
+constexpr StrideModes kStrides{12, 24, 2, 2};
 
 int esize_of(const Operand& o) {
   return o.arena == Arena::kBool ? 1 : o.arena == Arena::kI64 ? 8 : 4;
@@ -78,7 +57,7 @@ void set_operand(Operand& o, const char* name, std::vector<int64_t> shape, Arena
   o.arena = a;
   o.input = input;
   o.shape = std::move(shape);
-  o.strides = make_strides(o.shape, r);
+  o.strides = decode_strides(o.shape, r, kStrides);
 }
 
 // A per-row parameter (alpha_tensor, s_rows): broadcast to the keepdim
@@ -327,7 +306,7 @@ void decode_rowwise(Case& c, Reader& r) {
       m->shape.push_back((ones & (1u << d)) ? 1 : full);
     }
     if (r.u8() == 255 && mrank > 0) m->shape[0] += 1;
-    m->strides = make_strides(m->shape, r);
+    m->strides = decode_strides(m->shape, r, kStrides);
   }
   decode_variant(c, r);
 }

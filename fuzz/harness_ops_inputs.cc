@@ -419,23 +419,10 @@ bool message_names_op(const std::string& op, const std::string& msg) {
 }
 
 std::string call(Case& c, const SoftmaxOptions& opt, bool* ok, Extra* extra) {
-  *ok = false;
-  try {
-    invoke(c, opt, extra);
-  } catch (const smax::Error& e) {
-    const std::string msg = e.what();
-    if (e.status() != smax::Status::kInvalidArgument) {
-      violation(c, std::string("smax::Error with status ") + smax::status_name(e.status()) + ": " + msg);
-    }
-    if (!message_names_op(c.op->name, msg)) violation(c, "error message does not name the op: " + msg);
-    return msg;
-  } catch (const std::exception& e) {
-    violation(c, std::string("a non-smax exception escaped: ") + e.what());
-  } catch (...) {
-    violation(c, "an unknown exception escaped");
-  }
-  *ok = true;
-  return "";
+  return checked_call(
+      [&] { invoke(c, opt, extra); },
+      [&](const std::string& msg) { return message_names_op(c.op->name, msg); },
+      [&](const std::string& what) { violation(c, what); }, ok);
 }
 
 }  // namespace ops_internal

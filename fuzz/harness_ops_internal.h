@@ -193,7 +193,6 @@ using Check = FailureLog;
 
 float logit(Reader& r);
 float option_float(Reader& r);
-std::vector<int64_t> make_strides(const std::vector<int64_t>& shape, Reader& r);
 int esize_of(const Operand& o);
 bool shares_element(const Operand& a, const Operand& b);
 bool overlaps(const Operand& a, const Operand& b);

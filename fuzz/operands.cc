@@ -1,6 +1,8 @@
 // fuzz/operands.cc: see operands.h.
 #include "operands.h"
 
+#include "check.h"
+
 #include <algorithm>
 #include <cfloat>
 #include <cstdlib>
@@ -79,6 +81,26 @@ void zero_some_strides(Reader& r, std::vector<int64_t>& st) {
   }
 }
 
+std::vector<int64_t> decode_strides(const std::vector<int64_t>& shape, Reader& r,
+                                    const StrideModes& m) {
+  std::vector<int64_t> st = smax_cli::row_major_strides(shape);
+  switch (r.u8() % m.modes) {
+    case 3: permuted_padded_strides(shape, r, st); break;
+    case 4: negate_some_strides(r, st); break;
+    case 5:
+      for (auto& s : st) s = static_cast<int8_t>(r.u8()) % m.small;
+      break;
+    case 6: zero_some_strides(r, st); break;
+    case 7: {
+      const int64_t step = m.step_min + r.u8() % m.step_choices;
+      for (auto& s : st) s *= step;
+      break;
+    }
+    default: break;
+  }
+  return st;
+}
+
 int64_t numel_of(const std::vector<int64_t>& shape) {
   for (int64_t s : shape) {
     if (s == 0) return 0;
@@ -90,14 +112,19 @@ int64_t numel_of(const std::vector<int64_t>& shape) {
   return n;
 }
 
-std::vector<int64_t> row_major(const std::vector<int64_t>& shape) {
-  std::vector<int64_t> st(shape.size());
-  int64_t s = 1;
-  for (size_t d = shape.size(); d-- > 0;) {
-    st[d] = s;
-    s *= std::max<int64_t>(shape[d], 1);
+static_assert(smax::kMaxRank == SMAX_MAX_RANK, "one rank limit");
+
+smax_tensor to_c(const smax::TensorView& v) {
+  smax_tensor t;
+  std::memset(&t, 0, sizeof t);
+  t.data = v.data;
+  t.dtype = static_cast<int32_t>(v.dtype);
+  t.rank = v.rank;
+  for (int d = 0; d < smax::kMaxRank; ++d) {
+    t.shape[d] = v.shape[d];
+    t.strides[d] = v.strides[d];
   }
-  return st;
+  return t;
 }
 
 void span_of(const Layout& o, int64_t* lo, int64_t* hi) {

@@ -10,10 +10,15 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
 #include <ostream>
 #include <string>
 #include <vector>
 
+#include "smax/c/smax.h"
+#include "smax/error.h"
 #include "smax/tensor.h"
 
 namespace smax_fuzz {
@@ -57,6 +62,20 @@ void negate_some_strides(Reader& r, std::vector<int64_t>& strides);
 /// Zeroes (broadcasts) the strides of the dims whose bit is set in the next byte.
 void zero_some_strides(Reader& r, std::vector<int64_t>& strides);
 
+/// The constants of a harness's stride draw (decode_strides).
+struct StrideModes {
+  int modes;         ///< the mode byte is taken modulo this
+  int small;         ///< mode 5: each stride int8 % small
+  int step_min;      ///< mode 7: the step is step_min + byte % step_choices
+  int step_choices;
+};
+/// Strides of `shape`, by the next byte modulo m.modes: 3 permuted and
+/// padded, 4 some negated, 5 arbitrary small ones (zero, negative,
+/// overlapping), 6 some zero (broadcast), 7 row-major spaced by a step;
+/// any other mode row-major.
+std::vector<int64_t> decode_strides(const std::vector<int64_t>& shape, Reader& r,
+                                    const StrideModes& m);
+
 /// One strided view in an arena: its shape, its strides (in elements) and the
 /// arena element its index 0 sits on.
 struct Layout {
@@ -76,11 +95,13 @@ struct FuzzView : Layout {
 /// when asked) with `dtype` and `data` (nullptr when o.null_data).
 smax::TensorView tensor_view(const FuzzView& o, smax::DType dtype, void* data);
 
+/// The C ABI's smax_tensor of `v`, field for field: all kMaxRank entries of
+/// shape and strides, whatever the rank (the C ABI reads the first rank).
+smax_tensor to_c(const smax::TensorView& v);
+
 /// Elements of `shape`: 0 with any zero dim, -1 with a negative dim or when
 /// the product overflows int64.
 int64_t numel_of(const std::vector<int64_t>& shape);
-/// Contiguous row-major strides of `shape` (dims of size 0 count as 1).
-std::vector<int64_t> row_major(const std::vector<int64_t>& shape);
 /// [lo, hi]: the element offsets (relative to index 0) the view reaches
 /// (numel > 0).
 void span_of(const Layout& o, int64_t* lo, int64_t* hi);
@@ -115,5 +136,57 @@ struct FailureLog {
 
 /// `mask` broadcasts to `target` (right-aligned, dims equal or 1).
 bool broadcastable(const std::vector<int64_t>& mask, const std::vector<int64_t>& target);
+
+/// Parses a name among `all` (name_of(x) each): true and *out = the value
+/// so named, or false.
+template <class T, class NameOf>
+bool parse_name(const std::string& name, const std::vector<T>& all, NameOf name_of, T* out) {
+  for (T x : all) {
+    if (name == name_of(x)) {
+      *out = x;
+      return true;
+    }
+  }
+  return false;
+}
+
+/// What parse(name, ...) gives for the name a fuzz target was compiled with
+/// (the macro `macro`); prints "unknown <macro> <name>" and aborts when
+/// parse fails.
+template <class T>
+T parse_or_abort(bool (*parse)(const std::string&, T*), const char* name, const char* macro) {
+  T x;
+  if (!parse(name, &x)) {
+    std::fprintf(stderr, "unknown %s %s\n", macro, name);
+    std::abort();
+  }
+  return x;
+}
+
+/// One C++ call of an op under the contract's rules for errors: runs call();
+/// returns "" when it returns, the message when it throws smax::Error with
+/// the status kInvalidArgument and a message that names_op(message). Any
+/// other outcome is reported through fail(what), which must not return (the
+/// harness's violation). *ok: whether the call returned.
+template <class Call, class NamesOp, class Fail>
+std::string checked_call(const Call& call, const NamesOp& names_op, const Fail& fail, bool* ok) {
+  *ok = false;
+  try {
+    call();
+  } catch (const smax::Error& e) {
+    const std::string msg = e.what();
+    if (e.status() != smax::Status::kInvalidArgument) {
+      fail(std::string("smax::Error with status ") + smax::status_name(e.status()) + ": " + msg);
+    }
+    if (!names_op(msg)) fail("error message does not name the op: " + msg);
+    return msg;
+  } catch (const std::exception& e) {
+    fail(std::string("a non-smax exception escaped: ") + e.what());
+  } catch (...) {
+    fail("an unknown exception escaped");
+  }
+  *ok = true;
+  return "";
+}
 
 }  // namespace smax_fuzz

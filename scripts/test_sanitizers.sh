@@ -84,17 +84,40 @@ status=0
 summary=()
 now() { date +%s; }
 
-run_asan() {
-  local t0; t0=$(now)
-  fresh_if_other_compiler "$ASAN_DIR"
-  if ! { cmake -S . -B "$ASAN_DIR" -DCMAKE_BUILD_TYPE=Release \
-           -DSMAX_SANITIZE="address;undefined" -DSMAX_BUILD_BENCHMARKS=OFF >/dev/null &&
-         cmake --build "$ASAN_DIR" -j"$JOBS"; }; then
-    summary+=("asan+ubsan: FAILED (build failed after $(( $(now) - t0 )) s)")
+# build_suite NAME DIR CONFIGURE-ARG... -- BUILD-ARG...: configures DIR
+# (Release) and builds it, from a fresh cache if another compiler made it; on
+# failure records "NAME: FAILED (build failed after N s)" and returns 1. Sets
+# t0 and t1 (start, end of the build) for record_suite.
+build_suite() {
+  local name=$1 dir=$2 conf=()
+  shift 2
+  while [ "$1" != "--" ]; do conf+=("$1"); shift; done
+  shift
+  t0=$(now)
+  fresh_if_other_compiler "$dir"
+  if ! { cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release "${conf[@]}" >/dev/null &&
+         cmake --build "$dir" -j"$JOBS" "$@"; }; then
+    summary+=("$name: FAILED (build failed after $(( $(now) - t0 )) s)")
     status=1
-    return
+    return 1
   fi
-  local t1; t1=$(now)
+  t1=$(now)
+}
+
+# record_suite NAME RC LOG: records the suite's result, its build and test
+# times (t0, t1 from build_suite; now) and the last ctest count line of LOG.
+record_suite() {
+  local name=$1 rc=$2 log=$3
+  local t2; t2=$(now)
+  local counts; counts=$(grep -E 'tests passed|tests failed' "$log" | tail -1)
+  summary+=("$name: $( [ "$rc" -eq 0 ] && echo PASSED || echo FAILED ) (build $((t1 - t0)) s, tests $((t2 - t1)) s; ${counts:-no ctest summary})")
+  [ "$rc" -eq 0 ] || status=1
+}
+
+run_asan() {
+  local t0 t1
+  build_suite asan+ubsan "$ASAN_DIR" -DSMAX_SANITIZE="address;undefined" \
+    -DSMAX_BUILD_BENCHMARKS=OFF -- || return 0
   echo "== ASan+UBSan: running the CTest suite (excluded: ${SAN_CTEST_EXCLUDE:-nothing}) =="
   local rc=0
   read -r -a extra <<<"${CTEST_ARGS:-}"
@@ -104,32 +127,19 @@ run_asan() {
   UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
     ctest --test-dir "$ASAN_DIR" --output-on-failure -j"$JOBS" "${sel[@]}" "${extra[@]}" \
       2>&1 | tee "$ASAN_DIR/ctest_asan.log" || rc=$?
-  local t2; t2=$(now)
-  local counts; counts=$(grep -E 'tests passed|tests failed' "$ASAN_DIR/ctest_asan.log" | tail -1)
-  summary+=("asan+ubsan: $( [ $rc -eq 0 ] && echo PASSED || echo FAILED ) (build $((t1 - t0)) s, tests $((t2 - t1)) s; ${counts:-no ctest summary})")
-  [ $rc -eq 0 ] || status=1
+  record_suite asan+ubsan "$rc" "$ASAN_DIR/ctest_asan.log"
 }
 
 run_tsan() {
-  local t0; t0=$(now)
-  fresh_if_other_compiler "$TSAN_DIR"
-  if ! { cmake -S . -B "$TSAN_DIR" -DCMAKE_BUILD_TYPE=Release -DSMAX_SANITIZE=thread \
-           -DSMAX_BUILD_BENCHMARKS=OFF -DSMAX_BUILD_TOOLS=OFF >/dev/null &&
-         cmake --build "$TSAN_DIR" -j"$JOBS" --target test_concurrency c_api_test; }; then
-    summary+=("tsan: FAILED (build failed after $(( $(now) - t0 )) s)")
-    status=1
-    return
-  fi
-  local t1; t1=$(now)
+  local t0 t1
+  build_suite tsan "$TSAN_DIR" -DSMAX_SANITIZE=thread -DSMAX_BUILD_BENCHMARKS=OFF \
+    -DSMAX_BUILD_TOOLS=OFF -- --target test_concurrency c_api_test || return 0
   echo "== TSan: threaded tests (std::thread pool) and the C ABI =="
   local rc=0
   TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1:ignore_noninstrumented_modules=1} \
     ctest --test-dir "$TSAN_DIR" --output-on-failure -j1 \
       -R '^(Concurrency\..*StdThreadPool|c_api)$' 2>&1 | tee "$TSAN_DIR/ctest_tsan.log" || rc=$?
-  local t2; t2=$(now)
-  local counts; counts=$(grep -E 'tests passed|tests failed' "$TSAN_DIR/ctest_tsan.log" | tail -1)
-  summary+=("tsan: $( [ $rc -eq 0 ] && echo PASSED || echo FAILED ) (build $((t1 - t0)) s, tests $((t2 - t1)) s; ${counts:-no ctest summary})")
-  [ $rc -eq 0 ] || status=1
+  record_suite tsan "$rc" "$TSAN_DIR/ctest_tsan.log"
 }
 
 for s in "${suites[@]}"; do

@@ -2,6 +2,7 @@
 #include "check.h"
 #include "op_table.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -158,6 +159,45 @@ ErrorStats check_backward(Op op, const float* got, const std::vector<double>& re
     }
   }
   return st;
+}
+
+void attention_bound_weights(const double* P, const double* T, int64_t Lk, bool softpick,
+                             double eps, double* w) {
+  constexpr double kNegInf = -INFINITY;
+  for (int64_t j = 0; j < Lk; ++j) w[j] = std::abs(P[j]);
+  if (!softpick) return;
+  double m = kNegInf, S = 0;
+  for (int64_t j = 0; j < Lk; ++j) {
+    if (T[j] != kNegInf && !std::isnan(T[j])) m = std::max(m, T[j]);
+  }
+  if (!(m > kNegInf)) return;
+  for (int64_t j = 0; j < Lk; ++j) {
+    if (T[j] != kNegInf) S += std::abs(std::exp(T[j] - m) - std::exp(-m));
+  }
+  S += eps * std::exp(-m);
+  for (int64_t j = 0; j < Lk; ++j) {
+    if (T[j] != kNegInf && S > 0) w[j] += std::exp(T[j] - m) / S;
+  }
+}
+
+std::vector<int64_t> row_major_strides(const std::vector<int64_t>& shape) {
+  std::vector<int64_t> st(shape.size());
+  int64_t s = 1;
+  for (size_t d = shape.size(); d-- > 0;) {
+    st[d] = s;
+    s *= std::max<int64_t>(shape[d], 1);
+  }
+  return st;
+}
+
+double backward_element_bound(bool log, double s, double y, double dy,
+                              const smax::reference::BackwardRow& row, bool* exact_zero) {
+  if (!log) {
+    *exact_zero = y == 0.0;
+    return smax::reference::softmax_backward_bound(s, y, dy, row);
+  }
+  *exact_zero = y == -INFINITY;
+  return smax::reference::log_softmax_backward_bound(s, y, dy, row);
 }
 
 }  // namespace smax_cli

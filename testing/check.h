@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "reference/bounds.h"
+
 namespace smax_cli {
 
 /// The documented bounds' constants (include/smax/softmax.h), for the text
@@ -44,6 +46,9 @@ struct Geometry {
 /// Throws UsageError when `axis` is out of range for the shape's rank.
 Geometry make_geometry(const std::vector<int64_t>& shape, int64_t axis);
 
+/// Row-major strides (in elements) of `shape`; a 0-sized dim counts as 1.
+std::vector<int64_t> row_major_strides(const std::vector<int64_t>& shape);
+
 struct ErrorStats {
   double max_rel_err = 0;   ///< max |got - ref| / |ref| over |ref| >= kTinyOutput
   double max_abs_err = 0;   ///< max |got - ref|
@@ -64,5 +69,21 @@ ErrorStats check_forward(Op op, const float* got, const std::vector<double>& ref
 /// dot term; log_softmax_backward: its bound).
 ErrorStats check_backward(Op op, const float* got, const std::vector<double>& ref,
                           const float* y, const float* dy, const Geometry& g, double s);
+
+/// One element's backward bound of softmax_backward (log = false) or
+/// log_softmax_backward (log = true), reference/bounds.h's without the
+/// separate dot term; *exact_zero: whether the element must be exactly 0
+/// (y = 0, resp. y = -inf).
+double backward_element_bound(bool log, double s, double y, double dy,
+                              const smax::reference::BackwardRow& row, bool* exact_zero);
+
+/// The weights of one attention row's forward bound over its Lk keys
+/// (`smax attention --check` and the attention fuzz harness): w_j = |P_j|
+/// (P the float64 weights), plus, with the softpick normalizer (`eps` its
+/// epsilon), e^(T_j - m) / S for the unmasked scores T_j != -inf, where m is
+/// the max of the scores that are not -inf or NaN and
+/// S = sum_j |e^(T_j - m) - e^-m| + eps e^-m (no term when S = 0 or every score is masked).
+void attention_bound_weights(const double* P, const double* T, int64_t Lk, bool softpick,
+                             double eps, double* w);
 
 }  // namespace smax_cli

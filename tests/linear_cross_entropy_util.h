@@ -50,7 +50,7 @@ enum class Layout { kContig, kPadded, kTransposed, kReversed };
 
 inline std::vector<int64_t> strides_for(const std::vector<int64_t>& shape, Layout l) {
   switch (l) {
-    case Layout::kContig: return contiguous_strides(shape);
+    case Layout::kContig: return row_major_strides(shape);
     case Layout::kPadded: return {shape[1] + 3, 1};
     case Layout::kTransposed: return permuted_strides(shape, {1, 0});
     case Layout::kReversed: return {std::max<int64_t>(shape[1], 1), -1};
@@ -441,7 +441,22 @@ inline ::testing::AssertionResult run_case(Case c, Rng& rng) {
   return check_backward(p, ref, gr, c.dbias, what + " (backward)");
 }
 
-class Lce : public TargetTest {};
+class Lce : public TargetTest {
+ protected:
+  /// Runs make(red, variant, i) for every reduction and variant in
+  /// [0, variants), i counting the cases, with one Rng(seed); stops at the
+  /// first failure.
+  template <class Make>
+  void run_variants(const char* seed, int variants, const Make& make) {
+    Rng rng(seed);
+    int i = 0;
+    for (Reduction red : {Reduction::kNone, Reduction::kMean, Reduction::kSum}) {
+      for (int variant = 0; variant < variants; ++variant) {
+        ASSERT_TRUE(run_case(make(red, variant, i++), rng)) << GetParam() << " variant " << variant;
+      }
+    }
+  }
+};
 
 }  // namespace
 }  // namespace smax_test

@@ -132,6 +132,31 @@ inline SoftmaxOptions axis_only(int64_t axis) {
   return o;
 }
 
+// The any-axis tests: logits of `shape` laid out in memory order `order`
+// (plus `pad`, permuted_strides) and misaligned by 1, rows along `axis` of `data`.
+inline Tensor any_axis_logits(const std::vector<int64_t>& shape, const std::vector<int>& order,
+                              int64_t pad, int axis, Data data, Rng& rng) {
+  Tensor x(shape, permuted_strides(shape, order, pad), 1);
+  fill_rows(x, axis, data, rng);
+  return x;
+}
+
+// A bool mask of `shape` hiding every index i with i % every == at.
+inline BoolTensor hide_every(const std::vector<int64_t>& shape, int64_t every, int64_t at) {
+  BoolTensor keep(shape);
+  keep.fill([=](int64_t i) { return static_cast<uint8_t>(i % every != at); });
+  return keep;
+}
+
+// Options along `axis` with the bool mask `keep` and, if given, the additive mask `add`.
+inline SoftmaxOptions masked_along(int axis, const BoolTensor& keep, const Tensor* add = nullptr) {
+  SoftmaxOptions o;
+  o.axis = axis;
+  o.bool_mask = keep.view();
+  if (add != nullptr) o.additive_mask = add->view();
+  return o;
+}
+
 class Sampling : public TargetTest {};
 
 }  // namespace

@@ -89,7 +89,7 @@ Inputs make_inputs(const Case& c, uint64_t seed) {
 }
 
 Tensor output_for(const Case& c) {
-  if (c.op != Op::kLogSumExp) return Tensor(c.shape);
+  if (c.op != Op::kLogsumexp) return Tensor(c.shape);
   return Tensor(drop_axis(c.shape, static_cast<int>(c.options.axis)));
 }
 

@@ -38,7 +38,7 @@ struct Inputs {
 std::vector<uint32_t> run_bits(const Inputs& in, const SoftmaxOptions& o, int64_t misalign = 0) {
   const std::vector<int64_t> shape = in.src.shape();
   const std::vector<int64_t> dshape =
-      in.op == Op::kLogSumExp ? drop_axis(shape, static_cast<int>(o.axis)) : shape;
+      in.op == Op::kLogsumexp ? drop_axis(shape, static_cast<int>(o.axis)) : shape;
   Tensor dst(dshape, {}, misalign);
   if (!is_backward(in.op)) {
     library_forward(in.op, in.src.view(), dst.view(), o);
@@ -241,7 +241,7 @@ TEST(LongRow, LogSoftmaxTwoPass) {
 }
 
 TEST(LongRow, LogSumExpOnline) {
-  long_row_case(Op::kLogSumExp, Algorithm::kOnline, Data::kHigh);
+  long_row_case(Op::kLogsumexp, Algorithm::kOnline, Data::kHigh);
 }
 
 TEST(LongRow, SoftmaxBackward) {

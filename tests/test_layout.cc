@@ -36,14 +36,14 @@ std::vector<Layout> layouts(const std::vector<int64_t>& shape, int axis) {
   }
   axis_inner.push_back(a);
   std::vector<Layout> out = {
-      {"contiguous", contiguous_strides(shape), 0},
-      {"contiguous+1", contiguous_strides(shape), 1},
+      {"contiguous", row_major_strides(shape), 0},
+      {"contiguous+1", row_major_strides(shape), 1},
       {"reversed", permuted_strides(shape, rev), 0},
       {"axis-innermost-padded", permuted_strides(shape, axis_inner, 3), 1},
       {"axis-outermost", permuted_strides(shape, axis_outer), 0},
       {"padded", permuted_strides(shape, ident, 5), 0},
   };
-  std::vector<int64_t> neg = contiguous_strides(shape);
+  std::vector<int64_t> neg = row_major_strides(shape);
   neg[0] = -neg[0];
   if (r > 1) neg[static_cast<size_t>(r - 1)] = -neg[static_cast<size_t>(r - 1)];
   out.push_back({"negative", neg, 0});
@@ -61,7 +61,7 @@ void every_axis(const std::vector<int64_t>& shape, const std::vector<Algorithm>&
   }
   for (int axis : axes) {
     for (Op op : all_ops()) {
-      const std::vector<int64_t> dshape = op == Op::kLogSumExp ? drop_axis(shape, axis) : shape;
+      const std::vector<int64_t> dshape = op == Op::kLogsumexp ? drop_axis(shape, axis) : shape;
       const std::vector<Layout> src_layouts = layouts(shape, axis);
       for (size_t li = 0; li < src_layouts.size(); ++li) {
         const Layout& sl = src_layouts[li];
@@ -70,7 +70,7 @@ void every_axis(const std::vector<int64_t>& shape, const std::vector<Algorithm>&
         if (dshape.empty()) {
           dst_layouts = {{"scalar", {}, 0}};
         } else {
-          const int daxis = op == Op::kLogSumExp ? 0 : axis;
+          const int daxis = op == Op::kLogsumexp ? 0 : axis;
           dst_layouts = layouts(dshape, daxis);
         }
         const Layout& dl = dst_layouts[(li * 3 + 1) % dst_layouts.size()];
@@ -188,7 +188,7 @@ TEST_P(Layouts, AdditiveMaskBroadcastRow) {
       mask.fill([&](int64_t i) { return i % 5 == 2 ? -kInfF : rng.uniform(-3, 3); });
       for (Op op : all_ops()) {
         if (is_backward(op)) continue;
-        Tensor dst = op == Op::kLogSumExp ? Tensor({rows}) : Tensor({rows, n});
+        Tensor dst = op == Op::kLogsumexp ? Tensor({rows}) : Tensor({rows, n});
         SoftmaxOptions o;
         o.algorithm = a;
         o.additive_mask = mask.view();
@@ -220,9 +220,9 @@ TEST_P(Layouts, BoolMaskRowsAndFull) {
         return static_cast<uint8_t>(r == 2 ? 0 : (rng.bernoulli(0.7) ? 255 : 0));
       });
       for (EmptyRow e : {EmptyRow::kZero, EmptyRow::kNan}) {
-        for (Op op : {Op::kSoftmax, Op::kLogSoftmax, Op::kLogSumExp}) {
+        for (Op op : {Op::kSoftmax, Op::kLogSoftmax, Op::kLogsumexp}) {
           for (int which = 0; which < 3; ++which) {
-            Tensor dst = op == Op::kLogSumExp ? Tensor({rows, 1}) : Tensor({rows, n});
+            Tensor dst = op == Op::kLogsumexp ? Tensor({rows, 1}) : Tensor({rows, n});
             SoftmaxOptions o;
             o.algorithm = a;
             o.empty_row = e;
@@ -251,7 +251,7 @@ TEST_P(Layouts, MasksOnOtherAxes) {
   Rng rng("mask-axes");
   const std::vector<int64_t> shape = {4, 6, 5};
   for (int axis : {0, 1, -1}) {
-    for (Op op : {Op::kSoftmax, Op::kLogSoftmax, Op::kLogSumExp}) {
+    for (Op op : {Op::kSoftmax, Op::kLogSoftmax, Op::kLogsumexp}) {
       Tensor src(shape, permuted_strides(shape, {2, 0, 1}), 1);
       fill_rows(src, axis, Data::kUniform, rng);
       Tensor add({1, 6, 5});
@@ -263,7 +263,7 @@ TEST_P(Layouts, MasksOnOtherAxes) {
       add_b.strides[0] = 0;
       Tensor low({5});  // lower rank: right-aligned (NumPy) broadcast
       low.fill([&](int64_t) { return rng.normal(); });
-      const std::vector<int64_t> dshape = op == Op::kLogSumExp ? drop_axis(shape, axis) : shape;
+      const std::vector<int64_t> dshape = op == Op::kLogsumexp ? drop_axis(shape, axis) : shape;
       for (int variant = 0; variant < 3; ++variant) {
         Tensor dst(dshape);
         SoftmaxOptions o;

@@ -124,75 +124,65 @@ TEST_P(Lce, VocabularySizes) {
 
 // ---- every option ---------------------------------------------------------------------
 TEST_P(Lce, EveryOption) {
-  Rng rng("options");
-  int i = 0;
-  for (Reduction red : {Reduction::kNone, Reduction::kMean, Reduction::kSum}) {
-    for (int variant = 0; variant < 9; ++variant) {
-      Case c = sized_case(37, 19, 203, red);
-      c.gen.ignore = 0.2;
-      c.outputs = true;
-      c.lce.token_chunk = (i % 3) == 0 ? 8 : 0;
-      c.lce.vocab_chunk = (i % 2) == 0 ? 64 : 0;
-      ++i;
-      switch (variant) {
-        case 0: break;
-        case 1: c.ce.label_smoothing = 0.1f; break;
-        case 2: c.ce.lse_square_scale = 1e-2f; break;
-        case 3: c.ce.softcap = 3.0f; break;
-        case 4: c.gen.class_weights = true; break;
-        case 5:
-          c.opt.scale = 0.7f;
-          c.opt.temperature = 1.3f;
-          c.gen.bias = false;
-          break;
-        case 6:  // everything at once, padded vocabulary (-inf bias)
-          c.ce.label_smoothing = 0.2f;
-          c.ce.lse_square_scale = 1e-4f;
-          c.ce.softcap = 5.0f;
-          c.gen.class_weights = true;
-          c.gen.masked_classes = 5;
-          c.opt.temperature = 0.8f;
-          break;
-        case 7:  // the forward's lse handed to the backward
-          c.lse_to_backward = true;
-          c.ce.lse_square_scale = 1e-3f;
-          break;
-        case 8:
-          c.ce.label_smoothing = 1.0f;
-          c.gen.class_weights = true;
-          c.lse_to_backward = true;  // ignored with smoothing: rescans
-          break;
-      }
-      ASSERT_TRUE(run_case(c, rng)) << GetParam() << " variant " << variant;
+  run_variants("options", 9, [](Reduction red, int variant, int i) {
+    Case c = sized_case(37, 19, 203, red);
+    c.gen.ignore = 0.2;
+    c.outputs = true;
+    c.lce.token_chunk = (i % 3) == 0 ? 8 : 0;
+    c.lce.vocab_chunk = (i % 2) == 0 ? 64 : 0;
+    switch (variant) {
+      case 0: break;
+      case 1: c.ce.label_smoothing = 0.1f; break;
+      case 2: c.ce.lse_square_scale = 1e-2f; break;
+      case 3: c.ce.softcap = 3.0f; break;
+      case 4: c.gen.class_weights = true; break;
+      case 5:
+        c.opt.scale = 0.7f;
+        c.opt.temperature = 1.3f;
+        c.gen.bias = false;
+        break;
+      case 6:  // everything at once, padded vocabulary (-inf bias)
+        c.ce.label_smoothing = 0.2f;
+        c.ce.lse_square_scale = 1e-4f;
+        c.ce.softcap = 5.0f;
+        c.gen.class_weights = true;
+        c.gen.masked_classes = 5;
+        c.opt.temperature = 0.8f;
+        break;
+      case 7:  // the forward's lse handed to the backward
+        c.lse_to_backward = true;
+        c.ce.lse_square_scale = 1e-3f;
+        break;
+      case 8:
+        c.ce.label_smoothing = 1.0f;
+        c.gen.class_weights = true;
+        c.lse_to_backward = true;  // ignored with smoothing: rescans
+        break;
     }
-  }
+    return c;
+  });
 }
 
 TEST_P(Lce, Fused) {
-  Rng rng("fused");
-  int i = 0;
-  for (Reduction red : {Reduction::kNone, Reduction::kMean, Reduction::kSum}) {
-    for (int variant = 0; variant < 4; ++variant) {
-      Case c = sized_case(23, 11, 97, red);
-      c.fused = true;
-      c.gen.ignore = 0.2;
-      c.outputs = (i % 2) == 0;
-      c.lce.vocab_chunk = variant == 3 ? 16 : 0;  // tiled vocabulary: two passes
-      c.lce.token_chunk = (i % 3) == 0 ? 5 : 0;
-      ++i;
-      if (variant == 1) {
-        c.ce.label_smoothing = 0.1f;
-        c.ce.softcap = 4.0f;
-        c.gen.class_weights = true;
-      }
-      if (variant == 2) {
-        c.ce.lse_square_scale = 1e-3f;
-        c.gen.masked_classes = 3;
-        c.opt.scale = 1.5f;
-      }
-      ASSERT_TRUE(run_case(c, rng)) << GetParam() << " variant " << variant;
+  run_variants("fused", 4, [](Reduction red, int variant, int i) {
+    Case c = sized_case(23, 11, 97, red);
+    c.fused = true;
+    c.gen.ignore = 0.2;
+    c.outputs = (i % 2) == 0;
+    c.lce.vocab_chunk = variant == 3 ? 16 : 0;  // tiled vocabulary: two passes
+    c.lce.token_chunk = (i % 3) == 0 ? 5 : 0;
+    if (variant == 1) {
+      c.ce.label_smoothing = 0.1f;
+      c.ce.softcap = 4.0f;
+      c.gen.class_weights = true;
     }
-  }
+    if (variant == 2) {
+      c.ce.lse_square_scale = 1e-3f;
+      c.gen.masked_classes = 3;
+      c.opt.scale = 1.5f;
+    }
+    return c;
+  });
 }
 
 TEST_P(Lce, AllIgnored) {

@@ -147,17 +147,12 @@ TEST_P(Sampling, GumbelSoftmaxAnyAxisMasksInPlaceThreads) {
   Rng rng("data");
   const std::vector<int64_t> shape = {4, 6, 9};
   for (int axis = 0; axis < 3; ++axis) {
-    Tensor x(shape, permuted_strides(shape, {2, 0, 1}, 1), 1);
-    fill_rows(x, axis, Data::kWide, rng);
-    BoolTensor keep({shape[2]});
-    keep.fill([](int64_t i) { return static_cast<uint8_t>(i % 4 != 1); });
+    Tensor x = any_axis_logits(shape, {2, 0, 1}, 1, axis, Data::kWide, rng);
+    const BoolTensor keep = hide_every({shape[2]}, 4, 1);
     Tensor add({6, 1});
     add.fill([&](int64_t i) { return i == 3 ? -kInfF : rng.normal(); });
-    SoftmaxOptions o;
-    o.axis = axis;
+    SoftmaxOptions o = masked_along(axis, keep, &add);
     o.scale = 0.7f;
-    o.bool_mask = keep.view();
-    o.additive_mask = add.view();
     GumbelSoftmaxOptions go;
     go.seed = 5;
     go.tau = 0.5f;
@@ -313,16 +308,12 @@ TEST_P(Sampling, GumbelMaxAnyAxisLayoutAndThreads) {
   Rng rng("data");
   const std::vector<int64_t> shape = {5, 7, 6};
   for (int axis = 0; axis < 3; ++axis) {
-    Tensor x(shape, permuted_strides(shape, {1, 2, 0}, 2), 1);
-    fill_rows(x, axis, Data::kUniform, rng);
+    Tensor x = any_axis_logits(shape, {1, 2, 0}, 2, axis, Data::kUniform, rng);
     Tensor same(shape);  // the same logical tensor, another layout
     same.fill([&](int64_t i) { return x.at(i); });
-    BoolTensor keep({shape[2]});
-    keep.fill([](int64_t i) { return static_cast<uint8_t>(i % 3 != 0); });
-    SoftmaxOptions o;
-    o.axis = axis;
+    const BoolTensor keep = hide_every({shape[2]}, 3, 0);
+    SoftmaxOptions o = masked_along(axis, keep);
     o.temperature = 0.5f;
-    o.bool_mask = keep.view();
     std::vector<int64_t> kshape = shape;
     kshape[static_cast<size_t>(axis)] = 1;
     I64Tensor a(drop_axis(shape, axis)), b(kshape, permuted_strides(kshape, {2, 1, 0}, 1));

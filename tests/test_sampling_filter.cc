@@ -63,17 +63,12 @@ TEST_P(Sampling, SoftmaxTopkAnyAxisMasksThreadsEmptyRow) {
   Rng rng("data");
   const std::vector<int64_t> shape = {3, 40, 6};
   for (int axis = 0; axis < 3; ++axis) {
-    Tensor x(shape, permuted_strides(shape, {2, 1, 0}, 1), 1);
-    fill_rows(x, axis, Data::kWide, rng);
-    BoolTensor keep({40, 1});
-    keep.fill([](int64_t i) { return static_cast<uint8_t>(i % 5 != 0); });
+    const Tensor x = any_axis_logits(shape, {2, 1, 0}, 1, axis, Data::kWide, rng);
+    const BoolTensor keep = hide_every({40, 1}, 5, 0);
     Tensor add({6});
     add.fill([&](int64_t i) { return i == 4 ? -kInfF : 0.5f * static_cast<float>(i); });
-    SoftmaxOptions o;
-    o.axis = axis;
+    SoftmaxOptions o = masked_along(axis, keep, &add);
     o.scale = 2.0f;
-    o.bool_mask = keep.view();
-    o.additive_mask = add.view();
     for (EmptyRow e : {EmptyRow::kZero, EmptyRow::kNan}) {
       o.empty_row = e;
       for (int64_t k : {int64_t{1}, int64_t{3}, shape[static_cast<size_t>(axis)]}) {
@@ -264,14 +259,10 @@ TEST_P(Sampling, FilterAnyAxisMasksInPlaceThreads) {
   const std::vector<int64_t> shape = {4, 30, 5};
   int64_t fragile = 0;
   for (int axis = 0; axis < 3; ++axis) {
-    Tensor x(shape, permuted_strides(shape, {0, 2, 1}, 1), 1);
-    fill_rows(x, axis, Data::kWide, rng);
-    BoolTensor keep({30, 1});
-    keep.fill([](int64_t i) { return static_cast<uint8_t>(i % 7 != 3); });
-    SoftmaxOptions o;
-    o.axis = axis;
+    Tensor x = any_axis_logits(shape, {0, 2, 1}, 1, axis, Data::kWide, rng);
+    const BoolTensor keep = hide_every({30, 1}, 7, 3);
+    SoftmaxOptions o = masked_along(axis, keep);
     o.temperature = 4.0f;
-    o.bool_mask = keep.view();
     SampleOptions s;
     s.top_k = 3;
     s.top_p = 0.7f;

@@ -17,7 +17,7 @@
 namespace smax_test {
 namespace {
 
-const std::vector<Op> kForwardOps = {Op::kSoftmax, Op::kLogSoftmax, Op::kLogSumExp};
+const std::vector<Op> kForwardOps = {Op::kSoftmax, Op::kLogSoftmax, Op::kLogsumexp};
 
 std::vector<int64_t> small_sizes() {
   std::vector<int64_t> v;
@@ -112,13 +112,13 @@ TEST_P(Forward, MixedRowKindsInOneBatch) {
         for (Algorithm a : all_algorithms()) {
           SoftmaxOptions o;
           o.algorithm = a;
-          Tensor dst = op == Op::kLogSumExp ? Tensor({rows}, {}, misalign)
+          Tensor dst = op == Op::kLogsumexp ? Tensor({rows}, {}, misalign)
                                             : Tensor({rows, n}, {}, misalign);
           const std::string what = std::string(op_name(op)) + " mixed rows n=" +
                                    std::to_string(n) + " " + algo_str(a) + " misalign " +
                                    std::to_string(misalign);
           EXPECT_TRUE(check_op(op, src, dst, o, rng, what)) << "target " << GetParam();
-          if (op == Op::kLogSumExp) continue;
+          if (op == Op::kLogsumexp) continue;
           Tensor inplace = src;
           library_forward(op, inplace.view(), inplace.view(), o);
           for (int64_t i = 0; i < rows * n; ++i) {
@@ -169,7 +169,7 @@ TEST_P(Forward, RowStrideGreaterThanCols) {
         const int64_t rows = n > 4096 ? 2 : 5;
         Tensor src({rows, n}, {n + 13, 1}, 1);
         fill_rows(src, 1, Data::kWide, rng);
-        Tensor dst = op == Op::kLogSumExp ? Tensor({rows}, {3}) : Tensor({rows, n}, {n + 7, 1});
+        Tensor dst = op == Op::kLogsumexp ? Tensor({rows}, {3}) : Tensor({rows, n}, {n + 7, 1});
         SoftmaxOptions o;
         o.algorithm = a;
         EXPECT_TRUE(check_op(op, src, dst, o, rng,
@@ -189,7 +189,7 @@ TEST_P(Forward, LogSumExpKeepDim) {
       Tensor dst({3, 1});
       SoftmaxOptions o;
       o.algorithm = a;
-      EXPECT_TRUE(check_op(Op::kLogSumExp, src, dst, o, rng, "keepdim n=" + std::to_string(n)));
+      EXPECT_TRUE(check_op(Op::kLogsumexp, src, dst, o, rng, "keepdim n=" + std::to_string(n)));
     }
   }
 }

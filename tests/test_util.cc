@@ -11,7 +11,7 @@ std::vector<double> reference_forward(Op op, const TensorView& src, const Softma
   switch (op) {
     case Op::kSoftmax: return smax::reference::softmax(src, o);
     case Op::kLogSoftmax: return smax::reference::log_softmax(src, o);
-    case Op::kLogSumExp: return smax::reference::logsumexp(src, o);
+    case Op::kLogsumexp: return smax::reference::logsumexp(src, o);
     default: break;
   }
   ADD_FAILURE() << "reference_forward: not a forward op";
@@ -29,7 +29,7 @@ void library_forward(Op op, const TensorView& src, const TensorView& dst,
   switch (op) {
     case Op::kSoftmax: smax::softmax(src, dst, o); return;
     case Op::kLogSoftmax: smax::log_softmax(src, dst, o); return;
-    case Op::kLogSumExp: smax::logsumexp(src, dst, o); return;
+    case Op::kLogsumexp: smax::logsumexp(src, dst, o); return;
     default: break;
   }
   ADD_FAILURE() << "library_forward: not a forward op";
@@ -107,7 +107,7 @@ Geometry geometry_of(const std::vector<int64_t>& shape, int64_t axis) {
                                             Rng& rng, int64_t misalign) {
   Tensor src(shape, {}, misalign);
   fill_rows(src, axis, data, rng);
-  std::vector<int64_t> dshape = op == Op::kLogSumExp ? drop_axis(shape, axis) : shape;
+  std::vector<int64_t> dshape = op == Op::kLogsumexp ? drop_axis(shape, axis) : shape;
   Tensor dst(dshape, {}, misalign);
   SoftmaxOptions oo = o;
   oo.axis = axis;

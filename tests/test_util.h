@@ -31,6 +31,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "check.h"
 #include "reference/bounds.h"
 #include "smax/smax.h"
 
@@ -107,16 +108,8 @@ class Rng {
 constexpr float kSentinel = -12345.678f;
 constexpr uint8_t kSentinelByte = 0xA5;
 
-/// Row-major strides of `shape`.
-inline std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape) {
-  std::vector<int64_t> st(shape.size());
-  int64_t s = 1;
-  for (size_t d = shape.size(); d-- > 0;) {
-    st[d] = s;
-    s *= std::max<int64_t>(shape[d], 1);
-  }
-  return st;
-}
+/// Row-major strides of `shape`: testing/check.h's.
+using smax_cli::row_major_strides;
 
 /// Strides for a layout whose memory order (outermost first) is `order`, with
 /// `pad` extra elements added to the extent of each dim after the innermost.
@@ -143,7 +136,7 @@ class Array {
   Array(std::vector<int64_t> shape, std::vector<int64_t> strides = {}, int64_t misalign = 0,
         int64_t guard = 16)
       : shape_(std::move(shape)), strides_(std::move(strides)) {
-    if (strides_.empty()) strides_ = contiguous_strides(shape_);
+    if (strides_.empty()) strides_ = row_major_strides(shape_);
     int64_t lo = 0, hi = 0, n = 1;
     for (size_t d = 0; d < shape_.size(); ++d) {
       n *= shape_[d];
@@ -350,24 +343,11 @@ inline void fill_normal(Tensor& t, Rng& rng) {
 // Ops
 // ---------------------------------------------------------------------------
 
-enum class Op { kSoftmax, kLogSoftmax, kLogSumExp, kSoftmaxBackward, kLogSoftmaxBackward };
-
-inline const char* op_name(Op op) {
-  switch (op) {
-    case Op::kSoftmax: return "softmax";
-    case Op::kLogSoftmax: return "log_softmax";
-    case Op::kLogSumExp: return "logsumexp";
-    case Op::kSoftmaxBackward: return "softmax_backward";
-    case Op::kLogSoftmaxBackward: return "log_softmax_backward";
-  }
-  return "?";
-}
-
-inline const std::vector<Op>& all_ops() {
-  static const std::vector<Op> v = {Op::kSoftmax, Op::kLogSoftmax, Op::kLogSumExp,
-                                    Op::kSoftmaxBackward, Op::kLogSoftmaxBackward};
-  return v;
-}
+/// The softmax family and its names, as the CLI has them (testing/check.h);
+/// all_ops(): softmax, log_softmax, logsumexp, then the two backward ops.
+using Op = smax_cli::Op;
+using smax_cli::op_name;
+inline const std::vector<Op>& all_ops() { return smax_cli::softmax_family(); }
 inline bool is_backward(Op op) {
   return op == Op::kSoftmaxBackward || op == Op::kLogSoftmaxBackward;
 }
@@ -549,15 +529,8 @@ inline ::testing::AssertionResult check_backward(bool log, const std::vector<dou
       }
       for (int64_t k = 0; k < g.n; ++k) {
         const size_t i = static_cast<size_t>(g.index(o, k, j));
-        double bound;
         bool exact_zero;
-        if (!log) {
-          bound = smax::reference::softmax_backward_bound(s, y[i], dy[i], row);
-          exact_zero = y[i] == 0.0;
-        } else {
-          bound = smax::reference::log_softmax_backward_bound(s, y[i], dy[i], row);
-          exact_zero = y[i] == -kInfD;
-        }
+        const double bound = smax_cli::backward_element_bound(log, s, y[i], dy[i], row, &exact_zero);
         auto extra = [&] {
           std::ostringstream os;
           os.precision(10);

@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "data.h"
+#include "flag_value.h"
 #include "floors.h"
 #include "reference/reference.h"
 #include "smax/smax.h"
@@ -317,13 +318,7 @@ int main(int argc, char** argv) {
   std::string cases_text, libs_text = "smax,onednn,xnnpack,naive", json_path, csv_path;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "smax_peers: %s needs a value\n", a.c_str());
-        std::exit(2);
-      }
-      return argv[++i];
-    };
+    auto value = [&] { return smax_bench::flag_value(argc, argv, &i, "smax_peers"); };
     if (a == "--threads") threads = std::max(1, std::atoi(value().c_str()));
     else if (a == "--reps") reps = std::max(1, std::atoi(value().c_str()));
     else if (a == "--cases") cases_text = value();

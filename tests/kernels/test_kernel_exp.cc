@@ -16,6 +16,7 @@
 #include <hwy/highway.h>
 
 #include "kernels/exp-inl.h"
+#include "kernel_target-inl.h"
 #include "kernels/load-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -56,8 +57,6 @@ bool KtExp(int which, float shift, const float* t, size_t n, float* out) {
 
 // ExpRef::NeverFlushes(t_min) for N = nref.
 bool KtNeverFlushes(float nref, float t_min) { return ExpRef::Make(nref).NeverFlushes(t_min); }
-float KtRefMaxAbs() { return kRefMaxAbs; }
-const char* KtExpTarget() { return hwy::TargetName(HWY_TARGET); }
 
 }  // namespace smax::kernels::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
@@ -74,11 +73,8 @@ HWY_AFTER_NAMESPACE();
 namespace smax::kernels {
 HWY_EXPORT(KtExp);
 HWY_EXPORT(KtNeverFlushes);
-HWY_EXPORT(KtRefMaxAbs);
-HWY_EXPORT(KtExpTarget);
 namespace {
 
-using smax_test::TargetTest;
 
 // The bounds this file enforces (exp-inl.h states them), in ulp of the
 // result: rr2 reduction + degree-5 polynomial, measured on these sweeps
@@ -151,14 +147,7 @@ UlpReport Check(const std::vector<float>& t, const std::vector<float>& y, double
   return rep;
 }
 
-class KernelExp : public TargetTest {
- protected:
-  void SetUp() override {
-    TargetTest::SetUp();
-    ASSERT_EQ(smax_kernel_test::Lower(HWY_DYNAMIC_DISPATCH(KtExpTarget)()), smax_kernel_test::Lower(GetParam()))
-        << "the kernel test's entry points did not dispatch to the capped target";
-  }
-};
+class KernelExp : public KernelTest {};
 
 // ExpRef with N = 0 is e^t itself: the dense sweep of the whole domain.
 TEST_P(KernelExp, ExpRefUlpOverTheDomain) {

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "kernel_test.h"
+#include "kernel_target-inl.h"
 #include "kernels/load-inl.h"
 #include "kernels/scan-inl.h"
 
@@ -94,10 +95,6 @@ void KtTwoPass(const float* x, size_t n, double* mu, double* nu, float* max, boo
   *in_range = r.in_range;
 }
 
-size_t KtScanLanes() { return hn::Lanes(DF()); }
-float KtScanRefMaxAbs() { return kRefMaxAbs; }
-const char* KtScanTarget() { return hwy::TargetName(HWY_TARGET); }
-
 }  // namespace smax::kernels::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
@@ -114,23 +111,12 @@ namespace smax::kernels {
 HWY_EXPORT(KtRecord);
 HWY_EXPORT(KtOnline);
 HWY_EXPORT(KtTwoPass);
-HWY_EXPORT(KtScanLanes);
-HWY_EXPORT(KtScanRefMaxAbs);
-HWY_EXPORT(KtScanTarget);
 namespace {
 
-using smax_test::TargetTest;
 using smax_kernel_test::KtCall;
 constexpr float kNegInfF = -std::numeric_limits<float>::infinity();
 
-class KernelScan : public TargetTest {
- protected:
-  void SetUp() override {
-    TargetTest::SetUp();
-    ASSERT_EQ(smax_kernel_test::Lower(HWY_DYNAMIC_DISPATCH(KtScanTarget)()),
-              smax_kernel_test::Lower(GetParam()));
-  }
-};
+class KernelScan : public KernelTest {};
 
 // Rows of every shape the scans meet: n around the step (4N) and block
 // sizes, noise of several widths, ramps (a rebase every step), masked
@@ -158,7 +144,7 @@ const size_t kSizes[] = {1, 2, 3, 5, 8, 13, 16, 31, 32, 33, 64, 65, 100, 255, 25
 
 // The template's own contract, with a recording visitor.
 TEST_P(KernelScan, OnlineScanWithVisitsEveryElementOnce) {
-  const size_t N = HWY_DYNAMIC_DISPATCH(KtScanLanes)();
+  const size_t N = HWY_DYNAMIC_DISPATCH(KtLanes)();
   smax_test::Rng rng("visits");
   for (const int kind : {0, 3, 4, 6, 7}) {
     for (const size_t n : kSizes) {
@@ -207,67 +193,70 @@ TEST_P(KernelScan, OnlineScanWithVisitsEveryElementOnce) {
   }
 }
 
-TEST_P(KernelScan, OnlineScanMatchesFloat64) {
-  smax_test::Rng rng("online");
+// Calls check(x, at, want_max) for a row of every kind 0..8 and size of
+// kSizes, drawn from Rng(seed); `at` names the row, want_max is its max.
+template <class Check>
+void ForEveryRow(const char* seed, const Check& check) {
+  smax_test::Rng rng(seed);
   for (int kind = 0; kind <= 8; ++kind) {
     for (const size_t n : kSizes) {
       const std::vector<float> x = Row(kind, n, rng);
-      float ref = 0.0f, max = 0.0f;
-      double dsum = 0.0;
-      HWY_DYNAMIC_DISPATCH(KtOnline)(x.data(), n, false, &ref, &dsum, &max);
       const std::string at = "kind " + std::to_string(kind) + ", n = " + std::to_string(n);
-      const float want_max = *std::max_element(x.begin(), x.end());
-      EXPECT_EQ(max, want_max) << at;
-      if (want_max == kNegInfF) {
-        EXPECT_EQ(dsum, 0.0) << at;
-        continue;
-      }
-      EXPECT_LE(ref, max) << at;
-      EXPECT_LE(static_cast<double>(max) - ref, 32.0) << at;
-      double want = 0.0;
-      for (const float t : x) want += std::exp(static_cast<double>(t) - ref);
-      EXPECT_GE(want, 1.0) << at;
-      EXPECT_LE(std::fabs(dsum - want), 2e-6 * want)
-          << at << ": d = " << dsum << ", float64 " << want << " (ref " << ref << ")";
-      // Extra per-step work in the visitor leaves the bits alone.
-      float ref2 = 0.0f, max2 = 0.0f;
-      double dsum2 = 0.0;
-      HWY_DYNAMIC_DISPATCH(KtOnline)(x.data(), n, true, &ref2, &dsum2, &max2);
-      EXPECT_EQ(smax_kernel_test::Bits(dsum2), smax_kernel_test::Bits(dsum)) << at;
-      EXPECT_EQ(ref2, ref) << at;
-      EXPECT_EQ(max2, max) << at;
+      check(x, at, *std::max_element(x.begin(), x.end()));
     }
   }
 }
 
-TEST_P(KernelScan, TwoPassScanMatchesFloat64) {
-  const float max_abs = HWY_DYNAMIC_DISPATCH(KtScanRefMaxAbs)();
-  smax_test::Rng rng("two-pass");
-  for (int kind = 0; kind <= 8; ++kind) {
-    for (const size_t n : kSizes) {
-      const std::vector<float> x = Row(kind, n, rng);
-      double mu = 0.0, nu = 0.0;
-      float max = 0.0f;
-      bool in_range = false;
-      HWY_DYNAMIC_DISPATCH(KtTwoPass)(x.data(), n, &mu, &nu, &max, &in_range);
-      const std::string at = "kind " + std::to_string(kind) + ", n = " + std::to_string(n);
-      const float want_max = *std::max_element(x.begin(), x.end());
-      EXPECT_EQ(max, want_max) << at;
-      if (want_max == kNegInfF) {
-        EXPECT_TRUE(in_range) << at;
-        EXPECT_EQ(mu, 0.0) << at;
-        continue;
-      }
-      EXPECT_EQ(in_range, std::fabs(want_max) <= max_abs) << at;
-      if (!in_range) continue;
-      EXPECT_EQ(nu, std::nearbyint(static_cast<double>(max) * 1.4426950408889634)) << at;
-      // sum e^(t - nu ln2) in float64.
-      double want = 0.0;
-      for (const float t : x) want += std::exp(static_cast<double>(t) - nu * smax_kernel_test::kLn2);
-      EXPECT_LE(std::fabs(mu - want), 2e-6 * want)
-          << at << ": mu = " << mu << ", float64 " << want << " (nu " << nu << ")";
+TEST_P(KernelScan, OnlineScanMatchesFloat64) {
+  ForEveryRow("online", [](const std::vector<float>& x, const std::string& at, float want_max) {
+    const size_t n = x.size();
+    float ref = 0.0f, max = 0.0f;
+    double dsum = 0.0;
+    HWY_DYNAMIC_DISPATCH(KtOnline)(x.data(), n, false, &ref, &dsum, &max);
+    EXPECT_EQ(max, want_max) << at;
+    if (want_max == kNegInfF) {
+      EXPECT_EQ(dsum, 0.0) << at;
+      return;
     }
-  }
+    EXPECT_LE(ref, max) << at;
+    EXPECT_LE(static_cast<double>(max) - ref, 32.0) << at;
+    double want = 0.0;
+    for (const float t : x) want += std::exp(static_cast<double>(t) - ref);
+    EXPECT_GE(want, 1.0) << at;
+    EXPECT_LE(std::fabs(dsum - want), 2e-6 * want)
+        << at << ": d = " << dsum << ", float64 " << want << " (ref " << ref << ")";
+    // Extra per-step work in the visitor leaves the bits alone.
+    float ref2 = 0.0f, max2 = 0.0f;
+    double dsum2 = 0.0;
+    HWY_DYNAMIC_DISPATCH(KtOnline)(x.data(), n, true, &ref2, &dsum2, &max2);
+    EXPECT_EQ(smax_kernel_test::Bits(dsum2), smax_kernel_test::Bits(dsum)) << at;
+    EXPECT_EQ(ref2, ref) << at;
+    EXPECT_EQ(max2, max) << at;
+  });
+}
+
+TEST_P(KernelScan, TwoPassScanMatchesFloat64) {
+  const float max_abs = HWY_DYNAMIC_DISPATCH(KtRefMaxAbs)();
+  ForEveryRow("two-pass", [&](const std::vector<float>& x, const std::string& at, float want_max) {
+    double mu = 0.0, nu = 0.0;
+    float max = 0.0f;
+    bool in_range = false;
+    HWY_DYNAMIC_DISPATCH(KtTwoPass)(x.data(), x.size(), &mu, &nu, &max, &in_range);
+    EXPECT_EQ(max, want_max) << at;
+    if (want_max == kNegInfF) {
+      EXPECT_TRUE(in_range) << at;
+      EXPECT_EQ(mu, 0.0) << at;
+      return;
+    }
+    EXPECT_EQ(in_range, std::fabs(want_max) <= max_abs) << at;
+    if (!in_range) return;
+    EXPECT_EQ(nu, std::nearbyint(static_cast<double>(max) * 1.4426950408889634)) << at;
+    // sum e^(t - nu ln2) in float64.
+    double want = 0.0;
+    for (const float t : x) want += std::exp(static_cast<double>(t) - nu * smax_kernel_test::kLn2);
+    EXPECT_LE(std::fabs(mu - want), 2e-6 * want)
+        << at << ": mu = " << mu << ", float64 " << want << " (nu " << nu << ")";
+  });
 }
 
 }  // namespace

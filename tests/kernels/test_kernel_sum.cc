@@ -16,6 +16,7 @@
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
+#include "kernel_target-inl.h"
 #include "kernels/load-inl.h"
 #include "kernels/pass-inl.h"
 #include "kernels/sum-inl.h"
@@ -33,8 +34,6 @@ struct KtIdentity {
 double KtBlockSum(const float* x, size_t n) {
   return ExpSum<false>(Logits<false, false>{x, nullptr, 1.0f}, n, KtIdentity{}, nullptr);
 }
-size_t KtSumLanes() { return hn::Lanes(DF()); }
-const char* KtSumTarget() { return hwy::TargetName(HWY_TARGET); }
 
 }  // namespace smax::kernels::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
@@ -50,11 +49,8 @@ HWY_AFTER_NAMESPACE();
 
 namespace smax::kernels {
 HWY_EXPORT(KtBlockSum);
-HWY_EXPORT(KtSumLanes);
-HWY_EXPORT(KtSumTarget);
 namespace {
 
-using smax_test::TargetTest;
 
 // The documented order, in scalar code (N lanes).
 double EmulatedBlockSum(const float* x, size_t n, size_t N) {
@@ -109,21 +105,14 @@ double Bound(size_t n, double abs_sum) {
   return (16.0 * 0x1p-24 + (static_cast<double>(n) / 16.0 + 16.0) * 0x1p-53) * abs_sum;
 }
 
-class KernelSum : public TargetTest {
- protected:
-  void SetUp() override {
-    TargetTest::SetUp();
-    ASSERT_EQ(smax_kernel_test::Lower(HWY_DYNAMIC_DISPATCH(KtSumTarget)()),
-              smax_kernel_test::Lower(GetParam()));
-  }
-};
+class KernelSum : public KernelTest {};
 
 const size_t kSizes[] = {1,   2,   3,   7,    8,    15,    16,    31,     32,      33,
                          63,  64,  65,  127,  128,  129,   255,   256,    257,     511,
                          512, 513, 1000, 4096, 4099, 65537, 100000, 1 << 20, (1 << 22) + 3};
 
 TEST_P(KernelSum, BlockSumFollowsTheDocumentedOrder) {
-  const size_t N = HWY_DYNAMIC_DISPATCH(KtSumLanes)();
+  const size_t N = HWY_DYNAMIC_DISPATCH(KtLanes)();
   smax_test::Rng rng("order");
   for (const size_t n : kSizes) {
     if (n > 100000) continue;

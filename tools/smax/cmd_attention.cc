@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "args.h"
+#include "check.h"
 #include "commands.h"
 #include "data.h"
 #include "json.h"
@@ -121,22 +122,9 @@ void check_forward(const ref::AttentionProblem& p, const ref::AttentionResult& r
     const int64_t bh = row / p.Lq, b = bh / p.H, h = bh % p.H;
     const double* V = p.v.data() + (b * p.Hkv + h / G) * p.Lk * p.Dv;
     const double* T = r.T.data() + row * p.Lk;
-    for (int64_t j = 0; j < p.Lk; ++j) w[j] = std::abs(r.P[static_cast<size_t>(row * p.Lk + j)]);
-    if (p.o.normalizer == smax::AttentionNormalizer::kSoftpick) {
-      double m = kNegInf, S = 0;
-      for (int64_t j = 0; j < p.Lk; ++j) {
-        if (T[j] != kNegInf && !std::isnan(T[j])) m = std::max(m, T[j]);
-      }
-      if (m > kNegInf) {
-        for (int64_t j = 0; j < p.Lk; ++j) {
-          if (T[j] != kNegInf) S += std::abs(std::exp(T[j] - m) - std::exp(-m));
-        }
-        S += p.o.softpick_eps * std::exp(-m);
-        for (int64_t j = 0; j < p.Lk; ++j) {
-          if (T[j] != kNegInf && S > 0) w[j] += std::exp(T[j] - m) / S;
-        }
-      }
-    }
+    smax_cli::attention_bound_weights(r.P.data() + row * p.Lk, T, p.Lk,
+                                      p.o.normalizer == smax::AttentionNormalizer::kSoftpick,
+                                      p.o.softpick_eps, w.data());
     const double E = sensitivity(p, r, row) * row_delta(p, r, row) + enorm + (lacc + 16) * kU;
     for (int64_t c = 0; c < p.Dv; ++c) {
       double W = 0;

@@ -4,18 +4,8 @@
 # given) exits 0 and its stdout matches REGEX; with JSON=1 stdout must also
 # be one valid JSON document (parsed by string(JSON)); with STDERR_REGEX its
 # stderr must match it; with STDERR_EMPTY=1 stderr must be empty.
-string(REPLACE "|" ";" _args "${ARGS}")
-set(_cmd ${SMAX} ${_args})
-if(NOT "${RUN_ENV}" STREQUAL "")
-  string(REPLACE "|" ";" _env "${RUN_ENV}")
-  set(_cmd ${CMAKE_COMMAND} -E env ${_env} ${SMAX} ${_args})
-endif()
-execute_process(COMMAND ${_cmd}
-  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-message("$ ${RUN_ENV} smax ${_args}\n${out}${err}")
-if(NOT rc STREQUAL "0")
-  message(FATAL_ERROR "expected exit status 0, got '${rc}'")
-endif()
+include(${CMAKE_CURRENT_LIST_DIR}/run_smax.cmake)
+smax_run_expecting(0)
 if(NOT out MATCHES "${REGEX}")
   message(FATAL_ERROR "stdout does not match '${REGEX}'")
 endif()
