@@ -3,6 +3,7 @@
 // harness_decode.cc, what the parts share: harness_internal.h).
 #include "harness.h"
 #include "harness_internal.h"
+#include "op_table.h"
 
 namespace smax_fuzz {
 namespace family_internal {
@@ -99,13 +100,13 @@ std::string call(const Case& c, const SoftmaxOptions& opt, bool* ok) {
     o.algorithm = static_cast<int32_t>(opt.algorithm);
     o.empty_row = static_cast<int32_t>(opt.empty_row);
     o.threads = opt.threads;
-    smax_tensor ta = to_c(a), tb = to_c(b), tout = to_c(out), tm, tbm;
+    smax_tensor ta = smax_cli::c_tensor(a), tb = smax_cli::c_tensor(b), tout = smax_cli::c_tensor(out), tm, tbm;
     if (opt.additive_mask) {
-      tm = to_c(*opt.additive_mask);
+      tm = smax_cli::c_tensor(*opt.additive_mask);
       o.additive_mask = &tm;
     }
     if (opt.bool_mask) {
-      tbm = to_c(*opt.bool_mask);
+      tbm = smax_cli::c_tensor(*opt.bool_mask);
       o.bool_mask = &tbm;
     }
     smax_status st = SMAX_STATUS_INTERNAL;

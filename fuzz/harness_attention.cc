@@ -6,6 +6,7 @@
 #include "harness_attention_internal.h"
 
 #include "check.h"
+#include "op_table.h"
 
 namespace smax_fuzz {
 namespace attention_internal {
@@ -34,11 +35,11 @@ std::string call(const Case& c, Operands& ops, const AttentionOptions& o0, int* 
   if (c.lse && !c.backward) o.lse = ops.lse.view;
   *status = 0;
   if (c.capi) {
-    smax_tensor q = to_c(ops.q.view), k = to_c(ops.k.view), v = to_c(ops.v.view),
-                out = to_c(ops.out.view), dout = to_c(ops.dout.view), dq = to_c(ops.dq.view),
-                dk = to_c(ops.dk.view), dv = to_c(ops.dv.view), mask = to_c(ops.mask.view),
-                sinks = to_c(ops.sinks.view), alibi = to_c(ops.alibi.view),
-                lse = to_c(ops.lse.view);
+    smax_tensor q = smax_cli::c_tensor(ops.q.view), k = smax_cli::c_tensor(ops.k.view), v = smax_cli::c_tensor(ops.v.view),
+                out = smax_cli::c_tensor(ops.out.view), dout = smax_cli::c_tensor(ops.dout.view), dq = smax_cli::c_tensor(ops.dq.view),
+                dk = smax_cli::c_tensor(ops.dk.view), dv = smax_cli::c_tensor(ops.dv.view), mask = smax_cli::c_tensor(ops.mask.view),
+                sinks = smax_cli::c_tensor(ops.sinks.view), alibi = smax_cli::c_tensor(ops.alibi.view),
+                lse = smax_cli::c_tensor(ops.lse.view);
     smax_attention_options co;
     smax_attention_options_init(&co);
     co.normalizer = static_cast<int32_t>(o.normalizer);

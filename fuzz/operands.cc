@@ -112,21 +112,6 @@ int64_t numel_of(const std::vector<int64_t>& shape) {
   return n;
 }
 
-static_assert(smax::kMaxRank == SMAX_MAX_RANK, "one rank limit");
-
-smax_tensor to_c(const smax::TensorView& v) {
-  smax_tensor t;
-  std::memset(&t, 0, sizeof t);
-  t.data = v.data;
-  t.dtype = static_cast<int32_t>(v.dtype);
-  t.rank = v.rank;
-  for (int d = 0; d < smax::kMaxRank; ++d) {
-    t.shape[d] = v.shape[d];
-    t.strides[d] = v.strides[d];
-  }
-  return t;
-}
-
 void span_of(const Layout& o, int64_t* lo, int64_t* hi) {
   *lo = 0;
   *hi = 0;

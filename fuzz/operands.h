@@ -95,10 +95,7 @@ struct FuzzView : Layout {
 /// when asked) with `dtype` and `data` (nullptr when o.null_data).
 smax::TensorView tensor_view(const FuzzView& o, smax::DType dtype, void* data);
 
-/// The C ABI's smax_tensor of `v`, field for field: all kMaxRank entries of
-/// shape and strides, whatever the rank (the C ABI reads the first rank).
-smax_tensor to_c(const smax::TensorView& v);
-
+/// The C ABI's smax_tensor of a view: smax_cli::c_tensor (testing/op_table.h).
 /// Elements of `shape`: 0 with any zero dim, -1 with a negative dim or when
 /// the product overflows int64.
 int64_t numel_of(const std::vector<int64_t>& shape);

@@ -45,12 +45,16 @@ smax::reference::BoundCall bound_call_of(const ExtCall& c) {
   return bc;
 }
 
+static_assert(smax::kMaxRank == SMAX_MAX_RANK, "one rank limit");
+
 smax_tensor c_tensor(const smax::TensorView& v) {
   smax_tensor t{};
   t.data = v.data;
   t.dtype = static_cast<int32_t>(v.dtype);  // the same values (smax_dtype)
   t.rank = v.rank;
-  for (int d = 0; d < v.rank; ++d) {
+  // Every entry, whatever the rank (a view with a bad rank reaches the C
+  // ABI as it is; the C ABI reads the first `rank`).
+  for (int d = 0; d < smax::kMaxRank; ++d) {
     t.shape[d] = v.shape[d];
     t.strides[d] = v.strides[d];
   }

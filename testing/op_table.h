@@ -73,7 +73,8 @@ S c_defaults(void (*init)(S*)) {
 }
 /// `c` as C structs.
 std::unique_ptr<CCall> c_call_of(const ExtCall& c);
-/// A view as an smax_tensor (an empty view: data NULL, rank 0).
+/// A view as the C ABI's smax_tensor, field for field (all kMaxRank entries of
+/// shape and strides, whatever the rank; an empty view: data NULL, rank 0).
 smax_tensor c_tensor(const smax::TensorView& v);
 
 /// The type of an op parameter (how --param parses it and how it prints).
