@@ -7,7 +7,7 @@
 namespace smax_test {
 namespace {
 
-// ---- hand vectors (docs/vectors.md, "Attention") ---------------------------------
+// ---- hand vectors (docs/attention.md, "Hand vectors") ----------------------------
 // D = 2, q = (1, 0), k_j = (x_j, 0), scale 1, V = identity: out = P.
 std::vector<float> hand(AttentionNormalizer n, const std::vector<float>& x, float param = NAN) {
   const int64_t L = static_cast<int64_t>(x.size());

@@ -96,7 +96,7 @@ Row row(const ref::RefRows& R, int64_t r) { return Row(R.row(r), R.row(r) + R.n)
   return to_assertion(res, what);
 }
 
-// Hand vectors (docs/vectors.md, "Clipped softmax"): x = [ln 6, ln 3, 0]
+// Hand vectors (docs/normalizers.md, "Rescaled and rectified softmaxes"): x = [ln 6, ln 3, 0]
 // gives p = [0.6, 0.3, 0.1].
 TEST(ClippedSoftmaxSpec, HandVectors) {
   std::vector<float> x = {static_cast<float>(std::log(6.0)), static_cast<float>(std::log(3.0)),

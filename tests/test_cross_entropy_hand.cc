@@ -6,7 +6,7 @@
 namespace smax_test {
 namespace {
 
-// ---- hand vectors (PyTorch 2.x, float64, and docs/vectors.md, "Losses") ----------
+// ---- hand vectors (PyTorch 2.x, float64, and docs/losses.md, "Hand vectors") -----
 // The loss of (x, t) reduced by kMean and by kSum against the hand values.
 void expect_mean_and_sum(const TensorView& x, const TensorView& t, CrossEntropyOptions ce,
                          double mean, double mean_tol, double sum, double sum_tol) {

@@ -36,7 +36,7 @@ TEST_P(Lce, HandVector) {
     EXPECT_EQ(dw[2 * j + 1], 0.0f);
     EXPECT_NEAR(db[j], dz[j], 1e-6);
   }
-  // The cross-entropy hand vector (docs/vectors.md, "Losses"): LSE(x) - x_t
+  // The cross-entropy hand vector (docs/losses.md, "Hand vectors"): LSE(x) - x_t
   // with x = z (no bias).
   smax::linear_cross_entropy(smax::make_view(h, {1, 2}), smax::make_view(w, {3, 2}),
                              smax::make_index_view(t, {1}), std::nullopt,

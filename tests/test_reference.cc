@@ -1,5 +1,5 @@
 // tests/test_reference.cc: the float64 oracle itself, checked against the
-// hand-checkable vectors of docs/vectors.md ("Softmax family") and against
+// hand-checkable vectors of docs/numerics.md ("Hand vectors (softmax family)") and against
 // central finite differences (float64) for its VJPs; then the library against the same
 // hand vectors for every algorithm.
 #include <cmath>
@@ -29,7 +29,7 @@ void expect_near_all(const std::vector<double>& got, const std::vector<double>& 
 
 const double kLn2 = std::log(2.0), kLn3 = std::log(3.0);
 
-// ---- hand vectors (docs/vectors.md, "Softmax family") -----------------------
+// ---- hand vectors (docs/numerics.md, "Hand vectors (softmax family)") -------
 
 TEST(Reference, SoftmaxHandVectors) {
   Tensor a = make({3}, {1, 2, 3});

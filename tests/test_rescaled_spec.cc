@@ -8,7 +8,7 @@ namespace smax_test {
 namespace {
 
 // ---------------------------------------------------------------------------
-// Hand vectors (docs/vectors.md, "Rescaled and rectified softmaxes").
+// Hand vectors (docs/normalizers.md, "Rescaled and rectified softmaxes").
 // ---------------------------------------------------------------------------
 TEST(RescaledSpec, HandVectors) {
   // SSMax, s = 1.

@@ -3,7 +3,7 @@
 // probability-domain temperature, logit standardisation), forward and
 // backward, against the float64 oracles of src/reference/reweight.h on
 // every SIMD target, with the error bounds stated in the header:
-//  * the hand vectors of docs/vectors.md ("Re-weighting normalisers");
+//  * the hand vectors of docs/normalizers.md ("Re-weighting normalisers");
 //  * random and adversarial rows (all of test_util's Data kinds) at sizes
 //    0..32000 and one 128256 row;
 //  * every axis of a strided 3-D tensor with bool + additive masks and a
@@ -344,7 +344,7 @@ class Reweight : public TargetTest {
 };
 
 // ---------------------------------------------------------------------------
-// Hand vectors (docs/vectors.md, "Re-weighting normalisers").
+// Hand vectors (docs/normalizers.md, "Re-weighting normalisers").
 // ---------------------------------------------------------------------------
 std::vector<float> fwd(const Spec& s, std::vector<float> x) {
   std::vector<float> y(x.size());

@@ -7,7 +7,7 @@ namespace smax_test {
 namespace {
 
 // ---------------------------------------------------------------------------
-// Hand vectors (docs/vectors.md, "Sampling and detection")
+// Hand vectors (docs/sampling.md, "Hand vectors")
 // ---------------------------------------------------------------------------
 
 TEST(SamplingSpec, GumbelSoftmaxVectors) {

@@ -8,7 +8,7 @@ namespace smax_test {
 namespace {
 
 // ---------------------------------------------------------------------------
-// Hand vectors (docs/vectors.md, "Sparse normalisers")
+// Hand vectors (docs/normalizers.md, "Sparse normalisers")
 // ---------------------------------------------------------------------------
 std::vector<float> run1(const Case& c, std::vector<float> x) {
   std::vector<float> y(x.size());

@@ -59,7 +59,7 @@ struct GumbelSoftmaxOptions {
   bool hard = false;   ///< straight-through: dst is one-hot (see below)
   uint64_t seed = 0;   ///< noise seed (ignored when `noise` is given)
   /// Explicit noise g (f32, exactly src's shape) instead
-  /// of the seeded noise: for tests, hand vectors (docs/vectors.md) and
+  /// of the seeded noise: for tests, hand vectors (docs/sampling.md) and
   /// replaying a sample.
   std::optional<TensorView> noise;
   /// Optional f32 output (src's shape): the soft sample y. With hard = true

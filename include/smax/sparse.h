@@ -2,7 +2,7 @@
 // bisection, top-k "sparse" softmax), their backward passes and their
 // Fenchel-Young / top-k losses. Semantics follow the `entmax` package
 // (deep-spin/entmax); docs in docs/normalizers.md ("Sparse normalisers"),
-// hand vectors in docs/vectors.md.
+// hand vectors at the end of that family.
 //
 // Common contract of every function here
 // --------------------------------------

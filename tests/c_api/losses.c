@@ -162,7 +162,7 @@ void test_losses(void) {
                  "z_loss", &out, 1);
   }
 
-  /* Spherical Z-loss (docs/vectors.md, "Losses"). */
+  /* Spherical Z-loss (docs/losses.md, "Hand vectors"). */
   {
     float o1[2] = {1.0f, -1.0f}, o2[3] = {3.0f, 1.0f, 2.0f}, out = 0.0f, one = 1.0f, g[3];
     int64_t t0 = 0;

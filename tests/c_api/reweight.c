@@ -4,7 +4,7 @@
 /* ---- re-weighting normalisers (include/smax/reweight.h) --------------------- */
 
 void test_reweight(void) {
-  /* SA-Softmax (docs/vectors.md, "Re-weighting normalisers"). */
+  /* SA-Softmax (docs/normalizers.md, "Re-weighting normalisers"). */
   {
     float x[2], y[2];
     float xv[3] = {0.5f, -1.0f, 2.0f}, g[3] = {1.0f, 2.0f, -1.0f}, dx[3];

@@ -8,7 +8,7 @@ void test_sparse(void) {
   float g[3] = {1.0f, 2.0f, 4.0f};
   smax_tensor tx = f32_1d(x, 3), ty = f32_1d(y, 3), tg = f32_1d(g, 3), tdx = f32_1d(dx, 3);
 
-  /* sparsemax and its VJP (docs/vectors.md, "Sparse normalisers"). */
+  /* sparsemax and its VJP (docs/normalizers.md, "Sparse normalisers"). */
   CHECK(smax_sparsemax(&tx, &ty, NULL) == SMAX_STATUS_OK);
   CHECK_HAND(y, ((double[]){0.0, 0.25, 0.75}), 3);
   CHECK(y[0] == 0.0f);
@@ -103,7 +103,7 @@ void test_sparse(void) {
     CHECK_VEC(ya, ((double[]){0.0460, 0.3276, 0.6264}), 3, 0.0, 6e-5);
   }
 
-  /* Top-k sparse softmax, its VJP and loss (docs/vectors.md, "Sparse normalisers"). */
+  /* Top-k sparse softmax, its VJP and loss (docs/normalizers.md, "Sparse normalisers"). */
   {
     float xk[4] = {1.0f, 2.0f, 3.0f, 0.0f}, yk[4], gk[4] = {1.0f, 2.0f, 3.0f, 4.0f}, dk[4];
     smax_tensor txk = f32_1d(xk, 4), tyk = f32_1d(yk, 4), tgk = f32_1d(gk, 4);

@@ -7,8 +7,9 @@
  * error bounds, special-value rules, aliasing rules and determinism; the C++
  * headers (include/smax/softmax.h, sparse.h, rescaled.h, reweight.h,
  * sampling.h, cross_entropy.h, linear_cross_entropy.h, loss.h) are the
- * reference for the numerics. docs/c_api.md lists every function with its
- * C++ counterpart; docs/reliability.md states the guarantees.
+ * reference for the numerics. docs/c_api.md gives the rule that maps every
+ * function and options struct to its C++ counterpart, and its few exceptions;
+ * docs/reliability.md states the guarantees.
  *
  * Conventions
  * -----------
