@@ -23,7 +23,8 @@
 #include <cstring>
 
 #include "kernels/attention.h"
-#include "kernels/row-inl.h"
+#include "kernels/exp-inl.h"
+#include "kernels/sum-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace smax::kernels::HWY_NAMESPACE {

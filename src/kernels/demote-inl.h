@@ -7,10 +7,20 @@
 // A gradient or output beyond f32 must come out as inf on every target
 // (found by the fuzz targets: spherical z-loss and self-adjust gradients
 // saturated at FLT_MAX on EMU128).
-//
-// A part of kernels/row-inl.h: included only from there, inside its
-// per-target namespace smax::kernels::HWY_NAMESPACE (kernels include
-// row-inl.h, which also brings the standard and Highway headers).
+#if defined(SMAX_KERNELS_DEMOTE_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef SMAX_KERNELS_DEMOTE_INL_H_
+#undef SMAX_KERNELS_DEMOTE_INL_H_
+#else
+#define SMAX_KERNELS_DEMOTE_INL_H_
+#endif
+
+#include <limits>
+
+#include <hwy/highway.h>
+
+HWY_BEFORE_NAMESPACE();
+namespace smax::kernels::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
 
 /// f32 lanes (as many as `d64` has) of v rounded as IEEE does: +-inf where
 /// |v| >= 2^128 - 2^103, DemoteTo elsewhere.
@@ -25,3 +35,8 @@ HWY_INLINE hn::Vec<hn::Rebind<float, D64>> DemoteIeee(D64 d64, hn::Vec<D64> v) {
   const auto f = hn::DemoteTo(d32, v);
   return hn::IfThenElse(big, hn::Mul(f, hn::Set(d32, std::numeric_limits<float>::infinity())), f);
 }
+
+}  // namespace smax::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // SMAX_KERNELS_DEMOTE_INL_H_

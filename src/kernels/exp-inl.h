@@ -36,9 +36,26 @@
 //    that run beside the FMAs on Zen 3; lo joins the reduced argument. Used
 //    when the shift is arbitrary (segment kernels, online) or |m| is huge.
 //
-// A part of kernels/row-inl.h: included only from there, inside its
-// per-target namespace smax::kernels::HWY_NAMESPACE (kernels include
-// row-inl.h, which also brings the standard and Highway headers).
+// Included once per Highway target from each kernels/*.cc after
+// <hwy/foreach_target.h>; guarded with the usual per-target toggle.
+#if defined(SMAX_KERNELS_EXP_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef SMAX_KERNELS_EXP_INL_H_
+#undef SMAX_KERNELS_EXP_INL_H_
+#else
+#define SMAX_KERNELS_EXP_INL_H_
+#endif
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+#include <hwy/highway.h>
+
+#include "kernels/load-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace smax::kernels::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
 
 // ---- constants --------------------------------------------------------------
 // log2(e) rounded to f32.
@@ -256,3 +273,8 @@ HWY_INLINE float FlushExtra(float factor) {
   std::frexp(factor, &e);  // factor in [2^(e-1), 2^e)
   return static_cast<float>(1 - e);
 }
+
+}  // namespace smax::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // SMAX_KERNELS_EXP_INL_H_

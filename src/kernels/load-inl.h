@@ -9,9 +9,27 @@
 // (count < N lanes; lanes [count, N) are -inf and only [i, i + count) is
 // read). LoadTailZero / StoreTail read / write exactly `count` floats.
 //
-// A part of kernels/row-inl.h: included only from there, inside its
-// per-target namespace smax::kernels::HWY_NAMESPACE (kernels include
-// row-inl.h, which also brings the standard and Highway headers).
+// Included once per Highway target from each kernels/*.cc after
+// <hwy/foreach_target.h>; guarded with the usual per-target toggle.
+#if defined(SMAX_KERNELS_LOAD_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef SMAX_KERNELS_LOAD_INL_H_
+#undef SMAX_KERNELS_LOAD_INL_H_
+#else
+#define SMAX_KERNELS_LOAD_INL_H_
+#endif
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+#include <hwy/highway.h>
+
+#include "kernels/kernels.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace smax::kernels::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
 
 using DF = hn::ScalableTag<float>;
 using VF = hn::Vec<DF>;
@@ -151,3 +169,8 @@ HWY_INLINE float ReduceMin(DF d, VF v) {
   return hn::GetLane(hn::MinOfLanes(d, v));
 #endif
 }
+
+}  // namespace smax::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // SMAX_KERNELS_LOAD_INL_H_

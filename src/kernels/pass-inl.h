@@ -5,9 +5,29 @@
 // scaling, log-softmax stores and Fill. Outputs are written only inside
 // [0, n) (StoreTail).
 //
-// A part of kernels/row-inl.h: included only from there, inside its
-// per-target namespace smax::kernels::HWY_NAMESPACE (kernels include
-// row-inl.h, which also brings the standard and Highway headers).
+// Included once per Highway target from each kernels/*.cc after
+// <hwy/foreach_target.h>; guarded with the usual per-target toggle.
+#if defined(SMAX_KERNELS_PASS_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef SMAX_KERNELS_PASS_INL_H_
+#undef SMAX_KERNELS_PASS_INL_H_
+#else
+#define SMAX_KERNELS_PASS_INL_H_
+#endif
+
+#include <cmath>
+#include <cstddef>
+#include <limits>
+
+#include <hwy/cache_control.h>
+#include <hwy/highway.h>
+
+#include "kernels/exp-inl.h"
+#include "kernels/load-inl.h"
+#include "kernels/sum-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace smax::kernels::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
 
 // ---- store passes ---------------------------------------------------------------
 // A per-vector pass over one row: Vector(d, i) handles the full vector at
@@ -171,3 +191,8 @@ HWY_INLINE void Fill(float* HWY_RESTRICT dst, size_t n, float value) {
   for (; i + N <= n; i += N) hn::StoreU(v, d, dst + i);
   if (i < n) StoreTail(d, v, dst + i, n - i);
 }
+
+}  // namespace smax::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // SMAX_KERNELS_PASS_INL_H_

@@ -31,8 +31,10 @@
 #include <cstring>
 #include <string>
 
-#include "kernels/row-inl.h"
+#include "kernels/exp-inl.h"
 #include "kernels/sampling.h"
+#include "kernels/scan-inl.h"
+#include "kernels/sum-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace smax::kernels::HWY_NAMESPACE {

@@ -8,9 +8,24 @@
 // The order of the adds is part of the contract: kernels that must give the
 // same bits (rescaled.cc reproduces ExpSum's order) rely on it.
 //
-// A part of kernels/row-inl.h: included only from there, inside its
-// per-target namespace smax::kernels::HWY_NAMESPACE (kernels include
-// row-inl.h, which also brings the standard and Highway headers).
+// Included once per Highway target from each kernels/*.cc after
+// <hwy/foreach_target.h>; guarded with the usual per-target toggle.
+#if defined(SMAX_KERNELS_SUM_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef SMAX_KERNELS_SUM_INL_H_
+#undef SMAX_KERNELS_SUM_INL_H_
+#else
+#define SMAX_KERNELS_SUM_INL_H_
+#endif
+
+#include <cstddef>
+
+#include <hwy/highway.h>
+
+#include "kernels/load-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace smax::kernels::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
 
 // Sums in 2 f32 accumulators ("acc2"), each receiving 2 adds per step of
 // kUnroll vectors; a block is 8 steps = 16 adds per lane, then the
@@ -150,3 +165,8 @@ struct BlockSum {
     return wide.Total(d);
   }
 };
+
+}  // namespace smax::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // SMAX_KERNELS_SUM_INL_H_

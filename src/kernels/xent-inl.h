@@ -14,9 +14,30 @@
 // and carried: S0' = f S0, S1' = f (S1 + (ref - ref') S0) with
 // f = e^(ref - ref').
 //
-// A part of kernels/row-inl.h: included only from there, inside its
-// per-target namespace smax::kernels::HWY_NAMESPACE (kernels include
-// row-inl.h, which also brings the standard and Highway headers).
+// Included once per Highway target from each kernels/*.cc after
+// <hwy/foreach_target.h>; guarded with the usual per-target toggle.
+#if defined(SMAX_KERNELS_XENT_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef SMAX_KERNELS_XENT_INL_H_
+#undef SMAX_KERNELS_XENT_INL_H_
+#else
+#define SMAX_KERNELS_XENT_INL_H_
+#endif
+
+#include <cmath>
+#include <cstddef>
+#include <type_traits>
+
+#include <hwy/highway.h>
+#include <hwy/contrib/math/math-inl.h>
+
+#include "kernels/exp-inl.h"
+#include "kernels/load-inl.h"
+#include "kernels/scan-inl.h"
+#include "kernels/sum-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace smax::kernels::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
 
 // ---- row sources: t_j (and what the softcap derivative needs) ---------------
 // Plain rows: t = x (the op layer formed the logits).
@@ -255,3 +276,8 @@ HWY_INLINE void GradExp(const Src& src, size_t n, float shift, double factor, fl
                   dst);
   }
 }
+
+}  // namespace smax::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // SMAX_KERNELS_XENT_INL_H_

@@ -20,7 +20,8 @@
 
 #include <cstddef>
 
-#include "kernels/row-inl.h"
+#include "kernels/exp-inl.h"
+#include "kernels/load-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace smax::kernels::HWY_NAMESPACE {

@@ -15,8 +15,9 @@
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
-#include "kernels/row-inl.h"
+#include "kernels/exp-inl.h"
 #include "kernel_target-inl.h"
+#include "kernels/load-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace smax::kernels::HWY_NAMESPACE {

@@ -24,7 +24,8 @@
 
 #include "kernel_test.h"
 #include "kernel_target-inl.h"
-#include "kernels/row-inl.h"
+#include "kernels/load-inl.h"
+#include "kernels/scan-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace smax::kernels::HWY_NAMESPACE {
