@@ -36,12 +36,9 @@
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
-#include "kernels/exp-inl.h"
+#include "kernels/row-inl.h"
 #include "kernels/kernels.h"
-#include "kernels/pass-inl.h"
 #include "kernels/rescaled.h"
-#include "kernels/scan-inl.h"
-#include "kernels/sum-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace smax::kernels::HWY_NAMESPACE {

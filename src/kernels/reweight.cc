@@ -25,10 +25,8 @@
 #include <hwy/highway.h>
 #include <hwy/contrib/math/math-inl.h>
 
-#include "kernels/demote-inl.h"
-#include "kernels/exp-inl.h"
+#include "kernels/row-inl.h"
 #include "kernels/reweight.h"
-#include "kernels/sum-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace smax::kernels::HWY_NAMESPACE {

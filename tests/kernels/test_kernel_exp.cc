@@ -15,8 +15,7 @@
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
-#include "kernels/exp-inl.h"
-#include "kernels/load-inl.h"
+#include "kernels/row-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace smax::kernels::HWY_NAMESPACE {

@@ -23,8 +23,7 @@
 #include <vector>
 
 #include "kernel_test.h"
-#include "kernels/load-inl.h"
-#include "kernels/scan-inl.h"
+#include "kernels/row-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace smax::kernels::HWY_NAMESPACE {
