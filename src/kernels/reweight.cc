@@ -43,15 +43,19 @@ HWY_INLINE VF LoadPad(DF d, const float* HWY_RESTRICT p, size_t count, float pad
   return hn::Load(d, b);
 }
 
-// Calls f(i, count) over [0, n) in steps of N lanes of DF (count == N except
-// for the tail).
-template <class F>
-HWY_INLINE void ForEachF(size_t n, F&& f) {
-  const DF d;
+// Calls f(i, count) over [0, n) in steps of N = Lanes(D) (count == N except
+// for the tail). ForEachF / ForEachD: the f32 / float64 lane steps.
+template <class D, class F>
+HWY_INLINE void ForEachStep(size_t n, F&& f) {
+  const D d;
   const size_t N = hn::Lanes(d);
   size_t i = 0;
   for (; i + N <= n; i += N) f(i, N);
   if (i < n) f(i, n - i);
+}
+template <class F>
+HWY_INLINE void ForEachF(size_t n, F&& f) {
+  ForEachStep<DF>(n, f);
 }
 
 // ---- float64 lanes ------------------------------------------------------------
@@ -85,11 +89,7 @@ HWY_INLINE void StoreD(V64 v, float* HWY_RESTRICT p, size_t count) {
 
 template <class F>
 HWY_INLINE void ForEachD(size_t n, F&& f) {
-  const D64 dd;
-  const size_t N = hn::Lanes(dd);
-  size_t i = 0;
-  for (; i + N <= n; i += N) f(i, N);
-  if (i < n) f(i, n - i);
+  ForEachStep<D64>(n, f);
 }
 
 HWY_INLINE double SumD(V64 acc) {
