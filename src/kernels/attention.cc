@@ -23,8 +23,7 @@
 #include <cstring>
 
 #include "kernels/attention.h"
-#include "kernels/exp-inl.h"
-#include "kernels/sum-inl.h"
+#include "kernels/row-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace smax::kernels::HWY_NAMESPACE {

@@ -21,10 +21,7 @@
 #include <hwy/contrib/math/math-inl.h>
 
 #include "kernels/cross_entropy.h"
-#include "kernels/exp-inl.h"
-#include "kernels/scan-inl.h"
-#include "kernels/sum-inl.h"
-#include "kernels/xent-inl.h"
+#include "kernels/row-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace smax::kernels::HWY_NAMESPACE {

@@ -18,7 +18,7 @@
 #include <limits>
 
 #include "kernels/cross_entropy.h"
-#include "kernels/demote-inl.h"
+#include "kernels/row-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace smax::kernels::HWY_NAMESPACE {

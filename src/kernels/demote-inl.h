@@ -1,5 +1,5 @@
 // src/kernels/demote-inl.h: float64 -> f32 rounding as IEEE does it, per
-// SIMD target (included by kernels that compute in float64 vectors).
+// SIMD target.
 //
 // Highway's DemoteTo saturates at +-FLT_MAX on some targets (EMU128 /
 // SCALAR), while IEEE rounding (and the x86 conversion instructions) gives
@@ -7,20 +7,13 @@
 // A gradient or output beyond f32 must come out as inf on every target
 // (found by the fuzz targets: spherical z-loss and self-adjust gradients
 // saturated at FLT_MAX on EMU128).
-#if defined(SMAX_KERNELS_DEMOTE_INL_H_) == defined(HWY_TARGET_TOGGLE)
-#ifdef SMAX_KERNELS_DEMOTE_INL_H_
-#undef SMAX_KERNELS_DEMOTE_INL_H_
-#else
-#define SMAX_KERNELS_DEMOTE_INL_H_
+//
+// Included only from kernels/row-inl.h, inside its per-target namespace
+// smax::kernels::HWY_NAMESPACE (with `hn`, the standard and Highway headers
+// and the pieces listed before this one in row-inl.h already in scope).
+#ifndef SMAX_KERNELS_ROW_INL_PIECE_
+#error "include kernels/row-inl.h, not its pieces"
 #endif
-
-#include <limits>
-
-#include <hwy/highway.h>
-
-HWY_BEFORE_NAMESPACE();
-namespace smax::kernels::HWY_NAMESPACE {
-namespace hn = hwy::HWY_NAMESPACE;
 
 /// f32 lanes (as many as `d64` has) of v rounded as IEEE does: +-inf where
 /// |v| >= 2^128 - 2^103, DemoteTo elsewhere.
@@ -35,8 +28,3 @@ HWY_INLINE hn::Vec<hn::Rebind<float, D64>> DemoteIeee(D64 d64, hn::Vec<D64> v) {
   const auto f = hn::DemoteTo(d32, v);
   return hn::IfThenElse(big, hn::Mul(f, hn::Set(d32, std::numeric_limits<float>::infinity())), f);
 }
-
-}  // namespace smax::kernels::HWY_NAMESPACE
-HWY_AFTER_NAMESPACE();
-
-#endif  // SMAX_KERNELS_DEMOTE_INL_H_

@@ -36,26 +36,12 @@
 //    that run beside the FMAs on Zen 3; lo joins the reduced argument. Used
 //    when the shift is arbitrary (segment kernels, online) or |m| is huge.
 //
-// Included once per Highway target from each kernels/*.cc after
-// <hwy/foreach_target.h>; guarded with the usual per-target toggle.
-#if defined(SMAX_KERNELS_EXP_INL_H_) == defined(HWY_TARGET_TOGGLE)
-#ifdef SMAX_KERNELS_EXP_INL_H_
-#undef SMAX_KERNELS_EXP_INL_H_
-#else
-#define SMAX_KERNELS_EXP_INL_H_
+// Included only from kernels/row-inl.h, inside its per-target namespace
+// smax::kernels::HWY_NAMESPACE (with `hn`, the standard and Highway headers
+// and the pieces listed before this one in row-inl.h already in scope).
+#ifndef SMAX_KERNELS_ROW_INL_PIECE_
+#error "include kernels/row-inl.h, not its pieces"
 #endif
-
-#include <cmath>
-#include <cstddef>
-#include <cstdint>
-
-#include <hwy/highway.h>
-
-#include "kernels/load-inl.h"
-
-HWY_BEFORE_NAMESPACE();
-namespace smax::kernels::HWY_NAMESPACE {
-namespace hn = hwy::HWY_NAMESPACE;
 
 // ---- constants --------------------------------------------------------------
 // log2(e) rounded to f32.
@@ -273,8 +259,3 @@ HWY_INLINE float FlushExtra(float factor) {
   std::frexp(factor, &e);  // factor in [2^(e-1), 2^e)
   return static_cast<float>(1 - e);
 }
-
-}  // namespace smax::kernels::HWY_NAMESPACE
-HWY_AFTER_NAMESPACE();
-
-#endif  // SMAX_KERNELS_EXP_INL_H_

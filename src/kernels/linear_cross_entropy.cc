@@ -21,11 +21,8 @@
 #include <hwy/highway.h>
 #include <hwy/contrib/math/math-inl.h>
 
-#include "kernels/exp-inl.h"
+#include "kernels/row-inl.h"
 #include "kernels/linear_cross_entropy.h"
-#include "kernels/scan-inl.h"
-#include "kernels/sum-inl.h"
-#include "kernels/xent-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace smax::kernels::HWY_NAMESPACE {

@@ -9,27 +9,12 @@
 // (count < N lanes; lanes [count, N) are -inf and only [i, i + count) is
 // read). LoadTailZero / StoreTail read / write exactly `count` floats.
 //
-// Included once per Highway target from each kernels/*.cc after
-// <hwy/foreach_target.h>; guarded with the usual per-target toggle.
-#if defined(SMAX_KERNELS_LOAD_INL_H_) == defined(HWY_TARGET_TOGGLE)
-#ifdef SMAX_KERNELS_LOAD_INL_H_
-#undef SMAX_KERNELS_LOAD_INL_H_
-#else
-#define SMAX_KERNELS_LOAD_INL_H_
+// Included only from kernels/row-inl.h, inside its per-target namespace
+// smax::kernels::HWY_NAMESPACE (with `hn`, the standard and Highway headers
+// and the pieces listed before this one in row-inl.h already in scope).
+#ifndef SMAX_KERNELS_ROW_INL_PIECE_
+#error "include kernels/row-inl.h, not its pieces"
 #endif
-
-#include <cstddef>
-#include <cstdint>
-#include <cstring>
-#include <limits>
-
-#include <hwy/highway.h>
-
-#include "kernels/kernels.h"
-
-HWY_BEFORE_NAMESPACE();
-namespace smax::kernels::HWY_NAMESPACE {
-namespace hn = hwy::HWY_NAMESPACE;
 
 using DF = hn::ScalableTag<float>;
 using VF = hn::Vec<DF>;
@@ -169,8 +154,3 @@ HWY_INLINE float ReduceMin(DF d, VF v) {
   return hn::GetLane(hn::MinOfLanes(d, v));
 #endif
 }
-
-}  // namespace smax::kernels::HWY_NAMESPACE
-HWY_AFTER_NAMESPACE();
-
-#endif  // SMAX_KERNELS_LOAD_INL_H_

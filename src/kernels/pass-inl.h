@@ -5,29 +5,12 @@
 // scaling, log-softmax stores and Fill. Outputs are written only inside
 // [0, n) (StoreTail).
 //
-// Included once per Highway target from each kernels/*.cc after
-// <hwy/foreach_target.h>; guarded with the usual per-target toggle.
-#if defined(SMAX_KERNELS_PASS_INL_H_) == defined(HWY_TARGET_TOGGLE)
-#ifdef SMAX_KERNELS_PASS_INL_H_
-#undef SMAX_KERNELS_PASS_INL_H_
-#else
-#define SMAX_KERNELS_PASS_INL_H_
+// Included only from kernels/row-inl.h, inside its per-target namespace
+// smax::kernels::HWY_NAMESPACE (with `hn`, the standard and Highway headers
+// and the pieces listed before this one in row-inl.h already in scope).
+#ifndef SMAX_KERNELS_ROW_INL_PIECE_
+#error "include kernels/row-inl.h, not its pieces"
 #endif
-
-#include <cmath>
-#include <cstddef>
-#include <limits>
-
-#include <hwy/cache_control.h>
-#include <hwy/highway.h>
-
-#include "kernels/exp-inl.h"
-#include "kernels/load-inl.h"
-#include "kernels/sum-inl.h"
-
-HWY_BEFORE_NAMESPACE();
-namespace smax::kernels::HWY_NAMESPACE {
-namespace hn = hwy::HWY_NAMESPACE;
 
 // ---- store passes ---------------------------------------------------------------
 // A per-vector pass over one row: Vector(d, i) handles the full vector at
@@ -191,8 +174,3 @@ HWY_INLINE void Fill(float* HWY_RESTRICT dst, size_t n, float value) {
   for (; i + N <= n; i += N) hn::StoreU(v, d, dst + i);
   if (i < n) StoreTail(d, v, dst + i, n - i);
 }
-
-}  // namespace smax::kernels::HWY_NAMESPACE
-HWY_AFTER_NAMESPACE();
-
-#endif  // SMAX_KERNELS_PASS_INL_H_

@@ -36,12 +36,9 @@
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
-#include "kernels/exp-inl.h"
+#include "kernels/row-inl.h"
 #include "kernels/kernels.h"
-#include "kernels/pass-inl.h"
 #include "kernels/rescaled.h"
-#include "kernels/scan-inl.h"
-#include "kernels/sum-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace smax::kernels::HWY_NAMESPACE {
@@ -153,16 +150,25 @@ HWY_INLINE void WithShiftExp(const Shift& s, float m, F&& f) {
   }
 }
 
+// Classifies the row (SoftpickClassify, *m: its max); a row with nothing to
+// compute is written here (NaN row: NaN; empty: the EmptyRow policy; max
+// <= 0: zeros) and gives false, else true.
+HWY_INLINE bool SoftpickComputes(const float* t, size_t n, EmptyRow policy, float* out,
+                                 float* m) {
+  switch (SoftpickClassify(t, n, m)) {
+    case Pick::kNan: Fill(out, n, kNaN); return false;
+    case Pick::kEmpty: EmptyFill(policy, out, n); return false;
+    case Pick::kZero: Fill(out, n, 0.0f); return false;
+    case Pick::kCompute: break;
+  }
+  return true;
+}
+
 void SoftpickRowImpl(const float* t, int64_t n64, float eps, EmptyRow policy, float* y) {
   const size_t n = static_cast<size_t>(n64);
   const DF d;
   float m;
-  switch (SoftpickClassify(t, n, &m)) {
-    case Pick::kNan: return Fill(y, n, kNaN);
-    case Pick::kEmpty: return EmptyFill(policy, y, n);
-    case Pick::kZero: return Fill(y, n, 0.0f);
-    case Pick::kCompute: break;
-  }
+  if (!SoftpickComputes(t, n, policy, y, &m)) return;
   const Shift sh = SoftpickShift(m, eps);
   const VF off = hn::Set(d, sh.offset);
   const VF ninf = hn::Set(d, kNegInf);
@@ -201,12 +207,7 @@ void SoftpickBackwardRowImpl(const float* t, const float* g, int64_t n64, float 
   const size_t n = static_cast<size_t>(n64);
   const DF d;
   float m;
-  switch (SoftpickClassify(t, n, &m)) {
-    case Pick::kNan: return Fill(dx, n, kNaN);
-    case Pick::kEmpty: return EmptyFill(policy, dx, n);
-    case Pick::kZero: return Fill(dx, n, 0.0f);
-    case Pick::kCompute: break;
-  }
+  if (!SoftpickComputes(t, n, policy, dx, &m)) return;
   const Shift sh = SoftpickShift(m, eps);
   const VF off = hn::Set(d, sh.offset);
   const VF ninf = hn::Set(d, kNegInf);

@@ -25,10 +25,8 @@
 #include <hwy/highway.h>
 #include <hwy/contrib/math/math-inl.h>
 
-#include "kernels/demote-inl.h"
-#include "kernels/exp-inl.h"
+#include "kernels/row-inl.h"
 #include "kernels/reweight.h"
-#include "kernels/sum-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace smax::kernels::HWY_NAMESPACE {
@@ -45,15 +43,19 @@ HWY_INLINE VF LoadPad(DF d, const float* HWY_RESTRICT p, size_t count, float pad
   return hn::Load(d, b);
 }
 
-// Calls f(i, count) over [0, n) in steps of N lanes of DF (count == N except
-// for the tail).
-template <class F>
-HWY_INLINE void ForEachF(size_t n, F&& f) {
-  const DF d;
+// Calls f(i, count) over [0, n) in steps of N = Lanes(D) (count == N except
+// for the tail). ForEachF / ForEachD: the f32 / float64 lane steps.
+template <class D, class F>
+HWY_INLINE void ForEachStep(size_t n, F&& f) {
+  const D d;
   const size_t N = hn::Lanes(d);
   size_t i = 0;
   for (; i + N <= n; i += N) f(i, N);
   if (i < n) f(i, n - i);
+}
+template <class F>
+HWY_INLINE void ForEachF(size_t n, F&& f) {
+  ForEachStep<DF>(n, f);
 }
 
 // ---- float64 lanes ------------------------------------------------------------
@@ -87,11 +89,7 @@ HWY_INLINE void StoreD(V64 v, float* HWY_RESTRICT p, size_t count) {
 
 template <class F>
 HWY_INLINE void ForEachD(size_t n, F&& f) {
-  const D64 dd;
-  const size_t N = hn::Lanes(dd);
-  size_t i = 0;
-  for (; i + N <= n; i += N) f(i, N);
-  if (i < n) f(i, n - i);
+  ForEachStep<D64>(n, f);
 }
 
 HWY_INLINE double SumD(V64 acc) {
@@ -305,10 +303,30 @@ void SaBackwardRowImpl(const float* t, const float* p, const float* g, int64_t n
   });
 }
 
+// out_i = f(t_i) over [0, n) (the tail's padding lanes read as -inf, which f
+// must map to 0), and the float64 sum of the outputs (F64Acc, padding
+// included). out may be t (in place).
+template <class F>
+HWY_INLINE double MapStoreSum(const float* t, size_t n, float* out, const F& f) {
+  const DF d;
+  F64Acc sum;
+  ForEachF(n, [&](size_t i, size_t count) {
+    if (count == hn::Lanes(d)) {
+      const VF v = f(hn::LoadU(d, t + i));
+      hn::StoreU(v, d, out + i);
+      sum.Add(d, v);
+    } else {
+      const VF v = f(LoadPad(d, t + i, count, kNegInf));
+      StoreTail(d, v, out + i, count);
+      sum.Add(d, v);
+    }
+  });
+  return sum.Total(d);
+}
+
 // ---- softplus normaliser -----------------------------------------------------------------------
 double SoftplusNormRowImpl(const float* t, int64_t n, float lambda, float shift, float* q) {
   const DF d;
-  F64Acc sum;
   const ExpDiff ediff = ExpDiff::Make(shift);
   auto f = [&](VF v) {
     const VF z = ScaledZ(d, v, lambda);
@@ -318,18 +336,7 @@ double SoftplusNormRowImpl(const float* t, int64_t n, float lambda, float shift,
     const VF pos = hn::MulAdd(w, r, z);           // z + e^-z R(e^-z)
     return hn::IfThenElse(hn::Gt(z, hn::Zero(d)), pos, neg);
   };
-  ForEachF(static_cast<size_t>(n), [&](size_t i, size_t count) {
-    if (count == hn::Lanes(d)) {
-      const VF y = f(hn::LoadU(d, t + i));
-      hn::StoreU(y, d, q + i);
-      sum.Add(d, y);
-    } else {
-      const VF y = f(LoadPad(d, t + i, count, kNegInf));  // padding gives 0
-      StoreTail(d, y, q + i, count);
-      sum.Add(d, y);
-    }
-  });
-  return sum.Total(d);
+  return MapStoreSum(t, static_cast<size_t>(n), q, f);
 }
 
 void LogSoftplusRowImpl(const float* t, int64_t n, float lambda, float* L) {
@@ -383,25 +390,13 @@ void SoftplusNormBackwardRowImpl(const float* t, const float* y, const float* g,
 // ---- Power-Softmax ---------------------------------------------------------------------------
 double PowerRowImpl(const float* t, int64_t n, int p, float M, float* y) {
   const DF d;
-  F64Acc sum;
   const VF vm = hn::Set(d, M), tiny = hn::Set(d, kFltMin), ninf = hn::Set(d, kNegInf);
   auto f = [&](VF v) {
     const VF w = PowInt(hn::Div(v, vm), p);
     const auto zero = hn::Or(hn::Eq(v, ninf), hn::Lt(hn::Abs(w), tiny));
     return hn::IfThenZeroElse(zero, w);
   };
-  ForEachF(static_cast<size_t>(n), [&](size_t i, size_t count) {
-    if (count == hn::Lanes(d)) {
-      const VF w = f(hn::LoadU(d, t + i));
-      hn::StoreU(w, d, y + i);
-      sum.Add(d, w);
-    } else {
-      const VF w = f(LoadPad(d, t + i, count, kNegInf));
-      StoreTail(d, w, y + i, count);
-      sum.Add(d, w);
-    }
-  });
-  return sum.Total(d);
+  return MapStoreSum(t, static_cast<size_t>(n), y, f);
 }
 
 // float64 lanes: coef = s p / (M S) overflows f32 for tiny M (denormal

@@ -31,10 +31,8 @@
 #include <cstring>
 #include <string>
 
-#include "kernels/exp-inl.h"
+#include "kernels/row-inl.h"
 #include "kernels/sampling.h"
-#include "kernels/scan-inl.h"
-#include "kernels/sum-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace smax::kernels::HWY_NAMESPACE {

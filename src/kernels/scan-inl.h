@@ -10,29 +10,12 @@
 // Results depend only on the row (fixed accumulator order, whatever pass
 // or extra visitor work runs alongside).
 //
-// Included once per Highway target from each kernels/*.cc after
-// <hwy/foreach_target.h>; guarded with the usual per-target toggle.
-#if defined(SMAX_KERNELS_SCAN_INL_H_) == defined(HWY_TARGET_TOGGLE)
-#ifdef SMAX_KERNELS_SCAN_INL_H_
-#undef SMAX_KERNELS_SCAN_INL_H_
-#else
-#define SMAX_KERNELS_SCAN_INL_H_
+// Included only from kernels/row-inl.h, inside its per-target namespace
+// smax::kernels::HWY_NAMESPACE (with `hn`, the standard and Highway headers
+// and the pieces listed before this one in row-inl.h already in scope).
+#ifndef SMAX_KERNELS_ROW_INL_PIECE_
+#error "include kernels/row-inl.h, not its pieces"
 #endif
-
-#include <cmath>
-#include <cstddef>
-#include <limits>
-
-#include <hwy/highway.h>
-
-#include "kernels/exp-inl.h"
-#include "kernels/load-inl.h"
-#include "kernels/pass-inl.h"
-#include "kernels/sum-inl.h"
-
-HWY_BEFORE_NAMESPACE();
-namespace smax::kernels::HWY_NAMESPACE {
-namespace hn = hwy::HWY_NAMESPACE;
 
 // Slack of the online / two-pass reference: elements up to e^32 (online) or
 // 2^40 (two-pass) above the reference are summed without rescaling. The
@@ -328,8 +311,3 @@ HWY_INLINE TwoPassResult TwoPassScan(const Src& src, size_t n) {
   res.nu = nu;
   return res;
 }
-
-}  // namespace smax::kernels::HWY_NAMESPACE
-HWY_AFTER_NAMESPACE();
-
-#endif  // SMAX_KERNELS_SCAN_INL_H_

@@ -11,10 +11,8 @@
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
-#include "kernels/demote-inl.h"
-#include "kernels/exp-inl.h"
+#include "kernels/row-inl.h"
 #include "kernels/kernels.h"
-#include "kernels/sum-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace smax::kernels::HWY_NAMESPACE {
@@ -167,27 +165,22 @@ HWY_INLINE void GradStore(const float* HWY_RESTRICT y, const float* dy, size_t n
   }
 }
 
-void SoftmaxBackwardRowsImpl(const BackwardRows& r) {
+// Every row of r: the reduction (softmax: dot = sum dy * y; log-softmax:
+// sum = sum dy, both BlockedDot), then GradStore<kLog>.
+template <bool kLog>
+HWY_INLINE void GradRows(const BackwardRows& r) {
   const size_t n = static_cast<size_t>(r.cols);
   for (int64_t row = 0; row < r.rows; ++row) {
     const float* y = r.y + row * r.y_stride;
     const float* dy = r.dy + row * r.dy_stride;
     float* dx = r.dx + row * r.dx_stride;
-    const double dot = BlockedDot(dy, y, n);
-    GradStore<false>(y, dy, n, static_cast<float>(dot), r.scale, dx);
+    const double reduced = BlockedDot(dy, kLog ? nullptr : y, n);
+    GradStore<kLog>(y, dy, n, static_cast<float>(reduced), r.scale, dx);
   }
 }
 
-void LogSoftmaxBackwardRowsImpl(const BackwardRows& r) {
-  const size_t n = static_cast<size_t>(r.cols);
-  for (int64_t row = 0; row < r.rows; ++row) {
-    const float* y = r.y + row * r.y_stride;
-    const float* dy = r.dy + row * r.dy_stride;
-    float* dx = r.dx + row * r.dx_stride;
-    const double sum = BlockedDot(dy, nullptr, n);
-    GradStore<true>(y, dy, n, static_cast<float>(sum), r.scale, dx);
-  }
-}
+void SoftmaxBackwardRowsImpl(const BackwardRows& r) { GradRows<false>(r); }
+void LogSoftmaxBackwardRowsImpl(const BackwardRows& r) { GradRows<true>(r); }
 
 double DotSegmentImpl(const float* a, const float* b, int64_t n) {
   return BlockedDot(a, b, static_cast<size_t>(n));

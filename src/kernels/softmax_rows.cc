@@ -24,11 +24,8 @@
 
 #include <type_traits>
 
-#include "kernels/exp-inl.h"
+#include "kernels/row-inl.h"
 #include "kernels/kernels.h"
-#include "kernels/pass-inl.h"
-#include "kernels/scan-inl.h"
-#include "kernels/sum-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace smax::kernels::HWY_NAMESPACE {

@@ -20,10 +20,8 @@
 #include <hwy/highway.h>
 #include <hwy/contrib/math/math-inl.h>
 
-#include "kernels/exp-inl.h"
-#include "kernels/pass-inl.h"
+#include "kernels/row-inl.h"
 #include "kernels/sparse.h"
-#include "kernels/sum-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace smax::kernels::HWY_NAMESPACE {
@@ -214,36 +212,48 @@ HWY_INLINE double FoldMin(D d, V v) {  // EMU128's MinOfLanes caps at the max fi
   return r;
 }
 
+// The sums of one Entmax15 pass over its v_i, per lane: k = #(v > 0),
+// a = sum of max(v, 0), b = sum of max(v, 0)^2, mn = the smallest v > 0
+// (inf if none). Two of them (even / odd vectors) are merged by Finish.
+template <class D>
+struct Entmax15Acc {
+  using V = hn::Vec<D>;
+  V k, a, b, mn;
+  explicit Entmax15Acc(D d) : k(hn::Zero(d)), a(k), b(k), mn(hn::Set(d, kInf)) {}
+  HWY_INLINE void Add(D d, V v) {
+    const auto p = hn::Gt(v, hn::Zero(d));
+    const V w = hn::IfThenElseZero(p, v);
+    k = hn::Add(k, hn::IfThenElseZero(p, hn::Set(d, hn::TFromD<D>{1})));
+    a = hn::Add(a, w);
+    b = hn::MulAdd(w, w, b);
+    mn = hn::Min(mn, hn::IfThenElse(p, v, hn::Set(d, kInf)));
+  }
+  static HWY_INLINE Entmax15Pass Finish(D d, const Entmax15Acc& x, const Entmax15Acc& y) {
+    Entmax15Pass r;
+    r.k = hn::GetLane(hn::SumOfLanes(d, hn::Add(x.k, y.k)));
+    r.s1 = hn::GetLane(hn::SumOfLanes(d, hn::Add(x.a, y.a)));
+    r.s2 = hn::GetLane(hn::SumOfLanes(d, hn::Add(x.b, y.b)));
+    r.vmin = FoldMin(d, hn::Min(x.mn, y.mn));
+    return r;
+  }
+};
+
 // Stage A pass: v_i = fl(t_i / 2 - c), c = m / 2 + tau, in f32.
 HWY_INLINE Entmax15Pass Entmax15PassF32(const float* t, size_t n, float c) {
   const DF d;
   const size_t N = hn::Lanes(d);
   const Logits<false, false> src{t, nullptr, 1.0f};
-  const VF vc = hn::Set(d, -c), half = hn::Set(d, 0.5f), one = hn::Set(d, 1.0f);
-  const VF inf = hn::Set(d, kInf);
-  VF k0 = hn::Zero(d), k1 = k0, a0 = k0, a1 = k0, b0 = k0, b1 = k0, m0 = inf, m1 = inf;
-  auto acc = [&](VF x, VF& k, VF& a, VF& b, VF& mn) {
-    const VF v = hn::MulAdd(x, half, vc);
-    const auto p = hn::Gt(v, hn::Zero(d));
-    const VF w = hn::IfThenElseZero(p, v);
-    k = hn::Add(k, hn::IfThenElseZero(p, one));
-    a = hn::Add(a, w);
-    b = hn::MulAdd(w, w, b);
-    mn = hn::Min(mn, hn::IfThenElse(p, v, inf));
-  };
+  const VF vc = hn::Set(d, -c), half = hn::Set(d, 0.5f);
+  Entmax15Acc<DF> acc0(d), acc1(d);
+  auto v = [&](VF x) { return hn::MulAdd(x, half, vc); };
   size_t i = 0;
   for (; i + 2 * N <= n; i += 2 * N) {
-    acc(src.Load(d, i), k0, a0, b0, m0);
-    acc(src.Load(d, i + N), k1, a1, b1, m1);
+    acc0.Add(d, v(src.Load(d, i)));
+    acc1.Add(d, v(src.Load(d, i + N)));
   }
-  for (; i + N <= n; i += N) acc(src.Load(d, i), k0, a0, b0, m0);
-  if (i < n) acc(src.LoadTail(d, i, n - i), k1, a1, b1, m1);  // padding: -inf
-  Entmax15Pass r;
-  r.k = hn::GetLane(hn::SumOfLanes(d, hn::Add(k0, k1)));
-  r.s1 = hn::GetLane(hn::SumOfLanes(d, hn::Add(a0, a1)));
-  r.s2 = hn::GetLane(hn::SumOfLanes(d, hn::Add(b0, b1)));
-  r.vmin = FoldMin(d, hn::Min(m0, m1));
-  return r;
+  for (; i + N <= n; i += N) acc0.Add(d, v(src.Load(d, i)));
+  if (i < n) acc1.Add(d, v(src.LoadTail(d, i, n - i)));  // padding: -inf
+  return Entmax15Acc<DF>::Finish(d, acc0, acc1);
 }
 
 // Loads N64 logits as float64 (the tail from a -inf padded copy).
@@ -262,29 +272,15 @@ HWY_INLINE Entmax15Pass Entmax15PassF64(const float* t, size_t n, double m, doub
   const D64 d;
   const size_t N = hn::Lanes(d);
   const V64 vm = hn::Set(d, m), vt = hn::Set(d, tau), half = hn::Set(d, 0.5);
-  const V64 one = hn::Set(d, 1.0), inf = hn::Set(d, kInf);
-  V64 k0 = hn::Zero(d), k1 = k0, a0 = k0, a1 = k0, b0 = k0, b1 = k0, m0 = inf, m1 = inf;
-  auto acc = [&](V64 x, V64& k, V64& a, V64& b, V64& mn) {
-    const V64 v = hn::Sub(hn::Mul(hn::Sub(x, vm), half), vt);
-    const auto p = hn::Gt(v, hn::Zero(d));
-    const V64 w = hn::IfThenElseZero(p, v);
-    k = hn::Add(k, hn::IfThenElseZero(p, one));
-    a = hn::Add(a, w);
-    b = hn::MulAdd(w, w, b);
-    mn = hn::Min(mn, hn::IfThenElse(p, v, inf));
-  };
+  Entmax15Acc<D64> acc0(d), acc1(d);
+  auto v = [&](V64 x) { return hn::Sub(hn::Mul(hn::Sub(x, vm), half), vt); };
   size_t i = 0;
   for (; i + 2 * N <= n; i += 2 * N) {
-    acc(LoadT64(t, i, n), k0, a0, b0, m0);
-    acc(LoadT64(t, i + N, n), k1, a1, b1, m1);
+    acc0.Add(d, v(LoadT64(t, i, n)));
+    acc1.Add(d, v(LoadT64(t, i + N, n)));
   }
-  for (; i < n; i += N) acc(LoadT64(t, i, n), k0, a0, b0, m0);
-  Entmax15Pass r;
-  r.k = hn::GetLane(hn::SumOfLanes(d, hn::Add(k0, k1)));
-  r.s1 = hn::GetLane(hn::SumOfLanes(d, hn::Add(a0, a1)));
-  r.s2 = hn::GetLane(hn::SumOfLanes(d, hn::Add(b0, b1)));
-  r.vmin = FoldMin(d, hn::Min(m0, m1));
-  return r;
+  for (; i < n; i += N) acc0.Add(d, v(LoadT64(t, i, n)));
+  return Entmax15Acc<D64>::Finish(d, acc0, acc1);
 }
 
 double Entmax15ThresholdImpl(const float* t, int64_t n64, float m) {

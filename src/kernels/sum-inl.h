@@ -8,24 +8,12 @@
 // The order of the adds is part of the contract: kernels that must give the
 // same bits (rescaled.cc reproduces ExpSum's order) rely on it.
 //
-// Included once per Highway target from each kernels/*.cc after
-// <hwy/foreach_target.h>; guarded with the usual per-target toggle.
-#if defined(SMAX_KERNELS_SUM_INL_H_) == defined(HWY_TARGET_TOGGLE)
-#ifdef SMAX_KERNELS_SUM_INL_H_
-#undef SMAX_KERNELS_SUM_INL_H_
-#else
-#define SMAX_KERNELS_SUM_INL_H_
+// Included only from kernels/row-inl.h, inside its per-target namespace
+// smax::kernels::HWY_NAMESPACE (with `hn`, the standard and Highway headers
+// and the pieces listed before this one in row-inl.h already in scope).
+#ifndef SMAX_KERNELS_ROW_INL_PIECE_
+#error "include kernels/row-inl.h, not its pieces"
 #endif
-
-#include <cstddef>
-
-#include <hwy/highway.h>
-
-#include "kernels/load-inl.h"
-
-HWY_BEFORE_NAMESPACE();
-namespace smax::kernels::HWY_NAMESPACE {
-namespace hn = hwy::HWY_NAMESPACE;
 
 // Sums in 2 f32 accumulators ("acc2"), each receiving 2 adds per step of
 // kUnroll vectors; a block is 8 steps = 16 adds per lane, then the
@@ -165,8 +153,3 @@ struct BlockSum {
     return wide.Total(d);
   }
 };
-
-}  // namespace smax::kernels::HWY_NAMESPACE
-HWY_AFTER_NAMESPACE();
-
-#endif  // SMAX_KERNELS_SUM_INL_H_

@@ -14,30 +14,12 @@
 // and carried: S0' = f S0, S1' = f (S1 + (ref - ref') S0) with
 // f = e^(ref - ref').
 //
-// Included once per Highway target from each kernels/*.cc after
-// <hwy/foreach_target.h>; guarded with the usual per-target toggle.
-#if defined(SMAX_KERNELS_XENT_INL_H_) == defined(HWY_TARGET_TOGGLE)
-#ifdef SMAX_KERNELS_XENT_INL_H_
-#undef SMAX_KERNELS_XENT_INL_H_
-#else
-#define SMAX_KERNELS_XENT_INL_H_
+// Included only from kernels/row-inl.h, inside its per-target namespace
+// smax::kernels::HWY_NAMESPACE (with `hn`, the standard and Highway headers
+// and the pieces listed before this one in row-inl.h already in scope).
+#ifndef SMAX_KERNELS_ROW_INL_PIECE_
+#error "include kernels/row-inl.h, not its pieces"
 #endif
-
-#include <cmath>
-#include <cstddef>
-#include <type_traits>
-
-#include <hwy/highway.h>
-#include <hwy/contrib/math/math-inl.h>
-
-#include "kernels/exp-inl.h"
-#include "kernels/load-inl.h"
-#include "kernels/scan-inl.h"
-#include "kernels/sum-inl.h"
-
-HWY_BEFORE_NAMESPACE();
-namespace smax::kernels::HWY_NAMESPACE {
-namespace hn = hwy::HWY_NAMESPACE;
 
 // ---- row sources: t_j (and what the softcap derivative needs) ---------------
 // Plain rows: t = x (the op layer formed the logits).
@@ -276,8 +258,3 @@ HWY_INLINE void GradExp(const Src& src, size_t n, float shift, double factor, fl
                   dst);
   }
 }
-
-}  // namespace smax::kernels::HWY_NAMESPACE
-HWY_AFTER_NAMESPACE();
-
-#endif  // SMAX_KERNELS_XENT_INL_H_

@@ -251,14 +251,10 @@ Setup prepare(const char* op, const TensorView& q, const TensorView& k, const Te
     fail(op, "softcap must be finite and >= 0 (0 = off), got " + num(o.softcap));
   }
   s.cap = o.softcap;
-  const int ni = static_cast<int>(o.normalizer);
-  if (ni < 0 || ni > static_cast<int>(AttentionNormalizer::kSoftplus)) {
-    fail(op, "normalizer has an unknown value " + std::to_string(ni));
-  }
+  detail::check_enum_range(op, o.normalizer, AttentionNormalizer::kSoftplus,
+                           "normalizer has an unknown value ");
   s.norm = o.normalizer;
-  if (o.empty_row != EmptyRow::kZero && o.empty_row != EmptyRow::kNan) {
-    fail(op, "empty_row has an unknown value " + std::to_string(static_cast<int>(o.empty_row)));
-  }
+  detail::check_enum_range(op, o.empty_row, EmptyRow::kNan, "empty_row has an unknown value ");
   if (o.threads < 0) fail(op, "threads must be >= 0 (0 = default), got " + std::to_string(o.threads));
   s.threads = o.threads > 0 ? o.threads : max_threads();
   const bool softmax = s.norm == AttentionNormalizer::kSoftmax;

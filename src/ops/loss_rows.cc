@@ -23,14 +23,8 @@ const char* reduction_name(Reduction reduction) noexcept { return kReductionName
 
 namespace detail {
 void check_loss_enums(const char* op, const LossOptions& loss) {
-  const int r = static_cast<int>(loss.reduction);
-  if (r < 0 || r > static_cast<int>(Reduction::kSum)) {
-    fail(op, "reduction has unknown value " + std::to_string(r));
-  }
-  const int e = static_cast<int>(loss.empty_mean);
-  if (e < 0 || e > static_cast<int>(EmptyMean::kZero)) {
-    fail(op, "empty_mean has unknown value " + std::to_string(e));
-  }
+  check_enum_range(op, loss.reduction, Reduction::kSum, "reduction has unknown value ");
+  check_enum_range(op, loss.empty_mean, EmptyMean::kZero, "empty_mean has unknown value ");
 }
 
 LossRows::LossRows(const char* op, const TensorView& src_in, int axis, const TensorView& target,

@@ -321,8 +321,8 @@ const char* precision_name(Precision precision) noexcept { return kPrecisionName
 double softmax_collapse_fraction(const TensorView& src, Precision precision,
                                  const SoftmaxOptions& options, const TensorView* flags) {
   const char* op = "softmax_collapse_fraction";
+  detail::check_enum_range(op, precision, Precision::kBF16, "precision has unknown value ");
   const int p = static_cast<int>(precision);
-  if (p < 0 || p > 2) fail(op, "precision has unknown value " + std::to_string(p));
   Rowwise rw(op, src, "src", /*src_is_logits=*/true, options);
   if (flags != nullptr) rw.add_row_output(*flags, "flags");
   const int64_t rows = detail::count_rows(rw.src(), rw.axis());

@@ -1,5 +1,5 @@
-// src/ops/sampling.cc: gumbel_noise, gumbel_softmax (+ backward), gumbel_max,
-// softmax_topk, sampling_filter and sample (include/smax/sampling.h).
+// src/ops/sampling.cc: softmax_topk, sampling_filter and sample
+// (include/smax/sampling.h; the Gumbel ops are in gumbel.cc).
 //
 // Every op is a Rowwise op (validation, logit transform, gather, fixed task
 // grid). Outputs that Rowwise does not model (i64 per-row indices, [.., k]
@@ -19,6 +19,7 @@
 #include "ops/internal.h"
 #include "ops/long_row.h"
 #include "ops/rowwise.h"
+#include "ops/sampling_rows.h"
 #include "ops/validate.h"
 #include "smax/error.h"
 #include "smax/runtime.h"
@@ -28,11 +29,6 @@ namespace smax {
 namespace detail {
 namespace {
 
-constexpr float kInfF = std::numeric_limits<float>::infinity();
-constexpr float kNaNF = std::numeric_limits<float>::quiet_NaN();
-constexpr double kInfD = std::numeric_limits<double>::infinity();
-// Candidate indices examined per select_greater call in gumbel_argmax.
-constexpr int64_t kChunk = 1024;
 // Smallest candidate buffer of topk_scan. A buffer of 2k (>= 64) compacts
 // often at the start of a row, so the k-th best threshold rises quickly and
 // few steps take the slow path (measured on 64 x 128256, k = 50, AVX2: cap
@@ -52,168 +48,6 @@ constexpr int kNucleusBuckets = 2048;
 constexpr int64_t kPrefixLoopMax = 256;
 
 using kernels::TopkCandidate;
-
-// An output addressed by (row, j): element j along the axis of an output of
-// src's shape with the axis replaced by `len` (len 1 for per-row outputs).
-struct RowOut {
-  char* base = nullptr;
-  int elem = 0;
-  int rank = 0;
-  int axis = 0;
-  int64_t shape[kMaxRank] = {};    // src's shape (the axis entry unused)
-  int64_t strides[kMaxRank] = {};  // output strides in src's index space
-  int64_t axis_stride = 0;
-
-  int64_t offset(int64_t row) const {
-    int64_t off = 0;
-    for (int d = rank - 1; d >= 0; --d) {
-      if (d == axis) continue;
-      off += (row % shape[d]) * strides[d];
-      row /= shape[d];
-    }
-    return off;
-  }
-  template <typename T>
-  T* at(int64_t row) const {
-    return reinterpret_cast<T*>(base + offset(row) * elem);
-  }
-};
-
-// Rejects an output that overlaps src or a mask.
-void check_against_inputs(const TensorView& out, const char* name, const TensorView& src,
-                          const SoftmaxOptions& options, const char* op) {
-  check_disjoint_or_same(out, name, src, "src", op, false);
-  if (options.additive_mask) {
-    check_disjoint_or_same(out, name, *options.additive_mask, "additive_mask", op, false);
-  }
-  if (options.bool_mask) {
-    check_disjoint_or_same(out, name, *options.bool_mask, "bool_mask", op, false);
-  }
-}
-
-// Per-row i64 output: src's shape without the axis (or keepdim).
-RowOut index_output(const Rowwise& rw, const TensorView& out, const char* name,
-                    const TensorView& src_in, const SoftmaxOptions& options, const char* op) {
-  check_view(out, op, name, DType::kI64);
-  RowOut r;
-  const TensorView& src = rw.src();
-  reduced_strides(src, rw.axis(), out, name, op, r.strides);
-  check_no_self_overlap(out, name, op);
-  check_against_inputs(out, name, src_in, options, op);
-  r.base = static_cast<char*>(out.data);
-  r.elem = 8;
-  r.rank = src.rank;
-  r.axis = rw.axis();
-  for (int d = 0; d < src.rank; ++d) r.shape[d] = src.shape[d];
-  return r;
-}
-
-// [.., k] output: src's shape with the axis of length k.
-RowOut k_output(const Rowwise& rw, const TensorView& out_in, const char* name, DType dtype,
-                int64_t k, const TensorView& src_in, const SoftmaxOptions& options,
-                const char* op) {
-  check_view(out_in, op, name, dtype);
-  const TensorView out = as_rank1_if_scalar(out_in);
-  const TensorView& src = rw.src();
-  bool ok = out.rank == src.rank;
-  for (int d = 0; ok && d < src.rank; ++d) {
-    ok = out.shape[d] == (d == rw.axis() ? k : src.shape[d]);
-  }
-  if (!ok) {
-    fail(op, std::string(name) + " shape " + out_in.describe() + " must be src shape " +
-                 src.describe() + " with dim " + std::to_string(rw.axis()) + " of size k = " +
-                 std::to_string(k));
-  }
-  check_no_self_overlap(out_in, name, op);
-  check_against_inputs(out_in, name, src_in, options, op);
-  RowOut r;
-  r.base = static_cast<char*>(out.data);
-  r.elem = dtype_size(dtype);
-  r.rank = src.rank;
-  r.axis = rw.axis();
-  for (int d = 0; d < src.rank; ++d) {
-    r.shape[d] = src.shape[d];
-    r.strides[d] = out.strides[d];
-  }
-  r.axis_stride = out.strides[rw.axis()];
-  return r;
-}
-
-// Aligned pointer of `count` T inside float scratch (the caller reserved
-// count * sizeof(T) / 4 + 4 floats).
-template <typename T>
-T* carve(float*& scratch, int64_t count) {
-  auto p = reinterpret_cast<uintptr_t>(scratch);
-  p = (p + 15) & ~uintptr_t{15};
-  T* out = reinterpret_cast<T*>(p);
-  scratch = reinterpret_cast<float*>(out + count);
-  return out;
-}
-template <typename T>
-int64_t floats_for(int64_t count) {
-  return count * static_cast<int64_t>(sizeof(T) / sizeof(float)) + 4;
-}
-
-// Largest f32 thr such that t <= thr implies t + g < best for every noise
-// value g <= kGumbelBound, with a relative margin that also covers the
-// rounding of the float64 sum t + g.
-float prune_threshold(double best) {
-  const double th = best - kernels::kGumbelBound - std::fabs(best) * 1e-12;
-  float f = static_cast<float>(th);
-  if (static_cast<double>(f) > th) f = std::nextafter(f, -kInfF);
-  return f;
-}
-
-// argmax_i ((double) t_i + g(seed, row, i)), lowest index on ties; -1 for
-// empty, all -inf, NaN or +inf rows. The two float64 logs of the noise are
-// paid only by entries that can still win. Per chunk of kChunk entries:
-//  1. a SIMD filter keeps t_i > best - 37 (g <= 36.74 for every U);
-//  2. a log-free test on U: with e_i ~ e^(t_i - best) (SIMD f32 exp against
-//     the f32-rounded best, |best| < 1e5 so the argument is off by < 0.01,
-//     i.e. e_i >= e^(t_i - best) / 1.02) and w = floor24(1 - U) <= 1 - U,
-//     w >= 2 e_i implies U <= 1 - 1.96 e^(t_i - best) <= exp(-1.96 e^(t_i -
-//     best)), hence g_i <= best - t_i - log(1.96) and t_i + g_i < best - 0.67:
-//     the entry cannot win (or tie), whatever the rounding of t_i + g_i.
-//     Only the top 24 bits of u are needed: (~u) >> 40 = (~hi) >> 8.
-// About 2 survivors per row are expected once best is near its final value,
-// The Philox words for step 2 come from a SIMD Philox over the chunk
-// (philox_hi_words); survivors recompute their full u with the scalar one.
-// So the cost per entry is ~1/2 vector Philox lane plus one SIMD exp.
-int64_t gumbel_argmax(const float* t, int64_t n, uint64_t seed, uint64_t row, int64_t* idx,
-                      float* ebuf, uint32_t* hbuf) {
-  if (n == 0) return -1;
-  const kernels::MaxScan ms = kernels::max_scan(t, n);
-  if (ms.has_nan || !(ms.max < kInfF) || ms.max == -kInfF) return -1;
-  int64_t best_i = kernels::find_first_equal(t, n, ms.max);
-  double best = static_cast<double>(ms.max) + kernels::gumbel(seed, row, static_cast<uint64_t>(best_i));
-  for (int64_t c0 = 0; c0 < n; c0 += kChunk) {
-    const int64_t len = std::min(kChunk, n - c0);
-    const int64_t cnt = kernels::select_greater(t + c0, len, prune_threshold(best), idx);
-    const bool prune_u = cnt > 16 && std::fabs(best) < 1e5;
-    if (prune_u) {
-      kernels::exp_scale_segment(t + c0, nullptr, len, 1.0f, static_cast<float>(best), 1.0f, ebuf);
-      kernels::philox_hi_words(seed, row, static_cast<uint64_t>(c0 / 2), (len + 1) / 2, hbuf);
-    }
-    for (int64_t j = 0; j < cnt; ++j) {
-      const int64_t i = c0 + idx[j];
-      if (i == best_i) continue;
-      if (prune_u) {
-        const float wf = static_cast<float>((~hbuf[idx[j]]) >> 8) * 0x1p-24f;
-        if (wf >= 2.0f * ebuf[idx[j]]) continue;
-      }
-      const double z = static_cast<double>(t[i]) + kernels::gumbel(seed, row, static_cast<uint64_t>(i));
-      if (z > best || (z == best && i < best_i)) {
-        best = z;
-        best_i = i;
-      }
-    }
-  }
-  return best_i;
-}
-
-Algorithm softmax_algorithm(const SoftmaxOptions& o, int64_t n) {
-  return o.algorithm == Algorithm::kAuto ? choose_algorithm("softmax", n) : o.algorithm;
-}
 
 // ---- top-k ------------------------------------------------------------------
 
@@ -582,133 +416,6 @@ int64_t filter_floats(const FilterPlan& plan, int64_t n) {
 using detail::Kept;
 using detail::RowArgs;
 using detail::Rowwise;
-
-// ---- gumbel_noise ---------------------------------------------------------------
-
-void gumbel_noise(const TensorView& dst_in, uint64_t seed, int64_t axis) {
-  const char* op = "gumbel_noise";
-  detail::ensure_runtime_initialized();
-  detail::check_view(dst_in, op, "dst", DType::kF32);
-  detail::check_no_self_overlap(dst_in, "dst", op);
-  const TensorView dst = detail::as_rank1_if_scalar(dst_in);
-  const int ax = detail::resolve_axis(axis, dst_in.rank, op);
-  char* bases[detail::kMaxOperands] = {static_cast<char*>(dst.data)};
-  const int sizes[detail::kMaxOperands] = {4};
-  int64_t strides[detail::kMaxOperands][kMaxRank] = {};
-  for (int d = 0; d < dst.rank; ++d) strides[0][d] = dst.strides[d];
-  const detail::Geometry g = detail::make_geometry(dst, ax, 1, bases, sizes, strides);
-  if (g.rows == 0 || g.n == 0) return;
-  detail::for_each_row_task(g, max_threads(), [&](int64_t begin, int64_t end) {
-    int64_t off[detail::kMaxOperands];
-    for (int64_t row = begin; row < end; ++row) {
-      g.row_offsets(row, off);
-      float* p = reinterpret_cast<float*>(g.at(0, off[0]));
-      const int64_t s = g.axis_stride[0];
-      for (int64_t i = 0; i < g.n; i += 2) {
-        double g2[2];
-        kernels::gumbel_pair(seed, static_cast<uint64_t>(row), static_cast<uint64_t>(i / 2), g2);
-        p[i * s] = static_cast<float>(g2[0]);
-        if (i + 1 < g.n) p[(i + 1) * s] = static_cast<float>(g2[1]);
-      }
-    }
-  });
-}
-
-// ---- gumbel_softmax -------------------------------------------------------------
-
-void gumbel_softmax(const TensorView& src, const TensorView& dst,
-                    const GumbelSoftmaxOptions& gumbel, const SoftmaxOptions& options) {
-  const char* op = "gumbel_softmax";
-  Rowwise rw(op, src, "src", true, options);
-  if (!(std::isfinite(gumbel.tau) && gumbel.tau > 0.0f)) {
-    detail::fail(op, "tau must be finite and > 0, got " + detail::num(gumbel.tau));
-  }
-  const bool has_noise = gumbel.noise.has_value();
-  const bool has_soft = gumbel.y_soft.has_value();
-  if (has_noise) rw.add_input(*gumbel.noise, "noise");
-  rw.add_output(dst, "dst");
-  if (has_soft) rw.add_output(*gumbel.y_soft, "y_soft");
-  const float tau = gumbel.tau;
-  const bool hard = gumbel.hard;
-  const uint64_t seed = gumbel.seed;
-  rw.run(0, [&](const RowArgs& a) {
-    const int64_t n = a.n;
-    if (n == 0) return;
-    const float* t = a.in[0];
-    const float* noise = has_noise ? a.in[1] : nullptr;
-    float* soft = (hard && has_soft) ? a.out[1] : a.out[0];
-    double best = -detail::kInfD;
-    int64_t h = -1;
-    auto one = [&](int64_t i, double g, float gf) {
-      const double zd = static_cast<double>(t[i]) + g;
-      if (zd > best) {
-        best = zd;
-        h = i;
-      }
-      soft[i] = (t[i] + gf) / tau;
-    };
-    if (noise != nullptr) {
-      for (int64_t i = 0; i < n; ++i) one(i, noise[i], noise[i]);
-    } else {
-      for (int64_t i = 0; i < n; i += 2) {
-        double g2[2];
-        kernels::gumbel_pair(seed, static_cast<uint64_t>(a.row), static_cast<uint64_t>(i / 2), g2);
-        one(i, g2[0], static_cast<float>(g2[0]));
-        if (i + 1 < n) one(i + 1, g2[1], static_cast<float>(g2[1]));
-      }
-    }
-    detail::forward_row(detail::ForwardOp::kSoftmax, detail::softmax_algorithm(options, n), soft,
-                        nullptr, n, 1.0f, a.empty_row, soft, 1);
-    if (!hard) {
-      if (has_soft) std::memcpy(a.out[1], soft, static_cast<size_t>(n) * sizeof(float));
-      return;
-    }
-    float* out = a.out[0];
-    if (std::isnan(soft[0]) || !(best > -detail::kInfD) || !(best < detail::kInfD)) {
-      if (out != soft) std::memcpy(out, soft, static_cast<size_t>(n) * sizeof(float));
-      return;
-    }
-    std::fill(out, out + n, 0.0f);
-    out[h] = 1.0f;
-  });
-}
-
-void gumbel_softmax_backward(const TensorView& y_soft, const TensorView& dy, const TensorView& dx,
-                             float tau, const SoftmaxOptions& options) {
-  const char* op = "gumbel_softmax_backward";
-  Rowwise rw(op, y_soft, "y_soft", false, options);
-  if (!(std::isfinite(tau) && tau > 0.0f)) {
-    detail::fail(op, "tau must be finite and > 0, got " + detail::num(tau));
-  }
-  const float c = rw.scale() / tau;
-  if (!(std::isfinite(c) && c > 0.0f)) {
-    detail::fail(op, "scale / temperature / tau = " + detail::num(rw.scale()) + " / " +
-                         detail::num(tau) + " is not a finite positive f32");
-  }
-  rw.add_input(dy, "dy");
-  rw.add_output(dx, "dx");
-  rw.zero_masked_outputs();
-  rw.run(0, [&](const RowArgs& a) {
-    if (a.n == 0) return;
-    detail::backward_row(detail::BackwardOp::kSoftmax, a.in[0], a.in[1], a.n, c, a.out[0], 1);
-  });
-}
-
-// ---- gumbel_max -----------------------------------------------------------------
-
-void gumbel_max(const TensorView& src, const TensorView& indices, uint64_t seed,
-                const SoftmaxOptions& options) {
-  const char* op = "gumbel_max";
-  Rowwise rw(op, src, "src", true, options);
-  const detail::RowOut out = detail::index_output(rw, indices, "indices", src, options, op);
-  rw.run(detail::floats_for<int64_t>(detail::kChunk) + 2 * detail::kChunk, [&](const RowArgs& a) {
-    float* scratch = a.scratch;
-    int64_t* idx = detail::carve<int64_t>(scratch, detail::kChunk);
-    auto* hbuf = reinterpret_cast<uint32_t*>(scratch + detail::kChunk);
-    *out.at<int64_t>(a.row) =
-        detail::gumbel_argmax(a.in[0], a.n, seed, static_cast<uint64_t>(a.row), idx, scratch, hbuf);
-  });
-}
 
 // ---- softmax_topk ---------------------------------------------------------------
 

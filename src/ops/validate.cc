@@ -236,14 +236,8 @@ float check_options(const SoftmaxOptions& options, const char* op) {
     fail(op, "scale / temperature = " + std::to_string(options.scale) + " / " +
                  std::to_string(options.temperature) + " is not a finite positive f32");
   }
-  const int algorithm = static_cast<int>(options.algorithm);
-  if (algorithm < 0 || algorithm > static_cast<int>(Algorithm::kOnline)) {
-    fail(op, "unknown algorithm value " + std::to_string(algorithm));
-  }
-  const int empty_row = static_cast<int>(options.empty_row);
-  if (empty_row < 0 || empty_row > static_cast<int>(EmptyRow::kNan)) {
-    fail(op, "unknown empty_row value " + std::to_string(empty_row));
-  }
+  check_enum_range(op, options.algorithm, Algorithm::kOnline, "unknown algorithm value ");
+  check_enum_range(op, options.empty_row, EmptyRow::kNan, "unknown empty_row value ");
   if (options.threads < 0) {
     fail(op, "threads must be >= 0 (0 = default), got " + std::to_string(options.threads));
   }

@@ -7,10 +7,21 @@
 #include <cstdint>
 #include <string>
 
+#include "ops/errors.h"
 #include "smax/options.h"
 #include "smax/tensor.h"
 
 namespace smax::detail {
+
+/// Fails with "<op>: <message><value>" unless the enum `value` is one of
+/// [0, last] as an int (out-of-range values arrive through casts: the C
+/// ABI, Python, fuzzing). `message` is the op's own wording, e.g.
+/// "reduction has unknown value ".
+template <typename Enum>
+void check_enum_range(const char* op, Enum value, Enum last, const char* message) {
+  const int v = static_cast<int>(value);
+  if (v < 0 || v > static_cast<int>(last)) fail(op, message + std::to_string(v));
+}
 
 /// Checks rank, sizes (>= 0, element count fits int64), dtype, null data
 /// with a non-empty shape, and that every byte offset reachable through the

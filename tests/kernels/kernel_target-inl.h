@@ -20,8 +20,7 @@
 
 #include <cstddef>
 
-#include "kernels/exp-inl.h"
-#include "kernels/load-inl.h"
+#include "kernels/row-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace smax::kernels::HWY_NAMESPACE {

@@ -15,9 +15,8 @@
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
-#include "kernels/exp-inl.h"
 #include "kernel_target-inl.h"
-#include "kernels/load-inl.h"
+#include "kernels/row-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace smax::kernels::HWY_NAMESPACE {

@@ -24,8 +24,7 @@
 
 #include "kernel_test.h"
 #include "kernel_target-inl.h"
-#include "kernels/load-inl.h"
-#include "kernels/scan-inl.h"
+#include "kernels/row-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace smax::kernels::HWY_NAMESPACE {

@@ -17,9 +17,7 @@
 #include <hwy/highway.h>
 
 #include "kernel_target-inl.h"
-#include "kernels/load-inl.h"
-#include "kernels/pass-inl.h"
-#include "kernels/sum-inl.h"
+#include "kernels/row-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace smax::kernels::HWY_NAMESPACE {
