@@ -7,7 +7,7 @@ through build/bench/smax_bench_linear_ce, N=512 D=256 V=8000), times
 `smax run` (or `smax attention`) at --threads 1 and at the default
 thread count (smax::max_threads(), the hardware's), interleaved A/B in
 rounds, and prints median ms for each, the ratio default / 1 thread and a
-verdict. One thread pool at a time (src/ops/gemm.h) is what keeps attention
+verdict. One thread pool at a time (src/core/gemm.h) is what keeps attention
 and linear cross-entropy from running 16-25x slower at the default count.
 
   python3 bench/threads_check.py [--smax build/smax] [--lce build/bench/smax_bench_linear_ce]

@@ -28,7 +28,7 @@
 #include "reference/reference.h"
 #include "reference/rows.h"
 #include "kernels/sparse.h"
-#include "ops/sparse_rows.h"
+#include "ops/sparse/sparse_rows.h"
 #include "reference/sparse.h"
 #include "smax/sparse.h"
 #include "test_util.h"

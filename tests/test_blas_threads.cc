@@ -1,4 +1,4 @@
-// tests/test_blas_threads.cc: one thread pool at a time (src/ops/gemm.h).
+// tests/test_blas_threads.cc: one thread pool at a time (src/core/gemm.h).
 //
 // OpenBLAS must not start its own threads inside smax's: every SGEMM smax
 // issues runs on the thread that calls it, whatever OpenBLAS's own thread
@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "ops/gemm.h"
+#include "core/gemm.h"
 #include "smax/attention.h"
 #include "smax/linear_cross_entropy.h"
 #include "smax/tensor.h"

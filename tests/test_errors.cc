@@ -265,7 +265,7 @@ TEST(Errors, ParseNames) {
   EXPECT_STREQ(smax::empty_row_name(EmptyRow::kNan), "nan");
 }
 
-// Every parse_X / X_name pair shares one table helper (src/ops/enum_names.h):
+// Every parse_X / X_name pair shares one table helper (src/core/enum_names.h):
 // one message format listing the accepted names, exact case-sensitive match,
 // "unknown" for a value outside the enum.
 TEST(Errors, ParseNamesUnifiedFormat) {

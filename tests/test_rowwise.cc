@@ -1,5 +1,5 @@
 // tests/test_rowwise.cc: white-box tests of the row-wise op driver
-// (src/ops/rowwise.h) and the loss machinery (src/ops/loss_rows.h) that every
+// (src/core/rowwise.h) and the loss machinery (src/core/loss_rows.h) that every
 // normaliser, loss and sampler is built on: layouts, the logit transform,
 // masks, in-place aliasing, per-row operands, errors, reductions.
 #include <gtest/gtest.h>
@@ -7,8 +7,8 @@
 #include <cmath>
 #include <vector>
 
-#include "ops/loss_rows.h"
-#include "ops/rowwise.h"
+#include "core/loss_rows.h"
+#include "core/rowwise.h"
 #include "reference/rows.h"
 #include "smax/smax.h"
 #include "test_util.h"

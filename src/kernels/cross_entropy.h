@@ -1,5 +1,5 @@
 // src/kernels/cross_entropy.h: row kernels of the fused cross-entropy and the
-// z-losses (src/ops/cross_entropy.cc, src/ops/z_loss.cc).
+// z-losses (src/ops/losses/cross_entropy.cc, src/ops/losses/z_loss.cc).
 //
 // Written once on Highway (src/kernels/cross_entropy.cc,
 // src/kernels/cross_entropy_zloss.cc), dispatched per call. noexcept,

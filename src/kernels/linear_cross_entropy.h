@@ -1,5 +1,5 @@
 // src/kernels/linear_cross_entropy.h: row kernels of the fused linear
-// cross-entropy (src/ops/linear_cross_entropy.cc), applied to one row of a
+// cross-entropy (src/ops/losses/linear_cross_entropy.cc), applied to one row of a
 // GEMM tile of logits (a token's logits over one vocabulary chunk).
 //
 // Written once on Highway (src/kernels/linear_cross_entropy.cc), dispatched

@@ -139,7 +139,7 @@ std::vector<double> entmax_bisect_row(const std::vector<double>& t, double alpha
     dm /= 2;
     tau_m = tau_lo + dm;
     const double f_m = p_at(tau_m, nullptr) - 1.0;
-    if (f_m >= 0) tau_lo = tau_m;  // f(tau_lo) >= 0 always (see ops/sparse_rows.h)
+    if (f_m >= 0) tau_lo = tau_m;  // f(tau_lo) >= 0 always (see ops/sparse/sparse_rows.h)
   }
   y.assign(t.size(), 0.0);
   const double s = p_at(tau_m, &y);

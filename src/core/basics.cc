@@ -1,0 +1,161 @@
+// src/core/basics.cc: small public helpers: errors, dtypes, views, option names.
+#include <algorithm>
+#include <cstring>
+#include <sstream>
+#include <string>
+
+#include "core/enum_names.h"
+#include "smax/error.h"
+#include "smax/options.h"
+#include "smax/tensor.h"
+#include "smax/version.h"
+
+namespace smax {
+
+const char* version() noexcept { return "0.1.0"; }
+
+const char* status_name(Status status) noexcept {
+  switch (status) {
+    case Status::kOk: return "ok";
+    case Status::kInvalidArgument: return "invalid argument";
+    case Status::kUnsupported: return "unsupported";
+    case Status::kOutOfMemory: return "out of memory";
+    case Status::kInternal: return "internal error";
+  }
+  return "unknown status";
+}
+
+int dtype_size(DType dtype) noexcept {
+  switch (dtype) {
+    case DType::kF32: return 4;
+    case DType::kBool: return 1;
+    case DType::kI64: return 8;
+  }
+  return 0;
+}
+
+const char* dtype_name(DType dtype) noexcept {
+  switch (dtype) {
+    case DType::kF32: return "f32";
+    case DType::kBool: return "bool";
+    case DType::kI64: return "i64";
+  }
+  return "unknown-dtype";
+}
+
+int64_t TensorView::numel() const noexcept {
+  int64_t n = 1;
+  const int r = std::clamp(rank, 0, kMaxRank);  // an invalid rank reads nothing out of bounds
+  for (int d = 0; d < r; ++d) n *= shape[d];
+  return n;
+}
+
+// Safe on any view, also one whose rank is out of range (error messages
+// describe the views they reject).
+std::string TensorView::describe() const {
+  std::ostringstream out;
+  if (rank < 0 || rank > kMaxRank) {
+    out << "<rank " << rank << ", outside [0, " << kMaxRank << "]> " << dtype_name(dtype);
+    return out.str();
+  }
+  out << "[";
+  for (int d = 0; d < rank; ++d) out << (d ? ", " : "") << shape[d];
+  out << "] strides [";
+  for (int d = 0; d < rank; ++d) out << (d ? ", " : "") << strides[d];
+  out << "] " << dtype_name(dtype);
+  return out.str();
+}
+
+TensorView make_view(void* data, DType dtype, int rank, const int64_t* shape,
+                     const int64_t* strides) {
+  if (rank < 0 || rank > kMaxRank) {
+    throw Error(Status::kInvalidArgument,
+                "make_view: rank " + std::to_string(rank) + " is outside [0, " +
+                    std::to_string(kMaxRank) + "]");
+  }
+  if (rank > 0 && shape == nullptr) {
+    throw Error(Status::kInvalidArgument, "make_view: shape is null for rank " +
+                                              std::to_string(rank));
+  }
+  TensorView view;
+  view.data = data;
+  view.dtype = dtype;
+  view.rank = rank;
+  for (int d = 0; d < rank; ++d) view.shape[d] = shape[d];
+  if (strides != nullptr) {
+    for (int d = 0; d < rank; ++d) view.strides[d] = strides[d];
+  } else {
+    // Row-major; sizes are validated later, so saturate instead of overflowing.
+    int64_t stride = 1;
+    for (int d = rank - 1; d >= 0; --d) {
+      view.strides[d] = stride;
+      if (shape[d] > 0 && stride <= INT64_MAX / shape[d]) stride *= shape[d];
+    }
+  }
+  return view;
+}
+
+namespace {
+TensorView view_from_lists(void* data, DType dtype, std::initializer_list<int64_t> shape,
+                           const std::initializer_list<int64_t>* strides) {
+  if (strides != nullptr && strides->size() != shape.size()) {
+    throw Error(Status::kInvalidArgument,
+                "make_view: " + std::to_string(strides->size()) + " strides for " +
+                    std::to_string(shape.size()) + " dimensions");
+  }
+  if (shape.size() > static_cast<size_t>(kMaxRank)) {
+    throw Error(Status::kInvalidArgument, "make_view: rank " + std::to_string(shape.size()) +
+                                              " exceeds kMaxRank " + std::to_string(kMaxRank));
+  }
+  return make_view(data, dtype, static_cast<int>(shape.size()), shape.begin(),
+                   strides ? strides->begin() : nullptr);
+}
+}  // namespace
+
+TensorView make_view(float* data, std::initializer_list<int64_t> shape) {
+  return view_from_lists(data, DType::kF32, shape, nullptr);
+}
+TensorView make_view(const float* data, std::initializer_list<int64_t> shape) {
+  return view_from_lists(const_cast<float*>(data), DType::kF32, shape, nullptr);
+}
+TensorView make_view(float* data, std::initializer_list<int64_t> shape,
+                     std::initializer_list<int64_t> strides) {
+  return view_from_lists(data, DType::kF32, shape, &strides);
+}
+TensorView make_view(const float* data, std::initializer_list<int64_t> shape,
+                     std::initializer_list<int64_t> strides) {
+  return view_from_lists(const_cast<float*>(data), DType::kF32, shape, &strides);
+}
+TensorView make_index_view(int64_t* data, std::initializer_list<int64_t> shape) {
+  return view_from_lists(data, DType::kI64, shape, nullptr);
+}
+TensorView make_index_view(const int64_t* data, std::initializer_list<int64_t> shape) {
+  return view_from_lists(const_cast<int64_t*>(data), DType::kI64, shape, nullptr);
+}
+TensorView make_bool_view(const uint8_t* data, std::initializer_list<int64_t> shape) {
+  return view_from_lists(const_cast<uint8_t*>(data), DType::kBool, shape, nullptr);
+}
+TensorView make_bool_view(const uint8_t* data, std::initializer_list<int64_t> shape,
+                          std::initializer_list<int64_t> strides) {
+  return view_from_lists(const_cast<uint8_t*>(data), DType::kBool, shape, &strides);
+}
+
+namespace {
+constexpr auto kAlgorithmNames = detail::name_table<Algorithm>(
+    "parse_algorithm", "algorithm",
+    {{Algorithm::kAuto, "auto"},
+     {Algorithm::kThreePassReload, "three-pass-reload"},
+     {Algorithm::kThreePassRecompute, "three-pass-recompute"},
+     {Algorithm::kTwoPass, "two-pass"},
+     {Algorithm::kOnline, "online"}});
+constexpr auto kEmptyRowNames = detail::name_table<EmptyRow>(
+    "parse_empty_row", "empty_row policy", {{EmptyRow::kZero, "zero"}, {EmptyRow::kNan, "nan"}});
+}  // namespace
+
+Algorithm parse_algorithm(std::string_view name) { return kAlgorithmNames.parse(name); }
+const char* algorithm_name(Algorithm algorithm) noexcept { return kAlgorithmNames.name(algorithm); }
+
+EmptyRow parse_empty_row(std::string_view name) { return kEmptyRowNames.parse(name); }
+const char* empty_row_name(EmptyRow policy) noexcept { return kEmptyRowNames.name(policy); }
+
+}  // namespace smax

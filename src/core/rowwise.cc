@@ -1,0 +1,213 @@
+// src/core/rowwise.cc: validation and geometry of Rowwise (see rowwise.h).
+#include "core/rowwise.h"
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "core/errors.h"
+#include "core/internal.h"
+#include "core/validate.h"
+#include "smax/error.h"
+#include "smax/runtime.h"
+
+namespace smax::detail {
+Rowwise::Rowwise(const char* op, const TensorView& src, const char* src_name, bool src_is_logits,
+                 const SoftmaxOptions& options)
+    : op_(op) {
+  ensure_runtime_initialized();
+  check_view(src, op, src_name, DType::kF32);
+  scale_ = check_options(options, op);
+  src_ = as_rank1_if_scalar(src);
+  axis_ = resolve_axis(options.axis, src.rank, op);
+  empty_row_ = options.empty_row;
+  threads_ = options.threads > 0 ? options.threads : max_threads();
+  if (options.additive_mask) {
+    check_view(*options.additive_mask, op, "additive_mask", DType::kF32);
+    add_mask_copy_ = *options.additive_mask;
+    add_mask_view_ = &add_mask_copy_;
+  }
+  if (options.bool_mask) {
+    check_view(*options.bool_mask, op, "bool_mask", DType::kBool);
+    bool_mask_copy_ = *options.bool_mask;
+    bool_mask_view_ = &bool_mask_copy_;
+  }
+  declare(kInput, src_, src_name, DType::kF32, src_is_logits ? kLogits : kRaw, false);
+}
+
+void Rowwise::declare(int kind, const TensorView& view, const char* name, DType dtype,
+                      Transform transform, bool allow_alias) {
+  if (finished_) fail(op_, "internal: operand declared after run");
+  if (decls_ >= kMaxOperands - 2) fail(op_, "internal: too many operands");
+  decl_[decls_++] = Decl{static_cast<Kind>(kind), view, name, dtype, transform, allow_alias};
+}
+
+int Rowwise::add_input(const TensorView& view, const char* name, bool is_logits) {
+  check_view(view, op_, name, DType::kF32);
+  const TensorView v = as_rank1_if_scalar(view);
+  check_same_shape(src_, decl_[0].name, v, name, op_);
+  declare(kInput, v, name, DType::kF32, is_logits ? kLogits : kRaw, false);
+  return 0;
+}
+
+int Rowwise::add_bool_masked_input(const TensorView& view, const char* name) {
+  check_view(view, op_, name, DType::kF32);
+  const TensorView v = as_rank1_if_scalar(view);
+  check_same_shape(src_, decl_[0].name, v, name, op_);
+  declare(kInput, v, name, DType::kF32, kBoolMasked, false);
+  return 0;
+}
+
+int Rowwise::add_output(const TensorView& view, const char* name, bool allow_alias) {
+  check_view(view, op_, name, DType::kF32);
+  const TensorView v = as_rank1_if_scalar(view);
+  check_same_shape(src_, decl_[0].name, v, name, op_);
+  check_no_self_overlap(view, name, op_);
+  declare(kOutput, v, name, DType::kF32, kRaw, allow_alias);
+  return 0;
+}
+
+int Rowwise::add_row_input(const TensorView& view, const char* name, DType dtype) {
+  if (dtype != DType::kF32 && dtype != DType::kI64) fail(op_, "internal: row input dtype");
+  check_view(view, op_, name, dtype);
+  declare(kRowInput, view, name, dtype, kRaw, false);
+  return 0;
+}
+
+int Rowwise::add_row_output(const TensorView& view, const char* name) {
+  check_view(view, op_, name, DType::kF32);
+  check_no_self_overlap(view, name, op_);
+  declare(kRowOutput, view, name, DType::kF32, kRaw, false);
+  return 0;
+}
+
+void Rowwise::finish() {
+  if (finished_) return;
+  int64_t strides[kMaxOperands][kMaxRank] = {};
+  char* bases[kMaxOperands] = {};
+  int sizes[kMaxOperands] = {};
+  TensorView keepdim = src_;
+  keepdim.shape[axis_] = 1;
+  int count = 0;
+  for (int i = 0; i < decls_; ++i) {
+    const Decl& d = decl_[i];
+    const int k = count++;
+    bases[k] = static_cast<char*>(d.view.data);
+    sizes[k] = dtype_size(d.dtype);
+    switch (d.kind) {
+      case kInput:
+      case kOutput:
+        for (int a = 0; a < src_.rank; ++a) strides[k][a] = d.view.strides[a];
+        if (d.kind == kInput) {
+          if (inputs_ >= kMaxRowwiseInputs) fail(op_, "internal: too many inputs");
+          input_transform_[inputs_] = d.transform;
+          input_operand_[inputs_++] = k;
+        } else {
+          if (outputs_ >= kMaxRowwiseOutputs) fail(op_, "internal: too many outputs");
+          output_operand_[outputs_++] = k;
+        }
+        break;
+      case kRowInput:
+        if (row_inputs_ >= kMaxRowInputs) fail(op_, "internal: too many row inputs");
+        broadcast_strides(d.view, d.name, keepdim, op_, strides[k]);
+        strides[k][axis_] = 0;
+        row_input_dtype_[row_inputs_] = d.dtype;
+        row_input_operand_[row_inputs_++] = k;
+        break;
+      case kRowOutput:
+        if (row_outputs_ >= kMaxRowOutputs) fail(op_, "internal: too many row outputs");
+        reduced_strides(src_, axis_, d.view, d.name, op_, strides[k]);
+        row_output_operand_[row_outputs_++] = k;
+        break;
+    }
+  }
+  if (add_mask_view_ != nullptr) {
+    add_mask_ = count++;
+    bases[add_mask_] = static_cast<char*>(add_mask_view_->data);
+    sizes[add_mask_] = 4;
+    broadcast_strides(*add_mask_view_, "additive_mask", src_, op_, strides[add_mask_]);
+  }
+  if (bool_mask_view_ != nullptr) {
+    bool_mask_ = count++;
+    bases[bool_mask_] = static_cast<char*>(bool_mask_view_->data);
+    sizes[bool_mask_] = 1;
+    broadcast_strides(*bool_mask_view_, "bool_mask", src_, op_, strides[bool_mask_]);
+  }
+  // Outputs must not overlap anything they do not exactly alias.
+  for (int i = 0; i < decls_; ++i) {
+    const Decl& out = decl_[i];
+    if (out.kind != kOutput && out.kind != kRowOutput) continue;
+    for (int j = 0; j < decls_; ++j) {
+      if (j == i) continue;
+      const Decl& other = decl_[j];
+      const bool other_is_output = other.kind == kOutput || other.kind == kRowOutput;
+      if (other_is_output && j < i) continue;  // the pair was checked already
+      const bool alias_ok = out.kind == kOutput && other.kind == kInput && out.allow_alias;
+      check_disjoint_or_same(out.view, out.name, other.view, other.name, op_, alias_ok);
+    }
+    if (add_mask_view_) {
+      check_disjoint_or_same(out.view, out.name, *add_mask_view_, "additive_mask", op_, false);
+    }
+    if (bool_mask_view_) {
+      check_disjoint_or_same(out.view, out.name, *bool_mask_view_, "bool_mask", op_, false);
+    }
+  }
+  g_ = make_geometry(src_, axis_, count, bases, sizes, strides);
+  const bool transform = scale_ != 1.0f || has_masks();
+  for (int k = 0; k < inputs_; ++k) {
+    const bool contiguous = g_.axis_stride[input_operand_[k]] == 1 || g_.n <= 1;
+    const bool changed = (input_transform_[k] == kLogits && transform) ||
+                         (input_transform_[k] == kBoolMasked && bool_mask_view_ != nullptr);
+    direct_input_[k] = contiguous && !changed;
+  }
+  finished_ = true;
+}
+
+void Rowwise::gather_input(int k, const int64_t* off, float* t) const {
+  const int op = input_operand_[k];
+  const float* x = reinterpret_cast<const float*>(g_.at(op, off[op]));
+  const int64_t sx = g_.axis_stride[op];
+  const int64_t n = g_.n;
+  if (input_transform_[k] != kLogits) {
+    for (int64_t i = 0; i < n; ++i) t[i] = x[i * sx];
+    if (input_transform_[k] == kBoolMasked && bool_mask_ >= 0) {
+      const auto* keep = reinterpret_cast<const uint8_t*>(g_.at(bool_mask_, off[bool_mask_]));
+      const int64_t sb = g_.axis_stride[bool_mask_];
+      for (int64_t i = 0; i < n; ++i) {
+        if (keep[i * sb] == 0) t[i] = -std::numeric_limits<float>::infinity();
+      }
+    }
+    return;
+  }
+  const float s = scale_;
+  const float* add =
+      add_mask_ >= 0 ? reinterpret_cast<const float*>(g_.at(add_mask_, off[add_mask_])) : nullptr;
+  const auto* keep = bool_mask_ >= 0
+                         ? reinterpret_cast<const uint8_t*>(g_.at(bool_mask_, off[bool_mask_]))
+                         : nullptr;
+  const int64_t sa = add_mask_ >= 0 ? g_.axis_stride[add_mask_] : 0;
+  const int64_t sb = bool_mask_ >= 0 ? g_.axis_stride[bool_mask_] : 0;
+  for (int64_t i = 0; i < n; ++i) {
+    float v = x[i * sx] * s;
+    if (add) v = v + add[i * sa];
+    if (keep && keep[i * sb] == 0) v = -std::numeric_limits<float>::infinity();
+    t[i] = v;
+  }
+}
+
+void Rowwise::zero_masked(const int64_t* off, float* out_row) const {
+  const float* add =
+      add_mask_ >= 0 ? reinterpret_cast<const float*>(g_.at(add_mask_, off[add_mask_])) : nullptr;
+  const auto* keep = bool_mask_ >= 0
+                         ? reinterpret_cast<const uint8_t*>(g_.at(bool_mask_, off[bool_mask_]))
+                         : nullptr;
+  if (!add && !keep) return;
+  const int64_t sa = add_mask_ >= 0 ? g_.axis_stride[add_mask_] : 0;
+  const int64_t sb = bool_mask_ >= 0 ? g_.axis_stride[bool_mask_] : 0;
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < g_.n; ++i) {
+    if ((add && add[i * sa] == neg_inf) || (keep && keep[i * sb] == 0)) out_row[i] = 0.0f;
+  }
+}
+
+}  // namespace smax::detail

@@ -1,0 +1,257 @@
+// src/core/rowwise.h: the generic driver for row-wise ops (normalisers, their
+// backward passes, per-row losses, samplers).
+//
+// An op that maps each row (the reduced axis of a strided tensor) to a row
+// and/or to per-row values declares its operands on a Rowwise, then runs a
+// row function. Rowwise does everything that is not the op's math:
+//  * validation (views, dtypes, shapes, broadcasting, overlaps, options) with
+//    errors named after the op and the argument, all before any write;
+//  * the logit transform shared with softmax: an input declared as logits is
+//    seen by the row function as t_i = fl(fl(x_i * s) + additive_mask_i), and
+//    t_i = -inf where bool_mask_i == 0 (s = scale / temperature rounded to
+//    f32, exactly SoftmaxOptions' semantics). Row functions treat -inf as
+//    "masked": exact 0 output and no gradient;
+//  * gathering strided rows into contiguous scratch, and scattering;
+//  * exact in-place aliasing (an output that is the same view as an input is
+//    written through scratch, so row functions never see aliased pointers);
+//  * the fixed task grid: rows are independent and a row is computed by one
+//    task, so results are bitwise identical for any thread count.
+//
+// Operand kinds:
+//  * input     f32, src's shape (the first input defines the shape and axis)
+//  * output    f32, src's shape
+//  * row input f32 or i64, broadcast (NumPy rules) to src's shape with the
+//              axis of size 1 (keepdim form): per-row parameters (alpha, s,
+//              bias) or class targets
+//  * row output f32, src's shape without the axis or with it of size 1:
+//              per-row results (loss, lse, dalpha, counts)
+//
+// The row function is called once per row with a RowArgs; it must write all
+// n elements of every out[k] and every row_out[k]; it must not throw.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include "core/execution.h"
+#include "core/geometry.h"
+#include "smax/options.h"
+#include "smax/tensor.h"
+
+namespace smax::detail {
+
+inline constexpr int kMaxRowwiseInputs = 3;
+inline constexpr int kMaxRowwiseOutputs = 2;
+inline constexpr int kMaxRowInputs = 2;
+inline constexpr int kMaxRowOutputs = 3;
+
+/// What a row function sees for one row.
+struct RowArgs {
+  int64_t row = 0;  ///< linear index of the row (row-major over src's non-axis dims)
+  int64_t n = 0;    ///< row length (may be 0)
+  const float* in[kMaxRowwiseInputs] = {};  ///< contiguous rows of n floats
+  float* out[kMaxRowwiseOutputs] = {};      ///< contiguous rows of n floats, never aliasing in
+  float row_in[kMaxRowInputs] = {};         ///< f32 row inputs (i64 ones in row_index)
+  int64_t row_index[kMaxRowInputs] = {};    ///< i64 row inputs (targets)
+  float* row_out[kMaxRowOutputs] = {};      ///< one float each (nullptr if not declared)
+  float* scratch = nullptr;                 ///< extra_scratch(n) floats, uninitialised
+  float scale = 1.0f;                       ///< s = scale / temperature (f32)
+  EmptyRow empty_row = EmptyRow::kZero;
+};
+
+class Rowwise {
+ public:
+  /// `op` names the op in errors; `src` is the first input (f32, defines the
+  /// shape and axis); `src_is_logits` applies the logit transform to it.
+  Rowwise(const char* op, const TensorView& src, const char* src_name, bool src_is_logits,
+          const SoftmaxOptions& options);
+
+  /// More same-shape f32 inputs (e.g. y and dy in a backward pass).
+  int add_input(const TensorView& view, const char* name, bool is_logits = false);
+  /// A same-shape f32 input read as is except where the options' bool mask
+  /// hides an entry, which reads -inf: an additive mask applied after a
+  /// transform of the logits (cross_entropy's softcap), so that the bool
+  /// mask wins over any value there (NaN included), as for plain logits.
+  int add_bool_masked_input(const TensorView& view, const char* name);
+  /// Same-shape f32 output. Exact aliasing of an input is allowed when
+  /// `allow_alias`; partial overlap never.
+  int add_output(const TensorView& view, const char* name, bool allow_alias = true);
+  /// Per-row f32 or i64 input broadcast to the keepdim shape.
+  int add_row_input(const TensorView& view, const char* name, DType dtype);
+  /// Per-row f32 output (keepdim or dropped shape).
+  int add_row_output(const TensorView& view, const char* name);
+
+  /// Geometry of the call; valid after finish().
+  const Geometry& geometry() const { return g_; }
+  int64_t rows() const { return g_.rows; }
+  int64_t n() const { return g_.n; }
+  int axis() const { return axis_; }
+  const TensorView& src() const { return src_; }
+  float scale() const { return scale_; }
+  bool has_masks() const { return add_mask_ >= 0 || bool_mask_ >= 0; }
+
+  /// Runs fn(RowArgs&) for every row, in parallel on the fixed task grid.
+  /// `extra_scratch` floats per row are passed in RowArgs::scratch. Throws
+  /// smax::Error (out of memory) before any write if scratch cannot be had.
+  template <typename Fn>
+  void run(int64_t extra_scratch, Fn&& fn) {
+    finish();
+    if (g_.rows == 0) return;
+    const int64_t n = g_.n;
+    const int64_t per_row = (inputs_ + outputs_) * n + extra_scratch;
+    const int64_t per_task = rows_per_task(n);
+    const int64_t tasks = (g_.rows + per_task - 1) / per_task;
+    const int buffers = static_cast<int>(std::min<int64_t>(std::max(threads_, 1), tasks));
+    ScratchPool pool(buffers, std::max<int64_t>(per_row, 1));
+    for_each_row_task(g_, threads_, [&](int64_t begin, int64_t end) {
+      ScratchPool::Lease lease(pool);
+      for (int64_t row = begin; row < end; ++row) run_row(row, lease.data(), fn);
+    });
+  }
+
+ private:
+  void finish();
+  enum Transform : uint8_t { kRaw, kLogits, kBoolMasked };
+  void declare(int kind, const TensorView& view, const char* name, DType dtype, Transform transform,
+               bool allow_alias);
+  void gather_input(int k, const int64_t* off, float* dst_row) const;
+  void zero_masked(const int64_t* off, float* out_row) const;
+
+  template <typename Fn>
+  void run_row(int64_t row, float* buffer, Fn& fn) const {
+    int64_t off[kMaxOperands];
+    g_.row_offsets(row, off);
+    const int64_t n = g_.n;
+    RowArgs a;
+    a.row = row;
+    a.n = n;
+    a.scale = scale_;
+    a.empty_row = empty_row_;
+    float* next = buffer;
+    // Rows of length 0 touch no element: their tensors may have null data,
+    // so no address is formed from them (the row pointers point at scratch).
+    const bool empty = n == 0;
+    for (int k = 0; k < inputs_; ++k) {
+      const int op = input_operand_[k];
+      if (empty) {
+        a.in[k] = buffer;
+      } else if (direct_input_[k]) {
+        a.in[k] = reinterpret_cast<const float*>(g_.at(op, off[op]));
+      } else {
+        gather_input(k, off, next);
+        a.in[k] = next;
+        next += n;
+      }
+    }
+    float* scatter_to[kMaxRowwiseOutputs] = {};
+    for (int k = 0; k < outputs_ && empty; ++k) a.out[k] = buffer;
+    for (int k = 0; k < outputs_ && !empty; ++k) {
+      const int op = output_operand_[k];
+      float* dst = reinterpret_cast<float*>(g_.at(op, off[op]));
+      bool direct = g_.axis_stride[op] == 1 || n <= 1;
+      for (int i = 0; direct && i < inputs_; ++i) direct = a.in[i] != dst || n == 0;
+      if (direct) {
+        a.out[k] = dst;
+      } else {
+        a.out[k] = next;
+        next += n;
+      }
+      scatter_to[k] = direct ? nullptr : dst;  // written through scratch
+    }
+    for (int k = 0; k < row_inputs_; ++k) {
+      const int op = row_input_operand_[k];
+      const char* p = g_.at(op, off[op]);
+      if (row_input_dtype_[k] == DType::kI64) {
+        std::memcpy(&a.row_index[k], p, sizeof(int64_t));
+      } else {
+        std::memcpy(&a.row_in[k], p, sizeof(float));
+      }
+    }
+    for (int k = 0; k < row_outputs_; ++k) {
+      const int op = row_output_operand_[k];
+      a.row_out[k] = reinterpret_cast<float*>(g_.at(op, off[op]));
+    }
+    a.scratch = next;
+    fn(a);
+    for (int k = 0; k < outputs_ && !empty; ++k) {
+      const int op = output_operand_[k];
+      if (zero_masked_outputs_) zero_masked(off, a.out[k]);
+      if (scatter_to[k] != nullptr) {
+        const int64_t s = g_.axis_stride[op];
+        for (int64_t i = 0; i < n; ++i) scatter_to[k][i * s] = a.out[k][i];
+      }
+    }
+  }
+
+  enum Kind { kInput, kOutput, kRowInput, kRowOutput };
+  const char* op_;
+  TensorView src_;
+  int axis_ = 0;
+  float scale_ = 1.0f;
+  EmptyRow empty_row_ = EmptyRow::kZero;
+  int threads_ = 1;
+  bool finished_ = false;
+  bool zero_masked_outputs_ = false;
+
+  // Declared operands, in declaration order (views kept for overlap checks).
+  struct Decl {
+    Kind kind;
+    TensorView view;
+    const char* name;
+    DType dtype;
+    Transform transform;
+    bool allow_alias;
+  };
+  Decl decl_[kMaxOperands];
+  int decls_ = 0;
+  const TensorView* add_mask_view_ = nullptr;
+  const TensorView* bool_mask_view_ = nullptr;
+  TensorView add_mask_copy_, bool_mask_copy_;
+
+  Geometry g_;
+  int inputs_ = 0, outputs_ = 0, row_inputs_ = 0, row_outputs_ = 0;
+  int input_operand_[kMaxRowwiseInputs] = {};
+  Transform input_transform_[kMaxRowwiseInputs] = {};
+  bool direct_input_[kMaxRowwiseInputs] = {};
+  int output_operand_[kMaxRowwiseOutputs] = {};
+  int row_input_operand_[kMaxRowInputs] = {};
+  DType row_input_dtype_[kMaxRowInputs] = {};
+  int row_output_operand_[kMaxRowOutputs] = {};
+  int add_mask_ = -1, bool_mask_ = -1;
+
+ public:
+  /// Backward passes whose inputs are not logits: zero every output element
+  /// whose logit is masked (bool mask 0 or additive mask -inf), so masked
+  /// entries get exactly no gradient whatever the row function wrote there.
+  void zero_masked_outputs() { zero_masked_outputs_ = true; }
+};
+
+/// A Rowwise with the usual forward operands, declared (and so validated)
+/// in this order: src (the logits, a.in[0], named "src") and dst (a.out[0],
+/// named "dst", exact aliasing of src allowed).
+class ForwardRowwise : public Rowwise {
+ public:
+  ForwardRowwise(const char* op, const TensorView& src, const TensorView& dst,
+                 const SoftmaxOptions& options)
+      : Rowwise(op, src, "src", /*src_is_logits=*/true, options) {
+    add_output(dst, "dst");
+  }
+};
+
+/// A Rowwise with the usual backward operands, declared (and so validated)
+/// in this order: `first` (a.in[0], named `first_name`: the logits when
+/// `first_is_logits`, else a saved output such as y), dy (a.in[1], "dy")
+/// and dsrc (a.out[0], "dsrc", exact aliasing of an input allowed).
+class BackwardRowwise : public Rowwise {
+ public:
+  BackwardRowwise(const char* op, const TensorView& first, const char* first_name,
+                  bool first_is_logits, const TensorView& dy, const TensorView& dsrc,
+                  const SoftmaxOptions& options)
+      : Rowwise(op, first, first_name, first_is_logits, options) {
+    add_input(dy, "dy");
+    add_output(dsrc, "dsrc");
+  }
+};
+
+}  // namespace smax::detail

@@ -1,0 +1,403 @@
+// src/ops/attention/attention.cc: the fused attention's public entry points
+// (include/smax/attention.h): argument validation into a Setup, and the
+// operand / row-op helpers the drivers share (attention_internal.h; the
+// drivers are in attention_forward.cc and attention_backward.cc).
+#include "smax/attention.h"
+
+#include <algorithm>
+#include <cfloat>
+#include <climits>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include "ops/attention/attention_internal.h"
+#include "core/enum_names.h"
+#include "core/errors.h"
+#include "core/internal.h"
+#include "core/validate.h"
+#include "smax/error.h"
+#include "smax/reweight.h"
+#include "smax/rescaled.h"
+#include "smax/runtime.h"
+#include "smax/softmax.h"
+
+namespace smax {
+namespace detail::attn {
+
+// Rows [r0, r0 + rows) x cols of a 2-D strided slice (base, row stride rs,
+// column stride cs): direct when the columns are contiguous and ld fits
+// SGEMM, else gathered into buf (contiguous, ld = max(cols, 1)).
+Mat matrix(const float* base, int64_t rs, int64_t cs, int64_t r0, int64_t rows, int64_t cols,
+           float* buf) {
+  const int64_t need = std::max<int64_t>(cols, 1);
+  // An empty view (no elements: cols or rows 0) may have null data; no
+  // address is formed from it (UB) and nothing is read.
+  if (base == nullptr || rows <= 0 || cols <= 0) return Mat{base == nullptr ? buf : base, need};
+  if ((cs == 1 || cols <= 1) && rs >= need && rs <= INT_MAX) return Mat{base + r0 * rs, rs};
+  if (rows == 1 && (cs == 1 || cols <= 1)) return Mat{base + r0 * rs, need};
+  for (int64_t i = 0; i < rows; ++i) {
+    const float* s = base + (r0 + i) * rs;
+    for (int64_t c = 0; c < cols; ++c) buf[i * need + c] = s[c * cs];
+  }
+  return Mat{buf, need};
+}
+
+// True when the rows x cols matrix M (leading dimension ld) is all finite.
+bool all_finite(const Mat& M, int64_t rows, int64_t cols) {
+  if (rows <= 0 || cols <= 0) return true;
+  for (int64_t i = 0; i < rows; ++i) {
+    const float* p = M.p + i * M.ld;
+    for (int64_t c = 0; c < cols; ++c) {
+      if (!std::isfinite(p[c])) return false;
+    }
+  }
+  return true;
+}
+
+// C[M x N] (ldc) = alpha A B + beta C (A: M x K, lda; B: K x N, ldb), or with
+// a_t: A^T where A is stored K x M. Terms whose weight alpha * a is exactly 0
+// are skipped, so a non-finite B entry under a masked score adds 0, not
+// 0 * inf = NaN, while a NaN weight stays NaN even with alpha = 0 (SGEMM
+// skips the product when alpha = 0). The path for non-finite inputs and
+// alpha = 0 (SGEMM otherwise); sums in float in a fixed order.
+void gemm_skip_zero(bool a_t, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+                    int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+                    int64_t ldc) {
+  for (int64_t i = 0; i < M; ++i) {
+    float* c = C + i * ldc;
+    for (int64_t n = 0; n < N; ++n) c[n] = beta == 0.0f ? 0.0f : beta * c[n];
+    for (int64_t k = 0; k < K; ++k) {
+      const float a = a_t ? A[k * lda + i] : A[i * lda + k];
+      const float w = alpha * a;
+      if (w == 0.0f) continue;
+      const float* b = B + k * ldb;
+      for (int64_t n = 0; n < N; ++n) c[n] += w * b[n];
+    }
+  }
+}
+
+SoftmaxOptions row_options(const Setup& s) {
+  SoftmaxOptions so;
+  so.threads = 1;
+  so.empty_row = s.o.empty_row;
+  return so;
+}
+
+// P = normaliser(T) for rows of T ([rows, n], ld = n, contiguous), in place.
+void normalize_rows(const Setup& s, float* t, int64_t rows, int64_t n) {
+  const TensorView tv = make_view(t, {rows, n});
+  const SoftmaxOptions so = row_options(s);
+  switch (s.norm) {
+    case AttentionNormalizer::kSoftmax:
+      softmax(tv, tv, so);
+      break;
+    case AttentionNormalizer::kSigmoid: {
+      SigmoidNormalizerOptions sig;
+      if (!std::isnan(s.o.sigmoid_bias)) {
+        sig.bias = s.o.sigmoid_bias;
+      } else if (s.o.sigmoid_bias_mode == SigmoidBiasMode::kPerSequence) {
+        // One b = fl(-ln Lk) for every row (n is the key count, not the row
+        // block's width n, which the causal forward truncates). Lk = 0: no
+        // row has a visible key.
+        sig.n_fixed = s.Lk;
+      } else {
+        sig.count_visible = true;
+      }
+      sigmoid_normalizer(tv, tv, sig, so);
+      break;
+    }
+    case AttentionNormalizer::kSoftpick: {
+      SoftpickOptions sp;
+      sp.eps = s.o.softpick_eps;
+      softpick(tv, tv, sp, so);
+      break;
+    }
+    case AttentionNormalizer::kSsmax: {
+      SsmaxOptions ss;
+      ss.s = s.o.ssmax_s;
+      ssmax(tv, tv, ss, so);
+      break;
+    }
+    case AttentionNormalizer::kStablemax:
+      stablemax(tv, tv, so);
+      break;
+    case AttentionNormalizer::kSoftplus: {
+      SoftplusNormalizerOptions sp;
+      sp.head_dim = s.D;
+      softplus_normalizer(tv, tv, sp, so);
+      break;
+    }
+  }
+}
+
+// dT = VJP of the normaliser at logits T (output P) with upstream dP.
+void normalize_backward_rows(const Setup& s, const float* t, const float* p, const float* dp,
+                             float* dt, int64_t rows, int64_t n) {
+  const TensorView tv = make_view(t, {rows, n});
+  const TensorView pv = make_view(p, {rows, n});
+  const TensorView gv = make_view(dp, {rows, n});
+  const TensorView dv = make_view(dt, {rows, n});
+  const SoftmaxOptions so = row_options(s);
+  switch (s.norm) {
+    case AttentionNormalizer::kSoftmax:
+      softmax_backward(pv, gv, dv, so);
+      break;
+    case AttentionNormalizer::kSigmoid: {
+      // Masked entries: y = 0 there, so dy y (1 - y) = 0.
+      sigmoid_normalizer_backward(pv, gv, dv, so);
+      break;
+    }
+    case AttentionNormalizer::kSoftpick: {
+      SoftpickOptions sp;
+      sp.eps = s.o.softpick_eps;
+      softpick_backward(tv, gv, dv, sp, so);
+      break;
+    }
+    case AttentionNormalizer::kSsmax: {
+      SsmaxOptions ss;
+      ss.s = s.o.ssmax_s;
+      ssmax_backward(tv, pv, gv, dv, ss, so);
+      break;
+    }
+    case AttentionNormalizer::kStablemax:
+      stablemax_backward(tv, gv, dv, so);
+      break;
+    case AttentionNormalizer::kSoftplus: {
+      SoftplusNormalizerOptions sp;
+      sp.head_dim = s.D;
+      softplus_normalizer_backward(tv, gv, dv, sp, so);
+      break;
+    }
+  }
+}
+
+}  // namespace detail::attn
+
+namespace {
+
+using detail::attn::Setup;
+
+using detail::fail;
+using detail::num;
+
+void check_rank4(const TensorView& t, const char* op, const char* name) {
+  detail::check_view(t, op, name, DType::kF32);
+  if (t.rank != 4) fail(op, std::string(name) + " must be 4-D [B, H, L, D], got " + t.describe());
+}
+
+TensorView shape_view(std::initializer_list<int64_t> shape) {
+  TensorView t;
+  t.rank = static_cast<int>(shape.size());
+  int d = 0;
+  for (int64_t x : shape) t.shape[d++] = x;
+  return t;
+}
+
+Setup prepare(const char* op, const TensorView& q, const TensorView& k, const TensorView& v,
+              const TensorView& out, const AttentionOptions& o) {
+  Setup s;
+  s.op = op;
+  s.o = o;
+  check_rank4(q, op, "q");
+  check_rank4(k, op, "k");
+  check_rank4(v, op, "v");
+  check_rank4(out, op, "out");
+  s.B = q.shape[0];
+  s.H = q.shape[1];
+  s.Lq = q.shape[2];
+  s.D = q.shape[3];
+  s.Hkv = k.shape[1];
+  s.Lk = k.shape[2];
+  s.Dv = v.shape[3];
+  if (k.shape[0] != s.B || v.shape[0] != s.B) {
+    fail(op, "batch sizes differ: q " + q.describe() + ", k " + k.describe() + ", v " +
+                 v.describe());
+  }
+  if (k.shape[3] != s.D) fail(op, "k head dim must equal q's (" + std::to_string(s.D) + "), got " + k.describe());
+  if (v.shape[1] != s.Hkv || v.shape[2] != s.Lk) {
+    fail(op, "v must be [B, Hkv, Lk, Dv] with k's Hkv and Lk, got k " + k.describe() +
+                 ", v " + v.describe());
+  }
+  if (s.Hkv == 0 ? s.H != 0 : s.H % s.Hkv != 0) {
+    fail(op, "q heads (" + std::to_string(s.H) + ") must be a multiple of k/v heads (" +
+                 std::to_string(s.Hkv) + ")");
+  }
+  s.G = s.Hkv > 0 ? s.H / s.Hkv : 1;
+  if (out.shape[0] != s.B || out.shape[1] != s.H || out.shape[2] != s.Lq ||
+      out.shape[3] != s.Dv) {
+    fail(op, "out must be [B, H, Lq, Dv] = [" + std::to_string(s.B) + ", " +
+                 std::to_string(s.H) + ", " + std::to_string(s.Lq) + ", " +
+                 std::to_string(s.Dv) + "], got " + out.describe());
+  }
+  if (s.Lk >= (int64_t{1} << 24) || s.Lq >= (int64_t{1} << 24) || s.D > INT_MAX ||
+      s.Dv > INT_MAX) {
+    fail(op, "sequence lengths must be < 2^24 and head dims < 2^31, got q " + q.describe() +
+                 ", k " + k.describe());
+  }
+  s.q = q;
+  s.k = k;
+  s.v = v;
+  // Options.
+  if (std::isnan(o.scale)) {
+    s.scale = s.D > 0 ? static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.D))) : 1.0f;
+  } else if (!std::isfinite(o.scale)) {
+    fail(op, "scale must be finite (NaN = 1/sqrt(D)), got " + num(o.scale));
+  } else {
+    s.scale = o.scale;
+  }
+  if (!(o.softcap >= 0.0f) || !std::isfinite(o.softcap)) {
+    fail(op, "softcap must be finite and >= 0 (0 = off), got " + num(o.softcap));
+  }
+  s.cap = o.softcap;
+  detail::check_enum_range(op, o.normalizer, AttentionNormalizer::kSoftplus,
+                           "normalizer has an unknown value ");
+  s.norm = o.normalizer;
+  detail::check_enum_range(op, o.empty_row, EmptyRow::kNan, "empty_row has an unknown value ");
+  if (o.threads < 0) fail(op, "threads must be >= 0 (0 = default), got " + std::to_string(o.threads));
+  s.threads = o.threads > 0 ? o.threads : max_threads();
+  const bool softmax = s.norm == AttentionNormalizer::kSoftmax;
+  if (!std::isnan(o.sigmoid_bias) && !std::isfinite(o.sigmoid_bias)) {
+    fail(op, "sigmoid_bias must be finite (NaN = -ln n), got " + num(o.sigmoid_bias));
+  }
+  if (o.sigmoid_bias_mode != SigmoidBiasMode::kPerSequence &&
+      o.sigmoid_bias_mode != SigmoidBiasMode::kPerRowVisible) {
+    fail(op, "sigmoid_bias_mode has an unknown value " +
+                 std::to_string(static_cast<int>(o.sigmoid_bias_mode)));
+  }
+  if (!std::isfinite(o.softpick_eps) || o.softpick_eps < 0.0f ||
+      (o.softpick_eps > 0.0f && o.softpick_eps < FLT_MIN)) {
+    fail(op, "softpick_eps must be 0 or finite and >= FLT_MIN, got " + num(o.softpick_eps));
+  }
+  if (!std::isfinite(o.ssmax_s)) fail(op, "ssmax_s must be finite, got " + num(o.ssmax_s));
+  if (s.norm == AttentionNormalizer::kSoftplus && s.D < 2) {
+    fail(op, "the softplus normalizer needs head dim D >= 2 (lambda = ln N / ln D), got D = " +
+                 std::to_string(s.D));
+  }
+  const TensorView scores = shape_view({s.B, s.H, s.Lq, s.Lk});
+  if (o.attn_mask) {
+    const TensorView& m = *o.attn_mask;
+    if (m.dtype != DType::kF32 && m.dtype != DType::kBool) {
+      fail(op, "attn_mask must be bool or f32, got " + m.describe());
+    }
+    detail::check_view(m, op, "attn_mask", m.dtype);
+    const TensorView m1 = detail::as_rank1_if_scalar(m);
+    detail::broadcast_strides(m1, "attn_mask", scores, op, s.ms);
+    s.has_mask = true;
+    s.mask_bool = m.dtype == DType::kBool;
+    s.mask_data = static_cast<const char*>(m.data);
+  }
+  if (o.sinks) {
+    if (!softmax) fail(op, "sinks are supported with the softmax normalizer only");
+    detail::check_view(*o.sinks, op, "sinks", DType::kF32);
+    if (o.sinks->rank != 1 || o.sinks->shape[0] != s.H) {
+      fail(op, "sinks must be [H] = [" + std::to_string(s.H) + "], got " + o.sinks->describe());
+    }
+    s.sinks = static_cast<const float*>(o.sinks->data);
+    s.sink_stride = o.sinks->strides[0];
+  }
+  if (o.alibi_slopes) {
+    detail::check_view(*o.alibi_slopes, op, "alibi_slopes", DType::kF32);
+    if (o.alibi_slopes->rank < 1 || o.alibi_slopes->rank > 2 ||
+        o.alibi_slopes->shape[o.alibi_slopes->rank - 1] != s.H) {
+      fail(op, "alibi_slopes must be [H] or [B, H] with H = " + std::to_string(s.H) + ", got " +
+                   o.alibi_slopes->describe());
+    }
+    detail::broadcast_strides(*o.alibi_slopes, "alibi_slopes", shape_view({s.B, s.H}), op, s.as);
+    s.alibi = static_cast<const float*>(o.alibi_slopes->data);
+  }
+  if (o.lse) {
+    if (!softmax) fail(op, "lse is available with the softmax normalizer only");
+    detail::check_view(*o.lse, op, "lse", DType::kF32);
+    if (o.lse->rank != 3 || o.lse->shape[0] != s.B || o.lse->shape[1] != s.H ||
+        o.lse->shape[2] != s.Lq) {
+      fail(op, "lse must be [B, H, Lq], got " + o.lse->describe());
+    }
+  }
+  return s;
+}
+
+std::vector<std::pair<const TensorView*, const char*>> input_list(const Setup& s) {
+  std::vector<std::pair<const TensorView*, const char*>> v = {
+      {&s.q, "q"}, {&s.k, "k"}, {&s.v, "v"}};
+  if (s.o.attn_mask) v.push_back({&*s.o.attn_mask, "attn_mask"});
+  if (s.o.sinks) v.push_back({&*s.o.sinks, "sinks"});
+  if (s.o.alibi_slopes) v.push_back({&*s.o.alibi_slopes, "alibi_slopes"});
+  return v;
+}
+
+void check_out_vs(const Setup& s, const TensorView& out, const char* name,
+                  const std::vector<std::pair<const TensorView*, const char*>>& inputs) {
+  detail::check_no_self_overlap(out, name, s.op);
+  for (const auto& [in, in_name] : inputs) {
+    detail::check_disjoint_or_same(out, name, *in, in_name, s.op, false);
+  }
+}
+
+}  // namespace
+
+namespace {
+constexpr auto kNormalizerNames = detail::name_table<AttentionNormalizer>(
+    "parse_attention_normalizer", "attention normalizer",
+    {{AttentionNormalizer::kSoftmax, "softmax"},
+     {AttentionNormalizer::kSigmoid, "sigmoid"},
+     {AttentionNormalizer::kSoftpick, "softpick"},
+     {AttentionNormalizer::kSsmax, "ssmax"},
+     {AttentionNormalizer::kStablemax, "stablemax"},
+     {AttentionNormalizer::kSoftplus, "softplus"}});
+}  // namespace
+
+AttentionNormalizer parse_attention_normalizer(std::string_view name) {
+  return kNormalizerNames.parse(name);
+}
+const char* attention_normalizer_name(AttentionNormalizer n) noexcept {
+  return kNormalizerNames.name(n);
+}
+
+void attention(const TensorView& q, const TensorView& k, const TensorView& v,
+               const TensorView& out, const AttentionOptions& options) {
+  detail::ensure_runtime_initialized();
+  const Setup s = prepare("attention", q, k, v, out, options);
+  const auto inputs = input_list(s);
+  check_out_vs(s, out, "out", inputs);
+  if (options.lse) {
+    check_out_vs(s, *options.lse, "lse", inputs);
+    detail::check_disjoint_or_same(*options.lse, "lse", out, "out", s.op, false);
+  }
+  if (s.norm == AttentionNormalizer::kSoftmax) {
+    detail::attn::forward_softmax(s, out);
+  } else {
+    detail::attn::forward_rows(s, out);
+  }
+}
+
+void attention_backward(const TensorView& q, const TensorView& k, const TensorView& v,
+                        const TensorView& out, const TensorView& dout, const TensorView& dq,
+                        const TensorView& dk, const TensorView& dv,
+                        const AttentionOptions& options) {
+  detail::ensure_runtime_initialized();
+  const char* op = "attention_backward";
+  const Setup s = prepare(op, q, k, v, out, options);
+  check_rank4(dout, op, "dout");
+  detail::check_same_shape(dout, "dout", out, "out", op);
+  check_rank4(dq, op, "dq");
+  detail::check_same_shape(dq, "dq", q, "q", op);
+  check_rank4(dk, op, "dk");
+  detail::check_same_shape(dk, "dk", k, "k", op);
+  check_rank4(dv, op, "dv");
+  detail::check_same_shape(dv, "dv", v, "v", op);
+  auto inputs = input_list(s);
+  inputs.push_back({&out, "out"});
+  inputs.push_back({&dout, "dout"});
+  check_out_vs(s, dq, "dq", inputs);
+  check_out_vs(s, dk, "dk", inputs);
+  check_out_vs(s, dv, "dv", inputs);
+  detail::check_disjoint_or_same(dq, "dq", dk, "dk", op, false);
+  detail::check_disjoint_or_same(dq, "dq", dv, "dv", op, false);
+  detail::check_disjoint_or_same(dk, "dk", dv, "dv", op, false);
+  if (s.Hkv == 0 || s.B == 0) return;
+  detail::attn::backward(s, dout, dq, dk, dv);
+}
+
+}  // namespace smax

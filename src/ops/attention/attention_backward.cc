@@ -1,0 +1,140 @@
+// src/ops/attention/attention_backward.cc: the backward driver of the fused attention
+// (attention_internal.h has the design): per (batch, kv head) task, P
+// recomputed for the full key row, the normaliser's row VJP, dq / dk / dv by
+// SGEMM in a fixed order (bitwise identical for any thread count).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "kernels/attention.h"
+#include "ops/attention/attention_internal.h"
+
+namespace smax::detail::attn {
+
+void backward(const Setup& s, const TensorView& dout, const TensorView& dq, const TensorView& dk,
+              const TensorView& dv) {
+  const int64_t bqn = s.row_block();
+  const int64_t nqb = (s.Lq + bqn - 1) / bqn;
+  const bool sink = s.sinks != nullptr;
+  const int64_t Dn = std::max<int64_t>(s.D, 1), Dvn = std::max<int64_t>(s.Dv, 1);
+  const int64_t Lkn = std::max<int64_t>(s.Lk, 1);
+  const int64_t wmax = Lkn + 1;
+  const int64_t qf = bqn * Dn, kf = s.Lk * Dn, vf = s.Lk * Dvn, of = bqn * Dvn;
+  const int64_t tf = bqn * wmax;
+  const int64_t dqf = bqn * Dn, dkf = s.Lk * Dn, dvf = s.Lk * Dvn, mf = Lkn, keepf = Lkn / 4 + 1;
+  const int64_t total = qf + kf + vf + of + 5 * tf + dqf + dkf + dvf + mf + keepf;
+  const float empty_grad = s.o.empty_row == EmptyRow::kNan && !sink ? kNaNf : 0.0f;
+  run_tasks(s, s.B * s.Hkv, total, [&](int64_t task, float* buf) {
+    const int64_t hk = task % s.Hkv, b = task / s.Hkv;
+    Carve c(buf);
+    float* qbuf = c.take(qf);
+    float* kbuf = c.take(kf);
+    float* vbuf = c.take(vf);
+    float* obuf = c.take(of);
+    float* T = c.take(tf);
+    float* P = c.take(tf);
+    float* dP = c.take(tf);
+    float* dT = c.take(tf);
+    float* Sraw = c.take(tf);
+    float* dQ = c.take(dqf);
+    float* dK = c.take(dkf);
+    float* dV = c.take(dvf);
+    float* addbuf = c.take(mf);
+    uint8_t* keepbuf = c.take_bytes_rest();
+    std::fill(dK, dK + s.Lk * Dn, 0.0f);
+    std::fill(dV, dV + s.Lk * Dvn, 0.0f);
+    const Mat K = s.k_rows(b, hk, s.Lk, kbuf);
+    const Mat V = s.v_rows(b, hk, s.Lk, vbuf);
+    // Non-finite k (q) entries under masked scores (dT = 0) must add 0 to dq
+    // (dk), as in the forward, where their scores are masked.
+    // scale = 0: SGEMM would not propagate NaN gradients (alpha = 0 skips A B).
+    const bool k_finite = s.scale != 0.0f && all_finite(K, s.Lk, s.D);
+    for (int64_t g = 0; g < s.G; ++g) {
+      const int64_t h = hk * s.G + g;
+      for (int64_t qb = 0; qb < nqb; ++qb) {
+        const int64_t i0 = qb * bqn, bq = std::min(bqn, s.Lq - i0);
+        const int64_t kend = s.key_end(i0, bq);
+        const int64_t w = kend + (sink ? 1 : 0);
+        float* dqb = s.mat_base(dq, b, h);
+        if (kend == 0) {
+          for (int64_t r = 0; r < bq; ++r) {
+            for (int64_t c = 0; c < s.D; ++c) dqb[(i0 + r) * dq.strides[2] + c * dq.strides[3]] = empty_grad;
+          }
+          continue;
+        }
+        const Mat Q = s.q_rows(b, h, i0, bq, qbuf);
+        const Mat dO = matrix(s.mat_base(dout, b, h),
+                              dout.strides[2], dout.strides[3], i0, bq, s.Dv, obuf);
+        sgemm(bq, kend, s.D, 1.0f, {Q.p, Q.ld, false}, {K.p, K.ld, true}, 0.0f, T, w);
+        if (s.cap > 0.0f) {
+          for (int64_t r = 0; r < bq; ++r) std::memcpy(Sraw + r * kend, T + r * w, kend * sizeof(float));
+        }
+        for (int64_t r = 0; r < bq; ++r) {
+          kernels::attention_logits_row(T + r * w, kend,
+                                        s.logits(b, h, i0 + r, 0, kend, addbuf, keepbuf));
+          if (sink) T[r * w + kend] = s.sink(h);
+        }
+        std::memcpy(P, T, bq * w * sizeof(float));
+        normalize_rows(s, P, bq, w);
+        // NaN rows (a NaN / +inf logit, or an empty row with kNan): NaN output.
+        bool nan_rows[kBlockQ];
+        bool any_nan_row = false;
+        for (int64_t r = 0; r < bq; ++r) {
+          bool nan = false;
+          for (int64_t j = 0; j < w && !nan; ++j) nan = std::isnan(P[r * w + j]);
+          nan_rows[r] = nan;
+          any_nan_row = any_nan_row || nan;
+        }
+        if (any_nan_row && kend < s.Lk) {
+          // A NaN row is NaN at every key, also at the causally skipped keys
+          // [kend, Lk): its NaN reaches their dk / dv through P^T dO and
+          // dS^T Q, as without causal.
+          for (int64_t j = kend; j < s.Lk; ++j) {
+            std::fill(dK + j * Dn, dK + j * Dn + s.D, kNaNf);
+            std::fill(dV + j * Dvn, dV + j * Dvn + s.Dv, kNaNf);
+          }
+        }
+        sgemm(bq, kend, s.Dv, 1.0f, {dO.p, dO.ld, false}, {V.p, V.ld, true}, 0.0f, dP, w);
+        if (sink) {
+          for (int64_t r = 0; r < bq; ++r) dP[r * w + kend] = 0.0f;
+        }
+        normalize_backward_rows(s, T, P, dP, dT, bq, w);
+        // A NaN row has NaN gradient at every key, masked ones included, for
+        // every normaliser (ssmax_backward keeps 0 at masked entries; the
+        // others propagate y = NaN): consistent NaN dk / dv.
+        for (int64_t r = 0; r < bq && any_nan_row; ++r) {
+          if (nan_rows[r]) std::fill(dT + r * w, dT + r * w + w, kNaNf);
+        }
+        if (s.cap > 0.0f) {
+          for (int64_t r = 0; r < bq; ++r) {
+            kernels::attention_softcap_grad_row(Sraw + r * kend, dT + r * w, kend, s.scale, s.cap);
+          }
+        }
+        // dQ = scale dT K; dK += scale dT^T Q; dV += P^T dO.
+        if (k_finite) {
+          sgemm(bq, s.D, kend, s.scale, {dT, w, false}, {K.p, K.ld, false}, 0.0f, dQ, Dn);
+        } else {
+          gemm_skip_zero(false, bq, s.D, kend, s.scale, dT, w, K.p, K.ld, 0.0f, dQ, Dn);
+        }
+        for (int64_t r = 0; r < bq; ++r) {
+          for (int64_t c = 0; c < s.D; ++c) dqb[(i0 + r) * dq.strides[2] + c * dq.strides[3]] = dQ[r * Dn + c];
+        }
+        if (s.scale != 0.0f && all_finite(Q, bq, s.D)) {
+          sgemm(kend, s.D, bq, s.scale, {dT, w, true}, {Q.p, Q.ld, false}, 1.0f, dK, Dn);
+        } else {
+          gemm_skip_zero(true, kend, s.D, bq, s.scale, dT, w, Q.p, Q.ld, 1.0f, dK, Dn);
+        }
+        sgemm(kend, s.Dv, bq, 1.0f, {P, w, true}, {dO.p, dO.ld, false}, 1.0f, dV, Dvn);
+      }
+    }
+    float* dkb = s.mat_base(dk, b, hk);
+    float* dvb = s.mat_base(dv, b, hk);
+    for (int64_t j = 0; j < s.Lk; ++j) {
+      for (int64_t c = 0; c < s.D; ++c) dkb[j * dk.strides[2] + c * dk.strides[3]] = dK[j * Dn + c];
+      for (int64_t c = 0; c < s.Dv; ++c) dvb[j * dv.strides[2] + c * dv.strides[3]] = dV[j * Dvn + c];
+    }
+  });
+}
+
+}  // namespace smax::detail::attn

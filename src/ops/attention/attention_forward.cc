@@ -1,0 +1,188 @@
+// src/ops/attention/attention_forward.cc: the forward drivers of the fused attention
+// (attention_internal.h has the design): online softmax over key blocks,
+// and the full-key-row path of the other normalisers.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "kernels/attention.h"
+#include "ops/attention/attention_internal.h"
+
+namespace smax::detail::attn {
+namespace {
+
+void store_row(const TensorView& out, int64_t b, int64_t h, int64_t i, const float* o,
+               int64_t n, double factor, float fill, bool use_fill) {
+  if (n <= 0) return;  // Dv = 0: out may have null data
+  float* p = static_cast<float*>(out.data) + b * out.strides[0] + h * out.strides[1] +
+             i * out.strides[2];
+  for (int64_t c = 0; c < n; ++c) {
+    p[c * out.strides[3]] =
+        use_fill ? fill : static_cast<float>(static_cast<double>(o[c]) * factor);
+  }
+}
+
+void store_lse(const Setup& s, int64_t b, int64_t h, int64_t i, float value) {
+  if (!s.o.lse) return;
+  const TensorView& l = *s.o.lse;
+  static_cast<float*>(l.data)[b * l.strides[0] + h * l.strides[1] + i * l.strides[2]] = value;
+}
+
+// The query block of forward task `task`: tasks run over (b, h, query
+// block), nqb blocks of `block` rows per head; hk is h's kv head, rows
+// i0 .. i0 + bq of the head.
+struct QueryBlock {
+  int64_t b, h, hk, i0, bq;
+};
+QueryBlock query_block(const Setup& s, int64_t task, int64_t nqb, int64_t block) {
+  const int64_t qb = task % nqb, bh = task / nqb, h = bh % s.H, b = bh / s.H;
+  const int64_t i0 = qb * block;
+  return {b, h, h / s.G, i0, std::min(block, s.Lq - i0)};
+}
+
+// One forward task's scratch: its query rows, the kv head's keys / values,
+// scores [rows x width], the output block and a gathered mask row.
+struct ForwardScratch {
+  float *q, *k, *v, *S, *O, *add;
+  uint8_t* keep;
+};
+struct ForwardLayout {
+  int64_t qf, kf, vf, sf, of, mf, keepf;
+  ForwardLayout(const Setup& s, int64_t rows, int64_t width) {
+    const int64_t Dn = std::max<int64_t>(s.D, 1), Dvn = std::max<int64_t>(s.Dv, 1);
+    qf = rows * Dn;
+    kf = s.Lk * Dn;
+    vf = s.Lk * Dvn;
+    sf = rows * width;
+    of = rows * Dvn;
+    mf = width;
+    keepf = width / 4 + 1;
+  }
+  int64_t total() const { return qf + kf + vf + sf + of + mf + keepf; }
+  ForwardScratch carve(float* buf) const {
+    Carve c(buf);
+    ForwardScratch f{};
+    f.q = c.take(qf);
+    f.k = c.take(kf);
+    f.v = c.take(vf);
+    f.S = c.take(sf);
+    f.O = c.take(of);
+    f.add = c.take(mf);
+    f.keep = c.take_bytes_rest();
+    return f;
+  }
+};
+
+}  // namespace
+
+void forward_softmax(const Setup& s, const TensorView& out) {
+  const int64_t nqb = (s.Lq + kBlockQ - 1) / kBlockQ;
+  const int64_t bk_max = std::min<int64_t>(kBlockK, std::max<int64_t>(s.Lk, 1));
+  const int64_t Dvn = std::max<int64_t>(s.Dv, 1);
+  const ForwardLayout layout(s, kBlockQ, bk_max);
+  const float empty = s.o.empty_row == EmptyRow::kNan ? kNaNf : 0.0f;
+  const float empty_lse = s.o.empty_row == EmptyRow::kNan ? kNaNf : kNegInff;
+  run_tasks(s, s.B * s.H * nqb, layout.total(), [&](int64_t task, float* buf) {
+    const auto [b, h, hk, i0, bq] = query_block(s, task, nqb, kBlockQ);
+    const auto [qbuf, kbuf, vbuf, S, O, addbuf, keepbuf] = layout.carve(buf);
+    const int64_t kend = s.key_end(i0, bq);
+    const Mat Q = s.q_rows(b, h, i0, bq, qbuf);
+    const Mat K = s.k_rows(b, hk, kend, kbuf);
+    const Mat V = s.v_rows(b, hk, kend, vbuf);
+    float m[kBlockQ];
+    double d[kBlockQ];
+    bool bad[kBlockQ];
+    for (int64_t r = 0; r < bq; ++r) {
+      m[r] = kNegInff;
+      d[r] = 0.0;
+      bad[r] = false;
+    }
+    std::fill(O, O + bq * Dvn, 0.0f);
+    for (int64_t j0 = 0; j0 < kend; j0 += kBlockK) {
+      const int64_t bk = std::min(kBlockK, kend - j0);
+      sgemm(bq, bk, s.D, 1.0f, {Q.p, Q.ld, false}, {K.p + j0 * K.ld, K.ld, true}, 0.0f, S, bk);
+      for (int64_t r = 0; r < bq; ++r) {
+        float* t = S + r * bk;
+        kernels::attention_logits_row(t, bk, s.logits(b, h, i0 + r, j0, bk, addbuf, keepbuf));
+        const kernels::OnlineStep st = kernels::attention_online_step(t, bk, m[r]);
+        bad[r] = bad[r] || st.bad;
+        if (st.alpha != 1.0f) kernels::attention_scale_row(O + r * Dvn, s.Dv, st.alpha);
+        d[r] = d[r] * static_cast<double>(st.alpha) + st.sum;
+        m[r] = st.m;
+      }
+      sgemm(bq, s.Dv, bk, 1.0f, {S, bk, false}, {V.p + j0 * V.ld, V.ld, false}, 1.0f, O, Dvn);
+    }
+    for (int64_t r = 0; r < bq; ++r) {
+      const int64_t i = i0 + r;
+      float* o = O + r * Dvn;
+      double dd = d[r];
+      float M = m[r];
+      bool nan = bad[r];
+      if (s.sinks != nullptr) {
+        const float sk = s.sink(h);
+        if (std::isnan(sk) || sk == std::numeric_limits<float>::infinity()) {
+          nan = true;
+        } else if (sk != kNegInff) {
+          const float M2 = std::max(M, sk);
+          if (M != kNegInff && M2 != M) {
+            const double a = std::exp(static_cast<double>(M) - M2);
+            kernels::attention_scale_row(o, s.Dv, static_cast<float>(a));
+            dd *= static_cast<float>(a);
+          }
+          dd += std::exp(static_cast<double>(sk) - M2);
+          M = M2;
+        }
+      }
+      if (kend == 0 && s.sinks != nullptr) {
+        // No key at all (Lk = 0): the output is the empty sum P[:, :0] V,
+        // exactly 0 whatever the sink (SDPA with a sink column); the lse is
+        // the sink's (NaN for a NaN sink, the empty policy for -inf).
+        store_row(out, b, h, i, o, s.Dv, 0.0, 0.0f, true);
+        store_lse(s, b, h, i,
+                  nan ? kNaNf
+                      : dd > 0.0 ? static_cast<float>(static_cast<double>(M) + std::log(dd))
+                                 : empty_lse);
+      } else if (nan) {
+        store_row(out, b, h, i, o, s.Dv, 0.0, kNaNf, true);
+        store_lse(s, b, h, i, kNaNf);
+      } else if (!(dd > 0.0)) {
+        store_row(out, b, h, i, o, s.Dv, 0.0, empty, true);
+        store_lse(s, b, h, i, empty_lse);
+      } else {
+        store_row(out, b, h, i, o, s.Dv, 1.0 / dd, 0.0f, false);
+        store_lse(s, b, h, i, static_cast<float>(static_cast<double>(M) + std::log(dd)));
+      }
+    }
+  });
+}
+
+void forward_rows(const Setup& s, const TensorView& out) {
+  const int64_t bqn = s.row_block();
+  const int64_t nqb = (s.Lq + bqn - 1) / bqn;
+  const int64_t Dvn = std::max<int64_t>(s.Dv, 1);
+  const ForwardLayout layout(s, bqn, std::max<int64_t>(s.Lk, 1));
+  const float empty = s.o.empty_row == EmptyRow::kNan ? kNaNf : 0.0f;
+  run_tasks(s, s.B * s.H * nqb, layout.total(), [&](int64_t task, float* buf) {
+    const auto [b, h, hk, i0, bq] = query_block(s, task, nqb, bqn);
+    const auto [qbuf, kbuf, vbuf, S, O, addbuf, keepbuf] = layout.carve(buf);
+    const int64_t kend = s.key_end(i0, bq);
+    if (kend == 0) {
+      for (int64_t r = 0; r < bq; ++r) store_row(out, b, h, i0 + r, O, s.Dv, 0.0, empty, true);
+      return;
+    }
+    const Mat Q = s.q_rows(b, h, i0, bq, qbuf);
+    const Mat K = s.k_rows(b, hk, kend, kbuf);
+    const Mat V = s.v_rows(b, hk, kend, vbuf);
+    sgemm(bq, kend, s.D, 1.0f, {Q.p, Q.ld, false}, {K.p, K.ld, true}, 0.0f, S, kend);
+    for (int64_t r = 0; r < bq; ++r) {
+      kernels::attention_logits_row(S + r * kend, kend,
+                                    s.logits(b, h, i0 + r, 0, kend, addbuf, keepbuf));
+    }
+    normalize_rows(s, S, bq, kend);
+    sgemm(bq, s.Dv, kend, 1.0f, {S, kend, false}, {V.p, V.ld, false}, 0.0f, O, Dvn);
+    for (int64_t r = 0; r < bq; ++r) store_row(out, b, h, i0 + r, O + r * Dvn, s.Dv, 1.0, 0.0f, false);
+  });
+}
+
+}  // namespace smax::detail::attn

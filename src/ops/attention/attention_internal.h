@@ -1,0 +1,200 @@
+// src/ops/attention/attention_internal.h: what the fused attention's translation units
+// share (src/ops/attention/attention.cc: API, validation, SGEMM and row-op helpers;
+// attention_forward.cc; attention_backward.cc). Not a public header.
+//
+// Forward: tasks over (batch, head, query block), a fixed grid. Scores come
+// from OpenBLAS SGEMM on [block_q, D] x [D, block_k]; the logit transform and
+// the online softmax step are Highway kernels (kernels/attention.cc). Softmax
+// keeps the (m, d, o) state of each query row over key blocks of kBlockK;
+// other normalisers compute the full key row of a query block and call the
+// library's row op (softpick, sigmoid_normalizer, ssmax, stablemax,
+// softplus_normalizer) on it with threads = 1, so masks, NaN and empty rows
+// behave exactly as in those ops.
+// Backward: tasks over (batch, kv head); each loops over its G query heads
+// and their query blocks in a fixed order, recomputes P for the full key row,
+// and accumulates dk / dv in task-local buffers, so the sums never depend on
+// the thread count. Row VJPs are the library's backward ops.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "kernels/attention.h"
+#include "core/execution.h"
+#include "core/gemm.h"
+#include "smax/attention.h"
+#include "smax/error.h"
+#include "smax/softmax.h"
+#include "smax/tensor.h"
+
+namespace smax::detail::attn {
+
+using detail::ScratchPool;
+constexpr float kNaNf = std::numeric_limits<float>::quiet_NaN();
+constexpr float kNegInff = -std::numeric_limits<float>::infinity();
+constexpr int64_t kBlockQ = 64;    // query rows per task
+constexpr int64_t kBlockK = 512;   // keys per online step (softmax forward)
+constexpr int64_t kRowBlockFloats = int64_t{1} << 18;  // [block_q, Lk] scratch target
+
+// A matrix operand for SGEMM: rows with leading dimension ld, unit column stride.
+struct Mat {
+  const float* p = nullptr;
+  int64_t ld = 1;
+};
+
+// Rows [r0, r0 + rows) x cols of a 2-D strided slice (base, row stride rs,
+// column stride cs): direct when the columns are contiguous and ld fits
+// SGEMM, else gathered into buf (contiguous, ld = max(cols, 1)).
+Mat matrix(const float* base, int64_t rs, int64_t cs, int64_t r0, int64_t rows, int64_t cols,
+           float* buf);
+
+// True when the rows x cols matrix M (leading dimension ld) is all finite.
+bool all_finite(const Mat& M, int64_t rows, int64_t cols);
+
+// C[M x N] (ldc) = alpha A B + beta C (A: M x K, lda; B: K x N, ldb), or with
+// a_t: A^T where A is stored K x M. Terms whose weight alpha * a is exactly 0
+// are skipped, so a non-finite B entry under a masked score adds 0, not
+// 0 * inf = NaN, while a NaN weight stays NaN even with alpha = 0 (SGEMM
+// skips the product when alpha = 0). The path for non-finite inputs and
+// alpha = 0 (SGEMM otherwise); sums in float in a fixed order.
+void gemm_skip_zero(bool a_t, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+                    int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+                    int64_t ldc);
+
+/// m[0 .. n) with element stride `stride` as a contiguous row: m itself
+/// when stride == 1, else copied into buf (n elements) and buf returned.
+template <typename T>
+const T* contiguous(const T* m, int64_t n, int64_t stride, T* buf) {
+  if (stride == 1) return m;
+  for (int64_t j = 0; j < n; ++j) buf[j] = m[j * stride];
+  return buf;
+}
+
+struct Setup {
+  const char* op = nullptr;
+  int64_t B = 0, H = 0, Hkv = 0, G = 1, Lq = 0, Lk = 0, D = 0, Dv = 0;
+  TensorView q, k, v;
+  float scale = 1.0f;
+  float cap = 0.0f;
+  // attn_mask broadcast to [B, H, Lq, Lk].
+  bool has_mask = false;
+  bool mask_bool = false;
+  const char* mask_data = nullptr;
+  int64_t ms[4] = {0, 0, 0, 0};
+  // sinks broadcast to [H]; alibi to [B, H].
+  const float* sinks = nullptr;
+  int64_t sink_stride = 0;
+  const float* alibi = nullptr;
+  int64_t as[2] = {0, 0};
+  AttentionNormalizer norm = AttentionNormalizer::kSoftmax;
+  AttentionOptions o;
+  int threads = 1;
+
+  // Null stays null: a view without elements (Lk = 0, D = 0...) may have
+  // null data, and no address may be formed from it (UB).
+  float* mat_base(const TensorView& t, int64_t b, int64_t h) const {
+    if (t.data == nullptr) return nullptr;
+    return static_cast<float*>(t.data) + b * t.strides[0] + h * t.strides[1];
+  }
+  // Query rows [i0, i0 + bq) of head (b, h); keys / values [0, n) of kv head
+  // (b, hk): direct views when SGEMM can read them, else gathered into buf.
+  Mat q_rows(int64_t b, int64_t h, int64_t i0, int64_t bq, float* buf) const {
+    return matrix(mat_base(q, b, h), q.strides[2], q.strides[3], i0, bq, D, buf);
+  }
+  Mat k_rows(int64_t b, int64_t hk, int64_t n, float* buf) const {
+    return matrix(mat_base(k, b, hk), k.strides[2], k.strides[3], 0, n, D, buf);
+  }
+  Mat v_rows(int64_t b, int64_t hk, int64_t n, float* buf) const {
+    return matrix(mat_base(v, b, hk), v.strides[2], v.strides[3], 0, n, Dv, buf);
+  }
+  float sink(int64_t h) const { return sinks[h * sink_stride]; }
+  float slope(int64_t b, int64_t h) const {
+    return alibi == nullptr ? 0.0f : alibi[b * as[0] + h * as[1]];
+  }
+  // Logit parameters of row i for keys [j0, j0 + n); may gather the mask
+  // row into addbuf / keepbuf.
+  kernels::AttentionLogits logits(int64_t b, int64_t h, int64_t i, int64_t j0, int64_t n,
+                                  float* addbuf, uint8_t* keepbuf) const {
+    kernels::AttentionLogits p;
+    p.scale = scale;
+    p.softcap = cap;
+    p.alibi_slope = slope(b, h);
+    p.alibi_i_minus_j0 = static_cast<float>(i - j0);
+    if (o.is_causal) p.limit = std::max<int64_t>(i + 1 - j0, 0);
+    if (has_mask) {
+      const int64_t off = b * ms[0] + h * ms[1] + i * ms[2] + j0 * ms[3];
+      if (mask_bool) {
+        p.keep = contiguous(reinterpret_cast<const uint8_t*>(mask_data) + off, n, ms[3], keepbuf);
+      } else {
+        p.add = contiguous(reinterpret_cast<const float*>(mask_data) + off, n, ms[3], addbuf);
+      }
+    }
+    return p;
+  }
+  // Keys visible to query block [i0, i0 + bq).
+  int64_t key_end(int64_t i0, int64_t bq) const {
+    return o.is_causal ? std::min(Lk, i0 + bq) : Lk;
+  }
+  int64_t row_block() const {
+    return std::clamp<int64_t>(kRowBlockFloats / std::max<int64_t>(Lk + 1, 1), 1, kBlockQ);
+  }
+};
+
+// Hands out consecutive pieces of one task's scratch buffer; callers size
+// the buffer as the sum of the pieces they take, in the same order.
+class Carve {
+ public:
+  explicit Carve(float* base) : p_(base) {}
+  float* take(int64_t floats) {
+    float* r = p_;
+    p_ += floats;
+    return r;
+  }
+  uint8_t* take_bytes_rest() { return reinterpret_cast<uint8_t*>(p_); }
+
+ private:
+  float* p_;
+};
+
+SoftmaxOptions row_options(const Setup& s);
+
+// P = normaliser(T) for rows of T ([rows, n], ld = n, contiguous), in place.
+void normalize_rows(const Setup& s, float* t, int64_t rows, int64_t n);
+
+// dT = VJP of the normaliser at logits T (output P) with upstream dP.
+void normalize_backward_rows(const Setup& s, const float* t, const float* p, const float* dp,
+                             float* dt, int64_t rows, int64_t n);
+
+// Runs the tasks; row ops called inside may only fail on allocation.
+template <typename Fn>
+void run_tasks(const Setup& s, int64_t tasks, int64_t scratch_floats, Fn&& fn) {
+  if (tasks <= 0) return;
+  const int buffers = static_cast<int>(std::min<int64_t>(tasks, std::max(s.threads, 1)));
+  ScratchPool pool(buffers, std::max<int64_t>(scratch_floats, 1));
+  const BlasOnCallingThread one_pool;  // each task's GEMMs run on its own thread
+  std::atomic<bool> failed{false};
+  detail::run_parallel(tasks, s.threads, [&](int64_t task) {
+    ScratchPool::Lease lease(pool);
+    try {
+      fn(task, lease.data());
+    } catch (...) {
+      failed = true;
+    }
+  });
+  if (failed) {
+    throw Error(Status::kOutOfMemory,
+                std::string(s.op) + ": a row operation failed (out of memory); outputs are "
+                                    "partially written");
+  }
+}
+
+// The three drivers (attention_forward.cc, attention_backward.cc).
+void forward_softmax(const Setup& s, const TensorView& out);
+void forward_rows(const Setup& s, const TensorView& out);
+void backward(const Setup& s, const TensorView& dout, const TensorView& dq, const TensorView& dk,
+              const TensorView& dv);
+
+}  // namespace smax::detail::attn

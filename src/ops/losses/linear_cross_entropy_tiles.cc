@@ -1,0 +1,364 @@
+// src/ops/losses/linear_cross_entropy_tiles.cc: the shared pieces of the linear
+// cross-entropy ops (ops/losses/linear_cross_entropy_tiles.h).
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <new>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kernels/linear_cross_entropy.h"
+#include "ops/losses/cross_entropy.h"
+#include "core/errors.h"
+#include "core/gemm.h"
+#include "core/internal.h"
+#include "ops/losses/linear_cross_entropy_tiles.h"
+#include "core/loss_rows.h"
+#include "core/validate.h"
+#include "smax/error.h"
+#include "smax/linear_cross_entropy.h"
+#include "smax/runtime.h"
+
+namespace smax {
+namespace detail {
+namespace lce {
+
+Layout layout_of(const TensorView& v, bool allow_colmajor) {
+  const int64_t rows = v.shape[0], cols = v.shape[1];
+  const int64_t s0 = v.strides[0], s1 = v.strides[1];
+  Layout l;
+  if ((cols <= 1 || s1 == 1) && (rows <= 1 || s0 >= std::max<int64_t>(cols, 1))) {
+    l.direct = true;
+    l.ld = rows <= 1 ? std::max<int64_t>(cols, 1) : s0;
+  } else if (allow_colmajor && (rows <= 1 || s0 == 1) &&
+             (cols <= 1 || s1 >= std::max<int64_t>(rows, 1))) {
+    l.direct = true;
+    l.colmajor = true;
+    l.ld = cols <= 1 ? std::max<int64_t>(rows, 1) : s1;
+  }
+  if (l.ld > kBlasMax) l.direct = false;
+  return l;
+}
+
+// C[M x Nn] (row-major, ldc) = op(A)[M x K] · op(B)[K x Nn] + beta C, split
+// into row or column blocks over smax's threads (gemm.h: BLAS itself runs on each
+// calling thread). `a` gives A's element (i, k) as described by Operand; `b`
+// gives B's element (k, j) the same way (row index k).
+void gemm(int threads, int64_t M, int64_t Nn, int64_t K, const Operand& a, const Operand& b,
+          float beta, float* c, int64_t ldc) {
+  sgemm_parallel(threads, M, Nn, K, 1.0f, a, b, beta, c, ldc);
+}
+
+// The transpose of an operand (element (i, k) of the result = (k, i)).
+Operand transposed(const Operand& o) { return Operand{o.p, o.ld, !o.trans}; }
+
+void check_matrix(const char* op, const TensorView& v, const char* name) {
+  check_view(v, op, name, DType::kF32);
+  if (v.rank != 2) fail(op, std::string(name) + " must be 2-D, got " + v.describe());
+}
+
+Setup prepare(const char* op, const TensorView& hidden, const TensorView& weight,
+              const TensorView& target, const std::optional<TensorView>& bias,
+              const CrossEntropyOptions& ce, const LinearCrossEntropyOptions& lce,
+              const SoftmaxOptions& options, bool whole_vocab) {
+  Setup s;
+  s.op = op;
+  ensure_runtime_initialized();
+  // Options.
+  check_ce_scalars(op, ce);
+  if (ce.grad) {
+    fail(op, "ce.grad (cross_entropy's fused logits gradient) is not supported: the logits are "
+             "never materialised (linear_cross_entropy_fused gives dhidden / dweight in one call)");
+  }
+  if (lce.token_chunk < 0) fail(op, "token_chunk must be >= 0, got " + std::to_string(lce.token_chunk));
+  if (lce.vocab_chunk < 0) fail(op, "vocab_chunk must be >= 0, got " + std::to_string(lce.vocab_chunk));
+  if (options.additive_mask) {
+    fail(op, "additive_mask is not supported (mask classes with a -inf bias instead)");
+  }
+  if (options.bool_mask) fail(op, "bool_mask is not supported (mask classes with a -inf bias instead)");
+  if (options.axis != -1 && options.axis != 1) {
+    fail(op, "axis must be -1 or 1 (the class axis of the [N, V] logits), got " +
+                 std::to_string(options.axis));
+  }
+  s.scale = check_options(options, op);
+  s.threads = options.threads > 0 ? options.threads : max_threads();
+  s.empty_row = options.empty_row;
+  s.a = ce.label_smoothing;
+  s.zs = ce.lse_square_scale;
+  s.cap = ce.softcap;
+  s.reduction = ce.loss.reduction;
+  s.empty_mean = ce.loss.empty_mean;
+
+  // Shapes.
+  check_matrix(op, hidden, "hidden");
+  check_matrix(op, weight, "weight");
+  s.N = hidden.shape[0];
+  s.D = hidden.shape[1];
+  s.V = weight.shape[0];
+  if (weight.shape[1] != s.D) {
+    fail(op, "weight " + weight.describe() + " must be [V, " + std::to_string(s.D) +
+                 "] (hidden is " + hidden.describe() + ")");
+  }
+  if (s.D > kBlasMax) {
+    throw Error(Status::kUnsupported, std::string(op) + ": hidden size D = " + std::to_string(s.D) +
+                                          " exceeds the BLAS int range");
+  }
+  s.hidden = hidden;
+  s.weight = weight;
+  s.hm = InputMatrix(hidden);
+  s.wm = InputMatrix(weight);
+  if (bias) {
+    check_view(*bias, op, "bias", DType::kF32);
+    if (bias->rank != 1 || bias->shape[0] != s.V) {
+      fail(op, "bias " + bias->describe() + " must be [" + std::to_string(s.V) + "] (one per class)");
+    }
+    const float* bp = static_cast<const float*>(bias->data);
+    if (bias->strides[0] == 1 || s.V <= 1) {
+      s.bias = bp;
+    } else {
+      s.bias_copy.resize(static_cast<size_t>(s.V));
+      for (int64_t j = 0; j < s.V; ++j) s.bias_copy[static_cast<size_t>(j)] = bp[j * bias->strides[0]];
+      s.bias = s.bias_copy.data();
+    }
+    if (s.V == 0) s.bias = nullptr;
+  }
+  // Targets and class weights (LossRows validates both against a [N, V] view).
+  if (target.dtype == DType::kF32) {
+    fail(op, "target must be i64 class indices (probability targets are not supported)");
+  }
+  TensorView fake;
+  fake.data = hidden.data;
+  fake.dtype = DType::kF32;
+  fake.rank = 2;
+  fake.shape[0] = s.N;
+  fake.shape[1] = s.V;
+  fake.strides[0] = s.V;
+  fake.strides[1] = 1;
+  s.logits_shape = fake;
+  s.lr.emplace(op, fake, 1, target, ce.loss);
+  if (ce.loss.weight) {
+    s.class_w.resize(static_cast<size_t>(s.V));
+    for (int64_t c = 0; c < s.V; ++c) {
+      s.class_w[static_cast<size_t>(c)] = static_cast<float>(s.lr->class_weight(c));
+    }
+  }
+  for (int64_t r = 0; r < s.N; ++r) s.denominator += s.lr->weight(r);
+
+  // Tiling (depends on the shapes and lce only).
+  if (whole_vocab && lce.vocab_chunk == 0 && s.V > 0 &&
+      kWholeTileFloats / s.V >= kMinWholeTokens && s.V <= kBlasMax) {
+    s.Vc = s.V;
+    // At most 1/32 of the tokens per tile, so the tile stays under ~3% of
+    // the [N, V] logits whatever N is (but >= kMinWholeTokens tokens):
+    // OpenBLAS's own packing buffers add ~128 MiB at N = 4096, D = 2048,
+    // V = 128256 (measured), and peak extra memory must stay under 10% of
+    // the logits there (measured: see docs/linear-cross-entropy.md).
+    const int64_t cap = std::max<int64_t>(kMinWholeTokens, s.N / 32 / 16 * 16);
+    const int64_t nc = lce.token_chunk > 0
+                           ? lce.token_chunk
+                           : std::min<int64_t>(kWholeTileFloats / s.V / 16 * 16, cap);
+    s.Nc = std::max<int64_t>(1, std::min<int64_t>({nc, s.N, kBlasMax}));
+    return s;
+  }
+  const int64_t vc = lce.vocab_chunk > 0 ? lce.vocab_chunk : kAutoVocabChunk;
+  s.Vc = std::max<int64_t>(1, std::min<int64_t>({vc, s.V, kBlasMax}));
+  const int64_t nc = lce.token_chunk > 0 ? lce.token_chunk
+                                         : std::max<int64_t>(1, kTileFloats / s.Vc);
+  s.Nc = std::max<int64_t>(1, std::min<int64_t>({nc, s.N, kBlasMax}));
+  return s;
+}
+
+RowOut row_view(const Setup& s, const TensorView& v, const char* name, bool output) {
+  check_view(v, s.op, name, DType::kF32);
+  RowOut ro;
+  ro.view = v;
+  reduced_strides(s.logits_shape, 1, v, name, s.op, ro.strides);
+  if (output) check_no_self_overlap(v, name, s.op);
+  return ro;
+}
+
+void write_row_out(const RowOut& ro, const std::vector<double>& values) {
+  float* out = static_cast<float*>(ro.view.data);
+  for (size_t r = 0; r < values.size(); ++r) {
+    out[static_cast<int64_t>(r) * ro.strides[0]] = static_cast<float>(values[r]);
+  }
+}
+
+// A reduced output (dst, z_loss, accuracy): kNone -> a row view, else one element.
+void check_reduced(const Setup& s, const TensorView& v, const char* name) {
+  if (s.reduction == Reduction::kNone) {
+    row_view(s, v, name, true);
+    return;
+  }
+  check_view(v, s.op, name, DType::kF32);
+  if (v.numel() != 1) {
+    fail(s.op, std::string(name) + " shape " + v.describe() + " must hold one element for reduction '" +
+                   reduction_name(s.reduction) + "'");
+  }
+}
+
+// Inactive rows count 0 (kNone) or are left out; kMean divides by `denominator`.
+void write_reduced(const Setup& s, const std::vector<double>& values, double denominator,
+                   const TensorView& v, const char* name) {
+  if (s.reduction == Reduction::kNone) {
+    std::vector<double> out(values.size());
+    for (size_t r = 0; r < values.size(); ++r) {
+      out[r] = s.active(static_cast<int64_t>(r)) ? values[r] : 0.0;
+    }
+    write_row_out(row_view(s, v, name, true), out);
+    return;
+  }
+  double sum = 0.0;
+  for (size_t r = 0; r < values.size(); ++r) {
+    if (s.active(static_cast<int64_t>(r))) sum += values[r];
+  }
+  if (s.reduction == Reduction::kMean) {
+    if (denominator == 0.0) {
+      sum = s.empty_mean == EmptyMean::kZero ? 0.0 : kNan;
+    } else {
+      sum /= denominator;
+    }
+  }
+  *static_cast<float*>(v.data) = static_cast<float>(sum);
+}
+
+void check_disjoint(const char* op, const std::vector<std::pair<TensorView, const char*>>& outs,
+                    const std::vector<std::pair<TensorView, const char*>>& ins) {
+  for (size_t i = 0; i < outs.size(); ++i) {
+    for (const auto& in : ins) {
+      check_disjoint_or_same(outs[i].first, outs[i].second, in.first, in.second, op, false);
+    }
+    for (size_t j = i + 1; j < outs.size(); ++j) {
+      check_disjoint_or_same(outs[j].first, outs[j].second, outs[i].first, outs[i].second, op,
+                             false);
+    }
+  }
+}
+
+std::vector<std::pair<TensorView, const char*>> input_list(const Setup& s, const TensorView& target,
+                                                           const std::optional<TensorView>& bias,
+                                                           const CrossEntropyOptions& ce) {
+  std::vector<std::pair<TensorView, const char*>> ins = {
+      {s.hidden, "hidden"}, {s.weight, "weight"}, {target, "target"}};
+  if (bias) ins.push_back({*bias, "bias"});
+  if (ce.loss.weight) ins.push_back({*ce.loss.weight, "weight (class weights)"});
+  return ins;
+}
+
+// t_y in float64 from u_y (cross_entropy's logit_at), and d t / d u.
+double logit_of(const Setup& s, float u) {
+  double t = static_cast<double>(u);
+  if (s.cap > 0.0f && std::isfinite(t)) {
+    t = static_cast<double>(s.cap) * std::tanh(t / static_cast<double>(s.cap));
+  }
+  return t;
+}
+
+double cap_deriv(const Setup& s, float u) {
+  if (!(s.cap > 0.0f)) return 1.0;
+  const double x = std::fabs(static_cast<double>(u) / static_cast<double>(s.cap));
+  const double e = std::exp(-2.0 * x);
+  return 4.0 * e / ((1.0 + e) * (1.0 + e));
+}
+
+void merge(RowStat& st, const kernels::LceScan& sc, int64_t v0) {
+  if (std::isnan(sc.d)) {
+    st.nan = true;
+    return;
+  }
+  if (sc.max > st.best) {
+    st.best = sc.max;
+    st.arg = v0 + sc.argmax;
+  }
+  st.sum_t += sc.sum_t;
+  st.sum_w += sc.sum_w;
+  if (sc.d == 0.0) return;
+  const double ref = static_cast<double>(sc.ref);
+  if (st.d == 0.0) {
+    st.m = ref;
+    st.d = sc.d;
+    st.s1 = sc.sum_et;
+    return;
+  }
+  const double M = std::max(st.m, ref);
+  const double f1 = std::exp(st.m - M), f2 = std::exp(ref - M);
+  st.s1 = f1 * (st.s1 + (st.m - M) * st.d) + f2 * (sc.sum_et + (ref - M) * sc.d);
+  st.d = f1 * st.d + f2 * sc.d;
+  st.m = M;
+}
+
+// L = LSE(t) of a finished row: NaN, -inf (every logit -inf or V = 0) or finite.
+double lse_of(const RowStat& st) {
+  if (st.nan) return kNan;
+  if (st.d == 0.0) return -kInf;
+  return st.m + std::log(st.d);
+}
+
+RowResult finalize_row(const Setup& s, const RowStat& rs, int64_t gr) {
+  RowResult o;
+  const double C = static_cast<double>(s.V);
+  const bool empty = !rs.nan && rs.d == 0.0;
+  if (rs.nan || (empty && s.empty_row == EmptyRow::kNan)) {
+    o.L = o.H = o.loss = o.z = o.tlp = o.acc = kNan;
+  } else if (!empty) {
+    const double logd = std::log(rs.d);
+    o.L = rs.m + logd;
+    o.H = logd - rs.s1 / rs.d;
+    if (s.active(gr)) {
+      const int64_t y = s.lr->target(gr);
+      const double wy = s.lr->weight(gr);
+      const double c = (1.0 - s.a) * wy;
+      if (c != 0.0) o.loss = c * (o.L - rs.ty);
+      o.z = s.zs * wy * o.L * o.L;
+      o.tlp = rs.ty - o.L;
+      o.acc = rs.arg == y ? 1.0 : 0.0;
+      if (s.a > 0.0) o.loss += s.a * (rs.sum_w * o.L - rs.sum_t) / C;
+      o.loss += o.z;
+    }
+  }
+  return o;
+}
+
+// tile[nc x vc] = logits u of tokens [n0, n0 + nc) over classes [v0, v0 + vc),
+// GEMM then bias and scale (lce_logits) row by row (in parallel).
+Operand logits_tile(const Setup& s, Work& w, const Operand& hc, int64_t n0, int64_t nc,
+                    int64_t v0, int64_t vc) {
+  const Operand wv = s.wm.rows(v0, vc, w.wbuf.data());
+  // B(k, j) = W[v0 + j, k]: the transpose of W's operand.
+  gemm(s.threads, nc, vc, s.D, hc, transposed(wv), 0.0f, w.tile.data(), vc);
+  (void)n0;
+  return wv;
+}
+
+void stats_pass(const Setup& s, Work& w, const Operand& hc, int64_t n0, int64_t nc,
+                const StatRequest& req, std::vector<RowStat>& st) {
+  st.assign(static_cast<size_t>(nc), RowStat());
+  for (int64_t v0 = 0; v0 < s.V; v0 += s.Vc) {
+    const int64_t vc = std::min(s.Vc, s.V - v0);
+    logits_tile(s, w, hc, n0, nc, v0, vc);
+    kernels::LceScanRequest kr;
+    kr.softcap = s.cap;
+    kr.weight = s.cw(v0);
+    kr.sums = req.sums;
+    kr.entropy = req.entropy;
+    kr.argmax = req.argmax;
+    const float* bias = s.bias != nullptr ? s.bias + v0 : nullptr;
+    for_tile_rows(s, nc, vc, [&](int64_t r) {
+      float* row = w.tile.data() + r * vc;
+      kernels::lce_logits(row, vc, bias, s.scale);
+      const int64_t gr = n0 + r;
+      if (!req.all_rows && !s.active(gr)) return;
+      RowStat& rs = st[static_cast<size_t>(r)];
+      merge(rs, kernels::lce_scan(row, vc, kr), v0);
+      const int64_t y = s.lr->target(gr);
+      if (s.active(gr) && y >= v0 && y < v0 + vc) rs.ty = logit_of(s, row[y - v0]);
+    });
+  }
+}
+
+}  // namespace lce
+}  // namespace detail
+}  // namespace smax
