@@ -330,6 +330,11 @@ std::vector<ExtOp> in_op_list_order(std::vector<ExtOp> table) {
                              cli + " but the CLI's op table " +
                              (it->reference ? "has" : "has no") + " float64 oracle");
     }
+    if (it->reference && !it->check_indices && !it->bounds) {
+      throw std::logic_error(std::string("op ") + info.name +
+                             ": the CLI's op table has its float64 oracle but no bound rule "
+                             "(ExtOp::bounds), so --check and the fuzz group cannot check it");
+    }
     ordered.push_back(std::move(*it));
     table.erase(it);
   }

@@ -141,7 +141,8 @@ struct ExtOp {
   std::function<smax_status(const ExtCall&, const CCall&)> c_run = nullptr;
   /// The op's documented bound (src/reference/bounds.h): its rule, the view
   /// its rows come from, and the public header that states it. Every op
-  /// with a `reference` has one, except check_indices ops (exact).
+  /// with a `reference` has one, except check_indices ops (exact); the
+  /// table refuses to start otherwise.
   smax::reference::BoundRule bounds = nullptr;
   smax::reference::BoundRowsFrom bound_rows = smax::reference::BoundRowsFrom::kX;
   std::string bound_header = {};
