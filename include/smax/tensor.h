@@ -17,19 +17,46 @@ namespace smax {
 /// Largest rank a view may have.
 inline constexpr int kMaxRank = 8;
 
-/// Element types. f32 is the compute type; kBool (one byte, zero = masked
-/// out, non-zero = kept) is accepted for boolean masks only; kI64 for class
-/// indices (loss targets) and returned indices (top-k, sampling, NMS).
-enum class DType : int { kF32 = 0, kBool = 1, kI64 = 2 };
+/// Element types.
+///  * Floating storage types: kF32 (float), kF64 (double), kF16 (IEEE
+///    binary16) and kBF16 (bfloat16: the upper 16 bits of an f32). Narrow
+///    types (f16, bf16) are widened to f32 in registers and results are
+///    rounded to nearest even once, on store; docs/dtypes.md lists which ops
+///    compute f64 in float64 and the bound of each storage type.
+///  * kBool (one byte, zero = masked out, non-zero = kept): boolean masks.
+///  * kI64: class indices (loss targets) and returned indices (top-k,
+///    sampling, NMS).
+///  * kU8 / kI8: quantised tensors (scale and zero point passed beside
+///    them); kI32: integer-only softmax inputs (I-BERT / I-ViT).
+/// The numeric values are part of the C ABI (smax_dtype mirrors them).
+enum class DType : int {
+  kF32 = 0,
+  kBool = 1,
+  kI64 = 2,
+  kF64 = 3,
+  kF16 = 4,
+  kBF16 = 5,
+  kU8 = 6,
+  kI8 = 7,
+  kI32 = 8,
+};
+/// The largest DType value (for range checks of values cast from ints).
+inline constexpr DType kLastDType = DType::kI32;
 
-/// Size of one element of `dtype` in bytes.
+/// Size of one element of `dtype` in bytes (0 for a value outside the enum).
 int dtype_size(DType dtype) noexcept;
-/// "f32" / "bool" / "i64".
+/// "f32" / "bool" / "i64" / "f64" / "f16" / "bf16" / "u8" / "i8" / "i32".
 const char* dtype_name(DType dtype) noexcept;
+/// True for the floating storage types f32, f64, f16 and bf16.
+constexpr bool is_floating(DType dtype) noexcept {
+  return dtype == DType::kF32 || dtype == DType::kF64 || dtype == DType::kF16 ||
+         dtype == DType::kBF16;
+}
 
 /// Non-owning strided N-D view. Plain data: copy it freely. A non-empty
 /// view's data must be aligned to its element size (4 bytes for f32, 8 for
-/// i64): misaligned data is rejected with smax::Error.
+/// f64 and i64, 2 for f16 and bf16): misaligned data is rejected with
+/// smax::Error.
 struct TensorView {
   void* data = nullptr;
   DType dtype = DType::kF32;

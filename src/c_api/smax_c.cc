@@ -27,7 +27,13 @@ static_assert(static_cast<int>(SMAX_EMPTY_ROW_NAN) == static_cast<int>(smax::Emp
               "empty_row values must mirror smax::EmptyRow");
 static_assert(static_cast<int>(SMAX_DTYPE_BOOL) == static_cast<int>(smax::DType::kBool),
               "dtype values must mirror smax::DType");
-static_assert(static_cast<int>(SMAX_DTYPE_I64) == static_cast<int>(smax::DType::kI64),
+static_assert(static_cast<int>(SMAX_DTYPE_I64) == static_cast<int>(smax::DType::kI64) &&
+                  static_cast<int>(SMAX_DTYPE_F64) == static_cast<int>(smax::DType::kF64) &&
+                  static_cast<int>(SMAX_DTYPE_F16) == static_cast<int>(smax::DType::kF16) &&
+                  static_cast<int>(SMAX_DTYPE_BF16) == static_cast<int>(smax::DType::kBF16) &&
+                  static_cast<int>(SMAX_DTYPE_U8) == static_cast<int>(smax::DType::kU8) &&
+                  static_cast<int>(SMAX_DTYPE_I8) == static_cast<int>(smax::DType::kI8) &&
+                  static_cast<int>(SMAX_DTYPE_I32) == static_cast<int>(smax::DType::kI32),
               "dtype values must mirror smax::DType");
 static_assert(static_cast<int>(SMAX_REDUCTION_SUM) == static_cast<int>(smax::Reduction::kSum) &&
                   static_cast<int>(SMAX_REDUCTION_MEAN) ==
@@ -87,7 +93,7 @@ void fail(const std::string& message) {
 }
 
 bool valid_dtype(int32_t dtype) noexcept {
-  return dtype == SMAX_DTYPE_F32 || dtype == SMAX_DTYPE_BOOL || dtype == SMAX_DTYPE_I64;
+  return dtype >= SMAX_DTYPE_F32 && dtype <= SMAX_DTYPE_I32;
 }
 
 smax::TensorView to_view(const smax_tensor* t, const char* op, const char* name) {

@@ -30,6 +30,12 @@ int dtype_size(DType dtype) noexcept {
     case DType::kF32: return 4;
     case DType::kBool: return 1;
     case DType::kI64: return 8;
+    case DType::kF64: return 8;
+    case DType::kF16: return 2;
+    case DType::kBF16: return 2;
+    case DType::kU8: return 1;
+    case DType::kI8: return 1;
+    case DType::kI32: return 4;
   }
   return 0;
 }
@@ -39,6 +45,12 @@ const char* dtype_name(DType dtype) noexcept {
     case DType::kF32: return "f32";
     case DType::kBool: return "bool";
     case DType::kI64: return "i64";
+    case DType::kF64: return "f64";
+    case DType::kF16: return "f16";
+    case DType::kBF16: return "bf16";
+    case DType::kU8: return "u8";
+    case DType::kI8: return "i8";
+    case DType::kI32: return "i32";
   }
   return "unknown-dtype";
 }

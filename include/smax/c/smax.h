@@ -90,7 +90,13 @@ typedef enum smax_status {
 typedef enum smax_dtype {
   SMAX_DTYPE_F32 = 0,  /**< float, the compute type */
   SMAX_DTYPE_BOOL = 1, /**< one byte, 0 = masked out, non-zero = kept (masks only) */
-  SMAX_DTYPE_I64 = 2   /**< int64_t: class-index targets and returned indices */
+  SMAX_DTYPE_I64 = 2,  /**< int64_t: class-index targets and returned indices */
+  SMAX_DTYPE_F64 = 3,  /**< double */
+  SMAX_DTYPE_F16 = 4,  /**< IEEE binary16 (uint16_t bits) */
+  SMAX_DTYPE_BF16 = 5, /**< bfloat16: the upper 16 bits of a float (uint16_t bits) */
+  SMAX_DTYPE_U8 = 6,   /**< uint8_t: quantised tensors */
+  SMAX_DTYPE_I8 = 7,   /**< int8_t: quantised tensors */
+  SMAX_DTYPE_I32 = 8   /**< int32_t: integer-only softmax inputs */
 } smax_dtype;
 
 /** Normaliser algorithm (smax::Algorithm). All meet the same bounds. */

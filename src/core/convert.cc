@@ -1,0 +1,57 @@
+// src/core/convert.cc: strided row gather / scatter with dtype conversion
+// (see convert.h). The f32 cases stay plain copies.
+#include "core/convert.h"
+
+namespace smax::detail {
+
+void gather_row_f32(const void* base, DType dt, int64_t stride, int64_t n, float* out) {
+  switch (dt) {
+    case DType::kF64: {
+      const auto* p = static_cast<const double*>(base);
+      for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(p[i * stride]);
+      return;
+    }
+    case DType::kF16: {
+      const auto* p = static_cast<const uint16_t*>(base);
+      for (int64_t i = 0; i < n; ++i) out[i] = f16_to_f32(p[i * stride]);
+      return;
+    }
+    case DType::kBF16: {
+      const auto* p = static_cast<const uint16_t*>(base);
+      for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_f32(p[i * stride]);
+      return;
+    }
+    default: {
+      const auto* p = static_cast<const float*>(base);
+      for (int64_t i = 0; i < n; ++i) out[i] = p[i * stride];
+      return;
+    }
+  }
+}
+
+void scatter_row_f32(const float* in, int64_t n, void* base, DType dt, int64_t stride) {
+  switch (dt) {
+    case DType::kF64: {
+      auto* p = static_cast<double*>(base);
+      for (int64_t i = 0; i < n; ++i) p[i * stride] = in[i];
+      return;
+    }
+    case DType::kF16: {
+      auto* p = static_cast<uint16_t*>(base);
+      for (int64_t i = 0; i < n; ++i) p[i * stride] = f32_to_f16(in[i]);
+      return;
+    }
+    case DType::kBF16: {
+      auto* p = static_cast<uint16_t*>(base);
+      for (int64_t i = 0; i < n; ++i) p[i * stride] = f32_to_bf16(in[i]);
+      return;
+    }
+    default: {
+      auto* p = static_cast<float*>(base);
+      for (int64_t i = 0; i < n; ++i) p[i * stride] = in[i];
+      return;
+    }
+  }
+}
+
+}  // namespace smax::detail
