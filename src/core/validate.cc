@@ -63,6 +63,14 @@ int64_t count_rows(const TensorView& src_in, int axis) {
   return rows;
 }
 
+void check_float_view(const TensorView& view, const char* op, const char* name) {
+  if (!is_floating(view.dtype)) {
+    fail(op, std::string(name) + " has dtype " + dtype_name(view.dtype) +
+                 ", expected a floating dtype (f32, f64, f16 or bf16)");
+  }
+  check_view(view, op, name, view.dtype);
+}
+
 void check_view(const TensorView& view, const char* op, const char* name, DType dtype) {
   if (view.rank < 0 || view.rank > kMaxRank) {
     fail(op, std::string(name) + " rank " + std::to_string(view.rank) + " is outside [0, " +

@@ -28,6 +28,10 @@ void check_enum_range(const char* op, Enum value, Enum last, const char* message
 /// strides fits int64 and does not wrap the address space.
 void check_view(const TensorView& view, const char* op, const char* name, DType dtype);
 
+/// check_view for an operand that may have any floating storage dtype (f32,
+/// f64, f16, bf16): the error names the dtype and the accepted ones.
+void check_float_view(const TensorView& view, const char* op, const char* name);
+
 /// Resolves a possibly negative axis against `rank` (rank 0 behaves as rank 1).
 int resolve_axis(int64_t axis, int rank, const char* op);
 
