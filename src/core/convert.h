@@ -14,6 +14,7 @@
 // functions are the definition the SIMD kernels are tested against.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -131,6 +132,38 @@ inline float round_to(DType dt, float v) {
     case DType::kF16: return f16_to_f32(f32_to_f16(v));
     case DType::kBF16: return bf16_to_f32(f32_to_bf16(v));
     default: return v;
+  }
+}
+
+/// `v` rounded to f32 with round-to-odd (truncate, then set the last bit if
+/// inexact): rounding that f32 once more to f16 / bf16 (nearest even) gives
+/// the correctly rounded f16 / bf16 of `v`, with no double-rounding error.
+inline float f64_to_f32_round_odd(double v) {
+  float f = static_cast<float>(v);
+  if (!(static_cast<double>(f) != v) || f != f) return f;  // exact or NaN
+  uint32_t u = f32_bits(f);
+  if (std::fabs(static_cast<double>(f)) > std::fabs(v)) --u;  // toward zero (not below 0: v != 0)
+  return f32_from_bits(u | 1u);
+}
+
+/// Reads element `p` of floating dtype `dt` as double (exact).
+inline double load_f64(const void* p, DType dt) {
+  if (dt == DType::kF64) {
+    double v;
+    std::memcpy(&v, p, 8);
+    return v;
+  }
+  return static_cast<double>(load_f32(p, dt));
+}
+
+/// Writes double `v` as element `p` of floating dtype `dt`, rounded once to
+/// nearest even.
+inline void store_f64(void* p, DType dt, double v) {
+  switch (dt) {
+    case DType::kF64: std::memcpy(p, &v, 8); return;
+    case DType::kF16:
+    case DType::kBF16: store_f32(p, dt, f64_to_f32_round_odd(v)); return;
+    default: store_f32(p, dt, static_cast<float>(v)); return;
   }
 }
 

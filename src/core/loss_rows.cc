@@ -1,6 +1,8 @@
 // src/core/loss_rows.cc: see loss_rows.h.
 #include "core/loss_rows.h"
 
+#include "core/convert.h"
+
 #include <cmath>
 #include <limits>
 #include <string>
@@ -42,13 +44,16 @@ LossRows::LossRows(const char* op, const TensorView& src_in, int axis, const Ten
   class_weights_.assign(static_cast<size_t>(classes_), 1.0);
   if (options.weight) {
     const TensorView& w = *options.weight;
-    check_view(w, op, "weight", DType::kF32);
+    check_float_view(w, op, "weight");
     if (w.rank != 1 || w.shape[0] != classes_) {
       fail(op, "weight shape " + w.describe() + " must be [" + std::to_string(classes_) +
                    "] (one weight per class)");
     }
-    const float* wp = static_cast<const float*>(w.data);
-    for (int64_t c = 0; c < classes_; ++c) class_weights_[static_cast<size_t>(c)] = wp[c * w.strides[0]];
+    const auto* wp = static_cast<const char*>(w.data);
+    const int64_t step = w.strides[0] * dtype_size(w.dtype);
+    for (int64_t c = 0; c < classes_; ++c) {
+      class_weights_[static_cast<size_t>(c)] = load_f64(wp + c * step, w.dtype);
+    }
   }
 
   const auto* tp = static_cast<const int64_t*>(target.data);
@@ -72,7 +77,7 @@ LossRows::LossRows(const char* op, const TensorView& src_in, int axis, const Ten
 double LossRows::class_weight(int64_t c) const { return class_weights_[static_cast<size_t>(c)]; }
 
 void LossRows::check_output(const TensorView& dst, const char* name) const {
-  check_view(dst, op_, name, DType::kF32);
+  check_float_view(dst, op_, name);
   if (reduction_ == Reduction::kNone) {
     int64_t strides[kMaxRank];
     reduced_strides(src_, axis_, dst, name, op_, strides);
@@ -94,27 +99,30 @@ double LossRows::reduce(const std::vector<double>& values) const {
 }
 
 void LossRows::write(const std::vector<double>& loss, const TensorView& dst) const {
-  float* out = static_cast<float*>(dst.data);
+  auto* out = static_cast<char*>(dst.data);
   if (reduction_ != Reduction::kNone) {
-    *out = static_cast<float>(reduce(loss));
+    store_f64(out, dst.dtype, reduce(loss));
     return;
   }
   int64_t strides[kMaxRank];
   reduced_strides(src_, axis_, dst, "dst", op_, strides);
+  const int size = dtype_size(dst.dtype);
   for_each_reduced_offset(src_, axis_, strides, [&](int64_t r, int64_t off) {
-    out[off] = ignored(r) ? 0.0f : static_cast<float>(weight(r) * loss[static_cast<size_t>(r)]);
+    store_f64(out + off * size, dst.dtype,
+              ignored(r) ? 0.0 : weight(r) * loss[static_cast<size_t>(r)]);
   });
 }
 
 std::vector<double> LossRows::coefficients(const TensorView& dloss) const {
-  check_view(dloss, op_, "dloss", DType::kF32);
+  check_float_view(dloss, op_, "dloss");
   std::vector<double> c(static_cast<size_t>(rows()), 0.0);
-  const float* g = static_cast<const float*>(dloss.data);
+  const auto* g = static_cast<const char*>(dloss.data);
+  const int size = dtype_size(dloss.dtype);
   if (reduction_ == Reduction::kNone) {
     int64_t strides[kMaxRank];
     reduced_strides(src_, axis_, dloss, "dloss", op_, strides);
     for_each_reduced_offset(src_, axis_, strides, [&](int64_t r, int64_t off) {
-      if (!ignored(r)) c[static_cast<size_t>(r)] = weight(r) * static_cast<double>(g[off]);
+      if (!ignored(r)) c[static_cast<size_t>(r)] = weight(r) * load_f64(g + off * size, dloss.dtype);
     });
     return c;
   }
@@ -122,7 +130,7 @@ std::vector<double> LossRows::coefficients(const TensorView& dloss) const {
     fail(op_, "dloss shape " + dloss.describe() + " must hold one element for reduction '" +
                   reduction_name(reduction_) + "'");
   }
-  double scale = static_cast<double>(*g);
+  double scale = load_f64(g, dloss.dtype);
   if (reduction_ == Reduction::kMean) {
     // A zero weight sum with non-ignored rows: PyTorch's w / sum w = 0 / 0,
     // NaN for every non-ignored row (kNan), or 0 (kZero).

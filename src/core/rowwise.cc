@@ -16,14 +16,14 @@ Rowwise::Rowwise(const char* op, const TensorView& src, const char* src_name, bo
                  const SoftmaxOptions& options)
     : op_(op) {
   ensure_runtime_initialized();
-  check_view(src, op, src_name, DType::kF32);
+  check_float_view(src, op, src_name);
   scale_ = check_options(options, op);
   src_ = as_rank1_if_scalar(src);
   axis_ = resolve_axis(options.axis, src.rank, op);
   empty_row_ = options.empty_row;
   threads_ = options.threads > 0 ? options.threads : max_threads();
   if (options.additive_mask) {
-    check_view(*options.additive_mask, op, "additive_mask", DType::kF32);
+    check_float_view(*options.additive_mask, op, "additive_mask");
     add_mask_copy_ = *options.additive_mask;
     add_mask_view_ = &add_mask_copy_;
   }
@@ -32,7 +32,7 @@ Rowwise::Rowwise(const char* op, const TensorView& src, const char* src_name, bo
     bool_mask_copy_ = *options.bool_mask;
     bool_mask_view_ = &bool_mask_copy_;
   }
-  declare(kInput, src_, src_name, DType::kF32, src_is_logits ? kLogits : kRaw, false);
+  declare(kInput, src_, src_name, src.dtype, src_is_logits ? kLogits : kRaw, false);
 }
 
 void Rowwise::declare(int kind, const TensorView& view, const char* name, DType dtype,
@@ -43,41 +43,45 @@ void Rowwise::declare(int kind, const TensorView& view, const char* name, DType 
 }
 
 int Rowwise::add_input(const TensorView& view, const char* name, bool is_logits) {
-  check_view(view, op_, name, DType::kF32);
+  check_float_view(view, op_, name);
   const TensorView v = as_rank1_if_scalar(view);
   check_same_shape(src_, decl_[0].name, v, name, op_);
-  declare(kInput, v, name, DType::kF32, is_logits ? kLogits : kRaw, false);
+  declare(kInput, v, name, view.dtype, is_logits ? kLogits : kRaw, false);
   return 0;
 }
 
 int Rowwise::add_bool_masked_input(const TensorView& view, const char* name) {
-  check_view(view, op_, name, DType::kF32);
+  check_float_view(view, op_, name);
   const TensorView v = as_rank1_if_scalar(view);
   check_same_shape(src_, decl_[0].name, v, name, op_);
-  declare(kInput, v, name, DType::kF32, kBoolMasked, false);
+  declare(kInput, v, name, view.dtype, kBoolMasked, false);
   return 0;
 }
 
 int Rowwise::add_output(const TensorView& view, const char* name, bool allow_alias) {
-  check_view(view, op_, name, DType::kF32);
+  check_float_view(view, op_, name);
   const TensorView v = as_rank1_if_scalar(view);
   check_same_shape(src_, decl_[0].name, v, name, op_);
   check_no_self_overlap(view, name, op_);
-  declare(kOutput, v, name, DType::kF32, kRaw, allow_alias);
+  declare(kOutput, v, name, view.dtype, kRaw, allow_alias);
   return 0;
 }
 
 int Rowwise::add_row_input(const TensorView& view, const char* name, DType dtype) {
   if (dtype != DType::kF32 && dtype != DType::kI64) fail(op_, "internal: row input dtype");
-  check_view(view, op_, name, dtype);
-  declare(kRowInput, view, name, dtype, kRaw, false);
+  if (dtype == DType::kF32) {
+    check_float_view(view, op_, name);
+  } else {
+    check_view(view, op_, name, dtype);
+  }
+  declare(kRowInput, view, name, view.dtype, kRaw, false);
   return 0;
 }
 
 int Rowwise::add_row_output(const TensorView& view, const char* name) {
-  check_view(view, op_, name, DType::kF32);
+  check_float_view(view, op_, name);
   check_no_self_overlap(view, name, op_);
-  declare(kRowOutput, view, name, DType::kF32, kRaw, false);
+  declare(kRowOutput, view, name, view.dtype, kRaw, false);
   return 0;
 }
 
@@ -101,9 +105,11 @@ void Rowwise::finish() {
         if (d.kind == kInput) {
           if (inputs_ >= kMaxRowwiseInputs) fail(op_, "internal: too many inputs");
           input_transform_[inputs_] = d.transform;
+          input_dtype_[inputs_] = d.dtype;
           input_operand_[inputs_++] = k;
         } else {
           if (outputs_ >= kMaxRowwiseOutputs) fail(op_, "internal: too many outputs");
+          output_dtype_[outputs_] = d.dtype;
           output_operand_[outputs_++] = k;
         }
         break;
@@ -117,6 +123,7 @@ void Rowwise::finish() {
       case kRowOutput:
         if (row_outputs_ >= kMaxRowOutputs) fail(op_, "internal: too many row outputs");
         reduced_strides(src_, axis_, d.view, d.name, op_, strides[k]);
+        row_output_dtype_[row_outputs_] = d.dtype;
         row_output_operand_[row_outputs_++] = k;
         break;
     }
@@ -124,7 +131,8 @@ void Rowwise::finish() {
   if (add_mask_view_ != nullptr) {
     add_mask_ = count++;
     bases[add_mask_] = static_cast<char*>(add_mask_view_->data);
-    sizes[add_mask_] = 4;
+    add_mask_dtype_ = add_mask_view_->dtype;
+    sizes[add_mask_] = dtype_size(add_mask_dtype_);
     broadcast_strides(*add_mask_view_, "additive_mask", src_, op_, strides[add_mask_]);
   }
   if (bool_mask_view_ != nullptr) {
@@ -158,55 +166,55 @@ void Rowwise::finish() {
     const bool contiguous = g_.axis_stride[input_operand_[k]] == 1 || g_.n <= 1;
     const bool changed = (input_transform_[k] == kLogits && transform) ||
                          (input_transform_[k] == kBoolMasked && bool_mask_view_ != nullptr);
-    direct_input_[k] = contiguous && !changed;
+    direct_input_[k] = contiguous && !changed && input_dtype_[k] == DType::kF32;
   }
   finished_ = true;
 }
 
 void Rowwise::gather_input(int k, const int64_t* off, float* t) const {
   const int op = input_operand_[k];
-  const float* x = reinterpret_cast<const float*>(g_.at(op, off[op]));
-  const int64_t sx = g_.axis_stride[op];
   const int64_t n = g_.n;
+  gather_row_f32(g_.at(op, off[op]), input_dtype_[k], g_.axis_stride[op], n, t);
+  const auto* keep = bool_mask_ >= 0
+                         ? reinterpret_cast<const uint8_t*>(g_.at(bool_mask_, off[bool_mask_]))
+                         : nullptr;
+  const int64_t sb = bool_mask_ >= 0 ? g_.axis_stride[bool_mask_] : 0;
+  const float neg_inf = -std::numeric_limits<float>::infinity();
   if (input_transform_[k] != kLogits) {
-    for (int64_t i = 0; i < n; ++i) t[i] = x[i * sx];
-    if (input_transform_[k] == kBoolMasked && bool_mask_ >= 0) {
-      const auto* keep = reinterpret_cast<const uint8_t*>(g_.at(bool_mask_, off[bool_mask_]));
-      const int64_t sb = g_.axis_stride[bool_mask_];
+    if (input_transform_[k] == kBoolMasked && keep) {
       for (int64_t i = 0; i < n; ++i) {
-        if (keep[i * sb] == 0) t[i] = -std::numeric_limits<float>::infinity();
+        if (keep[i * sb] == 0) t[i] = neg_inf;
       }
     }
     return;
   }
+  // t = fl(fl(x * s) + mask), -inf where the bool mask is 0 (x already f32).
   const float s = scale_;
-  const float* add =
-      add_mask_ >= 0 ? reinterpret_cast<const float*>(g_.at(add_mask_, off[add_mask_])) : nullptr;
-  const auto* keep = bool_mask_ >= 0
-                         ? reinterpret_cast<const uint8_t*>(g_.at(bool_mask_, off[bool_mask_]))
-                         : nullptr;
+  const char* add = add_mask_ >= 0 ? g_.at(add_mask_, off[add_mask_]) : nullptr;
   const int64_t sa = add_mask_ >= 0 ? g_.axis_stride[add_mask_] : 0;
-  const int64_t sb = bool_mask_ >= 0 ? g_.axis_stride[bool_mask_] : 0;
+  const int64_t add_bytes = dtype_size(add_mask_dtype_) * sa;
   for (int64_t i = 0; i < n; ++i) {
-    float v = x[i * sx] * s;
-    if (add) v = v + add[i * sa];
-    if (keep && keep[i * sb] == 0) v = -std::numeric_limits<float>::infinity();
+    float v = t[i] * s;
+    if (add) v = v + load_f32(add + i * add_bytes, add_mask_dtype_);
+    if (keep && keep[i * sb] == 0) v = neg_inf;
     t[i] = v;
   }
 }
 
 void Rowwise::zero_masked(const int64_t* off, float* out_row) const {
-  const float* add =
-      add_mask_ >= 0 ? reinterpret_cast<const float*>(g_.at(add_mask_, off[add_mask_])) : nullptr;
+  const char* add = add_mask_ >= 0 ? g_.at(add_mask_, off[add_mask_]) : nullptr;
   const auto* keep = bool_mask_ >= 0
                          ? reinterpret_cast<const uint8_t*>(g_.at(bool_mask_, off[bool_mask_]))
                          : nullptr;
   if (!add && !keep) return;
-  const int64_t sa = add_mask_ >= 0 ? g_.axis_stride[add_mask_] : 0;
+  const int64_t add_bytes = add_mask_ >= 0 ? dtype_size(add_mask_dtype_) * g_.axis_stride[add_mask_] : 0;
   const int64_t sb = bool_mask_ >= 0 ? g_.axis_stride[bool_mask_] : 0;
   const float neg_inf = -std::numeric_limits<float>::infinity();
   for (int64_t i = 0; i < g_.n; ++i) {
-    if ((add && add[i * sa] == neg_inf) || (keep && keep[i * sb] == 0)) out_row[i] = 0.0f;
+    if ((add && load_f32(add + i * add_bytes, add_mask_dtype_) == neg_inf) ||
+        (keep && keep[i * sb] == 0)) {
+      out_row[i] = 0.0f;
+    }
   }
 }
 

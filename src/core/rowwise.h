@@ -18,13 +18,22 @@
 //    task, so results are bitwise identical for any thread count.
 //
 // Operand kinds:
-//  * input     f32, src's shape (the first input defines the shape and axis)
-//  * output    f32, src's shape
-//  * row input f32 or i64, broadcast (NumPy rules) to src's shape with the
-//              axis of size 1 (keepdim form): per-row parameters (alpha, s,
-//              bias) or class targets
-//  * row output f32, src's shape without the axis or with it of size 1:
+//  * input     floating, src's shape (the first input defines the shape and axis)
+//  * output    floating, src's shape
+//  * row input floating or i64, broadcast (NumPy rules) to src's shape with
+//              the axis of size 1 (keepdim form): per-row parameters (alpha,
+//              s, bias) or class targets
+//  * row output floating, src's shape without the axis or with it of size 1:
 //              per-row results (loss, lse, dalpha, counts)
+//
+// Storage dtypes. Every floating operand (and the additive mask) may be f32,
+// f64, f16 or bf16, each independently. Row functions always see f32: an
+// input that is not f32 is widened (f16 / bf16 exactly, f64 rounded to
+// nearest) into the row's scratch as it is gathered, and an output that is
+// not f32 is computed into scratch and rounded once (to nearest even) as it
+// is scattered. So the op's f32 bound holds for f32 outputs, and a narrow
+// output adds the rounding to its type (half an ulp of it). Only one row at
+// a time is widened: never a copy of the whole tensor.
 //
 // The row function is called once per row with a RowArgs; it must write all
 // n elements of every out[k] and every row_out[k]; it must not throw.
@@ -34,6 +43,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/convert.h"
 #include "core/execution.h"
 #include "core/geometry.h"
 #include "smax/options.h"
@@ -62,24 +72,26 @@ struct RowArgs {
 
 class Rowwise {
  public:
-  /// `op` names the op in errors; `src` is the first input (f32, defines the
-  /// shape and axis); `src_is_logits` applies the logit transform to it.
+  /// `op` names the op in errors; `src` is the first input (floating,
+  /// defines the shape and axis); `src_is_logits` applies the logit
+  /// transform to it.
   Rowwise(const char* op, const TensorView& src, const char* src_name, bool src_is_logits,
           const SoftmaxOptions& options);
 
-  /// More same-shape f32 inputs (e.g. y and dy in a backward pass).
+  /// More same-shape floating inputs (e.g. y and dy in a backward pass).
   int add_input(const TensorView& view, const char* name, bool is_logits = false);
   /// A same-shape f32 input read as is except where the options' bool mask
   /// hides an entry, which reads -inf: an additive mask applied after a
   /// transform of the logits (cross_entropy's softcap), so that the bool
   /// mask wins over any value there (NaN included), as for plain logits.
   int add_bool_masked_input(const TensorView& view, const char* name);
-  /// Same-shape f32 output. Exact aliasing of an input is allowed when
+  /// Same-shape floating output. Exact aliasing of an input is allowed when
   /// `allow_alias`; partial overlap never.
   int add_output(const TensorView& view, const char* name, bool allow_alias = true);
-  /// Per-row f32 or i64 input broadcast to the keepdim shape.
+  /// Per-row input broadcast to the keepdim shape: `dtype` kF32 accepts any
+  /// floating dtype (seen as f32 in RowArgs::row_in), kI64 only i64.
   int add_row_input(const TensorView& view, const char* name, DType dtype);
-  /// Per-row f32 output (keepdim or dropped shape).
+  /// Per-row floating output (keepdim or dropped shape).
   int add_row_output(const TensorView& view, const char* name);
 
   /// Geometry of the call; valid after finish().
@@ -144,12 +156,12 @@ class Rowwise {
         next += n;
       }
     }
-    float* scatter_to[kMaxRowwiseOutputs] = {};
+    void* scatter_to[kMaxRowwiseOutputs] = {};
     for (int k = 0; k < outputs_ && empty; ++k) a.out[k] = buffer;
     for (int k = 0; k < outputs_ && !empty; ++k) {
       const int op = output_operand_[k];
-      float* dst = reinterpret_cast<float*>(g_.at(op, off[op]));
-      bool direct = g_.axis_stride[op] == 1 || n <= 1;
+      auto* dst = reinterpret_cast<float*>(g_.at(op, off[op]));
+      bool direct = output_dtype_[k] == DType::kF32 && (g_.axis_stride[op] == 1 || n <= 1);
       for (int i = 0; direct && i < inputs_; ++i) direct = a.in[i] != dst || n == 0;
       if (direct) {
         a.out[k] = dst;
@@ -165,21 +177,31 @@ class Rowwise {
       if (row_input_dtype_[k] == DType::kI64) {
         std::memcpy(&a.row_index[k], p, sizeof(int64_t));
       } else {
-        std::memcpy(&a.row_in[k], p, sizeof(float));
+        a.row_in[k] = load_f32(p, row_input_dtype_[k]);
       }
     }
+    // Row outputs that are not f32 are written by fn into a local float and
+    // rounded to their dtype afterwards.
+    float row_out_f32[kMaxRowOutputs] = {};
     for (int k = 0; k < row_outputs_; ++k) {
       const int op = row_output_operand_[k];
-      a.row_out[k] = reinterpret_cast<float*>(g_.at(op, off[op]));
+      a.row_out[k] = row_output_dtype_[k] == DType::kF32
+                         ? reinterpret_cast<float*>(g_.at(op, off[op]))
+                         : &row_out_f32[k];
     }
     a.scratch = next;
     fn(a);
+    for (int k = 0; k < row_outputs_; ++k) {
+      const int op = row_output_operand_[k];
+      if (row_output_dtype_[k] != DType::kF32) {
+        store_f32(g_.at(op, off[op]), row_output_dtype_[k], row_out_f32[k]);
+      }
+    }
     for (int k = 0; k < outputs_ && !empty; ++k) {
       const int op = output_operand_[k];
       if (zero_masked_outputs_) zero_masked(off, a.out[k]);
       if (scatter_to[k] != nullptr) {
-        const int64_t s = g_.axis_stride[op];
-        for (int64_t i = 0; i < n; ++i) scatter_to[k][i * s] = a.out[k][i];
+        scatter_row_f32(a.out[k], n, scatter_to[k], output_dtype_[k], g_.axis_stride[op]);
       }
     }
   }
@@ -214,11 +236,15 @@ class Rowwise {
   int input_operand_[kMaxRowwiseInputs] = {};
   Transform input_transform_[kMaxRowwiseInputs] = {};
   bool direct_input_[kMaxRowwiseInputs] = {};
+  DType input_dtype_[kMaxRowwiseInputs] = {};
   int output_operand_[kMaxRowwiseOutputs] = {};
+  DType output_dtype_[kMaxRowwiseOutputs] = {};
   int row_input_operand_[kMaxRowInputs] = {};
   DType row_input_dtype_[kMaxRowInputs] = {};
   int row_output_operand_[kMaxRowOutputs] = {};
+  DType row_output_dtype_[kMaxRowOutputs] = {};
   int add_mask_ = -1, bool_mask_ = -1;
+  DType add_mask_dtype_ = DType::kF32;
 
  public:
   /// Backward passes whose inputs are not logits: zero every output element

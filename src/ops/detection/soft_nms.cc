@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/convert.h"
 #include "core/enum_names.h"
 #include "core/errors.h"
 #include "core/internal.h"
@@ -30,15 +31,17 @@ struct Box {
   double x1, y1, x2, y2, area;
 };
 
+// Element (i, j) of a floating view (any storage dtype) as f32.
 float read_f32(const TensorView& v, int64_t i, int64_t j) {
-  const auto* p = static_cast<const float*>(v.data);
-  return p[i * v.strides[0] + (v.rank > 1 ? j * v.strides[1] : 0)];
+  const auto* p = static_cast<const char*>(v.data);
+  const int64_t off = i * v.strides[0] + (v.rank > 1 ? j * v.strides[1] : 0);
+  return detail::load_f32(p + off * dtype_size(v.dtype), v.dtype);
 }
 
 void check_inputs(const TensorView& boxes, const TensorView& scores, const SoftNmsOptions& o) {
   detail::ensure_runtime_initialized();
-  detail::check_view(boxes, "soft_nms", "boxes", DType::kF32);
-  detail::check_view(scores, "soft_nms", "scores", DType::kF32);
+  detail::check_float_view(boxes, "soft_nms", "boxes");
+  detail::check_float_view(scores, "soft_nms", "scores");
   if (boxes.rank != 2 || boxes.shape[1] != 4) {
     fail(kOp, "boxes must have shape [N, 4] (x1, y1, x2, y2), got " + boxes.describe());
   }
@@ -153,7 +156,7 @@ int64_t soft_nms(const TensorView& boxes, const TensorView& scores, const Tensor
   check_inputs(boxes, scores, options);
   const int64_t n = boxes.shape[0];
   detail::check_view(indices, "soft_nms", "indices", DType::kI64);
-  detail::check_view(kept_scores, "soft_nms", "kept_scores", DType::kF32);
+  detail::check_float_view(kept_scores, "soft_nms", "kept_scores");
   if (indices.rank != 1 || indices.shape[0] != n) {
     fail(kOp, "indices must have shape [N] with N = " + std::to_string(n) + ", got " +
               indices.describe());
@@ -174,11 +177,13 @@ int64_t soft_nms(const TensorView& boxes, const TensorView& scores, const Tensor
   std::vector<float> sc;
   run(boxes, scores, options, idx, sc);
   auto* pi = static_cast<int64_t*>(indices.data);
-  auto* ps = static_cast<float*>(kept_scores.data);
+  auto* ps = static_cast<char*>(kept_scores.data);
+  const int score_size = dtype_size(kept_scores.dtype);
   const auto count = static_cast<int64_t>(idx.size());
   for (int64_t j = 0; j < n; ++j) {
     pi[j * indices.strides[0]] = j < count ? idx[static_cast<size_t>(j)] : -1;
-    ps[j * kept_scores.strides[0]] = j < count ? sc[static_cast<size_t>(j)] : 0.0f;
+    detail::store_f32(ps + j * kept_scores.strides[0] * score_size, kept_scores.dtype,
+                      j < count ? sc[static_cast<size_t>(j)] : 0.0f);
   }
   return count;
 }

@@ -14,6 +14,7 @@
 
 #include "kernels/cross_entropy.h"
 #include "ops/losses/cross_entropy.h"
+#include "core/convert.h"
 #include "core/errors.h"
 #include "core/loss_rows.h"
 #include "core/rowwise.h"
@@ -69,24 +70,27 @@ void prepare(Setup& s, Rowwise& rw, const LogitsSetup& ls, const TensorView& tar
   }
   std::vector<char> active(static_cast<size_t>(s.rows), 1);
   double denominator = static_cast<double>(s.rows);
-  if (target.dtype == DType::kF32) {
+  if (is_floating(target.dtype)) {
     s.probs = true;
     rw.add_input(target, "target");
     s.target_input = inputs++;
     if (ce.loss.weight) {
       const TensorView& w = *ce.loss.weight;
-      check_view(w, s.op, "weight", DType::kF32);
+      check_float_view(w, s.op, "weight");
       if (w.rank != 1 || w.shape[0] != s.classes) {
         fail(s.op, "weight shape " + w.describe() + " must be [" + std::to_string(s.classes) +
                        "] (one weight per class)");
       }
       s.weight.resize(static_cast<size_t>(s.classes));
-      const float* wp = static_cast<const float*>(w.data);
-      for (int64_t c = 0; c < s.classes; ++c) s.weight[static_cast<size_t>(c)] = wp[c * w.strides[0]];
+      const auto* wp = static_cast<const char*>(w.data);
+      const int64_t step = w.strides[0] * dtype_size(w.dtype);
+      for (int64_t c = 0; c < s.classes; ++c) {
+        s.weight[static_cast<size_t>(c)] = load_f32(wp + c * step, w.dtype);
+      }
     }
   } else {
     if (target.dtype != DType::kI64) {
-      fail(s.op, std::string("target must be i64 class indices or f32 probabilities, got ") +
+      fail(s.op, std::string("target must be i64 class indices or floating probabilities, got ") +
                      dtype_name(target.dtype));
     }
     s.lr.emplace(s.op, s.src, s.axis, target, ce.loss);
@@ -368,15 +372,16 @@ void cross_entropy(const TensorView& src, const TensorView& target, const Tensor
     // Where the gradient row goes: the output, or (in place) the logits'
     // row itself when Rowwise passed it directly, else scratch + scatter.
     float* grad_out = nullptr;
-    float* scatter_to = nullptr;
+    void* scatter_to = nullptr;
     int64_t scatter_stride = 0;
     if (in_place) {
       const detail::Geometry& geo = rw.geometry();
       int64_t off[detail::kMaxOperands];
       geo.row_offsets(r, off);
-      float* row0 = reinterpret_cast<float*>(geo.at(0, off[0]));
-      if (a.in[0] == row0 && (geo.axis_stride[0] == 1 || a.n <= 1)) {
-        grad_out = row0;
+      char* row0 = geo.at(0, off[0]);
+      if (a.in[0] == reinterpret_cast<const float*>(row0) &&
+          (geo.axis_stride[0] == 1 || a.n <= 1)) {
+        grad_out = reinterpret_cast<float*>(row0);
       } else {
         grad_out = a.scratch;
         scatter_to = row0;
@@ -387,7 +392,7 @@ void cross_entropy(const TensorView& src, const TensorView& target, const Tensor
     }
     auto finish_grad = [&] {
       if (scatter_to == nullptr) return;
-      for (int64_t j = 0; j < a.n; ++j) scatter_to[j * scatter_stride] = grad_out[j];
+      detail::scatter_row_f32(grad_out, a.n, scatter_to, s.src.dtype, scatter_stride);
     };
     if (fused && !active) {
       if (!need_stats) {

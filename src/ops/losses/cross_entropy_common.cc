@@ -4,6 +4,7 @@
 #include <string>
 
 #include "ops/losses/cross_entropy.h"
+#include "core/convert.h"
 #include "core/errors.h"
 #include "core/loss_rows.h"
 #include "core/validate.h"
@@ -15,12 +16,13 @@ LogitsSetup setup_logits(const char* op, const TensorView& src, const SoftmaxOpt
   LogitsSetup s;
   s.options = options;
   if (!(softcap > 0.0f) || !options.additive_mask) return s;
-  check_view(src, op, "src", DType::kF32);
+  check_float_view(src, op, "src");
   const TensorView& mask = *options.additive_mask;
-  check_view(mask, op, "additive_mask", DType::kF32);
+  check_float_view(mask, op, "additive_mask");
   const TensorView target = as_rank1_if_scalar(src);
   TensorView b = target;
   b.data = mask.data;
+  b.dtype = mask.dtype;
   broadcast_strides(mask, "additive_mask", target, op, b.strides);
   s.options.additive_mask.reset();
   s.mask = b;
@@ -29,7 +31,7 @@ LogitsSetup setup_logits(const char* op, const TensorView& src, const SoftmaxOpt
 
 RowView check_row_view(const char* op, const TensorView& src_in, int axis, const TensorView& view,
                        const char* name, bool output) {
-  check_view(view, op, name, DType::kF32);
+  check_float_view(view, op, name);
   RowView rv;
   rv.view = view;
   reduced_strides(as_rank1_if_scalar(src_in), axis, view, name, op, rv.strides);
@@ -39,17 +41,19 @@ RowView check_row_view(const char* op, const TensorView& src_in, int axis, const
 
 void write_rows(const TensorView& src, int axis, const RowView& rv,
                 const std::vector<double>& values) {
-  float* out = static_cast<float*>(rv.view.data);
+  auto* out = static_cast<char*>(rv.view.data);
+  const int size = dtype_size(rv.view.dtype);
   for_each_reduced_offset(as_rank1_if_scalar(src), axis, rv.strides, [&](int64_t r, int64_t off) {
-    out[off] = static_cast<float>(values[static_cast<size_t>(r)]);
+    store_f64(out + off * size, rv.view.dtype, values[static_cast<size_t>(r)]);
   });
 }
 
 std::vector<double> read_rows(const TensorView& src, int axis, const RowView& rv) {
   std::vector<double> v(static_cast<size_t>(count_rows(src, axis)));
-  const float* in = static_cast<const float*>(rv.view.data);
+  const auto* in = static_cast<const char*>(rv.view.data);
+  const int size = dtype_size(rv.view.dtype);
   for_each_reduced_offset(as_rank1_if_scalar(src), axis, rv.strides, [&](int64_t r, int64_t off) {
-    v[static_cast<size_t>(r)] = static_cast<double>(in[off]);
+    v[static_cast<size_t>(r)] = load_f64(in + off * size, rv.view.dtype);
   });
   return v;
 }
@@ -97,7 +101,7 @@ Reducer Reducer::with_denominator(double denominator) const {
 }
 
 void Reducer::check_output(const TensorView& dst, const char* name) const {
-  check_view(dst, op_, name, DType::kF32);
+  check_float_view(dst, op_, name);
   if (reduction_ == Reduction::kNone) {
     check_row_view(op_, src_, axis_, dst, name, true);
   } else if (dst.numel() != 1) {
@@ -131,11 +135,11 @@ void Reducer::write(const std::vector<double>& values, const TensorView& dst) co
       sum /= denominator_;
     }
   }
-  *static_cast<float*>(dst.data) = static_cast<float>(sum);
+  store_f64(dst.data, dst.dtype, sum);
 }
 
 std::vector<double> Reducer::coefficients(const TensorView& dloss) const {
-  check_view(dloss, op_, "dloss", DType::kF32);
+  check_float_view(dloss, op_, "dloss");
   std::vector<double> c(active_.size(), 0.0);
   if (reduction_ == Reduction::kNone) {
     const RowView rv = check_row_view(op_, src_, axis_, dloss, "dloss", false);
@@ -147,7 +151,7 @@ std::vector<double> Reducer::coefficients(const TensorView& dloss) const {
     fail(op_, "dloss shape " + dloss.describe() + " must hold one element for reduction '" +
                   reduction_name(reduction_) + "'");
   }
-  double g = static_cast<double>(*static_cast<const float*>(dloss.data));
+  double g = load_f64(dloss.data, dloss.dtype);
   if (reduction_ == Reduction::kMean) g = mean_factor(g);
   for (size_t r = 0; r < c.size(); ++r) c[r] = active_[r] ? g : 0.0;
   return c;

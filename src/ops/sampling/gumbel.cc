@@ -9,6 +9,7 @@
 
 #include "kernels/kernels.h"
 #include "kernels/sampling.h"
+#include "core/convert.h"
 #include "core/errors.h"
 #include "core/execution.h"
 #include "core/internal.h"
@@ -30,12 +31,12 @@ using detail::Rowwise;
 void gumbel_noise(const TensorView& dst_in, uint64_t seed, int64_t axis) {
   const char* op = "gumbel_noise";
   detail::ensure_runtime_initialized();
-  detail::check_view(dst_in, op, "dst", DType::kF32);
+  detail::check_float_view(dst_in, op, "dst");
   detail::check_no_self_overlap(dst_in, "dst", op);
   const TensorView dst = detail::as_rank1_if_scalar(dst_in);
   const int ax = detail::resolve_axis(axis, dst_in.rank, op);
   char* bases[detail::kMaxOperands] = {static_cast<char*>(dst.data)};
-  const int sizes[detail::kMaxOperands] = {4};
+  const int sizes[detail::kMaxOperands] = {dtype_size(dst.dtype)};
   int64_t strides[detail::kMaxOperands][kMaxRank] = {};
   for (int d = 0; d < dst.rank; ++d) strides[0][d] = dst.strides[d];
   const detail::Geometry g = detail::make_geometry(dst, ax, 1, bases, sizes, strides);
@@ -44,13 +45,19 @@ void gumbel_noise(const TensorView& dst_in, uint64_t seed, int64_t axis) {
     int64_t off[detail::kMaxOperands];
     for (int64_t row = begin; row < end; ++row) {
       g.row_offsets(row, off);
-      float* p = reinterpret_cast<float*>(g.at(0, off[0]));
-      const int64_t s = g.axis_stride[0];
+      char* p = g.at(0, off[0]);
+      const int64_t step = g.axis_stride[0] * g.elem_size[0];
       for (int64_t i = 0; i < g.n; i += 2) {
         double g2[2];
         kernels::gumbel_pair(seed, static_cast<uint64_t>(row), static_cast<uint64_t>(i / 2), g2);
-        p[i * s] = static_cast<float>(g2[0]);
-        if (i + 1 < g.n) p[(i + 1) * s] = static_cast<float>(g2[1]);
+        // f32 (and narrower) outputs keep today's bits: the f32 rounding
+        // first, as before; f64 outputs keep the double.
+        detail::store_f64(p + i * step, dst.dtype,
+                          dst.dtype == DType::kF64 ? g2[0] : static_cast<float>(g2[0]));
+        if (i + 1 < g.n) {
+          detail::store_f64(p + (i + 1) * step, dst.dtype,
+                            dst.dtype == DType::kF64 ? g2[1] : static_cast<float>(g2[1]));
+        }
       }
     }
   });

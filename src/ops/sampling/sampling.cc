@@ -14,6 +14,7 @@
 
 #include "kernels/kernels.h"
 #include "kernels/sampling.h"
+#include "core/convert.h"
 #include "core/errors.h"
 #include "core/execution.h"
 #include "core/internal.h"
@@ -138,7 +139,7 @@ void softmax_topk_impl(const TensorView& src, const TensorView& probs, const Ten
     float* scratch = a.scratch;
     TopkCandidate* buf = carve<TopkCandidate>(scratch, cap);
     const kernels::TopkScan s = topk_row(a.in[0], a.n, k, buf, cap);
-    float* pr = p.at<float>(a.row);
+    char* pr = p.at<char>(a.row);
     int64_t* id = ix.at<int64_t>(a.row);
     const bool nan_row = std::isnan(s.d);
     const bool empty = !nan_row && s.max == -kInfF;
@@ -160,7 +161,7 @@ void softmax_topk_impl(const TensorView& src, const TensorView& probs, const Ten
         q = static_cast<float>(std::exp(v - s.ref) / s.d);
       }
       if (std::fabs(q) < std::numeric_limits<float>::min()) q = 0.0f;  // no denormals
-      pr[j * p.axis_stride] = q;
+      detail::store_f32(pr + j * p.axis_stride * p.elem, p.dtype, q);
       id[j * ix.axis_stride] = buf[j].index;
     }
   });

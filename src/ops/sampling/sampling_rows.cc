@@ -44,6 +44,7 @@ RowOut index_output(const Rowwise& rw, const TensorView& out, const char* name,
   check_no_self_overlap(out, name, op);
   check_against_inputs(out, name, src_in, options, op);
   r.base = static_cast<char*>(out.data);
+  r.dtype = DType::kI64;
   r.elem = 8;
   r.rank = src.rank;
   r.axis = rw.axis();
@@ -55,7 +56,12 @@ RowOut index_output(const Rowwise& rw, const TensorView& out, const char* name,
 RowOut k_output(const Rowwise& rw, const TensorView& out_in, const char* name, DType dtype,
                 int64_t k, const TensorView& src_in, const SoftmaxOptions& options,
                 const char* op) {
-  check_view(out_in, op, name, dtype);
+  // dtype kF32 stands for "a floating output" (f32, f64, f16 or bf16).
+  if (dtype == DType::kF32) {
+    check_float_view(out_in, op, name);
+  } else {
+    check_view(out_in, op, name, dtype);
+  }
   const TensorView out = as_rank1_if_scalar(out_in);
   const TensorView& src = rw.src();
   bool ok = out.rank == src.rank;
@@ -71,7 +77,8 @@ RowOut k_output(const Rowwise& rw, const TensorView& out_in, const char* name, D
   check_against_inputs(out_in, name, src_in, options, op);
   RowOut r;
   r.base = static_cast<char*>(out.data);
-  r.elem = dtype_size(dtype);
+  r.dtype = out_in.dtype;
+  r.elem = dtype_size(out_in.dtype);
   r.rank = src.rank;
   r.axis = rw.axis();
   for (int d = 0; d < src.rank; ++d) {

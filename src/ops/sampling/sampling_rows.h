@@ -25,6 +25,7 @@ inline constexpr int64_t kChunk = 1024;
 // src's shape with the axis replaced by `len` (len 1 for per-row outputs).
 struct RowOut {
   char* base = nullptr;
+  DType dtype = DType::kF32;  // element type (floating outputs: any floating dtype)
   int elem = 0;
   int rank = 0;
   int axis = 0;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/convert.h"
 #include "core/errors.h"
 #include "core/rowwise.h"
 #include "smax/error.h"
@@ -30,14 +31,15 @@ inline void check_bisect_params(const char* op, const EntmaxBisectOptions& p) {
 /// Every element of the per-row alpha tensor finite and > 1. Call after
 /// Rowwise::add_row_input validated the view.
 inline void check_alpha_tensor(const char* op, const TensorView& v) {
-  const auto* base = static_cast<const float*>(v.data);
+  const auto* base = static_cast<const char*>(v.data);
+  const int size = dtype_size(v.dtype);
   int64_t total = 1;
   for (int d = 0; d < v.rank; ++d) total *= v.shape[d];
   int64_t index[kMaxRank] = {};
   for (int64_t e = 0; e < total; ++e) {
     int64_t off = 0;
     for (int d = 0; d < v.rank; ++d) off += index[d] * v.strides[d];
-    const float a = base[off];
+    const float a = load_f32(base + off * size, v.dtype);
     if (!(std::isfinite(a) && a > 1.0f)) {
       fail(op, "alpha_tensor element " + std::to_string(e) + " must be finite and > 1, got " +
                    num(a));
