@@ -150,7 +150,8 @@ void test_struct_versions(void) {
     memset(buf, 0, sizeof buf);
     EXPECT_UNTOUCHED(smax_softmax(&tx, &t, NULL), SMAX_STATUS_INVALID_ARGUMENT, "dtype", buf,
                      sizeof buf);
-    CHECK(smax_tensor_init(&t, buf, 3, 1, shape, NULL) == SMAX_STATUS_INVALID_ARGUMENT);
+    CHECK(smax_tensor_init(&t, buf, 9, 1, shape, NULL) == SMAX_STATUS_INVALID_ARGUMENT);
+    CHECK(smax_tensor_init(&t, buf, -1, 1, shape, NULL) == SMAX_STATUS_INVALID_ARGUMENT);
   }
 }
 

@@ -94,7 +94,8 @@ const std::vector<OptionSpec>& run_option_specs() {
       {"op", true},     {"shape", true},    {"axis", true},     {"algo", true},
       {"threads", true}, {"target", true},  {"dist", true},     {"scale", true},
       {"seed", true},   {"repeat", true},   {"min-time", true}, {"check", false},
-      {"format", true}, {"param", true},    {"reduction", true}, {"help", false}};
+      {"format", true}, {"param", true},    {"reduction", true}, {"dtype", true},
+      {"help", false}};
   return specs;
 }
 

@@ -1,0 +1,214 @@
+// tests/test_dtypes.cc: storage dtypes (f64, f16, bf16) of every op of the
+// op table (testing/op_table.h: normalisers, losses, samplers and their
+// backward), and the scalar conversions they rest on (src/core/convert.h).
+//
+// Contract checked for every op and dtype (include/smax/tensor.h, docs/dtypes.md):
+//  * with f16 / bf16 operands the op runs in f32 arithmetic on the operands
+//    widened to f32 and rounds each output once: the typed output equals
+//    the f32 output of the same (rounded) inputs rounded to the dtype, bit
+//    for bit;
+//  * so it is within the op's documented f32 bound of the float64 oracle
+//    plus half an ulp of the output dtype (checked too, on the oracle).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/convert.h"
+#include "op_table.h"
+#include "reference/bounds.h"
+#include "smax/smax.h"
+#include "typed_call.h"
+
+namespace {
+
+using smax::DType;
+using smax_cli::ExtOp;
+
+// Independent rounding reference: v rounded to `bits` significant bits with
+// exponent floor `min_exp` (subnormals), nearest even, overflow past `max`
+// to inf. Uses double arithmetic (nearbyint rounds to nearest even).
+double round_reference(double v, int bits, int min_exp, double max) {
+  if (!std::isfinite(v) || v == 0.0) return v;
+  const int e = std::max(std::ilogb(v), min_exp);
+  const double q = std::ldexp(std::nearbyint(std::ldexp(v, bits - 1 - e)), e - (bits - 1));
+  if (std::fabs(q) > max) return std::copysign(std::numeric_limits<double>::infinity(), v);
+  return q;
+}
+
+std::vector<float> conversion_probes() {
+  std::vector<float> v;
+  std::mt19937 rng(7);
+  for (int i = 0; i < 200000; ++i) {
+    uint32_t u = rng();
+    float f;
+    std::memcpy(&f, &u, 4);
+    v.push_back(f);
+  }
+  // Ties and neighbours around every f16 / bf16 value, overflow edges,
+  // subnormals of both.
+  for (uint32_t h = 0; h < 0x10000; h += 7) {
+    const float a = smax::detail::f16_to_f32(static_cast<uint16_t>(h));
+    const float b = smax::detail::bf16_to_f32(static_cast<uint16_t>(h));
+    for (float x : {a, b}) {
+      v.push_back(x);
+      v.push_back(std::nextafter(x, 0.0f));
+      v.push_back(std::nextafter(x, std::numeric_limits<float>::infinity()));
+    }
+    const float next = smax::detail::f16_to_f32(static_cast<uint16_t>(h + 1));
+    if (std::isfinite(a) && std::isfinite(next)) v.push_back((a + next) / 2);  // exact tie in f32
+  }
+  for (float x : {65504.0f, 65519.99f, 65520.0f, 65536.0f, 5.9604645e-8f, 2.9802322e-8f,
+                  2.9802326e-8f, 3.4028235e38f, 3.3961776e38f, 1e-45f, 1.1754942e-38f}) {
+    v.push_back(x);
+    v.push_back(-x);
+  }
+  return v;
+}
+
+TEST(DtypeConvert, F16RoundsToNearestEven) {
+  for (float x : conversion_probes()) {
+    if (std::isnan(x)) {
+      EXPECT_TRUE(std::isnan(smax::detail::f16_to_f32(smax::detail::f32_to_f16(x))));
+      continue;
+    }
+    const double want = round_reference(x, 11, -14, 65504.0);
+    const float got = smax::detail::f16_to_f32(smax::detail::f32_to_f16(x));
+    ASSERT_EQ(static_cast<double>(got), want) << "x = " << x;
+    ASSERT_EQ(std::signbit(got), std::signbit(x)) << "x = " << x;
+  }
+}
+
+TEST(DtypeConvert, Bf16RoundsToNearestEven) {
+  for (float x : conversion_probes()) {
+    if (std::isnan(x)) {
+      EXPECT_TRUE(std::isnan(smax::detail::bf16_to_f32(smax::detail::f32_to_bf16(x))));
+      continue;
+    }
+    const double want = round_reference(x, 8, -126, 3.3895313892515355e38);
+    const float got = smax::detail::bf16_to_f32(smax::detail::f32_to_bf16(x));
+    ASSERT_EQ(static_cast<double>(got), want) << "x = " << x;
+  }
+}
+
+TEST(DtypeConvert, WideningIsExactForEveryNarrowValue) {
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    const auto b = static_cast<uint16_t>(h);
+    const float f16 = smax::detail::f16_to_f32(b);
+    if (!std::isnan(f16)) {
+      EXPECT_EQ(smax::detail::f32_to_f16(f16), b) << h;  // round trip
+    }
+    const float bf = smax::detail::bf16_to_f32(b);
+    if (!std::isnan(bf)) EXPECT_EQ(smax::detail::f32_to_bf16(bf), b) << h;
+  }
+}
+
+TEST(DtypeConvert, DoubleToNarrowRoundsOnce) {
+  // 1 + 2^-8 + 2^-30 is above the bf16 tie 1 + 2^-8: it must round up,
+  // which rounding through f32 first (to the tie, then to even: 1) misses.
+  const double v = 1.0 + std::ldexp(1.0, -8) + std::ldexp(1.0, -30);
+  uint16_t h = 0;
+  smax::detail::store_f64(&h, DType::kBF16, v);
+  EXPECT_EQ(smax::detail::bf16_to_f32(h), 1.0f + 0.0078125f);
+  smax::detail::store_f64(&h, DType::kF16, 1.0 + std::ldexp(1.0, -11) + std::ldexp(1.0, -40));
+  EXPECT_EQ(smax::detail::f16_to_f32(h), 1.0f + 0.0009765625f);
+}
+
+bool same_value(double a, double b) {
+  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
+  return a == b && std::signbit(a) == std::signbit(b);
+}
+
+// Runs `op` on `shape` in f32 and in `dtype` and checks the contract above.
+void check_op_dtype(const ExtOp& op, const std::vector<int64_t>& shape, DType dtype) {
+  SCOPED_TRACE(op.name + " " + smax::dtype_name(dtype) + " shape " + std::to_string(shape[0]) +
+               "x" + std::to_string(shape[1]));
+  smax_cli::ExtCall call;
+  call.params = smax_cli::parse_params(op, "");
+  if (call.params.count("k")) call.params["k"] = std::min<double>(call.params["k"], shape[1]);
+  call.options.threads = 1;
+  auto inst = smax_cli::make_instance(op, shape, call, smax_cli::Dist{}, 11);
+  auto typed = smax_cli::make_typed_call(*inst, dtype);
+  op.run(inst->call);
+  const std::vector<float> f32_out = inst->out;
+  const std::vector<int64_t> f32_index = inst->out_index;
+  op.run(typed->call);
+  const int64_t m = smax_cli::product(inst->out_shape);
+  const std::vector<double> got = smax_cli::typed_output(*typed, m);
+  // f64: ops that route to the softmax family (sparse_softmax's k >= n
+  // route, its backward) compute in float64 there, so only the bound below
+  // applies to f64 outputs; narrow outputs are always the f32 result rounded.
+  for (int64_t i = 0; i < m && dtype != DType::kF64; ++i) {
+    const float f = f32_out[static_cast<size_t>(i)];
+    const double want = static_cast<double>(smax::detail::round_to(dtype, f));
+    ASSERT_TRUE(same_value(got[static_cast<size_t>(i)], want))
+        << "element " << i << ": got " << got[static_cast<size_t>(i)] << ", f32 result rounded "
+        << want;
+  }
+  EXPECT_EQ(inst->out_index, f32_index);  // index outputs do not depend on the dtype
+  if (!op.reference || op.check_indices) return;
+  const std::vector<double> ref = op.reference(inst->call);
+  smax::reference::ElementBounds b = smax_cli::op_bounds(op, smax_cli::bound_call_of(inst->call), ref);
+  for (int64_t i = 0; i < m; ++i) {
+    const double g = got[static_cast<size_t>(i)];
+    const double r = ref[static_cast<size_t>(i)];
+    b.bound[static_cast<size_t>(i)] +=
+        smax_cli::half_ulp(dtype, std::max(std::fabs(r), std::fabs(g)));
+    ASSERT_LE(smax::reference::bound_ratio(b, static_cast<size_t>(i), g, r), 1.0)
+        << "element " << i << ": got " << g << ", reference " << r;
+  }
+}
+
+TEST(DtypeOps, EveryTableOpTakesEveryFloatingDtype) {
+  for (const ExtOp& op : smax_cli::ext_ops()) {
+    for (DType dtype : {DType::kF64, DType::kF16, DType::kBF16}) {
+      for (const std::vector<int64_t>& shape :
+           std::vector<std::vector<int64_t>>{{5, 37}, {3, 1}, {2, 300}}) {
+        try {
+          check_op_dtype(op, shape, dtype);
+        } catch (const std::exception& e) {
+          ADD_FAILURE() << op.name << " " << smax::dtype_name(dtype) << ": " << e.what();
+        }
+        if (testing::Test::HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
+TEST(DtypeOps, NonFloatingOperandsNameTheirDtype) {
+  std::vector<int32_t> x(6, 1);
+  std::vector<float> y(6);
+  smax::TensorView src = smax::make_view(x.data(), DType::kI32, 1, std::vector<int64_t>{6}.data(),
+                                         nullptr);
+  try {
+    smax::sparsemax(src, smax::make_view(y.data(), {6}));
+    FAIL() << "expected smax::Error";
+  } catch (const smax::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("src has dtype i32, expected a floating dtype"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(DtypeOps, MixedOperandDtypes) {
+  // bf16 logits, f32 output; f16 input, f64 output: each output rounds once.
+  std::vector<float> x = {0.5f, -1.25f, 3.0f, 0.0f, 2.5f, -7.0f};
+  std::vector<uint16_t> xb(x.size());
+  for (size_t i = 0; i < x.size(); ++i) xb[i] = smax::detail::f32_to_bf16(x[i]);
+  const int64_t shape[] = {2, 3};
+  std::vector<float> ref(6), out(6);
+  smax::sparsemax(smax::make_view(x.data(), {2, 3}), smax::make_view(ref.data(), {2, 3}));
+  smax::sparsemax(smax::make_view(xb.data(), DType::kBF16, 2, shape, nullptr),
+                  smax::make_view(out.data(), {2, 3}));
+  EXPECT_EQ(out, ref);  // these x are exact in bf16
+  std::vector<double> out64(6);
+  smax::sparsemax(smax::make_view(xb.data(), DType::kBF16, 2, shape, nullptr),
+                  smax::make_view(out64.data(), DType::kF64, 2, shape, nullptr));
+  for (size_t i = 0; i < 6; ++i) EXPECT_EQ(out64[i], static_cast<double>(ref[i]));
+}
+
+}  // namespace
