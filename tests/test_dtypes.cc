@@ -212,3 +212,80 @@ TEST(DtypeOps, MixedOperandDtypes) {
 }
 
 }  // namespace
+
+namespace {
+
+// A contiguous view of `dtype` over `bytes`, filled from `values` rounded
+// to the dtype (values are rounded in place too).
+smax::TensorView typed_tensor(std::vector<float>& values, std::vector<unsigned char>& bytes,
+                              DType dtype, std::vector<int64_t> shape) {
+  const int size = smax::dtype_size(dtype);
+  bytes.assign(values.size() * static_cast<size_t>(size) + 8, 0);
+  for (size_t i = 0; i < values.size(); ++i) {
+    values[i] = smax::detail::round_to(dtype, values[i]);
+    smax::detail::store_f32(bytes.data() + i * static_cast<size_t>(size), dtype, values[i]);
+  }
+  return smax::make_view(bytes.data(), dtype, static_cast<int>(shape.size()), shape.data(), nullptr);
+}
+
+std::vector<double> widened(const std::vector<unsigned char>& bytes, DType dtype, size_t n) {
+  std::vector<double> v(n);
+  for (size_t i = 0; i < n; ++i) {
+    v[i] = smax::detail::load_f64(bytes.data() + i * static_cast<size_t>(smax::dtype_size(dtype)), dtype);
+  }
+  return v;
+}
+
+// linear_cross_entropy (not in the op table): narrow hidden / weight / bias
+// convert one tile at a time and the GEMM runs in f32, so every output is
+// the f32 result on the same (rounded) values, rounded once.
+TEST(DtypeOps, LinearCrossEntropyNarrowIsTheF32ResultRounded) {
+  const int64_t N = 6, D = 16, V = 50;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (DType dtype : {DType::kBF16, DType::kF16}) {
+    SCOPED_TRACE(smax::dtype_name(dtype));
+    std::vector<float> h(N * D), w(V * D), b(V);
+    for (auto* v : {&h, &w, &b}) {
+      for (float& x : *v) x = normal(rng);
+    }
+    std::vector<int64_t> target(N);
+    for (int64_t i = 0; i < N; ++i) target[static_cast<size_t>(i)] = (i * 7) % V;
+    std::vector<unsigned char> hb, wb, bb;
+    const smax::TensorView ht = typed_tensor(h, hb, dtype, {N, D});
+    const smax::TensorView wt = typed_tensor(w, wb, dtype, {V, D});
+    const smax::TensorView bt = typed_tensor(b, bb, dtype, {V});
+    const smax::TensorView tv = smax::make_index_view(target.data(), {N});
+    // f32 on the rounded values.
+    float loss32 = 0, one = 1;
+    std::vector<float> dh32(N * D), dw32(V * D), db32(V);
+    smax::linear_cross_entropy(smax::make_view(h.data(), {N, D}), smax::make_view(w.data(), {V, D}),
+                               tv, smax::make_view(b.data(), {V}), smax::make_view(&loss32, {}));
+    smax::linear_cross_entropy_backward(
+        smax::make_view(h.data(), {N, D}), smax::make_view(w.data(), {V, D}), tv,
+        smax::make_view(b.data(), {V}), smax::make_view(&one, {}), smax::make_view(dh32.data(), {N, D}),
+        smax::make_view(dw32.data(), {V, D}), smax::make_view(db32.data(), {V}));
+    // Typed.
+    std::vector<float> zeros_nd(N * D), zeros_vd(V * D), zeros_v(V), lossv(1), onev(1, 1.0f);
+    std::vector<unsigned char> lb, gb, dhb, dwb, dbb;
+    const smax::TensorView lt = typed_tensor(lossv, lb, dtype, {});
+    const smax::TensorView gt = typed_tensor(onev, gb, dtype, {});
+    const smax::TensorView dht = typed_tensor(zeros_nd, dhb, dtype, {N, D});
+    const smax::TensorView dwt = typed_tensor(zeros_vd, dwb, dtype, {V, D});
+    const smax::TensorView dbt = typed_tensor(zeros_v, dbb, dtype, {V});
+    smax::linear_cross_entropy(ht, wt, tv, bt, lt);
+    smax::linear_cross_entropy_backward(ht, wt, tv, bt, gt, dht, dwt, dbt);
+    EXPECT_EQ(widened(lb, dtype, 1)[0], smax::detail::round_to(dtype, loss32));
+    const auto check = [&](const std::vector<unsigned char>& got, const std::vector<float>& want) {
+      const std::vector<double> g = widened(got, dtype, want.size());
+      for (size_t i = 0; i < want.size(); ++i) {
+        ASSERT_EQ(g[i], static_cast<double>(smax::detail::round_to(dtype, want[i]))) << i;
+      }
+    };
+    check(dhb, dh32);
+    check(dwb, dw32);
+    check(dbb, db32);
+  }
+}
+
+}  // namespace

@@ -132,19 +132,21 @@ void backward_impl(const char* op, const TensorView& hidden, const TensorView& w
   }
   // Upstream gradient -> G_r.
   std::vector<double> G = alloc<double>(op, s.N);
-  check_view(dloss, op, "dloss", DType::kF32);
+  check_float_view(dloss, op, "dloss");
+  const int dloss_size = dtype_size(dloss.dtype);
   if (s.reduction == Reduction::kNone) {
     const RowOut ro = row_view(s, dloss, "dloss", false);
-    const float* g = static_cast<const float*>(dloss.data);
+    const auto* g = static_cast<const char*>(dloss.data);
     for (int64_t r = 0; r < s.N; ++r) {
-      G[static_cast<size_t>(r)] = s.active(r) ? static_cast<double>(g[r * ro.strides[0]]) : 0.0;
+      G[static_cast<size_t>(r)] =
+          s.active(r) ? load_f64(g + r * ro.strides[0] * dloss_size, dloss.dtype) : 0.0;
     }
   } else {
     if (dloss.numel() != 1) {
       fail(op, "dloss shape " + dloss.describe() + " must hold one element for reduction '" +
                    reduction_name(s.reduction) + "'");
     }
-    double g = static_cast<double>(*static_cast<const float*>(dloss.data));
+    double g = load_f64(dloss.data, dloss.dtype);
     if (s.reduction == Reduction::kMean) {
       // A zero weight sum with counted rows: PyTorch's w / sum w = 0 / 0,
       // NaN for every counted row (kNan), or 0 (kZero).
@@ -158,8 +160,9 @@ void backward_impl(const char* op, const TensorView& hidden, const TensorView& w
   if (use_lse) {
     const RowOut ro = row_view(s, *ce.lse, "lse", false);
     lse_in = alloc<double>(op, s.N);
-    const float* p = static_cast<const float*>(ce.lse->data);
-    for (int64_t r = 0; r < s.N; ++r) lse_in[static_cast<size_t>(r)] = p[r * ro.strides[0]];
+    const auto* p = static_cast<const char*>(ce.lse->data);
+    const int64_t step = ro.strides[0] * dtype_size(ce.lse->dtype);
+    for (int64_t r = 0; r < s.N; ++r) lse_in[static_cast<size_t>(r)] = load_f64(p + r * step, ce.lse->dtype);
   }
   // Gradient outputs.
   check_matrix(op, dhidden, "dhidden");
@@ -173,7 +176,7 @@ void backward_impl(const char* op, const TensorView& hidden, const TensorView& w
   }
   check_no_self_overlap(dweight, "dweight", op);
   if (dbias) {
-    check_view(*dbias, op, "dbias", DType::kF32);
+    check_float_view(*dbias, op, "dbias");
     if (dbias->rank != 1 || dbias->shape[0] != s.V) {
       fail(op, "dbias " + dbias->describe() + " must be [" + std::to_string(s.V) + "]");
     }
@@ -189,7 +192,11 @@ void backward_impl(const char* op, const TensorView& hidden, const TensorView& w
 
   // Scratch (all before the first write).
   Work w(s);
-  const Layout lh = layout_of(dhidden, false), lw = layout_of(dweight, false);
+  // Gradients accumulate in f32: an output that is not f32 (or not unit
+  // stride) is accumulated in a temporary and rounded once at the end.
+  Layout lh = layout_of(dhidden, false), lw = layout_of(dweight, false);
+  if (dhidden.dtype != DType::kF32) lh.direct = false;
+  if (dweight.dtype != DType::kF32) lw.direct = false;
   std::vector<float> dh_tmp = lh.direct ? std::vector<float>() : alloc<float>(op, s.N * s.D);
   std::vector<float> dw_tmp = lw.direct ? std::vector<float>() : alloc<float>(op, s.V * s.D);
   std::vector<double> db_acc = alloc<double>(op, dbias ? s.V : 0, 0.0);
@@ -281,25 +288,26 @@ void backward_impl(const char* op, const TensorView& hidden, const TensorView& w
 
   // Outputs that went through temporaries.
   if (!lh.direct) {
-    float* out = static_cast<float*>(dhidden.data);
-    for (int64_t r = 0; r < s.N; ++r) {
-      for (int64_t k = 0; k < s.D; ++k) {
-        out[r * dhidden.strides[0] + k * dhidden.strides[1]] = dh_tmp[static_cast<size_t>(r * t.dh_ld + k)];
-      }
+    auto* out = static_cast<char*>(dhidden.data);
+    const int64_t size = dtype_size(dhidden.dtype);
+    for (int64_t r = 0; r < s.N && s.D > 0; ++r) {
+      scatter_row_f32(dh_tmp.data() + r * t.dh_ld, s.D, out + r * dhidden.strides[0] * size,
+                      dhidden.dtype, dhidden.strides[1]);
     }
   }
   if (!lw.direct) {
-    float* out = static_cast<float*>(dweight.data);
-    for (int64_t j = 0; j < s.V; ++j) {
-      for (int64_t k = 0; k < s.D; ++k) {
-        out[j * dweight.strides[0] + k * dweight.strides[1]] = dw_tmp[static_cast<size_t>(j * t.dw_ld + k)];
-      }
+    auto* out = static_cast<char*>(dweight.data);
+    const int64_t size = dtype_size(dweight.dtype);
+    for (int64_t j = 0; j < s.V && s.D > 0; ++j) {
+      scatter_row_f32(dw_tmp.data() + j * t.dw_ld, s.D, out + j * dweight.strides[0] * size,
+                      dweight.dtype, dweight.strides[1]);
     }
   }
   if (dbias) {
-    float* out = static_cast<float*>(dbias->data);
+    auto* out = static_cast<char*>(dbias->data);
+    const int64_t step = dbias->strides[0] * dtype_size(dbias->dtype);
     for (int64_t j = 0; j < s.V; ++j) {
-      out[j * dbias->strides[0]] = static_cast<float>(db_acc[static_cast<size_t>(j)]);
+      store_f64(out + j * step, dbias->dtype, db_acc[static_cast<size_t>(j)]);
     }
   }
   if (fused) {

@@ -56,7 +56,7 @@ void gemm(int threads, int64_t M, int64_t Nn, int64_t K, const Operand& a, const
 Operand transposed(const Operand& o) { return Operand{o.p, o.ld, !o.trans}; }
 
 void check_matrix(const char* op, const TensorView& v, const char* name) {
-  check_view(v, op, name, DType::kF32);
+  check_float_view(v, op, name);
   if (v.rank != 2) fail(op, std::string(name) + " must be 2-D, got " + v.describe());
 }
 
@@ -111,22 +111,21 @@ Setup prepare(const char* op, const TensorView& hidden, const TensorView& weight
   s.hm = InputMatrix(hidden);
   s.wm = InputMatrix(weight);
   if (bias) {
-    check_view(*bias, op, "bias", DType::kF32);
+    check_float_view(*bias, op, "bias");
     if (bias->rank != 1 || bias->shape[0] != s.V) {
       fail(op, "bias " + bias->describe() + " must be [" + std::to_string(s.V) + "] (one per class)");
     }
-    const float* bp = static_cast<const float*>(bias->data);
-    if (bias->strides[0] == 1 || s.V <= 1) {
-      s.bias = bp;
-    } else {
+    if (bias->dtype == DType::kF32 && (bias->strides[0] == 1 || s.V <= 1)) {
+      s.bias = static_cast<const float*>(bias->data);
+    } else {  // strided or not f32: a contiguous f32 copy
       s.bias_copy.resize(static_cast<size_t>(s.V));
-      for (int64_t j = 0; j < s.V; ++j) s.bias_copy[static_cast<size_t>(j)] = bp[j * bias->strides[0]];
+      if (s.V > 0) gather_row_f32(bias->data, bias->dtype, bias->strides[0], s.V, s.bias_copy.data());
       s.bias = s.bias_copy.data();
     }
     if (s.V == 0) s.bias = nullptr;
   }
   // Targets and class weights (LossRows validates both against a [N, V] view).
-  if (target.dtype == DType::kF32) {
+  if (is_floating(target.dtype)) {
     fail(op, "target must be i64 class indices (probability targets are not supported)");
   }
   TensorView fake;
@@ -172,7 +171,7 @@ Setup prepare(const char* op, const TensorView& hidden, const TensorView& weight
 }
 
 RowOut row_view(const Setup& s, const TensorView& v, const char* name, bool output) {
-  check_view(v, s.op, name, DType::kF32);
+  check_float_view(v, s.op, name);
   RowOut ro;
   ro.view = v;
   reduced_strides(s.logits_shape, 1, v, name, s.op, ro.strides);
@@ -181,9 +180,10 @@ RowOut row_view(const Setup& s, const TensorView& v, const char* name, bool outp
 }
 
 void write_row_out(const RowOut& ro, const std::vector<double>& values) {
-  float* out = static_cast<float*>(ro.view.data);
+  auto* out = static_cast<char*>(ro.view.data);
+  const int64_t step = ro.strides[0] * dtype_size(ro.view.dtype);
   for (size_t r = 0; r < values.size(); ++r) {
-    out[static_cast<int64_t>(r) * ro.strides[0]] = static_cast<float>(values[r]);
+    store_f64(out + static_cast<int64_t>(r) * step, ro.view.dtype, values[r]);
   }
 }
 
@@ -193,7 +193,7 @@ void check_reduced(const Setup& s, const TensorView& v, const char* name) {
     row_view(s, v, name, true);
     return;
   }
-  check_view(v, s.op, name, DType::kF32);
+  check_float_view(v, s.op, name);
   if (v.numel() != 1) {
     fail(s.op, std::string(name) + " shape " + v.describe() + " must hold one element for reduction '" +
                    reduction_name(s.reduction) + "'");
@@ -222,7 +222,7 @@ void write_reduced(const Setup& s, const std::vector<double>& values, double den
       sum /= denominator;
     }
   }
-  *static_cast<float*>(v.data) = static_cast<float>(sum);
+  store_f64(v.data, v.dtype, sum);
 }
 
 void check_disjoint(const char* op, const std::vector<std::pair<TensorView, const char*>>& outs,

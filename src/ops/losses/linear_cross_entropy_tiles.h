@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "kernels/linear_cross_entropy.h"
+#include "core/convert.h"
 #include "core/gemm.h"
 #include "core/internal.h"
 #include "smax/error.h"
@@ -60,25 +61,30 @@ struct Layout {
 Layout layout_of(const TensorView& v, bool allow_colmajor);
 
 // Rows [r0, r0 + rc) of an input matrix as a GEMM operand: direct when the
-// view has a unit stride, else copied into `buf` (rc x cols, row-major).
+// view is f32 with a unit stride, else copied into `buf` (rc x cols,
+// row-major f32; f16 / bf16 / f64 storage is converted there, one tile at
+// a time: the GEMM runs in f32).
 class InputMatrix {
  public:
   InputMatrix() = default;
-  explicit InputMatrix(const TensorView& v) : v_(v), l_(layout_of(v, true)) {}
+  explicit InputMatrix(const TensorView& v) : v_(v), l_(layout_of(v, true)) {
+    if (v.dtype != DType::kF32) l_.direct = false;
+  }
   bool direct() const { return l_.direct; }
   Operand rows(int64_t r0, int64_t rc, float* buf) const {
-    const float* base = static_cast<const float*>(v_.data);
     const int64_t cols = v_.shape[1];
     // D = 0: nothing to read, and data may be null (no offset arithmetic on it).
     if (cols == 0) return Operand{buf, 1, false};
     if (l_.direct) {
+      const float* base = static_cast<const float*>(v_.data);
       return l_.colmajor ? Operand{base + r0 * v_.strides[0], l_.ld, true}
                          : Operand{base + r0 * v_.strides[0], l_.ld, false};
     }
+    const auto* base = static_cast<const char*>(v_.data);
+    const int64_t size = dtype_size(v_.dtype);
     for (int64_t i = 0; i < rc; ++i) {
-      const float* src = base + (r0 + i) * v_.strides[0];
-      float* dst = buf + i * cols;
-      for (int64_t k = 0; k < cols; ++k) dst[k] = src[k * v_.strides[1]];
+      gather_row_f32(base + (r0 + i) * v_.strides[0] * size, v_.dtype, v_.strides[1], cols,
+                     buf + i * cols);
     }
     return Operand{buf, std::max<int64_t>(cols, 1), false};
   }
