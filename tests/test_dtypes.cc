@@ -289,3 +289,73 @@ TEST(DtypeOps, LinearCrossEntropyNarrowIsTheF32ResultRounded) {
 }
 
 }  // namespace
+
+namespace {
+
+// attention: narrow q / k / v / dout convert block by block into the f32
+// GEMM operands; out, lse, dq, dk, dv are the f32 results rounded once.
+TEST(DtypeOps, AttentionNarrowIsTheF32ResultRounded) {
+  const int64_t B = 1, H = 2, L = 9, D = 8;
+  std::mt19937 rng(9);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (DType dtype : {DType::kBF16, DType::kF16, DType::kF64}) {
+    for (bool causal : {false, true}) {
+      SCOPED_TRACE(std::string(smax::dtype_name(dtype)) + (causal ? " causal" : ""));
+      const size_t n = static_cast<size_t>(B * H * L * D);
+      std::vector<float> q(n), k(n), v(n), dout(n);
+      for (auto* t : {&q, &k, &v, &dout}) {
+        for (float& x : *t) x = normal(rng);
+      }
+      std::vector<unsigned char> qb, kb, vb, gb, ob, lb, dqb, dkb, dvb;
+      const std::vector<int64_t> shape = {B, H, L, D};
+      const smax::TensorView qt = typed_tensor(q, qb, dtype, shape);
+      const smax::TensorView kt = typed_tensor(k, kb, dtype, shape);
+      const smax::TensorView vt = typed_tensor(v, vb, dtype, shape);
+      const smax::TensorView gt = typed_tensor(dout, gb, dtype, shape);
+      std::vector<float> zeros(n), zl(static_cast<size_t>(B * H * L));
+      const smax::TensorView ot = typed_tensor(zeros, ob, dtype, shape);
+      const smax::TensorView lt = typed_tensor(zl, lb, dtype, {B, H, L});
+      const smax::TensorView dqt = typed_tensor(zeros, dqb, dtype, shape);
+      const smax::TensorView dkt = typed_tensor(zeros, dkb, dtype, shape);
+      const smax::TensorView dvt = typed_tensor(zeros, dvb, dtype, shape);
+      std::vector<float> o32(n), l32(zl.size()), dq32(n), dk32(n), dv32(n);
+      const auto f32 = [&](std::vector<float>& d) {
+        return smax::make_view(d.data(), DType::kF32, 4, shape.data(), nullptr);
+      };
+      smax::AttentionOptions opt;
+      opt.is_causal = causal;
+      opt.threads = 1;
+      smax::AttentionOptions opt32 = opt;
+      opt32.lse = smax::make_view(l32.data(), {B, H, L});
+      smax::attention(f32(q), f32(k), f32(v), f32(o32), opt32);
+      smax::attention_backward(f32(q), f32(k), f32(v), f32(o32), f32(dout), f32(dq32), f32(dk32),
+                               f32(dv32), opt);
+      smax::AttentionOptions optt = opt;
+      optt.lse = lt;
+      smax::attention(qt, kt, vt, ot, optt);
+      // The typed backward reads the typed forward's output (as a user's
+      // saved bf16 `out`): the f32 backward on that rounded out is the match.
+      std::vector<double> ow = widened(ob, dtype, n);
+      std::vector<float> o_rounded(ow.begin(), ow.end());
+      smax::attention_backward(f32(q), f32(k), f32(v), f32(o_rounded), f32(dout), f32(dq32),
+                               f32(dk32), f32(dv32), opt);
+      smax::attention_backward(qt, kt, vt, ot, gt, dqt, dkt, dvt, opt);
+      const auto check = [&](const std::vector<unsigned char>& got, const std::vector<float>& want,
+                             const char* what) {
+        const std::vector<double> g = widened(got, dtype, want.size());
+        for (size_t i = 0; i < want.size(); ++i) {
+          const double w = dtype == DType::kF64 ? static_cast<double>(want[i])
+                                                : smax::detail::round_to(dtype, want[i]);
+          ASSERT_EQ(g[i], w) << what << " element " << i;
+        }
+      };
+      check(ob, o32, "out");
+      check(lb, l32, "lse");
+      check(dqb, dq32, "dq");
+      check(dkb, dk32, "dk");
+      check(dvb, dv32, "dv");
+    }
+  }
+}
+
+}  // namespace

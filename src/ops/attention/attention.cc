@@ -29,17 +29,23 @@ namespace detail::attn {
 // Rows [r0, r0 + rows) x cols of a 2-D strided slice (base, row stride rs,
 // column stride cs): direct when the columns are contiguous and ld fits
 // SGEMM, else gathered into buf (contiguous, ld = max(cols, 1)).
-Mat matrix(const float* base, int64_t rs, int64_t cs, int64_t r0, int64_t rows, int64_t cols,
-           float* buf) {
+Mat matrix(const char* base_bytes, DType dtype, int64_t rs, int64_t cs, int64_t r0, int64_t rows,
+           int64_t cols, float* buf) {
   const int64_t need = std::max<int64_t>(cols, 1);
   // An empty view (no elements: cols or rows 0) may have null data; no
   // address is formed from it (UB) and nothing is read.
-  if (base == nullptr || rows <= 0 || cols <= 0) return Mat{base == nullptr ? buf : base, need};
-  if ((cs == 1 || cols <= 1) && rs >= need && rs <= INT_MAX) return Mat{base + r0 * rs, rs};
-  if (rows == 1 && (cs == 1 || cols <= 1)) return Mat{base + r0 * rs, need};
+  if (base_bytes == nullptr) return Mat{buf, need};
+  if (dtype == DType::kF32) {
+    const auto* base = reinterpret_cast<const float*>(base_bytes);
+    if (rows <= 0 || cols <= 0) return Mat{base, need};
+    if ((cs == 1 || cols <= 1) && rs >= need && rs <= INT_MAX) return Mat{base + r0 * rs, rs};
+    if (rows == 1 && (cs == 1 || cols <= 1)) return Mat{base + r0 * rs, need};
+  } else if (rows <= 0 || cols <= 0) {
+    return Mat{buf, need};
+  }
+  const int64_t size = dtype_size(dtype);
   for (int64_t i = 0; i < rows; ++i) {
-    const float* s = base + (r0 + i) * rs;
-    for (int64_t c = 0; c < cols; ++c) buf[i * need + c] = s[c * cs];
+    gather_row_f32(base_bytes + (r0 + i) * rs * size, dtype, cs, cols, buf + i * need);
   }
   return Mat{buf, need};
 }
@@ -183,7 +189,7 @@ using detail::fail;
 using detail::num;
 
 void check_rank4(const TensorView& t, const char* op, const char* name) {
-  detail::check_view(t, op, name, DType::kF32);
+  detail::check_float_view(t, op, name);
   if (t.rank != 4) fail(op, std::string(name) + " must be 4-D [B, H, L, D], got " + t.describe());
 }
 
@@ -278,10 +284,11 @@ Setup prepare(const char* op, const TensorView& q, const TensorView& k, const Te
   const TensorView scores = shape_view({s.B, s.H, s.Lq, s.Lk});
   if (o.attn_mask) {
     const TensorView& m = *o.attn_mask;
-    if (m.dtype != DType::kF32 && m.dtype != DType::kBool) {
-      fail(op, "attn_mask must be bool or f32, got " + m.describe());
+    if (!is_floating(m.dtype) && m.dtype != DType::kBool) {
+      fail(op, "attn_mask must be bool or floating (f32, f64, f16, bf16), got " + m.describe());
     }
     detail::check_view(m, op, "attn_mask", m.dtype);
+    s.mask_dtype = m.dtype;
     const TensorView m1 = detail::as_rank1_if_scalar(m);
     detail::broadcast_strides(m1, "attn_mask", scores, op, s.ms);
     s.has_mask = true;
@@ -290,26 +297,40 @@ Setup prepare(const char* op, const TensorView& q, const TensorView& k, const Te
   }
   if (o.sinks) {
     if (!softmax) fail(op, "sinks are supported with the softmax normalizer only");
-    detail::check_view(*o.sinks, op, "sinks", DType::kF32);
+    detail::check_float_view(*o.sinks, op, "sinks");
     if (o.sinks->rank != 1 || o.sinks->shape[0] != s.H) {
       fail(op, "sinks must be [H] = [" + std::to_string(s.H) + "], got " + o.sinks->describe());
     }
-    s.sinks = static_cast<const float*>(o.sinks->data);
-    s.sink_stride = o.sinks->strides[0];
+    s.sinks_f32.resize(static_cast<size_t>(std::max<int64_t>(s.H, 1)));
+    if (s.H > 0) {
+      detail::gather_row_f32(o.sinks->data, o.sinks->dtype, o.sinks->strides[0], s.H,
+                             s.sinks_f32.data());
+    }
+    s.sinks = s.sinks_f32.data();
   }
   if (o.alibi_slopes) {
-    detail::check_view(*o.alibi_slopes, op, "alibi_slopes", DType::kF32);
+    detail::check_float_view(*o.alibi_slopes, op, "alibi_slopes");
     if (o.alibi_slopes->rank < 1 || o.alibi_slopes->rank > 2 ||
         o.alibi_slopes->shape[o.alibi_slopes->rank - 1] != s.H) {
       fail(op, "alibi_slopes must be [H] or [B, H] with H = " + std::to_string(s.H) + ", got " +
                    o.alibi_slopes->describe());
     }
-    detail::broadcast_strides(*o.alibi_slopes, "alibi_slopes", shape_view({s.B, s.H}), op, s.as);
-    s.alibi = static_cast<const float*>(o.alibi_slopes->data);
+    int64_t as[2] = {0, 0};
+    detail::broadcast_strides(*o.alibi_slopes, "alibi_slopes", shape_view({s.B, s.H}), op, as);
+    s.alibi_f32.resize(static_cast<size_t>(std::max<int64_t>(s.B * s.H, 1)));
+    const auto* ap = static_cast<const char*>(o.alibi_slopes->data);
+    const int64_t asize = dtype_size(o.alibi_slopes->dtype);
+    for (int64_t b = 0; b < s.B; ++b) {
+      for (int64_t h = 0; h < s.H; ++h) {
+        s.alibi_f32[static_cast<size_t>(b * s.H + h)] =
+            detail::load_f32(ap + (b * as[0] + h * as[1]) * asize, o.alibi_slopes->dtype);
+      }
+    }
+    s.alibi = s.alibi_f32.data();
   }
   if (o.lse) {
     if (!softmax) fail(op, "lse is available with the softmax normalizer only");
-    detail::check_view(*o.lse, op, "lse", DType::kF32);
+    detail::check_float_view(*o.lse, op, "lse");
     if (o.lse->rank != 3 || o.lse->shape[0] != s.B || o.lse->shape[1] != s.H ||
         o.lse->shape[2] != s.Lq) {
       fail(op, "lse must be [B, H, Lq], got " + o.lse->describe());

@@ -56,16 +56,18 @@ void backward(const Setup& s, const TensorView& dout, const TensorView& dq, cons
         const int64_t i0 = qb * bqn, bq = std::min(bqn, s.Lq - i0);
         const int64_t kend = s.key_end(i0, bq);
         const int64_t w = kend + (sink ? 1 : 0);
-        float* dqb = s.mat_base(dq, b, h);
+        char* dqb = s.mat_base(dq, b, h);
         if (kend == 0) {
-          for (int64_t r = 0; r < bq; ++r) {
-            for (int64_t c = 0; c < s.D; ++c) dqb[(i0 + r) * dq.strides[2] + c * dq.strides[3]] = empty_grad;
+          for (int64_t r = 0; r < bq && s.D > 0; ++r) {
+            for (int64_t c = 0; c < s.D; ++c) dQ[c] = empty_grad;
+            scatter_row_f32(dQ, s.D, dqb + (i0 + r) * dq.strides[2] * dtype_size(dq.dtype),
+                            dq.dtype, dq.strides[3]);
           }
           continue;
         }
         const Mat Q = s.q_rows(b, h, i0, bq, qbuf);
-        const Mat dO = matrix(s.mat_base(dout, b, h),
-                              dout.strides[2], dout.strides[3], i0, bq, s.Dv, obuf);
+        const Mat dO = matrix(s.mat_base(dout, b, h), dout.dtype, dout.strides[2],
+                              dout.strides[3], i0, bq, s.Dv, obuf);
         sgemm(bq, kend, s.D, 1.0f, {Q.p, Q.ld, false}, {K.p, K.ld, true}, 0.0f, T, w);
         if (s.cap > 0.0f) {
           for (int64_t r = 0; r < bq; ++r) std::memcpy(Sraw + r * kend, T + r * w, kend * sizeof(float));
@@ -117,8 +119,9 @@ void backward(const Setup& s, const TensorView& dout, const TensorView& dq, cons
         } else {
           gemm_skip_zero(false, bq, s.D, kend, s.scale, dT, w, K.p, K.ld, 0.0f, dQ, Dn);
         }
-        for (int64_t r = 0; r < bq; ++r) {
-          for (int64_t c = 0; c < s.D; ++c) dqb[(i0 + r) * dq.strides[2] + c * dq.strides[3]] = dQ[r * Dn + c];
+        for (int64_t r = 0; r < bq && s.D > 0; ++r) {
+          scatter_row_f32(dQ + r * Dn, s.D, dqb + (i0 + r) * dq.strides[2] * dtype_size(dq.dtype),
+                          dq.dtype, dq.strides[3]);
         }
         if (s.scale != 0.0f && all_finite(Q, bq, s.D)) {
           sgemm(kend, s.D, bq, s.scale, {dT, w, true}, {Q.p, Q.ld, false}, 1.0f, dK, Dn);
@@ -128,11 +131,17 @@ void backward(const Setup& s, const TensorView& dout, const TensorView& dq, cons
         sgemm(kend, s.Dv, bq, 1.0f, {P, w, true}, {dO.p, dO.ld, false}, 1.0f, dV, Dvn);
       }
     }
-    float* dkb = s.mat_base(dk, b, hk);
-    float* dvb = s.mat_base(dv, b, hk);
+    char* dkb = s.mat_base(dk, b, hk);
+    char* dvb = s.mat_base(dv, b, hk);
     for (int64_t j = 0; j < s.Lk; ++j) {
-      for (int64_t c = 0; c < s.D; ++c) dkb[j * dk.strides[2] + c * dk.strides[3]] = dK[j * Dn + c];
-      for (int64_t c = 0; c < s.Dv; ++c) dvb[j * dv.strides[2] + c * dv.strides[3]] = dV[j * Dvn + c];
+      if (s.D > 0) {
+        scatter_row_f32(dK + j * Dn, s.D, dkb + j * dk.strides[2] * dtype_size(dk.dtype), dk.dtype,
+                        dk.strides[3]);
+      }
+      if (s.Dv > 0) {
+        scatter_row_f32(dV + j * Dvn, s.Dv, dvb + j * dv.strides[2] * dtype_size(dv.dtype),
+                        dv.dtype, dv.strides[3]);
+      }
     }
   });
 }

@@ -15,18 +15,23 @@ namespace {
 void store_row(const TensorView& out, int64_t b, int64_t h, int64_t i, const float* o,
                int64_t n, double factor, float fill, bool use_fill) {
   if (n <= 0) return;  // Dv = 0: out may have null data
-  float* p = static_cast<float*>(out.data) + b * out.strides[0] + h * out.strides[1] +
-             i * out.strides[2];
+  const int64_t size = dtype_size(out.dtype);
+  char* p = static_cast<char*>(out.data) +
+            (b * out.strides[0] + h * out.strides[1] + i * out.strides[2]) * size;
   for (int64_t c = 0; c < n; ++c) {
-    p[c * out.strides[3]] =
-        use_fill ? fill : static_cast<float>(static_cast<double>(o[c]) * factor);
+    // f32 first (the f32 output's bits), then rounded once more only for a
+    // narrow output: the value is an f32 result by contract.
+    store_f32(p + c * out.strides[3] * size, out.dtype,
+              use_fill ? fill : static_cast<float>(static_cast<double>(o[c]) * factor));
   }
 }
 
 void store_lse(const Setup& s, int64_t b, int64_t h, int64_t i, float value) {
   if (!s.o.lse) return;
   const TensorView& l = *s.o.lse;
-  static_cast<float*>(l.data)[b * l.strides[0] + h * l.strides[1] + i * l.strides[2]] = value;
+  store_f32(static_cast<char*>(l.data) +
+                (b * l.strides[0] + h * l.strides[1] + i * l.strides[2]) * dtype_size(l.dtype),
+            l.dtype, value);
 }
 
 // The query block of forward task `task`: tasks run over (b, h, query

@@ -21,8 +21,10 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "kernels/attention.h"
+#include "core/convert.h"
 #include "core/execution.h"
 #include "core/gemm.h"
 #include "smax/attention.h"
@@ -46,10 +48,12 @@ struct Mat {
 };
 
 // Rows [r0, r0 + rows) x cols of a 2-D strided slice (base, row stride rs,
-// column stride cs): direct when the columns are contiguous and ld fits
-// SGEMM, else gathered into buf (contiguous, ld = max(cols, 1)).
-Mat matrix(const float* base, int64_t rs, int64_t cs, int64_t r0, int64_t rows, int64_t cols,
-           float* buf);
+// column stride cs, in elements of `dtype`): direct when the slice is f32,
+// its columns are contiguous and ld fits SGEMM, else gathered into buf
+// (contiguous f32, ld = max(cols, 1); other storage dtypes convert there,
+// one block at a time: the GEMMs run in f32).
+Mat matrix(const char* base, DType dtype, int64_t rs, int64_t cs, int64_t r0, int64_t rows,
+           int64_t cols, float* buf);
 
 // True when the rows x cols matrix M (leading dimension ld) is all finite.
 bool all_finite(const Mat& M, int64_t rows, int64_t cols);
@@ -82,38 +86,38 @@ struct Setup {
   // attn_mask broadcast to [B, H, Lq, Lk].
   bool has_mask = false;
   bool mask_bool = false;
+  DType mask_dtype = DType::kF32;  // additive masks: any floating dtype
   const char* mask_data = nullptr;
   int64_t ms[4] = {0, 0, 0, 0};
-  // sinks broadcast to [H]; alibi to [B, H].
-  const float* sinks = nullptr;
-  int64_t sink_stride = 0;
+  // sinks [H] and alibi slopes broadcast to [B, H], as f32 copies
+  // (whatever their storage dtype and strides).
+  std::vector<float> sinks_f32;
+  const float* sinks = nullptr;  // sinks_f32.data() when sinks are given
+  std::vector<float> alibi_f32;  // [B * H]
   const float* alibi = nullptr;
-  int64_t as[2] = {0, 0};
   AttentionNormalizer norm = AttentionNormalizer::kSoftmax;
   AttentionOptions o;
   int threads = 1;
 
   // Null stays null: a view without elements (Lk = 0, D = 0...) may have
   // null data, and no address may be formed from it (UB).
-  float* mat_base(const TensorView& t, int64_t b, int64_t h) const {
+  static char* mat_base(const TensorView& t, int64_t b, int64_t h) {
     if (t.data == nullptr) return nullptr;
-    return static_cast<float*>(t.data) + b * t.strides[0] + h * t.strides[1];
+    return static_cast<char*>(t.data) + (b * t.strides[0] + h * t.strides[1]) * dtype_size(t.dtype);
   }
   // Query rows [i0, i0 + bq) of head (b, h); keys / values [0, n) of kv head
   // (b, hk): direct views when SGEMM can read them, else gathered into buf.
   Mat q_rows(int64_t b, int64_t h, int64_t i0, int64_t bq, float* buf) const {
-    return matrix(mat_base(q, b, h), q.strides[2], q.strides[3], i0, bq, D, buf);
+    return matrix(mat_base(q, b, h), q.dtype, q.strides[2], q.strides[3], i0, bq, D, buf);
   }
   Mat k_rows(int64_t b, int64_t hk, int64_t n, float* buf) const {
-    return matrix(mat_base(k, b, hk), k.strides[2], k.strides[3], 0, n, D, buf);
+    return matrix(mat_base(k, b, hk), k.dtype, k.strides[2], k.strides[3], 0, n, D, buf);
   }
   Mat v_rows(int64_t b, int64_t hk, int64_t n, float* buf) const {
-    return matrix(mat_base(v, b, hk), v.strides[2], v.strides[3], 0, n, Dv, buf);
+    return matrix(mat_base(v, b, hk), v.dtype, v.strides[2], v.strides[3], 0, n, Dv, buf);
   }
-  float sink(int64_t h) const { return sinks[h * sink_stride]; }
-  float slope(int64_t b, int64_t h) const {
-    return alibi == nullptr ? 0.0f : alibi[b * as[0] + h * as[1]];
-  }
+  float sink(int64_t h) const { return sinks[h]; }
+  float slope(int64_t b, int64_t h) const { return alibi == nullptr ? 0.0f : alibi[b * H + h]; }
   // Logit parameters of row i for keys [j0, j0 + n); may gather the mask
   // row into addbuf / keepbuf.
   kernels::AttentionLogits logits(int64_t b, int64_t h, int64_t i, int64_t j0, int64_t n,
@@ -128,8 +132,11 @@ struct Setup {
       const int64_t off = b * ms[0] + h * ms[1] + i * ms[2] + j0 * ms[3];
       if (mask_bool) {
         p.keep = contiguous(reinterpret_cast<const uint8_t*>(mask_data) + off, n, ms[3], keepbuf);
-      } else {
+      } else if (mask_dtype == DType::kF32) {
         p.add = contiguous(reinterpret_cast<const float*>(mask_data) + off, n, ms[3], addbuf);
+      } else {
+        gather_row_f32(mask_data + off * dtype_size(mask_dtype), mask_dtype, ms[3], n, addbuf);
+        p.add = addbuf;
       }
     }
     return p;
