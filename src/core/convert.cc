@@ -1,10 +1,15 @@
 // src/core/convert.cc: strided row gather / scatter with dtype conversion
-// (see convert.h). The f32 cases stay plain copies.
+// (see convert.h). Contiguous rows use the SIMD conversions of
+// kernels/dtype_convert.h (the same bits); strided ones the scalar
+// definitions. The f32 cases stay plain copies.
 #include "core/convert.h"
+
+#include "kernels/dtype_convert.h"
 
 namespace smax::detail {
 
 void gather_row_f32(const void* base, DType dt, int64_t stride, int64_t n, float* out) {
+  if (stride == 1 && dt != DType::kF32) return kernels::widen_row(base, dt, n, out);
   switch (dt) {
     case DType::kF64: {
       const auto* p = static_cast<const double*>(base);
@@ -30,6 +35,7 @@ void gather_row_f32(const void* base, DType dt, int64_t stride, int64_t n, float
 }
 
 void scatter_row_f32(const float* in, int64_t n, void* base, DType dt, int64_t stride) {
+  if (stride == 1 && dt != DType::kF32) return kernels::narrow_row(in, n, base, dt);
   switch (dt) {
     case DType::kF64: {
       auto* p = static_cast<double*>(base);

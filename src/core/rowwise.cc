@@ -188,16 +188,27 @@ void Rowwise::gather_input(int k, const int64_t* off, float* t) const {
     }
     return;
   }
-  // t = fl(fl(x * s) + mask), -inf where the bool mask is 0 (x already f32).
+  // t = fl(fl(x * s) + mask), -inf where the bool mask is 0 (x already f32),
+  // one simple loop per step so that each vectorises.
   const float s = scale_;
-  const char* add = add_mask_ >= 0 ? g_.at(add_mask_, off[add_mask_]) : nullptr;
-  const int64_t sa = add_mask_ >= 0 ? g_.axis_stride[add_mask_] : 0;
-  const int64_t add_bytes = dtype_size(add_mask_dtype_) * sa;
-  for (int64_t i = 0; i < n; ++i) {
-    float v = t[i] * s;
-    if (add) v = v + load_f32(add + i * add_bytes, add_mask_dtype_);
-    if (keep && keep[i * sb] == 0) v = neg_inf;
-    t[i] = v;
+  if (s != 1.0f) {
+    for (int64_t i = 0; i < n; ++i) t[i] = t[i] * s;
+  }
+  if (add_mask_ >= 0) {
+    const char* add = g_.at(add_mask_, off[add_mask_]);
+    const int64_t sa = g_.axis_stride[add_mask_];
+    if (add_mask_dtype_ == DType::kF32) {
+      const auto* a = reinterpret_cast<const float*>(add);
+      for (int64_t i = 0; i < n; ++i) t[i] = t[i] + a[i * sa];
+    } else {
+      const int64_t add_bytes = dtype_size(add_mask_dtype_) * sa;
+      for (int64_t i = 0; i < n; ++i) t[i] = t[i] + load_f32(add + i * add_bytes, add_mask_dtype_);
+    }
+  }
+  if (keep) {
+    for (int64_t i = 0; i < n; ++i) {
+      if (keep[i * sb] == 0) t[i] = neg_inf;
+    }
   }
 }
 
