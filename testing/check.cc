@@ -1,5 +1,7 @@
 // testing/check.cc: error metrics against the float64 reference.
 #include "check.h"
+
+#include "typed_call.h"
 #include "op_table.h"
 
 #include <algorithm>
@@ -15,8 +17,8 @@ namespace {
 
 // Accumulates one element with its own bound. Matching special values (both
 // NaN, or the same infinity) count as exact.
-void accumulate(ErrorStats& st, int64_t i, float got, double ref, double bound) {
-  const double g = static_cast<double>(got);
+void accumulate(ErrorStats& st, int64_t i, double got, double ref, double bound) {
+  const double g = got;
   double err;
   if (std::isnan(ref) || std::isnan(g)) {
     err = (std::isnan(ref) && std::isnan(g)) ? 0.0 : HUGE_VAL;
@@ -122,20 +124,29 @@ Geometry make_geometry(const std::vector<int64_t>& shape, int64_t axis) {
   return g;
 }
 
-ErrorStats check_forward(Op op, const float* got, const std::vector<double>& ref) {
+namespace {
+
+// A narrow output's rounding: half an ulp of its dtype (typed_call.h).
+double rounding(smax::DType dtype, double got, double ref) {
+  return half_ulp(dtype, std::max(std::fabs(got), std::fabs(ref)));
+}
+
+template <typename T>
+ErrorStats forward_stats(Op op, const T* got, const std::vector<double>& ref, smax::DType dtype) {
   ErrorStats st;
   const int64_t count = static_cast<int64_t>(ref.size());
   for (int64_t i = 0; i < count; ++i) {
     const double r = ref[i];
     const double bound = op == Op::kSoftmax ? smax::reference::softmax_bound(r)
                                             : smax::reference::log_softmax_bound(r);
-    accumulate(st, i, got[i], r, bound);
+    accumulate(st, i, got[i], r, bound + rounding(dtype, got[i], r));
   }
   return st;
 }
 
-ErrorStats check_backward(Op op, const float* got, const std::vector<double>& ref,
-                          const float* y, const float* dy, const Geometry& g, double s) {
+template <typename T>
+ErrorStats backward_stats(Op op, const T* got, const std::vector<double>& ref, const float* y,
+                          const float* dy, const Geometry& g, double s, smax::DType dtype) {
   ErrorStats st;
   for (int64_t o = 0; o < g.outer; ++o) {
     for (int64_t j = 0; j < g.inner; ++j) {
@@ -154,11 +165,30 @@ ErrorStats check_backward(Op op, const float* got, const std::vector<double>& re
                 ? smax::reference::softmax_backward_bound(s, yi, dyi, row) +
                       smax::reference::softmax_backward_dot_gap(s, yi, row)
                 : smax::reference::log_softmax_backward_bound(s, yi, dyi, row);
-        accumulate(st, i, got[i], ref[i], bound);
+        accumulate(st, i, got[i], ref[i], bound + rounding(dtype, got[i], ref[i]));
       }
     }
   }
   return st;
+}
+
+}  // namespace
+
+ErrorStats check_forward(Op op, const float* got, const std::vector<double>& ref) {
+  return forward_stats(op, got, ref, smax::DType::kF32);
+}
+ErrorStats check_forward(Op op, const double* got, const std::vector<double>& ref,
+                         smax::DType out_dtype) {
+  return forward_stats(op, got, ref, out_dtype);
+}
+ErrorStats check_backward(Op op, const float* got, const std::vector<double>& ref,
+                          const float* y, const float* dy, const Geometry& g, double s) {
+  return backward_stats(op, got, ref, y, dy, g, s, smax::DType::kF32);
+}
+ErrorStats check_backward(Op op, const double* got, const std::vector<double>& ref,
+                          const float* y, const float* dy, const Geometry& g, double s,
+                          smax::DType out_dtype) {
+  return backward_stats(op, got, ref, y, dy, g, s, out_dtype);
 }
 
 void attention_bound_weights(const double* P, const double* T, int64_t Lk, bool softpick,

@@ -70,6 +70,15 @@ ErrorStats check_forward(Op op, const float* got, const std::vector<double>& ref
 ErrorStats check_backward(Op op, const float* got, const std::vector<double>& ref,
                           const float* y, const float* dy, const Geometry& g, double s);
 
+/// The same for an output stored in `out_dtype` (`got` widened to double):
+/// each bound plus half an ulp of `out_dtype` (docs/dtypes.md; f32 and f64:
+/// the f32 bound as is).
+ErrorStats check_forward(Op op, const double* got, const std::vector<double>& ref,
+                         smax::DType out_dtype);
+ErrorStats check_backward(Op op, const double* got, const std::vector<double>& ref,
+                          const float* y, const float* dy, const Geometry& g, double s,
+                          smax::DType out_dtype);
+
 /// One element's backward bound of softmax_backward (log = false) or
 /// log_softmax_backward (log = true), reference/bounds.h's without the
 /// separate dot term; *exact_zero: whether the element must be exactly 0

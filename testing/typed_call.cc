@@ -10,15 +10,8 @@
 namespace smax_cli {
 namespace {
 
-// Rounds `v` to `dtype` in place and returns its storage in that dtype.
 std::vector<unsigned char> round_and_store(std::vector<float>& v, smax::DType dtype) {
-  const size_t size = static_cast<size_t>(smax::dtype_size(dtype));
-  std::vector<unsigned char> bytes(std::max<size_t>(v.size(), 1) * size);
-  for (size_t i = 0; i < v.size(); ++i) {
-    v[i] = smax::detail::round_to(dtype, v[i]);
-    smax::detail::store_f32(bytes.data() + i * size, dtype, v[i]);
-  }
-  return bytes;
+  return round_to_dtype(v.data(), v.size(), dtype);
 }
 
 smax::TensorView retyped(const smax::TensorView& v, smax::DType dtype, void* data) {
@@ -29,6 +22,23 @@ smax::TensorView retyped(const smax::TensorView& v, smax::DType dtype, void* dat
 }
 
 }  // namespace
+
+std::vector<unsigned char> round_to_dtype(float* data, size_t n, smax::DType dtype) {
+  const size_t size = static_cast<size_t>(smax::dtype_size(dtype));
+  std::vector<unsigned char> bytes(std::max<size_t>(n, 1) * size);
+  for (size_t i = 0; i < n; ++i) {
+    data[i] = smax::detail::round_to(dtype, data[i]);
+    smax::detail::store_f32(bytes.data() + i * size, dtype, data[i]);
+  }
+  return bytes;
+}
+
+std::vector<double> widen_all(const std::vector<unsigned char>& bytes, smax::DType dtype, size_t n) {
+  std::vector<double> v(n);
+  const size_t size = static_cast<size_t>(smax::dtype_size(dtype));
+  for (size_t i = 0; i < n; ++i) v[i] = smax::detail::load_f64(bytes.data() + i * size, dtype);
+  return v;
+}
 
 smax::DType parse_float_dtype(const std::string& text) {
   if (text == "f32") return smax::DType::kF32;
@@ -59,12 +69,7 @@ std::unique_ptr<TypedCall> make_typed_call(ExtInstance& inst, smax::DType dtype)
 }
 
 std::vector<double> typed_output(const TypedCall& t, int64_t count) {
-  std::vector<double> v(static_cast<size_t>(count));
-  const int size = smax::dtype_size(t.dtype);
-  for (int64_t i = 0; i < count; ++i) {
-    v[static_cast<size_t>(i)] = smax::detail::load_f64(t.out.data() + i * size, t.dtype);
-  }
-  return v;
+  return widen_all(t.out, t.dtype, static_cast<size_t>(count));
 }
 
 double half_ulp(smax::DType dtype, double v) {

@@ -28,6 +28,13 @@ struct TypedCall {
 /// "f32", "f64", "f16", "bf16" -> the dtype (UsageError otherwise, naming --dtype).
 smax::DType parse_float_dtype(const std::string& text);
 
+/// Rounds data[0..n) to `dtype` in place and returns the same values
+/// stored in `dtype` (n elements, at least one element's bytes).
+std::vector<unsigned char> round_to_dtype(float* data, size_t n, smax::DType dtype);
+
+/// Element i of `bytes` (dtype) widened to double, for i < n.
+std::vector<double> widen_all(const std::vector<unsigned char>& bytes, smax::DType dtype, size_t n);
+
 /// Rounds inst's x / y / dy to `dtype` in place and returns the typed call.
 std::unique_ptr<TypedCall> make_typed_call(ExtInstance& inst, smax::DType dtype);
 

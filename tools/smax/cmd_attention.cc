@@ -10,6 +10,8 @@
 
 #include "args.h"
 #include "check.h"
+#include "core/convert.h"
+#include "typed_call.h"
 #include "commands.h"
 #include "data.h"
 #include "json.h"
@@ -27,18 +29,46 @@ constexpr double kNegInf = -INFINITY;
 
 namespace ref = smax::reference;
 
-// A contiguous f32 tensor of `shape` with its view.
+// A contiguous tensor of `shape` with its view: f32 `data`, or (--dtype)
+// `bytes` in another storage dtype holding `data` rounded to it.
 struct Buf {
   std::vector<int64_t> shape;
   std::vector<float> data;
+  smax::DType dtype = smax::DType::kF32;
+  std::vector<unsigned char> bytes;
   explicit Buf(std::vector<int64_t> s) : shape(std::move(s)) {
     int64_t n = 1;
     for (int64_t d : shape) n *= d;
     data.assign(static_cast<size_t>(n), 0.0f);
   }
-  smax::TensorView view() {
+  // Switches to `dt`: data rounds to it in place (the values the typed
+  // views hold, so the reference sees them too).
+  void retype(smax::DType dt) {
+    dtype = dt;
+    if (dt == smax::DType::kF32) return;
+    const size_t size = static_cast<size_t>(smax::dtype_size(dt));
+    bytes.assign(std::max<size_t>(data.size(), 1) * size, 0);
+    for (size_t i = 0; i < data.size(); ++i) {
+      data[i] = smax::detail::round_to(dt, data[i]);
+      smax::detail::store_f32(bytes.data() + i * size, dt, data[i]);
+    }
+  }
+  // data = the typed output, widened (exact for f16 / bf16, and for f64
+  // holding f32 results).
+  void sync_from_typed() {
+    if (dtype == smax::DType::kF32) return;
+    const size_t size = static_cast<size_t>(smax::dtype_size(dtype));
+    for (size_t i = 0; i < data.size(); ++i) data[i] = smax::detail::load_f32(bytes.data() + i * size, dtype);
+  }
+  // The f32 values (the rounded inputs / widened outputs), for the reference.
+  smax::TensorView f32_view() {
     return smax::make_view(static_cast<void*>(data.data()), smax::DType::kF32,
                            static_cast<int>(shape.size()), shape.data(), nullptr);
+  }
+  smax::TensorView view() {
+    void* p = dtype == smax::DType::kF32 ? static_cast<void*>(data.data())
+                                         : static_cast<void*>(bytes.data());
+    return smax::make_view(p, dtype, static_cast<int>(shape.size()), shape.data(), nullptr);
   }
 };
 
@@ -87,7 +117,9 @@ struct CheckStats {
   double max_abs = 0, worst_ratio = 0, worst_got = 0, worst_ref = 0;
   int64_t violations = 0, worst = -1;
   std::string worst_what;
+  smax::DType out_dtype = smax::DType::kF32;  // narrow outputs add half an ulp
   void add(const char* what, int64_t i, double got, double want, double bound) {
+    bound += smax_cli::half_ulp(out_dtype, std::max(std::abs(got), std::abs(want)));
     double ratio = 0;
     if (std::isnan(want) || std::isnan(got)) {
       ratio = std::isnan(want) == std::isnan(got) ? 0 : INFINITY;
@@ -167,6 +199,9 @@ k, v [B, Hkv, Lk, D / Dv] and prints the median time per call and GFLOP/s
   --dist D         q, k, v entries: normal (default), normal:MEAN,STD, uniform:LO,HI
                    (--data is the same option)
   --seed N         data seed (default 1)
+  --dtype T        storage dtype of q, k, v, out and the gradients: f32 (default),
+                   f64, f16, bf16 (inputs are rounded to it; --check adds half an
+                   ulp of T to the bound: docs/dtypes.md)
   --reps N         take exactly N timed samples (--repeat is the same option)
   --min-time SEC   otherwise sample for at least SEC seconds (default 0.5)
   --check          compare with the float64 reference (src/reference/attention.h):
@@ -181,7 +216,8 @@ int cmd_attention(int argc, char** argv, int first) {
                    {"softcap", true}, {"scale", true}, {"backward", false}, {"threads", true},
                    {"target", true}, {"dist", true}, {"data", true}, {"seed", true},
                    {"reps", true}, {"repeat", true}, {"min-time", true}, {"check", false},
-                   {"format", true}, {"sigmoid-bias-mode", true}, {"help", false}},
+                   {"format", true}, {"sigmoid-bias-mode", true}, {"dtype", true},
+                   {"help", false}},
                   argc, argv, first);
   const std::vector<int64_t> shape = parse_shape(args.get("shape", "1,8,1024,1024,64"));
   if (shape.size() != 5 && shape.size() != 6) {
@@ -251,6 +287,7 @@ int cmd_attention(int argc, char** argv, int first) {
   if (args.has("min-time")) timing.min_time_s = parse_min_time(args.get("min-time", ""));
   const bool check = args.has("check");
   const Format format = parse_format(args.get("format", "text"));
+  const smax::DType dtype = parse_float_dtype(args.get("dtype", "f32"));
   if (args.has("target")) apply_target(args.get("target", ""));
 
   Buf q({B, H, Lq, D}), k({B, Hkv, Lk, D}), v({B, Hkv, Lk, Dv}), out({B, H, Lq, Dv});
@@ -258,9 +295,11 @@ int cmd_attention(int argc, char** argv, int first) {
   fill(q.data.data(), q.data.size(), dist, s0);
   fill(k.data.data(), k.data.size(), dist, s0 + 1);
   fill(v.data.data(), v.data.size(), dist, s0 + 2);
-  smax::attention(q.view(), k.view(), v.view(), out.view(), o);  // validates; out for backward
   Buf dout({B, H, Lq, Dv}), dq({B, H, Lq, D}), dk({B, Hkv, Lk, D}), dv({B, Hkv, Lk, Dv});
   if (backward) fill(dout.data.data(), dout.data.size(), Dist{}, s0 + 3);
+  for (Buf* b : {&q, &k, &v, &out, &dout, &dq, &dk, &dv}) b->retype(dtype);
+  smax::attention(q.view(), k.view(), v.view(), out.view(), o);  // validates; out for backward
+  out.sync_from_typed();
 
   Progress progress(check ? (backward ? 4 : 3) : 1);
   progress.step(backward ? "timing attention_backward" : "timing attention");
@@ -276,11 +315,13 @@ int cmd_attention(int argc, char** argv, int first) {
                        static_cast<double>(backward ? 3 * D + 2 * Dv : D + Dv);
   const double gflops = t.median_s > 0 ? flops / t.median_s * 1e-9 : 0.0;
 
+  for (Buf* b : {&out, &dq, &dk, &dv}) b->sync_from_typed();
   CheckStats st;
+  st.out_dtype = dtype;
   double rel = 0;
   if (check) {
     progress.step("float64 reference (forward)");
-    const auto p = ref::attention_problem(q.view(), k.view(), v.view(), o);
+    const auto p = ref::attention_problem(q.f32_view(), k.f32_view(), v.f32_view(), o);
     const auto r = ref::attention_forward(p);
     if (!backward) {
       progress.step("checking the output against the reference");
@@ -322,6 +363,7 @@ int cmd_attention(int argc, char** argv, int first) {
         .num("softcap", o.softcap)
         .str("target", smax::active_target())
         .integer("threads", threads)
+        .str("dtype", smax::dtype_name(dtype))
         .str("dist", format_dist(dist));
     json_timing(j, t)
         .num("gflop_per_call", flops * 1e-9)
@@ -344,7 +386,8 @@ int cmd_attention(int argc, char** argv, int first) {
                 static_cast<long long>(Hkv), static_cast<long long>(Lq),
                 static_cast<long long>(Lk), static_cast<long long>(D),
                 static_cast<long long>(Dv));
-    std::printf("target     %s, threads %d\n", smax::active_target().c_str(), threads);
+    std::printf("target     %s, threads %d, dtype %s\n", smax::active_target().c_str(), threads,
+                smax::dtype_name(dtype));
     std::printf("time       %s\n", format_timing(t).c_str());
     std::printf("speed      %.4g GFLOP/s (%.4g GFLOP per call)\n", gflops, flops * 1e-9);
     if (check) {

@@ -19,6 +19,7 @@
 #include "smax/smax.h"
 #include "suggest.h"
 #include "timing.h"
+#include "typed_call.h"
 
 namespace smax_cli {
 namespace {
@@ -35,6 +36,7 @@ struct RunConfig {
   double scale = 1.0;
   uint64_t seed = 1;
   bool check = false;
+  smax::DType dtype = smax::DType::kF32;
   Format format = Format::kText;
   TimingConfig timing;
 };
@@ -59,6 +61,7 @@ RunConfig parse_run(const Args& args) {
   if (args.has("repeat")) c.timing.repeat = parse_repeat("--repeat", args.get("repeat", ""));
   if (args.has("min-time")) c.timing.min_time_s = parse_min_time(args.get("min-time", ""));
   c.check = args.has("check");
+  c.dtype = parse_float_dtype(args.get("dtype", "f32"));
   c.format = parse_format(args.get("format", "text"));
   // Last: a bad --target should not leave the process capped for nothing,
   // and every pure parse error above is reported first.
@@ -194,16 +197,39 @@ int cmd_run(int argc, char** argv, int first) {
     dyv = view_of(dy.data(), c.shape);
   }
 
+  // --dtype: x, y, dy rounded to the dtype in place (the reference reads
+  // the f32 views, so it sees the same values); the op runs on typed views.
+  std::vector<unsigned char> tx, ty, tdy, tdst;
+  smax::TensorView txv = xv, tyv = yv, tdyv = dyv, tdv = dv;
+  const bool typed = c.dtype != smax::DType::kF32;
+  if (typed) {
+    const auto retyped = [&](const smax::TensorView& v, std::vector<unsigned char>& bytes) {
+      smax::TensorView t = v;
+      t.dtype = c.dtype;
+      t.data = bytes.data();
+      return t;
+    };
+    tx = round_to_dtype(x.data(), x.size(), c.dtype);
+    txv = retyped(xv, tx);
+    if (backward) {
+      ty = round_to_dtype(y_buf.data(), y_buf.size(), c.dtype);
+      tdy = round_to_dtype(dy.data(), dy.size(), c.dtype);
+      tyv = retyped(yv, ty);
+      tdyv = retyped(dyv, tdy);
+    }
+    tdst.assign(std::max<size_t>(dst.size(), 1) * static_cast<size_t>(smax::dtype_size(c.dtype)), 0);
+    tdv = retyped(dv, tdst);
+  }
   std::function<void()> call;
   switch (c.op) {
-    case Op::kSoftmax: call = [&] { smax::softmax(xv, dv, options); }; break;
-    case Op::kLogSoftmax: call = [&] { smax::log_softmax(xv, dv, options); }; break;
-    case Op::kLogsumexp: call = [&] { smax::logsumexp(xv, dv, options); }; break;
+    case Op::kSoftmax: call = [&] { smax::softmax(txv, tdv, options); }; break;
+    case Op::kLogSoftmax: call = [&] { smax::log_softmax(txv, tdv, options); }; break;
+    case Op::kLogsumexp: call = [&] { smax::logsumexp(txv, tdv, options); }; break;
     case Op::kSoftmaxBackward:
-      call = [&] { smax::softmax_backward(yv, dyv, dv, options); };
+      call = [&] { smax::softmax_backward(tyv, tdyv, tdv, options); };
       break;
     case Op::kLogSoftmaxBackward:
-      call = [&] { smax::log_softmax_backward(yv, dyv, dv, options); };
+      call = [&] { smax::log_softmax_backward(tyv, tdyv, tdv, options); };
       break;
   }
 
@@ -211,7 +237,7 @@ int cmd_run(int argc, char** argv, int first) {
   progress.step(std::string("timing ") + op_name(c.op));
   const Timing t = measure(call, c.timing);
   const double ns_per_elem = t.median_s * 1e9 / static_cast<double>(count);
-  const int bpe = bytes_per_element(c.op);
+  const int bpe = bytes_per_element(c.op) * smax::dtype_size(c.dtype) / 4;  // per its dtype
   const double gbps = static_cast<double>(bpe) * static_cast<double>(count) / t.median_s * 1e-9;
   const std::string kernel = smax::kernel_name(op_name(c.op), c.algo_name, c.geometry.n);
   const std::string target = smax::active_target();
@@ -237,9 +263,14 @@ int cmd_run(int argc, char** argv, int first) {
                             " values for " + std::to_string(out_count) + " outputs");
     }
     progress.step("checking against the reference");
-    if (backward) {
-      st = check_backward(c.op, dst.data(), ref, y->data(), dy.data(), c.geometry,
-                          std::fabs(static_cast<double>(options.scale)));
+    const double s = std::fabs(static_cast<double>(options.scale));
+    if (typed) {
+      const std::vector<double> got = widen_all(tdst, c.dtype, dst.size());
+      st = backward ? check_backward(c.op, got.data(), ref, y->data(), dy.data(), c.geometry, s,
+                                     c.dtype)
+                    : check_forward(c.op, got.data(), ref, c.dtype);
+    } else if (backward) {
+      st = check_backward(c.op, dst.data(), ref, y->data(), dy.data(), c.geometry, s);
     } else {
       st = check_forward(c.op, dst.data(), ref);
     }
@@ -255,6 +286,7 @@ int cmd_run(int argc, char** argv, int first) {
         .str("kernel", kernel)
         .str("target", target)
         .integer("threads", c.threads)
+        .str("dtype", smax::dtype_name(c.dtype))
         .str("dist", format_dist(c.dist))
         .num("scale", c.scale)
         .integer("seed", static_cast<int64_t>(c.seed))
@@ -281,7 +313,8 @@ int cmd_run(int argc, char** argv, int first) {
                 static_cast<long long>(c.geometry.outer * c.geometry.inner),
                 static_cast<long long>(c.geometry.n));
     std::printf("algo       %s -> %s\n", c.algo_name.c_str(), kernel.c_str());
-    std::printf("target     %s, threads %d\n", target.c_str(), c.threads);
+    std::printf("target     %s, threads %d, dtype %s\n", target.c_str(), c.threads,
+                smax::dtype_name(c.dtype));
     std::printf("data       %s, scale %g, seed %llu\n", format_dist(c.dist).c_str(), c.scale,
                 static_cast<unsigned long long>(c.seed));
     std::printf("time       %s\n", format_timing(t).c_str());

@@ -64,6 +64,9 @@ logsumexp 4, backward 12).
   --dist D         logits: normal (default, N(0,1)), normal:MEAN,STD, uniform:LO,HI
   --scale S        multiply the logits by S > 0 (default 1)
   --seed N         data seed (default 1)
+  --dtype T        storage dtype of the op's floating inputs and output: f32
+                   (default), f64, f16, bf16; inputs are rounded to T and the
+                   reference runs on the rounded values (docs/dtypes.md)
   --repeat N       take exactly N timed samples
   --min-time SEC   otherwise sample for at least SEC seconds (default 0.5);
                    a sample batches calls to last >= 20 us (calls_per_sample)
