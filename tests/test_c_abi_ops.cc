@@ -12,6 +12,7 @@
 // tests/c_api/.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "op_table.h"
+#include "typed_call.h"
 #include "smax/c/smax.h"
 #include "smax/error.h"
 
@@ -127,6 +129,35 @@ TEST(CAbiOps, SameBitsAsCpp) {
     for (smax::Reduction r : reductions) {
       auto inst = instance_of(op, r);
       expect_same(op, *inst, std::string("defaults, reduction ") + smax::reduction_name(r));
+    }
+  }
+}
+
+// The same through views of each other storage dtype (docs/dtypes.md): the
+// C ABI passes smax_tensor's dtype through, so the bits agree there too.
+TEST(CAbiOps, SameBitsAsCppInEveryDtype) {
+  for (const ExtOp& op : smax_cli::ext_ops()) {
+    if (!op.c_run) continue;
+    for (smax::DType dtype : {smax::DType::kF64, smax::DType::kF16, smax::DType::kBF16}) {
+      SCOPED_TRACE(op.name + " " + smax::dtype_name(dtype));
+      auto inst = instance_of(op, smax::Reduction::kMean);
+      auto typed = smax_cli::make_typed_call(*inst, dtype);
+      const size_t bytes = typed->out.size();
+      std::fill(typed->out.begin(), typed->out.end(), 0xa5);  // what neither call writes stays
+      try {
+        op.run(typed->call);
+      } catch (const smax::Error& e) {
+        ADD_FAILURE() << e.what();
+        continue;
+      }
+      const std::vector<unsigned char> cpp(typed->out.begin(), typed->out.begin() + bytes);
+      const std::vector<int64_t> cpp_index = inst->out_index;
+      std::fill(typed->out.begin(), typed->out.end(), 0xa5);
+      const std::unique_ptr<smax_cli::CCall> k = smax_cli::c_call_of(typed->call);
+      ASSERT_EQ(op.c_run(typed->call, *k), SMAX_STATUS_OK) << smax_last_error();
+      EXPECT_TRUE(std::equal(cpp.begin(), cpp.end(), typed->out.begin()))
+          << "the C ABI's output differs from the C++ call's";
+      EXPECT_EQ(inst->out_index, cpp_index);
     }
   }
 }
