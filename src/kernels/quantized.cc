@@ -25,7 +25,11 @@ T RowMax(const T* HWY_RESTRICT x, int64_t n) {
   if (n >= N) {
     auto acc = hn::LoadU(d, x);
     for (i = N; i + N <= n; i += N) acc = hn::Max(acc, hn::LoadU(d, x + i));
-    m = hn::ReduceMax(d, acc);
+    // Highway 1.0.3 has no 8-bit MaxOfLanes: reduce the lanes in scalar code.
+    HWY_ALIGN T lanes[hn::MaxLanes(d)];
+    hn::Store(acc, d, lanes);
+    m = lanes[0];
+    for (int64_t j = 1; j < N; ++j) m = lanes[j] > m ? lanes[j] : m;
   }
   for (; i < n; ++i) m = x[i] > m ? x[i] : m;
   return m;
