@@ -5,7 +5,7 @@
 # After smax_read_op_list():
 #   SMAX_OPS                every op, in the list's order
 #   SMAX_OPS_GROUP_<GROUP>  the ops of a group (SOFTMAX, NORMALIZERS, LOSSES,
-#                           SAMPLING, ATTENTION)
+#                           SAMPLING, ATTENTION, QUANTIZED)
 #   SMAX_OPS_CLI_<CLI>      the ops by CLI reach (RUN, RUN_UNCHECKED,
 #                           ATTENTION, NONE)
 # A line that does not parse is a configure error. Editing the list
@@ -15,7 +15,7 @@ function(smax_read_op_list)
   set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${_file})
   file(STRINGS ${_file} _lines REGEX "^SMAX_OP\\(")
   set(_all)
-  foreach(_g SOFTMAX NORMALIZERS LOSSES SAMPLING ATTENTION)
+  foreach(_g SOFTMAX NORMALIZERS LOSSES SAMPLING ATTENTION QUANTIZED)
     set(_group_${_g})
   endforeach()
   foreach(_c RUN RUN_UNCHECKED ATTENTION NONE)
@@ -30,7 +30,7 @@ function(smax_read_op_list)
     list(APPEND _cli_${CMAKE_MATCH_4} ${CMAKE_MATCH_1})
   endforeach()
   set(SMAX_OPS ${_all} PARENT_SCOPE)
-  foreach(_g SOFTMAX NORMALIZERS LOSSES SAMPLING ATTENTION)
+  foreach(_g SOFTMAX NORMALIZERS LOSSES SAMPLING ATTENTION QUANTIZED)
     set(SMAX_OPS_GROUP_${_g} ${_group_${_g}} PARENT_SCOPE)
   endforeach()
   foreach(_c RUN RUN_UNCHECKED ATTENTION NONE)

@@ -355,6 +355,7 @@ const std::vector<ExtOp>& ext_ops() {
     add_reweight_ops(v);
     add_loss_ops(v);
     add_sampling_ops(v);
+    add_quantized_ops(v);
     return in_op_list_order(std::move(v));
   }();
   return ops;

@@ -208,5 +208,6 @@ void add_rescaled_ops(std::vector<ExtOp>& ops);
 void add_reweight_ops(std::vector<ExtOp>& ops);
 void add_loss_ops(std::vector<ExtOp>& ops);
 void add_sampling_ops(std::vector<ExtOp>& ops);
+void add_quantized_ops(std::vector<ExtOp>& ops);
 
 }  // namespace smax_cli

@@ -12,5 +12,6 @@
 #include "smax/detection.h"
 #include "smax/attention.h"
 #include "smax/losses.h"
+#include "smax/quantized.h"
 #include "smax/tensor.h"
 #include "smax/version.h"

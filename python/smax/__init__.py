@@ -42,10 +42,11 @@ from __future__ import annotations
 
 # Re-exports only: each submodule has an __all__; shared plumbing is in
 # _common.py (a leaf), the torch Functions in _autograd.py (imported on use).
-from . import _attention, _ops, _ops_softmax, _runtime
+from . import _attention, _ops, _ops_quantized, _ops_softmax, _runtime
 from ._attention import *  # noqa: F401,F403
 from ._common import ALGORITHMS, EMPTY_ROW_POLICIES, REDUCTIONS  # noqa: F401
 from ._ops import *  # noqa: F401,F403
+from ._ops_quantized import *  # noqa: F401,F403
 from ._ops_softmax import *  # noqa: F401,F403
 from ._runtime import *  # noqa: F401,F403
 from ._runtime import __version__  # noqa: F401
@@ -55,3 +56,4 @@ __all__ += _ops_softmax.__all__
 __all__ += _runtime.__all__
 __all__ += _ops.__all__
 __all__ += _attention.__all__
+__all__ += _ops_quantized.__all__

@@ -31,6 +31,7 @@ void def_reweight(nb::module_& m);
 void def_sampling(nb::module_& m);
 void def_cross_entropy(nb::module_& m);
 void def_attention(nb::module_& m);
+void def_quantized(nb::module_& m);
 }  // namespace smax_py
 
 namespace {
@@ -192,6 +193,7 @@ NB_MODULE(_smax, m) {
   smax_py::def_sampling(m);
   smax_py::def_cross_entropy(m);
   smax_py::def_attention(m);
+  smax_py::def_quantized(m);
 
   // ---- runtime -------------------------------------------------------------------
   m.def("version", []() { return std::string(smax::version()); });

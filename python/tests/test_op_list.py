@@ -32,7 +32,7 @@ DIFF_WITHOUT_BACKWARD = {
 def test_list_is_well_formed():
     assert len(OPS) == len(BY_NAME), "an op is listed twice"
     assert {op.group for op in OPS} == {"softmax", "normalizers", "losses", "sampling",
-                                        "attention"}
+                                        "attention", "quantized"}
     assert {op.kind for op in OPS} <= {"diff", "nodiff", "backward", "fused"}
     assert {op.cli for op in OPS} <= {"run", "run_unchecked", "attention", "none"}
     for op in OPS:

@@ -14,6 +14,7 @@ const std::vector<OpInfo>& op_list() {
 #define SMAX_OP_LOWER_LOSSES "losses"
 #define SMAX_OP_LOWER_SAMPLING "sampling"
 #define SMAX_OP_LOWER_ATTENTION "attention"
+#define SMAX_OP_LOWER_QUANTIZED "quantized"
 #define SMAX_OP_LOWER_DIFF "diff"
 #define SMAX_OP_LOWER_NODIFF "nodiff"
 #define SMAX_OP_LOWER_BACKWARD "backward"
