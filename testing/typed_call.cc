@@ -3,9 +3,11 @@
 
 #include <cmath>
 #include <cstring>
+#include <string>
 
 #include "args.h"
 #include "core/convert.h"
+#include "smax/runtime.h"
 
 namespace smax_cli {
 namespace {
@@ -38,6 +40,30 @@ std::vector<double> widen_all(const std::vector<unsigned char>& bytes, smax::DTy
   const size_t size = static_cast<size_t>(smax::dtype_size(dtype));
   for (size_t i = 0; i < n; ++i) v[i] = smax::detail::load_f64(bytes.data() + i * size, dtype);
   return v;
+}
+
+bool takes_floating_dtypes(const ExtOp& op) {
+  const smax::OpInfo* info = smax::find_op(op.name);
+  return info == nullptr || std::string(info->group) != "quantized";
+}
+
+void apply_integer_dtype(const ExtOp& op, const std::string& text,
+                         std::map<std::string, double>& params) {
+  if (text.empty()) return;
+  if (params.count("signed") != 0) {  // qlinear_softmax: u8 or i8
+    if (text != "u8" && text != "i8") {
+      throw UsageError("--dtype: op " + op.name + " takes u8 or i8, got '" + text + "'");
+    }
+    const bool want_signed = text == "i8";
+    if (params["signed"] != 0 && !want_signed) {
+      throw UsageError("--dtype u8 contradicts --param signed=true (op " + op.name + ")");
+    }
+    params["signed"] = want_signed ? 1 : 0;
+    return;
+  }
+  if (text != "i32") {
+    throw UsageError("--dtype: op " + op.name + " takes i32 only, got '" + text + "'");
+  }
 }
 
 smax::DType parse_float_dtype(const std::string& text) {

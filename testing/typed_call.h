@@ -25,6 +25,18 @@ struct TypedCall {
   ExtCall call;                              ///< the instance's call with typed views
 };
 
+/// False for the integer ops (smax/quantized.h, op list group "quantized"):
+/// their inputs and outputs are integers, so f64 / f16 / bf16 views do not
+/// apply to them.
+bool takes_floating_dtypes(const ExtOp& op);
+
+/// --dtype of an integer op (takes_floating_dtypes false): qlinear_softmax
+/// takes u8 (its default) or i8 (the same as --param signed=true, which it
+/// sets in `params`); int_softmax and shiftmax take i32 only. An empty
+/// `text` changes nothing; anything else is a UsageError naming --dtype.
+void apply_integer_dtype(const ExtOp& op, const std::string& text,
+                         std::map<std::string, double>& params);
+
 /// "f32", "f64", "f16", "bf16" -> the dtype (UsageError otherwise, naming --dtype).
 smax::DType parse_float_dtype(const std::string& text);
 

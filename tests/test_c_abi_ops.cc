@@ -137,7 +137,7 @@ TEST(CAbiOps, SameBitsAsCpp) {
 // C ABI passes smax_tensor's dtype through, so the bits agree there too.
 TEST(CAbiOps, SameBitsAsCppInEveryDtype) {
   for (const ExtOp& op : smax_cli::ext_ops()) {
-    if (!op.c_run) continue;
+    if (!op.c_run || !smax_cli::takes_floating_dtypes(op)) continue;
     for (smax::DType dtype : {smax::DType::kF64, smax::DType::kF16, smax::DType::kBF16}) {
       SCOPED_TRACE(op.name + " " + smax::dtype_name(dtype));
       auto inst = instance_of(op, smax::Reduction::kMean);

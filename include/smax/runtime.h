@@ -43,7 +43,7 @@ std::string kernel_name(std::string_view op, std::string_view algorithm = "auto"
 
 /// One public op, as smax/op_list.inc states it (the meaning of each field
 /// is documented there). Strings are lower case: group "softmax",
-/// "normalizers", "losses", "sampling" or "attention"; kind "diff",
+/// "normalizers", "losses", "sampling", "attention" or "quantized"; kind "diff",
 /// "nodiff", "backward" or "fused"; cli "run", "run_unchecked", "attention"
 /// or "none".
 struct OpInfo {

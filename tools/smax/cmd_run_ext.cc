@@ -52,10 +52,13 @@ int cmd_run_ext(const ExtOp& op, const Args& args) {
   const bool check = args.has("check");
   if (check && !op.reference) throw UsageError("--check: op " + op.name + " has no float64 oracle");
   const Format format = parse_format(args.get("format", "text"));
-  const smax::DType dtype = parse_float_dtype(args.get("dtype", "f32"));
+  // --dtype: a floating storage dtype, or (integer ops) their integer type.
+  const bool floating = takes_floating_dtypes(op);
+  const smax::DType dtype = floating ? parse_float_dtype(args.get("dtype", "f32")) : smax::DType::kF32;
 
   ExtCall call;
   call.params = parse_params(op, args.get("param", ""));
+  if (!floating) apply_integer_dtype(op, args.get("dtype", ""), call.params);
   call.options.axis = axis_arg;
   call.options.scale = static_cast<float>(scale);
   call.options.threads = threads;

@@ -66,7 +66,9 @@ logsumexp 4, backward 12).
   --seed N         data seed (default 1)
   --dtype T        storage dtype of the op's floating inputs and output: f32
                    (default), f64, f16, bf16; inputs are rounded to T and the
-                   reference runs on the rounded values (docs/dtypes.md)
+                   reference runs on the rounded values (docs/dtypes.md);
+                   integer ops: qlinear_softmax u8 (default) or i8,
+                   int_softmax / shiftmax i32
   --repeat N       take exactly N timed samples
   --min-time SEC   otherwise sample for at least SEC seconds (default 0.5);
                    a sample batches calls to last >= 20 us (calls_per_sample)
