@@ -72,7 +72,7 @@ HWY_INLINE VF WidenF16Emulated(VU16 h) {
   const auto special = hn::Add(shifted, hn::Set(du, 224u << 23));
   const DI di;
   const VF sub = hn::Mul(hn::ConvertTo(d, hn::BitCast(di, em)), hn::Set(d, 0x1p-24f));
-  const auto is_special = hn::Ge(hn::BitCast(di, em), hn::Set(di, 0x7c00));
+  const auto is_special = hn::Gt(hn::BitCast(di, em), hn::Set(di, 0x7c00 - 1));
   const auto is_sub = hn::Lt(hn::BitCast(di, em), hn::Set(di, 0x0400));
   auto bits = hn::IfThenElse(hn::RebindMask(du, is_special), special, normal);
   bits = hn::IfThenElse(hn::RebindMask(du, is_sub), hn::BitCast(du, sub), bits);
@@ -134,7 +134,7 @@ HWY_INLINE VU16 NarrowF16Emulated(VF v) {
                            hn::BitCast(du, half));
   const auto nan = hn::Or(hn::Set(du, 0x7e00u), hn::And(hn::ShiftRight<13>(a), hn::Set(du, 0x3ffu)));
   auto r = hn::IfThenElse(hn::RebindMask(du, hn::Lt(ai, hn::Set(di, 0x38800000))), sub, normal);
-  r = hn::IfThenElse(hn::RebindMask(du, hn::Ge(ai, hn::Set(di, 0x477ff000))),
+  r = hn::IfThenElse(hn::RebindMask(du, hn::Gt(ai, hn::Set(di, 0x477ff000 - 1))),
                      hn::Set(du, 0x7c00u), r);
   r = hn::IfThenElse(hn::RebindMask(du, hn::Gt(ai, hn::Set(di, 0x7f800000))), nan, r);
   return LowHalves(hn::Or(r, sign));
