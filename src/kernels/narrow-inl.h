@@ -83,7 +83,10 @@ HWY_INLINE VF WidenF16(VU16 h) {
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2 && !defined(HWY_DISABLE_F16C)
   const DF d;
   const hn::Rebind<hwy::float16_t, DF> dh;
-  return hn::PromoteTo(d, hn::BitCast(dh, h));
+  const VF v = hn::PromoteTo(d, hn::BitCast(dh, h));
+  // vcvtph2ps quiets signalling NaNs; convert.h keeps their payload as is.
+  if (HWY_UNLIKELY(!hn::AllFalse(d, hn::IsNaN(v)))) return WidenF16Emulated(h);
+  return v;
 #else
   return WidenF16Emulated(h);
 #endif
