@@ -235,6 +235,57 @@ void run_floor(benchmark::State& state, Floor kind, int64_t n, bool cold) {
   state.SetLabel(smax_bench::floor_target());
 }
 
+// ---- storage dtypes ----------------------------------------------------------
+// dtype/<op>/<f32|bf16|f16>/<shape>: every operand of the op in that dtype
+// (forward: src, dst; backward: y, dy, dx), 1 thread, algorithm auto. The
+// bytes moved per element halve from f32 to bf16 / f16 (bytes/s counts the
+// op's ideal traffic in the dtype).
+void run_dtype(benchmark::State& state, Op op, smax::DType dtype, Shape s) {
+  const int64_t n = s.elements();
+  const int size = smax::dtype_size(dtype);
+  std::vector<float> x(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) x[static_cast<size_t>(i)] = std::sin(0.37f * static_cast<float>(i % 10007)) * 4.0f;
+  auto make = [&](bool fill) {
+    std::vector<uint8_t> b(static_cast<size_t>(n * size));
+    for (int64_t i = 0; i < n && fill; ++i) {
+      const float v = op == Op::kSoftmaxBackward ? 1.0f / static_cast<float>(s.dims.back()) : x[static_cast<size_t>(i)];
+      uint32_t u;
+      std::memcpy(&u, &v, 4);
+      if (size == 4) {
+        std::memcpy(b.data() + i * 4, &v, 4);
+      } else {
+        const uint16_t h = dtype == smax::DType::kBF16 ? static_cast<uint16_t>(u >> 16)
+                                                        : static_cast<uint16_t>(0x3c00 - (i % 3));
+        std::memcpy(b.data() + i * 2, &h, 2);
+      }
+    }
+    return b;
+  };
+  std::vector<uint8_t> a = make(true), b = make(true), c = make(false);
+  auto view = [&](std::vector<uint8_t>& buf) {
+    return smax::make_view(buf.data(), dtype, static_cast<int>(s.dims.size()), s.dims.data(), nullptr);
+  };
+  smax::SoftmaxOptions o;
+  o.axis = s.axis;
+  o.threads = 1;
+  for (auto _ : state) {
+    switch (op) {
+      case Op::kSoftmax: smax::softmax(view(a), view(c), o); break;
+      case Op::kLogSoftmax: smax::log_softmax(view(a), view(c), o); break;
+      case Op::kSoftmaxBackward: smax::softmax_backward(view(a), view(b), view(c), o); break;
+      default: break;
+    }
+    benchmark::ClobberMemory();
+  }
+  state.counters["ns/element"] = benchmark::Counter(
+      static_cast<double>(n) * static_cast<double>(state.iterations()),
+      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["bytes/s"] = benchmark::Counter(
+      static_cast<double>(n) * static_cast<double>(state.iterations()) *
+          (op == Op::kSoftmaxBackward ? 3 : 2) * size,
+      benchmark::Counter::kIsRate);
+}
+
 // ---- registration -------------------------------------------------------------
 void add(const std::string& group, Op op, smax::Algorithm algo, const Shape& s, bool cold,
          int threads, bool big) {
@@ -322,6 +373,18 @@ void register_all() {
     }
     add("attn", Op::kSoftmaxBackward, A::kAuto, s, false, 1, false);
     add("attn", Op::kNaiveSoftmax, A::kAuto, s, false, 1, false);
+  }
+
+  // Storage dtypes on the goal shapes, 1 thread: f32 beside bf16 and f16.
+  for (const Shape& s : {Shape{{256, 32000}, 1}, Shape{{64, 128256}, 1}}) {
+    for (Op op : {Op::kSoftmax, Op::kLogSoftmax, Op::kSoftmaxBackward}) {
+      for (smax::DType t : {smax::DType::kF32, smax::DType::kBF16, smax::DType::kF16}) {
+        const std::string name = std::string("dtype/") + op_name(op) + "/" + smax::dtype_name(t) +
+                                 "/" + s.name();
+        benchmark::RegisterBenchmark(name.c_str(), run_dtype, op, t, s)
+            ->UseRealTime()->Unit(benchmark::kMicrosecond);
+      }
+    }
   }
 
   // Column softmax: SSD-like [32, 81, 8732] over dim 1.

@@ -32,6 +32,13 @@
 //   an empty row is -inf). n = 1: exactly softmax 1, log_softmax 0,
 //   logsumexp t_0 (for every algorithm).
 //   exp underflow is flushed to exact 0: no denormal is ever produced.
+// * Storage dtypes: every operand (src, dst, additive_mask; y, dy, dx) may
+//   be f32, bf16 or f16, independently; outputs also f64. The math is f32
+//   on the exactly widened inputs and each output is rounded once to its
+//   type (nearest even): the result is the f32 result, same algorithm,
+//   rounded. bf16 / f16 outputs are within 1 ulp of their type of the exact
+//   result; f32 outputs from narrow inputs meet the f32 bounds above
+//   (docs/numerics.md, "bf16 and f16"). Other dtypes are errors naming them.
 // * Determinism: bitwise identical results for any `threads` and any
 //   parallel_for pool (work is split on a data-independent grid and partial
 //   results are merged in a fixed order). Results may differ in the last bits

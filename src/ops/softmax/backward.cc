@@ -2,9 +2,17 @@
 //
 // Same structure as forward.cc: validate -> geometry -> rows / columns /
 // gather mode -> kernels, on a thread-independent task grid.
+// Storage dtypes: y, dy and dx may each be f32, bf16 or f16 (dx also f64);
+// the math is f32 on the widened inputs, dx rounded once. All-f32 calls are
+// unchanged; otherwise short contiguous rows (dx not f64) run the fused
+// narrow kernels (kernels/softmax_narrow.h) and everything else the gather
+// mode with conversion (y and dy widened into a per-row scratch, the f32
+// row kernel or segments, dx rounded from the scratch).
 #include <algorithm>
 
 #include "kernels/kernels.h"
+#include "kernels/softmax_narrow.h"
+#include "core/convert.h"
 #include "core/execution.h"
 #include "core/geometry.h"
 #include "core/internal.h"
@@ -24,16 +32,25 @@ struct BackwardCall {
   BackwardOp op;
   float scale;
   int threads;
+  DType y_type, dy_type, dx_type;
   Geometry g;
+  bool all_f32() const {
+    return y_type == DType::kF32 && dy_type == DType::kF32 && dx_type == DType::kF32;
+  }
 };
 
 BackwardCall prepare(BackwardOp op, const TensorView& y_in, const TensorView& dy_in,
                      const TensorView& dx_in, const SoftmaxOptions& options) {
   const char* name = op == BackwardOp::kSoftmax ? "softmax_backward" : "log_softmax_backward";
-  check_view(y_in, name, "y", DType::kF32);
-  check_view(dy_in, name, "dy", DType::kF32);
-  check_view(dx_in, name, "dx", DType::kF32);
+  check_float_view(y_in, name, "y");
+  check_float_view(dy_in, name, "dy");
+  check_float_view(dx_in, name, "dx");
+  if (y_in.dtype == DType::kF64) fail(name, "y has dtype f64, expected f32, f16 or bf16 here");
+  if (dy_in.dtype == DType::kF64) fail(name, "dy has dtype f64, expected f32, f16 or bf16 here");
   BackwardCall call{};
+  call.y_type = y_in.dtype;
+  call.dy_type = dy_in.dtype;
+  call.dx_type = dx_in.dtype;
   call.op = op;
   call.scale = check_options(options, name);
   const TensorView y = as_rank1_if_scalar(y_in);
@@ -43,7 +60,7 @@ BackwardCall prepare(BackwardOp op, const TensorView& y_in, const TensorView& dy
   check_same_shape(y, "y", dy, "dy", name);
   check_same_shape(y, "y", dx, "dx", name);
   check_no_self_overlap(dx_in, "dx", name);
-  check_disjoint_or_same(dx_in, "dx", dy_in, "dy", name, true);
+  check_disjoint_or_same(dx_in, "dx", dy_in, "dy", name, dx_in.dtype == dy_in.dtype);
   check_disjoint_or_same(dx_in, "dx", y_in, "y", name, false);
   int64_t strides[kMaxOperands][kMaxRank] = {};
   for (int d = 0; d < y.rank; ++d) {
@@ -53,7 +70,8 @@ BackwardCall prepare(BackwardOp op, const TensorView& y_in, const TensorView& dy
   }
   char* bases[kMaxOperands] = {static_cast<char*>(y.data), static_cast<char*>(dy.data),
                                static_cast<char*>(dx.data), nullptr};
-  const int sizes[kMaxOperands] = {4, 4, 4, 4};
+  const int sizes[kMaxOperands] = {dtype_size(y_in.dtype), dtype_size(dy_in.dtype),
+                                   dtype_size(dx_in.dtype), 4};
   call.g = make_geometry(y, axis, 3, bases, sizes, strides);
   call.threads = options.threads > 0 ? options.threads : max_threads();
   return call;
@@ -130,11 +148,75 @@ void run_gather_mode(const BackwardCall& c) {
   });
 }
 
+// ---- storage dtypes other than f32 ------------------------------------------
+
+void run_narrow_rows_mode(const BackwardCall& c) {
+  const Geometry& g = c.g;
+  for_each_row_task(g, c.threads, [&](int64_t begin, int64_t end) {
+    for_each_run(g, begin, end, [&](int64_t, int64_t count, const int64_t* off) {
+      kernels::NarrowBackwardRows rows;
+      rows.y = g.at(kY, off[kY]);
+      rows.y_type = c.y_type;
+      rows.y_stride = run_stride(g, kY);
+      rows.dy = g.at(kDy, off[kDy]);
+      rows.dy_type = c.dy_type;
+      rows.dy_stride = run_stride(g, kDy);
+      rows.dx = g.at(kDx, off[kDx]);
+      rows.dx_type = c.dx_type;
+      rows.dx_stride = run_stride(g, kDx);
+      rows.rows = count;
+      rows.cols = g.n;
+      rows.scale = c.scale;
+      if (c.op == BackwardOp::kSoftmax) {
+        kernels::softmax_backward_rows_narrow(rows);
+      } else {
+        kernels::log_softmax_backward_rows_narrow(rows);
+      }
+    });
+  });
+}
+
+// Operand k's row (any storage dtype) widened into out.
+void gather_any(const BackwardCall& c, int k, DType type, const int64_t* off, float* out) {
+  const void* p = c.g.at(k, off[k]);
+  if (c.g.axis_stride[k] == 1 || c.g.n == 1) {
+    kernels::widen_row(p, type, c.g.n, out);
+  } else {
+    gather_row_f32(p, type, c.g.axis_stride[k], c.g.n, out);
+  }
+}
+
+void run_converting_gather_mode(const BackwardCall& c) {
+  const Geometry& g = c.g;
+  for_each_gathered_row(g, c.threads, 2 * g.n, [&](int64_t row, int threads, float* y) {
+    float* dy = y + g.n;
+    int64_t off[kMaxOperands];
+    g.row_offsets(row, off);
+    gather_any(c, kY, c.y_type, off, y);
+    gather_any(c, kDy, c.dy_type, off, dy);
+    backward_row(c.op, y, dy, g.n, c.scale, dy, threads);
+    void* dx = g.at(kDx, off[kDx]);
+    if ((g.axis_stride[kDx] == 1 || g.n == 1) && c.dx_type != DType::kF64) {
+      kernels::narrow_row(dy, g.n, dx, c.dx_type);
+    } else {
+      scatter_row_f32(dy, g.n, dx, c.dx_type, g.axis_stride[kDx]);
+    }
+  });
+}
+
 void run_backward(BackwardOp op, const TensorView& y, const TensorView& dy, const TensorView& dx,
                   const SoftmaxOptions& options) {
   ensure_runtime_initialized();
   const BackwardCall c = prepare(op, y, dy, dx, options);
   if (c.g.rows == 0 || c.g.n == 0) return;
+  if (!c.all_f32()) {
+    const bool contiguous =
+        axis_contiguous(c.g, kY) && axis_contiguous(c.g, kDy) && axis_contiguous(c.g, kDx);
+    if (contiguous && c.g.n < kernels::kSegment && c.dx_type != DType::kF64) {
+      return run_narrow_rows_mode(c);
+    }
+    return run_converting_gather_mode(c);
+  }
   if (axis_contiguous(c.g, kY) && axis_contiguous(c.g, kDy) && axis_contiguous(c.g, kDx)) {
     return run_rows_mode(c);
   }

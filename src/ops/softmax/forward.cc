@@ -11,12 +11,24 @@
 //             gathered into a contiguous scratch row, the row kernel runs with
 //             s = 1 and no mask (so t is exactly what the kernels would form),
 //             and the result is scattered.
+// Storage dtypes (docs/numerics.md, "bf16 and f16"): src, dst and the
+// additive mask may each be f32, bf16 or f16, dst also f64; the math is f32
+// on the exactly widened inputs and each output is rounded once. All-f32
+// calls take the modes above unchanged. Otherwise rows mode (short rows, f32
+// or no mask, dst not f64) runs the fused narrow kernels
+// (kernels/softmax_narrow.h); everything else (long rows, other layouts,
+// narrow masks, f64 dst) is the gather mode with conversion: each row's f32
+// logits are formed in a per-row scratch, the f32 row kernel (segments for
+// long rows) runs there, and the result is rounded into dst. Both give
+// round(f32 result on the widened inputs), the same bits in every layout.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
 
 #include "kernels/kernels.h"
+#include "kernels/softmax_narrow.h"
+#include "core/convert.h"
 #include "core/execution.h"
 #include "core/geometry.h"
 #include "core/internal.h"
@@ -41,7 +53,13 @@ struct ForwardCall {
   int threads;
   bool has_add_mask;
   bool has_bool_mask;
+  DType src_type, dst_type, mask_type;
   Geometry g;
+
+  bool all_f32() const {
+    return src_type == DType::kF32 && dst_type == DType::kF32 &&
+           (!has_add_mask || mask_type == DType::kF32);
+  }
 };
 
 const char* op_name(ForwardOp op) {
@@ -59,8 +77,14 @@ ForwardCall prepare(ForwardOp op, const TensorView& src_in, const TensorView& ds
   ForwardCall call{};
   call.op = op;
   call.name = name;
-  check_view(src_in, name, "src", DType::kF32);
-  check_view(dst_in, name, "dst", DType::kF32);
+  check_float_view(src_in, name, "src");
+  check_float_view(dst_in, name, "dst");
+  if (src_in.dtype == DType::kF64) {
+    fail(name, "src has dtype f64, expected f32, f16 or bf16 here");
+  }
+  call.src_type = src_in.dtype;
+  call.dst_type = dst_in.dtype;
+  call.mask_type = DType::kF32;
   call.scale = check_options(options, name);
   const TensorView src = as_rank1_if_scalar(src_in);
   const int axis = resolve_axis(options.axis, src_in.rank, name);
@@ -76,17 +100,27 @@ ForwardCall prepare(ForwardOp op, const TensorView& src_in, const TensorView& ds
     for (int d = 0; d < src.rank; ++d) strides[kDst][d] = dst.strides[d];
   }
   check_no_self_overlap(dst_in, "dst", name);
-  check_disjoint_or_same(dst_in, "dst", src_in, "src", name, op != ForwardOp::kLogSumExp);
+  check_disjoint_or_same(dst_in, "dst", src_in, "src", name,
+                         op != ForwardOp::kLogSumExp && src_in.dtype == dst_in.dtype);
 
   char* bases[kMaxOperands] = {static_cast<char*>(src.data), static_cast<char*>(dst.data),
                                nullptr, nullptr};
-  const int sizes[kMaxOperands] = {4, 4, 4, 1};
+  int sizes[kMaxOperands] = {dtype_size(src_in.dtype), dtype_size(dst_in.dtype), 4, 1};
   // A mask (when given) becomes operand k: validated, broadcast to src,
   // disjoint from dst.
   auto add_mask = [&](const std::optional<TensorView>& mask, const char* mask_name, DType dtype,
                       int k) {
     if (!mask) return false;
-    check_view(*mask, name, mask_name, dtype);
+    if (dtype == DType::kBool) {
+      check_view(*mask, name, mask_name, dtype);
+    } else {
+      check_float_view(*mask, name, mask_name);
+      if (mask->dtype == DType::kF64) {
+        fail(name, std::string(mask_name) + " has dtype f64, expected f32, f16 or bf16");
+      }
+      call.mask_type = mask->dtype;
+      sizes[k] = dtype_size(mask->dtype);
+    }
     broadcast_strides(*mask, mask_name, src, name, strides[k]);
     check_disjoint_or_same(dst_in, "dst", *mask, mask_name, name, false);
     bases[k] = static_cast<char*>(mask->data);
@@ -204,6 +238,88 @@ void run_gather_mode(const ForwardCall& c) {
   });
 }
 
+// ---- storage dtypes other than f32 ------------------------------------------
+
+// Rows mode with the fused narrow kernels: short rows, f32 or no additive
+// mask, dst f32 / bf16 / f16.
+bool narrow_rows_mode(const ForwardCall& c) {
+  return rows_mode(c) && c.g.n < kernels::kSegment && c.dst_type != DType::kF64 &&
+         (!c.has_add_mask || c.mask_type == DType::kF32);
+}
+
+void run_narrow_rows_mode(const ForwardCall& c) {
+  const Geometry& g = c.g;
+  for_each_row_task(g, c.threads, [&](int64_t begin, int64_t end) {
+    for_each_run(g, begin, end, [&](int64_t, int64_t count, const int64_t* off) {
+      kernels::NarrowRows rows;
+      rows.src = g.at(kSrc, off[kSrc]);
+      rows.src_type = c.src_type;
+      rows.src_stride = run_stride(g, kSrc);
+      rows.dst = g.at(kDst, off[kDst]);
+      rows.dst_type = c.dst_type;
+      rows.dst_stride = run_stride(g, kDst);
+      if (c.has_add_mask) {
+        rows.mask = f32_at(g, kAddMask, off[kAddMask]);
+        rows.mask_stride = run_stride(g, kAddMask);
+      }
+      rows.rows = count;
+      rows.cols = g.n;
+      rows.scale = c.scale;
+      rows.empty_row = c.empty_row;
+      switch (c.op) {
+        case ForwardOp::kSoftmax: kernels::softmax_rows_narrow(rows, c.algorithm); break;
+        case ForwardOp::kLogSoftmax: kernels::log_softmax_rows_narrow(rows, c.algorithm); break;
+        case ForwardOp::kLogSumExp: kernels::logsumexp_rows_narrow(rows, c.algorithm); break;
+      }
+    });
+  });
+}
+
+// Row logits of any storage dtype into f32 scratch: t = fl(fl(x*s) + mask),
+// -inf where the bool mask is 0 (gather_logits with widening).
+void gather_logits_any(const ForwardCall& c, const int64_t* off, float* t) {
+  const Geometry& g = c.g;
+  const void* x = g.at(kSrc, off[kSrc]);
+  if (g.axis_stride[kSrc] == 1 || g.n == 1) {
+    kernels::widen_row(x, c.src_type, g.n, t);
+  } else {
+    gather_row_f32(x, c.src_type, g.axis_stride[kSrc], g.n, t);
+  }
+  const auto* keep = c.has_bool_mask
+                         ? reinterpret_cast<const uint8_t*>(g.at(kBoolMask, off[kBoolMask]))
+                         : nullptr;
+  const char* add = c.has_add_mask ? g.at(kAddMask, off[kAddMask]) : nullptr;
+  const int64_t mask_step = g.axis_stride[kAddMask] * dtype_size(c.mask_type);
+  const int64_t sb = g.axis_stride[kBoolMask];
+  if (c.scale == 1.0f && add == nullptr && keep == nullptr) return;
+  for (int64_t i = 0; i < g.n; ++i) {
+    float v = t[i] * c.scale;
+    if (add) v = v + load_f32(add + i * mask_step, c.mask_type);
+    if (keep && keep[i * sb] == 0) v = -std::numeric_limits<float>::infinity();
+    t[i] = v;
+  }
+}
+
+// Gather mode with conversion: per row, f32 logits in scratch, the f32 row
+// kernel (segments for long rows) in place, then dst = round(result).
+void run_converting_gather_mode(const ForwardCall& c) {
+  const Geometry& g = c.g;
+  for_each_gathered_row(g, c.threads, g.n, [&](int64_t row, int threads, float* t) {
+    int64_t off[kMaxOperands];
+    g.row_offsets(row, off);
+    gather_logits_any(c, off, t);
+    forward_row(c.op, c.algorithm, t, nullptr, g.n, 1.0f, c.empty_row, t, threads);
+    void* dst = g.at(kDst, off[kDst]);
+    if (c.op == ForwardOp::kLogSumExp) {
+      store_f32(dst, c.dst_type, t[0]);
+    } else if ((g.axis_stride[kDst] == 1 || g.n == 1) && c.dst_type != DType::kF64) {
+      kernels::narrow_row(t, g.n, dst, c.dst_type);
+    } else {
+      scatter_row_f32(t, g.n, dst, c.dst_type, g.axis_stride[kDst]);
+    }
+  });
+}
+
 void run_forward(ForwardOp op, const TensorView& src, const TensorView& dst,
                  const SoftmaxOptions& options) {
   ensure_runtime_initialized();
@@ -216,10 +332,14 @@ void run_forward(ForwardOp op, const TensorView& src, const TensorView& dst,
       int64_t off[kMaxOperands];
       for (int64_t row = 0; row < c.g.rows; ++row) {
         c.g.row_offsets(row, off);
-        *f32_at(c.g, kDst, off[kDst]) = -std::numeric_limits<float>::infinity();
+        store_f32(c.g.at(kDst, off[kDst]), c.dst_type, -std::numeric_limits<float>::infinity());
       }
     }
     return;
+  }
+  if (!c.all_f32()) {
+    if (narrow_rows_mode(c)) return run_narrow_rows_mode(c);
+    return run_converting_gather_mode(c);
   }
   if (rows_mode(c)) return run_rows_mode(c);
   const int cdim = column_dim(c);

@@ -1,0 +1,482 @@
+// src/kernels/softmax_narrow.cc: batched whole-row softmax, log_softmax and
+// logsumexp with bf16 / f16 storage (softmax_narrow.h), and the contiguous
+// row conversions widen_row / narrow_row.
+//
+// The row driver mirrors softmax_rows.cc step for step (same scans, same
+// exp choice, same sums, same last passes and the same fusing of a row's
+// last pass with the next row's (min, max) scan), with two differences:
+//  * the source is RowLogits<S> (narrow-inl.h), so every logit is the f32
+//    value Logits<> forms from the widened row;
+//  * outputs go through AnyOut, which rounds each f32 result once.
+// Three-pass reload into a narrow dst cannot keep its exps in dst: its last
+// pass recomputes e_i with the sum pass's exp functor (SumExp) and applies
+// reload's scale and flush (ExpScaleOutPass<kFlush>), which are reload's f32
+// values. The contract, "narrow == round(f32 kernel, same algorithm)", is in
+// softmax_narrow.h and pinned by tests/test_softmax_narrow.cc.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/softmax_narrow.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include <type_traits>
+
+#include "kernels/row-inl.h"
+#include "kernels/narrow-inl.h"
+#include "kernels/softmax_narrow.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace smax::kernels::HWY_NAMESPACE {
+namespace narrow_fwd {
+
+enum class RowOp { kSoftmax, kLogSoftmax, kLogSumExp };
+
+template <class O>
+HWY_INLINE void ConstRow(RowOp op, const O& out, size_t n, float value) {
+  if (op == RowOp::kLogSumExp) {
+    out.Put(0, value);
+  } else {
+    FillOut(out, n, value);
+  }
+}
+template <class O>
+HWY_INLINE void NanRow(RowOp op, const O& out, size_t n) {
+  ConstRow(op, out, n, std::numeric_limits<float>::quiet_NaN());
+}
+template <class O>
+HWY_INLINE void EmptyRowOut(RowOp op, EmptyRow policy, const O& out, size_t n) {
+  if (policy == EmptyRow::kNan) {
+    NanRow(op, out, n);
+  } else {
+    ConstRow(op, out, n, op == RowOp::kSoftmax ? 0.0f : kNegInf);
+  }
+}
+
+// The exp the three-pass sum used (softmax_rows.cc's ThreePassToSum):
+// WithRefExp(m, t_min, nref) when use_ref, else ExpDiff(m).
+struct SumExp {
+  bool use_ref = false;
+  float m = 0.0f, t_min = 0.0f, nref = 0.0f;
+};
+template <class F>
+HWY_INLINE void WithSumExp(const SumExp& e, F&& f) {
+  if (e.use_ref) {
+    WithRefExp(e.m, e.t_min, e.nref, f);
+  } else {
+    f(ExpDiff::Make(e.m));
+  }
+}
+
+// y = e * factor, reload's ScalePass (kFlush: |y| < FLT_MIN -> 0).
+template <bool kFlush>
+HWY_INLINE VF ScaleLanes(DF d, VF e, float factor) {
+  return ScalePass<kFlush>{nullptr, factor}.Apply(d, e);
+}
+
+// out_i = ScaleLanes<kFlush>(exp(t_i), factor), the tail through ExpTail
+// (as ExpSum computes the terms that reload stores and then scales).
+template <bool kFlush, class Src, class Exp, class O>
+struct ExpScaleOutPass {
+  const Src& src;
+  Exp exp;
+  O out;
+  float factor;
+  HWY_INLINE void Vector(DF d, size_t i) const {
+    out.Store(d, ScaleLanes<kFlush>(d, exp(d, src.Load(d, i)), factor), i);
+  }
+  HWY_INLINE void Tail(DF d, size_t i, size_t count) const {
+    out.StoreTail(d, ScaleLanes<kFlush>(d, ExpTail(exp, d, src.LoadTail(d, i, count)), factor),
+                  i, count);
+  }
+};
+// ExpScaleStore (pass-inl.h) into any sink: e_i * factor, no flush (the
+// exp's FlushExtra already covers it).
+template <class Src, class Exp, class O>
+HWY_INLINE void ExpScaleOut(const Src& src, size_t n, const Exp& exp, float factor, const O& out) {
+  RunPass(n, ExpScaleOutPass<false, Src, Exp, O>{src, exp, out, factor});
+}
+// ExpShiftScaleStore (pass-inl.h) into any sink.
+template <class Src, class O>
+HWY_INLINE void ExpShiftScaleOut(const Src& src, size_t n, float shift, double factor,
+                                 const O& out) {
+  if (std::fabs(shift) <= kRefMaxAbs) {
+    const float nref = std::nearbyint(shift * kLog2e);
+    const float f = static_cast<float>(
+        factor * std::exp(static_cast<double>(nref) * kLn2d - static_cast<double>(shift)));
+    ExpScaleOut(src, n, ExpRef::Make(nref, FlushExtra(f)), f, out);
+  } else {
+    const float f = static_cast<float>(factor);
+    ExpScaleOut(src, n, ExpDiff::Make(shift, FlushExtra(f)), f, out);
+  }
+}
+
+// LogPass (pass-inl.h) into any sink: (t_i - shift) - log_sum.
+template <class Src, class O>
+struct LogOutPass {
+  const Src& src;
+  O out;
+  float shift, log_sum;
+  HWY_INLINE VF Apply(DF d, VF t) const {
+    return hn::Sub(hn::Sub(t, hn::Set(d, shift)), hn::Set(d, log_sum));
+  }
+  HWY_INLINE void Vector(DF d, size_t i) const { out.Store(d, Apply(d, src.Load(d, i)), i); }
+  HWY_INLINE void Tail(DF d, size_t i, size_t count) const {
+    out.StoreTail(d, Apply(d, src.LoadTail(d, i, count)), i, count);
+  }
+};
+
+struct LastPass {
+  enum class Kind { kNone, kScale, kScaleNoFlush, kExpScale, kExpScaleNoFlush, kLog };
+  Kind kind = Kind::kNone;
+  float a = 0.0f;  // kScale*, kExpScale*: 1 / sum; kLog: the shift m
+  float b = 0.0f;  // kLog: log sum
+  SumExp exp;      // kExpScale*: the sum pass's exp
+};
+
+HWY_INLINE bool IsF32Out(const AnyOut& out) { return out.s == Storage::kF32; }
+
+// softmax_rows.cc's ThreePassToSum with a sink. An f32 sink keeps reload's
+// stored exps; a narrow one gets kExpScale* (recompute with the sum's exp).
+template <class Src, class O>
+HWY_INLINE LastPass ThreePassToSum(const Src& src, size_t n, const MinMax& mm, const O& out,
+                                   RowOp op, bool reload, EmptyRow policy) {
+  const float m = mm.max;
+  if (m == kNegInf) {
+    if (RowHasNaN(src, n)) {
+      NanRow(op, out, n);
+    } else {
+      EmptyRowOut(op, policy, out, n);
+    }
+    return {};
+  }
+  if (!(m < kInf)) {
+    NanRow(op, out, n);
+    return {};
+  }
+  SumExp sum_exp;
+  sum_exp.use_ref = std::fabs(m) <= kRefMaxAbs;
+  sum_exp.m = m;
+  sum_exp.t_min = mm.min;
+  sum_exp.nref = sum_exp.use_ref ? std::nearbyint(m * kLog2e) : 0.0f;
+  const double shift =
+      sum_exp.use_ref ? sum_exp.nref * kLn2d - static_cast<double>(m) : 0.0;
+  bool store = false;
+  float* store_to = nullptr;
+  if (IsF32Out(out)) {
+    store = op == RowOp::kSoftmax && reload;
+    store_to = out.F32();
+  }
+  double s = 0.0;
+  WithSumExp(sum_exp, [&](const auto& exp) {
+    s = store ? ExpSum<true>(src, n, exp, store_to) : ExpSum<false>(src, n, exp, nullptr);
+  });
+  if (!(s < std::numeric_limits<double>::infinity())) {
+    NanRow(op, out, n);
+    return {};
+  }
+  switch (op) {
+    case RowOp::kSoftmax: {
+      const float inv = static_cast<float>(1.0 / s);
+      if (reload) {
+        const bool normal = softmax_outputs_normal(mm.min, m, static_cast<int64_t>(n));
+        LastPass last;
+        last.a = inv;
+        last.exp = sum_exp;
+        if (IsF32Out(out)) {
+          last.kind = normal ? LastPass::Kind::kScaleNoFlush : LastPass::Kind::kScale;
+        } else {
+          last.kind = normal ? LastPass::Kind::kExpScaleNoFlush : LastPass::Kind::kExpScale;
+        }
+        return last;
+      }
+      if (sum_exp.use_ref) {
+        const float nref = sum_exp.nref;
+        const ExpRef e = ExpRef::Make(nref, FlushExtra(inv));
+        if (ExpRefTable::Usable(m, mm.min, ExpRef::Make(nref)) &&
+            softmax_outputs_normal(mm.min, m, static_cast<int64_t>(n))) {
+          ExpScaleOut(src, n, ExpRefTable::Make(e, nref), inv, out);
+        } else if (e.NeverFlushes(mm.min)) {
+          ExpScaleOut(src, n, ExpRefNoFlush{e}, inv, out);
+        } else {
+          ExpScaleOut(src, n, e, inv, out);
+        }
+      } else {
+        ExpScaleOut(src, n, ExpDiff::Make(m, FlushExtra(inv)), inv, out);
+      }
+      return {};
+    }
+    case RowOp::kLogSoftmax: {
+      LastPass last;
+      last.kind = LastPass::Kind::kLog;
+      last.a = m;
+      last.b = static_cast<float>(std::log(s) + shift);
+      return last;
+    }
+    case RowOp::kLogSumExp:
+      out.Put(0, static_cast<float>(static_cast<double>(m) + (std::log(s) + shift)));
+      return {};
+  }
+  return {};
+}
+
+template <class Src, class Pass>
+HWY_INLINE MinMax PassThenScan(const Pass& pass, size_t n, const Src* next) {
+  if (next != nullptr) return RowMinMaxWith(*next, n, pass);
+  RunPass(n, pass);
+  return MinMax{};
+}
+
+template <class Src, class O>
+HWY_INLINE MinMax FinishRow(const LastPass& last, const Src& src, size_t n, const O& out,
+                            const Src* next) {
+  switch (last.kind) {
+    case LastPass::Kind::kScale:
+    case LastPass::Kind::kScaleNoFlush:
+      if (last.kind == LastPass::Kind::kScale) {
+        return PassThenScan(ScalePass<true>{out.F32(), last.a}, n, next);
+      }
+      return PassThenScan(ScalePass<false>{out.F32(), last.a}, n, next);
+    case LastPass::Kind::kExpScale:
+    case LastPass::Kind::kExpScaleNoFlush: {
+      MinMax mm{};
+      const bool flush = last.kind == LastPass::Kind::kExpScale;
+      WithSumExp(last.exp, [&](const auto& exp) {
+        using Exp = std::decay_t<decltype(exp)>;
+        if (flush) {
+          mm = PassThenScan(ExpScaleOutPass<true, Src, Exp, O>{src, exp, out, last.a}, n, next);
+        } else {
+          mm = PassThenScan(ExpScaleOutPass<false, Src, Exp, O>{src, exp, out, last.a}, n, next);
+        }
+      });
+      return mm;
+    }
+    case LastPass::Kind::kLog:
+      return PassThenScan(LogOutPass<Src, O>{src, out, last.a, last.b}, n, next);
+    case LastPass::Kind::kNone:
+      break;
+  }
+  return PassThenScan(NoPass{}, n, next);
+}
+
+template <class Src, class O>
+HWY_INLINE void ThreePassRow(const Src& src, size_t n, const O& out, RowOp op, bool reload,
+                             EmptyRow policy) {
+  const LastPass last = ThreePassToSum(src, n, RowMinMax(src, n), out, op, reload, policy);
+  FinishRow<Src>(last, src, n, out, nullptr);
+}
+
+// Batched three-pass rows, row r's last pass fused with row r+1's scan.
+template <class Src, class O, class RowAt>
+HWY_INLINE void ThreePassRows(int64_t rows, size_t n, const RowAt& row_at, RowOp op, bool reload,
+                              EmptyRow policy) {
+  if (rows <= 0) return;
+  O out{};
+  Src src = row_at(0, &out);
+  MinMax mm = RowMinMax(src, n);
+  for (int64_t r = 0; r < rows; ++r) {
+    const LastPass last = ThreePassToSum(src, n, mm, out, op, reload, policy);
+    if (r + 1 == rows) {
+      FinishRow<Src>(last, src, n, out, nullptr);
+      return;
+    }
+    O next_out{};
+    const Src next = row_at(r + 1, &next_out);
+    mm = FinishRow(last, src, n, out, &next);
+    src = next;
+    out = next_out;
+  }
+}
+
+template <class Src, class O>
+HWY_INLINE void TwoPassRow(const Src& src, size_t n, const O& out, RowOp op, EmptyRow policy) {
+  const TwoPassResult st = TwoPassScan(src, n);
+  if (!st.in_range) {
+    return ThreePassRow(src, n, out, op, /*reload=*/op == RowOp::kSoftmax, policy);
+  }
+  if (st.mu == 0.0) return EmptyRowOut(op, policy, out, n);
+  switch (op) {
+    case RowOp::kSoftmax: {
+      const float inv = static_cast<float>(1.0 / st.mu);
+      ExpScaleOut(src, n, ExpRef::Make(static_cast<float>(st.nu), FlushExtra(inv)), inv, out);
+      return;
+    }
+    case RowOp::kLogSoftmax: {
+      const double l = std::log(st.mu) + st.nu * kLn2d - static_cast<double>(st.max);
+      RunPass(n, LogOutPass<Src, O>{src, out, st.max, static_cast<float>(l)});
+      return;
+    }
+    case RowOp::kLogSumExp:
+      out.Put(0, static_cast<float>(st.nu * kLn2d + std::log(st.mu)));
+      return;
+  }
+}
+
+template <class Src, class O>
+HWY_INLINE void OnlineRow(const Src& src, size_t n, const O& out, RowOp op, EmptyRow policy) {
+  const OnlineResult st = OnlineScan(src, n);
+  if (std::isnan(st.d)) return NanRow(op, out, n);
+  if (st.d == 0.0) return EmptyRowOut(op, policy, out, n);
+  switch (op) {
+    case RowOp::kSoftmax:
+      ExpShiftScaleOut(src, n, st.ref, 1.0 / st.d, out);
+      return;
+    case RowOp::kLogSoftmax: {
+      const double l = std::log(st.d) + (static_cast<double>(st.ref) - st.max);
+      RunPass(n, LogOutPass<Src, O>{src, out, st.max, static_cast<float>(l)});
+      return;
+    }
+    case RowOp::kLogSumExp:
+      out.Put(0, static_cast<float>(static_cast<double>(st.ref) + std::log(st.d)));
+      return;
+  }
+}
+
+// n == 1: softmax 1, log_softmax 0, logsumexp t_0 (softmax_rows.cc).
+template <class Src, class O>
+HWY_INLINE void SingleElementRow(const Src& src, const O& out, RowOp op, EmptyRow policy) {
+  const DF d;
+  const float t = hn::GetLane(src.LoadTail(d, 0, 1));
+  if (t == kNegInf) {
+    EmptyRowOut(op, policy, out, 1);
+  } else if (!(t < kInf)) {
+    NanRow(op, out, 1);
+  } else {
+    out.Put(0, op == RowOp::kSoftmax ? 1.0f : op == RowOp::kLogSoftmax ? 0.0f : t);
+  }
+}
+
+HWY_INLINE Storage StorageOf(DType t) {
+  return t == DType::kBF16 ? Storage::kBF16 : t == DType::kF16 ? Storage::kF16 : Storage::kF32;
+}
+
+template <Storage SIn>
+HWY_INLINE void RowsTyped(const NarrowRows& rows, Algorithm algorithm, RowOp op) {
+  using Src = RowLogits<SIn>;
+  using InT = typename Src::T;
+  const size_t n = static_cast<size_t>(rows.cols);
+  const auto* src_base = static_cast<const InT*>(rows.src);
+  const AnyOut dst_base{rows.dst, StorageOf(rows.dst_type)};
+  const float* mask = rows.mask;
+  auto row_at = [&](int64_t r, AnyOut* out) {
+    *out = dst_base.At(r * rows.dst_stride);
+    return Src{src_base + r * rows.src_stride,
+               mask != nullptr ? mask + r * rows.mask_stride : nullptr, rows.scale,
+               rows.scale != 1.0f};
+  };
+  if (n == 1) {
+    for (int64_t r = 0; r < rows.rows; ++r) {
+      AnyOut out{};
+      const Src src = row_at(r, &out);
+      SingleElementRow(src, out, op, rows.empty_row);
+    }
+    return;
+  }
+  switch (algorithm) {
+    case Algorithm::kTwoPass:
+    case Algorithm::kOnline:
+      for (int64_t r = 0; r < rows.rows; ++r) {
+        AnyOut out{};
+        const Src src = row_at(r, &out);
+        if (algorithm == Algorithm::kTwoPass) {
+          TwoPassRow(src, n, out, op, rows.empty_row);
+        } else {
+          OnlineRow(src, n, out, op, rows.empty_row);
+        }
+      }
+      return;
+    case Algorithm::kThreePassRecompute:
+      return ThreePassRows<Src, AnyOut>(rows.rows, n, row_at, op, false, rows.empty_row);
+    case Algorithm::kThreePassReload:
+    case Algorithm::kAuto:
+    default:
+      return ThreePassRows<Src, AnyOut>(rows.rows, n, row_at, op, true, rows.empty_row);
+  }
+}
+
+HWY_NOINLINE void RowsImpl(const NarrowRows& rows, Algorithm algorithm, RowOp op) {
+  switch (StorageOf(rows.src_type)) {
+    case Storage::kBF16: return RowsTyped<Storage::kBF16>(rows, algorithm, op);
+    case Storage::kF16: return RowsTyped<Storage::kF16>(rows, algorithm, op);
+    case Storage::kF32: return RowsTyped<Storage::kF32>(rows, algorithm, op);
+  }
+}
+
+}  // namespace narrow_fwd
+
+void SoftmaxRowsNarrowImpl(const NarrowRows& rows, Algorithm algorithm) {
+  narrow_fwd::RowsImpl(rows, algorithm, narrow_fwd::RowOp::kSoftmax);
+}
+void LogSoftmaxRowsNarrowImpl(const NarrowRows& rows, Algorithm algorithm) {
+  narrow_fwd::RowsImpl(rows, algorithm, narrow_fwd::RowOp::kLogSoftmax);
+}
+void LogSumExpRowsNarrowImpl(const NarrowRows& rows, Algorithm algorithm) {
+  narrow_fwd::RowsImpl(rows, algorithm, narrow_fwd::RowOp::kLogSumExp);
+}
+
+template <Storage S>
+HWY_INLINE void WidenTyped(const uint16_t* src, size_t n, float* out) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  size_t i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(LoadWiden<S>(src + i), d, out + i);
+  if (i < n) StoreTail(d, LoadWidenTail<S>(src + i, n - i), out + i, n - i);
+}
+void WidenRowImpl(const void* src, DType src_type, int64_t n, float* out) {
+  const size_t count = static_cast<size_t>(n);
+  if (src_type == DType::kBF16) {
+    WidenTyped<Storage::kBF16>(static_cast<const uint16_t*>(src), count, out);
+  } else if (src_type == DType::kF16) {
+    WidenTyped<Storage::kF16>(static_cast<const uint16_t*>(src), count, out);
+  } else if (static_cast<const void*>(out) != src) {
+    std::memmove(out, src, count * sizeof(float));
+  }
+}
+
+template <Storage S>
+HWY_INLINE void NarrowTyped(const float* in, size_t n, uint16_t* dst) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  size_t i = 0;
+  for (; i + N <= n; i += N) StoreNarrow<S>(hn::LoadU(d, in + i), dst + i);
+  if (i < n) StoreNarrowTail<S>(LoadTailZero(d, in + i, n - i), dst + i, n - i);
+}
+void NarrowRowImpl(const float* in, int64_t n, void* dst, DType dst_type) {
+  const size_t count = static_cast<size_t>(n);
+  if (dst_type == DType::kBF16) {
+    NarrowTyped<Storage::kBF16>(in, count, static_cast<uint16_t*>(dst));
+  } else if (dst_type == DType::kF16) {
+    NarrowTyped<Storage::kF16>(in, count, static_cast<uint16_t*>(dst));
+  } else if (static_cast<void*>(const_cast<float*>(in)) != dst) {
+    std::memmove(dst, in, count * sizeof(float));
+  }
+}
+
+}  // namespace smax::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace smax::kernels {
+
+HWY_EXPORT(SoftmaxRowsNarrowImpl);
+HWY_EXPORT(LogSoftmaxRowsNarrowImpl);
+HWY_EXPORT(LogSumExpRowsNarrowImpl);
+HWY_EXPORT(WidenRowImpl);
+HWY_EXPORT(NarrowRowImpl);
+
+void softmax_rows_narrow(const NarrowRows& rows, Algorithm algorithm) noexcept {
+  HWY_DYNAMIC_DISPATCH(SoftmaxRowsNarrowImpl)(rows, algorithm);
+}
+void log_softmax_rows_narrow(const NarrowRows& rows, Algorithm algorithm) noexcept {
+  HWY_DYNAMIC_DISPATCH(LogSoftmaxRowsNarrowImpl)(rows, algorithm);
+}
+void logsumexp_rows_narrow(const NarrowRows& rows, Algorithm algorithm) noexcept {
+  HWY_DYNAMIC_DISPATCH(LogSumExpRowsNarrowImpl)(rows, algorithm);
+}
+void widen_row(const void* src, DType src_type, int64_t n, float* out) noexcept {
+  HWY_DYNAMIC_DISPATCH(WidenRowImpl)(src, src_type, n, out);
+}
+void narrow_row(const float* in, int64_t n, void* dst, DType dst_type) noexcept {
+  HWY_DYNAMIC_DISPATCH(NarrowRowImpl)(in, n, dst, dst_type);
+}
+
+}  // namespace smax::kernels
+#endif  // HWY_ONCE

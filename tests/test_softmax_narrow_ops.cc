@@ -1,0 +1,288 @@
+// tests/test_softmax_narrow_ops.cc: bf16 / f16 (and f64 output) storage
+// through the public softmax API, on every SIMD target: results are
+// round(f32 op on the widened input) bit for bit in rows mode (short rows:
+// the fused kernels; 70000-element rows: the segments on a scratch row),
+// with f32 and narrow additive masks; transposed / padded layouts give the
+// contiguous bits; threads 1, 2, 7 give the same bits; bf16 / f16 outputs
+// are within 1 ulp of their type of the float64 softmax of the f32 logits
+// (f32 outputs: the f32 bounds of smax/softmax.h); errors name the dtype
+// and write nothing.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "core/convert.h"
+#include "smax/softmax.h"
+#include "test_util.h"
+
+namespace {
+
+using smax::DType;
+using smax::SoftmaxOptions;
+using smax::TensorView;
+using smax::detail::load_f32;
+using smax::detail::store_f32;
+
+// A dense or strided tensor of any floating dtype over its own bytes.
+struct T {
+  DType t;
+  std::vector<int64_t> shape, strides;
+  std::vector<uint8_t> bytes;
+  T(DType type, std::vector<int64_t> shp, std::vector<int64_t> str = {}) : t(type), shape(shp) {
+    strides = str.empty() ? smax_test::row_major_strides(shape) : str;
+    int64_t span = 1;
+    for (size_t d = 0; d < shape.size(); ++d) span += (shape[d] - 1) * strides[d];
+    bytes.assign(static_cast<size_t>(span * smax::dtype_size(t)), 0xA5);
+  }
+  int64_t off(const std::vector<int64_t>& idx) const {
+    int64_t o = 0;
+    for (size_t d = 0; d < idx.size(); ++d) o += idx[d] * strides[d];
+    return o;
+  }
+  float get(int64_t o) const { return load_f32(bytes.data() + o * smax::dtype_size(t), t); }
+  void set(int64_t o, float v) { store_f32(bytes.data() + o * smax::dtype_size(t), t, v); }
+  TensorView view() {
+    return smax::make_view(bytes.data(), t, static_cast<int>(shape.size()), shape.data(),
+                           strides.data());
+  }
+};
+
+enum class Op { kSoftmax, kLogSoftmax, kLogSumExp };
+void call(Op op, const TensorView& s, const TensorView& d, const SoftmaxOptions& o) {
+  if (op == Op::kSoftmax) smax::softmax(s, d, o);
+  if (op == Op::kLogSoftmax) smax::log_softmax(s, d, o);
+  if (op == Op::kLogSumExp) smax::logsumexp(s, d, o);
+}
+
+// [rows, n] logits of src type st; returns the output of `op` as dtype dt
+// (row-major [rows, n] or [rows]) with options o, the src laid out
+// contiguously or transposed ([n, rows] storage, axis 0 of a permuted view).
+T run_2d(Op op, DType st, DType dt, int64_t rows, int64_t n, const std::vector<float>& x,
+         SoftmaxOptions o, bool transposed = false, int64_t pad = 0) {
+  T src(st, {rows, n}, transposed ? std::vector<int64_t>{1, rows + pad}
+                                  : std::vector<int64_t>{n + pad, 1});
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t i = 0; i < n; ++i) src.set(src.off({r, i}), x[static_cast<size_t>(r * n + i)]);
+  }
+  T dst = op == Op::kLogSumExp ? T(dt, {rows}) : T(dt, {rows, n});
+  o.axis = 1;
+  call(op, src.view(), dst.view(), o);
+  return dst;
+}
+
+std::vector<float> logits(int64_t count, float sd, smax_test::Rng& rng) {
+  std::vector<float> x(static_cast<size_t>(count));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = i % 17 == 5 ? -INFINITY : rng.normal(0.0f, sd);
+  return x;
+}
+
+bool same_bits(const T& a, const T& b) { return a.t == b.t && a.bytes == b.bytes; }
+
+class NarrowOps : public smax_test::TargetTest {};
+
+TEST_P(NarrowOps, ResultsAreTheRoundedF32Results) {
+  smax_test::Rng rng("narrow_ops_contract");
+  for (int64_t n : {1, 37, 1000, 70000}) {
+    const int64_t rows = n > 10000 ? 2 : 6;
+    for (DType st : {DType::kF32, DType::kBF16, DType::kF16}) {
+      std::vector<float> x = logits(rows * n, 4.0f, rng);
+      for (float& v : x) v = smax::detail::round_to(st, v);  // the widened input
+      for (DType dt : {DType::kF32, DType::kBF16, DType::kF16, DType::kF64}) {
+        if (st == DType::kF32 && dt == DType::kF32) continue;
+        for (Op op : {Op::kSoftmax, Op::kLogSoftmax, Op::kLogSumExp}) {
+          for (smax::Algorithm a : {smax::Algorithm::kAuto, smax::Algorithm::kTwoPass}) {
+            SoftmaxOptions o;
+            o.algorithm = a;
+            o.scale = 1.25f;
+            const T got = run_2d(op, st, dt, rows, n, x, o);
+            const T ref = run_2d(op, DType::kF32, DType::kF32, rows, n, x, o);
+            T want(dt, got.shape);
+            for (size_t i = 0; i < ref.bytes.size() / 4; ++i) {
+              want.set(static_cast<int64_t>(i), ref.get(static_cast<int64_t>(i)));
+            }
+            EXPECT_TRUE(same_bits(got, want))
+                << smax::dtype_name(st) << "->" << smax::dtype_name(dt) << " op "
+                << static_cast<int>(op) << " n " << n;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_P(NarrowOps, MasksOfEveryTypeGiveTheF32MaskBits) {
+  smax_test::Rng rng("narrow_ops_masks");
+  const int64_t rows = 4, n = 300;
+  std::vector<float> x = logits(rows * n, 2.0f, rng);
+  for (float& v : x) v = smax::detail::round_to(DType::kBF16, v);
+  for (DType mt : {DType::kF32, DType::kBF16, DType::kF16}) {
+    T mask(mt, {n});
+    for (int64_t i = 0; i < n; ++i) mask.set(i, i % 9 == 3 ? -INFINITY : rng.normal());
+    T mask32(DType::kF32, {n});
+    for (int64_t i = 0; i < n; ++i) mask32.set(i, mask.get(i));
+    SoftmaxOptions o;
+    o.additive_mask = mask.view();
+    SoftmaxOptions o32;
+    o32.additive_mask = mask32.view();
+    const T got = run_2d(Op::kSoftmax, DType::kBF16, DType::kF16, rows, n, x, o);
+    const T ref = run_2d(Op::kSoftmax, DType::kF32, DType::kF32, rows, n, x, o32);
+    T want(DType::kF16, got.shape);
+    for (int64_t i = 0; i < rows * n; ++i) want.set(i, ref.get(i));
+    EXPECT_TRUE(same_bits(got, want)) << "mask " << smax::dtype_name(mt);
+  }
+}
+
+TEST_P(NarrowOps, LayoutsAndThreadCountsGiveTheSameBits) {
+  smax_test::Rng rng("narrow_ops_layouts");
+  for (int64_t n : {33, 1000, 70000}) {
+    const int64_t rows = n > 10000 ? 3 : 40;
+    const std::vector<float> x = logits(rows * n, 3.0f, rng);
+    for (auto [st, dt] : {std::pair{DType::kBF16, DType::kBF16}, std::pair{DType::kF16, DType::kF32},
+                          std::pair{DType::kF32, DType::kF16}}) {
+      for (Op op : {Op::kSoftmax, Op::kLogSoftmax, Op::kLogSumExp}) {
+        SoftmaxOptions o;
+        o.threads = 1;
+        const T base = run_2d(op, st, dt, rows, n, x, o);
+        EXPECT_TRUE(same_bits(base, run_2d(op, st, dt, rows, n, x, o, true))) << "transposed " << n;
+        EXPECT_TRUE(same_bits(base, run_2d(op, st, dt, rows, n, x, o, false, 3))) << "padded " << n;
+        for (int threads : {2, 7}) {
+          o.threads = threads;
+          EXPECT_TRUE(same_bits(base, run_2d(op, st, dt, rows, n, x, o))) << threads << " " << n;
+        }
+      }
+    }
+  }
+}
+
+// Spacing of dtype t's values at |x| (its subnormal spacing below the normals).
+double ulp_of(DType t, double x) {
+  const int mant = t == DType::kBF16 ? 7 : 10;
+  const int emin = t == DType::kBF16 ? -126 : -14;
+  int e = 0;
+  std::frexp(std::fabs(x), &e);  // |x| in [2^(e-1), 2^e)
+  return std::ldexp(1.0, std::max(e - 1, emin) - mant);
+}
+
+TEST_P(NarrowOps, NarrowOutputsAreWithinOneUlpOfTheExactResult) {
+  smax_test::Rng rng("narrow_ops_accuracy");
+  const int64_t rows = 8;
+  for (int64_t n : {5, 300, 32000}) {
+    for (DType st : {DType::kBF16, DType::kF16}) {
+      std::vector<float> x = logits(rows * n, 6.0f, rng);
+      for (float& v : x) v = smax::detail::round_to(st, v);
+      for (DType dt : {DType::kF32, DType::kBF16, DType::kF16}) {
+        for (Op op : {Op::kSoftmax, Op::kLogSoftmax, Op::kLogSumExp}) {
+          const T got = run_2d(op, st, dt, rows, n, x, SoftmaxOptions{});
+          int bad = 0;
+          for (int64_t r = 0; r < rows && bad < 5; ++r) {
+            double m = -INFINITY, s = 0.0;
+            for (int64_t i = 0; i < n; ++i) m = std::max<double>(m, x[static_cast<size_t>(r * n + i)]);
+            for (int64_t i = 0; i < n; ++i) s += std::exp(x[static_cast<size_t>(r * n + i)] - m);
+            const double lse = m + std::log(s);
+            for (int64_t i = 0; i < (op == Op::kLogSumExp ? 1 : n); ++i) {
+              const double t = x[static_cast<size_t>(r * n + i)];
+              const double exact = op == Op::kSoftmax ? std::exp(t - m) / s
+                                   : op == Op::kLogSoftmax ? (t - m) - std::log(s) : lse;
+              const double g = got.get(op == Op::kLogSumExp ? r : r * n + i);
+              if (std::isinf(exact) && g == exact) continue;
+              double bound;
+              if (dt == DType::kF32) {
+                bound = op == Op::kSoftmax ? (exact >= 1e-30 ? 2e-6 * exact : 1e-36)
+                                           : 2e-6 * (1 + std::fabs(exact));
+              } else {
+                bound = ulp_of(dt, exact);
+              }
+              if (!(std::fabs(g - exact) <= bound)) {
+                ++bad;
+                ADD_FAILURE() << smax::dtype_name(st) << "->" << smax::dtype_name(dt) << " op "
+                              << static_cast<int>(op) << " n " << n << " got " << g << " exact "
+                              << exact << " bound " << bound;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_P(NarrowOps, BackwardResultsAreTheRoundedF32ResultsInEveryLayout) {
+  smax_test::Rng rng("narrow_ops_backward");
+  for (int64_t n : {9, 1000, 70000}) {
+    const int64_t rows = n > 10000 ? 2 : 5;
+    for (bool log : {false, true}) {
+      for (auto [yt, dyt, dxt] : {std::tuple{DType::kBF16, DType::kBF16, DType::kBF16},
+                                  std::tuple{DType::kF16, DType::kF32, DType::kF16},
+                                  std::tuple{DType::kF32, DType::kBF16, DType::kF64}}) {
+        std::vector<float> y(static_cast<size_t>(rows * n)), dy(y.size());
+        for (size_t i = 0; i < y.size(); ++i) {
+          const float p = rng.uniform(0.0f, 2.0f / static_cast<float>(n));
+          y[i] = smax::detail::round_to(yt, log ? std::log(p + 1e-20f) : p);
+          dy[i] = smax::detail::round_to(dyt, rng.normal());
+        }
+        auto run = [&](DType a, DType b, DType c, bool transposed, int threads) {
+          auto make = [&](DType t, const std::vector<float>* v) {
+            T out(t, {rows, n}, transposed ? std::vector<int64_t>{1, rows} : std::vector<int64_t>{});
+            if (v) {
+              for (int64_t r = 0; r < rows; ++r) {
+                for (int64_t i = 0; i < n; ++i) out.set(out.off({r, i}), (*v)[static_cast<size_t>(r * n + i)]);
+              }
+            }
+            return out;
+          };
+          T ty = make(a, &y), tdy = make(b, &dy), tdx = make(c, nullptr);
+          SoftmaxOptions o;
+          o.threads = threads;
+          o.scale = 0.75f;
+          if (log) smax::log_softmax_backward(ty.view(), tdy.view(), tdx.view(), o);
+          else smax::softmax_backward(ty.view(), tdy.view(), tdx.view(), o);
+          T dense(c, {rows, n});
+          for (int64_t r = 0; r < rows; ++r) {
+            for (int64_t i = 0; i < n; ++i) dense.set(r * n + i, tdx.get(tdx.off({r, i})));
+          }
+          return dense;
+        };
+        const T got = run(yt, dyt, dxt, false, 1);
+        const T ref = run(DType::kF32, DType::kF32, DType::kF32, false, 1);
+        T want(dxt, {rows, n});
+        for (int64_t i = 0; i < rows * n; ++i) want.set(i, ref.get(i));
+        EXPECT_TRUE(same_bits(got, want)) << "log " << log << " n " << n;
+        EXPECT_TRUE(same_bits(got, run(yt, dyt, dxt, true, 1))) << "transposed n " << n;
+        EXPECT_TRUE(same_bits(got, run(yt, dyt, dxt, false, 7))) << "threads 7 n " << n;
+      }
+    }
+  }
+}
+
+TEST_P(NarrowOps, ErrorsNameTheDtypeAndWriteNothing) {
+  T src(DType::kBF16, {2, 8});
+  T dst(DType::kF16, {2, 8});
+  for (int64_t i = 0; i < 16; ++i) src.set(i, 0.5f * static_cast<float>(i));
+  const std::vector<uint8_t> before = dst.bytes;
+  T bad(DType::kI32, {2, 8});
+  EXPECT_TRUE(smax_test::throws_invalid([&] { smax::softmax(bad.view(), dst.view()); }, "i32"));
+  T f64src(DType::kF64, {2, 8});
+  EXPECT_TRUE(smax_test::throws_invalid([&] { smax::log_softmax(f64src.view(), dst.view()); }, "f64"));
+  T mask(DType::kF64, {8});
+  SoftmaxOptions o;
+  o.additive_mask = mask.view();
+  EXPECT_TRUE(smax_test::throws_invalid([&] { smax::softmax(src.view(), dst.view(), o); }, "f64"));
+  // dst over src's bytes with another dtype is an overlap, not in-place.
+  TensorView alias = src.view();
+  alias.dtype = DType::kF16;
+  EXPECT_TRUE(smax_test::throws_invalid([&] { smax::softmax(src.view(), alias); }, "overlaps"));
+  T dx(DType::kI32, {2, 8});
+  EXPECT_TRUE(smax_test::throws_invalid(
+      [&] { smax::softmax_backward(src.view(), src.view(), dx.view()); }, "i32"));
+  EXPECT_EQ(before, dst.bytes);
+}
+
+SMAX_INSTANTIATE_PER_TARGET(NarrowOps);
+
+}  // namespace
