@@ -155,6 +155,10 @@ def _row_grad(d: Tensor, like: Tensor) -> Tensor:
 # ---- normalisers ---------------------------------------------------------------------------
 
 
+#: Backward passes the C++ library runs on the softmax family's kernels.
+_SOFTMAX_KERNEL_BACKWARDS = frozenset({"sparse_softmax_backward"})
+
+
 class _Norm(torch.autograd.Function):
     """y = op(x, *params); backward `<op>_backward(a, dy, dx, *bparams, co)` with
     a = y (from_y; no bparams) or x (bparams = params)."""
@@ -175,7 +179,16 @@ class _Norm(torch.autograd.Function):
         a, mask = ctx.saved_tensors
         bwd, from_y, dim, params = ctx.meta
         co = with_options(ctx.co, mask=mask)
-        dx = _vjp(bwd, a, dy, dim, () if from_y else params, co, None)
+        bparams = () if from_y else params
+        try:
+            dx = _vjp(bwd, a, dy, dim, bparams, co, None)
+        except TypeError:
+            # A backward the C++ library computes with the softmax family's
+            # kernel (sparse_softmax_backward), in a build where that kernel
+            # is float32-only: float32 copies, the gradient rounded to a's dtype.
+            if a.dtype == torch.float32 or bwd not in _SOFTMAX_KERNEL_BACKWARDS:
+                raise
+            dx = _vjp(bwd, a.float(), dy.float(), dim, bparams, co, None).to(a.dtype)
         dmask = _mask_grad(ctx, 1, mask, dx, co)
         return (dx if ctx.needs_input_grad[0] else None), dmask, None, None, None, None, None
 
