@@ -13,10 +13,13 @@ Outputs are allocated contiguous by the caller's framework, or written into
 ``out=`` (any strides; ``out`` may be ``x`` itself for an in-place call).
 Kernels run with the GIL released.
 
-dtypes: ``float32`` only (the fast, exact path; error bounds in
-docs/numerics.md). ``float64`` and other dtypes raise ``TypeError``: cast first.
-Masks are ``bool`` / ``uint8`` (keep where true / non-zero) or ``float32``
-(added to the scaled logits), broadcast to ``x`` by NumPy rules.
+dtypes: ``float32``, ``float64``, ``float16`` and ``bfloat16`` (numpy's through
+``ml_dtypes``), passed as views of their own dtype; results and gradients
+have the input's dtype unless ``out=`` says otherwise (docs/python.md,
+"dtypes"). ``attention`` and ``linear_cross_entropy`` are float32-only. Other
+dtypes raise ``TypeError``. Masks are ``bool`` / ``uint8`` (keep where true /
+non-zero) or floating (added to the scaled logits), broadcast to ``x`` by
+NumPy rules.
 
 Errors: invalid arguments raise ``ValueError``, wrong dtypes / devices /
 array types ``TypeError``, unsupported requests ``NotImplementedError``,

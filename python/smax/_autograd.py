@@ -2,7 +2,8 @@
 tensor that requires grad, or by ``smax.torch``).
 
 Each Function's ``forward`` runs the array path of ``smax/_common.py`` (no
-copies; float32 CPU tensors) and its ``backward`` the op's C++ backward kernel
+copies; float32, float64, float16 or bfloat16 CPU tensors, results and
+gradients in the input's dtype) and its ``backward`` the op's C++ backward kernel
 (first order only, ``first_order``: a double backward raises a RuntimeError
 naming the op). Gradients reach ``x``, a float ``mask`` that requires grad
 (summed over its broadcast dims), and the learnable parameters the C++ API
@@ -99,13 +100,51 @@ def _check(x: Any, op: str) -> None:
 
 def _mask_grad(ctx: Any, idx: int, mask: Optional[Tensor], dx: Optional[Tensor],
                co: Any) -> Optional[Tensor]:
-    """d loss / d (float additive mask) = dx / s, summed to the mask's shape."""
-    if (mask is None or dx is None or mask.dtype != torch.float32
+    """d loss / d (float additive mask) = dx / s, summed to the mask's shape
+    (in the mask's dtype)."""
+    if (mask is None or dx is None or not mask.is_floating_point()
             or not ctx.needs_input_grad[idx]):
         return None
     s = _sigma(co)
-    dt = dx / s if s != 1.0 else dx.clone()
-    return dt.sum_to_size(mask.shape) if dt.shape != mask.shape else dt
+    dt = dx.to(_acc(dx.dtype))
+    dt = dt / s if s != 1.0 else dt.clone()
+    dt = dt.sum_to_size(mask.shape) if dt.shape != mask.shape else dt
+    return dt.to(mask.dtype)
+
+
+def _acc(dtype: Any) -> Any:
+    """The dtype torch-side gradient arithmetic runs in: float64 for float64,
+    float32 for the others (float16 / bfloat16 values widen, as in smax)."""
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def _narrow(dtype: Any) -> bool:
+    return dtype in (torch.float16, torch.bfloat16)
+
+
+def _softmax_for_grad(x: Tensor, dim: int, co: Any) -> Tensor:
+    """smax's softmax of x (options co) for a backward pass, in _acc(x.dtype).
+    Written straight into a float32 result where smax's softmax takes x's
+    dtype with a float32 output; where it does not (a build whose softmax
+    family is float32-only), from x widened to float32 (float64: rounded to
+    float32, as the row-wise forward passes compute)."""
+    p = torch.empty(tuple(x.shape), dtype=_acc(x.dtype))
+    try:
+        _C.softmax(x.detach(), p, with_options(co, dim=dim))
+    except TypeError:
+        if x.dtype == torch.float32:
+            raise
+        p = torch.empty(tuple(x.shape), dtype=torch.float32)
+        _C.softmax(x.detach().float(), p, with_options(co, dim=dim))
+    return p
+
+
+def _param_dtype(param: Any, x: Tensor) -> Any:
+    """The dtype of a per-row parameter's gradient: the parameter's (floating)
+    dtype, else x's."""
+    if isinstance(param, torch.Tensor) and param.is_floating_point():
+        return param.dtype
+    return x.dtype
 
 
 def _row_grad(d: Tensor, like: Tensor) -> Tensor:
@@ -114,6 +153,10 @@ def _row_grad(d: Tensor, like: Tensor) -> Tensor:
 
 
 # ---- normalisers ---------------------------------------------------------------------------
+
+
+#: Backward passes the C++ library runs on the softmax family's kernels.
+_SOFTMAX_KERNEL_BACKWARDS = frozenset({"sparse_softmax_backward"})
 
 
 class _Norm(torch.autograd.Function):
@@ -136,7 +179,16 @@ class _Norm(torch.autograd.Function):
         a, mask = ctx.saved_tensors
         bwd, from_y, dim, params = ctx.meta
         co = with_options(ctx.co, mask=mask)
-        dx = _vjp(bwd, a, dy, dim, () if from_y else params, co, None)
+        bparams = () if from_y else params
+        try:
+            dx = _vjp(bwd, a, dy, dim, bparams, co, None)
+        except TypeError:
+            # A backward the C++ library computes with the softmax family's
+            # kernel (sparse_softmax_backward), in a build where that kernel
+            # is float32-only: float32 copies, the gradient rounded to a's dtype.
+            if a.dtype == torch.float32 or bwd not in _SOFTMAX_KERNEL_BACKWARDS:
+                raise
+            dx = _vjp(bwd, a.float(), dy.float(), dim, bparams, co, None).to(a.dtype)
         dmask = _mask_grad(ctx, 1, mask, dx, co)
         return (dx if ctx.needs_input_grad[0] else None), dmask, None, None, None, None, None
 
@@ -166,19 +218,22 @@ class _LogSumExp(torch.autograd.Function):
         x, mask = ctx.saved_tensors
         dim, keepdim = ctx.meta
         co = with_options(ctx.co, mask=mask)
-        p = _normalize("softmax", x, dim, (), co, None)
         if x.dim() > 0:
             d = dim % x.dim()
             g = dout if keepdim else dout.unsqueeze(d)
         else:
-            g = dout.reshape(p.shape)
-        dt = p.mul_(g)  # d loss / d logits
+            d = 0
+            g = dout
+        p = _softmax_for_grad(x, d, co)  # float32, or float64 for float64 x
+        g = g.reshape(p.shape) if x.dim() == 0 else g
+        dt = p.mul_(g.to(p.dtype))  # d loss / d logits
         dx = dmask = None
-        if mask is not None and mask.dtype == torch.float32 and ctx.needs_input_grad[1]:
-            dmask = dt.sum_to_size(mask.shape) if dt.shape != mask.shape else dt
+        if mask is not None and mask.is_floating_point() and ctx.needs_input_grad[1]:
+            dm = dt.sum_to_size(mask.shape) if dt.shape != mask.shape else dt
+            dmask = dm.to(mask.dtype, copy=dm is dt)
         if ctx.needs_input_grad[0]:
             s = co.scale / co.temperature
-            dx = dt * s if s != 1.0 else (dt.clone() if dmask is not None else dt)
+            dx = (dt * s if s != 1.0 else dt).to(x.dtype)
         return dx, dmask, None, None, None
 
 
@@ -208,8 +263,9 @@ class _EntmaxBisect(torch.autograd.Function):
         co = with_options(ctx.co, mask=mask)
         want_alpha = alpha_t is not None and ctx.needs_input_grad[2]
         d = _norm_dim(dim, y.dim(), "entmax_bisect")
-        dx = torch.empty_like(y)
-        da = torch.empty(_rows_shape(tuple(y.shape), d, True)) if want_alpha else None
+        dx = torch.empty(tuple(y.shape), dtype=y.dtype)
+        da = (torch.empty(_rows_shape(tuple(y.shape), d, True), dtype=_param_dtype(alpha_t, y))
+              if want_alpha else None)
         _C.entmax_bisect_backward(y, dy, dx, da, *params, co)
         dalpha = _row_grad(da, alpha_t) if want_alpha else None
         dmask = _mask_grad(ctx, 1, mask, dx, co)
@@ -243,8 +299,9 @@ class _Ssmax(torch.autograd.Function):
         co = with_options(ctx.co, mask=mask)
         want_s = s_t is not None and ctx.needs_input_grad[2]
         d = _norm_dim(dim, x.dim(), "ssmax")
-        dx = torch.empty(tuple(x.shape))
-        ds = torch.empty(_rows_shape(tuple(x.shape), d, True)) if want_s else None
+        dx = torch.empty(tuple(x.shape), dtype=x.dtype)
+        ds = (torch.empty(_rows_shape(tuple(x.shape), d, True), dtype=_param_dtype(s_t, x))
+              if want_s else None)
         _C.ssmax_backward(x.detach(), y, dy, dx, ds, *params, co)
         dmask = _mask_grad(ctx, 1, mask, dx, co)
         return dx, dmask, (_row_grad(ds, s_t) if want_s else None), None, None, None
@@ -268,8 +325,8 @@ class _GumbelSoftmax(torch.autograd.Function):
                 noise: Optional[Tensor], dim: int, return_soft: bool, co: Any) -> Any:
         shape = tuple(x.shape)
         _norm_dim(dim, len(shape), "gumbel_softmax")
-        out = torch.empty(shape)
-        y_soft = torch.empty(shape) if hard else out
+        out = torch.empty(shape, dtype=x.dtype)
+        y_soft = torch.empty(shape, dtype=x.dtype) if hard else out
         _C.gumbel_softmax(x.detach(), out, float(tau), bool(hard), int(seed),
                           None if noise is None else noise.detach(),
                           y_soft if hard else None, with_options(co, mask=mask))
@@ -288,7 +345,7 @@ class _GumbelSoftmax(torch.autograd.Function):
         y_soft, mask = ctx.saved_tensors
         tau, dim = ctx.meta
         co = with_options(ctx.co, mask=mask)
-        dx = torch.empty(tuple(y_soft.shape))
+        dx = torch.empty(tuple(y_soft.shape), dtype=y_soft.dtype)
         _C.gumbel_softmax_backward(y_soft, dy, dx, float(tau), co)
         dmask = _mask_grad(ctx, 1, mask, dx, co)
         return dx, dmask, None, None, None, None, None, None, None
@@ -307,7 +364,7 @@ class _SoftmaxTopk(torch.autograd.Function):
         shape = tuple(x.shape)
         d = _norm_dim(dim, len(shape), "softmax_topk")
         oshape = shape[:d] + (k,) + shape[d + 1:] if shape else (k,)
-        probs = torch.empty(oshape)
+        probs = torch.empty(oshape, dtype=x.dtype)
         idx = torch.empty(oshape, dtype=torch.int64)
         _C.softmax_topk(x.detach(), probs, idx, k, renormalize, with_options(co, mask=mask))
         ctx.mark_non_differentiable(idx)
@@ -323,15 +380,17 @@ class _SoftmaxTopk(torch.autograd.Function):
         d, renormalize = ctx.meta
         co = with_options(ctx.co, mask=mask)
         if x.dim() == 0:
-            return torch.zeros(()), None, None, None, None, None
-        gp = dp * probs
+            return torch.zeros((), dtype=x.dtype), None, None, None, None, None
+        acc = _acc(x.dtype)  # float16 / bfloat16: the arithmetic in float32
+        pk = probs.to(acc)
+        gp = dp.to(acc) * pk
         if renormalize:  # softmax over the k winners: dt_K = p_K (g - <g, p_K>)
-            dt = torch.zeros(tuple(x.shape)).scatter_(d, idx, gp - probs * gp.sum(d, True))
+            dt = torch.zeros(tuple(x.shape), dtype=acc).scatter_(
+                d, idx, gp - pk * gp.sum(d, True))
         else:  # dt = scatter(g p_K) - p <g, p_K>, p the full row's softmax
-            p = torch.empty(tuple(x.shape))
-            _C.softmax(x.detach(), p, with_options(co, dim=d))
+            p = _softmax_for_grad(x, d, co).to(acc)
             dt = (p * (-gp.sum(d, True))).scatter_add_(d, idx, gp)
-        dx = dt * _sigma(co)
+        dx = (dt * _sigma(co)).to(x.dtype)
         dmask = _mask_grad(ctx, 1, mask, dx, co)
         return dx, dmask, None, None, None, None
 
@@ -365,7 +424,7 @@ class _Loss(torch.autograd.Function):
         x, mask, target = ctx.saved_tensors
         op, params, lo = ctx.meta
         co = with_options(ctx.co, mask=mask)
-        dx = torch.empty(tuple(x.shape))
+        dx = torch.empty(tuple(x.shape), dtype=x.dtype)
         getattr(_C, op + "_backward")(x.detach(), target, dloss, dx, *params, lo, co)
         dmask = _mask_grad(ctx, 1, mask, dx, co)
         return dx, dmask, None, None, None, None, None, None
@@ -392,7 +451,7 @@ def _loss_and_extras(ctx: Any, loss: Tensor, extras: Sequence[Optional[Tensor]],
     """A cross-entropy forward's result: the loss, then the extras asked for
     (not differentiable; the lse kept for the backward is handed out as a copy)."""
     outs = [e for e, k in zip(extras, want) if k]
-    outs = [e.clone() if (e is lse and e is not None) else e for e in outs]
+    outs = [e.to(loss.dtype, copy=True) if (e is lse and e is not None) else e for e in outs]
     ctx.mark_non_differentiable(*outs)
     return (loss, *outs) if outs else loss
 
@@ -416,7 +475,7 @@ class _CrossEntropy(torch.autograd.Function):
         fused = need_grad and (fused or inplace)
         grad = None
         if fused:
-            grad = x.detach() if inplace else torch.empty(tuple(x.shape))
+            grad = x.detach() if inplace else torch.empty(tuple(x.shape), dtype=x.dtype)
         # The forward's lse lets the two-call backward skip its scan (no smoothing).
         keep_lse = (not fused and label_smoothing == 0.0 and target.dtype == torch.int64)
         w = _with_lse(want, keep_lse)
@@ -424,7 +483,7 @@ class _CrossEntropy(torch.autograd.Function):
                                             label_smoothing, dim, lse_square_scale, softcap, w,
                                             empty_mean, co.scale, co.temperature, co.mask, co.empty_row,
                                          co.threads, None,
-                                            grad)
+                                            grad, "f32" if keep_lse and _narrow(x.dtype) else None)
         lse = extras[1] if keep_lse else None
         ctx.fused = fused
         ctx.unit_grad = grad
@@ -460,7 +519,7 @@ class _CrossEntropy(torch.autograd.Function):
             return dx, dmask, None, None, None, None, None, None, None, None
         d = _ce_dim(x, dim, "cross_entropy")
         co = with_options(co, dim=d)
-        dx = torch.empty(tuple(x.shape))
+        dx = torch.empty(tuple(x.shape), dtype=x.dtype)
         _C.cross_entropy_backward(x.detach(), target, dloss, dx, float(label_smoothing),
                                   float(lse_square_scale), float(softcap), lse,
                                   loss_options(ignore_index, reduction, weight, empty_mean), co)

@@ -63,13 +63,26 @@ def _shape_of(x: Any, what: str, op: str) -> Tuple[int, ...]:
     return tuple(int(s) for s in shape)
 
 
+#: The floating dtypes smax takes (and returns): views of their own dtype.
+FLOAT_DTYPES: Tuple[str, ...] = ("float32", "float64", "float16", "bfloat16")
+
+
+def _is_np_bfloat16(x: Any) -> bool:
+    """A numpy array of ml_dtypes' bfloat16 (numpy has no bfloat16 of its own)."""
+    return isinstance(x, _np.ndarray) and x.dtype.name == "bfloat16"
+
+
 def _arg(x: Any) -> Any:
-    """What the extension gets: the same memory, no autograd wrapper."""
+    """What the extension gets: the same memory, no autograd wrapper. A numpy
+    bfloat16 array (ml_dtypes) exports neither DLPack nor a buffer: it goes as
+    a bfloat16 DLPack view of the same memory (``_smax._bfloat16_view``)."""
     if _is_torch(x):
         if x.requires_grad:
             x = x.detach()  # a view: same storage, no copy
         if x.is_conj() or x.is_neg():
             raise TypeError("smax: lazily conjugated / negated tensors are not supported")
+    elif _is_np_bfloat16(x):
+        return _C._bfloat16_view(x.view(_np.uint16), x)
     return x
 
 
@@ -77,15 +90,48 @@ def _opt(x: Any) -> Any:
     return None if x is None else _arg(x)
 
 
-def _alloc(like: Any, shape: Sequence[int], dtype: str = "f32", op: str = "") -> Any:
-    """An uninitialised array of `shape` in the framework of `like`."""
+def _np_bfloat16() -> Any:
+    """ml_dtypes.bfloat16 (the numpy dtype of bfloat16 results), or None."""
+    try:
+        import ml_dtypes  # optional: only for numpy bfloat16 arrays
+    except ImportError:  # pragma: no cover
+        return None
+    return ml_dtypes.bfloat16
+
+
+def _float_dtype_name(x: Any) -> Optional[str]:
+    """The name of x's floating dtype if smax takes it ("float32", "float64",
+    "float16", "bfloat16"), else None."""
+    d = getattr(x, "dtype", None)
+    if d is None:
+        return None
+    name = str(d).rsplit(".", 1)[-1]  # torch.bfloat16 -> bfloat16
+    return name if name in FLOAT_DTYPES else None
+
+
+def _alloc(like: Any, shape: Sequence[int], dtype: Optional[str] = None, op: str = "") -> Any:
+    """An uninitialised array of `shape` in the framework of `like`. dtype:
+    None = like's floating dtype (float32 when like has none: its own dtype
+    error comes from the extension), "f32" = float32, "i64" = int64."""
+    if dtype == "i64":
+        name = "int64"
+    elif dtype == "f32" or like is None:
+        name = "float32"
+    else:
+        name = _float_dtype_name(like) or "float32"
     if _is_torch(like):
         t = _torch_module()
         if like.device.type != "cpu":
             raise TypeError(f"smax{'.' + op if op else ''}: tensors must be on the CPU, got "
                             f"device {like.device}")
-        return t.empty(tuple(shape), dtype=t.float32 if dtype == "f32" else t.int64)
-    return _np.empty(tuple(shape), dtype=_np.float32 if dtype == "f32" else _np.int64)
+        return t.empty(tuple(shape), dtype=getattr(t, name))
+    if name == "bfloat16":
+        bf16 = _np_bfloat16()
+        if bf16 is None:  # pragma: no cover
+            raise TypeError(f"smax{'.' + op if op else ''}: a bfloat16 result as a numpy array "
+                            f"needs ml_dtypes (pip install ml_dtypes), or pass out=")
+        return _np.empty(tuple(shape), dtype=bf16)
+    return _np.empty(tuple(shape), dtype=name)
 
 
 def _fmt_shape(shape: Sequence[int]) -> str:
@@ -93,7 +139,7 @@ def _fmt_shape(shape: Sequence[int]) -> str:
 
 
 def _check_out(out: Any, op: str, shape: Optional[Sequence[int]] = None,
-               dtype: str = "float32") -> None:
+               dtype: str = "floating") -> None:
     """Check a caller's `out=`: an array (numpy, torch or DLPack) of the
     result's `shape` (when given), not requiring grad. Errors name `out`."""
     if not (isinstance(out, _np.ndarray) or _is_torch(out) or hasattr(out, "__dlpack__")):
@@ -180,7 +226,7 @@ def loss_options(ignore_index: int, reduction: str, weight: Any, empty_mean: str
 
 
 def _prep(op: str, x: Any, dim: Any, out: Any, out_shape: Optional[Tuple[int, ...]] = None,
-          dtype: str = "f32", what: str = "x") -> Tuple[Tuple[int, ...], int, Any]:
+          dtype: Optional[str] = None, what: str = "x") -> Tuple[Tuple[int, ...], int, Any]:
     """Check x (called `what` in errors) and dim; allocate (or check) the output."""
     shape = _shape_of(x, what, op)
     d = _norm_dim(dim, len(shape), op)
@@ -188,7 +234,7 @@ def _prep(op: str, x: Any, dim: Any, out: Any, out_shape: Optional[Tuple[int, ..
     if out is None:
         out = _alloc(x, want, dtype)
     else:
-        _check_out(out, op, want, "float32" if dtype == "f32" else "int64")
+        _check_out(out, op, want, "int64" if dtype == "i64" else "floating")
     return shape, d, out
 
 
@@ -278,11 +324,14 @@ def _cross_entropy_fwd(input: Any, target: Any, weight: Any, ignore_index: int,
                        lse_square_scale: float, softcap: float, want: Sequence[bool],
                        empty_mean: str, scale: float, temperature: float, mask: Any,
                        empty_row: str, threads: int, out: Any,
-                       grad: Any = None) -> Tuple[Any, list]:
+                       grad: Any = None, lse_dtype: Optional[str] = None) -> Tuple[Any, list]:
     """cross_entropy's forward; `extras` holds an array for every True in `want`
     (z_loss, lse, entropy, target_logprob, accuracy), else None. `grad`: an
     f32 array of input's shape (or input itself) that receives d loss / d input
-    for a unit upstream gradient (the fused path, smax::CrossEntropyOptions::grad)."""
+    for a unit upstream gradient (the fused path, smax::CrossEntropyOptions::grad).
+    Results are in input's dtype; ``lse_dtype="f32"`` allocates the lse in
+    float32 (the two-call backward reuses it: a float16 / bfloat16 lse would
+    cost the gradient its float32 accuracy)."""
     op = "cross_entropy"
     shape = _shape_of(input, "input", op)
     d = _ce_dim(input, dim, op)
@@ -295,7 +344,8 @@ def _cross_entropy_fwd(input: Any, target: Any, weight: Any, ignore_index: int,
     else:
         _check_out(out, op, reduced)
     shapes = (reduced, rows, rows, rows, reduced)
-    extras = [_alloc(input, s) if w else None for s, w in zip(shapes, want)]
+    dtypes = (None, lse_dtype, None, None, None)
+    extras = [_alloc(input, s, dt) if w else None for s, w, dt in zip(shapes, want, dtypes)]
     _C.cross_entropy(_arg(input), _arg(target), _arg(out), float(label_smoothing),
                      float(lse_square_scale), float(softcap),
                      *[_opt(e) for e in extras],

@@ -165,7 +165,7 @@ def soft_nms(boxes: Array, scores: Array, *, method: str = "linear", sigma: floa
     _shape_of(scores, "scores", op)
     n = bs[0] if bs else 0
     idx = _alloc(boxes, (n,), "i64")
-    kept = _alloc(boxes, (n,))
+    kept = _alloc(scores if type(scores) is type(boxes) else boxes, (n,))  # scores' dtype
     count = _C.soft_nms(_arg(boxes), _arg(scores), _arg(idx), _arg(kept), str(method),
                         float(sigma), float(iou_threshold), float(score_threshold),
                         bool(plus_one))

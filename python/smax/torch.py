@@ -13,8 +13,8 @@ Gradients flow to ``x`` and to a float ``mask`` that requires grad (e.g. a
 learned attention bias; its gradient is summed over broadcast dimensions).
 Backward passes are first-order only: a double backward raises
 ``RuntimeError("smax.<op>: double backward is not supported ...")``. Inputs
-must be float32 CPU tensors (float64 raises ``TypeError``; smax has no
-float64 kernels). The modules ``Softmax``,
+are float32, float64, float16 or bfloat16 CPU tensors, gradients in their
+dtype (attention and linear_cross_entropy: float32 only). The modules ``Softmax``,
 ``LogSoftmax`` and ``LogSumExp`` wrap the functions for ``nn.Sequential``.
 
 Every differentiable op of the op list (``smax.op_list()``, kind "diff") is

@@ -20,9 +20,9 @@ AttnArgs attn_options(const char* op, const std::optional<In>& mask,
   a.mask = mask;
   if (mask) {
     if (is_byte_mask(mask->dtype())) {
-      a.o.attn_mask = to_view(*mask, op, "attn_mask", smax::DType::kBool);
+      a.o.attn_mask = to_view(*mask, op, "attn_mask", Want::kBool);
     } else if (is_f32(mask->dtype())) {
-      a.o.attn_mask = to_view(*mask, op, "attn_mask", smax::DType::kF32);
+      a.o.attn_mask = to_view(*mask, op, "attn_mask", Want::kF32);
     } else {
       throw nb::type_error((pre(op) + "attn_mask has dtype " +
                             dtype_label(mask->dtype()) +

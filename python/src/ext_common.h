@@ -67,45 +67,86 @@ inline bool is_byte_mask(nb::dlpack::dtype d) {
 }
 inline bool is_i64(nb::dlpack::dtype d) { return d == nb::dtype<int64_t>(); }
 
-inline const char* want_label(smax::DType want) {
-  switch (want) {
-    case smax::DType::kF32:
-      return "float32";
-    case smax::DType::kI64:
-      return "int64";
-    default:
-      return "bool";
+/// The smax storage dtype of a floating ndarray dtype (float32, float64,
+/// float16, bfloat16: DLPack kDLFloat 32 / 64 / 16, kDLBfloat 16), or false.
+inline bool float_dtype(nb::dlpack::dtype d, smax::DType* out) {
+  using C = nb::dlpack::dtype_code;
+  if (d.lanes != 1) return false;
+  if (d.code == static_cast<uint8_t>(C::Float)) {
+    if (d.bits == 32) { *out = smax::DType::kF32; return true; }
+    if (d.bits == 64) { *out = smax::DType::kF64; return true; }
+    if (d.bits == 16) { *out = smax::DType::kF16; return true; }
+    return false;
   }
+  if (d.code == static_cast<uint8_t>(C::Bfloat) && d.bits == 16) {
+    *out = smax::DType::kBF16;
+    return true;
+  }
+  return false;
 }
+inline bool is_float(nb::dlpack::dtype d) {
+  smax::DType t;
+  return float_dtype(d, &t);
+}
+
+/// The floating dtypes the bindings pass through (views of their own dtype).
+inline constexpr const char* kFloatDtypes = "float32, float64, float16 or bfloat16";
+
+/// What a view of `a` wants: kF32 strictly (ops with float32 kernels only),
+/// any floating dtype (kFloat: the row-wise ops, whose C++ API takes f32, f64,
+/// f16 and bf16 for every floating operand), int64, or a byte mask.
+enum class Want { kF32, kFloat, kI64, kBool };
 
 /// View over an ndarray's memory (strides in elements, as nanobind gives them).
 template <typename Array>
-inline smax::TensorView to_view(const Array& a, const char* op, const char* arg,
-                         smax::DType want) {
+inline smax::TensorView to_view(const Array& a, const char* op, const char* arg, Want want) {
   if (a.device_type() != nb::device::cpu::value) {
     throw nb::type_error((pre(op) + arg +
                           " is not on the CPU; smax computes on CPU memory only")
                              .c_str());
   }
   const auto d = a.dtype();
-  const bool ok = want == smax::DType::kF32   ? is_f32(d)
-                  : want == smax::DType::kI64 ? is_i64(d)
-                                              : is_byte_mask(d);
+  smax::DType dt = smax::DType::kF32;
+  bool ok = false;
+  switch (want) {
+    case Want::kF32:
+      ok = is_f32(d);
+      break;
+    case Want::kFloat:
+      ok = float_dtype(d, &dt);
+      break;
+    case Want::kI64:
+      ok = is_i64(d);
+      dt = smax::DType::kI64;
+      break;
+    case Want::kBool:
+      ok = is_byte_mask(d);
+      dt = smax::DType::kBool;
+      break;
+  }
   if (!ok) {
     // Name the dtype, what smax takes and the cast (for an output: what to
     // pass instead; casting an output would write into a copy).
     constexpr bool is_output = std::is_same_v<Array, Out>;
     const std::string a = arg;
     std::string msg = pre(op) + a + " has dtype " + dtype_label(d);
-    if (want == smax::DType::kF32) {
-      msg += is_output ? "; smax writes float32: pass a float32 " + a
-                       : "; smax computes in float32: pass " + a + ".astype(np.float32) / " + a +
-                             ".float()";
-    } else if (want == smax::DType::kI64) {
+    if (want == Want::kF32) {
+      std::string other = is_float(d) ? std::string(" (") + op +
+                                            " has float32 kernels only; float64, float16 and "
+                                            "bfloat16 are not supported yet)"
+                                      : std::string();
+      msg += is_output ? ", expected float32" + other + ": pass a float32 " + a
+                       : ", expected float32" + other + ": pass " + a + ".astype(np.float32) / " +
+                             a + ".float()";
+    } else if (want == Want::kFloat) {
+      msg += std::string(", expected a floating dtype (") + kFloatDtypes + ")";
+      msg += is_output ? ": pass a floating " + a
+                       : ": pass e.g. " + a + ".astype(np.float32) / " + a + ".float()";
+    } else if (want == Want::kI64) {
       msg += is_output ? ", expected int64: pass an int64 " + a
                        : ", expected int64: pass " + a + ".astype(np.int64) / " + a + ".long()";
     } else {
-      msg += std::string(", expected ") + want_label(want);
+      msg += ", expected bool";
     }
     throw nb::type_error(msg.c_str());
   }
@@ -121,7 +162,7 @@ inline smax::TensorView to_view(const Array& a, const char* op, const char* arg,
     shape[i] = static_cast<int64_t>(a.shape(i));
     strides[i] = a.stride(i);
   }
-  return smax::make_view(const_cast<void*>(static_cast<const void*>(a.data())), want, rank, shape,
+  return smax::make_view(const_cast<void*>(static_cast<const void*>(a.data())), dt, rank, shape,
                          strides);
 }
 
@@ -147,12 +188,13 @@ inline smax::SoftmaxOptions make_options(const char* op, int64_t dim, double sca
   o.temperature = static_cast<float>(temperature);
   if (mask) {
     if (is_byte_mask(mask->dtype())) {
-      o.bool_mask = to_view(*mask, op, "mask", smax::DType::kBool);
-    } else if (is_f32(mask->dtype())) {
-      o.additive_mask = to_view(*mask, op, "mask", smax::DType::kF32);
+      o.bool_mask = to_view(*mask, op, "mask", Want::kBool);
+    } else if (is_float(mask->dtype())) {
+      o.additive_mask = to_view(*mask, op, "mask", Want::kFloat);
     } else {
       throw nb::type_error((pre(op) + "mask has dtype " + dtype_label(mask->dtype()) +
-                            ", expected bool (keep where true) or float32 (additive)")
+                            ", expected bool (keep where true) or a floating dtype (additive: " +
+                            kFloatDtypes + ")")
                                .c_str());
     }
   }
@@ -169,17 +211,35 @@ inline smax::SoftmaxOptions make_options(const char* op, int64_t dim, double sca
 
 // ---- helpers of the ops beyond the softmax family ------------------------------------
 
+/// Any floating operand (f32, f64, f16, bf16: a view of its own dtype).
+inline smax::TensorView flt(const In& a, const char* op, const char* arg) {
+  return to_view(a, op, arg, Want::kFloat);
+}
+inline smax::TensorView flto(const Out& a, const char* op, const char* arg) {
+  return to_view(a, op, arg, Want::kFloat);
+}
+/// A float32-only operand (attention, linear_cross_entropy).
 inline smax::TensorView f32(const In& a, const char* op, const char* arg) {
-  return to_view(a, op, arg, smax::DType::kF32);
+  return to_view(a, op, arg, Want::kF32);
 }
 inline smax::TensorView f32o(const Out& a, const char* op, const char* arg) {
-  return to_view(a, op, arg, smax::DType::kF32);
+  return to_view(a, op, arg, Want::kF32);
 }
 inline smax::TensorView i64(const In& a, const char* op, const char* arg) {
-  return to_view(a, op, arg, smax::DType::kI64);
+  return to_view(a, op, arg, Want::kI64);
 }
 inline smax::TensorView i64o(const Out& a, const char* op, const char* arg) {
-  return to_view(a, op, arg, smax::DType::kI64);
+  return to_view(a, op, arg, Want::kI64);
+}
+inline std::optional<smax::TensorView> opt_flt(const std::optional<In>& a, const char* op,
+                                               const char* arg) {
+  if (!a) return std::nullopt;
+  return flt(*a, op, arg);
+}
+inline std::optional<smax::TensorView> opt_flto(const std::optional<Out>& a, const char* op,
+                                                const char* arg) {
+  if (!a) return std::nullopt;
+  return flto(*a, op, arg);
 }
 inline std::optional<smax::TensorView> opt_f32(const std::optional<In>& a, const char* op,
                                         const char* arg) {
@@ -192,15 +252,17 @@ inline std::optional<smax::TensorView> opt_f32o(const std::optional<Out>& a, con
   return f32o(*a, op, arg);
 }
 
-/// Loss targets: int64 class indices, or float32 class probabilities where the
+/// Loss targets: int64 class indices, or floating class probabilities where the
 /// op takes them (cross_entropy).
 inline smax::TensorView target_view(const In& a, const char* op, bool probabilities_ok) {
-  if (probabilities_ok && is_f32(a.dtype())) return f32(a, op, "target");
+  if (probabilities_ok && is_float(a.dtype())) return flt(a, op, "target");
   if (!is_i64(a.dtype())) {
     throw nb::type_error((pre(op) + "target has dtype " + dtype_label(a.dtype()) +
                           ", expected int64 class indices: pass target.astype(np.int64) / "
                           "target.long()" +
-                          (probabilities_ok ? " (or float32 class probabilities)" : ""))
+                          (probabilities_ok ? std::string(" (or class probabilities of a floating "
+                                                          "dtype: ") + kFloatDtypes + ")"
+                                            : std::string()))
                              .c_str());
   }
   return i64(a, op, "target");
@@ -212,7 +274,7 @@ struct PyOptions {
   int64_t dim = -1;
   double scale = 1.0;
   double temperature = 1.0;
-  std::optional<In> mask;  // bool / uint8 (keep where true) or float32 (added)
+  std::optional<In> mask;  // bool / uint8 (keep where true) or floating (added)
   std::string algorithm = "auto";
   std::string empty_row = "zero";
   int threads = 0;
@@ -222,7 +284,7 @@ struct PyOptions {
 struct PyLossOptions {
   int64_t ignore_index = -100;
   std::string reduction = "mean";
-  std::optional<In> weight;  // float32 [C] class weights
+  std::optional<In> weight;  // [C] class weights (any floating dtype)
   std::string empty_mean = "nan";
 };
 
@@ -270,7 +332,7 @@ inline Loss loss(const char* op, const PyLossOptions& lo) {
   r.l.reduction = with_op(op, [&] { return smax::parse_reduction(lo.reduction); });
   if (lo.weight) {
     r.weight = lo.weight;
-    r.l.weight = f32(*r.weight, op, "weight");
+    r.l.weight = flt(*r.weight, op, "weight");
   }
   if (lo.empty_mean == "nan") {
     r.l.empty_mean = smax::EmptyMean::kNan;
@@ -302,7 +364,7 @@ inline smax::EntmaxBisectOptions bisect_params(const char* op, double alpha,
   p.alpha = static_cast<float>(alpha);
   p.n_iter = n_iter;
   p.ensure_sum_one = ensure_sum_one;
-  p.alpha_tensor = opt_f32(alpha_t, op, "alpha");
+  p.alpha_tensor = opt_flt(alpha_t, op, "alpha");
   return p;
 }
 
@@ -325,11 +387,11 @@ using OptOut = std::optional<Out>;
 inline void ce_extras(smax::CrossEntropyOptions& ce, const char* op, const OptOut& z_loss,
                       const OptOut& lse, const OptOut& entropy, const OptOut& target_logprob,
                       const OptOut& accuracy) {
-  ce.z_loss = opt_f32o(z_loss, op, "z_loss");
-  ce.lse = opt_f32o(lse, op, "lse");
-  ce.entropy = opt_f32o(entropy, op, "entropy");
-  ce.target_logprob = opt_f32o(target_logprob, op, "target_logprob");
-  ce.accuracy = opt_f32o(accuracy, op, "accuracy");
+  ce.z_loss = opt_flto(z_loss, op, "z_loss");
+  ce.lse = opt_flto(lse, op, "lse");
+  ce.entropy = opt_flto(entropy, op, "entropy");
+  ce.target_logprob = opt_flto(target_logprob, op, "target_logprob");
+  ce.accuracy = opt_flto(accuracy, op, "accuracy");
 }
 
 inline smax::LinearCrossEntropyOptions lce_params(int64_t token_chunk, int64_t vocab_chunk) {
@@ -351,8 +413,8 @@ inline void def_fwd(nb::module_& m, const char* name) {
       name,
       [name](const In& x, const Out& out, const Co& co) {
         const Common c = common(name, co);
-        const auto xv = f32(x, name, "x");
-        const auto ov = f32o(out, name, "out");
+        const auto xv = flt(x, name, "x");
+        const auto ov = flto(out, name, "out");
         nb::gil_scoped_release r;
         F(xv, ov, c.o);
       },
@@ -367,9 +429,9 @@ inline void def_bwd(nb::module_& m, const char* name, const char* a_name = "y") 
       name,
       [name, a_name](const In& a, const In& dy, const Out& out, const Co& co) {
         const Common c = common(name, co);
-        const auto av = f32(a, name, a_name);
-        const auto dyv = f32(dy, name, "dy");
-        const auto ov = f32o(out, name, "out");
+        const auto av = flt(a, name, a_name);
+        const auto dyv = flt(dy, name, "dy");
+        const auto ov = flto(out, name, "out");
         nb::gil_scoped_release r;
         F(av, dyv, ov, c.o);
       },
@@ -399,9 +461,9 @@ struct LossOp {
                const Co& co) {
           const Common c = common(name, co);
           const Loss l = loss(name, lo);
-          const auto xv = f32(x, name, "x");
+          const auto xv = flt(x, name, "x");
           const auto tv = target_view(target, name, false);
-          const auto ov = f32o(out, name, "out");
+          const auto ov = flto(out, name, "out");
           nb::gil_scoped_release r;
           Fwd(xv, tv, ov, a..., l.l, c.o);
         },
@@ -413,10 +475,10 @@ struct LossOp {
                    const Lo& lo, const Co& co) {
           const Common c = common(bwd_name, co);
           const Loss l = loss(bwd_name, lo);
-          const auto xv = f32(x, bwd_name, "x");
+          const auto xv = flt(x, bwd_name, "x");
           const auto tv = target_view(target, bwd_name, false);
-          const auto dv = f32(dloss, bwd_name, "dloss");
-          const auto ov = f32o(out, bwd_name, "out");
+          const auto dv = flt(dloss, bwd_name, "dloss");
+          const auto ov = flto(out, bwd_name, "out");
           nb::gil_scoped_release r;
           Bwd(xv, tv, dv, ov, a..., l.l, c.o);
         },
@@ -447,8 +509,8 @@ struct ParamOp {
         [name, x_name](const In& x, const Out& out, A... a, const Co& co) {
           const Common c = common(name, co);
           const P p = Make(a...);
-          const auto xv = f32(x, name, x_name);
-          const auto ov = f32o(out, name, "out");
+          const auto xv = flt(x, name, x_name);
+          const auto ov = flto(out, name, "out");
           nb::gil_scoped_release r;
           Fwd(xv, ov, p, c.o);
         },
@@ -458,9 +520,9 @@ struct ParamOp {
         [bwd_name, x_name](const In& x, const In& dy, const Out& out, A... a, const Co& co) {
           const Common c = common(bwd_name, co);
           const P p = Make(a...);
-          const auto xv = f32(x, bwd_name, x_name);
-          const auto dyv = f32(dy, bwd_name, "dy");
-          const auto ov = f32o(out, bwd_name, "out");
+          const auto xv = flt(x, bwd_name, x_name);
+          const auto dyv = flt(dy, bwd_name, "dy");
+          const auto ov = flto(out, bwd_name, "out");
           nb::gil_scoped_release r;
           Bwd(xv, dyv, ov, p, c.o);
         },

@@ -47,10 +47,10 @@ void def_cross_entropy(nb::module_& m) {
         const Loss l = loss(op, lo);
         smax::CrossEntropyOptions ce = ce_params(label_smoothing, lse_square_scale, softcap, l.l);
         ce_extras(ce, op, z_loss, lse, entropy, target_logprob, accuracy);
-        ce.grad = opt_f32o(grad, op, "grad");  // the fused unit gradient (may be x)
-        const auto xv = f32(x, op, "input");
+        ce.grad = opt_flto(grad, op, "grad");  // the fused unit gradient (may be x)
+        const auto xv = flt(x, op, "input");
         const auto tv = target_view(target, op, true);
-        const auto ov = f32o(out, op, "out");
+        const auto ov = flto(out, op, "out");
         nb::gil_scoped_release r;
         smax::cross_entropy(xv, tv, ov, ce, c.o);
       },
@@ -68,11 +68,11 @@ void def_cross_entropy(nb::module_& m) {
         const Common c = common(op, co);
         const Loss l = loss(op, lo);
         smax::CrossEntropyOptions ce = ce_params(label_smoothing, lse_square_scale, softcap, l.l);
-        ce.lse = opt_f32(lse, op, "lse");
-        const auto xv = f32(x, op, "x");
+        ce.lse = opt_flt(lse, op, "lse");
+        const auto xv = flt(x, op, "x");
         const auto tv = target_view(target, op, true);
-        const auto dv = f32(dloss, op, "dloss");
-        const auto ov = f32o(out, op, "out");
+        const auto dv = flt(dloss, op, "dloss");
+        const auto ov = flto(out, op, "out");
         nb::gil_scoped_release r;
         smax::cross_entropy_backward(xv, tv, dv, ov, ce, c.o);
       },
@@ -86,8 +86,8 @@ void def_cross_entropy(nb::module_& m) {
         const char* op = "z_loss";
         const Common c = common(op, co);
         const Loss l = loss(op, lo);
-        const auto xv = f32(x, op, "x");
-        const auto ov = f32o(out, op, "out");
+        const auto xv = flt(x, op, "x");
+        const auto ov = flto(out, op, "out");
         if (target) {
           const auto tv = target_view(*target, op, false);
           nb::gil_scoped_release r;
@@ -106,9 +106,9 @@ void def_cross_entropy(nb::module_& m) {
         const char* op = "z_loss_backward";
         const Common c = common(op, co);
         const Loss l = loss(op, lo);
-        const auto xv = f32(x, op, "x");
-        const auto dv = f32(dloss, op, "dloss");
-        const auto ov = f32o(out, op, "out");
+        const auto xv = flt(x, op, "x");
+        const auto dv = flt(dloss, op, "dloss");
+        const auto ov = flto(out, op, "out");
         if (target) {
           const auto tv = target_view(*target, op, false);
           nb::gil_scoped_release r;

@@ -23,7 +23,7 @@ smax::ClippedSoftmaxOptions clipped_params(double gamma, double zeta) {
 smax::SsmaxOptions ssmax_params(const char* op, double s, const OptIn& s_t, int64_t fixed_n) {
   smax::SsmaxOptions p;
   p.s = static_cast<float>(s);
-  p.s_rows = opt_f32(s_t, op, "s");
+  p.s_rows = opt_flt(s_t, op, "s");
   p.fixed_n = fixed_n;
   return p;
 }
@@ -42,8 +42,8 @@ void def_rescaled(nb::module_& m) {
         const char* op = "ssmax";
         const Common c = common(op, co);
         const smax::SsmaxOptions p = ssmax_params(op, s, s_t, fixed_n);
-        const auto xv = f32(x, op, "x");
-        const auto ov = f32o(out, op, "out");
+        const auto xv = flt(x, op, "x");
+        const auto ov = flto(out, op, "out");
         nb::gil_scoped_release r;
         smax::ssmax(xv, ov, p, c.o);
       },
@@ -56,11 +56,11 @@ void def_rescaled(nb::module_& m) {
         const char* op = "ssmax_backward";
         const Common c = common(op, co);
         const smax::SsmaxOptions p = ssmax_params(op, s, s_t, fixed_n);
-        const auto xv = f32(x, op, "x");
-        const auto yv = f32(y, op, "y");
-        const auto dyv = f32(dy, op, "dy");
-        const auto ov = f32o(out, op, "out");
-        const auto dsv = opt_f32o(ds, op, "ds");
+        const auto xv = flt(x, op, "x");
+        const auto yv = flt(y, op, "y");
+        const auto dyv = flt(dy, op, "dy");
+        const auto ov = flto(out, op, "out");
+        const auto dsv = opt_flto(ds, op, "ds");
         nb::gil_scoped_release r;
         smax::ssmax_backward(xv, yv, dyv, ov, p, c.o, dsv ? &*dsv : nullptr);
       },
@@ -79,8 +79,8 @@ void def_rescaled(nb::module_& m) {
         const char* op = "softmax_collapse_fraction";
         const Common c = common(op, co);
         const smax::Precision pr = smax::parse_precision(precision);
-        const auto xv = f32(x, op, "x");
-        const auto fv = opt_f32o(flags, op, "flags");
+        const auto xv = flt(x, op, "x");
+        const auto fv = opt_flto(flags, op, "flags");
         nb::gil_scoped_release r;
         return smax::softmax_collapse_fraction(xv, pr, c.o, fv ? &*fv : nullptr);
       },

@@ -52,8 +52,8 @@ void def_reweight(nb::module_& m) {
         if (bias) p.bias = static_cast<float>(*bias);
         p.n_fixed = n_fixed;
         p.count_visible = count_visible;
-        const auto xv = f32(x, op, "x");
-        const auto ov = f32o(out, op, "out");
+        const auto xv = flt(x, op, "x");
+        const auto ov = flto(out, op, "out");
         nb::gil_scoped_release r;
         smax::sigmoid_normalizer(xv, ov, p, c.o);
       },

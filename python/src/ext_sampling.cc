@@ -24,7 +24,7 @@ void def_sampling(nb::module_& m) {
       [](const Out& out, nb::handle seed, int64_t dim) {
         const char* op = "gumbel_noise";
         const uint64_t sd = seed_of(op, seed);
-        const auto ov = f32o(out, op, "out");
+        const auto ov = flto(out, op, "out");
         nb::gil_scoped_release r;
         smax::gumbel_noise(ov, sd, dim);
       },
@@ -39,10 +39,10 @@ void def_sampling(nb::module_& m) {
         p.tau = static_cast<float>(tau);
         p.hard = hard;
         p.seed = seed_of(op, seed);
-        p.noise = opt_f32(noise, op, "noise");
-        p.y_soft = opt_f32o(y_soft, op, "y_soft");
-        const auto xv = f32(x, op, "logits");
-        const auto ov = f32o(out, op, "out");
+        p.noise = opt_flt(noise, op, "noise");
+        p.y_soft = opt_flto(y_soft, op, "y_soft");
+        const auto xv = flt(x, op, "logits");
+        const auto ov = flto(out, op, "out");
         nb::gil_scoped_release r;
         smax::gumbel_softmax(xv, ov, p, c.o);
       },
@@ -53,9 +53,9 @@ void def_sampling(nb::module_& m) {
       [](const In& y_soft, const In& dy, const Out& out, double tau, const Co& co) {
         const char* op = "gumbel_softmax_backward";
         const Common c = common(op, co);
-        const auto yv = f32(y_soft, op, "y_soft");
-        const auto dyv = f32(dy, op, "dy");
-        const auto ov = f32o(out, op, "out");
+        const auto yv = flt(y_soft, op, "y_soft");
+        const auto dyv = flt(dy, op, "dy");
+        const auto ov = flto(out, op, "out");
         nb::gil_scoped_release r;
         smax::gumbel_softmax_backward(yv, dyv, ov, static_cast<float>(tau), c.o);
       },
@@ -66,7 +66,7 @@ void def_sampling(nb::module_& m) {
         const char* op = "gumbel_max";
         const Common c = common(op, co);
         const uint64_t sd = seed_of(op, seed);
-        const auto xv = f32(x, op, "logits");
+        const auto xv = flt(x, op, "logits");
         const auto iv = i64o(indices, op, "indices");
         nb::gil_scoped_release r;
         smax::gumbel_max(xv, iv, sd, c.o);
@@ -81,8 +81,8 @@ void def_sampling(nb::module_& m) {
         smax::SoftmaxTopkOptions p;
         p.k = k;
         p.renormalize = renormalize;
-        const auto xv = f32(x, op, "x");
-        const auto pv = f32o(probs, op, "probs");
+        const auto xv = flt(x, op, "x");
+        const auto pv = flto(probs, op, "probs");
         const auto iv = i64o(indices, op, "indices");
         nb::gil_scoped_release r;
         smax::softmax_topk(xv, pv, iv, p, c.o);
@@ -96,8 +96,8 @@ void def_sampling(nb::module_& m) {
         const char* op = "sampling_filter";
         const Common c = common(op, co);
         smax::SampleOptions p = sample_params(temperature, top_k, top_p);
-        const auto xv = f32(x, op, "logits");
-        const auto ov = f32o(out, op, "out");
+        const auto xv = flt(x, op, "logits");
+        const auto ov = flto(out, op, "out");
         nb::gil_scoped_release r;
         smax::sampling_filter(xv, ov, p, c.o);
       },
@@ -111,7 +111,7 @@ void def_sampling(nb::module_& m) {
         const Common c = common(op, co);
         smax::SampleOptions p = sample_params(temperature, top_k, top_p);
         p.seed = seed_of(op, seed);
-        const auto xv = f32(x, op, "logits");
+        const auto xv = flt(x, op, "logits");
         const auto iv = i64o(indices, op, "indices");
         nb::gil_scoped_release r;
         smax::sample(xv, iv, p, c.o);
@@ -130,10 +130,10 @@ void def_sampling(nb::module_& m) {
         p.iou_threshold = static_cast<float>(iou_threshold);
         p.score_threshold = static_cast<float>(score_threshold);
         p.plus_one = plus_one;
-        const auto bv = f32(boxes, op, "boxes");
-        const auto sv = f32(scores, op, "scores");
+        const auto bv = flt(boxes, op, "boxes");
+        const auto sv = flt(scores, op, "scores");
         const auto iv = i64o(indices, op, "indices");
-        const auto kv = f32o(kept_scores, op, "kept_scores");
+        const auto kv = flto(kept_scores, op, "kept_scores");
         nb::gil_scoped_release r;
         return smax::soft_nms(bv, sv, iv, kv, p);
       },

@@ -44,8 +44,8 @@ void def_sparse(nb::module_& m) {
         const char* op = "entmax_bisect";
         const Common c = common(op, co);
         const auto p = bisect_params(op, alpha, alpha_t, n_iter, ensure_sum_one);
-        const auto xv = f32(x, op, "x");
-        const auto ov = f32o(out, op, "out");
+        const auto xv = flt(x, op, "x");
+        const auto ov = flto(out, op, "out");
         nb::gil_scoped_release r;
         smax::entmax_bisect(xv, ov, p, c.o);
       },
@@ -58,10 +58,10 @@ void def_sparse(nb::module_& m) {
         const char* op = "entmax_bisect_backward";
         const Common c = common(op, co);
         const auto p = bisect_params(op, alpha, alpha_t, n_iter, ensure_sum_one);
-        const auto yv = f32(y, op, "y");
-        const auto dyv = f32(dy, op, "dy");
-        const auto ov = f32o(out, op, "out");
-        const auto da = opt_f32o(dalpha, op, "dalpha");
+        const auto yv = flt(y, op, "y");
+        const auto dyv = flt(dy, op, "dy");
+        const auto ov = flto(out, op, "out");
+        const auto da = opt_flto(dalpha, op, "dalpha");
         nb::gil_scoped_release r;
         smax::entmax_bisect_backward(yv, dyv, ov, da, p, c.o);
       },
@@ -75,9 +75,9 @@ void def_sparse(nb::module_& m) {
         const Common c = common(op, co);
         const Loss l = loss(op, lo);
         const auto p = bisect_params(op, alpha, alpha_t, n_iter, true);
-        const auto xv = f32(x, op, "x");
+        const auto xv = flt(x, op, "x");
         const auto tv = target_view(target, op, false);
-        const auto ov = f32o(out, op, "out");
+        const auto ov = flto(out, op, "out");
         nb::gil_scoped_release r;
         smax::entmax_bisect_loss(xv, tv, ov, p, l.l, c.o);
       },
@@ -91,10 +91,10 @@ void def_sparse(nb::module_& m) {
         const Common c = common(op, co);
         const Loss l = loss(op, lo);
         const auto p = bisect_params(op, alpha, alpha_t, n_iter, true);
-        const auto xv = f32(x, op, "x");
+        const auto xv = flt(x, op, "x");
         const auto tv = target_view(target, op, false);
-        const auto dv = f32(dloss, op, "dloss");
-        const auto ov = f32o(out, op, "out");
+        const auto dv = flt(dloss, op, "dloss");
+        const auto ov = flto(out, op, "out");
         nb::gil_scoped_release r;
         smax::entmax_bisect_loss_backward(xv, tv, dv, ov, p, l.l, c.o);
       },
@@ -105,8 +105,8 @@ void def_sparse(nb::module_& m) {
       [](const In& x, const Out& out, int64_t k, const Co& co) {
         const char* op = "sparse_softmax";
         const Common c = common(op, co);
-        const auto xv = f32(x, op, "x");
-        const auto ov = f32o(out, op, "out");
+        const auto xv = flt(x, op, "x");
+        const auto ov = flto(out, op, "out");
         nb::gil_scoped_release r;
         smax::sparse_softmax(xv, ov, k, c.o);
       },

@@ -12,7 +12,7 @@
 //
 // Adding an op: in its family's ext_*.cc, a def_fwd / def_bwd / LossOp /
 // ParamOp line (ext_common.h) or one `m.def(...)` whose lambda builds views
-// with f32()/i64()/target_view(), the options with common() (from `co`, a
+// with flt() (any floating dtype; f32() for float32-only ops) / i64() / target_view(), the options with common() (from `co`, a
 // SoftmaxOptions: dim, scale, temperature, mask, algorithm, empty_row,
 // threads) and loss() (from `lo`, a LossOptions: ignore_index, reduction,
 // weight, empty_mean), then calls the C++ op inside a `nb::gil_scoped_release`
@@ -109,6 +109,13 @@ void def_options(nb::module_& m) {
       .def_rw("sigmoid_bias_mode", &A::sigmoid_bias_mode);
 }
 
+/// A C++ message about an operand's dtype (check_view / check_float_view:
+/// "<op>: <name> has dtype <dtype>, expected ..."): raised as a TypeError,
+/// like the bindings' own dtype errors.
+bool is_dtype_message(const std::string& what) {
+  return what.find(" has dtype ") != std::string::npos;
+}
+
 /// The C++ library's message as Python callers read it: "smax.<op>: ...", the
 /// output named `out` (the library calls it dst / dsrc; every Python function
 /// takes it as out=), src, whose Python name depends on the op (x, input,
@@ -124,6 +131,9 @@ std::string python_message(const std::string& what) {
   while (n < what.size() && is_word(what[n])) ++n;
   const bool op_first = n > 0 && what.compare(n, 2, ": ") == 0 && what.rfind("smax", 0) != 0;
   const std::string msg = op_first ? "smax." + what : what;
+  // A dtype message ("<op>: src has dtype f64, expected f32") names the
+  // dtypes as numpy / torch do.
+  const bool dtype_msg = is_dtype_message(msg);
   std::string res;
   res.reserve(msg.size());
   size_t i = 0;
@@ -135,7 +145,12 @@ std::string python_message(const std::string& what) {
     size_t j = i;
     while (j < msg.size() && is_word(msg[j])) ++j;
     const std::string word = msg.substr(i, j - i);
-    res += (word == "dst" || word == "dsrc") ? std::string("out")
+    res += (dtype_msg && word == "f32")    ? std::string("float32")
+           : (dtype_msg && word == "f64")  ? std::string("float64")
+           : (dtype_msg && word == "f16")  ? std::string("float16")
+           : (dtype_msg && word == "bf16") ? std::string("bfloat16")
+           : (dtype_msg && word == "i64")  ? std::string("int64")
+           : (word == "dst" || word == "dsrc") ? std::string("out")
            : word == "src"                   ? std::string("the input")
            : word == "s_rows"                ? std::string("s")      // ssmax's per-row s
            : word == "alpha_tensor"          ? std::string("alpha")  // entmax_bisect's
@@ -161,7 +176,7 @@ NB_MODULE(_smax, m) {
       PyObject* type = PyExc_RuntimeError;
       switch (e.status()) {
         case smax::Status::kInvalidArgument:
-          type = PyExc_ValueError;
+          type = is_dtype_message(e.what()) ? PyExc_TypeError : PyExc_ValueError;
           break;
         case smax::Status::kUnsupported:
           type = PyExc_NotImplementedError;
@@ -177,6 +192,30 @@ NB_MODULE(_smax, m) {
   });
 
   def_options(m);
+
+  // numpy has no bfloat16: ml_dtypes' bfloat16 arrays export neither DLPack
+  // nor the buffer protocol, so smax/_common.py passes them as their uint16
+  // view through this helper, which returns the same memory as a bfloat16
+  // ndarray (DLPack kDLBfloat, 16 bits; `owner` kept alive by it). No copy.
+  m.def(
+      "_bfloat16_view",
+      [](nb::ndarray<uint16_t, nb::ro, nb::device::cpu> a, nb::handle owner) {
+        size_t shape[64];
+        int64_t strides[64];
+        const size_t nd = a.ndim();
+        if (nd > 64) throw nb::value_error("smax: rank > 64");
+        for (size_t i = 0; i < nd; ++i) {
+          shape[i] = a.shape(i);
+          strides[i] = a.stride(i);
+        }
+        nb::dlpack::dtype bf16;
+        bf16.code = static_cast<uint8_t>(nb::dlpack::dtype_code::Bfloat);
+        bf16.bits = 16;
+        bf16.lanes = 1;
+        return nb::ndarray<>(const_cast<uint16_t*>(a.data()), nd, shape, owner, strides, bf16,
+                             nb::device::cpu::value);
+      },
+      nb::arg("a"), nb::arg("owner"));
 
   // ---- the softmax family ------------------------------------------------------
   def_fwd<&smax::softmax>(m, "softmax");
