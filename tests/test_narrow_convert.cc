@@ -1,6 +1,6 @@
 // tests/test_narrow_convert.cc: the vector bf16 / f16 conversions of
-// src/kernels/narrow-inl.h (reached through kernels::widen_row /
-// narrow_row, which dispatch to the capped target) against core/convert.h's
+// src/kernels/narrow-inl.h (reached through kernels/dtype_convert.h's
+// widen_row / narrow_row, which dispatch to the capped target) against core/convert.h's
 // scalar definitions, bit for bit, on every SIMD target:
 //  * widening: all 65536 bit patterns of each narrow type;
 //  * narrowing: a dense sweep of f32 bit patterns (every 2^k-th pattern plus
@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "core/convert.h"
-#include "kernels/softmax_narrow.h"
+#include "kernels/dtype_convert.h"
 #include "test_util.h"
 
 namespace {

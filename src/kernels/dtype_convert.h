@@ -7,8 +7,10 @@
 //    nearest even);
 //  * narrow_row: dst[i] = src[i] rounded to `dtype` (nearest even; overflow
 //    to inf, NaN kept NaN); f64 widens exactly.
-// `dtype` kF32 copies. Pointers need their element alignment only; rows of
-// any length n >= 0; src and dst must not overlap.
+// `dtype` kF32 copies (src == dst is allowed then). Pointers need their
+// element alignment only; rows of any length n >= 0; otherwise src and dst
+// must not overlap. The vector conversions are narrow-inl.h's, shared with
+// the fused narrow softmax kernels.
 #pragma once
 
 #include <cstdint>

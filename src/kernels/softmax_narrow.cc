@@ -1,6 +1,6 @@
 // src/kernels/softmax_narrow.cc: batched whole-row softmax, log_softmax and
 // logsumexp with bf16 / f16 storage (softmax_narrow.h), and the contiguous
-// row conversions widen_row / narrow_row.
+// row conversions are kernels/dtype_convert.h's.
 //
 // The row driver mirrors softmax_rows.cc step for step (same scans, same
 // exp choice, same sums, same last passes and the same fusing of a row's
@@ -412,44 +412,6 @@ void LogSumExpRowsNarrowImpl(const NarrowRows& rows, Algorithm algorithm) {
   narrow_fwd::RowsImpl(rows, algorithm, narrow_fwd::RowOp::kLogSumExp);
 }
 
-template <Storage S>
-HWY_INLINE void WidenTyped(const uint16_t* src, size_t n, float* out) {
-  const DF d;
-  const size_t N = hn::Lanes(d);
-  size_t i = 0;
-  for (; i + N <= n; i += N) hn::StoreU(LoadWiden<S>(src + i), d, out + i);
-  if (i < n) StoreTail(d, LoadWidenTail<S>(src + i, n - i), out + i, n - i);
-}
-void WidenRowImpl(const void* src, DType src_type, int64_t n, float* out) {
-  const size_t count = static_cast<size_t>(n);
-  if (src_type == DType::kBF16) {
-    WidenTyped<Storage::kBF16>(static_cast<const uint16_t*>(src), count, out);
-  } else if (src_type == DType::kF16) {
-    WidenTyped<Storage::kF16>(static_cast<const uint16_t*>(src), count, out);
-  } else if (static_cast<const void*>(out) != src) {
-    std::memmove(out, src, count * sizeof(float));
-  }
-}
-
-template <Storage S>
-HWY_INLINE void NarrowTyped(const float* in, size_t n, uint16_t* dst) {
-  const DF d;
-  const size_t N = hn::Lanes(d);
-  size_t i = 0;
-  for (; i + N <= n; i += N) StoreNarrow<S>(hn::LoadU(d, in + i), dst + i);
-  if (i < n) StoreNarrowTail<S>(LoadTailZero(d, in + i, n - i), dst + i, n - i);
-}
-void NarrowRowImpl(const float* in, int64_t n, void* dst, DType dst_type) {
-  const size_t count = static_cast<size_t>(n);
-  if (dst_type == DType::kBF16) {
-    NarrowTyped<Storage::kBF16>(in, count, static_cast<uint16_t*>(dst));
-  } else if (dst_type == DType::kF16) {
-    NarrowTyped<Storage::kF16>(in, count, static_cast<uint16_t*>(dst));
-  } else if (static_cast<void*>(const_cast<float*>(in)) != dst) {
-    std::memmove(dst, in, count * sizeof(float));
-  }
-}
-
 }  // namespace smax::kernels::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
@@ -459,8 +421,6 @@ namespace smax::kernels {
 HWY_EXPORT(SoftmaxRowsNarrowImpl);
 HWY_EXPORT(LogSoftmaxRowsNarrowImpl);
 HWY_EXPORT(LogSumExpRowsNarrowImpl);
-HWY_EXPORT(WidenRowImpl);
-HWY_EXPORT(NarrowRowImpl);
 
 void softmax_rows_narrow(const NarrowRows& rows, Algorithm algorithm) noexcept {
   HWY_DYNAMIC_DISPATCH(SoftmaxRowsNarrowImpl)(rows, algorithm);
@@ -471,12 +431,5 @@ void log_softmax_rows_narrow(const NarrowRows& rows, Algorithm algorithm) noexce
 void logsumexp_rows_narrow(const NarrowRows& rows, Algorithm algorithm) noexcept {
   HWY_DYNAMIC_DISPATCH(LogSumExpRowsNarrowImpl)(rows, algorithm);
 }
-void widen_row(const void* src, DType src_type, int64_t n, float* out) noexcept {
-  HWY_DYNAMIC_DISPATCH(WidenRowImpl)(src, src_type, n, out);
-}
-void narrow_row(const float* in, int64_t n, void* dst, DType dst_type) noexcept {
-  HWY_DYNAMIC_DISPATCH(NarrowRowImpl)(in, n, dst, dst_type);
-}
-
 }  // namespace smax::kernels
 #endif  // HWY_ONCE

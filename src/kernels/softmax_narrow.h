@@ -72,11 +72,4 @@ struct NarrowBackwardRows {
 void softmax_backward_rows_narrow(const NarrowBackwardRows& rows) noexcept;
 void log_softmax_backward_rows_narrow(const NarrowBackwardRows& rows) noexcept;
 
-/// out[i] = src[i] widened exactly to f32 (src_type f32, bf16 or f16;
-/// contiguous).
-void widen_row(const void* src, DType src_type, int64_t n, float* out) noexcept;
-/// dst[i] = in[i] rounded to nearest even to dst_type (f32, bf16 or f16;
-/// contiguous). `in` may alias dst's memory only for dst_type f32.
-void narrow_row(const float* in, int64_t n, void* dst, DType dst_type) noexcept;
-
 }  // namespace smax::kernels

@@ -11,6 +11,7 @@
 #include <algorithm>
 
 #include "kernels/kernels.h"
+#include "kernels/dtype_convert.h"
 #include "kernels/softmax_narrow.h"
 #include "core/convert.h"
 #include "core/execution.h"

@@ -27,6 +27,7 @@
 #include <optional>
 
 #include "kernels/kernels.h"
+#include "kernels/dtype_convert.h"
 #include "kernels/softmax_narrow.h"
 #include "core/convert.h"
 #include "core/execution.h"
