@@ -7,12 +7,14 @@
 // unchanged; otherwise short contiguous rows (dx not f64) run the fused
 // narrow kernels (kernels/softmax_narrow.h) and everything else the gather
 // mode with conversion (y and dy widened into a per-row scratch, the f32
-// row kernel or segments, dx rounded from the scratch).
+// row kernel or segments, dx rounded from the scratch). An f64 y or dy
+// takes the float64 path instead (ops/softmax/f64.h).
 #include <algorithm>
 
 #include "kernels/kernels.h"
 #include "kernels/dtype_convert.h"
 #include "kernels/softmax_narrow.h"
+#include "ops/softmax/f64.h"
 #include "core/convert.h"
 #include "core/execution.h"
 #include "core/geometry.h"
@@ -32,6 +34,7 @@ constexpr int kY = 0, kDy = 1, kDx = 2;
 struct BackwardCall {
   BackwardOp op;
   float scale;
+  double scale64;  // double(scale) / double(temperature): the f64 path's multiplier
   int threads;
   DType y_type, dy_type, dx_type;
   Geometry g;
@@ -46,14 +49,13 @@ BackwardCall prepare(BackwardOp op, const TensorView& y_in, const TensorView& dy
   check_float_view(y_in, name, "y");
   check_float_view(dy_in, name, "dy");
   check_float_view(dx_in, name, "dx");
-  if (y_in.dtype == DType::kF64) fail(name, "y has dtype f64, expected f32, f16 or bf16 here");
-  if (dy_in.dtype == DType::kF64) fail(name, "dy has dtype f64, expected f32, f16 or bf16 here");
   BackwardCall call{};
   call.y_type = y_in.dtype;
   call.dy_type = dy_in.dtype;
   call.dx_type = dx_in.dtype;
   call.op = op;
   call.scale = check_options(options, name);
+  call.scale64 = static_cast<double>(options.scale) / static_cast<double>(options.temperature);
   const TensorView y = as_rank1_if_scalar(y_in);
   const TensorView dy = as_rank1_if_scalar(dy_in);
   const TensorView dx = as_rank1_if_scalar(dx_in);
@@ -210,6 +212,10 @@ void run_backward(BackwardOp op, const TensorView& y, const TensorView& dy, cons
   ensure_runtime_initialized();
   const BackwardCall c = prepare(op, y, dy, dx, options);
   if (c.g.rows == 0 || c.g.n == 0) return;
+  if (c.y_type == DType::kF64 || c.dy_type == DType::kF64) {  // float64 arithmetic (ops/softmax/f64.h)
+    return run_backward_f64(
+        F64Backward{op, &c.g, c.y_type, c.dy_type, c.dx_type, c.scale64, c.threads});
+  }
   if (!c.all_f32()) {
     const bool contiguous =
         axis_contiguous(c.g, kY) && axis_contiguous(c.g, kDy) && axis_contiguous(c.g, kDx);

@@ -21,6 +21,8 @@
 // logits are formed in a per-row scratch, the f32 row kernel (segments for
 // long rows) runs there, and the result is rounded into dst. Both give
 // round(f32 result on the widened inputs), the same bits in every layout.
+// An f64 src takes the float64 path instead (ops/softmax/f64.h: float64
+// kernels, masks of any floating dtype, any dst dtype).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -29,6 +31,7 @@
 #include "kernels/kernels.h"
 #include "kernels/dtype_convert.h"
 #include "kernels/softmax_narrow.h"
+#include "ops/softmax/f64.h"
 #include "core/convert.h"
 #include "core/execution.h"
 #include "core/geometry.h"
@@ -50,6 +53,7 @@ struct ForwardCall {
   const char* name;
   Algorithm algorithm;  // resolved (never kAuto)
   float scale;
+  double scale64;  // double(scale) / double(temperature): the f64 path's multiplier
   EmptyRow empty_row;
   int threads;
   bool has_add_mask;
@@ -80,13 +84,11 @@ ForwardCall prepare(ForwardOp op, const TensorView& src_in, const TensorView& ds
   call.name = name;
   check_float_view(src_in, name, "src");
   check_float_view(dst_in, name, "dst");
-  if (src_in.dtype == DType::kF64) {
-    fail(name, "src has dtype f64, expected f32, f16 or bf16 here");
-  }
   call.src_type = src_in.dtype;
   call.dst_type = dst_in.dtype;
   call.mask_type = DType::kF32;
   call.scale = check_options(options, name);
+  call.scale64 = static_cast<double>(options.scale) / static_cast<double>(options.temperature);
   const TensorView src = as_rank1_if_scalar(src_in);
   const int axis = resolve_axis(options.axis, src_in.rank, name);
 
@@ -116,9 +118,6 @@ ForwardCall prepare(ForwardOp op, const TensorView& src_in, const TensorView& ds
       check_view(*mask, name, mask_name, dtype);
     } else {
       check_float_view(*mask, name, mask_name);
-      if (mask->dtype == DType::kF64) {
-        fail(name, std::string(mask_name) + " has dtype f64, expected f32, f16 or bf16");
-      }
       call.mask_type = mask->dtype;
       sizes[k] = dtype_size(mask->dtype);
     }
@@ -337,6 +336,11 @@ void run_forward(ForwardOp op, const TensorView& src, const TensorView& dst,
       }
     }
     return;
+  }
+  if (c.src_type == DType::kF64) {  // float64 arithmetic (ops/softmax/f64.h)
+    return run_forward_f64(F64Forward{op, &c.g, c.src_type, c.dst_type, c.mask_type,
+                                      c.has_add_mask, c.has_bool_mask, c.scale64, c.empty_row,
+                                      c.threads});
   }
   if (!c.all_f32()) {
     if (narrow_rows_mode(c)) return run_narrow_rows_mode(c);

@@ -1,0 +1,216 @@
+// src/kernels/softmax_f64.cc: see softmax_f64.h.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/softmax_f64.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+#include <hwy/contrib/math/math-inl.h>
+
+#include <cctype>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "kernels/softmax_f64.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace smax::kernels::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using DD = hn::ScalableTag<double>;
+using VD = hn::Vec<DD>;
+constexpr size_t kMaxLanesD = HWY_MAX_BYTES / sizeof(double);
+constexpr double kInfD = std::numeric_limits<double>::infinity();
+constexpr double kNanD = std::numeric_limits<double>::quiet_NaN();
+// e^x underflows to 0 in float64 below about -745.13.
+constexpr double kUnderflow = -745.2;
+
+// The vector at element i of a row of n, lanes past the row = `pad`.
+HWY_INLINE VD LoadPad(DD d, const double* HWY_RESTRICT p, size_t i, size_t n, double pad) {
+  const size_t N = hn::Lanes(d);
+  if (i + N <= n) return hn::LoadU(d, p + i);
+  HWY_ALIGN double b[kMaxLanesD];
+  for (size_t k = 0; k < N; ++k) b[k] = i + k < n ? p[i + k] : pad;
+  return hn::Load(d, b);
+}
+
+// Writes the first min(N, n - i) lanes of v at p + i.
+HWY_INLINE void StoreClip(DD d, VD v, double* HWY_RESTRICT p, size_t i, size_t n) {
+  const size_t N = hn::Lanes(d);
+  if (i + N <= n) return hn::StoreU(v, d, p + i);
+  HWY_ALIGN double b[kMaxLanesD];
+  hn::Store(v, d, b);
+  std::memcpy(p + i, b, (n - i) * sizeof(double));
+}
+
+// Lane values in lane order, summed with Neumaier's compensation.
+HWY_INLINE double SumLanes(DD d, VD s, VD c) {
+  HWY_ALIGN double a[kMaxLanesD], b[kMaxLanesD];
+  hn::Store(s, d, a);
+  hn::Store(c, d, b);
+  double sum = 0.0, comp = 0.0;
+  for (size_t k = 0; k < hn::Lanes(d); ++k) {
+    for (double x : {a[k], -b[k]}) {  // Kahan's c holds the negated error
+      const double t = sum + x;
+      comp += std::fabs(sum) >= std::fabs(x) ? (sum - t) + x : (x - t) + sum;
+      sum = t;
+    }
+  }
+  return sum + comp;
+}
+
+// Per-lane Kahan step: s += x with the lost low part kept (negated) in c.
+HWY_INLINE void KahanAdd(VD x, VD& s, VD& c) {
+  const VD y = hn::Sub(x, c);
+  const VD t = hn::Add(s, y);
+  c = hn::Sub(hn::Sub(t, s), y);
+  s = t;
+}
+
+// t - m as d + e exactly (TwoSum of t and -m; m finite). Where d is below
+// -1e300 (t = -inf, or a difference that overflows) the error term is set
+// to 0: every use ignores it there (the term underflows to 0, the log value
+// is -inf or beyond any bound's reach), and TwoSum's e would be NaN.
+struct Diff {
+  VD d, e;
+};
+HWY_INLINE Diff TwoDiff(DD dd, VD t, VD m) {
+  const VD s = hn::Sub(t, m);
+  const VD bb = hn::Sub(s, t);
+  const VD e = hn::Add(hn::Sub(t, hn::Sub(s, bb)), hn::Sub(hn::Neg(m), bb));
+  return {s, hn::IfThenZeroElse(hn::Lt(s, hn::Set(dd, -1e300)), e)};
+}
+
+// e^(t - m) = Exp(d) (1 + e), 0 below the underflow (Exp's argument is
+// clamped there, so -inf never reaches it).
+HWY_INLINE VD Term(DD dd, const Diff& x) {
+  const auto under = hn::Lt(x.d, hn::Set(dd, kUnderflow));
+  const VD ex = hn::Exp(dd, hn::IfThenElse(under, hn::Set(dd, kUnderflow), x.d));
+  const VD term = hn::Add(ex, hn::Mul(ex, x.e));
+  return hn::IfThenZeroElse(under, term);
+}
+
+struct Scan {
+  double max;
+  bool nan;
+};
+HWY_INLINE Scan MaxScan(DD d, const double* HWY_RESTRICT t, size_t n) {
+  const size_t N = hn::Lanes(d);
+  VD m = hn::Set(d, -kInfD);
+  auto nan = hn::Lt(m, m);  // all false
+  for (size_t i = 0; i < n; i += N) {
+    const VD v = LoadPad(d, t, i, n, -kInfD);
+    nan = hn::Or(nan, hn::Not(hn::Eq(v, v)));
+    m = hn::Max(m, v);
+  }
+  HWY_ALIGN double lanes[kMaxLanesD];
+  hn::Store(m, d, lanes);
+  double mx = lanes[0];
+  for (size_t k = 1; k < N; ++k) mx = lanes[k] > mx ? lanes[k] : mx;
+  return {mx, !hn::AllFalse(d, nan)};
+}
+
+void RowImpl(F64Op op, const double* t, int64_t n_in, EmptyRow policy, double* out) {
+  const DD d;
+  const size_t n = static_cast<size_t>(n_in);
+  const size_t N = hn::Lanes(d);
+  const size_t count = op == F64Op::kLogSumExp ? 1 : n;
+  auto fill = [&](double v) {
+    for (size_t i = 0; i < count; ++i) out[i] = v;
+  };
+  const Scan sc = MaxScan(d, t, n);
+  if (sc.nan || sc.max == kInfD) return fill(kNanD);
+  if (sc.max == -kInfD) {
+    if (policy == EmptyRow::kNan) return fill(kNanD);
+    return fill(op == F64Op::kSoftmax ? 0.0 : -kInfD);
+  }
+  const VD m = hn::Set(d, sc.max);
+  VD s = hn::Zero(d), c = hn::Zero(d);
+  // softmax keeps the terms in out (one Exp per element); the last pass
+  // scales them. out may be t: each element is read before it is written.
+  const bool keep_terms = op == F64Op::kSoftmax;
+  for (size_t i = 0; i < n; i += N) {
+    const VD term = Term(d, TwoDiff(d, LoadPad(d, t, i, n, -kInfD), m));
+    KahanAdd(term, s, c);
+    if (keep_terms) StoreClip(d, term, out, i, n);
+  }
+  const double S = SumLanes(d, s, c);  // >= 1: the max's term is 1
+  const double log_s = std::log(S);
+  switch (op) {
+    case F64Op::kLogSumExp:
+      out[0] = sc.max + log_s;
+      return;
+    case F64Op::kSoftmax: {
+      const VD inv = hn::Set(d, 1.0 / S);
+      for (size_t i = 0; i < n; i += N) {
+        StoreClip(d, hn::Mul(LoadPad(d, out, i, n, 0.0), inv), out, i, n);
+      }
+      return;
+    }
+    case F64Op::kLogSoftmax: {
+      const VD ls = hn::Set(d, log_s);
+      const VD neg_inf = hn::Set(d, -kInfD);
+      for (size_t i = 0; i < n; i += N) {
+        const VD v = LoadPad(d, t, i, n, -kInfD);
+        const Diff x = TwoDiff(d, v, m);
+        const VD y = hn::Add(hn::Sub(x.d, ls), x.e);
+        StoreClip(d, hn::IfThenElse(hn::Eq(v, neg_inf), neg_inf, y), out, i, n);
+      }
+      return;
+    }
+  }
+}
+
+void BackwardImpl(bool log, const double* y, const double* dy, int64_t n_in, double s_in,
+                  double* dx) {
+  const DD d;
+  const size_t n = static_cast<size_t>(n_in);
+  const size_t N = hn::Lanes(d);
+  VD acc = hn::Zero(d), c = hn::Zero(d);
+  for (size_t i = 0; i < n; i += N) {
+    const VD g = LoadPad(d, dy, i, n, 0.0);
+    // log_softmax: sum dy; softmax: <dy, y> (padding y = 0 adds 0).
+    KahanAdd(log ? g : hn::Mul(g, LoadPad(d, y, i, n, 0.0)), acc, c);
+  }
+  const VD total = hn::Set(d, SumLanes(d, acc, c));
+  const VD sv = hn::Set(d, s_in);
+  const VD neg_inf = hn::Set(d, -kInfD);
+  for (size_t i = 0; i < n; i += N) {
+    const VD yv = LoadPad(d, y, i, n, 0.0);
+    const VD g = LoadPad(d, dy, i, n, 0.0);
+    VD r;
+    if (log) {
+      const auto masked = hn::Eq(yv, neg_inf);
+      const VD ey = hn::Exp(d, hn::IfThenZeroElse(masked, yv));
+      r = hn::IfThenZeroElse(masked, hn::Mul(sv, hn::Sub(g, hn::Mul(ey, total))));
+    } else {
+      r = hn::Mul(hn::Mul(sv, yv), hn::Sub(g, total));
+    }
+    StoreClip(d, r, dx, i, n);
+  }
+}
+
+const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
+
+}  // namespace smax::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace smax::kernels {
+HWY_EXPORT(RowImpl);
+HWY_EXPORT(BackwardImpl);
+HWY_EXPORT(TargetName);
+
+void softmax_row_f64(F64Op op, const double* t, int64_t n, EmptyRow policy, double* out) noexcept {
+  HWY_DYNAMIC_DISPATCH(RowImpl)(op, t, n, policy, out);
+}
+void softmax_backward_row_f64(bool log, const double* y, const double* dy, int64_t n, double s,
+                              double* dx) noexcept {
+  HWY_DYNAMIC_DISPATCH(BackwardImpl)(log, y, dy, n, s, dx);
+}
+std::string kernel_name_f64(const std::string& op) {
+  std::string target = HWY_DYNAMIC_DISPATCH(TargetName)();
+  for (char& ch : target) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return "f64_" + op + "__" + target;
+}
+}  // namespace smax::kernels
+#endif

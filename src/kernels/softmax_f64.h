@@ -1,0 +1,50 @@
+// src/kernels/softmax_f64.h: float64 softmax, log_softmax, logsumexp and
+// their backward over one contiguous row: float64 lanes on every SIMD
+// target (Highway, dynamic dispatch), not f32 kernels behind a cast.
+//
+// Forward, a row of n >= 1 logits t (already scaled and masked by ops;
+// -inf = masked), op 0 softmax, 1 log_softmax (out[0..n)), 2 logsumexp
+// (out[0]); out may equal t (in place):
+//   m = max t; d_i = t_i - m as an exact two-term difference d_i + e_i
+//   (TwoSum), e^(t_i - m) = Exp(d_i) (1 + e_i) with Highway's float64 Exp
+//   (max error 1 ulp), so no bits of t_i - m are lost for any |t_i - m|;
+//   S = sum of those terms with per-lane Kahan compensation and a Neumaier
+//   sum of the lanes in lane order: the sum's error does not grow with n.
+//   softmax_i = term_i * (1 / S) (the terms are kept in out between the
+//   passes: one Exp per element); log_softmax_i = (d_i - log S) + e_i;
+//   logsumexp = m + log S.
+// Special values as the f32 kernels (kernels.h): NaN anywhere -> NaN row;
+// +inf -> NaN row; all -inf -> `policy` (kZero: softmax 0, log_softmax and
+// logsumexp -inf; kNan: NaN); -inf entries give exactly 0 (log_softmax -inf).
+// Terms below e^-745 are 0 (float64 underflow).
+//
+// Backward (y, dy, dx of n >= 1; dx may equal dy):
+//   softmax:     dx = s * y * (dy - <dy, y>), the dot compensated as above;
+//   log_softmax: dx = s * (dy - exp(y) * sum dy), 0 where y = -inf.
+//
+// Bounds (include/smax/softmax.h, "float64"; tests/test_softmax_f64.cc checks
+// them against a long double oracle on every target): softmax relative
+// error <= 1e-14 for outputs >= 1e-300 (below: absolute <= 1e-300);
+// log_softmax / logsumexp absolute <= 1e-14 (1 + |value|); backward
+// |dx - ref| <= 1e-14 |s| |y| (|dy| + |<dy,y>|) + 4e-16 |s| |y| sum_j |y_j dy_j|
+// (softmax) and 1e-14 |s| (|dy| + e^y sum_j |dy_j|) (log_softmax), for any n.
+// Results are bitwise identical whatever the alignment (blocks and the tail
+// are on a grid from the row start).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "smax/options.h"
+
+namespace smax::kernels {
+
+enum class F64Op : int { kSoftmax = 0, kLogSoftmax = 1, kLogSumExp = 2 };
+
+void softmax_row_f64(F64Op op, const double* t, int64_t n, EmptyRow policy, double* out) noexcept;
+void softmax_backward_row_f64(bool log, const double* y, const double* dy, int64_t n, double s,
+                              double* dx) noexcept;
+/// e.g. "f64_softmax__avx2" (the active target's name).
+std::string kernel_name_f64(const std::string& op);
+
+}  // namespace smax::kernels
