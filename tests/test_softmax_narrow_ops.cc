@@ -169,7 +169,7 @@ double ulp_of(DType t, double x) {
   return std::ldexp(1.0, std::max(e - 1, emin) - mant);
 }
 
-TEST_P(NarrowOps, NarrowOutputsAreWithinOneUlpOfTheExactResult) {
+TEST_P(NarrowOps, NarrowOutputsAreWithinTheF32BoundPlusHalfAnUlp) {
   smax_test::Rng rng("narrow_ops_accuracy");
   const int64_t rows = 8;
   for (int64_t n : {5, 300, 32000}) {
@@ -191,13 +191,16 @@ TEST_P(NarrowOps, NarrowOutputsAreWithinOneUlpOfTheExactResult) {
                                    : op == Op::kLogSoftmax ? (t - m) - std::log(s) : lse;
               const double g = got.get(op == Op::kLogSumExp ? r : r * n + i);
               if (std::isinf(exact) && g == exact) continue;
-              double bound;
-              if (dt == DType::kF32) {
-                bound = op == Op::kSoftmax ? (exact >= 1e-30 ? 2e-6 * exact : 1e-36)
-                                           : 2e-6 * (1 + std::fabs(exact));
-              } else {
-                bound = ulp_of(dt, exact);
-              }
+              // The f32 bound, plus half an ulp of a narrow output type (its
+              // rounding: docs/dtypes.md). That is within one ulp of the
+              // type wherever the f32 bound is below half an ulp: every
+              // softmax and logsumexp output, and log_softmax values with
+              // |value| above ~1e-4 (nearer 0, the f32 absolute error
+              // 2e-6 (1 + |v|) is more than an ulp of v: docs/numerics.md).
+              const double f32_bound = op == Op::kSoftmax ? (exact >= 1e-30 ? 2e-6 * exact : 1e-36)
+                                                          : 2e-6 * (1 + std::fabs(exact));
+              const double bound =
+                  dt == DType::kF32 ? f32_bound : f32_bound + 0.5 * ulp_of(dt, exact);
               if (!(std::fabs(g - exact) <= bound)) {
                 ++bad;
                 ADD_FAILURE() << smax::dtype_name(st) << "->" << smax::dtype_name(dt) << " op "
@@ -267,12 +270,6 @@ TEST_P(NarrowOps, ErrorsNameTheDtypeAndWriteNothing) {
   const std::vector<uint8_t> before = dst.bytes;
   T bad(DType::kI32, {2, 8});
   EXPECT_TRUE(smax_test::throws_invalid([&] { smax::softmax(bad.view(), dst.view()); }, "i32"));
-  T f64src(DType::kF64, {2, 8});
-  EXPECT_TRUE(smax_test::throws_invalid([&] { smax::log_softmax(f64src.view(), dst.view()); }, "f64"));
-  T mask(DType::kF64, {8});
-  SoftmaxOptions o;
-  o.additive_mask = mask.view();
-  EXPECT_TRUE(smax_test::throws_invalid([&] { smax::softmax(src.view(), dst.view(), o); }, "f64"));
   // dst over src's bytes with another dtype is an overlap, not in-place.
   TensorView alias = src.view();
   alias.dtype = DType::kF16;

@@ -33,12 +33,22 @@
 //   logsumexp t_0 (for every algorithm).
 //   exp underflow is flushed to exact 0: no denormal is ever produced.
 // * Storage dtypes: every operand (src, dst, additive_mask; y, dy, dx) may
-//   be f32, bf16 or f16, independently; outputs also f64. The math is f32
-//   on the exactly widened inputs and each output is rounded once to its
-//   type (nearest even): the result is the f32 result, same algorithm,
-//   rounded. bf16 / f16 outputs are within 1 ulp of their type of the exact
-//   result; f32 outputs from narrow inputs meet the f32 bounds above
-//   (docs/numerics.md, "bf16 and f16"). Other dtypes are errors naming them.
+//   be f32, f64, bf16 or f16, independently.
+//   - src (backward: y or dy) f64: float64 arithmetic (float64 kernels; the
+//     multiplier is double(scale) / double(temperature), masks widened):
+//     softmax relative error <= 1e-14 for outputs >= 1e-300 (absolute
+//     <= 1e-300 below), log_softmax / logsumexp absolute <= 1e-14 (1 + |v|),
+//     backward |dx - ref| <= 1e-14 |s| |y| (|dy| + |<dy,y>|)
+//     + 4e-16 |s| |y| sum_j |y_j dy_j| (softmax) and
+//     1e-14 |s| (|dy| + e^y sum_j |dy_j|) (log_softmax), for any n; outputs
+//     of another dtype are that result rounded once (docs/numerics.md,
+//     "float64").
+//   - otherwise the math is f32 on the exactly widened inputs and each
+//     output is rounded once to its type (nearest even): the f32 result,
+//     same algorithm, rounded. So bf16 / f16 outputs are within the f32
+//     bounds above plus half an ulp of their type; f32 outputs from narrow
+//     inputs meet the f32 bounds (docs/numerics.md, "bf16 and f16").
+//   Other dtypes are errors naming them.
 // * Determinism: bitwise identical results for any `threads` and any
 //   parallel_for pool (work is split on a data-independent grid and partial
 //   results are merged in a fixed order). Results may differ in the last bits

@@ -125,20 +125,42 @@ struct LogOutPass {
 };
 
 struct LastPass {
-  enum class Kind { kNone, kScale, kScaleNoFlush, kExpScale, kExpScaleNoFlush, kLog };
+  enum class Kind {
+    kNone, kScale, kScaleNoFlush, kExpScale, kExpScaleNoFlush, kScratchScale,
+    kScratchScaleNoFlush, kLog
+  };
   Kind kind = Kind::kNone;
-  float a = 0.0f;  // kScale*, kExpScale*: 1 / sum; kLog: the shift m
+  float a = 0.0f;  // kScale*, kExpScale*, kScratchScale*: 1 / sum; kLog: the shift m
   float b = 0.0f;  // kLog: log sum
   SumExp exp;      // kExpScale*: the sum pass's exp
+  const float* scratch = nullptr;  // kScratchScale*: the stored exps
+};
+
+// out_i = ScaleLanes<kFlush>(scratch_i, factor): reload's scale pass on the
+// exps the sum pass kept in an f32 scratch row, rounded into any sink.
+template <bool kFlush, class O>
+struct ScratchScaleOutPass {
+  const float* HWY_RESTRICT scratch;
+  O out;
+  float factor;
+  HWY_INLINE void Vector(DF d, size_t i) const {
+    out.Store(d, ScaleLanes<kFlush>(d, hn::LoadU(d, scratch + i), factor), i);
+  }
+  HWY_INLINE void Tail(DF d, size_t i, size_t count) const {
+    out.StoreTail(d, ScaleLanes<kFlush>(d, LoadTailZero(d, scratch + i, count), factor), i, count);
+  }
 };
 
 HWY_INLINE bool IsF32Out(const AnyOut& out) { return out.s == Storage::kF32; }
 
 // softmax_rows.cc's ThreePassToSum with a sink. An f32 sink keeps reload's
-// stored exps; a narrow one gets kExpScale* (recompute with the sum's exp).
+// stored exps; a narrow one keeps them in `scratch` (n floats) when given
+// (kScratchScale*: one exp per element), else gets kExpScale* (recompute
+// with the sum's exp). Both give reload's f32 values, rounded once.
 template <class Src, class O>
 HWY_INLINE LastPass ThreePassToSum(const Src& src, size_t n, const MinMax& mm, const O& out,
-                                   RowOp op, bool reload, EmptyRow policy) {
+                                   RowOp op, bool reload, EmptyRow policy,
+                                   float* scratch = nullptr) {
   const float m = mm.max;
   if (m == kNegInf) {
     if (RowHasNaN(src, n)) {
@@ -164,6 +186,9 @@ HWY_INLINE LastPass ThreePassToSum(const Src& src, size_t n, const MinMax& mm, c
   if (IsF32Out(out)) {
     store = op == RowOp::kSoftmax && reload;
     store_to = out.F32();
+  } else if (scratch != nullptr) {
+    store = op == RowOp::kSoftmax && reload;
+    store_to = scratch;
   }
   double s = 0.0;
   WithSumExp(sum_exp, [&](const auto& exp) {
@@ -183,6 +208,9 @@ HWY_INLINE LastPass ThreePassToSum(const Src& src, size_t n, const MinMax& mm, c
         last.exp = sum_exp;
         if (IsF32Out(out)) {
           last.kind = normal ? LastPass::Kind::kScaleNoFlush : LastPass::Kind::kScale;
+        } else if (scratch != nullptr) {
+          last.kind = normal ? LastPass::Kind::kScratchScaleNoFlush : LastPass::Kind::kScratchScale;
+          last.scratch = scratch;
         } else {
           last.kind = normal ? LastPass::Kind::kExpScaleNoFlush : LastPass::Kind::kExpScale;
         }
@@ -235,6 +263,10 @@ HWY_INLINE MinMax FinishRow(const LastPass& last, const Src& src, size_t n, cons
         return PassThenScan(ScalePass<true>{out.F32(), last.a}, n, next);
       }
       return PassThenScan(ScalePass<false>{out.F32(), last.a}, n, next);
+    case LastPass::Kind::kScratchScale:
+      return PassThenScan(ScratchScaleOutPass<true, O>{last.scratch, out, last.a}, n, next);
+    case LastPass::Kind::kScratchScaleNoFlush:
+      return PassThenScan(ScratchScaleOutPass<false, O>{last.scratch, out, last.a}, n, next);
     case LastPass::Kind::kExpScale:
     case LastPass::Kind::kExpScaleNoFlush: {
       MinMax mm{};
@@ -267,13 +299,14 @@ HWY_INLINE void ThreePassRow(const Src& src, size_t n, const O& out, RowOp op, b
 // Batched three-pass rows, row r's last pass fused with row r+1's scan.
 template <class Src, class O, class RowAt>
 HWY_INLINE void ThreePassRows(int64_t rows, size_t n, const RowAt& row_at, RowOp op, bool reload,
-                              EmptyRow policy) {
+                              EmptyRow policy, float* scratch) {
   if (rows <= 0) return;
   O out{};
   Src src = row_at(0, &out);
   MinMax mm = RowMinMax(src, n);
   for (int64_t r = 0; r < rows; ++r) {
-    const LastPass last = ThreePassToSum(src, n, mm, out, op, reload, policy);
+    // Row r's last pass reads the scratch before row r + 1's sum refills it.
+    const LastPass last = ThreePassToSum(src, n, mm, out, op, reload, policy, scratch);
     if (r + 1 == rows) {
       FinishRow<Src>(last, src, n, out, nullptr);
       return;
@@ -384,11 +417,12 @@ HWY_INLINE void RowsTyped(const NarrowRows& rows, Algorithm algorithm, RowOp op)
       }
       return;
     case Algorithm::kThreePassRecompute:
-      return ThreePassRows<Src, AnyOut>(rows.rows, n, row_at, op, false, rows.empty_row);
+      return ThreePassRows<Src, AnyOut>(rows.rows, n, row_at, op, false, rows.empty_row, nullptr);
     case Algorithm::kThreePassReload:
     case Algorithm::kAuto:
     default:
-      return ThreePassRows<Src, AnyOut>(rows.rows, n, row_at, op, true, rows.empty_row);
+      return ThreePassRows<Src, AnyOut>(rows.rows, n, row_at, op, true, rows.empty_row,
+                                        rows.scratch);
   }
 }
 

@@ -48,6 +48,10 @@ struct NarrowRows {
   int64_t cols = 0;
   float scale = 1.0f;
   EmptyRow empty_row = EmptyRow::kZero;
+  /// Optional: `cols` floats the three-pass reload softmax keeps its exps in
+  /// when dst is narrow (one exp per element, as reload into an f32 dst);
+  /// nullptr: the last pass recomputes them. The same bits either way.
+  float* scratch = nullptr;
 };
 
 /// Algorithm must not be kAuto.

@@ -249,9 +249,16 @@ bool narrow_rows_mode(const ForwardCall& c) {
 
 void run_narrow_rows_mode(const ForwardCall& c) {
   const Geometry& g = c.g;
+  // Reload softmax into a narrow dst keeps its exps in an f32 row of scratch
+  // (in cache: one exp per element instead of two).
+  const bool scratch_row = c.op == ForwardOp::kSoftmax && c.dst_type != DType::kF32;
+  ScratchPool pool(scratch_row ? std::max(c.threads, 1) : 0, g.n);
   for_each_row_task(g, c.threads, [&](int64_t begin, int64_t end) {
+    std::optional<ScratchPool::Lease> lease;
+    if (scratch_row) lease.emplace(pool);
     for_each_run(g, begin, end, [&](int64_t, int64_t count, const int64_t* off) {
       kernels::NarrowRows rows;
+      rows.scratch = lease ? lease->data() : nullptr;
       rows.src = g.at(kSrc, off[kSrc]);
       rows.src_type = c.src_type;
       rows.src_stride = run_stride(g, kSrc);
