@@ -3,7 +3,8 @@
 # docs/python.md), run examples/python/train_tiny.py and the pytest suite in
 # python/tests, printing pytest's summary. Called by scripts/test.sh after
 # CTest. pip-installs the missing test dependencies first (numpy, torch,
-# pytest, nanobind, scikit-build-core, entmax); nothing when they are all there.
+# pytest, nanobind, scikit-build-core, entmax, ml_dtypes, onnx, onnxruntime);
+# nothing when they are all there.
 #
 #   scripts/test_python.sh [pytest options]     # e.g. -k torch  or  -x
 # Environment: PYTHON (python3), JOBS (2, build parallelism).
@@ -33,7 +34,9 @@ pip_install() {
 }
 
 missing=()
-for spec in numpy:numpy torch:torch pytest:pytest nanobind:nanobind scikit_build_core:scikit-build-core entmax:entmax; do
+# ml_dtypes: numpy bfloat16 arrays; onnx + onnxruntime: QLinearSoftmax is
+# compared with ONNX Runtime itself (tests/test_quantized.py).
+for spec in numpy:numpy torch:torch pytest:pytest nanobind:nanobind scikit_build_core:scikit-build-core entmax:entmax ml_dtypes:ml_dtypes onnx:onnx onnxruntime:onnxruntime; do
   "$PYTHON" -c "import ${spec%%:*}" 2>/dev/null || missing+=("${spec#*:}")
 done
 if [ ${#missing[@]} -gt 0 ]; then
