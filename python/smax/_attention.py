@@ -119,7 +119,7 @@ def attention(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 
         res = out
         o4, _ = _as4(out, "out")
     lse = _alloc(q, shape[:3], op="attention") if return_lse else None
-    _C.attention(_opt(q4), _opt(k4), _opt(v4), _opt(o4), _opt(attn_mask), lse, ao)
+    _C.attention(_opt(q4), _opt(k4), _opt(v4), _opt(o4), _opt(attn_mask), _opt(lse), ao)
     if out is None and squeeze:
         res = res[0]
         if lse is not None:
