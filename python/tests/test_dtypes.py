@@ -709,12 +709,13 @@ def test_attention_gradients_in_dtype(name):
     dd = (0.5 * EPS[name] * (g.double() * out.detach().double()).abs().sum(-1).max().item()
           if narrow else 0.0)
     s = 1 / math.sqrt(q.shape[-1])
-    extra = s * dd * q.shape[2] * max(q.detach().double().abs().max().item(),
-                                      k.detach().double().abs().max().item())
+    extra = {"dq": s * dd * k.detach().double().abs().max().item(),
+             "dk": s * q.shape[2] * dd * q.detach().double().abs().max().item(),
+             "dv": 0.0}  # dv = P^T dout does not read out
     for got, ref, what in ((q.grad, r[0].grad, "dq"), (k.grad, r[1].grad, "dk"),
                            (v.grad, r[2].grad, "dv")):
         scale = ref.abs().max().item()
-        assert_within(got, ref, name, 0.0, 2e-4 * scale + extra, f"attention {what}")
+        assert_within(got, ref, name, 0.0, 2e-4 * scale + extra[what], f"attention {what}")
 
 
 LCE_N, LCE_D, LCE_V = 12, 16, 50
