@@ -16,8 +16,7 @@ Kernels run with the GIL released.
 dtypes: ``float32``, ``float64``, ``float16`` and ``bfloat16`` (numpy's through
 ``ml_dtypes``), passed as views of their own dtype; results and gradients
 have the input's dtype unless ``out=`` says otherwise (docs/python.md,
-"dtypes"). ``attention`` and ``linear_cross_entropy`` are float32-only. Other
-dtypes raise ``TypeError``. Masks are ``bool`` / ``uint8`` (keep where true /
+"dtypes"). Other dtypes raise ``TypeError``. Masks are ``bool`` / ``uint8`` (keep where true /
 non-zero) or floating (added to the scaled logits), broadcast to ``x`` by
 NumPy rules.
 

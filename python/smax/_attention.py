@@ -76,8 +76,11 @@ def attention(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 
     ``normalizer="softmax"`` (the other normalisers replace the softmax row).
 
     q: [B, H, Lq, D] (or [H, Lq, D]); k: [B, Hkv, Lk, D]; v: [B, Hkv, Lk, Dv];
-    float32, any strides (a transposed [B, L, H, D] buffer is read in place).
-    attn_mask: bool (True = attend) or float32 (added), broadcastable to
+    any strides (a transposed [B, L, H, D] buffer is read in place). Floating
+    operands (q, k, v, an additive mask, sinks, alibi_slopes) may each be
+    float32, float64, float16 or bfloat16 (computed in float32); the output
+    and lse have q's dtype (``out=`` may have any floating dtype).
+    attn_mask: bool (True = attend) or floating (added), broadcastable to
     [B, H, Lq, Lk]. is_causal: SDPA's top-left causal mask (may be combined
     with attn_mask). scale: None = 1/sqrt(D). enable_gqa: required when
     H != Hkv (H % Hkv == 0). dropout_p must be 0.
@@ -116,7 +119,7 @@ def attention(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 
         res = out
         o4, _ = _as4(out, "out")
     lse = _alloc(q, shape[:3], op="attention") if return_lse else None
-    _C.attention(_opt(q4), _opt(k4), _opt(v4), _opt(o4), _opt(attn_mask), lse, ao)
+    _C.attention(_opt(q4), _opt(k4), _opt(v4), _opt(o4), _opt(attn_mask), _opt(lse), ao)
     if out is None and squeeze:
         res = res[0]
         if lse is not None:
@@ -145,7 +148,7 @@ def _function() -> Any:
         def forward(ctx: Any, q: Any, k: Any, v: Any, mask: Any, sinks: Any, alibi: Any,
                     ao: Any) -> Any:
             shape = (q.shape[0], q.shape[1], q.shape[2], v.shape[3])
-            out = torch.empty(shape, dtype=torch.float32)
+            out = torch.empty(shape, dtype=q.dtype)  # like q (the backward reads it)
             ao = with_options(ao, sinks=sinks, alibi_slopes=alibi)
             _C.attention(q.detach(), k.detach(), v.detach(), out,
                          None if mask is None else mask.detach(), None, ao)
@@ -158,9 +161,9 @@ def _function() -> Any:
         def backward(ctx: Any, dout: Any) -> Tuple[Optional[Any], ...]:
             q, k, v, out, mask, sinks, alibi = ctx.saved_tensors
             ao = with_options(ctx.ao, sinks=sinks, alibi_slopes=alibi)
-            dq = torch.empty(q.shape, dtype=torch.float32)
-            dk = torch.empty(k.shape, dtype=torch.float32)
-            dv = torch.empty(v.shape, dtype=torch.float32)
+            dq = torch.empty(q.shape, dtype=q.dtype)  # each gradient in its input's dtype
+            dk = torch.empty(k.shape, dtype=k.dtype)
+            dv = torch.empty(v.shape, dtype=v.dtype)
             _C.attention_backward(q.detach(), k.detach(), v.detach(), out, dout.detach(), dq,
                                   dk, dv, None if mask is None else mask.detach(), ao)
             return dq, dk, dv, None, None, None, None
@@ -176,15 +179,11 @@ def torch_attention(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: fl
                     sigmoid_bias: Optional[float] = None, softpick_eps: float = 1e-6,
                     ssmax_s: float = 0.43, empty_row: str = "zero",
                     threads: Optional[int] = None,
-                    sigmoid_bias_mode: str = "per_sequence") -> Tuple[Any, Any, Any, bool, Any]:
-    """(q4, k4, v4, squeeze, ao): the 4-D views of q, k, v (squeeze: q was 3-D)
-    and the checked AttentionOptions."""
-    q4, squeeze = _as4(q, "q")
-    k4, _ = _as4(k, "k")
-    v4, _ = _as4(v, "v")
-    """Differentiable ``smax.attention`` for float32 CPU torch tensors: same
-    arguments (no ``out`` / ``return_lse``); gradients flow to q, k and v
-    (not to the mask, sinks or ALiBi slopes)."""
+                    sigmoid_bias_mode: str = "per_sequence") -> Any:
+    """Differentiable ``smax.attention`` for CPU torch tensors (float32,
+    float64, float16 or bfloat16, each of q, k, v its own): same arguments
+    (no ``out`` / ``return_lse``); the output has q's dtype, gradients flow
+    to q, k and v in their dtypes (not to the mask, sinks or ALiBi slopes)."""
     torch = _torch_module()
     for name, t in (("q", q), ("k", k), ("v", v)):
         if torch is None or not isinstance(t, torch.Tensor):
@@ -193,10 +192,6 @@ def torch_attention(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: fl
     q4, k4, v4, squeeze, ao = _prepare(
         "attention", q, k, v, is_causal, scale, enable_gqa, dropout_p, normalizer, softcap, sinks,
         alibi_slopes, sigmoid_bias, softpick_eps, ssmax_s, empty_row, threads, sigmoid_bias_mode)
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        if t.dtype != torch.float32:
-            raise TypeError(f"smax.torch.attention: {name} has dtype {t.dtype}, expected "
-                            f"torch.float32")
 
     def as_t(x: Any) -> Any:
         return x if x is None or isinstance(x, torch.Tensor) else torch.as_tensor(x)

@@ -577,12 +577,15 @@ class _LinearCrossEntropy(torch.autograd.Function):
                 co: Any) -> Any:
         (ignore_index, lse_square_scale, label_smoothing, reduction, softcap, token_chunk,
          vocab_chunk, empty_mean) = args
+        # The forward's lse lets the backward skip its recomputing pass (no
+        # smoothing); float32 for float16 / bfloat16 hidden (see _cross_entropy_fwd).
         keep_lse = label_smoothing == 0.0
         w = _with_lse(want, keep_lse)
         loss, extras = _linear_cross_entropy_fwd(
             hidden, weight, target, bias, ce_weight, ignore_index, lse_square_scale,
             label_smoothing, reduction, softcap, w, token_chunk, vocab_chunk, empty_mean,
-            co.scale, co.temperature, co.empty_row, co.threads)
+            co.scale, co.temperature, co.empty_row, co.threads,
+            "f32" if keep_lse and _narrow(hidden.dtype) else None)
         lse = extras[1] if keep_lse else None
         ctx.save_for_backward(hidden, weight, bias, target, ce_weight, lse)
         ctx.meta = args
@@ -595,10 +598,11 @@ class _LinearCrossEntropy(torch.autograd.Function):
         hidden, weight, bias, target, ce_weight, lse = ctx.saved_tensors
         (ignore_index, lse_square_scale, label_smoothing, reduction, softcap, token_chunk,
          vocab_chunk, empty_mean) = ctx.meta
-        dh = torch.empty(tuple(hidden.shape))
-        dw = torch.empty(tuple(weight.shape))
+        # each gradient in its input's dtype (the library rounds the f32 result once)
+        dh = torch.empty(tuple(hidden.shape), dtype=hidden.dtype)
+        dw = torch.empty(tuple(weight.shape), dtype=weight.dtype)
         want_db = ctx.needs_input_grad[2]
-        db = torch.empty((weight.shape[0],)) if want_db else None
+        db = torch.empty((weight.shape[0],), dtype=bias.dtype) if want_db else None
         _C.linear_cross_entropy_backward(
             hidden.detach(), weight.detach(), target, None if bias is None else bias.detach(),
             dloss, dh, dw, db, float(label_smoothing), float(lse_square_scale), float(softcap),

@@ -360,7 +360,12 @@ def _linear_cross_entropy_fwd(hidden: Any, weight: Any, target: Any, bias: Any, 
                               label_smoothing: float, reduction: str, softcap: float,
                               want: Sequence[bool], token_chunk: int, vocab_chunk: int,
                               empty_mean: str, scale: float, temperature: float,
-                              empty_row: str, threads: int) -> Tuple[Any, list]:
+                              empty_row: str, threads: int,
+                              lse_dtype: Optional[str] = None) -> Tuple[Any, list]:
+    """linear_cross_entropy's forward (extras as ``_cross_entropy_fwd``).
+    Results are in hidden's dtype; ``lse_dtype="f32"`` allocates the lse in
+    float32 (the backward reuses it: a float16 / bfloat16 lse would cost the
+    gradients their float32 accuracy)."""
     op = "linear_cross_entropy"
     hs = _shape_of(hidden, "hidden", op)
     _shape_of(weight, "weight", op)
@@ -369,7 +374,8 @@ def _linear_cross_entropy_fwd(hidden: Any, weight: Any, target: Any, bias: Any, 
     reduced = rows if _reduction(reduction) == "none" else ()
     out = _alloc(hidden, reduced)
     shapes = (reduced, rows, rows, rows, reduced)
-    extras = [_alloc(hidden, s) if w else None for s, w in zip(shapes, want)]
+    dtypes = (None, lse_dtype, None, None, None)
+    extras = [_alloc(hidden, s, dt) if w else None for s, w, dt in zip(shapes, want, dtypes)]
     _C.linear_cross_entropy(_arg(hidden), _arg(weight), _arg(target),
                             None if bias is None else _arg(bias), _arg(out),
                             float(label_smoothing), float(lse_square_scale), float(softcap),

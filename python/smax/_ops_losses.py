@@ -241,6 +241,9 @@ def linear_cross_entropy(hidden: Array, weight: Array, target: Array, bias: Any 
     extras as ``cross_entropy``. Memory O(N + token_chunk * vocab_chunk)
     (0 = auto tiles). With ``smax.torch`` hidden, weight and bias get
     gradients. Masks are not supported (give padding classes a -inf bias).
+    dtypes: hidden, weight, bias and ce_weight may each be float32, float64,
+    float16 or bfloat16 (the logits and the loss are computed in float32);
+    the loss and the extras have hidden's dtype, each gradient its input's.
     """
     want = (return_z_loss, return_lse, return_entropy, return_target_logprob, return_accuracy)
     cap = 0.0 if softcap is None else float(softcap)

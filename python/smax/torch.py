@@ -1,4 +1,5 @@
-"""smax.torch: differentiable smax ops for PyTorch (CPU, float32).
+"""smax.torch: differentiable smax ops for PyTorch (CPU tensors of float32,
+float64, float16 or bfloat16).
 
 Drop-in replacements for ``torch.softmax`` / ``torch.log_softmax`` /
 ``torch.logsumexp`` (plus smax's options), each a ``torch.autograd.Function``
@@ -13,8 +14,8 @@ Gradients flow to ``x`` and to a float ``mask`` that requires grad (e.g. a
 learned attention bias; its gradient is summed over broadcast dimensions).
 Backward passes are first-order only: a double backward raises
 ``RuntimeError("smax.<op>: double backward is not supported ...")``. Inputs
-are float32, float64, float16 or bfloat16 CPU tensors, gradients in their
-dtype (attention and linear_cross_entropy: float32 only). The modules ``Softmax``,
+are float32, float64, float16 or bfloat16 CPU tensors (every op, attention
+and linear_cross_entropy included), gradients in their dtype. The modules ``Softmax``,
 ``LogSoftmax`` and ``LogSumExp`` wrap the functions for ``nn.Sequential``.
 
 Every differentiable op of the op list (``smax.op_list()``, kind "diff") is

@@ -2,6 +2,10 @@
 // (smax/attention.h). Conventions: ext_common.h. The options `ao` are a
 // smax._smax.AttentionOptions (PyAttentionOptions), scale / sigmoid_bias NaN
 // for "default" and sigmoid_bias_mode "per_sequence" or "per_row_visible".
+// Every floating operand (q, k, v, out, dout, dq, dk, dv, lse, an additive
+// attn_mask, sinks, alibi_slopes) may be float32, float64, float16 or
+// bfloat16, each on its own: the library computes in f32 and rounds each
+// output once (docs/dtypes.md).
 #include "ext_common.h"
 #include "smax/attention.h"
 
@@ -21,12 +25,13 @@ AttnArgs attn_options(const char* op, const std::optional<In>& mask,
   if (mask) {
     if (is_byte_mask(mask->dtype())) {
       a.o.attn_mask = to_view(*mask, op, "attn_mask", Want::kBool);
-    } else if (is_f32(mask->dtype())) {
-      a.o.attn_mask = to_view(*mask, op, "attn_mask", Want::kF32);
+    } else if (is_float(mask->dtype())) {
+      a.o.attn_mask = flt(*mask, op, "attn_mask");
     } else {
       throw nb::type_error((pre(op) + "attn_mask has dtype " +
                             dtype_label(mask->dtype()) +
-                            ", expected bool (attend where true) or float32 (additive)")
+                            ", expected bool (attend where true) or a floating dtype (additive: " +
+                            kFloatDtypes + ")")
                                .c_str());
     }
   }
@@ -35,11 +40,11 @@ AttnArgs attn_options(const char* op, const std::optional<In>& mask,
   a.o.softcap = static_cast<float>(ao.softcap);
   if (ao.sinks) {
     a.sinks = ao.sinks;
-    a.o.sinks = f32(*a.sinks, op, "sinks");
+    a.o.sinks = flt(*a.sinks, op, "sinks");
   }
   if (ao.alibi_slopes) {
     a.alibi = ao.alibi_slopes;
-    a.o.alibi_slopes = f32(*a.alibi, op, "alibi_slopes");
+    a.o.alibi_slopes = flt(*a.alibi, op, "alibi_slopes");
   }
   a.o.normalizer = smax::parse_attention_normalizer(ao.normalizer);
   a.o.sigmoid_bias = static_cast<float>(ao.sigmoid_bias);
@@ -75,11 +80,11 @@ void def_attention(nb::module_& m) {
          const std::optional<Out>& lse, const PyAttentionOptions& ao) {
         const char* op = "attention";
         AttnArgs a = attn_options(op, mask, ao);
-        const auto qv = f32(q, op, "q");
-        const auto kv = f32(k, op, "k");
-        const auto vv = f32(v, op, "v");
-        const auto ov = f32o(out, op, "out");
-        a.o.lse = opt_f32o(lse, op, "lse");
+        const auto qv = flt(q, op, "q");
+        const auto kv = flt(k, op, "k");
+        const auto vv = flt(v, op, "v");
+        const auto ov = flto(out, op, "out");
+        a.o.lse = opt_flto(lse, op, "lse");
         nb::gil_scoped_release r;
         smax::attention(qv, kv, vv, ov, a.o);
       },
@@ -92,14 +97,14 @@ void def_attention(nb::module_& m) {
          const PyAttentionOptions& ao) {
         const char* op = "attention_backward";
         const AttnArgs a = attn_options(op, mask, ao);
-        const auto qv = f32(q, op, "q");
-        const auto kv = f32(k, op, "k");
-        const auto vv = f32(v, op, "v");
-        const auto ov = f32(out, op, "out");
-        const auto gv = f32(dout, op, "dout");
-        const auto dqv = f32o(dq, op, "dq");
-        const auto dkv = f32o(dk, op, "dk");
-        const auto dvv = f32o(dv, op, "dv");
+        const auto qv = flt(q, op, "q");
+        const auto kv = flt(k, op, "k");
+        const auto vv = flt(v, op, "v");
+        const auto ov = flt(out, op, "out");
+        const auto gv = flt(dout, op, "dout");
+        const auto dqv = flto(dq, op, "dq");
+        const auto dkv = flto(dk, op, "dk");
+        const auto dvv = flto(dv, op, "dv");
         nb::gil_scoped_release r;
         smax::attention_backward(qv, kv, vv, ov, gv, dqv, dkv, dvv, a.o);
       },

@@ -61,7 +61,6 @@ inline const char* dtype_label(nb::dlpack::dtype d) {
 /// "smax.<op>: ", the start of every error message.
 inline std::string pre(const char* op) { return std::string("smax.") + op + ": "; }
 
-inline bool is_f32(nb::dlpack::dtype d) { return d == nb::dtype<float>(); }
 inline bool is_byte_mask(nb::dlpack::dtype d) {
   return d == nb::dtype<bool>() || d == nb::dtype<uint8_t>();
 }
@@ -92,10 +91,10 @@ inline bool is_float(nb::dlpack::dtype d) {
 /// The floating dtypes the bindings pass through (views of their own dtype).
 inline constexpr const char* kFloatDtypes = "float32, float64, float16 or bfloat16";
 
-/// What a view of `a` wants: kF32 strictly (ops with float32 kernels only),
-/// any floating dtype (kFloat: the row-wise ops, whose C++ API takes f32, f64,
-/// f16 and bf16 for every floating operand), int64, or a byte mask.
-enum class Want { kF32, kFloat, kI64, kBool };
+/// What a view of `a` wants: any floating dtype (kFloat: the C++ API takes
+/// f32, f64, f16 and bf16 for every floating operand of every op), int64, or
+/// a byte mask.
+enum class Want { kFloat, kI64, kBool };
 
 /// View over an ndarray's memory (strides in elements, as nanobind gives them).
 template <typename Array>
@@ -109,9 +108,6 @@ inline smax::TensorView to_view(const Array& a, const char* op, const char* arg,
   smax::DType dt = smax::DType::kF32;
   bool ok = false;
   switch (want) {
-    case Want::kF32:
-      ok = is_f32(d);
-      break;
     case Want::kFloat:
       ok = float_dtype(d, &dt);
       break;
@@ -130,15 +126,7 @@ inline smax::TensorView to_view(const Array& a, const char* op, const char* arg,
     constexpr bool is_output = std::is_same_v<Array, Out>;
     const std::string a = arg;
     std::string msg = pre(op) + a + " has dtype " + dtype_label(d);
-    if (want == Want::kF32) {
-      std::string other = is_float(d) ? std::string(" (") + op +
-                                            " has float32 kernels only; float64, float16 and "
-                                            "bfloat16 are not supported yet)"
-                                      : std::string();
-      msg += is_output ? ", expected float32" + other + ": pass a float32 " + a
-                       : ", expected float32" + other + ": pass " + a + ".astype(np.float32) / " +
-                             a + ".float()";
-    } else if (want == Want::kFloat) {
+    if (want == Want::kFloat) {
       msg += std::string(", expected a floating dtype (") + kFloatDtypes + ")";
       msg += is_output ? ": pass a floating " + a
                        : ": pass e.g. " + a + ".astype(np.float32) / " + a + ".float()";
@@ -218,13 +206,6 @@ inline smax::TensorView flt(const In& a, const char* op, const char* arg) {
 inline smax::TensorView flto(const Out& a, const char* op, const char* arg) {
   return to_view(a, op, arg, Want::kFloat);
 }
-/// A float32-only operand (attention, linear_cross_entropy).
-inline smax::TensorView f32(const In& a, const char* op, const char* arg) {
-  return to_view(a, op, arg, Want::kF32);
-}
-inline smax::TensorView f32o(const Out& a, const char* op, const char* arg) {
-  return to_view(a, op, arg, Want::kF32);
-}
 inline smax::TensorView i64(const In& a, const char* op, const char* arg) {
   return to_view(a, op, arg, Want::kI64);
 }
@@ -240,16 +221,6 @@ inline std::optional<smax::TensorView> opt_flto(const std::optional<Out>& a, con
                                                 const char* arg) {
   if (!a) return std::nullopt;
   return flto(*a, op, arg);
-}
-inline std::optional<smax::TensorView> opt_f32(const std::optional<In>& a, const char* op,
-                                        const char* arg) {
-  if (!a) return std::nullopt;
-  return f32(*a, op, arg);
-}
-inline std::optional<smax::TensorView> opt_f32o(const std::optional<Out>& a, const char* op,
-                                         const char* arg) {
-  if (!a) return std::nullopt;
-  return f32o(*a, op, arg);
 }
 
 /// Loss targets: int64 class indices, or floating class probabilities where the

@@ -21,7 +21,8 @@ void spherical_z_loss_b(const smax::TensorView& s, const smax::TensorView& t,
 }
 
 /// The views of linear_cross_entropy(_backward)'s inputs: hidden [N, D],
-/// weight [V, D], target [N] (int64), bias [V] or none.
+/// weight [V, D], target [N] (int64), bias [V] or none. hidden, weight and
+/// bias (like dloss, lse and every output) may each be any floating dtype.
 struct LceInputs {
   smax::TensorView h, w, t;
   std::optional<smax::TensorView> b;
@@ -29,8 +30,8 @@ struct LceInputs {
 
 LceInputs lce_inputs(const char* op, const In& hidden, const In& weight, const In& target,
                      const OptIn& bias) {
-  return {f32(hidden, op, "hidden"), f32(weight, op, "weight"), target_view(target, op, false),
-          opt_f32(bias, op, "bias")};
+  return {flt(hidden, op, "hidden"), flt(weight, op, "weight"), target_view(target, op, false),
+          opt_flt(bias, op, "bias")};
 }
 
 }  // namespace
@@ -138,7 +139,7 @@ void def_cross_entropy(nb::module_& m) {
         ce_extras(ce, op, z_loss, lse, entropy, target_logprob, accuracy);
         const smax::LinearCrossEntropyOptions lce = lce_params(token_chunk, vocab_chunk);
         const LceInputs in = lce_inputs(op, hidden, weight, target, bias);
-        const auto ov = f32o(out, op, "out");
+        const auto ov = flto(out, op, "out");
         nb::gil_scoped_release r;
         smax::linear_cross_entropy(in.h, in.w, in.t, in.b, ov, ce, lce, c.o);
       },
@@ -157,13 +158,13 @@ void def_cross_entropy(nb::module_& m) {
         const Common c = common(op, co);
         const Loss l = loss(op, lo);
         smax::CrossEntropyOptions ce = ce_params(label_smoothing, lse_square_scale, softcap, l.l);
-        ce.lse = opt_f32(lse, op, "lse");
+        ce.lse = opt_flt(lse, op, "lse");
         const smax::LinearCrossEntropyOptions lce = lce_params(token_chunk, vocab_chunk);
         const LceInputs in = lce_inputs(op, hidden, weight, target, bias);
-        const auto dv = f32(dloss, op, "dloss");
-        const auto dhv = f32o(dhidden, op, "dhidden");
-        const auto dwv = f32o(dweight, op, "dweight");
-        const auto dbv = opt_f32o(dbias, op, "dbias");
+        const auto dv = flt(dloss, op, "dloss");
+        const auto dhv = flto(dhidden, op, "dhidden");
+        const auto dwv = flto(dweight, op, "dweight");
+        const auto dbv = opt_flto(dbias, op, "dbias");
         nb::gil_scoped_release r;
         smax::linear_cross_entropy_backward(in.h, in.w, in.t, in.b, dv, dhv, dwv, dbv, ce, lce,
                                             c.o);

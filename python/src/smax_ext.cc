@@ -12,7 +12,7 @@
 //
 // Adding an op: in its family's ext_*.cc, a def_fwd / def_bwd / LossOp /
 // ParamOp line (ext_common.h) or one `m.def(...)` whose lambda builds views
-// with flt() (any floating dtype; f32() for float32-only ops) / i64() / target_view(), the options with common() (from `co`, a
+// with flt() (any floating dtype) / i64() / target_view(), the options with common() (from `co`, a
 // SoftmaxOptions: dim, scale, temperature, mask, algorithm, empty_row,
 // threads) and loss() (from `lo`, a LossOptions: ignore_index, reduction,
 // weight, empty_mean), then calls the C++ op inside a `nb::gil_scoped_release`
