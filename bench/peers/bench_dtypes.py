@@ -26,17 +26,8 @@ import argparse
 import json
 import statistics
 import sys
-import time
 
-
-def timeit(fn, reps):
-    fn()  # warm-up (allocations, page faults)
-    samples = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - t0)
-    return statistics.median(samples)
+from bench_family import timeit  # the same timing (median of reps after a warm-up)
 
 
 def main():
