@@ -19,6 +19,7 @@
 
 #include "core/convert.h"
 #include "smax/softmax.h"
+#include "narrow_exact.h"
 #include "test_util.h"
 
 namespace {
@@ -84,6 +85,8 @@ std::vector<float> logits(int64_t count, float sd, smax_test::Rng& rng) {
 
 bool same_bits(const T& a, const T& b) { return a.t == b.t && a.bytes == b.bytes; }
 
+using smax_test::ulp_of;
+
 class NarrowOps : public smax_test::TargetTest {};
 
 TEST_P(NarrowOps, ResultsAreTheRoundedF32Results) {
@@ -105,6 +108,26 @@ TEST_P(NarrowOps, ResultsAreTheRoundedF32Results) {
             T want(dt, got.shape);
             for (size_t i = 0; i < ref.bytes.size() / 4; ++i) {
               want.set(static_cast<int64_t>(i), ref.get(static_cast<int64_t>(i)));
+            }
+            if (op == Op::kLogSoftmax && (dt == DType::kBF16 || dt == DType::kF16)) {
+              // Dominant rows: within 1 ulp of the exact value, then taken as is.
+              std::vector<float> t(static_cast<size_t>(n));
+              for (int64_t r = 0; r < rows; ++r) {
+                std::vector<float> y(static_cast<size_t>(n));
+                for (int64_t i = 0; i < n; ++i) y[static_cast<size_t>(i)] = ref.get(r * n + i);
+                if (!smax_test::dominant_max_row(y.data(), n)) continue;
+                for (int64_t i = 0; i < n; ++i) {
+                  t[static_cast<size_t>(i)] = x[static_cast<size_t>(r * n + i)] * o.scale;
+                }
+                const smax_test::ExactLogSoftmax exact_row(t.data(), n);
+                for (int64_t i = 0; i < n; ++i) {
+                  const double exact = exact_row.at(t[static_cast<size_t>(i)]);
+                  const double g = got.get(r * n + i);
+                  want.set(r * n + i, static_cast<float>(g));
+                  if (g == smax::detail::round_to(dt, static_cast<float>(exact))) continue;
+                  EXPECT_LE(std::fabs(g - exact), ulp_of(dt, exact)) << "row " << r << " i " << i;
+                }
+              }
             }
             EXPECT_TRUE(same_bits(got, want))
                 << smax::dtype_name(st) << "->" << smax::dtype_name(dt) << " op "
@@ -160,15 +183,6 @@ TEST_P(NarrowOps, LayoutsAndThreadCountsGiveTheSameBits) {
   }
 }
 
-// Spacing of dtype t's values at |x| (its subnormal spacing below the normals).
-double ulp_of(DType t, double x) {
-  const int mant = t == DType::kBF16 ? 7 : 10;
-  const int emin = t == DType::kBF16 ? -126 : -14;
-  int e = 0;
-  std::frexp(std::fabs(x), &e);  // |x| in [2^(e-1), 2^e)
-  return std::ldexp(1.0, std::max(e - 1, emin) - mant);
-}
-
 TEST_P(NarrowOps, NarrowOutputsAreWithinTheF32BoundPlusHalfAnUlp) {
   smax_test::Rng rng("narrow_ops_accuracy");
   const int64_t rows = 8;
@@ -199,13 +213,67 @@ TEST_P(NarrowOps, NarrowOutputsAreWithinTheF32BoundPlusHalfAnUlp) {
               // 2e-6 (1 + |v|) is more than an ulp of v: docs/numerics.md).
               const double f32_bound = op == Op::kSoftmax ? (exact >= 1e-30 ? 2e-6 * exact : 1e-36)
                                                           : 2e-6 * (1 + std::fabs(exact));
-              const double bound =
-                  dt == DType::kF32 ? f32_bound : f32_bound + 0.5 * ulp_of(dt, exact);
+              // log_softmax into bf16 / f16: 1 ulp of the type everywhere
+              // (values near 0 by log1p: kernels/softmax_narrow.h).
+              const double bound = dt == DType::kF32        ? f32_bound
+                                   : op == Op::kLogSoftmax ? ulp_of(dt, exact)
+                                                           : f32_bound + 0.5 * ulp_of(dt, exact);
               if (!(std::fabs(g - exact) <= bound)) {
                 ++bad;
                 ADD_FAILURE() << smax::dtype_name(st) << "->" << smax::dtype_name(dt) << " op "
                               << static_cast<int>(op) << " n " << n << " got " << g << " exact "
                               << exact << " bound " << bound;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Rows whose max dominates by 3..100 (log_softmax values from -1e-44 to
+// -0.05 at the max), every algorithm, the fused rows (n < 65536) and the
+// converting path (70000, transposed): each bf16 / f16 output within 1 ulp
+// of its type of the exact log_softmax.
+TEST_P(NarrowOps, LogSoftmaxNearZeroIsWithinOneUlpOfItsType) {
+  smax_test::Rng rng("narrow_ops_near_zero");
+  const float gaps[] = {3.0f, 6.0f, 9.0f, 12.5f, 17.0f, 30.0f, 60.0f, 88.0f, 100.0f};
+  const int64_t rows = 9;
+  for (int64_t n : {2, 13, 4000, 70000}) {
+    for (DType st : {DType::kBF16, DType::kF16}) {
+      std::vector<float> x(static_cast<size_t>(rows * n));
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t i = 0; i < n; ++i) {
+          float v = rng.normal(0.0f, 0.5f) - gaps[r];
+          if (i == (r * 7) % n) v = 0.0f;  // the dominant max
+          if (i % 29 == 11 && i != (r * 7) % n) v = -INFINITY;
+          x[static_cast<size_t>(r * n + i)] = smax::detail::round_to(st, v);
+        }
+      }
+      for (DType dt : {DType::kBF16, DType::kF16}) {
+        for (smax::Algorithm a : {smax::Algorithm::kAuto, smax::Algorithm::kTwoPass,
+                                  smax::Algorithm::kOnline,
+                                  smax::Algorithm::kThreePassRecompute}) {
+          for (bool transposed : {false, true}) {
+            if (transposed && n != 4000) continue;
+            SoftmaxOptions o;
+            o.algorithm = a;
+            const T got = run_2d(Op::kLogSoftmax, st, dt, rows, n, x, o, transposed);
+            int bad = 0;
+            for (int64_t r = 0; r < rows && bad < 5; ++r) {
+              const float* t = &x[static_cast<size_t>(r * n)];
+              const smax_test::ExactLogSoftmax exact_row(t, n);
+              for (int64_t i = 0; i < n && bad < 5; ++i) {
+                const double exact = exact_row.at(t[i]);
+                const double g = got.get(r * n + i);
+                if (std::isinf(exact) && g == exact) continue;
+                if (!(std::fabs(g - exact) <= ulp_of(dt, exact))) {
+                  ++bad;
+                  ADD_FAILURE() << smax::dtype_name(st) << "->" << smax::dtype_name(dt)
+                                << " n " << n << " algo " << static_cast<int>(a) << " row " << r
+                                << " i " << i << " got " << g << " exact " << exact;
+                }
               }
             }
           }

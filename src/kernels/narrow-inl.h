@@ -186,8 +186,10 @@ HWY_INLINE void StoreNarrowTail(VF v, uint16_t* HWY_RESTRICT p, size_t count) {
 // the values load-inl.h's Logits<kMask, kScale> forms from the widened row.
 // Whether to scale and mask is a run-time flag (a predicted branch per
 // vector) rather than four instantiations, to keep the narrow kernels'
-// code (and build time) small.
-template <Storage S>
+// code (and build time) small. kPlain = true is the common call (no mask,
+// scale 1) compiled without the flags: t = x, fewer live registers in the
+// fused scans (mask and scale are then ignored).
+template <Storage S, bool kPlain = false>
 struct RowLogits {
   using T = std::conditional_t<S == Storage::kF32, float, uint16_t>;
   const T* HWY_RESTRICT x;
@@ -211,12 +213,14 @@ struct RowLogits {
   }
   HWY_INLINE VF Load(DF d, size_t i) const {
     VF v = Raw(d, i);
+    if constexpr (kPlain) return v;
     if (scaled) v = Opaque(hn::Mul(v, hn::Set(d, scale)));
     if (mask != nullptr) v = hn::Add(v, hn::LoadU(d, mask + i));
     return v;
   }
   HWY_INLINE VF LoadTail(DF d, size_t i, size_t count) const {
     VF v = RawTail(d, i, count);
+    if constexpr (kPlain) return hn::IfThenElse(hn::FirstN(d, count), v, hn::Set(d, kNegInf));
     if (scaled) v = Opaque(hn::Mul(v, hn::Set(d, scale)));
     if (mask != nullptr) v = hn::Add(v, LoadTailZero(d, mask + i, count));
     return hn::IfThenElse(hn::FirstN(d, count), v, hn::Set(d, kNegInf));
@@ -251,6 +255,43 @@ struct AnyOut {
     return AnyOut{static_cast<char*>(p) + i * static_cast<int64_t>(bytes), s};
   }
 };
+
+// A row sink of storage S fixed at compile time (AnyOut's interface): the
+// kernels' fast path when the output's storage is the input's.
+template <Storage S>
+struct Out {
+  using T = std::conditional_t<S == Storage::kF32, float, uint16_t>;
+  T* p;
+  float* F32() const {
+    if constexpr (S == Storage::kF32) {
+      return p;
+    } else {
+      return nullptr;
+    }
+  }
+  HWY_INLINE void Store(DF d, VF v, size_t i) const {
+    if constexpr (S == Storage::kF32) {
+      hn::StoreU(v, d, p + i);
+    } else {
+      StoreNarrow<S>(v, p + i);
+    }
+  }
+  HWY_INLINE void StoreTail(DF d, VF v, size_t i, size_t count) const {
+    if constexpr (S == Storage::kF32) {
+      ::smax::kernels::HWY_NAMESPACE::StoreTail(d, v, p + i, count);
+    } else {
+      StoreNarrowTail<S>(v, p + i, count);
+    }
+  }
+  HWY_INLINE void Put(size_t i, float value) const { StoreTail(DF(), hn::Set(DF(), value), i, 1); }
+  Out At(int64_t i) const { return Out{p + i}; }
+};
+
+HWY_INLINE bool IsF32Out(const AnyOut& out) { return out.s == Storage::kF32; }
+template <Storage S>
+constexpr bool IsF32Out(const Out<S>&) {
+  return S == Storage::kF32;
+}
 
 // A row source of storage S for plain values (backward y / dy).
 template <Storage S>

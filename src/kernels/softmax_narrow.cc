@@ -18,6 +18,7 @@
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
+#include <cmath>
 #include <type_traits>
 
 #include "kernels/row-inl.h"
@@ -109,6 +110,53 @@ HWY_INLINE void ExpShiftScaleOut(const Src& src, size_t n, float shift, double f
   }
 }
 
+// ---- log_softmax values near 0 into a narrow dst ----------------------------
+// A row whose max m dominates has log_sum = log(1 + s1), s1 = the sum of
+// e^(t_i - m) over the other terms, a small number; log(s) carries the f32
+// sum's absolute error (~1e-6), more than an ulp of bf16 / f16 values near 0
+// (the max element's output is -log_sum). Below kNearZeroLogSum the narrow
+// paths recompute log_sum as log1p(s1) with s1 summed on its own (relative
+// error ~16 * 2^-24), so every output, (t_i - m) - log_sum with no
+// cancellation, is within 1 ulp of its narrow type. log_sum < 2^-5 implies
+// m is attained once (twice gives log_sum >= log 2). softmax_narrow.h.
+constexpr float kNearZeroLogSum = kNearZeroLogSumBound;
+
+// The row with the lanes equal to m read as -inf (their exp is 0).
+template <class Src>
+struct BelowMax {
+  const Src& src;
+  float m;
+  HWY_INLINE VF Load(DF d, size_t i) const { return Drop(d, src.Load(d, i)); }
+  HWY_INLINE VF LoadTail(DF d, size_t i, size_t count) const {
+    return Drop(d, src.LoadTail(d, i, count));
+  }
+  HWY_INLINE VF Drop(DF d, VF t) const {
+    return hn::IfThenElse(hn::Lt(t, hn::Set(d, m)), t, hn::Set(d, kNegInf));
+  }
+};
+
+// log1p(s1) for a row of finite max m attained once.
+template <class Src>
+HWY_INLINE float NearZeroLogSum(const Src& src, size_t n, float m) {
+  const BelowMax<Src> below{src, m};
+  double s1 = ExpSum<false>(below, n, ExpDiff::Make(m), nullptr);
+  if (s1 < 0x1p-100) {
+    // Terms under the exp's flush (t_i - m < -86) may be all there is:
+    // sum them in float64.
+    const DF d;
+    const size_t N = hn::Lanes(d);
+    HWY_ALIGN float lanes[kMaxLanes];
+    s1 = 0.0;
+    for (size_t i = 0; i < n; i += N) {
+      hn::Store(i + N <= n ? below.Load(d, i) : below.LoadTail(d, i, n - i), d, lanes);
+      for (size_t k = 0; k < N; ++k) {
+        s1 += std::exp(static_cast<double>(lanes[k]) - static_cast<double>(m));
+      }
+    }
+  }
+  return static_cast<float>(std::log1p(s1));
+}
+
 // LogPass (pass-inl.h) into any sink: (t_i - shift) - log_sum.
 template <class Src, class O>
 struct LogOutPass {
@@ -150,8 +198,6 @@ struct ScratchScaleOutPass {
     out.StoreTail(d, ScaleLanes<kFlush>(d, LoadTailZero(d, scratch + i, count), factor), i, count);
   }
 };
-
-HWY_INLINE bool IsF32Out(const AnyOut& out) { return out.s == Storage::kF32; }
 
 // softmax_rows.cc's ThreePassToSum with a sink. An f32 sink keeps reload's
 // stored exps; a narrow one keeps them in `scratch` (n floats) when given
@@ -237,6 +283,7 @@ HWY_INLINE LastPass ThreePassToSum(const Src& src, size_t n, const MinMax& mm, c
       last.kind = LastPass::Kind::kLog;
       last.a = m;
       last.b = static_cast<float>(std::log(s) + shift);
+      if (!IsF32Out(out) && last.b < kNearZeroLogSum) last.b = NearZeroLogSum(src, n, m);
       return last;
     }
     case RowOp::kLogSumExp:
@@ -334,7 +381,9 @@ HWY_INLINE void TwoPassRow(const Src& src, size_t n, const O& out, RowOp op, Emp
     }
     case RowOp::kLogSoftmax: {
       const double l = std::log(st.mu) + st.nu * kLn2d - static_cast<double>(st.max);
-      RunPass(n, LogOutPass<Src, O>{src, out, st.max, static_cast<float>(l)});
+      float log_sum = static_cast<float>(l);
+      if (!IsF32Out(out) && log_sum < kNearZeroLogSum) log_sum = NearZeroLogSum(src, n, st.max);
+      RunPass(n, LogOutPass<Src, O>{src, out, st.max, log_sum});
       return;
     }
     case RowOp::kLogSumExp:
@@ -354,7 +403,9 @@ HWY_INLINE void OnlineRow(const Src& src, size_t n, const O& out, RowOp op, Empt
       return;
     case RowOp::kLogSoftmax: {
       const double l = std::log(st.d) + (static_cast<double>(st.ref) - st.max);
-      RunPass(n, LogOutPass<Src, O>{src, out, st.max, static_cast<float>(l)});
+      float log_sum = static_cast<float>(l);
+      if (!IsF32Out(out) && log_sum < kNearZeroLogSum) log_sum = NearZeroLogSum(src, n, st.max);
+      RunPass(n, LogOutPass<Src, O>{src, out, st.max, log_sum});
       return;
     }
     case RowOp::kLogSumExp:
@@ -379,6 +430,32 @@ HWY_INLINE void SingleElementRow(const Src& src, const O& out, RowOp op, EmptyRo
 
 HWY_INLINE Storage StorageOf(DType t) {
   return t == DType::kBF16 ? Storage::kBF16 : t == DType::kF16 ? Storage::kF16 : Storage::kF32;
+}
+
+// The fast path: dst of the input's storage, no mask, scale 1 and a
+// three-pass algorithm (auto's choice): source and sink fixed at compile
+// time. The same arithmetic as RowsTyped's, so the same bits.
+template <Storage S>
+HWY_INLINE void RowsSameStorage(const NarrowRows& rows, Algorithm algorithm, RowOp op) {
+  using Src = RowLogits<S, /*kPlain=*/true>;
+  using T = typename Src::T;
+  const size_t n = static_cast<size_t>(rows.cols);
+  const auto* src_base = static_cast<const T*>(rows.src);
+  const Out<S> dst_base{static_cast<T*>(rows.dst)};
+  auto row_at = [&](int64_t r, Out<S>* out) {
+    *out = dst_base.At(r * rows.dst_stride);
+    return Src{src_base + r * rows.src_stride, nullptr, 1.0f, false};
+  };
+  const bool reload = algorithm != Algorithm::kThreePassRecompute;
+  ThreePassRows<Src, Out<S>>(rows.rows, n, row_at, op, reload, rows.empty_row,
+                             reload ? rows.scratch : nullptr);
+}
+
+HWY_INLINE bool TakesSameStoragePath(const NarrowRows& rows, Algorithm algorithm) {
+  return rows.dst_type == rows.src_type && rows.mask == nullptr && rows.scale == 1.0f &&
+         rows.cols > 1 &&
+         (algorithm == Algorithm::kAuto || algorithm == Algorithm::kThreePassReload ||
+          algorithm == Algorithm::kThreePassRecompute);
 }
 
 template <Storage SIn>
@@ -427,6 +504,10 @@ HWY_INLINE void RowsTyped(const NarrowRows& rows, Algorithm algorithm, RowOp op)
 }
 
 HWY_NOINLINE void RowsImpl(const NarrowRows& rows, Algorithm algorithm, RowOp op) {
+  if (TakesSameStoragePath(rows, algorithm)) {
+    if (rows.src_type == DType::kBF16) return RowsSameStorage<Storage::kBF16>(rows, algorithm, op);
+    if (rows.src_type == DType::kF16) return RowsSameStorage<Storage::kF16>(rows, algorithm, op);
+  }
   switch (StorageOf(rows.src_type)) {
     case Storage::kBF16: return RowsTyped<Storage::kBF16>(rows, algorithm, op);
     case Storage::kF16: return RowsTyped<Storage::kF16>(rows, algorithm, op);
@@ -435,6 +516,11 @@ HWY_NOINLINE void RowsImpl(const NarrowRows& rows, Algorithm algorithm, RowOp op
 }
 
 }  // namespace narrow_fwd
+
+float NearZeroLogSumImpl(const float* t, size_t n, float m) {
+  const Logits<false, false> src{t, nullptr, 1.0f};
+  return narrow_fwd::NearZeroLogSum(src, n, m);
+}
 
 void SoftmaxRowsNarrowImpl(const NarrowRows& rows, Algorithm algorithm) {
   narrow_fwd::RowsImpl(rows, algorithm, narrow_fwd::RowOp::kSoftmax);
@@ -455,6 +541,11 @@ namespace smax::kernels {
 HWY_EXPORT(SoftmaxRowsNarrowImpl);
 HWY_EXPORT(LogSoftmaxRowsNarrowImpl);
 HWY_EXPORT(LogSumExpRowsNarrowImpl);
+HWY_EXPORT(NearZeroLogSumImpl);
+
+float near_zero_log_sum(const float* t, size_t n, float m) noexcept {
+  return HWY_DYNAMIC_DISPATCH(NearZeroLogSumImpl)(t, n, m);
+}
 
 void softmax_rows_narrow(const NarrowRows& rows, Algorithm algorithm) noexcept {
   HWY_DYNAMIC_DISPATCH(SoftmaxRowsNarrowImpl)(rows, algorithm);

@@ -9,6 +9,9 @@
 //
 //   narrow kernel(x) == round_to(dst_type, f32 kernel(widen(x)))
 //
+// with one exception: log_softmax rows into a bf16 / f16 dst whose max
+// dominates (near_zero_log_sum below), which are more accurate than that.
+//
 // where "f32 kernel" is softmax_rows / log_softmax_rows / logsumexp_rows with
 // the SAME algorithm (kernels.h), or softmax_backward_rows /
 // log_softmax_backward_rows, on the exactly widened operands; rounding is to
@@ -58,6 +61,18 @@ struct NarrowRows {
 void softmax_rows_narrow(const NarrowRows& rows, Algorithm algorithm) noexcept;
 void log_softmax_rows_narrow(const NarrowRows& rows, Algorithm algorithm) noexcept;
 void logsumexp_rows_narrow(const NarrowRows& rows, Algorithm algorithm) noexcept;
+
+/// log_softmax values near 0 into a narrow dst. The narrow kernels compute
+/// log_sum (each output is (t_i - m) - log_sum) as log1p(s1), s1 = the sum
+/// of e^(t_i - m) over the terms other than the max, when the usual
+/// log(sum) is below kNearZeroLogSumBound: then every bf16 / f16 output is
+/// within 1 ulp of its type of the exact value (log(sum)'s absolute error,
+/// ~1e-6, is more than that near 0). The f32 kernels (f32 dst) do not.
+/// near_zero_log_sum is that log1p(s1) for an f32 row t[0, n) whose finite
+/// max m is attained once (the ops' converting path for long / strided
+/// rows uses it on the f32 logits row).
+inline constexpr float kNearZeroLogSumBound = 0x1p-5f;
+float near_zero_log_sum(const float* t, size_t n, float m) noexcept;
 
 struct NarrowBackwardRows {
   const void* y = nullptr;

@@ -307,6 +307,24 @@ void gather_logits_any(const ForwardCall& c, const int64_t* off, float* t) {
   }
 }
 
+// log_softmax into a bf16 / f16 dst, a row y of the f32 kernel's results:
+// where the row's max logit dominates (an output above
+// -kNearZeroLogSumBound), its outputs are recomputed from the logits as
+// (t_i - m) - log1p(s1), the narrow kernels' rule (kernels/softmax_narrow.h),
+// so values near 0 are within 1 ulp of the narrow type. Other rows are left
+// as they are (one scan of y).
+void refine_near_zero_log_softmax(const ForwardCall& c, const int64_t* off, float* y) {
+  const int64_t n = c.g.n;
+  float y_max = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < n; ++i) y_max = y[i] > y_max ? y[i] : y_max;
+  if (!(y_max > -kernels::kNearZeroLogSumBound)) return;  // also NaN rows
+  gather_logits_any(c, off, y);  // the logits again, in place of y
+  float m = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < n; ++i) m = y[i] > m ? y[i] : m;
+  const float log_sum = kernels::near_zero_log_sum(y, static_cast<size_t>(n), m);
+  for (int64_t i = 0; i < n; ++i) y[i] = (y[i] - m) - log_sum;
+}
+
 // Gather mode with conversion: per row, f32 logits in scratch, the f32 row
 // kernel (segments for long rows) in place, then dst = round(result).
 void run_converting_gather_mode(const ForwardCall& c) {
@@ -316,6 +334,10 @@ void run_converting_gather_mode(const ForwardCall& c) {
     g.row_offsets(row, off);
     gather_logits_any(c, off, t);
     forward_row(c.op, c.algorithm, t, nullptr, g.n, 1.0f, c.empty_row, t, threads);
+    if (c.op == ForwardOp::kLogSoftmax &&
+        (c.dst_type == DType::kBF16 || c.dst_type == DType::kF16)) {
+      refine_near_zero_log_softmax(c, off, t);
+    }
     void* dst = g.at(kDst, off[kDst]);
     if (c.op == ForwardOp::kLogSumExp) {
       store_f32(dst, c.dst_type, t[0]);
