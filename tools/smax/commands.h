@@ -3,6 +3,7 @@
 // process exit status; bad arguments throw UsageError (args.h).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -63,5 +64,13 @@ int parse_algo(const std::string& text);  // returns static_cast<int>(smax::Algo
 /// The naive baseline of `smax compare`: scalar max, std::exp and sum in
 /// float, then divide, in three plain loops.
 void naive_softmax(const float* x, float* y, long long n);
+/// The same loop on a float64 row, in double (std::exp of double).
+void naive_softmax_f64(const double* x, double* y, long long n);
+/// The same loop on a bf16 / f16 row (uint16_t bit patterns), in float:
+/// each exp is stored rounded to the row's type, then read back and divided
+/// by the float sum, the quotient rounded again (smax/src/core/convert.h's
+/// round-to-nearest-even conversions).
+void naive_softmax_bf16(const uint16_t* x, uint16_t* y, long long n);
+void naive_softmax_f16(const uint16_t* x, uint16_t* y, long long n);
 
 }  // namespace smax_cli

@@ -84,10 +84,10 @@ const char* const kCompareHelp = R"(usage: smax compare [OPTIONS]
 
 Softmax over one row of each size: smax's four algorithms and auto against a
 naive scalar loop (std::exp; max, sum and divide in float) and memcpy (the
-read+write memory floor), with ns/element, GB/s (8 bytes per element), the
-speed-up over the naive loop and the max relative error against the float64
-reference. spread: (p90 - p10) / median of the per-call time over the
-samples; "!" marks a noisy measurement (spread above 10%).
+read+write memory floor), with ns/element, GB/s (8 bytes per element for
+f32: read + write), the speed-up over the naive loop and the max relative
+error against the float64 reference. spread: (p90 - p10) / median of the
+per-call time over the samples; "!" marks a noisy measurement (spread above 10%).
 
   --sizes LIST     comma-separated sizes and LO..HI ranges (powers of 4 from
                    LO, then HI); default 1K..32M = 1K,4K,16K,64K,256K,1M,4M,16M,32M
@@ -97,6 +97,13 @@ samples; "!" marks a noisy measurement (spread above 10%).
   --dist D         logits: normal (default), normal:MEAN,STD, uniform:LO,HI
   --seed N         data seed (default 1)
   --min-time SEC   sampling time per measurement (default 0.25)
+  --dtype T        storage dtype of the row: f32 (default), f64, f16, bf16.
+                   The row is generated in f32 and rounded to T once; smax,
+                   the naive loop (in double for f64, float otherwise) and
+                   memcpy read and write T (GB/s: 2 x sizeof(T) per element);
+                   errors are against the reference on the rounded inputs
+                   (long double for f64), plus an ulps column: the max
+                   distance in T values from the reference rounded to T
   --format F       text (default) or json
 )";
 
