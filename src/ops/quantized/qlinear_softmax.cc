@@ -3,7 +3,8 @@
 // "qlinear_softmax"): the 256-entry float exp table built from x_scale and
 // the row length, per row the max (Highway), the sequential float sum of the
 // table entries in element order (ORT's order: a float sum is not
-// associative, so it stays one scalar chain per row), then the vectorised
+// associative, so it stays one scalar chain per row; four rows' chains run
+// interleaved), then the vectorised
 // output pass (kernels/quantized.h). Parameters are checked before any write.
 #include <algorithm>
 #include <cmath>
@@ -48,6 +49,48 @@ void build_table(float x_scale, int64_t n, float* table) {
   }
 }
 
+constexpr int kRowsAtOnce = 4;
+
+// o[k].sum = table[x[k][0] + shift] + table[x[k][1] + shift] + ... in float,
+// left to right (ORT's order), for the count rows of a block.
+template <typename T>
+void sequential_sums(const float* table, const T* const* x, kernels::QLinearRowOutput* o,
+                     int count, int64_t n) {
+  if (count == kRowsAtOnce) {
+    const T *x0 = x[0], *x1 = x[1], *x2 = x[2], *x3 = x[3];
+    const int h0 = o[0].shift, h1 = o[1].shift, h2 = o[2].shift, h3 = o[3].shift;
+    float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+    for (int64_t i = 0; i < n; ++i) {
+      s0 += table[x0[i] + h0];
+      s1 += table[x1[i] + h1];
+      s2 += table[x2[i] + h2];
+      s3 += table[x3[i] + h3];
+    }
+    o[0].sum = s0;
+    o[1].sum = s1;
+    o[2].sum = s2;
+    o[3].sum = s3;
+    return;
+  }
+  for (int k = 0; k < count; ++k) {
+    const int h = o[k].shift;
+    float s = 0.0f;
+    for (int64_t i = 0; i < n; ++i) s += table[x[k][i] + h];
+    o[k].sum = s;
+  }
+}
+
+// The bias correction's delta: (y_quanta - sum of the rounded outputs) / n.
+template <typename T>
+float bias_correction(const float* table, const T* x, int64_t n, const kernels::QLinearRowOutput& o) {
+  double rounded = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    rounded += static_cast<double>(__builtin_nearbyintf((table[x[i] + o.shift] * o.y_quanta) / o.sum));
+  }
+  const double deficit = static_cast<double>(o.y_quanta) - rounded;
+  return std::isfinite(deficit) ? static_cast<float>(deficit / static_cast<double>(n)) : 0.0f;
+}
+
 template <typename T>
 void qlinear_rows(const char* op, const TensorView& src, const TensorView& dst, DType dtype,
                   const QLinearSoftmaxOptions& p, const QuantizedOptions& options) {
@@ -58,39 +101,38 @@ void qlinear_rows(const char* op, const TensorView& src, const TensorView& dst, 
   // The table depends on the row length only: built once, before the rows run.
   float table[256];
   auto prepare = [&](int64_t n) { build_table(p.x_scale, n, table); };
-  detail::run_quantized_rows<T, T>(op, src, dst, dtype, dtype, options, prepare, [&](const T* x, int64_t n, T* y) {
-    kernels::QLinearRowOutput o;
-    o.table = table;
-    o.y_quanta = y_quanta;
-    o.zero_point = p.y_zero_point;
-    o.lo = kLo;
-    o.hi = kHi;
-    o.delta = 0.0f;
-    T m;
-    if constexpr (std::is_same_v<T, uint8_t>) {
-      m = kernels::qlinear_row_max_u8(x, n);
-    } else {
-      m = kernels::qlinear_row_max_i8(x, n);
-    }
-    o.shift = 255 - static_cast<int>(m);
-    float sum = 0.0f;
-    for (int64_t i = 0; i < n; ++i) sum += table[x[i] + o.shift];
-    o.sum = sum;
-    if (p.bias_correction) {
-      double rounded = 0.0;
-      for (int64_t i = 0; i < n; ++i) {
-        rounded += static_cast<double>(
-            __builtin_nearbyintf((table[x[i] + o.shift] * y_quanta) / sum));
-      }
-      const double deficit = static_cast<double>(y_quanta) - rounded;
-      if (std::isfinite(deficit)) o.delta = static_cast<float>(deficit / static_cast<double>(n));
-    }
-    if constexpr (std::is_same_v<T, uint8_t>) {
-      kernels::qlinear_row_output_u8(x, n, o, y);
-    } else {
-      kernels::qlinear_row_output_i8(x, n, o, y);
-    }
-  });
+  // Rows in blocks of kRowsAtOnce: each row's sum is one sequential float
+  // chain (ORT's bits), so a row alone runs at the add's latency; the
+  // chains of the block's rows are interleaved (each in its own order).
+  detail::run_quantized_row_blocks<T, T, kRowsAtOnce>(
+      op, src, dst, dtype, dtype, options, prepare,
+      [&](const T* const* x, T* const* y, int count, int64_t n) {
+        kernels::QLinearRowOutput o[kRowsAtOnce];
+        for (int k = 0; k < count; ++k) {
+          T m;
+          if constexpr (std::is_same_v<T, uint8_t>) {
+            m = kernels::qlinear_row_max_u8(x[k], n);
+          } else {
+            m = kernels::qlinear_row_max_i8(x[k], n);
+          }
+          o[k].table = table;
+          o[k].y_quanta = y_quanta;
+          o[k].zero_point = p.y_zero_point;
+          o[k].lo = kLo;
+          o[k].hi = kHi;
+          o[k].delta = 0.0f;
+          o[k].shift = 255 - static_cast<int>(m);
+        }
+        sequential_sums(table, x, o, count, n);
+        for (int k = 0; k < count; ++k) {
+          if (p.bias_correction) o[k].delta = bias_correction(table, x[k], n, o[k]);
+          if constexpr (std::is_same_v<T, uint8_t>) {
+            kernels::qlinear_row_output_u8(x[k], n, o[k], y[k]);
+          } else {
+            kernels::qlinear_row_output_i8(x[k], n, o[k], y[k]);
+          }
+        }
+      });
 }
 
 }  // namespace

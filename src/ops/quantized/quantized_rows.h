@@ -17,6 +17,12 @@
 //    row (allocated before anything is written) and scattered back, so
 //    row_fn never sees aliased or strided pointers.
 // Zero-size shapes write nothing; rank 0 is shape [1].
+// run_quantized_row_blocks<In, Out, kBlock>(..., block_fn) is the same with
+// block_fn(const In* const* x, Out* const* y, int count, int64_t n) called
+// on up to kBlock consecutive rows of one task at once (count >= 1; rows
+// passed in place are grouped, gathered rows come one at a time), for row
+// work made of independent per-row chains that gains from running several
+// side by side. A row's result must not depend on the rows beside it.
 #pragma once
 
 #include <cstdint>
@@ -34,10 +40,11 @@ namespace smax::detail {
 /// Checks QuantizedOptions::threads; returns the count to run with.
 int quantized_threads(const QuantizedOptions& options, const char* op);
 
-template <typename In, typename Out, typename Prepare, typename RowFn>
-void run_quantized_rows(const char* op, const TensorView& src_in, const TensorView& dst_in,
-                        DType in_dtype, DType out_dtype, const QuantizedOptions& options,
-                        Prepare&& prepare, RowFn&& row_fn) {
+template <typename In, typename Out, int kBlock, typename Prepare, typename BlockFn>
+void run_quantized_row_blocks(const char* op, const TensorView& src_in, const TensorView& dst_in,
+                              DType in_dtype, DType out_dtype, const QuantizedOptions& options,
+                              Prepare&& prepare, BlockFn&& block_fn) {
+  static_assert(kBlock >= 1, "kBlock >= 1");
   check_view(src_in, op, "src", in_dtype);
   check_view(dst_in, op, "dst", out_dtype);
   const TensorView src = as_rank1_if_scalar(src_in);
@@ -64,9 +71,16 @@ void run_quantized_rows(const char* op, const TensorView& src_in, const TensorVi
   if (in_place_rows) {
     for_each_row_task(g, threads, [&](int64_t begin, int64_t end) {
       int64_t off[kMaxOperands];
-      for (int64_t row = begin; row < end; ++row) {
-        g.row_offsets(row, off);
-        row_fn(reinterpret_cast<const In*>(g.at(0, off[0])), n, reinterpret_cast<Out*>(g.at(1, off[1])));
+      const In* x[kBlock];
+      Out* y[kBlock];
+      for (int64_t row = begin; row < end;) {
+        int count = 0;
+        for (; count < kBlock && row < end; ++count, ++row) {
+          g.row_offsets(row, off);
+          x[count] = reinterpret_cast<const In*>(g.at(0, off[0]));
+          y[count] = reinterpret_cast<Out*>(g.at(1, off[1]));
+        }
+        block_fn(static_cast<const In* const*>(x), static_cast<Out* const*>(y), count, n);
       }
     });
     return;
@@ -82,10 +96,21 @@ void run_quantized_rows(const char* op, const TensorView& src_in, const TensorVi
     Out* y = reinterpret_cast<Out*>(scratch + in_floats);
     const In* sp = reinterpret_cast<const In*>(g.at(0, off[0]));
     for (int64_t i = 0; i < n; ++i) x[i] = sp[i * s0];
-    row_fn(static_cast<const In*>(x), n, y);
+    const In* xs[1] = {x};
+    Out* ys[1] = {y};
+    block_fn(static_cast<const In* const*>(xs), static_cast<Out* const*>(ys), 1, n);
     Out* dp = reinterpret_cast<Out*>(g.at(1, off[1]));
     for (int64_t i = 0; i < n; ++i) dp[i * s1] = y[i];
   });
+}
+
+template <typename In, typename Out, typename Prepare, typename RowFn>
+void run_quantized_rows(const char* op, const TensorView& src, const TensorView& dst,
+                        DType in_dtype, DType out_dtype, const QuantizedOptions& options,
+                        Prepare&& prepare, RowFn&& row_fn) {
+  run_quantized_row_blocks<In, Out, 1>(
+      op, src, dst, in_dtype, out_dtype, options, prepare,
+      [&](const In* const* x, Out* const* y, int /*count*/, int64_t n) { row_fn(x[0], n, y[0]); });
 }
 
 }  // namespace smax::detail
