@@ -15,6 +15,7 @@
 HWY_BEFORE_NAMESPACE();
 namespace smax::kernels::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
+#include "kernels/exp_f64-inl.h"
 
 using DD = hn::ScalableTag<double>;
 using VD = hn::Vec<DD>;
@@ -80,33 +81,86 @@ HWY_INLINE Diff TwoDiff(DD dd, VD t, VD m) {
   return {s, hn::IfThenZeroElse(hn::Lt(s, hn::Set(dd, -1e300)), e)};
 }
 
-// e^(t - m) = Exp(d) (1 + e), 0 below the underflow (Exp's argument is
-// clamped there, so -inf never reaches it).
+// e^(t - m) = e^(d + e) (exp_f64-inl.h), 0 below the underflow (the
+// argument is replaced there, so -inf never reaches the exp). kNormal: the
+// row's finite t - m are all >= kExpNormalMin (ExpNormal, the same bits as
+// ExpSplit there); its lanes below that are -inf ones.
+template <bool kNormal>
 HWY_INLINE VD Term(DD dd, const Diff& x) {
-  const auto under = hn::Lt(x.d, hn::Set(dd, kUnderflow));
-  const VD ex = hn::Exp(dd, hn::IfThenElse(under, hn::Set(dd, kUnderflow), x.d));
-  const VD term = hn::Add(ex, hn::Mul(ex, x.e));
-  return hn::IfThenZeroElse(under, term);
+  const auto under = hn::Lt(x.d, hn::Set(dd, kNormal ? exp_f64::kExpNormalMin : kUnderflow));
+  const VD hi = hn::IfThenElse(under, hn::Set(dd, -1.0), x.d);
+  const VD lo = hn::IfThenZeroElse(under, x.e);
+  const VD ex = kNormal ? exp_f64::ExpNormal(dd, hi, lo) : exp_f64::ExpSplit(dd, hi, lo);
+  return hn::IfThenZeroElse(under, ex);
 }
 
 struct Scan {
   double max;
+  double min;  // of the entries above -inf (+inf when there is none)
   bool nan;
 };
 HWY_INLINE Scan MaxScan(DD d, const double* HWY_RESTRICT t, size_t n) {
   const size_t N = hn::Lanes(d);
   VD m = hn::Set(d, -kInfD);
+  VD lo = hn::Set(d, kInfD);
   auto nan = hn::Lt(m, m);  // all false
   for (size_t i = 0; i < n; i += N) {
     const VD v = LoadPad(d, t, i, n, -kInfD);
     nan = hn::Or(nan, hn::Not(hn::Eq(v, v)));
     m = hn::Max(m, v);
+    lo = hn::Min(lo, hn::IfThenElse(hn::Eq(v, hn::Set(d, -kInfD)), hn::Set(d, kInfD), v));
   }
-  HWY_ALIGN double lanes[kMaxLanesD];
+  HWY_ALIGN double lanes[kMaxLanesD], lanes_lo[kMaxLanesD];
   hn::Store(m, d, lanes);
-  double mx = lanes[0];
-  for (size_t k = 1; k < N; ++k) mx = lanes[k] > mx ? lanes[k] : mx;
-  return {mx, !hn::AllFalse(d, nan)};
+  hn::Store(lo, d, lanes_lo);
+  double mx = lanes[0], mn = lanes_lo[0];
+  for (size_t k = 1; k < N; ++k) {
+    mx = lanes[k] > mx ? lanes[k] : mx;
+    mn = lanes_lo[k] < mn ? lanes_lo[k] : mn;
+  }
+  return {mx, mn, !hn::AllFalse(d, nan)};
+}
+
+// S = sum of the row's terms (Kahan, four accumulators; see RowImpl); the
+// terms are stored to out when keep_terms.
+template <bool kNormal>
+HWY_INLINE double TermSum(DD d, const double* HWY_RESTRICT t, size_t n, VD m, bool keep_terms,
+                          double* out) {
+  const size_t N = hn::Lanes(d);
+  // Four Kahan accumulators (s_k, c_k), one per vector of a step of four,
+  // so the compensated adds of a step are independent (a single chain runs
+  // at its 4-op latency per vector); the vectors after the last whole step
+  // go to (s0, c0). Merged in a fixed order: the bits depend on n only.
+  VD s0 = hn::Zero(d), c0 = s0, s1 = s0, c1 = s0, s2 = s0, c2 = s0, s3 = s0, c3 = s0;
+  size_t i = 0;
+  for (; i + 4 * N <= n; i += 4 * N) {
+    const VD e0 = Term<kNormal>(d, TwoDiff(d, hn::LoadU(d, t + i), m));
+    const VD e1 = Term<kNormal>(d, TwoDiff(d, hn::LoadU(d, t + i + N), m));
+    const VD e2 = Term<kNormal>(d, TwoDiff(d, hn::LoadU(d, t + i + 2 * N), m));
+    const VD e3 = Term<kNormal>(d, TwoDiff(d, hn::LoadU(d, t + i + 3 * N), m));
+    KahanAdd(e0, s0, c0);
+    KahanAdd(e1, s1, c1);
+    KahanAdd(e2, s2, c2);
+    KahanAdd(e3, s3, c3);
+    if (keep_terms) {  // out may be t: these elements were read above
+      hn::StoreU(e0, d, out + i);
+      hn::StoreU(e1, d, out + i + N);
+      hn::StoreU(e2, d, out + i + 2 * N);
+      hn::StoreU(e3, d, out + i + 3 * N);
+    }
+  }
+  for (; i < n; i += N) {
+    const VD term = Term<kNormal>(d, TwoDiff(d, LoadPad(d, t, i, n, -kInfD), m));
+    KahanAdd(term, s0, c0);
+    if (keep_terms) StoreClip(d, term, out, i, n);
+  }
+  // (s_k - c_k) are the accumulators' values: the c_k (tiny) are added
+  // plainly, the s_k with compensation.
+  c0 = hn::Add(hn::Add(c0, c1), hn::Add(c2, c3));
+  KahanAdd(s1, s0, c0);
+  KahanAdd(s2, s0, c0);
+  KahanAdd(s3, s0, c0);
+  return SumLanes(d, s0, c0);
 }
 
 void RowImpl(F64Op op, const double* t, int64_t n_in, EmptyRow policy, double* out) {
@@ -124,16 +178,12 @@ void RowImpl(F64Op op, const double* t, int64_t n_in, EmptyRow policy, double* o
     return fill(op == F64Op::kSoftmax ? 0.0 : -kInfD);
   }
   const VD m = hn::Set(d, sc.max);
-  VD s = hn::Zero(d), c = hn::Zero(d);
-  // softmax keeps the terms in out (one Exp per element); the last pass
+  // softmax keeps the terms in out (one exp per element); the last pass
   // scales them. out may be t: each element is read before it is written.
   const bool keep_terms = op == F64Op::kSoftmax;
-  for (size_t i = 0; i < n; i += N) {
-    const VD term = Term(d, TwoDiff(d, LoadPad(d, t, i, n, -kInfD), m));
-    KahanAdd(term, s, c);
-    if (keep_terms) StoreClip(d, term, out, i, n);
-  }
-  const double S = SumLanes(d, s, c);  // >= 1: the max's term is 1
+  const bool normal = sc.min - sc.max >= exp_f64::kExpNormalMin;
+  const double S = normal ? TermSum<true>(d, t, n, m, keep_terms, out)
+                          : TermSum<false>(d, t, n, m, keep_terms, out);  // >= 1
   const double log_s = std::log(S);
   switch (op) {
     case F64Op::kLogSumExp:

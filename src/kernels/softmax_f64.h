@@ -6,10 +6,12 @@
 // -inf = masked), op 0 softmax, 1 log_softmax (out[0..n)), 2 logsumexp
 // (out[0]); out may equal t (in place):
 //   m = max t; d_i = t_i - m as an exact two-term difference d_i + e_i
-//   (TwoSum), e^(t_i - m) = Exp(d_i) (1 + e_i) with Highway's float64 Exp
-//   (max error 1 ulp), so no bits of t_i - m are lost for any |t_i - m|;
-//   S = sum of those terms with per-lane Kahan compensation and a Neumaier
-//   sum of the lanes in lane order: the sum's error does not grow with n.
+//   (TwoSum), e^(t_i - m) = e^(d_i + e_i) by kernels/exp_f64-inl.h (within
+//   1.5 ulp; a cheaper form with the same bits when every finite t_i - m is
+//   >= -708), so no bits of t_i - m are lost for any |t_i - m|; S = sum of
+//   those terms with per-lane Kahan compensation (four accumulators, merged
+//   in a fixed order) and a Neumaier sum of the lanes in lane order: the
+//   sum's error does not grow with n.
 //   softmax_i = term_i * (1 / S) (the terms are kept in out between the
 //   passes: one Exp per element); log_softmax_i = (d_i - log S) + e_i;
 //   logsumexp = m + log S.
