@@ -749,55 +749,8 @@ smax_status smax_attention_backward(const smax_tensor* q, const smax_tensor* k,
                                     const smax_tensor* dk, const smax_tensor* dv,
                                     const smax_attention_options* params);
 
-/* ---- integer softmaxes (smax/quantized.h; docs/quantized.md) ---------------- */
-
-/** smax::QuantizedOptions: what the integer softmaxes share. */
-typedef struct smax_quantized_options {
-  uint32_t struct_size;
-  int64_t axis;    /**< reduced dim; negative counts from the end (default -1) */
-  int32_t threads; /**< 0 = default; results do not depend on it */
-} smax_quantized_options;
-void smax_quantized_options_init(smax_quantized_options* options);
-
-/** smax::IntSoftmaxOptions (I-BERT). */
-typedef struct smax_int_softmax_options {
-  uint32_t struct_size;
-  float scaling_factor; /**< finite, > 0, 1 <= floor(c / s^2) <= 2^48 (default 1/64) */
-  int32_t output_bit;   /**< 1 ... 30 (default 8) */
-} smax_int_softmax_options;
-void smax_int_softmax_options_init(smax_int_softmax_options* options);
-
-/** smax::ShiftmaxOptions (I-ViT). */
-typedef struct smax_shiftmax_options {
-  uint32_t struct_size;
-  float scaling_factor; /**< finite, >= 2^-16 (default 1/64) */
-  int32_t output_bit;   /**< 1 ... 31 (default 8) */
-} smax_shiftmax_options;
-void smax_shiftmax_options_init(smax_shiftmax_options* options);
-
-/** smax::QLinearSoftmaxOptions (ORT com.microsoft QLinearSoftmax). */
-typedef struct smax_qlinear_softmax_options {
-  uint32_t struct_size;
-  float x_scale;           /**< finite, > 0 (default 1/16) */
-  int32_t x_zero_point;    /**< in the dtype's range (default 0) */
-  float y_scale;           /**< finite, > 0 (default 1/256) */
-  int32_t y_zero_point;    /**< in the dtype's range (default 0) */
-  int32_t bias_correction; /**< 0 or 1 (default 0: ORT's bits) */
-} smax_qlinear_softmax_options;
-void smax_qlinear_softmax_options_init(smax_qlinear_softmax_options* options);
-
-/** I-BERT integer softmax: src and dst SMAX_DTYPE_I32. NULL params / options: defaults. */
-smax_status smax_int_softmax(const smax_tensor* src, const smax_tensor* dst,
-                             const smax_int_softmax_options* params,
-                             const smax_quantized_options* options);
-/** I-ViT Shiftmax: src and dst SMAX_DTYPE_I32. */
-smax_status smax_shiftmax(const smax_tensor* src, const smax_tensor* dst,
-                          const smax_shiftmax_options* params,
-                          const smax_quantized_options* options);
-/** ORT QLinearSoftmax: src SMAX_DTYPE_U8 or SMAX_DTYPE_I8, dst the same dtype. */
-smax_status smax_qlinear_softmax(const smax_tensor* src, const smax_tensor* dst,
-                                 const smax_qlinear_softmax_options* params,
-                                 const smax_quantized_options* options);
+/* ---- integer softmaxes: smax/c/quantized.h (part of this header) ---------- */
+#include "smax/c/quantized.h"
 
 #ifdef __cplusplus
 }  /* extern "C" */
