@@ -27,8 +27,15 @@ void accumulate(ErrorStats& st, int64_t i, double got, double ref, double bound)
   } else {
     err = std::fabs(g - ref);
   }
+  record_error(st, i, g, ref, err, bound, kTinyOutput);
+}
+
+}  // namespace
+
+void record_error(ErrorStats& st, int64_t i, double got, double ref, double err, double bound,
+                  double tiny_output) {
   if (err > st.max_abs_err || std::isnan(err)) st.max_abs_err = err;
-  if (std::fabs(ref) >= kTinyOutput && !std::isinf(ref)) {
+  if (std::fabs(ref) >= tiny_output && !std::isinf(ref)) {
     const double rel = err / std::fabs(ref);
     if (rel > st.max_rel_err) st.max_rel_err = rel;
   }
@@ -37,12 +44,10 @@ void accumulate(ErrorStats& st, int64_t i, double got, double ref, double bound)
   if (ratio > st.worst_ratio || st.worst < 0) {
     st.worst_ratio = ratio;
     st.worst = i;
-    st.worst_got = g;
+    st.worst_got = got;
     st.worst_ref = ref;
   }
 }
-
-}  // namespace
 
 Op parse_op(const std::string& name) {
   if (name == "softmax") return Op::kSoftmax;

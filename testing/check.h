@@ -59,6 +59,12 @@ struct ErrorStats {
   bool within_bounds() const { return violations == 0; }
 };
 
+/// Adds element i (its error err = |got - ref|, computed by the caller, and
+/// its bound) to st: max_abs_err, max_rel_err over |ref| >= tiny_output,
+/// violations (err > bound) and the worst err / bound ratio.
+void record_error(ErrorStats& st, int64_t i, double got, double ref, double err, double bound,
+                  double tiny_output);
+
 /// Forward ops: `got` and `ref` hold the same number of elements in the same
 /// (logical, row-major) order.
 ErrorStats check_forward(Op op, const float* got, const std::vector<double>& ref);

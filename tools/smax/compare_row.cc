@@ -66,17 +66,8 @@ uint16_t bits16(const void* p) {
 void add_f64(ErrorStats& st, int64_t i, double got, long double want) {
   const double err = std::isnan(got) ? HUGE_VAL : static_cast<double>(std::fabs(got - want));
   const double ref = static_cast<double>(want);
-  if (err > st.max_abs_err) st.max_abs_err = err;
-  if (ref >= kF64TinyOutput && err / ref > st.max_rel_err) st.max_rel_err = err / ref;
   const double bound = ref >= kF64TinyOutput ? kF64RelBound * ref : kF64TinyOutput;
-  const double ratio = err == 0 ? 0.0 : err / bound;
-  if (!(ratio <= 1.0)) ++st.violations;
-  if (ratio > st.worst_ratio || st.worst < 0) {
-    st.worst_ratio = ratio;
-    st.worst = i;
-    st.worst_got = got;
-    st.worst_ref = ref;
-  }
+  record_error(st, i, got, ref, err, bound, kF64TinyOutput);
 }
 
 }  // namespace
