@@ -8,7 +8,9 @@
 //    NaN / +inf / all-masked rows with both empty_row policies, wide ranges
 //    (f16 subnormal outputs, f32 flushes), |max| beyond ExpRef's range, f16
 //    overflow of logsumexp and log_softmax; backward likewise for every
-//    (y, dy, dx) type triple.
+//    (y, dy, dx) type triple. Exception: log_softmax rows into bf16 / f16
+//    whose max dominates are checked within 1 ulp of the exact value
+//    (take_dominant_rows).
 //  * ops: the same contract through the public API (rows mode, long rows of
 //    70000 through the segments, f64 outputs), transposed and padded
 //    layouts give the contiguous bits, threads 1 / 2 / 7 give the same

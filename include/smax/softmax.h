@@ -47,7 +47,10 @@
 //     output is rounded once to its type (nearest even): the f32 result,
 //     same algorithm, rounded. So bf16 / f16 outputs are within the f32
 //     bounds above plus half an ulp of their type; f32 outputs from narrow
-//     inputs meet the f32 bounds (docs/numerics.md, "bf16 and f16").
+//     inputs meet the f32 bounds (docs/numerics.md, "bf16 and f16"). One
+//     exception, more accurate: log_softmax rows into bf16 / f16 whose max
+//     dominates (log sum < 2^-5) are (t_i - m) - log1p(sum of the other
+//     terms), within 1 ulp of the type, values near 0 included.
 //   Other dtypes are errors naming them.
 // * Determinism: bitwise identical results for any `threads` and any
 //   parallel_for pool (work is split on a data-independent grid and partial

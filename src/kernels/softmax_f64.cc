@@ -124,8 +124,8 @@ HWY_INLINE Scan MaxScan(DD d, const double* HWY_RESTRICT t, size_t n) {
 // S = sum of the row's terms (Kahan, four accumulators; see RowImpl); the
 // terms are stored to out when keep_terms.
 template <bool kNormal>
-HWY_INLINE double TermSum(DD d, const double* HWY_RESTRICT t, size_t n, VD m, bool keep_terms,
-                          double* out) {
+HWY_INLINE double TermSum(DD d, const double* t, size_t n, VD m, bool keep_terms,
+                          double* out) {  // out may be t (no restrict)
   const size_t N = hn::Lanes(d);
   // Four Kahan accumulators (s_k, c_k), one per vector of a step of four,
   // so the compensated adds of a step are independent (a single chain runs

@@ -140,9 +140,10 @@ template <class Src>
 HWY_INLINE float NearZeroLogSum(const Src& src, size_t n, float m) {
   const BelowMax<Src> below{src, m};
   double s1 = ExpSum<false>(below, n, ExpDiff::Make(m), nullptr);
-  if (s1 < 0x1p-100) {
-    // Terms under the exp's flush (t_i - m < -86) may be all there is:
-    // sum them in float64.
+  if (s1 < static_cast<double>(n) * 0x1p-100) {
+    // The exp flushes terms below 2^-125 to 0: up to n 2^-125 of s1 may be
+    // missing, more than 2^-25 of it below this threshold. Sum every term
+    // in float64 then.
     const DF d;
     const size_t N = hn::Lanes(d);
     HWY_ALIGN float lanes[kMaxLanes];

@@ -95,15 +95,24 @@ class KernelExpF64 : public KernelTest {};
 TEST_P(KernelExpF64, WithinOneAndAHalfUlpOverTheDomain) {
   std::mt19937_64 rng(5);
   Args a;
-  for (double m : {0.0, 1.0, -3.5, 1e6, 123456.789, -1e15}) {
+  for (double m : {0.0, 1.0, -3.5, 1e6, 123456.789, 1e15, -1e15}) {
     std::uniform_real_distribution<double> u(-745.0, 709.0);
     for (int k = 0; k < 20000; ++k) Add(a, m + u(rng), m);
     for (double x = -745.0; x <= 709.0; x += 0.37) Add(a, m + x, m);
+  }
+  // t and m of unrelated magnitudes: t - m is inexact, lo != 0 (the term
+  // the two-term reduction exists for).
+  for (double m : {0.1, 0.3, 1.0 / 3.0, 7.77}) {
+    std::uniform_real_distribution<double> u(-745.0, 709.0);
+    for (int k = 0; k < 20000; ++k) Add(a, u(rng), m);
   }
   for (double x = 0x1p-60; x < 1.0; x *= 1.01) {  // small arguments, both signs
     Add(a, x, 0.0);
     Add(a, -x, 0.0);
   }
+  size_t with_lo = 0;
+  for (double lo : a.lo) with_lo += lo != 0.0;
+  EXPECT_GT(with_lo, 40000u) << "the arguments must exercise lo";
   const std::vector<double> y = Eval(false, a);
   double worst = 0.0;
   int failures = 0;
@@ -144,10 +153,14 @@ TEST_P(KernelExpF64, NormalFormGivesTheSplitFormsBits) {
   Args a;
   std::uniform_real_distribution<double> u(-708.0, 0.0);
   for (int k = 0; k < 200000; ++k) Add(a, 1e3 + u(rng), 1e3);
+  for (int k = 0; k < 100000; ++k) Add(a, u(rng) * 0.999 + 0.1, 0.1 + 1.0 / 3.0);  // lo != 0
   for (double x = -708.0; x <= 0.0; x += 0.013) Add(a, x, 0.0);
   Add(a, -708.0, 0.0);
   Add(a, 0.0, 0.0);
   Args b = a;
+  size_t with_lo = 0;
+  for (double lo : a.lo) with_lo += lo != 0.0;
+  EXPECT_GT(with_lo, 10000u) << "the arguments must exercise lo";
   const std::vector<double> split = Eval(false, a), normal = Eval(true, b);
   for (size_t i = 0; i < split.size(); ++i) {
     ASSERT_EQ(smax_kernel_test::Bits(split[i]), smax_kernel_test::Bits(normal[i]))

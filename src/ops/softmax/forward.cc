@@ -20,7 +20,9 @@
 // narrow masks, f64 dst) is the gather mode with conversion: each row's f32
 // logits are formed in a per-row scratch, the f32 row kernel (segments for
 // long rows) runs there, and the result is rounded into dst. Both give
-// round(f32 result on the widened inputs), the same bits in every layout.
+// round(f32 result on the widened inputs), the same bits in every layout,
+// except log_softmax rows into bf16 / f16 whose max dominates: both paths
+// compute those as (t_i - m) - log1p(s1) (kernels/softmax_narrow.h).
 // An f64 src takes the float64 path instead (ops/softmax/f64.h: float64
 // kernels, masks of any floating dtype, any dst dtype).
 #include <algorithm>
