@@ -40,6 +40,11 @@
 //   order): bitwise identical results for any `threads`. Scores and P V use
 //   OpenBLAS SGEMM, whose bits depend on OPENBLAS_NUM_THREADS (fixed per
 //   process) and the SIMD target.
+// * Decoding (softmax with Lq <= 16, or a KV cache form): tasks over
+//   (batch, kv head, key chunk of 2048 keys); the G query heads of a kv head
+//   share each read of K and V, and the chunks' (m, d, o) states merge in
+//   chunk order (FlashDecoding). Still a fixed grid: the same bits for any
+//   `threads`; different bits from the prefill grid, within the same bound.
 // * Memory: O(block) scratch per task: softmax keeps the online (m, d, o)
 //   state of a 64-query block over 512-key blocks (never Lq x Lk); other
 //   normalisers hold a [block_q, Lk] row block (block_q = clamp(2^18 / Lk,
@@ -123,6 +128,24 @@ struct AttentionOptions {
   std::optional<TensorView> lse;
   EmptyRow empty_row = EmptyRow::kZero;
   int threads = 0;  ///< 0 = smax::max_threads(); results do not depend on it
+  /// KV cache (decoding, forward only; docs/attention.md "Decoding with a KV
+  /// cache"): optional i32 / i64 [B], the number of valid keys of each
+  /// sequence, 0 <= cache_seqlens[b] <= Lk (the cache's capacity). Keys
+  /// j >= cache_seqlens[b] are never read. The Lq queries are the last Lq
+  /// tokens of their sequence: query i sits at position
+  /// cache_seqlens[b] - Lq + i, which is_causal (keys j <= position: bottom-
+  /// right aligned, as flash_attn_with_kvcache) and ALiBi (|position - j|)
+  /// use. Without it every sequence has Lk keys and query i sits at i.
+  std::optional<TensorView> cache_seqlens;
+  /// Paged KV cache (vLLM's block table): optional i32 / i64 [B, max_pages];
+  /// k and v are then pools of pages [num_pages, Hkv, page_size, D / Dv]
+  /// (any strides: a [num_pages, page_size, Hkv, D] buffer viewed with its
+  /// strides permuted), and key j of sequence b is row j % page_size of
+  /// page block_table[b, j / page_size]. Lk = max_pages * page_size. The
+  /// entries of the pages a sequence uses (all max_pages, or
+  /// ceil(cache_seqlens[b] / page_size) with cache_seqlens) must lie in
+  /// [0, num_pages); the others are not read.
+  std::optional<TensorView> block_table;
 };
 
 /// Forward. out may not overlap q, k, v, the masks or itself.

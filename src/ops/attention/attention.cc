@@ -92,7 +92,7 @@ SoftmaxOptions row_options(const Setup& s) {
 }
 
 // P = normaliser(T) for rows of T ([rows, n], ld = n, contiguous), in place.
-void normalize_rows(const Setup& s, float* t, int64_t rows, int64_t n) {
+void normalize_rows(const Setup& s, float* t, int64_t rows, int64_t n, int64_t keys) {
   const TensorView tv = make_view(t, {rows, n});
   const SoftmaxOptions so = row_options(s);
   switch (s.norm) {
@@ -104,10 +104,11 @@ void normalize_rows(const Setup& s, float* t, int64_t rows, int64_t n) {
       if (!std::isnan(s.o.sigmoid_bias)) {
         sig.bias = s.o.sigmoid_bias;
       } else if (s.o.sigmoid_bias_mode == SigmoidBiasMode::kPerSequence) {
-        // One b = fl(-ln Lk) for every row (n is the key count, not the row
-        // block's width n, which the causal forward truncates). Lk = 0: no
-        // row has a visible key.
-        sig.n_fixed = s.Lk;
+        // One b = fl(-ln Lk) for every row (n is the sequence's key count,
+        // cache_seqlens[b] with a KV cache, not the row block's width n,
+        // which the causal forward truncates). 0 keys: no row has a
+        // visible key.
+        sig.n_fixed = keys;
       } else {
         sig.count_visible = true;
       }
@@ -201,6 +202,87 @@ TensorView shape_view(std::initializer_list<int64_t> shape) {
   return t;
 }
 
+// Reads an i32 / i64 index view (rank `rank`, any strides) element by
+// element; `at` is the element offset (in elements).
+int64_t load_index(const TensorView& t, int64_t at) {
+  const char* p = static_cast<const char*>(t.data) + at * dtype_size(t.dtype);
+  if (t.dtype == DType::kI32) {
+    int32_t x;
+    std::memcpy(&x, p, sizeof(x));
+    return x;
+  }
+  int64_t x;
+  std::memcpy(&x, p, sizeof(x));
+  return x;
+}
+
+void check_index_view(const TensorView& t, const char* op, const char* name) {
+  if (t.dtype != DType::kI32 && t.dtype != DType::kI64) {
+    fail(op, std::string(name) + " must be i32 or i64, got " + t.describe());
+  }
+  detail::check_view(t, op, name, t.dtype);
+}
+
+// The KV cache forms (AttentionOptions::cache_seqlens / block_table): fills
+// s.seqlens, s.paged / page_size / max_pages / pages, and s.Lk (the
+// capacity) for a paged cache. k / v shapes are already checked.
+void read_kv_cache(Setup& s, const AttentionOptions& o) {
+  const char* op = s.op;
+  if (o.block_table) {
+    const TensorView& bt = *o.block_table;
+    check_index_view(bt, op, "block_table");
+    if (bt.rank != 2 || bt.shape[0] != s.B) {
+      fail(op, "block_table must be [B, max_pages] with B = " + std::to_string(s.B) + ", got " +
+                   bt.describe());
+    }
+    s.paged = true;
+    s.page_size = s.Lk;  // k is [num_pages, Hkv, page_size, D]
+    s.max_pages = bt.shape[1];
+    if (s.page_size == 0 && s.max_pages > 0) {
+      fail(op, "k and v pages hold no key (page_size = 0), got k " + s.k.describe());
+    }
+    if (s.page_size > 0 && s.max_pages > ((int64_t{1} << 24) - 1) / s.page_size) {
+      fail(op, "block_table columns x page_size must be < 2^24 keys, got block_table " +
+                   bt.describe() + ", k " + s.k.describe());
+    }
+    s.Lk = s.max_pages * s.page_size;
+  }
+  if (o.cache_seqlens) {
+    const TensorView& sl = *o.cache_seqlens;
+    check_index_view(sl, op, "cache_seqlens");
+    if (sl.rank != 1 || sl.shape[0] != s.B) {
+      fail(op, "cache_seqlens must be [B] with B = " + std::to_string(s.B) + ", got " +
+                   sl.describe());
+    }
+    s.seqlens.resize(static_cast<size_t>(s.B));
+    for (int64_t b = 0; b < s.B; ++b) {
+      const int64_t n = load_index(sl, b * sl.strides[0]);
+      if (n < 0 || n > s.Lk) {
+        fail(op, "cache_seqlens[" + std::to_string(b) + "] = " + std::to_string(n) +
+                     " is outside [0, Lk = " + std::to_string(s.Lk) + "] (the cache's capacity)");
+      }
+      s.seqlens[static_cast<size_t>(b)] = n;
+    }
+  }
+  if (s.paged) {
+    const TensorView& bt = *o.block_table;
+    const int64_t num_pages = s.k.shape[0];
+    s.pages.assign(static_cast<size_t>(s.B * s.max_pages), -1);
+    for (int64_t b = 0; b < s.B; ++b) {
+      const int64_t used = (s.keys(b) + s.page_size - 1) / std::max<int64_t>(s.page_size, 1);
+      for (int64_t c = 0; c < used; ++c) {
+        const int64_t page = load_index(bt, b * bt.strides[0] + c * bt.strides[1]);
+        if (page < 0 || page >= num_pages) {
+          fail(op, "block_table[" + std::to_string(b) + ", " + std::to_string(c) + "] = " +
+                       std::to_string(page) + " is not a page of k / v (num_pages = " +
+                       std::to_string(num_pages) + ")");
+        }
+        s.pages[static_cast<size_t>(b * s.max_pages + c)] = page;
+      }
+    }
+  }
+}
+
 Setup prepare(const char* op, const TensorView& q, const TensorView& k, const TensorView& v,
               const TensorView& out, const AttentionOptions& o) {
   Setup s;
@@ -217,9 +299,13 @@ Setup prepare(const char* op, const TensorView& q, const TensorView& k, const Te
   s.Hkv = k.shape[1];
   s.Lk = k.shape[2];
   s.Dv = v.shape[3];
-  if (k.shape[0] != s.B || v.shape[0] != s.B) {
-    fail(op, "batch sizes differ: q " + q.describe() + ", k " + k.describe() + ", v " +
-                 v.describe());
+  const bool paged = o.block_table.has_value();
+  if (paged ? k.shape[0] != v.shape[0] : (k.shape[0] != s.B || v.shape[0] != s.B)) {
+    fail(op, paged ? "k and v must hold the same number of pages (block_table given: k, v are "
+                     "[num_pages, Hkv, page_size, D]), got k " + k.describe() + ", v " +
+                         v.describe()
+                   : "batch sizes differ: q " + q.describe() + ", k " + k.describe() + ", v " +
+                         v.describe());
   }
   if (k.shape[3] != s.D) fail(op, "k head dim must equal q's (" + std::to_string(s.D) + "), got " + k.describe());
   if (v.shape[1] != s.Hkv || v.shape[2] != s.Lk) {
@@ -237,14 +323,15 @@ Setup prepare(const char* op, const TensorView& q, const TensorView& k, const Te
                  std::to_string(s.H) + ", " + std::to_string(s.Lq) + ", " +
                  std::to_string(s.Dv) + "], got " + out.describe());
   }
+  s.q = q;
+  s.k = k;
+  s.v = v;
+  if (paged || o.cache_seqlens) read_kv_cache(s, o);
   if (s.Lk >= (int64_t{1} << 24) || s.Lq >= (int64_t{1} << 24) || s.D > INT_MAX ||
       s.Dv > INT_MAX) {
     fail(op, "sequence lengths must be < 2^24 and head dims < 2^31, got q " + q.describe() +
                  ", k " + k.describe());
   }
-  s.q = q;
-  s.k = k;
-  s.v = v;
   // Options.
   if (std::isnan(o.scale)) {
     s.scale = s.D > 0 ? static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.D))) : 1.0f;
@@ -345,6 +432,8 @@ std::vector<std::pair<const TensorView*, const char*>> input_list(const Setup& s
   if (s.o.attn_mask) v.push_back({&*s.o.attn_mask, "attn_mask"});
   if (s.o.sinks) v.push_back({&*s.o.sinks, "sinks"});
   if (s.o.alibi_slopes) v.push_back({&*s.o.alibi_slopes, "alibi_slopes"});
+  if (s.o.cache_seqlens) v.push_back({&*s.o.cache_seqlens, "cache_seqlens"});
+  if (s.o.block_table) v.push_back({&*s.o.block_table, "block_table"});
   return v;
 }
 
@@ -386,7 +475,10 @@ void attention(const TensorView& q, const TensorView& k, const TensorView& v,
     check_out_vs(s, *options.lse, "lse", inputs);
     detail::check_disjoint_or_same(*options.lse, "lse", out, "out", s.op, false);
   }
-  if (s.norm == AttentionNormalizer::kSoftmax) {
+  const bool kv_cache = s.paged || !s.seqlens.empty();
+  if (s.norm == AttentionNormalizer::kSoftmax && (s.Lq <= detail::attn::kDecodeMaxLq || kv_cache)) {
+    detail::attn::forward_decode(s, out);
+  } else if (s.norm == AttentionNormalizer::kSoftmax) {
     detail::attn::forward_softmax(s, out);
   } else {
     detail::attn::forward_rows(s, out);
@@ -399,6 +491,10 @@ void attention_backward(const TensorView& q, const TensorView& k, const TensorVi
                         const AttentionOptions& options) {
   detail::ensure_runtime_initialized();
   const char* op = "attention_backward";
+  if (options.cache_seqlens || options.block_table) {
+    fail(op, "cache_seqlens and block_table (the KV cache forms) are forward-only (inference); "
+             "for training pass k and v as [B, Hkv, Lk, D] with masks");
+  }
   const Setup s = prepare(op, q, k, v, out, options);
   check_rank4(dout, op, "dout");
   detail::check_same_shape(dout, "dout", out, "out", op);

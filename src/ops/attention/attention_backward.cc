@@ -54,7 +54,7 @@ void backward(const Setup& s, const TensorView& dout, const TensorView& dq, cons
       const int64_t h = hk * s.G + g;
       for (int64_t qb = 0; qb < nqb; ++qb) {
         const int64_t i0 = qb * bqn, bq = std::min(bqn, s.Lq - i0);
-        const int64_t kend = s.key_end(i0, bq);
+        const int64_t kend = s.key_end(b, i0, bq);
         const int64_t w = kend + (sink ? 1 : 0);
         char* dqb = s.mat_base(dq, b, h);
         if (kend == 0) {
@@ -78,7 +78,7 @@ void backward(const Setup& s, const TensorView& dout, const TensorView& dq, cons
           if (sink) T[r * w + kend] = s.sink(h);
         }
         std::memcpy(P, T, bq * w * sizeof(float));
-        normalize_rows(s, P, bq, w);
+        normalize_rows(s, P, bq, w, s.Lk);
         // NaN rows (a NaN / +inf logit, or an empty row with kNan): NaN output.
         bool nan_rows[kBlockQ];
         bool any_nan_row = false;

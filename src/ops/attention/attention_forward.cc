@@ -81,17 +81,55 @@ struct ForwardLayout {
 
 }  // namespace
 
+void finish_row(const Setup& s, const TensorView& out, int64_t b, int64_t h, int64_t i, float* o,
+                double dd, float M, bool nan, bool no_keys) {
+  const float empty = s.o.empty_row == EmptyRow::kNan ? kNaNf : 0.0f;
+  const float empty_lse = s.o.empty_row == EmptyRow::kNan ? kNaNf : kNegInff;
+  if (s.sinks != nullptr) {
+    const float sk = s.sink(h);
+    if (std::isnan(sk) || sk == std::numeric_limits<float>::infinity()) {
+      nan = true;
+    } else if (sk != kNegInff) {
+      const float M2 = std::max(M, sk);
+      if (M != kNegInff && M2 != M) {
+        const double a = std::exp(static_cast<double>(M) - M2);
+        kernels::attention_scale_row(o, s.Dv, static_cast<float>(a));
+        dd *= static_cast<float>(a);
+      }
+      dd += std::exp(static_cast<double>(sk) - M2);
+      M = M2;
+    }
+  }
+  if (no_keys && s.sinks != nullptr) {
+    // No key at all (Lk = 0): the output is the empty sum P[:, :0] V,
+    // exactly 0 whatever the sink (SDPA with a sink column); the lse is
+    // the sink's (NaN for a NaN sink, the empty policy for -inf).
+    store_row(out, b, h, i, o, s.Dv, 0.0, 0.0f, true);
+    store_lse(s, b, h, i,
+              nan ? kNaNf
+                  : dd > 0.0 ? static_cast<float>(static_cast<double>(M) + std::log(dd))
+                             : empty_lse);
+  } else if (nan) {
+    store_row(out, b, h, i, o, s.Dv, 0.0, kNaNf, true);
+    store_lse(s, b, h, i, kNaNf);
+  } else if (!(dd > 0.0)) {
+    store_row(out, b, h, i, o, s.Dv, 0.0, empty, true);
+    store_lse(s, b, h, i, empty_lse);
+  } else {
+    store_row(out, b, h, i, o, s.Dv, 1.0 / dd, 0.0f, false);
+    store_lse(s, b, h, i, static_cast<float>(static_cast<double>(M) + std::log(dd)));
+  }
+}
+
 void forward_softmax(const Setup& s, const TensorView& out) {
   const int64_t nqb = (s.Lq + kBlockQ - 1) / kBlockQ;
   const int64_t bk_max = std::min<int64_t>(kBlockK, std::max<int64_t>(s.Lk, 1));
   const int64_t Dvn = std::max<int64_t>(s.Dv, 1);
   const ForwardLayout layout(s, kBlockQ, bk_max);
-  const float empty = s.o.empty_row == EmptyRow::kNan ? kNaNf : 0.0f;
-  const float empty_lse = s.o.empty_row == EmptyRow::kNan ? kNaNf : kNegInff;
   run_tasks(s, s.B * s.H * nqb, layout.total(), [&](int64_t task, float* buf) {
     const auto [b, h, hk, i0, bq] = query_block(s, task, nqb, kBlockQ);
     const auto [qbuf, kbuf, vbuf, S, O, addbuf, keepbuf] = layout.carve(buf);
-    const int64_t kend = s.key_end(i0, bq);
+    const int64_t kend = s.key_end(b, i0, bq);
     const Mat Q = s.q_rows(b, h, i0, bq, qbuf);
     const Mat K = s.k_rows(b, hk, kend, kbuf);
     const Mat V = s.v_rows(b, hk, kend, vbuf);
@@ -119,45 +157,7 @@ void forward_softmax(const Setup& s, const TensorView& out) {
       sgemm(bq, s.Dv, bk, 1.0f, {S, bk, false}, {V.p + j0 * V.ld, V.ld, false}, 1.0f, O, Dvn);
     }
     for (int64_t r = 0; r < bq; ++r) {
-      const int64_t i = i0 + r;
-      float* o = O + r * Dvn;
-      double dd = d[r];
-      float M = m[r];
-      bool nan = bad[r];
-      if (s.sinks != nullptr) {
-        const float sk = s.sink(h);
-        if (std::isnan(sk) || sk == std::numeric_limits<float>::infinity()) {
-          nan = true;
-        } else if (sk != kNegInff) {
-          const float M2 = std::max(M, sk);
-          if (M != kNegInff && M2 != M) {
-            const double a = std::exp(static_cast<double>(M) - M2);
-            kernels::attention_scale_row(o, s.Dv, static_cast<float>(a));
-            dd *= static_cast<float>(a);
-          }
-          dd += std::exp(static_cast<double>(sk) - M2);
-          M = M2;
-        }
-      }
-      if (kend == 0 && s.sinks != nullptr) {
-        // No key at all (Lk = 0): the output is the empty sum P[:, :0] V,
-        // exactly 0 whatever the sink (SDPA with a sink column); the lse is
-        // the sink's (NaN for a NaN sink, the empty policy for -inf).
-        store_row(out, b, h, i, o, s.Dv, 0.0, 0.0f, true);
-        store_lse(s, b, h, i,
-                  nan ? kNaNf
-                      : dd > 0.0 ? static_cast<float>(static_cast<double>(M) + std::log(dd))
-                                 : empty_lse);
-      } else if (nan) {
-        store_row(out, b, h, i, o, s.Dv, 0.0, kNaNf, true);
-        store_lse(s, b, h, i, kNaNf);
-      } else if (!(dd > 0.0)) {
-        store_row(out, b, h, i, o, s.Dv, 0.0, empty, true);
-        store_lse(s, b, h, i, empty_lse);
-      } else {
-        store_row(out, b, h, i, o, s.Dv, 1.0 / dd, 0.0f, false);
-        store_lse(s, b, h, i, static_cast<float>(static_cast<double>(M) + std::log(dd)));
-      }
+      finish_row(s, out, b, h, i0 + r, O + r * Dvn, d[r], m[r], bad[r], kend == 0);
     }
   });
 }
@@ -171,20 +171,22 @@ void forward_rows(const Setup& s, const TensorView& out) {
   run_tasks(s, s.B * s.H * nqb, layout.total(), [&](int64_t task, float* buf) {
     const auto [b, h, hk, i0, bq] = query_block(s, task, nqb, bqn);
     const auto [qbuf, kbuf, vbuf, S, O, addbuf, keepbuf] = layout.carve(buf);
-    const int64_t kend = s.key_end(i0, bq);
+    const int64_t kend = s.key_end(b, i0, bq);
     if (kend == 0) {
       for (int64_t r = 0; r < bq; ++r) store_row(out, b, h, i0 + r, O, s.Dv, 0.0, empty, true);
       return;
     }
     const Mat Q = s.q_rows(b, h, i0, bq, qbuf);
-    const Mat K = s.k_rows(b, hk, kend, kbuf);
-    const Mat V = s.v_rows(b, hk, kend, vbuf);
+    const Mat K = s.key_block(b, hk, 0, kend, kbuf);
+    const Mat V = s.value_block(b, hk, 0, kend, vbuf);
     sgemm(bq, kend, s.D, 1.0f, {Q.p, Q.ld, false}, {K.p, K.ld, true}, 0.0f, S, kend);
     for (int64_t r = 0; r < bq; ++r) {
-      kernels::attention_logits_row(S + r * kend, kend,
-                                    s.logits(b, h, i0 + r, 0, kend, addbuf, keepbuf));
+      const int64_t i = i0 + r;
+      kernels::attention_logits_row(
+          S + r * kend, kend,
+          s.logits_at(b, h, i, s.query_position(b, i), 0, kend, addbuf, keepbuf));
     }
-    normalize_rows(s, S, bq, kend);
+    normalize_rows(s, S, bq, kend, s.keys(b));
     sgemm(bq, s.Dv, kend, 1.0f, {S, kend, false}, {V.p, V.ld, false}, 0.0f, O, Dvn);
     for (int64_t r = 0; r < bq; ++r) store_row(out, b, h, i0 + r, O + r * Dvn, s.Dv, 1.0, 0.0f, false);
   });

@@ -40,6 +40,20 @@ constexpr float kNegInff = -std::numeric_limits<float>::infinity();
 constexpr int64_t kBlockQ = 64;    // query rows per task
 constexpr int64_t kBlockK = 512;   // keys per online step (softmax forward)
 constexpr int64_t kRowBlockFloats = int64_t{1} << 18;  // [block_q, Lk] scratch target
+// Decode driver (attention_decode.cc): used for the softmax normaliser when
+// Lq <= kDecodeMaxLq or a KV cache form is given; rows per task and keys per
+// key chunk (a fixed grid: the bits do not depend on the thread count).
+constexpr int64_t kDecodeMaxLq = 16;
+constexpr int64_t kDecodeRows = 64;
+constexpr int64_t kDecodeSplitKeys = 2048;
+constexpr int64_t kDecodeBlockK = 128;
+// Row chunks up to this many rows use the in-place decode kernels
+// (kernels/attention_decode.cc); larger ones SGEMM (which packs K and V but
+// runs near the FMA peak once the packing is shared by enough rows).
+constexpr int64_t kDecodeKernelRows = 16;
+// Paged KV cache: key blocks stay inside one page (read in place) when pages
+// hold at least this many keys; smaller pages are gathered per block.
+constexpr int64_t kDirectPageKeys = 64;
 
 // A matrix operand for SGEMM: rows with leading dimension ld, unit column stride.
 struct Mat {
@@ -98,6 +112,13 @@ struct Setup {
   AttentionNormalizer norm = AttentionNormalizer::kSoftmax;
   AttentionOptions o;
   int threads = 1;
+  // KV cache forms (AttentionOptions::cache_seqlens / block_table). Lk is
+  // the cache's capacity (Lmax, or pages per sequence x page size).
+  std::vector<int64_t> seqlens;  // [B] keys of each sequence; empty: Lk for all
+  bool paged = false;            // k / v are [num_pages, Hkv, page_size, D]
+  int64_t page_size = 0;
+  int64_t max_pages = 0;         // block_table columns
+  std::vector<int64_t> pages;    // [B * max_pages] page of each (sequence, page slot)
 
   // Null stays null: a view without elements (Lk = 0, D = 0...) may have
   // null data, and no address may be formed from it (UB).
@@ -109,6 +130,65 @@ struct Setup {
   // (b, hk): direct views when SGEMM can read them, else gathered into buf.
   Mat q_rows(int64_t b, int64_t h, int64_t i0, int64_t bq, float* buf) const {
     return matrix(mat_base(q, b, h), q.dtype, q.strides[2], q.strides[3], i0, bq, D, buf);
+  }
+  // Keys of sequence b (cache_seqlens[b], else Lk) and the cache capacity.
+  int64_t keys(int64_t b) const { return seqlens.empty() ? Lk : seqlens[b]; }
+  int64_t key_capacity() const { return Lk; }
+  // Position of query row i of sequence b among its keys: i (SDPA's
+  // top-left alignment) without cache_seqlens; keys(b) - Lq + i with them
+  // (the new tokens are the last Lq keys: bottom-right alignment, as
+  // flash_attn_with_kvcache). is_causal shows keys j <= position; ALiBi
+  // uses |position - j|.
+  int64_t query_position(int64_t b, int64_t i) const {
+    return seqlens.empty() ? i : seqlens[b] - Lq + i;
+  }
+  // Rows [j0, j0 + n) of k (or v) of kv head hk of sequence b, n <=
+  // key_block_length(j0, n): in place when SGEMM can read them, else gathered
+  // (and widened to f32) into buf ([n, D] or [n, Dv]).
+  int64_t key_block_length(int64_t j0, int64_t n) const {
+    if (paged && page_size >= kDirectPageKeys) return std::min(n, page_size - j0 % page_size);
+    return n;
+  }
+  Mat key_block(int64_t b, int64_t hk, int64_t j0, int64_t n, float* buf) const {
+    return cache_block(k, b, hk, j0, n, D, buf);
+  }
+  Mat value_block(int64_t b, int64_t hk, int64_t j0, int64_t n, float* buf) const {
+    return cache_block(v, b, hk, j0, n, Dv, buf);
+  }
+  // The rows cache_block would read in place (f32, unit column stride, one
+  // page), as a prefetch hint; p = nullptr when it would gather them.
+  kernels::PrefetchRows in_place_rows(const TensorView& t, int64_t b, int64_t hk, int64_t j0,
+                                      int64_t n, int64_t cols) const {
+    kernels::PrefetchRows r;
+    if (t.dtype != DType::kF32 || t.data == nullptr || n <= 0 || cols <= 0) return r;
+    if (t.strides[3] != 1 && cols > 1) return r;
+    int64_t slot = b, row0 = j0;
+    if (paged) {
+      if (j0 % page_size + n > page_size) return r;
+      slot = pages[b * max_pages + j0 / page_size];
+      row0 = j0 % page_size;
+    }
+    r.p = reinterpret_cast<const float*>(mat_base(t, slot, hk)) + row0 * t.strides[2];
+    r.ld = t.strides[2];
+    r.rows = n;
+    r.cols = cols;
+    return r;
+  }
+  Mat cache_block(const TensorView& t, int64_t b, int64_t hk, int64_t j0, int64_t n, int64_t cols,
+                  float* buf) const {
+    if (!paged) return matrix(mat_base(t, b, hk), t.dtype, t.strides[2], t.strides[3], j0, n, cols, buf);
+    const int64_t* row = pages.data() + b * max_pages;
+    if (j0 % page_size + n <= page_size) {
+      return matrix(mat_base(t, row[j0 / page_size], hk), t.dtype, t.strides[2], t.strides[3],
+                    j0 % page_size, n, cols, buf);
+    }
+    const int64_t need = std::max<int64_t>(cols, 1);
+    for (int64_t j = j0; j < j0 + n && cols > 0; ++j) {
+      const char* base = mat_base(t, row[j / page_size], hk);
+      gather_row_f32(base + (j % page_size) * t.strides[2] * dtype_size(t.dtype), t.dtype,
+                     t.strides[3], cols, buf + (j - j0) * need);
+    }
+    return Mat{buf, need};
   }
   Mat k_rows(int64_t b, int64_t hk, int64_t n, float* buf) const {
     return matrix(mat_base(k, b, hk), k.dtype, k.strides[2], k.strides[3], 0, n, D, buf);
@@ -122,12 +202,18 @@ struct Setup {
   // row into addbuf / keepbuf.
   kernels::AttentionLogits logits(int64_t b, int64_t h, int64_t i, int64_t j0, int64_t n,
                                   float* addbuf, uint8_t* keepbuf) const {
+    return logits_at(b, h, i, i, j0, n, addbuf, keepbuf);
+  }
+  // The same for query row i at position pos (query_position): the mask is
+  // indexed by row i, the causal limit and ALiBi use pos.
+  kernels::AttentionLogits logits_at(int64_t b, int64_t h, int64_t i, int64_t pos, int64_t j0,
+                                     int64_t n, float* addbuf, uint8_t* keepbuf) const {
     kernels::AttentionLogits p;
     p.scale = scale;
     p.softcap = cap;
     p.alibi_slope = slope(b, h);
-    p.alibi_i_minus_j0 = static_cast<float>(i - j0);
-    if (o.is_causal) p.limit = std::max<int64_t>(i + 1 - j0, 0);
+    p.alibi_i_minus_j0 = static_cast<float>(pos - j0);
+    if (o.is_causal) p.limit = std::max<int64_t>(pos + 1 - j0, 0);
     if (has_mask) {
       const int64_t off = b * ms[0] + h * ms[1] + i * ms[2] + j0 * ms[3];
       if (mask_bool) {
@@ -141,9 +227,11 @@ struct Setup {
     }
     return p;
   }
-  // Keys visible to query block [i0, i0 + bq).
-  int64_t key_end(int64_t i0, int64_t bq) const {
-    return o.is_causal ? std::min(Lk, i0 + bq) : Lk;
+  // Keys visible to query block [i0, i0 + bq) of sequence b (the causal
+  // limit of its last row, at most keys(b)).
+  int64_t key_end(int64_t b, int64_t i0, int64_t bq) const {
+    if (!o.is_causal) return keys(b);
+    return std::clamp<int64_t>(query_position(b, i0 + bq - 1) + 1, 0, keys(b));
   }
   int64_t row_block() const {
     return std::clamp<int64_t>(kRowBlockFloats / std::max<int64_t>(Lk + 1, 1), 1, kBlockQ);
@@ -169,7 +257,9 @@ class Carve {
 SoftmaxOptions row_options(const Setup& s);
 
 // P = normaliser(T) for rows of T ([rows, n], ld = n, contiguous), in place.
-void normalize_rows(const Setup& s, float* t, int64_t rows, int64_t n);
+// keys: the sequence's key count (keys(b)), the n of sigmoid's default
+// per-sequence bias.
+void normalize_rows(const Setup& s, float* t, int64_t rows, int64_t n, int64_t keys);
 
 // dT = VJP of the normaliser at logits T (output P) with upstream dP.
 void normalize_backward_rows(const Setup& s, const float* t, const float* p, const float* dp,
@@ -198,8 +288,17 @@ void run_tasks(const Setup& s, int64_t tasks, int64_t scratch_floats, Fn&& fn) {
   }
 }
 
-// The three drivers (attention_forward.cc, attention_backward.cc).
+// The end of a softmax row, shared by the forward drivers: o (Dv floats,
+// scratch: scaled in place) holds sum_j e^(t_j - M) v_j and dd = sum_j
+// e^(t_j - M) over the row's visible keys (M = -inf, dd = 0: none); nan: a
+// NaN / +inf logit was seen; no_keys: the sequence has no key at all.
+// Applies the sink, the empty_row / NaN policies and stores out (and lse).
+void finish_row(const Setup& s, const TensorView& out, int64_t b, int64_t h, int64_t i, float* o,
+                double dd, float M, bool nan, bool no_keys);
+
+// The drivers (attention_forward.cc, attention_decode.cc, attention_backward.cc).
 void forward_softmax(const Setup& s, const TensorView& out);
+void forward_decode(const Setup& s, const TensorView& out);
 void forward_rows(const Setup& s, const TensorView& out);
 void backward(const Setup& s, const TensorView& dout, const TensorView& dq, const TensorView& dk,
               const TensorView& dv);

@@ -1,0 +1,209 @@
+// src/ops/attention/attention_decode.cc: the forward driver for few query rows
+// against many keys (decoding with a KV cache; FlashDecoding, Dao et al. 2023).
+//
+// The prefill driver (attention_forward.cc) runs one task per (batch, head,
+// 64-query block): with Lq = 1 that is one task per head, each streaming its
+// kv head's K and V once per query head, so grouped-query attention reads K
+// and V G times and a single long row cannot use a second thread. Here:
+//
+// * Rows: the G query heads of one kv head and their Lq query rows form one
+//   block of R = G Lq rows (in chunks of kDecodeRows), so each key and value
+//   row is read from memory once for all of them.
+// * Keys: split into chunks of kDecodeSplitKeys keys; one task per (batch, kv
+//   head, row chunk, key chunk). A task keeps the online (m, d, o) state of
+//   its rows over its keys (blocks of kBlockK: SGEMM scores, the logit
+//   transform, one online step, SGEMM P V) and leaves it in a partial record.
+// * Merge: per row, the partial records of its key chunks, in chunk order:
+//   M = max m_c, d = sum d_c e^(m_c - M), o = sum o_c e^(m_c - M); then the
+//   sink, the empty / NaN policies and the stores exactly as in the prefill
+//   driver (finish_row in attention_internal.h).
+// The grid depends on the shapes only, so the bits do not depend on the
+// thread count; they differ from the prefill driver's (another summation
+// order) within the same bound: the chunk merges are block merges of the
+// prefill driver's bound (L_acc counts one rounding per key block).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "kernels/attention.h"
+#include "ops/attention/attention_internal.h"
+
+namespace smax::detail::attn {
+namespace {
+
+// One task's scratch: its query rows, a gathered key / value block, the
+// scores and a gathered mask row.
+struct DecodeLayout {
+  int64_t qf, kf, vf, sf, mf, keepf;
+  DecodeLayout(const Setup& s, int64_t rows, int64_t bk) {
+    const int64_t Dn = std::max<int64_t>(s.D, 1), Dvn = std::max<int64_t>(s.Dv, 1);
+    qf = rows * Dn;
+    kf = bk * Dn;
+    vf = bk * Dvn;
+    sf = rows * bk;
+    mf = bk;
+    keepf = bk / 4 + 1;
+  }
+  int64_t total() const { return qf + kf + vf + sf + mf + keepf; }
+};
+
+// The grid: tasks over (b, hk, row chunk rc, key chunk c), c fastest.
+struct DecodeGrid {
+  int64_t R = 0;       // rows per kv head: G * Lq (row r: head hk G + r / Lq, query r % Lq)
+  int64_t rows = 0;    // rows per chunk
+  int64_t nrc = 0;     // row chunks
+  int64_t chunk = 0;   // keys per key chunk
+  int64_t nkc = 0;     // key chunks
+  int64_t tasks() const { return nkc * nrc; }
+};
+
+DecodeGrid decode_grid(const Setup& s) {
+  DecodeGrid g;
+  g.R = s.G * s.Lq;
+  g.rows = std::min<int64_t>(std::max<int64_t>(g.R, 1), kDecodeRows);
+  g.nrc = (g.R + g.rows - 1) / g.rows;
+  g.chunk = kDecodeSplitKeys;
+  g.nkc = std::max<int64_t>((s.key_capacity() + g.chunk - 1) / g.chunk, 1);
+  return g;
+}
+
+// Partial state of every (b, hk, row chunk, key chunk, row): o (Dvn floats),
+// m, d and the NaN flag.
+struct Partials {
+  int64_t Dvn = 1, rows = 1;
+  std::vector<float> o, m;
+  std::vector<double> d;
+  std::vector<uint8_t> bad;
+  Partials(int64_t records, int64_t rows_, int64_t Dvn_) : Dvn(Dvn_), rows(rows_) {
+    o.assign(static_cast<size_t>(records * rows * Dvn), 0.0f);
+    m.assign(static_cast<size_t>(records * rows), kNegInff);
+    d.assign(static_cast<size_t>(records * rows), 0.0);
+    bad.assign(static_cast<size_t>(records * rows), 0);
+  }
+  size_t at(int64_t record, int64_t r) const { return static_cast<size_t>(record * rows + r); }
+};
+
+}  // namespace
+
+void forward_decode(const Setup& s, const TensorView& out) {
+  if (s.B == 0 || s.H == 0 || s.Lq == 0) return;
+  const DecodeGrid grid = decode_grid(s);
+  const int64_t Dn = std::max<int64_t>(s.D, 1), Dvn = std::max<int64_t>(s.Dv, 1);
+  const int64_t bk_max = std::min<int64_t>(kDecodeBlockK, std::max<int64_t>(s.key_capacity(), 1));
+  const DecodeLayout layout(s, grid.rows, bk_max);
+  const int64_t heads = s.B * s.Hkv;
+  Partials part(heads * grid.tasks(), grid.rows, Dvn);
+  run_tasks(s, heads * grid.tasks(), layout.total(), [&](int64_t task, float* buf) {
+    const int64_t kc = task % grid.nkc, rc = (task / grid.nkc) % grid.nrc;
+    const int64_t bhk = task / grid.tasks(), hk = bhk % s.Hkv, b = bhk / s.Hkv;
+    const int64_t r0 = rc * grid.rows, nr = std::min(grid.rows, grid.R - r0);
+    const int64_t keys = s.keys(b);
+    const int64_t c0 = kc * grid.chunk;
+    // Keys this chunk can show to any of its rows (causal rows see fewer).
+    int64_t c1 = std::min(c0 + grid.chunk, keys);
+    if (s.o.is_causal) {
+      int64_t last = -1;
+      for (int64_t r = r0; r < r0 + nr; ++r) last = std::max(last, s.query_position(b, r % s.Lq));
+      c1 = std::min(c1, last + 1);
+    }
+    if (c1 <= c0) return;  // nothing visible: the record stays (m = -inf, d = 0, o = 0)
+    Carve cv(buf);
+    float* Q = cv.take(layout.qf);
+    float* kbuf = cv.take(layout.kf);
+    float* vbuf = cv.take(layout.vf);
+    float* S = cv.take(layout.sf);
+    float* addbuf = cv.take(layout.mf);
+    uint8_t* keepbuf = cv.take_bytes_rest();
+    for (int64_t r = 0; r < nr; ++r) {
+      const int64_t h = hk * s.G + (r0 + r) / s.Lq, i = (r0 + r) % s.Lq;
+      const TensorView& q = s.q;
+      if (s.D > 0) {
+        gather_row_f32(static_cast<const char*>(q.data) +
+                           (b * q.strides[0] + h * q.strides[1] + i * q.strides[2]) *
+                               dtype_size(q.dtype),
+                       q.dtype, q.strides[3], s.D, Q + r * Dn);
+      }
+    }
+    const int64_t record = bhk * grid.tasks() + rc * grid.nkc + kc;
+    float* O = part.o.data() + part.at(record, 0) * Dvn;
+    float* m = part.m.data() + part.at(record, 0);
+    double* d = part.d.data() + part.at(record, 0);
+    uint8_t* bad = part.bad.data() + part.at(record, 0);
+    for (int64_t j0 = c0; j0 < c1;) {
+      const int64_t bk = s.key_block_length(j0, std::min(kDecodeBlockK, c1 - j0));
+      const bool small = nr <= kDecodeKernelRows;
+      // In-place rows of the next operands, prefetched while each product
+      // runs (the value block during the scores, the next key block during
+      // P V), so the memory stream does not stop between the two.
+      kernels::PrefetchRows next_v, next_k;
+      if (small) {
+        next_v = s.in_place_rows(s.v, b, hk, j0, bk, s.Dv);
+        if (j0 + bk < c1) {
+          next_k = s.in_place_rows(s.k, b, hk, j0 + bk,
+                                   s.key_block_length(j0 + bk, std::min(kDecodeBlockK, c1 - j0 - bk)),
+                                   s.D);
+        }
+      }
+      const Mat K = s.key_block(b, hk, j0, bk, kbuf);
+      if (small) {
+        kernels::attention_decode_scores(Q, nr, Dn, K.p, K.ld, bk, s.D, S, bk, next_v);
+      } else {
+        sgemm(nr, bk, s.D, 1.0f, {Q, Dn, false}, {K.p, K.ld, true}, 0.0f, S, bk);
+      }
+      for (int64_t r = 0; r < nr; ++r) {
+        const int64_t h = hk * s.G + (r0 + r) / s.Lq, i = (r0 + r) % s.Lq;
+        float* t = S + r * bk;
+        kernels::attention_logits_row(
+            t, bk, s.logits_at(b, h, i, s.query_position(b, i), j0, bk, addbuf, keepbuf));
+        const kernels::OnlineStep st = kernels::attention_online_step(t, bk, m[r]);
+        bad[r] = bad[r] || st.bad;
+        if (st.alpha != 1.0f) kernels::attention_scale_row(O + r * Dvn, s.Dv, st.alpha);
+        d[r] = d[r] * static_cast<double>(st.alpha) + st.sum;
+        m[r] = st.m;
+      }
+      const Mat V = s.value_block(b, hk, j0, bk, vbuf);
+      if (small) {
+        kernels::attention_decode_accumulate(S, nr, bk, V.p, V.ld, bk, s.Dv, O, Dvn, next_k);
+      } else {
+        sgemm(nr, s.Dv, bk, 1.0f, {S, bk, false}, {V.p, V.ld, false}, 1.0f, O, Dvn);
+      }
+      j0 += bk;
+    }
+  });
+  // Merge the key chunks of each row, in chunk order.
+  run_tasks(s, heads * grid.nrc, Dvn, [&](int64_t task, float* o) {
+    const int64_t rc = task % grid.nrc, bhk = task / grid.nrc;
+    const int64_t hk = bhk % s.Hkv, b = bhk / s.Hkv;
+    const int64_t r0 = rc * grid.rows, nr = std::min(grid.rows, grid.R - r0);
+    const int64_t first = bhk * grid.tasks() + rc * grid.nkc;
+    for (int64_t r = 0; r < nr; ++r) {
+      const int64_t h = hk * s.G + (r0 + r) / s.Lq, i = (r0 + r) % s.Lq;
+      float M = kNegInff;
+      bool nan = false;
+      for (int64_t c = 0; c < grid.nkc; ++c) {
+        const size_t at = part.at(first + c, r);
+        M = std::max(M, part.m[at]);
+        nan = nan || part.bad[at] != 0;
+      }
+      std::fill(o, o + Dvn, 0.0f);
+      double dd = 0.0;
+      if (M != kNegInff) {
+        for (int64_t c = 0; c < grid.nkc; ++c) {
+          const size_t at = part.at(first + c, r);
+          if (part.m[at] == kNegInff) continue;  // no visible key in this chunk
+          const float a = part.m[at] == M ? 1.0f
+                                          : static_cast<float>(std::exp(
+                                                static_cast<double>(part.m[at]) - M));
+          const float* oc = part.o.data() + at * Dvn;
+          for (int64_t col = 0; col < s.Dv; ++col) o[col] += a * oc[col];
+          dd += part.d[at] * static_cast<double>(a);
+        }
+      }
+      finish_row(s, out, b, h, i, o, dd, M, nan, s.keys(b) == 0);
+    }
+  });
+}
+
+}  // namespace smax::detail::attn
