@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "reference/reference.h"
@@ -44,7 +45,7 @@ std::vector<double> expand(const TensorView& view, const std::vector<int64_t>& s
 // Normalises one row of logits t (n entries, -inf masked) into y; sink:
 // optional extra softmax logit. Returns the softmax lse.
 double normalize_row(const AttentionProblem& p, const double* t, int64_t n, const double* sink,
-                     double* y, double* aux) {
+                     double* y, double* aux, int64_t keys) {
   const auto& o = p.o;
   int64_t vis = 0;
   bool nan = false, pinf = false;
@@ -89,9 +90,10 @@ double normalize_row(const AttentionProblem& p, const double* t, int64_t n, cons
       return kNaN;
     }
     case AttentionNormalizer::kSigmoid: {
-      // Default bias: -ln n, n = Lk (kPerSequence) or the row's visible keys.
+      // Default bias: -ln n, n = the sequence's keys (Lk, or cache_seqlens[b];
+      // kPerSequence) or the row's visible keys.
       const double nb = o.sigmoid_bias_mode == SigmoidBiasMode::kPerSequence
-                            ? static_cast<double>(p.Lk)
+                            ? static_cast<double>(keys)
                             : static_cast<double>(vis);
       const double b = std::isnan(o.sigmoid_bias) ? -std::log(nb)
                                                   : static_cast<double>(o.sigmoid_bias);
@@ -179,6 +181,41 @@ void normalize_row_backward(const AttentionProblem& p, const double* t, const do
   }
 }
 
+
+// Element `at` (in elements) of an i32 / i64 view.
+int64_t index_at(const TensorView& t, int64_t at) {
+  const char* p = static_cast<const char*>(t.data);
+  if (t.dtype == DType::kI32) {
+    int32_t x;
+    std::memcpy(&x, p + at * 4, 4);
+    return x;
+  }
+  int64_t x;
+  std::memcpy(&x, p + at * 8, 8);
+  return x;
+}
+
+// Logical [B, Hkv, Lk, cols] from a pool of pages [num_pages, Hkv, page, cols]:
+// key j of sequence b is row j % page of page table[b, j / page]; pages past
+// `used[b]` keys are left 0.
+std::vector<double> unpage(const TensorView& pool, const TensorView& table, int64_t B,
+                           const std::vector<int64_t>& used) {
+  const int64_t Hkv = pool.shape[1], page = pool.shape[2], cols = pool.shape[3];
+  const int64_t slots = table.shape[1], Lk = slots * page;
+  const std::vector<double> dense = to_dense(pool);
+  std::vector<double> out(static_cast<size_t>(B * Hkv * Lk * cols), 0.0);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t j = 0; j < used[static_cast<size_t>(b)]; ++j) {
+      const int64_t pg = index_at(table, b * table.strides[0] + (j / page) * table.strides[1]);
+      for (int64_t hk = 0; hk < Hkv; ++hk)
+        for (int64_t c = 0; c < cols; ++c) {
+          out[static_cast<size_t>(((b * Hkv + hk) * Lk + j) * cols + c)] =
+              dense[static_cast<size_t>(((pg * Hkv + hk) * page + j % page) * cols + c)];
+        }
+    }
+  return out;
+}
+
 }  // namespace
 
 AttentionProblem attention_problem(const TensorView& q, const TensorView& k, const TensorView& v,
@@ -189,11 +226,23 @@ AttentionProblem attention_problem(const TensorView& q, const TensorView& k, con
   p.Lq = q.shape[2];
   p.D = q.shape[3];
   p.Hkv = k.shape[1];
-  p.Lk = k.shape[2];
+  p.Lk = options.block_table ? options.block_table->shape[1] * k.shape[2] : k.shape[2];
   p.Dv = v.shape[3];
   p.q = to_dense(q);
-  p.k = to_dense(k);
-  p.v = to_dense(v);
+  if (options.cache_seqlens) {
+    for (int64_t b = 0; b < p.B; ++b) {
+      p.seqlens.push_back(index_at(*options.cache_seqlens, b * options.cache_seqlens->strides[0]));
+    }
+  }
+  if (options.block_table) {
+    const std::vector<int64_t> used =
+        p.seqlens.empty() ? std::vector<int64_t>(static_cast<size_t>(p.B), p.Lk) : p.seqlens;
+    p.k = unpage(k, *options.block_table, p.B, used);
+    p.v = unpage(v, *options.block_table, p.B, used);
+  } else {
+    p.k = to_dense(k);
+    p.v = to_dense(v);
+  }
   p.o = options;
   p.scale = std::isnan(options.scale) ? (p.D > 0 ? 1.0 / std::sqrt(static_cast<double>(p.D)) : 1.0)
                                       : static_cast<double>(options.scale);
@@ -231,21 +280,27 @@ AttentionResult attention_forward(const AttentionProblem& p) {
         const double* Q = p.q.data() + ((b * p.H + h) * p.Lq + i) * p.D;
         const int64_t row = (b * p.H + h) * p.Lq + i;
         double* t = r.T.data() + row * p.Lk;
+        const int64_t keys = p.seqlens.empty() ? p.Lk : p.seqlens[static_cast<size_t>(b)];
+        const int64_t pos = p.seqlens.empty() ? i : keys - p.Lq + i;  // the query's position
         for (int64_t j = 0; j < p.Lk; ++j) {
+          if (j >= keys) {  // past the sequence's keys (KV cache): never read
+            t[j] = -kInf;
+            continue;
+          }
           double x = 0;
           for (int64_t c = 0; c < p.D; ++c) x += Q[c] * K[j * p.D + c];
           x *= p.scale;
           if (cap > 0) x = cap * std::tanh(x / cap);
-          if (!p.alibi.empty()) x += -p.alibi[b * p.H + h] * std::abs(static_cast<double>(i - j));
+          if (!p.alibi.empty()) x += -p.alibi[b * p.H + h] * std::abs(static_cast<double>(pos - j));
           if (!p.add.empty()) x += p.add[row * p.Lk + j];
           if (!p.keep.empty() && !p.keep[row * p.Lk + j]) x = -kInf;
-          if (p.o.is_causal && j > i) x = -kInf;
+          if (p.o.is_causal && j > pos) x = -kInf;
           t[j] = x;
         }
         double* y = r.P.data() + row * p.Lk;
         double aux[3] = {0, 0, 0};
         const double sink = p.sinks.empty() ? 0.0 : p.sinks[h];
-        r.lse[row] = normalize_row(p, t, p.Lk, p.sinks.empty() ? nullptr : &sink, y, aux);
+        r.lse[row] = normalize_row(p, t, p.Lk, p.sinks.empty() ? nullptr : &sink, y, aux, keys);
         double* o = r.out.data() + row * p.Dv;
         bool row_nan = false;
         for (int64_t j = 0; j < p.Lk; ++j) row_nan = row_nan || std::isnan(y[j]);
@@ -254,7 +309,7 @@ AttentionResult attention_forward(const AttentionProblem& p) {
           for (int64_t j = 0; j < p.Lk; ++j) acc += y[j] == 0.0 ? 0.0 : y[j] * V[j * p.Dv + c];
           o[c] = row_nan ? kNaN : acc;
         }
-        if (p.Lk == 0 && p.sinks.empty() && p.o.empty_row == EmptyRow::kNan) {
+        if (keys == 0 && p.sinks.empty() && p.o.empty_row == EmptyRow::kNan) {
           for (int64_t c = 0; c < p.Dv; ++c) o[c] = kNaN;
         }
       }
@@ -301,7 +356,7 @@ AttentionGrads attention_backward(const AttentionProblem& p, const std::vector<d
         {  // recompute aux
           std::vector<double> tmp(static_cast<size_t>(p.Lk));
           const double sink = p.sinks.empty() ? 0.0 : p.sinks[h];
-          normalize_row(p, t, p.Lk, p.sinks.empty() ? nullptr : &sink, tmp.data(), aux);
+          normalize_row(p, t, p.Lk, p.sinks.empty() ? nullptr : &sink, tmp.data(), aux, p.Lk);
         }
         for (int64_t j = 0; j < p.Lk; ++j) {
           double a = 0, aa = 0;

@@ -21,11 +21,16 @@ struct AttentionProblem {
   std::vector<uint8_t> keep;   ///< bool mask [B, H, Lq, Lk] (empty: none)
   std::vector<double> sinks;   ///< [H] (empty: none)
   std::vector<double> alibi;   ///< [B, H] (empty: none)
+  /// [B] keys of each sequence (options.cache_seqlens; empty: Lk for all).
+  /// Keys j >= seqlens[b] are masked; query i sits at seqlens[b] - Lq + i.
+  std::vector<int64_t> seqlens;
   double scale = 1.0;          ///< resolved (NaN option -> 1/sqrt(D))
   AttentionOptions o;          ///< normaliser, causal, softcap, params, empty_row
 };
 
-/// Reads the views (any strides) and options into a dense problem.
+/// Reads the views (any strides) and options into a dense problem. A paged
+/// KV cache (options.block_table) is read into logical [B, Hkv, Lk, D]
+/// arrays (pages a sequence does not use: 0, masked by seqlens).
 AttentionProblem attention_problem(const TensorView& q, const TensorView& k, const TensorView& v,
                                    const AttentionOptions& options);
 
