@@ -71,7 +71,8 @@ def attention(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 
               alibi_slopes: Any = None, sigmoid_bias: Optional[float] = None,
               softpick_eps: float = 1e-6, ssmax_s: float = 0.43, empty_row: str = "zero",
               return_lse: bool = False, threads: Optional[int] = None,
-              out: Any = None, sigmoid_bias_mode: str = "per_sequence") -> Any:
+              out: Any = None, sigmoid_bias_mode: str = "per_sequence",
+              cache_seqlens: Any = None, block_table: Any = None) -> Any:
     """Scaled dot-product attention, ``softmax(q k^T * scale + mask) v`` for
     ``normalizer="softmax"`` (the other normalisers replace the softmax row).
 
@@ -93,7 +94,21 @@ def attention(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 
     "nan"), return_lse (softmax only: also return lse [B, H, Lq]), threads.
     A torch tensor that requires grad goes through ``smax.torch.attention``
     (not with ``out=``: an ``out`` call is not differentiable).
+
+    Decoding with a KV cache (forward only; docs/attention.md): cache_seqlens
+    (int32 / int64 [B]) gives each sequence's number of valid keys in k / v
+    (their L is the cache's capacity); the Lq queries are the last Lq tokens
+    of their sequence, so is_causal is bottom-right aligned and ALiBi uses
+    those positions (flash_attn_with_kvcache's semantics). block_table
+    (int32 / int64 [B, max_pages]) makes k / v pools of pages
+    [num_pages, Hkv, page_size, D] (a vLLM [num_pages, page_size, Hkv, D]
+    cache passed as ``k.transpose(1, 2)``): key j of sequence b is row
+    j % page_size of page block_table[b, j // page_size].
     """
+    kv_cache = cache_seqlens is not None or block_table is not None
+    if kv_cache and _wants_grad(q, k, v):
+        raise ValueError("smax.attention: cache_seqlens / block_table (the KV cache forms) are "
+                         "forward-only; call it under torch.no_grad()")
     if out is None and _wants_grad(q, k, v):
         if return_lse:
             raise ValueError("smax.attention: return_lse is not supported with autograd; "
@@ -119,7 +134,8 @@ def attention(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 
         res = out
         o4, _ = _as4(out, "out")
     lse = _alloc(q, shape[:3], op="attention") if return_lse else None
-    _C.attention(_opt(q4), _opt(k4), _opt(v4), _opt(o4), _opt(attn_mask), _opt(lse), ao)
+    _C.attention(_opt(q4), _opt(k4), _opt(v4), _opt(o4), _opt(attn_mask), _opt(lse), ao,
+                 _opt(cache_seqlens), _opt(block_table))
     if out is None and squeeze:
         res = res[0]
         if lse is not None:

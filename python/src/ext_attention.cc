@@ -77,7 +77,8 @@ void def_attention(nb::module_& m) {
   m.def(
       "attention",
       [](const In& q, const In& k, const In& v, const Out& out, const std::optional<In>& mask,
-         const std::optional<Out>& lse, const PyAttentionOptions& ao) {
+         const std::optional<Out>& lse, const PyAttentionOptions& ao,
+         const std::optional<In>& cache_seqlens, const std::optional<In>& block_table) {
         const char* op = "attention";
         AttnArgs a = attn_options(op, mask, ao);
         const auto qv = flt(q, op, "q");
@@ -85,11 +86,14 @@ void def_attention(nb::module_& m) {
         const auto vv = flt(v, op, "v");
         const auto ov = flto(out, op, "out");
         a.o.lse = opt_flto(lse, op, "lse");
+        if (cache_seqlens) a.o.cache_seqlens = to_view(*cache_seqlens, op, "cache_seqlens", Want::kIndex);
+        if (block_table) a.o.block_table = to_view(*block_table, op, "block_table", Want::kIndex);
         nb::gil_scoped_release r;
         smax::attention(qv, kv, vv, ov, a.o);
       },
       nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("out"), nb::arg("attn_mask").none(),
-      nb::arg("lse").none(), nb::arg("ao"));
+      nb::arg("lse").none(), nb::arg("ao"), nb::arg("cache_seqlens").none() = nb::none(),
+      nb::arg("block_table").none() = nb::none());
   m.def(
       "attention_backward",
       [](const In& q, const In& k, const In& v, const In& out, const In& dout, const Out& dq,

@@ -94,7 +94,8 @@ inline constexpr const char* kFloatDtypes = "float32, float64, float16 or bfloat
 /// What a view of `a` wants: any floating dtype (kFloat: the C++ API takes
 /// f32, f64, f16 and bf16 for every floating operand of every op), int64, or
 /// a byte mask.
-enum class Want { kFloat, kI64, kBool };
+// kIndex: int32 or int64 (KV cache lengths and block tables).
+enum class Want { kFloat, kI64, kBool, kIndex };
 
 /// View over an ndarray's memory (strides in elements, as nanobind gives them).
 template <typename Array>
@@ -119,6 +120,10 @@ inline smax::TensorView to_view(const Array& a, const char* op, const char* arg,
       ok = is_byte_mask(d);
       dt = smax::DType::kBool;
       break;
+    case Want::kIndex:
+      ok = is_i64(d) || d == nb::dtype<int32_t>();
+      dt = is_i64(d) ? smax::DType::kI64 : smax::DType::kI32;
+      break;
   }
   if (!ok) {
     // Name the dtype, what smax takes and the cast (for an output: what to
@@ -133,6 +138,8 @@ inline smax::TensorView to_view(const Array& a, const char* op, const char* arg,
     } else if (want == Want::kI64) {
       msg += is_output ? ", expected int64: pass an int64 " + a
                        : ", expected int64: pass " + a + ".astype(np.int64) / " + a + ".long()";
+    } else if (want == Want::kIndex) {
+      msg += ", expected int32 or int64: pass " + a + ".astype(np.int32) / " + a + ".int()";
     } else {
       msg += ", expected bool";
     }

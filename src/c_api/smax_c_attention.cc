@@ -33,10 +33,13 @@ static_assert(static_cast<int>(SMAX_SIGMOID_BIAS_PER_ROW_VISIBLE) ==
               "sigmoid bias modes must mirror smax::SigmoidBiasMode");
 
 // The fields added after version 1 (sigmoid_bias_mode, reserved0) fill the
-// struct to a multiple of its alignment: no implicit padding.
-static_assert(offsetof(smax_attention_options, reserved0) + sizeof(int32_t) ==
-                  sizeof(smax_attention_options),
-              "smax_attention_options must have no tail padding");
+// struct to a multiple of its alignment, and version 0.3's two pointers
+// follow them: no implicit padding.
+static_assert(offsetof(smax_attention_options, block_table) + sizeof(void*) ==
+                      sizeof(smax_attention_options) &&
+                  offsetof(smax_attention_options, cache_seqlens) ==
+                      offsetof(smax_attention_options, reserved0) + sizeof(int32_t),
+              "smax_attention_options must have no padding");
 
 static_assert(offsetof(smax_attention_options, struct_size) == 0 &&
                   std::is_same_v<decltype(smax_attention_options::struct_size), uint32_t> &&
@@ -86,6 +89,13 @@ smax::AttentionOptions to_attention(const smax_attention_options* p, const char*
   }
   if (mode != SMAX_SIGMOID_BIAS_DEFAULT) {
     out.sigmoid_bias_mode = static_cast<smax::SigmoidBiasMode>(mode);
+  }
+  const auto has_ptr = [p](size_t offset) { return p->struct_size >= offset + sizeof(void*); };
+  if (has_ptr(offsetof(smax_attention_options, cache_seqlens))) {
+    out.cache_seqlens = to_optional_view(p->cache_seqlens, op, "params.cache_seqlens");
+  }
+  if (has_ptr(offsetof(smax_attention_options, block_table))) {
+    out.block_table = to_optional_view(p->block_table, op, "params.block_table");
   }
   if (has(offsetof(smax_attention_options, reserved0)) && p->reserved0 != 0) {
     throw smax::Error(smax::Status::kUnsupported,

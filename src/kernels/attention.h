@@ -45,24 +45,25 @@ void attention_softcap_grad_row(const float* s, float* dt, int64_t n, float scal
                                 float cap) noexcept;
 
 /// Rows the decoding products prefetch while they run (the operand of the
-/// next product: the value block during the scores, the next key block
-/// during P V), spread evenly over the work; p = nullptr: none. A hint
-/// only: prefetches never fault and change no result.
+/// next product: the value rows during the scores, the next key rows during
+/// P V), spread evenly over the work; rows = nullptr: none. A hint only:
+/// prefetches never fault and change no result.
 struct PrefetchRows {
-  const float* p = nullptr;
-  int64_t ld = 0, rows = 0, cols = 0;
+  const float* const* rows = nullptr;
+  int64_t n = 0, cols = 0;
 };
 
-/// Decoding products (kernels/attention_decode.cc), for a few query rows:
-/// s[r * lds + j] = sum_c q[r * ldq + c] k[j * ldk + c] (r < rows, j < n,
-/// c < D; D = 0: 0), in an order fixed by the shapes.
-void attention_decode_scores(const float* q, int64_t rows, int64_t ldq, const float* k,
-                             int64_t ldk, int64_t n, int64_t D, float* s, int64_t lds,
+/// Decoding products (kernels/attention_decode.cc), for a few query rows and
+/// key / value rows given by pointer (in place in a cache or its pages):
+/// s[r * lds + j] = sum_c q[r * ldq + c] k[j][c] (r < rows, j < n, c < D;
+/// D = 0: 0), in an order fixed by the shapes.
+void attention_decode_scores(const float* q, int64_t rows, int64_t ldq, const float* const* k,
+                             int64_t n, int64_t D, float* s, int64_t lds,
                              const PrefetchRows& prefetch = {}) noexcept;
-/// o[r * ldo + c] += sum_j p[r * ldp + j] v[j * ldv + c] (r < rows, c < Dv,
-/// keys j = 0 .. n - 1 added in order).
-void attention_decode_accumulate(const float* p, int64_t rows, int64_t ldp, const float* v,
-                                 int64_t ldv, int64_t n, int64_t Dv, float* o, int64_t ldo,
+/// o[r * ldo + c] += sum_j p[r * ldp + j] v[j][c] (r < rows, c < Dv, keys
+/// j = 0 .. n - 1 added in order).
+void attention_decode_accumulate(const float* p, int64_t rows, int64_t ldp, const float* const* v,
+                                 int64_t n, int64_t Dv, float* o, int64_t ldo,
                                  const PrefetchRows& prefetch = {}) noexcept;
 
 }  // namespace smax::kernels

@@ -31,19 +31,10 @@ namespace smax::kernels::HWY_NAMESPACE {
 constexpr size_t kValueKeys = 32;
 // Key rows ahead of the scores loop that are prefetched.
 constexpr size_t kPrefetchKeys = 16;
-constexpr bool kPrefetchValues = true;
 
 // Every 64-byte line of a row of n floats.
 HWY_INLINE void PrefetchRow(const float* p, size_t n) {
   for (size_t c = 0; c < n; c += 16) hwy::Prefetch(p + c);
-}
-// The same into L2 only (the next operand: it is read after this product).
-HWY_INLINE void PrefetchRowL2(const float* p, size_t n) {
-#if defined(__GNUC__) || defined(__clang__)
-  for (size_t c = 0; c < n; c += 16) __builtin_prefetch(p + c, 0, 2);
-#else
-  PrefetchRow(p, n);
-#endif
 }
 
 HWY_INLINE VF LoadPart(DF d, const float* p, size_t c, size_t count) {
@@ -55,10 +46,10 @@ HWY_INLINE float Sum(DF d, VF v) { return hn::GetLane(hn::SumOfLanes(d, v)); }
 // Prefetches the rows of `pf` that correspond to keys [j0, j1) of n, in
 // proportion (pf.rows rows spread over the n keys).
 HWY_INLINE void PrefetchShare(const PrefetchRows& pf, size_t j0, size_t j1, size_t n) {
-  if (pf.p == nullptr) return;
-  const size_t rows = static_cast<size_t>(pf.rows), cols = static_cast<size_t>(pf.cols);
+  if (pf.rows == nullptr) return;
+  const size_t rows = static_cast<size_t>(pf.n), cols = static_cast<size_t>(pf.cols);
   const size_t a = j0 * rows / n, b = j1 >= n ? rows : j1 * rows / n;
-  for (size_t r = a; r < b; ++r) PrefetchRow(pf.p + r * static_cast<size_t>(pf.ld), cols);
+  for (size_t r = a; r < b; ++r) PrefetchRow(pf.rows[r], cols);
 }
 
 // out[r * ldo + k] = sum_c q_r[c] k_k[c], for kR rows and kK keys: full
@@ -113,34 +104,34 @@ HWY_INLINE void DotKeys(DF d, const float* q, size_t rows, size_t ldq, const flo
   }
 }
 
-void AttentionDecodeScoresImpl(const float* q, int64_t rows_, int64_t ldq, const float* k,
-                               int64_t ldk, int64_t n_, int64_t D_, float* s, int64_t lds_,
-                               const PrefetchRows& pf) {
+void AttentionDecodeScoresImpl(const float* q, int64_t rows_, int64_t ldq,
+                               const float* const* k, int64_t n_, int64_t D_, float* s,
+                               int64_t lds_, const PrefetchRows& pf) {
   const DF d;
   const size_t rows = static_cast<size_t>(rows_), n = static_cast<size_t>(n_);
   const size_t D = static_cast<size_t>(D_), lds = static_cast<size_t>(lds_);
-  const size_t lq = static_cast<size_t>(ldq), lk = static_cast<size_t>(ldk);
+  const size_t lq = static_cast<size_t>(ldq);
   size_t j = 0;
   for (; j + 2 <= n; j += 2) {
     if (j % 4 == 0) {
       PrefetchShare(pf, j, std::min(n, j + 4), n);
       if (j + kPrefetchKeys + 4 <= n) {
-        for (size_t x = 0; x < 4; ++x) PrefetchRow(k + (j + kPrefetchKeys + x) * lk, D);
+        for (size_t x = 0; x < 4; ++x) PrefetchRow(k[j + kPrefetchKeys + x], D);
       }
     }
-    const float* kp[2] = {k + j * lk, k + (j + 1) * lk};
+    const float* kp[2] = {k[j], k[j + 1]};
     DotKeys<2>(d, q, rows, lq, kp, D, s + j, lds);
   }
   PrefetchShare(pf, j, n, n);
   if (j < n) {
-    const float* kp[1] = {k + j * lk};
+    const float* kp[1] = {k[j]};
     DotKeys<1>(d, q, rows, lq, kp, D, s + j, lds);
   }
 }
 
 // o_r[c .. c + kV N) += sum_{j in [j0, j1)} p_r[j] v_j[...], for kR rows.
 template <size_t kR, size_t kV>
-HWY_INLINE void AxpyTile(DF d, const float* p, size_t ldp, const float* v, size_t ldv,
+HWY_INLINE void AxpyTile(DF d, const float* p, size_t ldp, const float* const* v,
                          size_t j0, size_t j1, float* o, size_t ldo, size_t c, size_t cnt) {
   const size_t N = hn::Lanes(d);
   VF acc[kR][kV];
@@ -152,7 +143,7 @@ HWY_INLINE void AxpyTile(DF d, const float* p, size_t ldp, const float* v, size_
   }
   for (size_t j = j0; j < j1; ++j) {
     VF vv[kV];
-    for (size_t x = 0; x < kV; ++x) vv[x] = LoadPart(d, v + j * ldv, c + x * N, std::min(N, cnt - x * N));
+    for (size_t x = 0; x < kV; ++x) vv[x] = LoadPart(d, v[j], c + x * N, std::min(N, cnt - x * N));
     for (size_t r = 0; r < kR; ++r) {
       const VF pr = hn::Set(d, p[r * ldp + j]);
       for (size_t x = 0; x < kV; ++x) acc[r][x] = hn::MulAdd(pr, vv[x], acc[r][x]);
@@ -171,35 +162,33 @@ HWY_INLINE void AxpyTile(DF d, const float* p, size_t ldp, const float* v, size_
 }
 
 template <size_t kR>
-HWY_INLINE void AxpyRows(DF d, const float* p, size_t ldp, const float* v, size_t ldv, size_t j0,
+HWY_INLINE void AxpyRows(DF d, const float* p, size_t ldp, const float* const* v, size_t j0,
                          size_t j1, float* o, size_t ldo, size_t Dv) {
   const size_t N = hn::Lanes(d);
   size_t c = 0;
-  for (; c + 2 * N <= Dv; c += 2 * N) AxpyTile<kR, 2>(d, p, ldp, v, ldv, j0, j1, o, ldo, c, 2 * N);
-  for (; c < Dv; c += N) AxpyTile<kR, 1>(d, p, ldp, v, ldv, j0, j1, o, ldo, c, std::min(N, Dv - c));
+  for (; c + 2 * N <= Dv; c += 2 * N) AxpyTile<kR, 2>(d, p, ldp, v, j0, j1, o, ldo, c, 2 * N);
+  for (; c < Dv; c += N) AxpyTile<kR, 1>(d, p, ldp, v, j0, j1, o, ldo, c, std::min(N, Dv - c));
 }
 
-void AttentionDecodeAccumulateImpl(const float* p, int64_t rows_, int64_t ldp, const float* v,
-                                   int64_t ldv, int64_t n_, int64_t Dv_, float* o, int64_t ldo,
-                                   const PrefetchRows& pf) {
+void AttentionDecodeAccumulateImpl(const float* p, int64_t rows_, int64_t ldp,
+                                   const float* const* v, int64_t n_, int64_t Dv_, float* o,
+                                   int64_t ldo, const PrefetchRows& pf) {
   const DF d;
   const size_t rows = static_cast<size_t>(rows_), n = static_cast<size_t>(n_);
   const size_t Dv = static_cast<size_t>(Dv_);
-  const size_t lp = static_cast<size_t>(ldp), lv = static_cast<size_t>(ldv);
+  const size_t lp = static_cast<size_t>(ldp);
   const size_t lo = static_cast<size_t>(ldo);
   for (size_t j0 = 0; j0 < n; j0 += kValueKeys) {
     const size_t j1 = std::min(n, j0 + kValueKeys);
     // The next sub-block's rows, while this one is summed: its column strips
     // read the rows 64 bytes at a time, which the hardware prefetchers do
     // not follow.
-    if (kPrefetchValues) {
-      for (size_t j = j1; j < std::min(n, j1 + kValueKeys); ++j) PrefetchRow(v + j * lv, Dv);
-    }
+    for (size_t j = j1; j < std::min(n, j1 + kValueKeys); ++j) PrefetchRow(v[j], Dv);
     PrefetchShare(pf, j0, j1, n);
     size_t r = 0;
-    for (; r + 4 <= rows; r += 4) AxpyRows<4>(d, p + r * lp, lp, v, lv, j0, j1, o + r * lo, lo, Dv);
-    for (; r + 2 <= rows; r += 2) AxpyRows<2>(d, p + r * lp, lp, v, lv, j0, j1, o + r * lo, lo, Dv);
-    if (r < rows) AxpyRows<1>(d, p + r * lp, lp, v, lv, j0, j1, o + r * lo, lo, Dv);
+    for (; r + 4 <= rows; r += 4) AxpyRows<4>(d, p + r * lp, lp, v, j0, j1, o + r * lo, lo, Dv);
+    for (; r + 2 <= rows; r += 2) AxpyRows<2>(d, p + r * lp, lp, v, j0, j1, o + r * lo, lo, Dv);
+    if (r < rows) AxpyRows<1>(d, p + r * lp, lp, v, j0, j1, o + r * lo, lo, Dv);
   }
 }
 
@@ -212,22 +201,21 @@ namespace smax::kernels {
 HWY_EXPORT(AttentionDecodeScoresImpl);
 HWY_EXPORT(AttentionDecodeAccumulateImpl);
 
-void attention_decode_scores(const float* q, int64_t rows, int64_t ldq, const float* k,
-                             int64_t ldk, int64_t n, int64_t D, float* s, int64_t lds,
+void attention_decode_scores(const float* q, int64_t rows, int64_t ldq, const float* const* k,
+                             int64_t n, int64_t D, float* s, int64_t lds,
                              const PrefetchRows& prefetch) noexcept {
   if (rows <= 0 || n <= 0) return;
   if (D <= 0) {
     for (int64_t r = 0; r < rows; ++r) std::fill(s + r * lds, s + r * lds + n, 0.0f);
     return;
   }
-  HWY_DYNAMIC_DISPATCH(AttentionDecodeScoresImpl)(q, rows, ldq, k, ldk, n, D, s, lds, prefetch);
+  HWY_DYNAMIC_DISPATCH(AttentionDecodeScoresImpl)(q, rows, ldq, k, n, D, s, lds, prefetch);
 }
-void attention_decode_accumulate(const float* p, int64_t rows, int64_t ldp, const float* v,
-                                 int64_t ldv, int64_t n, int64_t Dv, float* o, int64_t ldo,
+void attention_decode_accumulate(const float* p, int64_t rows, int64_t ldp, const float* const* v,
+                                 int64_t n, int64_t Dv, float* o, int64_t ldo,
                                  const PrefetchRows& prefetch) noexcept {
   if (rows <= 0 || n <= 0 || Dv <= 0) return;
-  HWY_DYNAMIC_DISPATCH(AttentionDecodeAccumulateImpl)(p, rows, ldp, v, ldv, n, Dv, o, ldo,
-                                                      prefetch);
+  HWY_DYNAMIC_DISPATCH(AttentionDecodeAccumulateImpl)(p, rows, ldp, v, n, Dv, o, ldo, prefetch);
 }
 
 }  // namespace smax::kernels

@@ -178,6 +178,51 @@ void test_attention(void) {
   CHECK(smax_attention(&tq, &tk, &tv, &to, &o) == SMAX_STATUS_UNSUPPORTED);
   CHECK(strstr(smax_last_error(), "reserved0") != NULL && out[0] == kSentinel);
 
+  /* A paged KV cache with a length (version 0.3 fields): keys 0..3 live in
+   * pages {2, 0} of a pool of 3 pages of 2 keys ([3, 1, 2, D]); the sequence
+   * holds 3 keys, so key 3 is never read (its page slot holds NaN) and the
+   * result is the contiguous problem with key 3 masked. A version 0.2
+   * struct (struct_size before cache_seqlens) does not see the fields. */
+  {
+    float kp[3 * 2 * ATT_D], vp[3 * 2 * ATT_DV];
+    int32_t table[2] = {2, 0}, lens[1] = {3};
+    int64_t kp_shape[4] = {3, 1, 2, ATT_D}, vp_shape[4] = {3, 1, 2, ATT_DV};
+    int64_t table_shape[2] = {1, 2}, lens_shape[1] = {1};
+    unsigned char first3[ATT_LQ * ATT_LK];
+    smax_tensor tkp, tvp, ttable, tlens;
+    int j, c;
+    fill(kp, 3 * 2 * ATT_D, NAN);
+    fill(vp, 3 * 2 * ATT_DV, NAN);
+    for (j = 0; j < 3; ++j) { /* key j: page table[j / 2], row j % 2 */
+      for (c = 0; c < ATT_D; ++c) kp[(table[j / 2] * 2 + j % 2) * ATT_D + c] = k[j * ATT_D + c];
+      for (c = 0; c < ATT_DV; ++c) vp[(table[j / 2] * 2 + j % 2) * ATT_DV + c] = v[j * ATT_DV + c];
+    }
+    for (i = 0; i < ATT_LQ * ATT_LK; ++i) first3[i] = (unsigned char)(i % ATT_LK < 3);
+    CHECK(smax_tensor_init(&tkp, kp, SMAX_DTYPE_F32, 4, kp_shape, NULL) == SMAX_STATUS_OK);
+    CHECK(smax_tensor_init(&tvp, vp, SMAX_DTYPE_F32, 4, vp_shape, NULL) == SMAX_STATUS_OK);
+    CHECK(smax_tensor_init(&ttable, table, SMAX_DTYPE_I32, 2, table_shape, NULL) == SMAX_STATUS_OK);
+    CHECK(smax_tensor_init(&tlens, lens, SMAX_DTYPE_I32, 1, lens_shape, NULL) == SMAX_STATUS_OK);
+    smax_attention_options_init(&o);
+    CHECK(o.cache_seqlens == NULL && o.block_table == NULL);
+    o.cache_seqlens = &tlens;
+    o.block_table = &ttable;
+    fill(out, ATT_H * ATT_LQ * ATT_DV, kSentinel);
+    CHECK(smax_attention(&tq, &tkp, &tvp, &to, &o) == SMAX_STATUS_OK);
+    ref_attention(q, 1, k, v, (double)(float)(1.0 / sqrt(2.0)), 0, first3, 0, 0.0, want, P,
+                  want_lse);
+    CHECK_VEC(out, want, ATT_H * ATT_LQ * ATT_DV, 1e-5, 1e-6);
+    /* A page index outside the pool: invalid, nothing written. */
+    table[1] = 3;
+    fill(out, ATT_H * ATT_LQ * ATT_DV, kSentinel);
+    CHECK(smax_attention(&tq, &tkp, &tvp, &to, &o) == SMAX_STATUS_INVALID_ARGUMENT);
+    CHECK(strstr(smax_last_error(), "block_table[0, 1]") != NULL && out[0] == kSentinel);
+    table[1] = 0;
+    /* Version 0.2: the pool is read as [B = 3, ...] and fails on the batch. */
+    o.struct_size = (uint32_t)offsetof(smax_attention_options, cache_seqlens);
+    CHECK(smax_attention(&tq, &tkp, &tvp, &to, &o) == SMAX_STATUS_INVALID_ARGUMENT);
+    CHECK(strstr(smax_last_error(), "batch sizes differ") != NULL);
+  }
+
   /* Every normaliser runs through the ABI (finite output). */
   {
     int32_t nz;

@@ -13,6 +13,7 @@
 #include "core/convert.h"
 #include "typed_call.h"
 #include "commands.h"
+#include "cpu.h"
 #include "data.h"
 #include "json.h"
 #include "progress.h"
@@ -168,10 +169,12 @@ void check_forward(const ref::AttentionProblem& p, const ref::AttentionResult& r
   }
 }
 
-int64_t visible_pairs(int64_t Lq, int64_t Lk, bool causal) {
-  if (!causal) return Lq * Lk;
+// Visible (query, key) pairs of one sequence with `keys` keys whose query i
+// sits at position offset + i (0 without a KV cache; keys - Lq with one).
+int64_t visible_pairs(int64_t Lq, int64_t keys, int64_t offset, bool causal) {
+  if (!causal) return Lq * keys;
   int64_t n = 0;
-  for (int64_t i = 0; i < Lq; ++i) n += std::min(i + 1, Lk);
+  for (int64_t i = 0; i < Lq; ++i) n += std::clamp<int64_t>(offset + i + 1, 0, keys);
   return n;
 }
 
@@ -207,6 +210,14 @@ k, v [B, Hkv, Lk, D / Dv] and prints the median time per call and GFLOP/s
   --check          compare with the float64 reference (src/reference/attention.h):
                    max abs error and worst error / bound, with the bounds of
                    include/smax/attention.h (exit status 1 when out of bounds)
+  --seqlens N[,N..] KV cache: cache_seqlens, the keys each sequence holds (one value
+                   for every sequence, or B values), <= Lk (Lk is the cache's
+                   capacity); the Lq queries are the last tokens (bottom-right causal)
+  --page-size P    paged KV cache: k, v are pools of pages [B Lk / P, Hkv, P, D] with
+                   a shuffled block table [B, Lk / P] (P divides Lk)
+  --floor          (forward) also measure this machine's read bandwidth (one thread,
+                   from memory) and print the memory floor: the time to read q, the
+                   visible K and V rows and write out once, and time / floor
   --format F       text (default) or json
 )";
 
@@ -217,7 +228,7 @@ int cmd_attention(int argc, char** argv, int first) {
                    {"target", true}, {"dist", true}, {"data", true}, {"seed", true},
                    {"reps", true}, {"repeat", true}, {"min-time", true}, {"check", false},
                    {"format", true}, {"sigmoid-bias-mode", true}, {"dtype", true},
-                   {"help", false}},
+                   {"seqlens", true}, {"page-size", true}, {"floor", false}, {"help", false}},
                   argc, argv, first);
   const std::vector<int64_t> shape = parse_shape(args.get("shape", "1,8,1024,1024,64"));
   if (shape.size() != 5 && shape.size() != 6) {
@@ -290,12 +301,62 @@ int cmd_attention(int argc, char** argv, int first) {
   const smax::DType dtype = parse_float_dtype(args.get("dtype", "f32"));
   if (args.has("target")) apply_target(args.get("target", ""));
 
-  Buf q({B, H, Lq, D}), k({B, Hkv, Lk, D}), v({B, Hkv, Lk, Dv}), out({B, H, Lq, Dv});
+  // KV cache forms.
+  std::vector<int32_t> seqlens;
+  if (args.has("seqlens")) {
+    const std::vector<int64_t> lens = parse_shape(args.get("seqlens", ""));
+    if (lens.size() != 1 && static_cast<int64_t>(lens.size()) != B) {
+      throw UsageError("--seqlens: expected one length or B = " + std::to_string(B) + " lengths");
+    }
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t n = lens[lens.size() == 1 ? 0 : static_cast<size_t>(b)];
+      if (n < 0 || n > Lk) {
+        throw UsageError("--seqlens: each length must be in [0, Lk = " + std::to_string(Lk) +
+                         "], got " + std::to_string(n));
+      }
+      seqlens.push_back(static_cast<int32_t>(n));
+    }
+  }
+  const int64_t page = args.has("page-size") ? parse_int("--page-size", args.get("page-size", "")) : 0;
+  if (args.has("page-size") && (page < 1 || Lk % page != 0)) {
+    throw UsageError("--page-size: expected a divisor of Lk = " + std::to_string(Lk) + ", got " +
+                     args.get("page-size", ""));
+  }
+  if ((page > 0 || !seqlens.empty()) && backward) {
+    throw UsageError("--seqlens / --page-size (the KV cache forms) are forward-only");
+  }
+  const int64_t slots = page > 0 ? Lk / page : 0;
+  std::vector<int32_t> table;
+  if (page > 0) {  // a shuffled page of the pool for each (sequence, slot)
+    table.resize(static_cast<size_t>(B * slots));
+    for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>(i);
+    uint64_t x = static_cast<uint64_t>(seed) * 0x9E3779B97F4A7C15ull + 1;
+    for (size_t i = table.size(); i > 1; --i) {
+      x ^= x << 13;
+      x ^= x >> 7;
+      x ^= x << 17;
+      std::swap(table[i - 1], table[static_cast<size_t>(x % i)]);
+    }
+  }
+  const int64_t seqlen_shape[1] = {B}, table_shape[2] = {B, slots};
+  if (!seqlens.empty()) {
+    o.cache_seqlens = smax::make_view(seqlens.data(), smax::DType::kI32, 1, seqlen_shape, nullptr);
+  }
+  if (page > 0) {
+    o.block_table = smax::make_view(table.data(), smax::DType::kI32, 2, table_shape, nullptr);
+  }
+  const std::vector<int64_t> kshape = page > 0 ? std::vector<int64_t>{B * slots, Hkv, page, D}
+                                               : std::vector<int64_t>{B, Hkv, Lk, D};
+  std::vector<int64_t> vshape = kshape;
+  vshape[3] = Dv;
+
+  Buf q({B, H, Lq, D}), k(kshape), v(vshape), out({B, H, Lq, Dv});
   const uint64_t s0 = static_cast<uint64_t>(seed) * 4;
   fill(q.data.data(), q.data.size(), dist, s0);
   fill(k.data.data(), k.data.size(), dist, s0 + 1);
   fill(v.data.data(), v.data.size(), dist, s0 + 2);
-  Buf dout({B, H, Lq, Dv}), dq({B, H, Lq, D}), dk({B, Hkv, Lk, D}), dv({B, Hkv, Lk, Dv});
+  Buf dout({B, H, Lq, Dv}), dq({B, H, Lq, D}), dk(backward ? kshape : std::vector<int64_t>{0}),
+      dv(backward ? vshape : std::vector<int64_t>{0});
   if (backward) fill(dout.data.data(), dout.data.size(), Dist{}, s0 + 3);
   for (Buf* b : {&q, &k, &v, &out, &dout, &dq, &dk, &dv}) b->retype(dtype);
   smax::attention(q.view(), k.view(), v.view(), out.view(), o);  // validates; out for backward
@@ -310,10 +371,27 @@ int cmd_attention(int argc, char** argv, int first) {
                             : measure([&] {
                                 smax::attention(q.view(), k.view(), v.view(), out.view(), o);
                               }, timing);
-  const double pairs = static_cast<double>(visible_pairs(Lq, Lk, o.is_causal));
-  const double flops = 2.0 * static_cast<double>(B * H) * pairs *
+  double pairs = 0, kv_rows = 0;  // per head; kv_rows: key rows read (per kv head)
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t keys = seqlens.empty() ? Lk : seqlens[static_cast<size_t>(b)];
+    const int64_t offset = seqlens.empty() ? 0 : keys - Lq;
+    pairs += static_cast<double>(visible_pairs(Lq, keys, offset, o.is_causal));
+    kv_rows += static_cast<double>(
+        o.is_causal ? std::clamp<int64_t>(offset + Lq, 0, keys) : keys);
+  }
+  const double flops = 2.0 * static_cast<double>(H) * pairs *
                        static_cast<double>(backward ? 3 * D + 2 * Dv : D + Dv);
   const double gflops = t.median_s > 0 ? flops / t.median_s * 1e-9 : 0.0;
+  // The memory floor (--floor): q read, the visible K / V rows read once,
+  // out written, at the read bandwidth measured now.
+  double floor_bytes = 0, read_gbs = 0, floor_s = 0;
+  if (args.has("floor") && !backward) {
+    const double es = static_cast<double>(smax::dtype_size(dtype));
+    floor_bytes = es * (static_cast<double>(B * H * Lq * (D + Dv)) +
+                        kv_rows * static_cast<double>(Hkv * (D + Dv)));
+    read_gbs = read_bandwidth_gbs(static_cast<int64_t>(floor_bytes));
+    floor_s = read_gbs > 0 ? floor_bytes / (read_gbs * 1e9) : 0;
+  }
 
   for (Buf* b : {&out, &dq, &dk, &dv}) b->sync_from_typed();
   CheckStats st;
@@ -365,9 +443,19 @@ int cmd_attention(int argc, char** argv, int first) {
         .integer("threads", threads)
         .str("dtype", smax::dtype_name(dtype))
         .str("dist", format_dist(dist));
+    if (!seqlens.empty()) {
+      j.raw("seqlens", json_int_array(std::vector<int64_t>(seqlens.begin(), seqlens.end())));
+    }
+    if (page > 0) j.integer("page_size", page);
     json_timing(j, t)
         .num("gflop_per_call", flops * 1e-9)
         .num("gflops", gflops);
+    if (floor_s > 0) {
+      j.num("floor_bytes", floor_bytes)
+          .num("read_gbs", read_gbs)
+          .num("floor_ms", floor_s * 1e3)
+          .num("time_over_floor", t.median_s / floor_s);
+    }
     if (check) {
       j.num("max_abs_err", st.max_abs)
           .num("worst_err_over_bound", st.worst_ratio)
@@ -390,6 +478,17 @@ int cmd_attention(int argc, char** argv, int first) {
                 smax::dtype_name(dtype));
     std::printf("time       %s\n", format_timing(t).c_str());
     std::printf("speed      %.4g GFLOP/s (%.4g GFLOP per call)\n", gflops, flops * 1e-9);
+    if (!seqlens.empty() || page > 0) {
+      std::printf("kv cache   %s%s\n",
+                  seqlens.empty() ? "every sequence holds Lk keys"
+                                  : ("seqlens " + args.get("seqlens", "")).c_str(),
+                  page > 0 ? (", pages of " + std::to_string(page) + " keys").c_str() : "");
+    }
+    if (floor_s > 0) {
+      std::printf("floor      %.4g MB read once at %.3g GB/s (one thread, measured now): "
+                  "%.4g ms; time / floor %.2f\n",
+                  floor_bytes * 1e-6, read_gbs, floor_s * 1e3, t.median_s / floor_s);
+    }
     if (check) {
       std::printf("check      max abs err %.3g, worst err/bound %.3g: %s\n", st.max_abs,
                   st.worst_ratio, st.violations == 0 ? "within bounds" : "OUT OF BOUNDS");

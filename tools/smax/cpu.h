@@ -23,6 +23,12 @@ struct CacheSizes {
 };
 CacheSizes cache_sizes();
 
+/// Read bandwidth of one thread from memory, GB/s (1e9 bytes / s): the best
+/// of several XOR sweeps over a buffer of max(bytes, 4 x L3, 64 MiB) (so it
+/// comes from DRAM, not a cache). The memory floor of a call that reads
+/// `bytes` once is bytes / this. Allocates and fills the buffer (~0.1-1 s).
+double read_bandwidth_gbs(int64_t bytes);
+
 /// "32 KiB", "1 MiB", "unknown".
 std::string format_bytes(int64_t bytes);
 

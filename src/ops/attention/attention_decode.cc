@@ -11,8 +11,12 @@
 //   row is read from memory once for all of them.
 // * Keys: split into chunks of kDecodeSplitKeys keys; one task per (batch, kv
 //   head, row chunk, key chunk). A task keeps the online (m, d, o) state of
-//   its rows over its keys (blocks of kBlockK: SGEMM scores, the logit
-//   transform, one online step, SGEMM P V) and leaves it in a partial record.
+//   its rows over its keys, in blocks of kDecodeBlockK: scores, the logit
+//   transform, one online step, P V. Up to kDecodeKernelRows rows the two
+//   products are the in-place kernels of kernels/attention_decode.cc, which
+//   take key and value rows by pointer (straight from the cache or its pages,
+//   with the next operand prefetched while each runs); larger row chunks use
+//   SGEMM on the block.
 // * Merge: per row, the partial records of its key chunks, in chunk order:
 //   M = max m_c, d = sum d_c e^(m_c - M), o = sum o_c e^(m_c - M); then the
 //   sink, the empty / NaN policies and the stores exactly as in the prefill
@@ -85,6 +89,32 @@ struct Partials {
   size_t at(int64_t record, int64_t r) const { return static_cast<size_t>(record * rows + r); }
 };
 
+// Row pointers of one key block (kernels/attention_decode.cc).
+struct BlockRows {
+  const float* k[kDecodeBlockK];
+  const float* v[kDecodeBlockK];
+  const float* next_k[kDecodeBlockK];
+};
+
+// The logit transform and one online step of each of the nr rows of a key
+// block [j0, j0 + bk) (scores S [nr, bk] -> weights in place), updating
+// (m, d, bad) and rescaling the rows' partial outputs O.
+void online_rows(const Setup& s, int64_t b, int64_t hk, int64_t r0, int64_t nr, int64_t j0,
+                 int64_t bk, float* S, float* O, int64_t Dvn, float* m, double* d, uint8_t* bad,
+                 float* addbuf, uint8_t* keepbuf) {
+  for (int64_t r = 0; r < nr; ++r) {
+    const int64_t h = hk * s.G + (r0 + r) / s.Lq, i = (r0 + r) % s.Lq;
+    float* t = S + r * bk;
+    kernels::attention_logits_row(
+        t, bk, s.logits_at(b, h, i, s.query_position(b, i), j0, bk, addbuf, keepbuf));
+    const kernels::OnlineStep st = kernels::attention_online_step(t, bk, m[r]);
+    bad[r] = bad[r] || st.bad;
+    if (st.alpha != 1.0f) kernels::attention_scale_row(O + r * Dvn, s.Dv, st.alpha);
+    d[r] = d[r] * static_cast<double>(st.alpha) + st.sum;
+    m[r] = st.m;
+  }
+}
+
 }  // namespace
 
 void forward_decode(const Setup& s, const TensorView& out) {
@@ -116,6 +146,7 @@ void forward_decode(const Setup& s, const TensorView& out) {
     float* S = cv.take(layout.sf);
     float* addbuf = cv.take(layout.mf);
     uint8_t* keepbuf = cv.take_bytes_rest();
+    BlockRows rows;
     for (int64_t r = 0; r < nr; ++r) {
       const int64_t h = hk * s.G + (r0 + r) / s.Lq, i = (r0 + r) % s.Lq;
       const TensorView& q = s.q;
@@ -131,42 +162,32 @@ void forward_decode(const Setup& s, const TensorView& out) {
     float* m = part.m.data() + part.at(record, 0);
     double* d = part.d.data() + part.at(record, 0);
     uint8_t* bad = part.bad.data() + part.at(record, 0);
+    const bool small = nr <= kDecodeKernelRows;
+    const bool k_direct = Setup::rows_in_place(s.k, s.D), v_direct = Setup::rows_in_place(s.v, s.Dv);
     for (int64_t j0 = c0; j0 < c1;) {
-      const int64_t bk = s.key_block_length(j0, std::min(kDecodeBlockK, c1 - j0));
-      const bool small = nr <= kDecodeKernelRows;
-      // In-place rows of the next operands, prefetched while each product
-      // runs (the value block during the scores, the next key block during
-      // P V), so the memory stream does not stop between the two.
-      kernels::PrefetchRows next_v, next_k;
+      const int64_t bk = small ? std::min(kDecodeBlockK, c1 - j0)
+                               : s.key_block_length(j0, std::min(kDecodeBlockK, c1 - j0));
       if (small) {
-        next_v = s.in_place_rows(s.v, b, hk, j0, bk, s.Dv);
-        if (j0 + bk < c1) {
-          next_k = s.in_place_rows(s.k, b, hk, j0 + bk,
-                                   s.key_block_length(j0 + bk, std::min(kDecodeBlockK, c1 - j0 - bk)),
-                                   s.D);
-        }
-      }
-      const Mat K = s.key_block(b, hk, j0, bk, kbuf);
-      if (small) {
-        kernels::attention_decode_scores(Q, nr, Dn, K.p, K.ld, bk, s.D, S, bk, next_v);
+        // Key and value rows by pointer (in place, pages included, or
+        // widened into kbuf / vbuf); the next operand's rows are prefetched
+        // while each product runs (the value rows during the scores, the
+        // next block's key rows during P V), so the memory stream does not
+        // stop between the two.
+        s.cache_rows(s.k, b, hk, j0, bk, s.D, kbuf, rows.k);
+        s.cache_rows(s.v, b, hk, j0, bk, s.Dv, vbuf, rows.v);
+        const int64_t nk = std::min(kDecodeBlockK, c1 - j0 - bk);
+        if (k_direct && nk > 0) s.cache_rows(s.k, b, hk, j0 + bk, nk, s.D, nullptr, rows.next_k);
+        kernels::PrefetchRows pv, pk;
+        if (v_direct) pv = {rows.v, bk, s.Dv};
+        if (k_direct && nk > 0) pk = {rows.next_k, nk, s.D};
+        kernels::attention_decode_scores(Q, nr, Dn, rows.k, bk, s.D, S, bk, pv);
+        online_rows(s, b, hk, r0, nr, j0, bk, S, O, Dvn, m, d, bad, addbuf, keepbuf);
+        kernels::attention_decode_accumulate(S, nr, bk, rows.v, bk, s.Dv, O, Dvn, pk);
       } else {
+        const Mat K = s.key_block(b, hk, j0, bk, kbuf);
         sgemm(nr, bk, s.D, 1.0f, {Q, Dn, false}, {K.p, K.ld, true}, 0.0f, S, bk);
-      }
-      for (int64_t r = 0; r < nr; ++r) {
-        const int64_t h = hk * s.G + (r0 + r) / s.Lq, i = (r0 + r) % s.Lq;
-        float* t = S + r * bk;
-        kernels::attention_logits_row(
-            t, bk, s.logits_at(b, h, i, s.query_position(b, i), j0, bk, addbuf, keepbuf));
-        const kernels::OnlineStep st = kernels::attention_online_step(t, bk, m[r]);
-        bad[r] = bad[r] || st.bad;
-        if (st.alpha != 1.0f) kernels::attention_scale_row(O + r * Dvn, s.Dv, st.alpha);
-        d[r] = d[r] * static_cast<double>(st.alpha) + st.sum;
-        m[r] = st.m;
-      }
-      const Mat V = s.value_block(b, hk, j0, bk, vbuf);
-      if (small) {
-        kernels::attention_decode_accumulate(S, nr, bk, V.p, V.ld, bk, s.Dv, O, Dvn, next_k);
-      } else {
+        online_rows(s, b, hk, r0, nr, j0, bk, S, O, Dvn, m, d, bad, addbuf, keepbuf);
+        const Mat V = s.value_block(b, hk, j0, bk, vbuf);
         sgemm(nr, s.Dv, bk, 1.0f, {S, bk, false}, {V.p, V.ld, false}, 1.0f, O, Dvn);
       }
       j0 += bk;

@@ -155,24 +155,31 @@ struct Setup {
   Mat value_block(int64_t b, int64_t hk, int64_t j0, int64_t n, float* buf) const {
     return cache_block(v, b, hk, j0, n, Dv, buf);
   }
-  // The rows cache_block would read in place (f32, unit column stride, one
-  // page), as a prefetch hint; p = nullptr when it would gather them.
-  kernels::PrefetchRows in_place_rows(const TensorView& t, int64_t b, int64_t hk, int64_t j0,
-                                      int64_t n, int64_t cols) const {
-    kernels::PrefetchRows r;
-    if (t.dtype != DType::kF32 || t.data == nullptr || n <= 0 || cols <= 0) return r;
-    if (t.strides[3] != 1 && cols > 1) return r;
-    int64_t slot = b, row0 = j0;
-    if (paged) {
-      if (j0 % page_size + n > page_size) return r;
-      slot = pages[b * max_pages + j0 / page_size];
-      row0 = j0 % page_size;
+  // Pointers rows[0 .. n) to rows [j0, j0 + n) of k (or v: cols = D or Dv)
+  // of kv head hk of sequence b: into the cache (or its pages) when
+  // rows_in_place(t, cols), else to their f32 copies gathered into buf
+  // ([n, cols]; buf may be null when the rows are in place).
+  static bool rows_in_place(const TensorView& t, int64_t cols) {
+    return t.dtype == DType::kF32 && (t.strides[3] == 1 || cols <= 1);
+  }
+  void cache_rows(const TensorView& t, int64_t b, int64_t hk, int64_t j0, int64_t n, int64_t cols,
+                  float* buf, const float** rows) const {
+    const bool direct = rows_in_place(t, cols);
+    const int64_t size = dtype_size(t.dtype), need = std::max<int64_t>(cols, 1);
+    for (int64_t j = j0; j < j0 + n; ++j) {
+      const int64_t slot = paged ? pages[b * max_pages + j / page_size] : b;
+      const int64_t row = paged ? j % page_size : j;
+      const char* base = mat_base(t, slot, hk);
+      float* copy = buf == nullptr ? nullptr : buf + (j - j0) * need;
+      if (base == nullptr || cols <= 0) {
+        rows[j - j0] = copy;  // nothing to read (D = 0)
+      } else if (direct) {
+        rows[j - j0] = reinterpret_cast<const float*>(base) + row * t.strides[2];
+      } else {
+        gather_row_f32(base + row * t.strides[2] * size, t.dtype, t.strides[3], cols, copy);
+        rows[j - j0] = copy;
+      }
     }
-    r.p = reinterpret_cast<const float*>(mat_base(t, slot, hk)) + row0 * t.strides[2];
-    r.ld = t.strides[2];
-    r.rows = n;
-    r.cols = cols;
-    return r;
   }
   Mat cache_block(const TensorView& t, int64_t b, int64_t hk, int64_t j0, int64_t n, int64_t cols,
                   float* buf) const {
