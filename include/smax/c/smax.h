@@ -725,7 +725,7 @@ typedef struct smax_attention_options {
   int32_t sigmoid_bias_mode;      /**< an smax_sigmoid_bias_mode value for SIGMOID with
                                        sigmoid_bias NaN (default 0 = DEFAULT: b = -ln Lk) */
   int32_t reserved0;              /**< must be 0 (explicit tail padding) */
-  /* ---- version 0.3: struct_size may stop here (80 bytes on LP64) ---- */
+  /* ---- version 0.3: struct_size may stop here (88 bytes on LP64) ---- */
   const smax_tensor* cache_seqlens; /**< KV cache, forward only: i32 / i64 [B] valid keys of
                                        each sequence (<= Lk); the queries are the last Lq
                                        tokens (bottom-right causal); NULL = none */
