@@ -115,12 +115,11 @@ inline double row_delta(const ref::AttentionProblem& p, const ref::AttentionResu
   return delta;
 }
 
-// Checks a forward result against the reference with the bound above.
-inline ::testing::AssertionResult check_forward(const ref::AttentionProblem& p,
-                                         const ref::AttentionResult& r,
-                                         const std::vector<float>& out, const std::string& what,
-                                         double* worst = nullptr) {
-  CheckResult cr;
+// The forward bound above for every output element [B, H, Lq, Dv] (of the
+// ungated output a).
+inline std::vector<double> forward_bounds(const ref::AttentionProblem& p,
+                                          const ref::AttentionResult& r) {
+  std::vector<double> bound(static_cast<size_t>(p.B * p.H * p.Lq * p.Dv));
   const int64_t G = p.Hkv > 0 ? p.H / p.Hkv : 1;
   const bool softmax = p.o.normalizer == AttentionNormalizer::kSoftmax;
   const double lacc = softmax ? 512.0 + static_cast<double>(p.Lk) / 512.0 : static_cast<double>(p.Lk);
@@ -155,8 +154,26 @@ inline ::testing::AssertionResult check_forward(const ref::AttentionProblem& p,
         for (int64_t c = 0; c < p.Dv; ++c) {
           double W = 0;
           for (int64_t j = 0; j < p.Lk; ++j) W += G[j] * std::abs(V[j * p.Dv + c]);
+          bound[static_cast<size_t>(row * p.Dv + c)] = E * W + 1e-30;
+        }
+      }
+  return bound;
+}
+
+// Checks a forward result against the reference with the bound above.
+inline ::testing::AssertionResult check_forward(const ref::AttentionProblem& p,
+                                         const ref::AttentionResult& r,
+                                         const std::vector<float>& out, const std::string& what,
+                                         double* worst = nullptr) {
+  CheckResult cr;
+  const std::vector<double> bound = forward_bounds(p, r);
+  for (int64_t b = 0; b < p.B; ++b)
+    for (int64_t h = 0; h < p.H; ++h)
+      for (int64_t i = 0; i < p.Lq; ++i) {
+        const int64_t row = (b * p.H + h) * p.Lq + i;
+        for (int64_t c = 0; c < p.Dv; ++c) {
           const int64_t idx = row * p.Dv + c;
-          check_element(cr, idx, out[idx], r.out[idx], E * W + 1e-30, false, [&] {
+          check_element(cr, idx, out[idx], r.out[idx], bound[static_cast<size_t>(idx)], false, [&] {
             return " (b=" + std::to_string(b) + " h=" + std::to_string(h) + " i=" +
                    std::to_string(i) + " c=" + std::to_string(c) + ")";
           });

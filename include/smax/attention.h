@@ -146,6 +146,25 @@ struct AttentionOptions {
   /// ceil(cache_seqlens[b] / page_size) with cache_seqlens) must lie in
   /// [0, num_pages); the others are not read.
   std::optional<TensorView> block_table;
+  /// Gated attention (Qiu et al. 2025, "Gated Attention for Large Language
+  /// Models"; Qwen3-Next): out = sigmoid(gate) * attention(q, k, v). Optional,
+  /// any floating dtype, broadcast to [B, H, Lq, Dv] (NumPy rules):
+  /// [B, H, Lq, Dv] is the element-wise gate, [B, H, Lq, 1] the head-wise one.
+  /// Each output is fl(a * sigmoid(g)) with a the ungated f32 result and the
+  /// product and sigmoid in float64 (so the bound is the ungated one plus
+  /// half an ulp). Backward: the gradient flows through the gate to q, k, v
+  /// and, with dgate, to the gate.
+  std::optional<TensorView> gate;
+  /// With a gate. attention(): optional output [B, H, Lq, Dv], the output
+  /// before the gate (written when given: what the backward needs).
+  /// attention_backward(): required input, that saved ungated output (the
+  /// gate's gradient is dout * a * sigmoid'(g); recomputing a would cost one
+  /// more P V product).
+  std::optional<TensorView> ungated_out;
+  /// attention_backward() with a gate: optional output of the gate's shape,
+  /// the gate's gradient (summed, in a fixed order, over the dims the gate
+  /// broadcasts over).
+  std::optional<TensorView> dgate;
 };
 
 /// Forward. out may not overlap q, k, v, the masks or itself.

@@ -260,6 +260,7 @@ AttentionProblem attention_problem(const TensorView& q, const TensorView& k, con
   }
   if (options.sinks) p.sinks = expand(*options.sinks, {p.H});
   if (options.alibi_slopes) p.alibi = expand(*options.alibi_slopes, {p.B, p.H});
+  if (options.gate) p.gate = expand(*options.gate, {p.B, p.H, p.Lq, p.Dv});
   return p;
 }
 
@@ -314,12 +315,26 @@ AttentionResult attention_forward(const AttentionProblem& p) {
         }
       }
     }
+  r.ungated = r.out;
+  for (size_t e = 0; e < p.gate.size(); ++e) r.out[e] = sigmoid(p.gate[e]) * r.ungated[e];
   return r;
 }
 
-AttentionGrads attention_backward(const AttentionProblem& p, const std::vector<double>& dout) {
+AttentionGrads attention_backward(const AttentionProblem& p, const std::vector<double>& dout_gated) {
   const AttentionResult f = attention_forward(p);
   AttentionGrads g;
+  // The gate: dA = dout * s, dgate = dout * a * s (1 - s), s = sigmoid(gate).
+  std::vector<double> dout = dout_gated;
+  if (!p.gate.empty()) {
+    g.dgate.resize(dout.size());
+    g.dgate_mag.resize(dout.size());
+    for (size_t e = 0; e < dout.size(); ++e) {
+      const double sg = sigmoid(p.gate[e]);
+      g.dgate[e] = dout_gated[e] * f.ungated[e] * sg * (1 - sg);
+      g.dgate_mag[e] = std::abs(dout_gated[e] * f.ungated[e]) * sg * (1 - sg);
+      dout[e] = dout_gated[e] * sg;
+    }
+  }
   const int64_t G = p.Hkv > 0 ? p.H / p.Hkv : 1;
   g.dq.assign(p.q.size(), 0.0);
   g.dk.assign(p.k.size(), 0.0);

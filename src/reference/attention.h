@@ -21,6 +21,7 @@ struct AttentionProblem {
   std::vector<uint8_t> keep;   ///< bool mask [B, H, Lq, Lk] (empty: none)
   std::vector<double> sinks;   ///< [H] (empty: none)
   std::vector<double> alibi;   ///< [B, H] (empty: none)
+  std::vector<double> gate;    ///< [B, H, Lq, Dv] (empty: none): out = sigmoid(gate) * a
   /// [B] keys of each sequence (options.cache_seqlens; empty: Lk for all).
   /// Keys j >= seqlens[b] are masked; query i sits at seqlens[b] - Lq + i.
   std::vector<int64_t> seqlens;
@@ -35,7 +36,8 @@ AttentionProblem attention_problem(const TensorView& q, const TensorView& k, con
                                    const AttentionOptions& options);
 
 struct AttentionResult {
-  std::vector<double> out;  ///< [B, H, Lq, Dv]
+  std::vector<double> out;  ///< [B, H, Lq, Dv] (gated when there is a gate)
+  std::vector<double> ungated;  ///< [B, H, Lq, Dv]: a, the output before the gate
   std::vector<double> lse;  ///< [B, H, Lq] (softmax)
   std::vector<double> P;    ///< [B, H, Lq, Lk] normalised weights
   std::vector<double> T;    ///< [B, H, Lq, Lk] logits (-inf = masked)
@@ -50,8 +52,13 @@ struct AttentionGrads {
   /// softplus lambda); softpick: w = P + e^t / S), i.e. the size of what
   /// rounding can perturb.
   std::vector<double> dq_mag, dk_mag, dv_mag;
+  /// With a gate: dout * a * sigmoid'(gate) per element of [B, H, Lq, Dv]
+  /// (not yet summed over the dims the gate broadcasts over) and its
+  /// magnitude |dout a| sigmoid'(gate).
+  std::vector<double> dgate, dgate_mag;
 };
-/// dout dense [B, H, Lq, Dv].
+/// dout dense [B, H, Lq, Dv] (the gradient of the gated output when there is
+/// a gate: the chain goes through sigmoid(gate)).
 AttentionGrads attention_backward(const AttentionProblem& p, const std::vector<double>& dout);
 
 }  // namespace smax::reference

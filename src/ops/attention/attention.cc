@@ -415,6 +415,29 @@ Setup prepare(const char* op, const TensorView& q, const TensorView& k, const Te
     }
     s.alibi = s.alibi_f32.data();
   }
+  if (o.gate) {
+    const TensorView& g = *o.gate;
+    detail::check_float_view(g, op, "gate");
+    s.gate_dtype = g.dtype;
+    detail::broadcast_strides(detail::as_rank1_if_scalar(g), "gate",
+                              shape_view({s.B, s.H, s.Lq, s.Dv}), op, s.gs);
+    s.has_gate = true;
+    s.gate_data = static_cast<const char*>(g.data);
+  }
+  if ((o.ungated_out || o.dgate) && !o.gate) {
+    fail(op, "ungated_out and dgate belong to a gate (AttentionOptions::gate), and none is given");
+  }
+  if (o.ungated_out) {
+    check_rank4(*o.ungated_out, op, "ungated_out");
+    const TensorView& u = *o.ungated_out;
+    if (u.shape[0] != s.B || u.shape[1] != s.H || u.shape[2] != s.Lq || u.shape[3] != s.Dv) {
+      fail(op, "ungated_out must be [B, H, Lq, Dv] like out, got " + u.describe());
+    }
+  }
+  if (o.dgate) {
+    detail::check_float_view(*o.dgate, op, "dgate");
+    detail::check_same_shape(*o.dgate, "dgate", *o.gate, "gate", op);
+  }
   if (o.lse) {
     if (!softmax) fail(op, "lse is available with the softmax normalizer only");
     detail::check_float_view(*o.lse, op, "lse");
@@ -434,6 +457,7 @@ std::vector<std::pair<const TensorView*, const char*>> input_list(const Setup& s
   if (s.o.alibi_slopes) v.push_back({&*s.o.alibi_slopes, "alibi_slopes"});
   if (s.o.cache_seqlens) v.push_back({&*s.o.cache_seqlens, "cache_seqlens"});
   if (s.o.block_table) v.push_back({&*s.o.block_table, "block_table"});
+  if (s.o.gate) v.push_back({&*s.o.gate, "gate"});
   return v;
 }
 
@@ -475,6 +499,14 @@ void attention(const TensorView& q, const TensorView& k, const TensorView& v,
     check_out_vs(s, *options.lse, "lse", inputs);
     detail::check_disjoint_or_same(*options.lse, "lse", out, "out", s.op, false);
   }
+  if (options.ungated_out) {
+    check_out_vs(s, *options.ungated_out, "ungated_out", inputs);
+    detail::check_disjoint_or_same(*options.ungated_out, "ungated_out", out, "out", s.op, false);
+    if (options.lse) {
+      detail::check_disjoint_or_same(*options.ungated_out, "ungated_out", *options.lse, "lse",
+                                     s.op, false);
+    }
+  }
   const bool kv_cache = s.paged || !s.seqlens.empty();
   if (s.norm == AttentionNormalizer::kSoftmax && (s.Lq <= detail::attn::kDecodeMaxLq || kv_cache)) {
     detail::attn::forward_decode(s, out);
@@ -507,12 +539,25 @@ void attention_backward(const TensorView& q, const TensorView& k, const TensorVi
   auto inputs = input_list(s);
   inputs.push_back({&out, "out"});
   inputs.push_back({&dout, "dout"});
+  if (s.has_gate && !options.ungated_out) {
+    fail(op, "a gate needs ungated_out, the forward's output before the gate (the gate's "
+             "gradient is dout * a * sigmoid'(gate))");
+  }
+  if (options.ungated_out) inputs.push_back({&*options.ungated_out, "ungated_out"});
   check_out_vs(s, dq, "dq", inputs);
   check_out_vs(s, dk, "dk", inputs);
   check_out_vs(s, dv, "dv", inputs);
   detail::check_disjoint_or_same(dq, "dq", dk, "dk", op, false);
   detail::check_disjoint_or_same(dq, "dq", dv, "dv", op, false);
   detail::check_disjoint_or_same(dk, "dk", dv, "dv", op, false);
+  if (options.dgate) {
+    check_out_vs(s, *options.dgate, "dgate", inputs);
+    for (const auto& [t, name] : {std::pair<const TensorView*, const char*>{&dq, "dq"},
+                                  {&dk, "dk"}, {&dv, "dv"}}) {
+      detail::check_disjoint_or_same(*options.dgate, "dgate", *t, name, op, false);
+    }
+  }
+  if (options.dgate) detail::attn::gate_backward(s, dout, *options.dgate);
   if (s.Hkv == 0 || s.B == 0) return;
   detail::attn::backward(s, dout, dq, dk, dv);
 }

@@ -6,11 +6,87 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "kernels/attention.h"
 #include "ops/attention/attention_internal.h"
 
 namespace smax::detail::attn {
+namespace {
+
+// Rows [i0, i0 + bq) of the upstream gradient of the ungated output,
+// dout * sigmoid(gate) (rounded once from float64), into buf.
+Mat gated_dout(const Setup& s, const TensorView& dout, int64_t b, int64_t h, int64_t i0,
+               int64_t bq, float* buf) {
+  const int64_t ld = std::max<int64_t>(s.Dv, 1);
+  const char* base = s.mat_base(dout, b, h);
+  for (int64_t r = 0; r < bq && s.Dv > 0; ++r) {
+    float* row = buf + r * ld;
+    gather_row_f32(base + (i0 + r) * dout.strides[2] * dtype_size(dout.dtype), dout.dtype,
+                   dout.strides[3], s.Dv, row);
+    for (int64_t c = 0; c < s.Dv; ++c) {
+      row[c] = static_cast<float>(static_cast<double>(row[c]) * s.gate_sigmoid(b, h, i0 + r, c));
+    }
+  }
+  return Mat{buf, ld};
+}
+
+}  // namespace
+
+void gate_backward(const Setup& s, const TensorView& dout, const TensorView& dgate) {
+  const TensorView& g = *s.o.gate;
+  const TensorView& a = *s.o.ungated_out;
+  // The gate's shape right-aligned to [B, H, Lq, Dv]; dense index of each
+  // (b, h, i, c) in it (a broadcast dim contributes 0).
+  int64_t gsh[4] = {1, 1, 1, 1};
+  for (int d = 0; d < g.rank; ++d) gsh[4 - g.rank + d] = g.shape[d];
+  const int64_t gn = gsh[0] * gsh[1] * gsh[2] * gsh[3];
+  std::vector<double> acc(static_cast<size_t>(std::max<int64_t>(gn, 1)), 0.0);
+  const int64_t full[4] = {s.B, s.H, s.Lq, s.Dv};
+  auto dense = [&](int64_t b, int64_t h, int64_t i, int64_t c) {
+    const int64_t x[4] = {b, h, i, c};
+    int64_t idx = 0;
+    for (int d = 0; d < 4; ++d) idx = idx * gsh[d] + (gsh[d] == 1 ? 0 : x[d]);
+    return idx;
+  };
+  const int64_t da = dtype_size(dout.dtype), aa = dtype_size(a.dtype);
+  auto row = [&](int64_t b, int64_t h, int64_t i) {
+    const char* pd = static_cast<const char*>(dout.data) +
+                     (b * dout.strides[0] + h * dout.strides[1] + i * dout.strides[2]) * da;
+    const char* pa = static_cast<const char*>(a.data) +
+                     (b * a.strides[0] + h * a.strides[1] + i * a.strides[2]) * aa;
+    for (int64_t c = 0; c < s.Dv; ++c) {
+      const double sg = s.gate_sigmoid(b, h, i, c);
+      const double t = static_cast<double>(load_f32(pd + c * dout.strides[3] * da, dout.dtype)) *
+                       static_cast<double>(load_f32(pa + c * a.strides[3] * aa, a.dtype)) * sg *
+                       (1.0 - sg);
+      acc[static_cast<size_t>(dense(b, h, i, c))] += t;
+    }
+  };
+  const bool rows_own_elements = gsh[0] == full[0] && gsh[1] == full[1] && gsh[2] == full[2];
+  if (rows_own_elements) {
+    // Each (b, h, i) row owns its gate elements: rows in parallel, each
+    // summed in column order.
+    detail::run_parallel(s.B * s.H * s.Lq, s.threads, [&](int64_t r) {
+      row(r / (s.H * s.Lq), (r / s.Lq) % s.H, r % s.Lq);
+    });
+  } else {
+    for (int64_t b = 0; b < s.B; ++b)
+      for (int64_t h = 0; h < s.H; ++h)
+        for (int64_t i = 0; i < s.Lq; ++i) row(b, h, i);
+  }
+  // Store in the gate's logical (row-major) order through dgate's strides.
+  const int64_t ds = dtype_size(dgate.dtype);
+  for (int64_t idx = 0; idx < gn; ++idx) {
+    int64_t rem = idx, off = 0;
+    for (int d = dgate.rank - 1; d >= 0; --d) {
+      off += (rem % dgate.shape[d]) * dgate.strides[d];
+      rem /= dgate.shape[d];
+    }
+    store_f32(static_cast<char*>(dgate.data) + off * ds, dgate.dtype,
+              static_cast<float>(acc[static_cast<size_t>(idx)]));
+  }
+}
 
 void backward(const Setup& s, const TensorView& dout, const TensorView& dq, const TensorView& dk,
               const TensorView& dv) {
@@ -66,8 +142,9 @@ void backward(const Setup& s, const TensorView& dout, const TensorView& dq, cons
           continue;
         }
         const Mat Q = s.q_rows(b, h, i0, bq, qbuf);
-        const Mat dO = matrix(s.mat_base(dout, b, h), dout.dtype, dout.strides[2],
-                              dout.strides[3], i0, bq, s.Dv, obuf);
+        const Mat dO = s.has_gate ? gated_dout(s, dout, b, h, i0, bq, obuf)
+                                  : matrix(s.mat_base(dout, b, h), dout.dtype, dout.strides[2],
+                                           dout.strides[3], i0, bq, s.Dv, obuf);
         sgemm(bq, kend, s.D, 1.0f, {Q.p, Q.ld, false}, {K.p, K.ld, true}, 0.0f, T, w);
         if (s.cap > 0.0f) {
           for (int64_t r = 0; r < bq; ++r) std::memcpy(Sraw + r * kend, T + r * w, kend * sizeof(float));

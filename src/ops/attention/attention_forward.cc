@@ -12,17 +12,32 @@
 namespace smax::detail::attn {
 namespace {
 
-void store_row(const TensorView& out, int64_t b, int64_t h, int64_t i, const float* o,
-               int64_t n, double factor, float fill, bool use_fill) {
+// Stores row (b, h, i) of out: o[c] * factor rounded to f32 (or `fill` for
+// every element), then through the gate when there is one (fl(a *
+// sigmoid(g)), in float64), and the ungated value into ungated_out when
+// given.
+void store_row(const Setup& s, const TensorView& out, int64_t b, int64_t h, int64_t i,
+               const float* o, int64_t n, double factor, float fill, bool use_fill) {
   if (n <= 0) return;  // Dv = 0: out may have null data
   const int64_t size = dtype_size(out.dtype);
   char* p = static_cast<char*>(out.data) +
             (b * out.strides[0] + h * out.strides[1] + i * out.strides[2]) * size;
+  const TensorView* ug = s.o.ungated_out ? &*s.o.ungated_out : nullptr;
+  char* pu = ug == nullptr ? nullptr
+                           : static_cast<char*>(ug->data) +
+                                 (b * ug->strides[0] + h * ug->strides[1] + i * ug->strides[2]) *
+                                     dtype_size(ug->dtype);
   for (int64_t c = 0; c < n; ++c) {
     // f32 first (the f32 output's bits), then rounded once more only for a
     // narrow output: the value is an f32 result by contract.
+    const float a = use_fill ? fill : static_cast<float>(static_cast<double>(o[c]) * factor);
+    if (!s.has_gate) {
+      store_f32(p + c * out.strides[3] * size, out.dtype, a);
+      continue;
+    }
     store_f32(p + c * out.strides[3] * size, out.dtype,
-              use_fill ? fill : static_cast<float>(static_cast<double>(o[c]) * factor));
+              static_cast<float>(static_cast<double>(a) * s.gate_sigmoid(b, h, i, c)));
+    if (pu != nullptr) store_f32(pu + c * ug->strides[3] * dtype_size(ug->dtype), ug->dtype, a);
   }
 }
 
@@ -104,19 +119,19 @@ void finish_row(const Setup& s, const TensorView& out, int64_t b, int64_t h, int
     // No key at all (Lk = 0): the output is the empty sum P[:, :0] V,
     // exactly 0 whatever the sink (SDPA with a sink column); the lse is
     // the sink's (NaN for a NaN sink, the empty policy for -inf).
-    store_row(out, b, h, i, o, s.Dv, 0.0, 0.0f, true);
+    store_row(s, out, b, h, i, o, s.Dv, 0.0, 0.0f, true);
     store_lse(s, b, h, i,
               nan ? kNaNf
                   : dd > 0.0 ? static_cast<float>(static_cast<double>(M) + std::log(dd))
                              : empty_lse);
   } else if (nan) {
-    store_row(out, b, h, i, o, s.Dv, 0.0, kNaNf, true);
+    store_row(s, out, b, h, i, o, s.Dv, 0.0, kNaNf, true);
     store_lse(s, b, h, i, kNaNf);
   } else if (!(dd > 0.0)) {
-    store_row(out, b, h, i, o, s.Dv, 0.0, empty, true);
+    store_row(s, out, b, h, i, o, s.Dv, 0.0, empty, true);
     store_lse(s, b, h, i, empty_lse);
   } else {
-    store_row(out, b, h, i, o, s.Dv, 1.0 / dd, 0.0f, false);
+    store_row(s, out, b, h, i, o, s.Dv, 1.0 / dd, 0.0f, false);
     store_lse(s, b, h, i, static_cast<float>(static_cast<double>(M) + std::log(dd)));
   }
 }
@@ -173,7 +188,7 @@ void forward_rows(const Setup& s, const TensorView& out) {
     const auto [qbuf, kbuf, vbuf, S, O, addbuf, keepbuf] = layout.carve(buf);
     const int64_t kend = s.key_end(b, i0, bq);
     if (kend == 0) {
-      for (int64_t r = 0; r < bq; ++r) store_row(out, b, h, i0 + r, O, s.Dv, 0.0, empty, true);
+      for (int64_t r = 0; r < bq; ++r) store_row(s, out, b, h, i0 + r, O, s.Dv, 0.0, empty, true);
       return;
     }
     const Mat Q = s.q_rows(b, h, i0, bq, qbuf);
@@ -188,7 +203,7 @@ void forward_rows(const Setup& s, const TensorView& out) {
     }
     normalize_rows(s, S, bq, kend, s.keys(b));
     sgemm(bq, s.Dv, kend, 1.0f, {S, kend, false}, {V.p, V.ld, false}, 0.0f, O, Dvn);
-    for (int64_t r = 0; r < bq; ++r) store_row(out, b, h, i0 + r, O + r * Dvn, s.Dv, 1.0, 0.0f, false);
+    for (int64_t r = 0; r < bq; ++r) store_row(s, out, b, h, i0 + r, O + r * Dvn, s.Dv, 1.0, 0.0f, false);
   });
 }
 

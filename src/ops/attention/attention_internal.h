@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -119,6 +120,17 @@ struct Setup {
   int64_t page_size = 0;
   int64_t max_pages = 0;         // block_table columns
   std::vector<int64_t> pages;    // [B * max_pages] page of each (sequence, page slot)
+  // Gate (AttentionOptions::gate) broadcast to [B, H, Lq, Dv].
+  bool has_gate = false;
+  DType gate_dtype = DType::kF32;
+  const char* gate_data = nullptr;
+  int64_t gs[4] = {0, 0, 0, 0};
+  // sigmoid(gate) at (b, h, i, c), in float64.
+  double gate_sigmoid(int64_t b, int64_t h, int64_t i, int64_t c) const {
+    const int64_t off = b * gs[0] + h * gs[1] + i * gs[2] + c * gs[3];
+    const double g = load_f32(gate_data + off * dtype_size(gate_dtype), gate_dtype);
+    return g >= 0 ? 1.0 / (1.0 + std::exp(-g)) : std::exp(g) / (1.0 + std::exp(g));
+  }
 
   // Null stays null: a view without elements (Lk = 0, D = 0...) may have
   // null data, and no address may be formed from it (UB).
@@ -309,5 +321,8 @@ void forward_decode(const Setup& s, const TensorView& out);
 void forward_rows(const Setup& s, const TensorView& out);
 void backward(const Setup& s, const TensorView& dout, const TensorView& dq, const TensorView& dk,
               const TensorView& dv);
+// dgate = sum over the gate's broadcast dims of dout * a * s (1 - s), s =
+// sigmoid(gate), a = options.ungated_out (attention_backward.cc).
+void gate_backward(const Setup& s, const TensorView& dout, const TensorView& dgate);
 
 }  // namespace smax::detail::attn
