@@ -7,7 +7,9 @@ Usage: python3 bench/peers/bench_attention.py [--threads 1]
 Prints ms per call (median of --reps) for forward and forward+backward, causal
 and not, and the ratio torch / smax (> 1: smax faster). Both run with the same
 thread count (torch.set_num_threads, smax threads=); smax runs OpenBLAS (its
-SGEMMs) on its own threads, whatever OPENBLAS_NUM_THREADS says.
+SGEMMs) on its own threads, whatever OPENBLAS_NUM_THREADS says. --gate adds
+"gate fwd" / "gate f+b" rows: smax ungated (in the torch column) against smax
+with an element-wise sigmoid gate (ratio = ungated / gated).
 
 --decode B,H,Hkv,Lq,Lk,D: decoding against a KV cache of Lk keys (GQA: H query
 heads, Hkv KV heads): torch SDPA (enable_gqa=True) vs smax on the contiguous
@@ -87,6 +89,8 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--shapes", nargs="*", default=["1,8,1024,64"])
     ap.add_argument("--normalizers", nargs="*", default=["softmax"])
+    ap.add_argument("--gate", action="store_true",
+                    help="also time smax gated attention (element-wise gate) against ungated")
     ap.add_argument("--decode", nargs="*", default=None,
                     help="B,H,Hkv,Lq,Lk,D decode shapes (none given: the issue's set)")
     a = ap.parse_args()
@@ -124,8 +128,24 @@ def main():
                                  threads=a.threads).sum().backward()
 
                 rows = [("fwd", t_fwd, s_fwd), ("fwd+bwd", t_bwd, s_bwd)]
+                if a.gate:
+                    # Gated (element-wise, sigmoid) against smax ungated: the
+                    # "torch ms" column holds smax ungated, the ratio is
+                    # ungated / gated (goal: >= 1 / 1.1).
+                    g = torch.randn(B, H, L, D).requires_grad_(True)
+
+                    def g_fwd():
+                        smax.attention(q, k, v, is_causal=causal, normalizer=norm,
+                                       threads=a.threads, gate=g.detach())
+
+                    def g_bwd():
+                        st.attention(qg, kg, vg, is_causal=causal, normalizer=norm,
+                                     threads=a.threads, gate=g).sum().backward()
+
+                    rows += [("gate fwd", s_fwd, g_fwd), ("gate f+b", s_bwd, g_bwd)]
                 for name, tf, sf in rows:
-                    tt = timeit(tf, a.reps) if norm == "softmax" else float("nan")
+                    tt = timeit(tf, a.reps) if norm == "softmax" or "gate" in name \
+                        else float("nan")
                     ss = timeit(sf, a.reps)
                     print(f"{shp:>16} {norm:>9} {str(causal):>6} {name:>8} {tt:9.2f} {ss:9.2f} "
                           f"{tt / ss:6.2f}")

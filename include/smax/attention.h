@@ -150,10 +150,11 @@ struct AttentionOptions {
   /// Models"; Qwen3-Next): out = sigmoid(gate) * attention(q, k, v). Optional,
   /// any floating dtype, broadcast to [B, H, Lq, Dv] (NumPy rules):
   /// [B, H, Lq, Dv] is the element-wise gate, [B, H, Lq, 1] the head-wise one.
-  /// Each output is fl(a * sigmoid(g)) with a the ungated f32 result and the
-  /// product and sigmoid in float64 (so the bound is the ungated one plus
-  /// half an ulp). Backward: the gradient flows through the gate to q, k, v
-  /// and, with dgate, to the gate.
+  /// Each output is fl(a * s) with a the ungated f32 result and s =
+  /// sigmoid(g) in f32 (within 3 ulp; 0 below ~e^-103): the bound is the
+  /// ungated one times s plus 4 u |a s|. Backward: the gradient flows through
+  /// the gate to q, k, v (dout * s, one more rounding) and, with dgate, to
+  /// the gate (dout a s (1 - s), each term within 8 u, summed in float64).
   std::optional<TensorView> gate;
   /// With a gate. attention(): optional output [B, H, Lq, Dv], the output
   /// before the gate (written when given: what the backward needs).

@@ -72,7 +72,7 @@ def attention(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 
               softpick_eps: float = 1e-6, ssmax_s: float = 0.43, empty_row: str = "zero",
               return_lse: bool = False, threads: Optional[int] = None,
               out: Any = None, sigmoid_bias_mode: str = "per_sequence",
-              cache_seqlens: Any = None, block_table: Any = None) -> Any:
+              cache_seqlens: Any = None, block_table: Any = None, gate: Any = None) -> Any:
     """Scaled dot-product attention, ``softmax(q k^T * scale + mask) v`` for
     ``normalizer="softmax"`` (the other normalisers replace the softmax row).
 
@@ -104,12 +104,17 @@ def attention(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 
     [num_pages, Hkv, page_size, D] (a vLLM [num_pages, page_size, Hkv, D]
     cache passed as ``k.transpose(1, 2)``): key j of sequence b is row
     j % page_size of page block_table[b, j // page_size].
+
+    Gated attention (Qiu et al. 2025, Qwen3-Next): gate broadcastable to
+    [B, H, Lq, Dv] ([B, H, Lq, Dv] element-wise, [B, H, Lq, 1] head-wise), any
+    floating dtype: out = sigmoid(gate) * attention, fused in the output's
+    store; differentiable through ``smax.torch.attention`` (gate.grad too).
     """
     kv_cache = cache_seqlens is not None or block_table is not None
-    if kv_cache and _wants_grad(q, k, v):
+    if kv_cache and _wants_grad(q, k, v, gate):
         raise ValueError("smax.attention: cache_seqlens / block_table (the KV cache forms) are "
                          "forward-only; call it under torch.no_grad()")
-    if out is None and _wants_grad(q, k, v):
+    if out is None and _wants_grad(q, k, v, gate):
         if return_lse:
             raise ValueError("smax.attention: return_lse is not supported with autograd; "
                              "call it under torch.no_grad()")
@@ -118,7 +123,7 @@ def attention(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 
                                alibi_slopes=alibi_slopes, sigmoid_bias=sigmoid_bias,
                                softpick_eps=softpick_eps, ssmax_s=ssmax_s,
                                empty_row=empty_row, threads=threads,
-                               sigmoid_bias_mode=sigmoid_bias_mode)
+                               sigmoid_bias_mode=sigmoid_bias_mode, gate=gate)
     q4, k4, v4, squeeze, ao = _prepare(
         "attention", q, k, v, is_causal, scale, enable_gqa, dropout_p, normalizer, softcap, sinks,
         alibi_slopes, sigmoid_bias, softpick_eps, ssmax_s, empty_row, threads, sigmoid_bias_mode)
@@ -135,7 +140,7 @@ def attention(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 
         o4, _ = _as4(out, "out")
     lse = _alloc(q, shape[:3], op="attention") if return_lse else None
     _C.attention(_opt(q4), _opt(k4), _opt(v4), _opt(o4), _opt(attn_mask), _opt(lse), ao,
-                 _opt(cache_seqlens), _opt(block_table))
+                 _opt(cache_seqlens), _opt(block_table), _opt(gate), None)
     if out is None and squeeze:
         res = res[0]
         if lse is not None:
@@ -162,27 +167,35 @@ def _function() -> Any:
 
         @staticmethod
         def forward(ctx: Any, q: Any, k: Any, v: Any, mask: Any, sinks: Any, alibi: Any,
-                    ao: Any) -> Any:
+                    gate: Any, ao: Any) -> Any:
             shape = (q.shape[0], q.shape[1], q.shape[2], v.shape[3])
             out = torch.empty(shape, dtype=q.dtype)  # like q (the backward reads it)
+            # With a gate the backward needs the output before it (dgate =
+            # dout * a * sigmoid'(gate)).
+            ungated = None if gate is None else torch.empty(shape, dtype=q.dtype)
             ao = with_options(ao, sinks=sinks, alibi_slopes=alibi)
             _C.attention(q.detach(), k.detach(), v.detach(), out,
-                         None if mask is None else mask.detach(), None, ao)
-            ctx.save_for_backward(q, k, v, out, mask, sinks, alibi)
+                         None if mask is None else mask.detach(), None, ao, None, None,
+                         None if gate is None else gate.detach(), ungated)
+            ctx.save_for_backward(q, k, v, out, mask, sinks, alibi, gate, ungated)
             ctx.ao = with_options(ao, sinks=None, alibi_slopes=None)
             return out
 
         @staticmethod
         @first_order("attention")
         def backward(ctx: Any, dout: Any) -> Tuple[Optional[Any], ...]:
-            q, k, v, out, mask, sinks, alibi = ctx.saved_tensors
+            q, k, v, out, mask, sinks, alibi, gate, ungated = ctx.saved_tensors
             ao = with_options(ctx.ao, sinks=sinks, alibi_slopes=alibi)
             dq = torch.empty(q.shape, dtype=q.dtype)  # each gradient in its input's dtype
             dk = torch.empty(k.shape, dtype=k.dtype)
             dv = torch.empty(v.shape, dtype=v.dtype)
+            dgate = None
+            if gate is not None and ctx.needs_input_grad[6]:
+                dgate = torch.empty(gate.shape, dtype=gate.dtype)
             _C.attention_backward(q.detach(), k.detach(), v.detach(), out, dout.detach(), dq,
-                                  dk, dv, None if mask is None else mask.detach(), ao)
-            return dq, dk, dv, None, None, None, None
+                                  dk, dv, None if mask is None else mask.detach(), ao,
+                                  None if gate is None else gate.detach(), ungated, dgate)
+            return dq, dk, dv, None, None, None, dgate, None
 
     _FUNCTION = _Attention
     return _FUNCTION
@@ -195,11 +208,12 @@ def torch_attention(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: fl
                     sigmoid_bias: Optional[float] = None, softpick_eps: float = 1e-6,
                     ssmax_s: float = 0.43, empty_row: str = "zero",
                     threads: Optional[int] = None,
-                    sigmoid_bias_mode: str = "per_sequence") -> Any:
+                    sigmoid_bias_mode: str = "per_sequence", gate: Any = None) -> Any:
     """Differentiable ``smax.attention`` for CPU torch tensors (float32,
     float64, float16 or bfloat16, each of q, k, v its own): same arguments
-    (no ``out`` / ``return_lse``); the output has q's dtype, gradients flow
-    to q, k and v in their dtypes (not to the mask, sinks or ALiBi slopes)."""
+    (no ``out`` / ``return_lse`` / KV cache); the output has q's dtype,
+    gradients flow to q, k, v and the gate in their dtypes (not to the mask,
+    sinks or ALiBi slopes)."""
     torch = _torch_module()
     for name, t in (("q", q), ("k", k), ("v", v)):
         if torch is None or not isinstance(t, torch.Tensor):
@@ -212,5 +226,6 @@ def torch_attention(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: fl
     def as_t(x: Any) -> Any:
         return x if x is None or isinstance(x, torch.Tensor) else torch.as_tensor(x)
 
-    res = _function().apply(q4, k4, v4, as_t(attn_mask), as_t(sinks), as_t(alibi_slopes), ao)
+    res = _function().apply(q4, k4, v4, as_t(attn_mask), as_t(sinks), as_t(alibi_slopes),
+                            as_t(gate), ao)
     return res[0] if squeeze else res

@@ -78,7 +78,8 @@ void def_attention(nb::module_& m) {
       "attention",
       [](const In& q, const In& k, const In& v, const Out& out, const std::optional<In>& mask,
          const std::optional<Out>& lse, const PyAttentionOptions& ao,
-         const std::optional<In>& cache_seqlens, const std::optional<In>& block_table) {
+         const std::optional<In>& cache_seqlens, const std::optional<In>& block_table,
+         const std::optional<In>& gate, const std::optional<Out>& ungated_out) {
         const char* op = "attention";
         AttnArgs a = attn_options(op, mask, ao);
         const auto qv = flt(q, op, "q");
@@ -88,19 +89,26 @@ void def_attention(nb::module_& m) {
         a.o.lse = opt_flto(lse, op, "lse");
         if (cache_seqlens) a.o.cache_seqlens = to_view(*cache_seqlens, op, "cache_seqlens", Want::kIndex);
         if (block_table) a.o.block_table = to_view(*block_table, op, "block_table", Want::kIndex);
+        if (gate) a.o.gate = flt(*gate, op, "gate");
+        a.o.ungated_out = opt_flto(ungated_out, op, "ungated_out");
         nb::gil_scoped_release r;
         smax::attention(qv, kv, vv, ov, a.o);
       },
       nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("out"), nb::arg("attn_mask").none(),
       nb::arg("lse").none(), nb::arg("ao"), nb::arg("cache_seqlens").none() = nb::none(),
-      nb::arg("block_table").none() = nb::none());
+      nb::arg("block_table").none() = nb::none(), nb::arg("gate").none() = nb::none(),
+      nb::arg("ungated_out").none() = nb::none());
   m.def(
       "attention_backward",
       [](const In& q, const In& k, const In& v, const In& out, const In& dout, const Out& dq,
          const Out& dk, const Out& dv, const std::optional<In>& mask,
-         const PyAttentionOptions& ao) {
+         const PyAttentionOptions& ao, const std::optional<In>& gate,
+         const std::optional<In>& ungated_out, const std::optional<Out>& dgate) {
         const char* op = "attention_backward";
-        const AttnArgs a = attn_options(op, mask, ao);
+        AttnArgs a = attn_options(op, mask, ao);
+        if (gate) a.o.gate = flt(*gate, op, "gate");
+        if (ungated_out) a.o.ungated_out = flt(*ungated_out, op, "ungated_out");
+        a.o.dgate = opt_flto(dgate, op, "dgate");
         const auto qv = flt(q, op, "q");
         const auto kv = flt(k, op, "k");
         const auto vv = flt(v, op, "v");
@@ -113,7 +121,9 @@ void def_attention(nb::module_& m) {
         smax::attention_backward(qv, kv, vv, ov, gv, dqv, dkv, dvv, a.o);
       },
       nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("out"), nb::arg("dout"), nb::arg("dq"),
-      nb::arg("dk"), nb::arg("dv"), nb::arg("attn_mask").none(), nb::arg("ao"));
+      nb::arg("dk"), nb::arg("dv"), nb::arg("attn_mask").none(), nb::arg("ao"),
+      nb::arg("gate").none() = nb::none(), nb::arg("ungated_out").none() = nb::none(),
+      nb::arg("dgate").none() = nb::none());
 }
 
 }  // namespace smax_py

@@ -35,7 +35,7 @@ static_assert(static_cast<int>(SMAX_SIGMOID_BIAS_PER_ROW_VISIBLE) ==
 // The fields added after version 1 (sigmoid_bias_mode, reserved0) fill the
 // struct to a multiple of its alignment, and version 0.3's two pointers
 // follow them: no implicit padding.
-static_assert(offsetof(smax_attention_options, block_table) + sizeof(void*) ==
+static_assert(offsetof(smax_attention_options, dgate) + sizeof(void*) ==
                       sizeof(smax_attention_options) &&
                   offsetof(smax_attention_options, cache_seqlens) ==
                       offsetof(smax_attention_options, reserved0) + sizeof(int32_t),
@@ -96,6 +96,15 @@ smax::AttentionOptions to_attention(const smax_attention_options* p, const char*
   }
   if (has_ptr(offsetof(smax_attention_options, block_table))) {
     out.block_table = to_optional_view(p->block_table, op, "params.block_table");
+  }
+  if (has_ptr(offsetof(smax_attention_options, gate))) {
+    out.gate = to_optional_view(p->gate, op, "params.gate");
+  }
+  if (has_ptr(offsetof(smax_attention_options, ungated_out))) {
+    out.ungated_out = to_optional_view(p->ungated_out, op, "params.ungated_out");
+  }
+  if (has_ptr(offsetof(smax_attention_options, dgate))) {
+    out.dgate = to_optional_view(p->dgate, op, "params.dgate");
   }
   if (has(offsetof(smax_attention_options, reserved0)) && p->reserved0 != 0) {
     throw smax::Error(smax::Status::kUnsupported,

@@ -189,6 +189,55 @@ void AttentionSoftcapGradRowImpl(const float* s, float* dt, int64_t n_, float sc
   }
 }
 
+// sigmoid(g) from t = e^-|g| (no overflow: t <= 1).
+HWY_INLINE VF SigmoidVec(DF d, VF g) {
+  const VF one = hn::Set(d, 1.0f);
+  const VF t = hn::CallExp(d, hn::Neg(hn::Abs(g)));
+  const VF den = hn::Add(one, t);
+  const VF s = hn::IfThenElse(hn::Ge(g, hn::Zero(d)), hn::Div(one, den), hn::Div(t, den));
+  return hn::IfThenElse(hn::IsNaN(g), g, s);  // Highway's Exp does not keep NaN
+}
+
+// f(d, x, y, z) over rows of n elements (z may be null), tails through a
+// zero-padded stack copy.
+template <class F>
+HWY_INLINE void GateRows(const float* x, const float* y, const float* z, float* out, size_t n,
+                         F f) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  size_t j = 0;
+  for (; j + N <= n; j += N) {
+    const VF zv = z == nullptr ? hn::Zero(d) : hn::LoadU(d, z + j);
+    hn::StoreU(f(d, hn::LoadU(d, x + j), hn::LoadU(d, y + j), zv), d, out + j);
+  }
+  if (j < n) {
+    const size_t c = n - j;
+    HWY_ALIGN float xb[kMaxLanes] = {}, yb[kMaxLanes] = {}, zb[kMaxLanes] = {};
+    std::memcpy(xb, x + j, c * sizeof(float));
+    std::memcpy(yb, y + j, c * sizeof(float));
+    if (z != nullptr) std::memcpy(zb, z + j, c * sizeof(float));
+    hn::Store(f(d, hn::Load(d, xb), hn::Load(d, yb), hn::Load(d, zb)), d, xb);
+    std::memcpy(out + j, xb, c * sizeof(float));
+  }
+}
+
+void AttentionGateRowImpl(const float* a, const float* g, float* out, int64_t n) {
+  GateRows(a, g, nullptr, out, static_cast<size_t>(n),
+           [](DF d, VF av, VF gv, VF) HWY_ATTR { return hn::Mul(av, SigmoidVec(d, gv)); });
+}
+
+void AttentionGateGradRowImpl(const float* dd, const float* a, const float* g, float* out,
+                              int64_t n) {
+  GateRows(dd, a, g, out, static_cast<size_t>(n), [](DF d, VF dv, VF av, VF gv) HWY_ATTR {
+    // sigmoid'(g) = s (1 - s) = t / (1 + t)^2 with t = e^-|g|: no
+    // cancellation in 1 - s where s is near 1.
+    const VF t = hn::CallExp(d, hn::Neg(hn::Abs(gv)));
+    const VF den = hn::Add(hn::Set(d, 1.0f), t);
+    const VF sp = hn::IfThenElse(hn::IsNaN(gv), gv, hn::Div(t, hn::Mul(den, den)));
+    return hn::Mul(hn::Mul(dv, av), sp);
+  });
+}
+
 }  // namespace smax::kernels::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
@@ -199,6 +248,16 @@ HWY_EXPORT(AttentionLogitsRowImpl);
 HWY_EXPORT(AttentionOnlineStepImpl);
 HWY_EXPORT(AttentionScaleRowImpl);
 HWY_EXPORT(AttentionSoftcapGradRowImpl);
+HWY_EXPORT(AttentionGateRowImpl);
+HWY_EXPORT(AttentionGateGradRowImpl);
+
+void attention_gate_row(const float* a, const float* g, float* out, int64_t n) noexcept {
+  if (n > 0) HWY_DYNAMIC_DISPATCH(AttentionGateRowImpl)(a, g, out, n);
+}
+void attention_gate_grad_row(const float* d, const float* a, const float* g, float* out,
+                             int64_t n) noexcept {
+  if (n > 0) HWY_DYNAMIC_DISPATCH(AttentionGateGradRowImpl)(d, a, g, out, n);
+}
 
 void attention_logits_row(float* s, int64_t n, const AttentionLogits& p) noexcept {
   if (n > 0) HWY_DYNAMIC_DISPATCH(AttentionLogitsRowImpl)(s, n, p);

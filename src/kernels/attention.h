@@ -44,6 +44,17 @@ void attention_scale_row(float* o, int64_t n, float a) noexcept;
 void attention_softcap_grad_row(const float* s, float* dt, int64_t n, float scale,
                                 float cap) noexcept;
 
+/// Gated attention (kernels/attention.cc): s = sigmoid(g) in f32 from t =
+/// e^-|g| (Highway's Exp): 1 / (1 + t) for g >= 0, t / (1 + t) otherwise,
+/// within 3 ulp of sigmoid(g) where it is a normal f32 (0 below ~e^-103);
+/// NaN stays NaN. out may alias a / d.
+/// out_j = a_j * s_j.
+void attention_gate_row(const float* a, const float* g, float* out, int64_t n) noexcept;
+/// out_j = d_j * a_j * s'_j, s' = s (1 - s) computed as t / (1 + t)^2 (the
+/// gate's gradient; within 6 ulp, no cancellation where s is near 1).
+void attention_gate_grad_row(const float* d, const float* a, const float* g, float* out,
+                             int64_t n) noexcept;
+
 /// Rows the decoding products prefetch while they run (the operand of the
 /// next product: the value rows during the scores, the next key rows during
 /// P V), spread evenly over the work; rows = nullptr: none. A hint only:

@@ -223,6 +223,35 @@ void test_attention(void) {
     CHECK(strstr(smax_last_error(), "batch sizes differ") != NULL);
   }
 
+  /* Gated attention through the ABI: a head-wise gate [1, H, LQ, 1]; out =
+   * sigmoid(g) * the ungated output, which ungated_out receives. */
+  {
+    float gate[ATT_H * ATT_LQ], ungated[ATT_H * ATT_LQ * ATT_DV];
+    int64_t g_shape[4] = {1, ATT_H, ATT_LQ, 1};
+    smax_tensor tg, tu;
+    int j;
+    for (i = 0; i < ATT_H * ATT_LQ; ++i) gate[i] = (float)i * 0.75f - 2.0f;
+    CHECK(smax_tensor_init(&tg, gate, SMAX_DTYPE_F32, 4, g_shape, NULL) == SMAX_STATUS_OK);
+    CHECK(smax_tensor_init(&tu, ungated, SMAX_DTYPE_F32, 4, o_shape, NULL) == SMAX_STATUS_OK);
+    smax_attention_options_init(&o);
+    CHECK(o.gate == NULL && o.ungated_out == NULL && o.dgate == NULL);
+    o.gate = &tg;
+    o.ungated_out = &tu;
+    fill(out, ATT_H * ATT_LQ * ATT_DV, kSentinel);
+    CHECK(smax_attention(&tq, &tk, &tv, &to, &o) == SMAX_STATUS_OK);
+    ref_attention(q, 1, k, v, (double)(float)(1.0 / sqrt(2.0)), 0, NULL, 0, 0.0, want, P, want_lse);
+    CHECK_VEC(ungated, want, ATT_H * ATT_LQ * ATT_DV, 1e-5, 1e-6);
+    for (i = 0; i < ATT_H * ATT_LQ; ++i) {
+      for (j = 0; j < ATT_DV; ++j) want[i * ATT_DV + j] *= 1.0 / (1.0 + exp(-(double)gate[i]));
+    }
+    CHECK_VEC(out, want, ATT_H * ATT_LQ * ATT_DV, 1e-5, 1e-6);
+    o.ungated_out = NULL;
+    o.gate = NULL;
+    o.dgate = &tu;
+    CHECK(smax_attention(&tq, &tk, &tv, &to, &o) == SMAX_STATUS_INVALID_ARGUMENT);
+    CHECK(strstr(smax_last_error(), "gate") != NULL);
+  }
+
   /* Every normaliser runs through the ABI (finite output). */
   {
     int32_t nz;

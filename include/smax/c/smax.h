@@ -732,6 +732,14 @@ typedef struct smax_attention_options {
   const smax_tensor* block_table; /**< paged KV cache, forward only: i32 / i64 [B, max_pages];
                                        k / v are then [num_pages, Hkv, page_size, D];
                                        NULL = none */
+  const smax_tensor* gate;        /**< gated attention: out = sigmoid(gate) * attention; any
+                                       floating dtype broadcast to [B, H, Lq, Dv] ([.., Dv]
+                                       element-wise, [.., 1] head-wise); NULL = none */
+  const smax_tensor* ungated_out; /**< with gate: smax_attention's optional output before
+                                       the gate [B, H, Lq, Dv]; the backward's required
+                                       input (that saved output); NULL = none */
+  const smax_tensor* dgate;       /**< with gate: the backward's optional output, the
+                                       gate's gradient (the gate's shape); NULL = none */
 } smax_attention_options;
 void smax_attention_options_init(smax_attention_options* options);
 

@@ -24,9 +24,10 @@ Mat gated_dout(const Setup& s, const TensorView& dout, int64_t b, int64_t h, int
     float* row = buf + r * ld;
     gather_row_f32(base + (i0 + r) * dout.strides[2] * dtype_size(dout.dtype), dout.dtype,
                    dout.strides[3], s.Dv, row);
-    for (int64_t c = 0; c < s.Dv; ++c) {
-      row[c] = static_cast<float>(static_cast<double>(row[c]) * s.gate_sigmoid(b, h, i0 + r, c));
-    }
+    thread_local std::vector<float> g;
+    g.resize(static_cast<size_t>(s.Dv));
+    s.gate_row(b, h, i0 + r, g.data());
+    kernels::attention_gate_row(row, g.data(), row, s.Dv);
   }
   return Mat{buf, ld};
 }
@@ -49,18 +50,27 @@ void gate_backward(const Setup& s, const TensorView& dout, const TensorView& dga
     for (int d = 0; d < 4; ++d) idx = idx * gsh[d] + (gsh[d] == 1 ? 0 : x[d]);
     return idx;
   };
-  const int64_t da = dtype_size(dout.dtype), aa = dtype_size(a.dtype);
   auto row = [&](int64_t b, int64_t h, int64_t i) {
-    const char* pd = static_cast<const char*>(dout.data) +
-                     (b * dout.strides[0] + h * dout.strides[1] + i * dout.strides[2]) * da;
-    const char* pa = static_cast<const char*>(a.data) +
-                     (b * a.strides[0] + h * a.strides[1] + i * a.strides[2]) * aa;
-    for (int64_t c = 0; c < s.Dv; ++c) {
-      const double sg = s.gate_sigmoid(b, h, i, c);
-      const double t = static_cast<double>(load_f32(pd + c * dout.strides[3] * da, dout.dtype)) *
-                       static_cast<double>(load_f32(pa + c * a.strides[3] * aa, a.dtype)) * sg *
-                       (1.0 - sg);
-      acc[static_cast<size_t>(dense(b, h, i, c))] += t;
+    if (s.Dv <= 0) return;  // views without elements may have null data
+    thread_local std::vector<float> buf;
+    buf.resize(static_cast<size_t>(3 * std::max<int64_t>(s.Dv, 1)));
+    float* dr = buf.data();
+    float* ar = dr + s.Dv;
+    float* gr = ar + s.Dv;
+    gather_row_f32(s.mat_base(dout, b, h) + i * dout.strides[2] * dtype_size(dout.dtype),
+                   dout.dtype, dout.strides[3], s.Dv, dr);
+    gather_row_f32(s.mat_base(a, b, h) + i * a.strides[2] * dtype_size(a.dtype), a.dtype,
+                   a.strides[3], s.Dv, ar);
+    s.gate_row(b, h, i, gr);
+    kernels::attention_gate_grad_row(dr, ar, gr, dr, s.Dv);
+    const int64_t first = dense(b, h, i, 0);
+    if (gsh[3] == 1) {  // head-wise: one element per row, summed in column order
+      double sum = acc[static_cast<size_t>(first)];
+      for (int64_t c = 0; c < s.Dv; ++c) sum += dr[c];
+      acc[static_cast<size_t>(first)] = sum;
+    } else {
+      double* out = acc.data() + first;
+      for (int64_t c = 0; c < s.Dv; ++c) out[c] += dr[c];
     }
   };
   const bool rows_own_elements = gsh[0] == full[0] && gsh[1] == full[1] && gsh[2] == full[2];

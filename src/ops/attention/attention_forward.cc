@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "kernels/attention.h"
 #include "ops/attention/attention_internal.h"
@@ -12,33 +13,33 @@
 namespace smax::detail::attn {
 namespace {
 
-// Stores row (b, h, i) of out: o[c] * factor rounded to f32 (or `fill` for
-// every element), then through the gate when there is one (fl(a *
-// sigmoid(g)), in float64), and the ungated value into ungated_out when
-// given.
+// Stores row (b, h, i) of out: a_c = fl(o[c] * factor) (or `fill` for
+// every element), gated when there is a gate (fl(a * sigmoid(g)), f32:
+// kernels::attention_gate_row), and a itself into ungated_out when given.
 void store_row(const Setup& s, const TensorView& out, int64_t b, int64_t h, int64_t i,
                const float* o, int64_t n, double factor, float fill, bool use_fill) {
   if (n <= 0) return;  // Dv = 0: out may have null data
-  const int64_t size = dtype_size(out.dtype);
-  char* p = static_cast<char*>(out.data) +
-            (b * out.strides[0] + h * out.strides[1] + i * out.strides[2]) * size;
-  const TensorView* ug = s.o.ungated_out ? &*s.o.ungated_out : nullptr;
-  char* pu = ug == nullptr ? nullptr
-                           : static_cast<char*>(ug->data) +
-                                 (b * ug->strides[0] + h * ug->strides[1] + i * ug->strides[2]) *
-                                     dtype_size(ug->dtype);
+  thread_local std::vector<float> a, g;
+  a.resize(static_cast<size_t>(n));
   for (int64_t c = 0; c < n; ++c) {
     // f32 first (the f32 output's bits), then rounded once more only for a
     // narrow output: the value is an f32 result by contract.
-    const float a = use_fill ? fill : static_cast<float>(static_cast<double>(o[c]) * factor);
-    if (!s.has_gate) {
-      store_f32(p + c * out.strides[3] * size, out.dtype, a);
-      continue;
-    }
-    store_f32(p + c * out.strides[3] * size, out.dtype,
-              static_cast<float>(static_cast<double>(a) * s.gate_sigmoid(b, h, i, c)));
-    if (pu != nullptr) store_f32(pu + c * ug->strides[3] * dtype_size(ug->dtype), ug->dtype, a);
+    a[c] = use_fill ? fill : static_cast<float>(static_cast<double>(o[c]) * factor);
   }
+  auto row_of = [&](const TensorView& t) {
+    return static_cast<char*>(t.data) +
+           (b * t.strides[0] + h * t.strides[1] + i * t.strides[2]) * dtype_size(t.dtype);
+  };
+  if (s.has_gate) {
+    if (s.o.ungated_out) {
+      const TensorView& u = *s.o.ungated_out;
+      scatter_row_f32(a.data(), n, row_of(u), u.dtype, u.strides[3]);
+    }
+    g.resize(static_cast<size_t>(n));
+    s.gate_row(b, h, i, g.data());
+    kernels::attention_gate_row(a.data(), g.data(), a.data(), n);
+  }
+  scatter_row_f32(a.data(), n, row_of(out), out.dtype, out.strides[3]);
 }
 
 void store_lse(const Setup& s, int64_t b, int64_t h, int64_t i, float value) {

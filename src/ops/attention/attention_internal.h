@@ -18,7 +18,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -125,11 +124,10 @@ struct Setup {
   DType gate_dtype = DType::kF32;
   const char* gate_data = nullptr;
   int64_t gs[4] = {0, 0, 0, 0};
-  // sigmoid(gate) at (b, h, i, c), in float64.
-  double gate_sigmoid(int64_t b, int64_t h, int64_t i, int64_t c) const {
-    const int64_t off = b * gs[0] + h * gs[1] + i * gs[2] + c * gs[3];
-    const double g = load_f32(gate_data + off * dtype_size(gate_dtype), gate_dtype);
-    return g >= 0 ? 1.0 / (1.0 + std::exp(-g)) : std::exp(g) / (1.0 + std::exp(g));
+  // The gate's row (b, h, i) as Dv f32 values (broadcast and widened).
+  void gate_row(int64_t b, int64_t h, int64_t i, float* buf) const {
+    const int64_t off = b * gs[0] + h * gs[1] + i * gs[2];
+    gather_row_f32(gate_data + off * dtype_size(gate_dtype), gate_dtype, gs[3], Dv, buf);
   }
 
   // Null stays null: a view without elements (Lk = 0, D = 0...) may have
