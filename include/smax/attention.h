@@ -104,7 +104,7 @@ struct AttentionOptions {
   float softcap = 0.0f;
   /// Optional f32 [H]: a per-head sink logit that joins the softmax
   /// denominator without an output column (gpt-oss style). Softmax only. Not
-  /// scaled, capped or masked. No gradient is returned for it.
+  /// scaled, capped or masked. Its gradient: dsinks (backward).
   std::optional<TensorView> sinks;
   /// Optional f32 [H] or [B, H]: ALiBi slopes; adds -slope * |i - j| to the
   /// logits (= slope * (j - i) on the causal side, Press et al.'s bias; the
@@ -166,6 +166,19 @@ struct AttentionOptions {
   /// the gate's gradient (summed, in a fixed order, over the dims the gate
   /// broadcasts over).
   std::optional<TensorView> dgate;
+  /// attention_backward(): optional outputs, the gradients of the learnable
+  /// knobs (each in its input's shape, summed in float64 in a fixed order
+  /// over the dims the input broadcasts over; docs/attention.md "Gradients
+  /// of masks, sinks, ALiBi slopes and the sigmoid bias"):
+  /// dattn_mask for a floating attn_mask (the gradient of the logit it is
+  /// added to; 0 at masked keys; needs an f32 [B, H, Lq, Lk] scratch),
+  /// dsinks [H], dalibi_slopes (the slopes' shape) and dsigmoid_bias (one
+  /// element, [] or [1]; kSigmoid only: the gradient with respect to b,
+  /// sum over the visible logits of dL/dt).
+  std::optional<TensorView> dattn_mask;
+  std::optional<TensorView> dsinks;
+  std::optional<TensorView> dalibi_slopes;
+  std::optional<TensorView> dsigmoid_bias;
 };
 
 /// Forward. out may not overlap q, k, v, the masks or itself.
@@ -190,7 +203,9 @@ void attention(const TensorView& q, const TensorView& k, const TensorView& v,
 /// GQA: dk / dv sum over the G query heads of each kv head, in head order.
 /// Masked entries contribute exactly 0. Outputs may not overlap inputs or
 /// each other. A fully masked query row gives dq = 0 and no dk / dv share
-/// (kZero; kNan: NaN in dq and, through P^T dO, in dk / dv of its kv head). No gradient for masks, sinks or ALiBi slopes.
+/// (kZero; kNan: NaN in dq and, through P^T dO, in dk / dv of its kv head).
+/// The masks', sinks', ALiBi slopes' and sigmoid bias's gradients: the
+/// optional outputs dattn_mask, dsinks, dalibi_slopes, dsigmoid_bias.
 /// Bound (tested per SIMD target), elementwise, for dq, dk and dv:
 ///   |d - ref| <= (2e-6 + 2 (Lq + Lk + D + Dv) u + 4 max_i Delta_i) * mag + 1e-30,
 /// Delta_i as in attention(); mag = the float64 chain-rule sum with every

@@ -7,6 +7,7 @@ to q, k and v). See docs/attention.md.
 """
 from __future__ import annotations
 
+import copy
 import math
 import numbers
 from typing import Any, Optional, Tuple
@@ -114,7 +115,7 @@ def attention(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 
     if kv_cache and _wants_grad(q, k, v, gate):
         raise ValueError("smax.attention: cache_seqlens / block_table (the KV cache forms) are "
                          "forward-only; call it under torch.no_grad()")
-    if out is None and _wants_grad(q, k, v, gate):
+    if out is None and _wants_grad(q, k, v, gate, attn_mask, sinks, alibi_slopes, sigmoid_bias):
         if return_lse:
             raise ValueError("smax.attention: return_lse is not supported with autograd; "
                              "call it under torch.no_grad()")
@@ -167,7 +168,10 @@ def _function() -> Any:
 
         @staticmethod
         def forward(ctx: Any, q: Any, k: Any, v: Any, mask: Any, sinks: Any, alibi: Any,
-                    gate: Any, ao: Any) -> Any:
+                    gate: Any, bias: Any, ao: Any) -> Any:
+            if bias is not None:  # a learnable sigmoid bias: a one-element tensor
+                ao = copy.copy(ao)
+                ao.sigmoid_bias = float(bias.detach().reshape(()))
             shape = (q.shape[0], q.shape[1], q.shape[2], v.shape[3])
             out = torch.empty(shape, dtype=q.dtype)  # like q (the backward reads it)
             # With a gate the backward needs the output before it (dgate =
@@ -177,25 +181,34 @@ def _function() -> Any:
             _C.attention(q.detach(), k.detach(), v.detach(), out,
                          None if mask is None else mask.detach(), None, ao, None, None,
                          None if gate is None else gate.detach(), ungated)
-            ctx.save_for_backward(q, k, v, out, mask, sinks, alibi, gate, ungated)
+            ctx.save_for_backward(q, k, v, out, mask, sinks, alibi, gate, ungated, bias)
             ctx.ao = with_options(ao, sinks=None, alibi_slopes=None)
             return out
 
         @staticmethod
         @first_order("attention")
         def backward(ctx: Any, dout: Any) -> Tuple[Optional[Any], ...]:
-            q, k, v, out, mask, sinks, alibi, gate, ungated = ctx.saved_tensors
+            q, k, v, out, mask, sinks, alibi, gate, ungated, bias = ctx.saved_tensors
             ao = with_options(ctx.ao, sinks=sinks, alibi_slopes=alibi)
             dq = torch.empty(q.shape, dtype=q.dtype)  # each gradient in its input's dtype
             dk = torch.empty(k.shape, dtype=k.dtype)
             dv = torch.empty(v.shape, dtype=v.dtype)
-            dgate = None
-            if gate is not None and ctx.needs_input_grad[6]:
-                dgate = torch.empty(gate.shape, dtype=gate.dtype)
+            need = ctx.needs_input_grad
+
+            def grad_of(t: Any, i: int) -> Any:
+                return torch.empty(t.shape, dtype=t.dtype) if t is not None and need[i] else None
+
+            # The learnable knobs: a floating mask, sinks, ALiBi slopes, the
+            # gate and the sigmoid bias, each when it requires grad.
+            dmask = grad_of(mask, 3) if mask is not None and mask.is_floating_point() else None
+            dsinks, dalibi, dgate = grad_of(sinks, 4), grad_of(alibi, 5), grad_of(gate, 6)
+            dbias = grad_of(bias, 7)
             _C.attention_backward(q.detach(), k.detach(), v.detach(), out, dout.detach(), dq,
                                   dk, dv, None if mask is None else mask.detach(), ao,
-                                  None if gate is None else gate.detach(), ungated, dgate)
-            return dq, dk, dv, None, None, None, dgate, None
+                                  None if gate is None else gate.detach(), ungated, dgate,
+                                  dmask, dsinks, dalibi,
+                                  None if dbias is None else dbias.reshape(-1))
+            return dq, dk, dv, dmask, dsinks, dalibi, dgate, dbias, None
 
     _FUNCTION = _Attention
     return _FUNCTION
@@ -211,9 +224,10 @@ def torch_attention(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: fl
                     sigmoid_bias_mode: str = "per_sequence", gate: Any = None) -> Any:
     """Differentiable ``smax.attention`` for CPU torch tensors (float32,
     float64, float16 or bfloat16, each of q, k, v its own): same arguments
-    (no ``out`` / ``return_lse`` / KV cache); the output has q's dtype,
-    gradients flow to q, k, v and the gate in their dtypes (not to the mask,
-    sinks or ALiBi slopes)."""
+    (no ``out`` / ``return_lse`` / KV cache); the output has q's dtype, and
+    gradients flow in their dtypes to q, k, v and to every learnable knob
+    that requires grad: a floating attn_mask, sinks, alibi_slopes, the gate,
+    and sigmoid_bias passed as a one-element tensor."""
     torch = _torch_module()
     for name, t in (("q", q), ("k", k), ("v", v)):
         if torch is None or not isinstance(t, torch.Tensor):
@@ -221,11 +235,13 @@ def torch_attention(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: fl
                             f"got {type(t).__name__}")
     q4, k4, v4, squeeze, ao = _prepare(
         "attention", q, k, v, is_causal, scale, enable_gqa, dropout_p, normalizer, softcap, sinks,
-        alibi_slopes, sigmoid_bias, softpick_eps, ssmax_s, empty_row, threads, sigmoid_bias_mode)
+        alibi_slopes, None if isinstance(sigmoid_bias, torch.Tensor) else sigmoid_bias,
+        softpick_eps, ssmax_s, empty_row, threads, sigmoid_bias_mode)
 
     def as_t(x: Any) -> Any:
         return x if x is None or isinstance(x, torch.Tensor) else torch.as_tensor(x)
 
+    bias = sigmoid_bias if isinstance(sigmoid_bias, torch.Tensor) else None
     res = _function().apply(q4, k4, v4, as_t(attn_mask), as_t(sinks), as_t(alibi_slopes),
-                            as_t(gate), ao)
+                            as_t(gate), bias, ao)
     return res[0] if squeeze else res

@@ -103,12 +103,18 @@ void def_attention(nb::module_& m) {
       [](const In& q, const In& k, const In& v, const In& out, const In& dout, const Out& dq,
          const Out& dk, const Out& dv, const std::optional<In>& mask,
          const PyAttentionOptions& ao, const std::optional<In>& gate,
-         const std::optional<In>& ungated_out, const std::optional<Out>& dgate) {
+         const std::optional<In>& ungated_out, const std::optional<Out>& dgate,
+         const std::optional<Out>& dattn_mask, const std::optional<Out>& dsinks,
+         const std::optional<Out>& dalibi_slopes, const std::optional<Out>& dsigmoid_bias) {
         const char* op = "attention_backward";
         AttnArgs a = attn_options(op, mask, ao);
         if (gate) a.o.gate = flt(*gate, op, "gate");
         if (ungated_out) a.o.ungated_out = flt(*ungated_out, op, "ungated_out");
         a.o.dgate = opt_flto(dgate, op, "dgate");
+        a.o.dattn_mask = opt_flto(dattn_mask, op, "dattn_mask");
+        a.o.dsinks = opt_flto(dsinks, op, "dsinks");
+        a.o.dalibi_slopes = opt_flto(dalibi_slopes, op, "dalibi_slopes");
+        a.o.dsigmoid_bias = opt_flto(dsigmoid_bias, op, "dsigmoid_bias");
         const auto qv = flt(q, op, "q");
         const auto kv = flt(k, op, "k");
         const auto vv = flt(v, op, "v");
@@ -123,7 +129,9 @@ void def_attention(nb::module_& m) {
       nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("out"), nb::arg("dout"), nb::arg("dq"),
       nb::arg("dk"), nb::arg("dv"), nb::arg("attn_mask").none(), nb::arg("ao"),
       nb::arg("gate").none() = nb::none(), nb::arg("ungated_out").none() = nb::none(),
-      nb::arg("dgate").none() = nb::none());
+      nb::arg("dgate").none() = nb::none(), nb::arg("dattn_mask").none() = nb::none(),
+      nb::arg("dsinks").none() = nb::none(), nb::arg("dalibi_slopes").none() = nb::none(),
+      nb::arg("dsigmoid_bias").none() = nb::none());
 }
 
 }  // namespace smax_py

@@ -35,7 +35,7 @@ static_assert(static_cast<int>(SMAX_SIGMOID_BIAS_PER_ROW_VISIBLE) ==
 // The fields added after version 1 (sigmoid_bias_mode, reserved0) fill the
 // struct to a multiple of its alignment, and version 0.3's two pointers
 // follow them: no implicit padding.
-static_assert(offsetof(smax_attention_options, dgate) + sizeof(void*) ==
+static_assert(offsetof(smax_attention_options, dsigmoid_bias) + sizeof(void*) ==
                       sizeof(smax_attention_options) &&
                   offsetof(smax_attention_options, cache_seqlens) ==
                       offsetof(smax_attention_options, reserved0) + sizeof(int32_t),
@@ -105,6 +105,18 @@ smax::AttentionOptions to_attention(const smax_attention_options* p, const char*
   }
   if (has_ptr(offsetof(smax_attention_options, dgate))) {
     out.dgate = to_optional_view(p->dgate, op, "params.dgate");
+  }
+  if (has_ptr(offsetof(smax_attention_options, dattn_mask))) {
+    out.dattn_mask = to_optional_view(p->dattn_mask, op, "params.dattn_mask");
+  }
+  if (has_ptr(offsetof(smax_attention_options, dsinks))) {
+    out.dsinks = to_optional_view(p->dsinks, op, "params.dsinks");
+  }
+  if (has_ptr(offsetof(smax_attention_options, dalibi_slopes))) {
+    out.dalibi_slopes = to_optional_view(p->dalibi_slopes, op, "params.dalibi_slopes");
+  }
+  if (has_ptr(offsetof(smax_attention_options, dsigmoid_bias))) {
+    out.dsigmoid_bias = to_optional_view(p->dsigmoid_bias, op, "params.dsigmoid_bias");
   }
   if (has(offsetof(smax_attention_options, reserved0)) && p->reserved0 != 0) {
     throw smax::Error(smax::Status::kUnsupported,

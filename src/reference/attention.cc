@@ -340,6 +340,10 @@ AttentionGrads attention_backward(const AttentionProblem& p, const std::vector<d
   g.dk.assign(p.k.size(), 0.0);
   g.dv.assign(p.v.size(), 0.0);
   g.dq_mag.assign(p.q.size(), 0.0);
+  g.dt.assign(static_cast<size_t>(p.B * p.H * p.Lq * p.Lk), 0.0);
+  g.dt_mag.assign(g.dt.size(), 0.0);
+  g.dsink.assign(static_cast<size_t>(p.B * p.H * p.Lq), 0.0);
+  g.dsink_mag.assign(g.dsink.size(), 0.0);
   g.dk_mag.assign(p.k.size(), 0.0);
   g.dv_mag.assign(p.v.size(), 0.0);
   const double cap = p.o.softcap;
@@ -389,6 +393,14 @@ AttentionGrads attention_backward(const AttentionProblem& p, const std::vector<d
           if (y[j] != 0.0) ra += dpa[j] * std::abs(y[j]);
           if (t[j] == t[j]) m = std::max(m, t[j]);
         }
+        if (!p.sinks.empty() && std::isfinite(f.lse[row])) {
+          // The sink column: P_s = e^(sink - lse), dT_s = P_s (0 - <dP, P>).
+          const double ps = std::exp(p.sinks[h] - f.lse[row]);
+          double dot = 0;
+          for (int64_t j = 0; j < p.Lk; ++j) dot += y[j] == 0.0 ? 0.0 : dp[j] * y[j];
+          g.dsink[row] = -ps * dot;
+          g.dsink_mag[row] = ps * (std::abs(dot) + ra);
+        }
         double cw = 1.0;
         if (p.o.normalizer == AttentionNormalizer::kSsmax ||
             p.o.normalizer == AttentionNormalizer::kSoftplus) {
@@ -401,6 +413,8 @@ AttentionGrads attention_backward(const AttentionProblem& p, const std::vector<d
             w += std::exp(t[j] - aux[1]) / aux[2];
           }
           for (int64_t c = 0; c < p.Dv; ++c) mV[j * p.Dv + c] += w * std::abs(dO[c]);
+          g.dt[row * p.Lk + j] = dt[j];
+          g.dt_mag[row * p.Lk + j] = std::abs(dt[j]) + w * (dpa[j] + ra);
           double mag = (std::abs(dt[j]) + w * (dpa[j] + ra)) * std::abs(p.scale);
           if (cap > 0 && t[j] != -kInf) {
             // The softcap factor f = 1 - tanh^2 is computed in f32 from a

@@ -56,6 +56,12 @@ struct AttentionGrads {
   /// (not yet summed over the dims the gate broadcasts over) and its
   /// magnitude |dout a| sigmoid'(gate).
   std::vector<double> dgate, dgate_mag;
+  /// dL/dt for every logit [B, H, Lq, Lk] (the gradient of the final logit,
+  /// which an additive mask, ALiBi and the sigmoid bias are added to; 0 at
+  /// masked keys) and its magnitude |dt| + w (A + sum_l |P_l| A_l) (as in
+  /// dq_mag, before the scale); the sink column's dL/dt and magnitude per
+  /// row [B, H, Lq] (softmax with sinks).
+  std::vector<double> dt, dt_mag, dsink, dsink_mag;
 };
 /// dout dense [B, H, Lq, Dv] (the gradient of the gated output when there is
 /// a gate: the chain goes through sigmoid(gate)).

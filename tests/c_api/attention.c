@@ -319,6 +319,34 @@ void test_attention(void) {
     CHECK_VEC(dq, wdq, ATT_H * ATT_LQ * ATT_D, 1e-5, 1e-6);
     CHECK_VEC(dk, wdk, ATT_LK * ATT_D, 1e-5, 1e-6);
     CHECK_VEC(dv, wdv, ATT_LK * ATT_DV, 1e-5, 1e-6);
+    /* The knobs' gradients through the ABI: an all-zero float mask's gradient
+     * is dT, whose rows sum to 0 for softmax (sum_j P (dP - <dP, P>) = 0). */
+    {
+      float zmask[ATT_LQ * ATT_LK], dmask[ATT_LQ * ATT_LK];
+      int64_t mshape[2] = {ATT_LQ, ATT_LK};
+      smax_tensor tz, tdm;
+      smax_attention_options ok = o;
+      memset(zmask, 0, sizeof zmask);
+      CHECK(smax_tensor_init(&tz, zmask, SMAX_DTYPE_F32, 2, mshape, NULL) == SMAX_STATUS_OK);
+      CHECK(smax_tensor_init(&tdm, dmask, SMAX_DTYPE_F32, 2, mshape, NULL) == SMAX_STATUS_OK);
+      ok.attn_mask = &tz;
+      ok.dattn_mask = &tdm;
+      fill(dmask, ATT_LQ * ATT_LK, kSentinel);
+      CHECK(smax_attention_backward(&tq, &tk, &tv, &to, &tdo, &tdq, &tdk, &tdv, &ok) ==
+            SMAX_STATUS_OK);
+      for (i = 0; i < ATT_LQ; ++i) {
+        double row = 0.0;
+        for (j = 0; j < ATT_LK; ++j) row += dmask[i * ATT_LK + j];
+        CHECK(fabs(row) < 1e-5 && dmask[i * ATT_LK + 3] == 0.0f); /* key 3: causal */
+      }
+      ok.attn_mask = NULL;
+      CHECK(smax_attention_backward(&tq, &tk, &tv, &to, &tdo, &tdq, &tdk, &tdv, &ok) ==
+            SMAX_STATUS_INVALID_ARGUMENT);
+      CHECK(strstr(smax_last_error(), "dattn_mask") != NULL);
+      /* Restore dq / dk / dv of the plain call for the checks below. */
+      CHECK(smax_attention_backward(&tq, &tk, &tv, &to, &tdo, &tdq, &tdk, &tdv, &o) ==
+            SMAX_STATUS_OK);
+    }
     /* Key 3 is causally masked for every query row (Lq = 3): exact zeros. */
     for (d = 0; d < ATT_D; ++d) CHECK(dk[3 * ATT_D + d] == 0.0f);
     for (c = 0; c < ATT_DV; ++c) CHECK(dv[3 * ATT_DV + c] == 0.0f);

@@ -740,6 +740,12 @@ typedef struct smax_attention_options {
                                        input (that saved output); NULL = none */
   const smax_tensor* dgate;       /**< with gate: the backward's optional output, the
                                        gate's gradient (the gate's shape); NULL = none */
+  const smax_tensor* dattn_mask;  /**< backward, optional: a floating attn_mask's gradient
+                                       (its shape); NULL = none */
+  const smax_tensor* dsinks;      /**< backward, optional: the sinks' gradient [H] */
+  const smax_tensor* dalibi_slopes; /**< backward, optional: the slopes' gradient */
+  const smax_tensor* dsigmoid_bias; /**< backward, optional (SIGMOID): the bias's gradient,
+                                       one element ([] or [1]) */
 } smax_attention_options;
 void smax_attention_options_init(smax_attention_options* options);
 

@@ -539,6 +539,33 @@ void attention_backward(const TensorView& q, const TensorView& k, const TensorVi
   auto inputs = input_list(s);
   inputs.push_back({&out, "out"});
   inputs.push_back({&dout, "dout"});
+  // The learnable knobs' gradients (optional outputs).
+  const auto knob = [&](const std::optional<TensorView>& d, const char* name, bool ok,
+                        const char* why) {
+    if (!d) return;
+    if (!ok) fail(op, std::string(name) + " needs " + why);
+    detail::check_float_view(*d, op, name);
+  };
+  knob(options.dattn_mask, "dattn_mask",
+       options.attn_mask && is_floating(options.attn_mask->dtype), "a floating attn_mask");
+  if (options.dattn_mask) {
+    detail::check_same_shape(*options.dattn_mask, "dattn_mask", *options.attn_mask, "attn_mask", op);
+  }
+  knob(options.dsinks, "dsinks", options.sinks.has_value(), "sinks");
+  if (options.dsinks) detail::check_same_shape(*options.dsinks, "dsinks", *options.sinks, "sinks", op);
+  knob(options.dalibi_slopes, "dalibi_slopes", options.alibi_slopes.has_value(), "alibi_slopes");
+  if (options.dalibi_slopes) {
+    detail::check_same_shape(*options.dalibi_slopes, "dalibi_slopes", *options.alibi_slopes,
+                             "alibi_slopes", op);
+  }
+  knob(options.dsigmoid_bias, "dsigmoid_bias", s.norm == AttentionNormalizer::kSigmoid,
+       "the sigmoid normalizer");
+  if (options.dsigmoid_bias) {
+    const TensorView& d = *options.dsigmoid_bias;
+    if (d.rank > 1 || (d.rank == 1 && d.shape[0] != 1)) {
+      fail(op, "dsigmoid_bias must hold one element ([] or [1]), got " + d.describe());
+    }
+  }
   if (s.has_gate && !options.ungated_out) {
     fail(op, "a gate needs ungated_out, the forward's output before the gate (the gate's "
              "gradient is dout * a * sigmoid'(gate))");
@@ -557,9 +584,24 @@ void attention_backward(const TensorView& q, const TensorView& k, const TensorVi
       detail::check_disjoint_or_same(*options.dgate, "dgate", *t, name, op, false);
     }
   }
+  {
+    // Every gradient output, disjoint from the inputs and from each other.
+    std::vector<std::pair<const TensorView*, const char*>> outs = {
+        {&dq, "dq"}, {&dk, "dk"}, {&dv, "dv"}};
+    if (options.dgate) outs.push_back({&*options.dgate, "dgate"});
+    for (const auto& [t, name] : {std::pair<const std::optional<TensorView>*, const char*>{
+                                      &options.dattn_mask, "dattn_mask"},
+                                  {&options.dsinks, "dsinks"},
+                                  {&options.dalibi_slopes, "dalibi_slopes"},
+                                  {&options.dsigmoid_bias, "dsigmoid_bias"}}) {
+      if (!*t) continue;
+      check_out_vs(s, **t, name, inputs);
+      for (const auto& [o2, n2] : outs) detail::check_disjoint_or_same(**t, name, *o2, n2, op, false);
+      outs.push_back({&**t, name});
+    }
+  }
   if (options.dgate) detail::attn::gate_backward(s, dout, *options.dgate);
-  if (s.Hkv == 0 || s.B == 0) return;
-  detail::attn::backward(s, dout, dq, dk, dv);
+  detail::attn::backward(s, dout, dq, dk, dv);  // B = 0 or Hkv = 0: no task; knob grads 0
 }
 
 }  // namespace smax

@@ -32,6 +32,51 @@ Mat gated_dout(const Setup& s, const TensorView& dout, int64_t b, int64_t h, int
   return Mat{buf, ld};
 }
 
+// out (rank <= n, broadcast right-aligned against full_shape[0 .. n)) =
+// the sum of `full` (dense, row-major over full_shape) over the dims out
+// broadcasts over, in float64, in row-major order of full; stored through
+// out's strides.
+template <typename T>
+void store_reduced(const std::vector<T>& full, const int64_t* full_shape, int n,
+                   const TensorView& out) {
+  int64_t osh[4] = {1, 1, 1, 1};
+  for (int d = 0; d < out.rank; ++d) osh[n - out.rank + d] = out.shape[d];
+  int64_t on = 1;
+  for (int d = 0; d < n; ++d) on *= osh[d];
+  std::vector<double> acc(static_cast<size_t>(std::max<int64_t>(on, 1)), 0.0);
+  int64_t fn = 1;
+  for (int d = 0; d < n; ++d) fn *= full_shape[d];
+  for (int64_t e = 0; e < fn; ++e) {
+    int64_t rem = e, idx = 0, mul = 1;
+    for (int d = n - 1; d >= 0; --d) {
+      const int64_t x = rem % full_shape[d];
+      rem /= full_shape[d];
+      idx += (osh[d] == 1 ? 0 : x) * mul;
+      mul *= osh[d];
+    }
+    acc[static_cast<size_t>(idx)] += static_cast<double>(full[static_cast<size_t>(e)]);
+  }
+  const int64_t size = dtype_size(out.dtype);
+  for (int64_t e = 0; e < on; ++e) {
+    int64_t rem = e, off = 0;
+    for (int d = out.rank - 1; d >= 0; --d) {
+      off += (rem % out.shape[d]) * out.strides[d];
+      rem /= out.shape[d];
+    }
+    store_f32(static_cast<char*>(out.data) + off * size, out.dtype,
+              static_cast<float>(acc[static_cast<size_t>(e)]));
+  }
+}
+
+// Per-(b, h) sums of the logit gradient dT for the learnable knobs, filled
+// by the backward's tasks (each (b, h) belongs to one task), reduced at the
+// end (store_reduced).
+struct KnobGrads {
+  std::vector<double> sink, alibi, bias;  // [B * H] each, when requested
+  std::vector<float> logits;              // [B, H, Lq, Lk] dT, for dattn_mask
+  bool any() const { return !sink.empty() || !alibi.empty() || !bias.empty() || !logits.empty(); }
+};
+
 }  // namespace
 
 void gate_backward(const Setup& s, const TensorView& dout, const TensorView& dgate) {
@@ -111,6 +156,23 @@ void backward(const Setup& s, const TensorView& dout, const TensorView& dq, cons
   const int64_t dqf = bqn * Dn, dkf = s.Lk * Dn, dvf = s.Lk * Dvn, mf = Lkn, keepf = Lkn / 4 + 1;
   const int64_t total = qf + kf + vf + of + 5 * tf + dqf + dkf + dvf + mf + keepf;
   const float empty_grad = s.o.empty_row == EmptyRow::kNan && !sink ? kNaNf : 0.0f;
+  KnobGrads kg;
+  const size_t bh = static_cast<size_t>(s.B * s.H);
+  if (s.o.dsinks) kg.sink.assign(bh, 0.0);
+  if (s.o.dalibi_slopes) kg.alibi.assign(bh, 0.0);
+  if (s.o.dsigmoid_bias) kg.bias.assign(bh, 0.0);
+  if (s.o.dattn_mask) {
+    // dattn_mask reduces the logits' gradient over the mask's broadcast
+    // dims: the whole [B, H, Lq, Lk] is kept (as SDPA's math path does).
+    const int64_t per = s.Lq * s.Lk;  // < 2^48
+    if (bh > 0 && per > 0 && static_cast<int64_t>(bh) > (int64_t{1} << 40) / per) {
+      throw Error(Status::kOutOfMemory,
+                  std::string(s.op) + ": dattn_mask needs a [B, H, Lq, Lk] f32 scratch of " +
+                      std::to_string(static_cast<double>(bh) * static_cast<double>(per) * 4) +
+                      " bytes");
+    }
+    kg.logits.assign(bh * static_cast<size_t>(per), 0.0f);
+  }
   run_tasks(s, s.B * s.Hkv, total, [&](int64_t task, float* buf) {
     const int64_t hk = task % s.Hkv, b = task / s.Hkv;
     Carve c(buf);
@@ -195,6 +257,27 @@ void backward(const Setup& s, const TensorView& dout, const TensorView& dq, cons
         for (int64_t r = 0; r < bq && any_nan_row; ++r) {
           if (nan_rows[r]) std::fill(dT + r * w, dT + r * w + w, kNaNf);
         }
+        if (kg.any()) {
+          // dT is the gradient of the final logit t_ij, which the additive
+          // mask, -slope |i - j| and the sigmoid bias are added to.
+          const size_t at = static_cast<size_t>(b * s.H + h);
+          for (int64_t r = 0; r < bq; ++r) {
+            const float* dt = dT + r * w;
+            const int64_t i = i0 + r;
+            if (!kg.sink.empty()) kg.sink[at] += dt[kend];
+            double sum = 0, dist = 0;
+            for (int64_t j = 0; j < kend; ++j) {
+              sum += dt[j];
+              dist -= static_cast<double>(dt[j]) * static_cast<double>(std::abs(i - j));
+            }
+            if (!kg.bias.empty()) kg.bias[at] += sum;
+            if (!kg.alibi.empty()) kg.alibi[at] += dist;
+            if (!kg.logits.empty()) {
+              std::memcpy(kg.logits.data() + (at * static_cast<size_t>(s.Lq) + i) * s.Lk, dt,
+                          static_cast<size_t>(kend) * sizeof(float));
+            }
+          }
+        }
         if (s.cap > 0.0f) {
           for (int64_t r = 0; r < bq; ++r) {
             kernels::attention_softcap_grad_row(Sraw + r * kend, dT + r * w, kend, s.scale, s.cap);
@@ -231,6 +314,14 @@ void backward(const Setup& s, const TensorView& dout, const TensorView& dq, cons
       }
     }
   });
+  const int64_t bh_shape[2] = {s.B, s.H};
+  if (s.o.dsinks) store_reduced(kg.sink, bh_shape, 2, *s.o.dsinks);
+  if (s.o.dalibi_slopes) store_reduced(kg.alibi, bh_shape, 2, *s.o.dalibi_slopes);
+  if (s.o.dsigmoid_bias) store_reduced(kg.bias, bh_shape, 2, *s.o.dsigmoid_bias);
+  if (s.o.dattn_mask) {
+    const int64_t full[4] = {s.B, s.H, s.Lq, s.Lk};
+    store_reduced(kg.logits, full, 4, *s.o.dattn_mask);
+  }
 }
 
 }  // namespace smax::detail::attn
