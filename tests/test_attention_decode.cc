@@ -218,6 +218,38 @@ TEST_P(AttentionDecode, ThreadCountsBitwise) {
   }
 }
 
+// FlashDecoding++'s unified max: a good phi (just above the logits), one far
+// above them (every chunk redone exactly), one below them (the running max
+// takes over), sinks and empty rows: always within the bound, and the same
+// bits for any thread count.
+TEST_P(AttentionDecode, UnifiedMaxIsExact) {
+  Rng rng(409);
+  const Shape s{2, 8, 2, 2, 4500, 32, 32};
+  Problem pr(s, false);
+  pr.fill(rng);
+  Tensor sinks({s.H});
+  sinks.fill([&](int64_t) { return rng.normal(); });
+  for (float phi : {8.0f, 1000.0f, -3.0f}) {
+    for (bool with_sinks : {false, true}) {
+      AttentionOptions o;
+      o.unified_max = phi;
+      o.is_causal = true;
+      if (with_sinks) o.sinks = sinks.view();
+      const std::string what = "phi " + std::to_string(phi) + (with_sinks ? " sinks" : "");
+      EXPECT_TRUE(run_forward(pr, o, what));
+      const auto first = pr.out.dense();
+      o.threads = 1;
+      smax::attention(pr.q.view(), pr.k.view(), pr.v.view(), pr.out.view(), o);
+      const auto one = pr.out.dense();
+      EXPECT_EQ(0, std::memcmp(first.data(), one.data(), one.size() * sizeof(float))) << what;
+    }
+  }
+  AttentionOptions bad;
+  bad.unified_max = INFINITY;
+  EXPECT_THROW(smax::attention(pr.q.view(), pr.k.view(), pr.v.view(), pr.out.view(), bad),
+               smax::Error);
+}
+
 // cache_seqlens: per-sequence lengths (0, fewer than Lq, the capacity),
 // bottom-right causal positions and ALiBi distances, softmax and the sink.
 TEST_P(AttentionDecode, CacheSeqlensMatchReference) {

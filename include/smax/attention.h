@@ -49,7 +49,10 @@
 //   state of a 64-query block over 512-key blocks (never Lq x Lk); other
 //   normalisers hold a [block_q, Lk] row block (block_q = clamp(2^18 / Lk,
 //   1, 64)); the backward holds [block_q, Lk] blocks plus dk / dv
-//   accumulators of one kv head ([Lk, D + Dv]).
+//   accumulators of one kv head ([Lk, D + Dv]). The decode grid keeps, when
+//   it splits the keys (Lq <= 16), one partial (m, d, o) record per key
+//   chunk and query row: |out| x (chunks <= 256) floats. dattn_mask keeps
+//   the [B, H, Lq, Lk] logit gradient.
 // * Error bounds: see each function and docs/attention.md.
 #pragma once
 
@@ -146,6 +149,16 @@ struct AttentionOptions {
   /// ceil(cache_seqlens[b] / page_size) with cache_seqlens) must lie in
   /// [0, num_pages); the others are not read.
   std::optional<TensorView> block_table;
+  /// Decode driver only (softmax, Lq <= 16 or a KV cache form): FlashDecoding++'s
+  /// unified max (Hong et al. 2024). NaN (default) = off. A finite value phi
+  /// expected to be >= every logit: each row starts its online state at m =
+  /// phi, so while the logits stay below phi no partial output is rescaled
+  /// and the key chunks merge at one reference. Exact whatever phi is: a
+  /// logit above phi raises the running max as usual, and a key chunk in
+  /// which some row's logits all stay more than 64 below phi (where
+  /// e^(t - phi) could underflow) is recomputed from m = -inf. Same bound as
+  /// without it (the bits may differ).
+  float unified_max = std::numeric_limits<float>::quiet_NaN();
   /// Gated attention (Qiu et al. 2025, "Gated Attention for Large Language
   /// Models"; Qwen3-Next): out = sigmoid(gate) * attention(q, k, v). Optional,
   /// any floating dtype, broadcast to [B, H, Lq, Dv] (NumPy rules):
@@ -171,7 +184,8 @@ struct AttentionOptions {
   /// over the dims the input broadcasts over; docs/attention.md "Gradients
   /// of masks, sinks, ALiBi slopes and the sigmoid bias"):
   /// dattn_mask for a floating attn_mask (the gradient of the logit it is
-  /// added to; 0 at masked keys; needs an f32 [B, H, Lq, Lk] scratch),
+  /// added to; 0 at masked keys, NaN across a NaN row; needs an f32
+  /// [B, H, Lq, Lk] scratch and a float64 one of the mask's size),
   /// dsinks [H], dalibi_slopes (the slopes' shape) and dsigmoid_bias (one
   /// element, [] or [1]; kSigmoid only: the gradient with respect to b,
   /// sum over the visible logits of dL/dt).

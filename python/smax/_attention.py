@@ -112,10 +112,11 @@ def attention(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 
     store; differentiable through ``smax.torch.attention`` (gate.grad too).
     """
     kv_cache = cache_seqlens is not None or block_table is not None
-    if kv_cache and _wants_grad(q, k, v, gate):
+    knobs = (q, k, v, gate, attn_mask, sinks, alibi_slopes, sigmoid_bias)
+    if kv_cache and _wants_grad(*knobs):
         raise ValueError("smax.attention: cache_seqlens / block_table (the KV cache forms) are "
                          "forward-only; call it under torch.no_grad()")
-    if out is None and _wants_grad(q, k, v, gate, attn_mask, sinks, alibi_slopes, sigmoid_bias):
+    if out is None and _wants_grad(*knobs):
         if return_lse:
             raise ValueError("smax.attention: return_lse is not supported with autograd; "
                              "call it under torch.no_grad()")
@@ -242,6 +243,10 @@ def torch_attention(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: fl
         return x if x is None or isinstance(x, torch.Tensor) else torch.as_tensor(x)
 
     bias = sigmoid_bias if isinstance(sigmoid_bias, torch.Tensor) else None
+    if bias is not None and (normalizer != "sigmoid" or bias.numel() != 1):
+        raise ValueError("smax.torch.attention: a tensor sigmoid_bias must hold one element "
+                         f"and needs normalizer='sigmoid', got {tuple(bias.shape)} with "
+                         f"normalizer={normalizer!r}")
     res = _function().apply(q4, k4, v4, as_t(attn_mask), as_t(sinks), as_t(alibi_slopes),
                             as_t(gate), bias, ao)
     return res[0] if squeeze else res

@@ -33,10 +33,12 @@ static_assert(static_cast<int>(SMAX_SIGMOID_BIAS_PER_ROW_VISIBLE) ==
               "sigmoid bias modes must mirror smax::SigmoidBiasMode");
 
 // The fields added after version 1 (sigmoid_bias_mode, reserved0) fill the
-// struct to a multiple of its alignment, and version 0.3's two pointers
-// follow them: no implicit padding.
-static_assert(offsetof(smax_attention_options, dsigmoid_bias) + sizeof(void*) ==
+// struct to a multiple of its alignment, version 0.3's nine pointers follow
+// them, then unified_max and reserved1: no implicit padding.
+static_assert(offsetof(smax_attention_options, reserved1) + sizeof(int32_t) ==
                       sizeof(smax_attention_options) &&
+                  offsetof(smax_attention_options, unified_max) ==
+                      offsetof(smax_attention_options, dsigmoid_bias) + sizeof(void*) &&
                   offsetof(smax_attention_options, cache_seqlens) ==
                       offsetof(smax_attention_options, reserved0) + sizeof(int32_t),
               "smax_attention_options must have no padding");
@@ -118,6 +120,12 @@ smax::AttentionOptions to_attention(const smax_attention_options* p, const char*
   if (has_ptr(offsetof(smax_attention_options, dsigmoid_bias))) {
     out.dsigmoid_bias = to_optional_view(p->dsigmoid_bias, op, "params.dsigmoid_bias");
   }
+  if (has(offsetof(smax_attention_options, unified_max))) out.unified_max = p->unified_max;
+  if (has(offsetof(smax_attention_options, reserved1)) && p->reserved1 != 0) {
+    throw smax::Error(smax::Status::kUnsupported,
+                      std::string(op) + ": params.reserved1 is non-zero (a field of a newer "
+                                        "smax_attention_options that this library does not know)");
+  }
   if (has(offsetof(smax_attention_options, reserved0)) && p->reserved0 != 0) {
     throw smax::Error(smax::Status::kUnsupported,
                       std::string(op) + ": params.reserved0 is non-zero (a field of a newer "
@@ -143,6 +151,7 @@ void smax_attention_options_init(smax_attention_options* options) {
         o.empty_row = static_cast<int32_t>(d.empty_row);
         o.threads = d.threads;
         o.sigmoid_bias_mode = SMAX_SIGMOID_BIAS_DEFAULT;  // d.sigmoid_bias_mode (unset)
+        o.unified_max = d.unified_max;
       });
 }
 

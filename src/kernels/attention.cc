@@ -111,6 +111,7 @@ OnlineStep AttentionOnlineStepImpl(float* t, int64_t n_, float m_old) {
   const float bm = ReduceMax(d, mx);
   const float M = bm > m_old ? bm : m_old;
   r.m = M;
+  r.block_max = bm;
   if (M == kNegInf) {
     for (size_t k = 0; k < n; ++k) t[k] = 0.0f;
     r.alpha = 1.0f;

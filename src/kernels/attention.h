@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 
 namespace smax::kernels {
 
@@ -33,6 +34,7 @@ struct OnlineStep {
   float alpha = 1.0f;  ///< e^(m_old - M): factor for the old (d, o); 1 when M = -inf
   double sum = 0.0;    ///< sum_j p_j, p_j = e^(t_j - M) (exact difference), float64
   bool bad = false;    ///< some t_j is NaN or +inf (the row's output is NaN)
+  float block_max = -std::numeric_limits<float>::infinity();  ///< max_j t_j (NaN ignored)
 };
 OnlineStep attention_online_step(float* t, int64_t n, float m_old) noexcept;
 

@@ -235,6 +235,7 @@ void test_attention(void) {
     CHECK(smax_tensor_init(&tu, ungated, SMAX_DTYPE_F32, 4, o_shape, NULL) == SMAX_STATUS_OK);
     smax_attention_options_init(&o);
     CHECK(o.gate == NULL && o.ungated_out == NULL && o.dgate == NULL);
+    CHECK(isnan(o.unified_max) && o.reserved1 == 0 && o.dattn_mask == NULL);
     o.gate = &tg;
     o.ungated_out = &tu;
     fill(out, ATT_H * ATT_LQ * ATT_DV, kSentinel);

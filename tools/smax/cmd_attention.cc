@@ -215,6 +215,7 @@ k, v [B, Hkv, Lk, D / Dv] and prints the median time per call and GFLOP/s
                    capacity); the Lq queries are the last tokens (bottom-right causal)
   --page-size P    paged KV cache: k, v are pools of pages [B Lk / P, Hkv, P, D] with
                    a shuffled block table [B, Lk / P] (P divides Lk)
+  --unified-max X  (decode driver) FlashDecoding++'s unified max phi = X (default off)
   --floor          (forward) also measure this machine's read bandwidth (one thread,
                    from memory) and print the memory floor: the time to read q, the
                    visible K and V rows and write out once, and time / floor
@@ -228,7 +229,8 @@ int cmd_attention(int argc, char** argv, int first) {
                    {"target", true}, {"dist", true}, {"data", true}, {"seed", true},
                    {"reps", true}, {"repeat", true}, {"min-time", true}, {"check", false},
                    {"format", true}, {"sigmoid-bias-mode", true}, {"dtype", true},
-                   {"seqlens", true}, {"page-size", true}, {"floor", false}, {"help", false}},
+                   {"seqlens", true}, {"page-size", true}, {"floor", false},
+                   {"unified-max", true}, {"help", false}},
                   argc, argv, first);
   const std::vector<int64_t> shape = parse_shape(args.get("shape", "1,8,1024,1024,64"));
   if (shape.size() != 5 && shape.size() != 6) {
@@ -277,6 +279,14 @@ int cmd_attention(int argc, char** argv, int first) {
     }
     o.scale = static_cast<float>(s);
   }
+  if (args.has("unified-max")) {
+    const double phi = parse_double("--unified-max", args.get("unified-max", ""));
+    if (!std::isfinite(static_cast<float>(phi))) {
+      throw UsageError("--unified-max: expected a finite number, got '" +
+                       args.get("unified-max", "") + "'");
+    }
+    o.unified_max = static_cast<float>(phi);
+  }
   const bool backward = args.has("backward");
   const int threads =
       args.has("threads") ? parse_threads(args.get("threads", "")) : smax::max_threads();
@@ -304,7 +314,16 @@ int cmd_attention(int argc, char** argv, int first) {
   // KV cache forms.
   std::vector<int32_t> seqlens;
   if (args.has("seqlens")) {
-    const std::vector<int64_t> lens = parse_shape(args.get("seqlens", ""));
+    std::vector<int64_t> lens;  // comma-separated integers (0 allowed, unlike --shape)
+    {
+      const std::string text = args.get("seqlens", "");
+      size_t at = 0;
+      while (at <= text.size()) {
+        const size_t comma = std::min(text.find(',', at), text.size());
+        lens.push_back(parse_int("--seqlens", text.substr(at, comma - at)));
+        at = comma + 1;
+      }
+    }
     if (lens.size() != 1 && static_cast<int64_t>(lens.size()) != B) {
       throw UsageError("--seqlens: expected one length or B = " + std::to_string(B) + " lengths");
     }

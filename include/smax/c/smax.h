@@ -724,7 +724,7 @@ typedef struct smax_attention_options {
   /* ---- version 0.2: struct_size may stop here (80 bytes on LP64) ---- */
   int32_t sigmoid_bias_mode;      /**< an smax_sigmoid_bias_mode value for SIGMOID with
                                        sigmoid_bias NaN (default 0 = DEFAULT: b = -ln Lk) */
-  int32_t reserved0;              /**< must be 0 (explicit tail padding) */
+  int32_t reserved0;              /**< must be 0 (explicit padding: the tail of version 0.2) */
   /* ---- version 0.3: struct_size may stop here (88 bytes on LP64) ---- */
   const smax_tensor* cache_seqlens; /**< KV cache, forward only: i32 / i64 [B] valid keys of
                                        each sequence (<= Lk); the queries are the last Lq
@@ -746,6 +746,9 @@ typedef struct smax_attention_options {
   const smax_tensor* dalibi_slopes; /**< backward, optional: the slopes' gradient */
   const smax_tensor* dsigmoid_bias; /**< backward, optional (SIGMOID): the bias's gradient,
                                        one element ([] or [1]) */
+  float unified_max;              /**< decode driver: FlashDecoding++'s unified max phi;
+                                       NaN = off (default) */
+  int32_t reserved1;              /**< must be 0 (explicit tail padding) */
 } smax_attention_options;
 void smax_attention_options_init(smax_attention_options* options);
 

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <new>
 #include <string>
 
 #include "ops/attention/attention_internal.h"
@@ -364,6 +365,9 @@ Setup prepare(const char* op, const TensorView& q, const TensorView& k, const Te
     fail(op, "softpick_eps must be 0 or finite and >= FLT_MIN, got " + num(o.softpick_eps));
   }
   if (!std::isfinite(o.ssmax_s)) fail(op, "ssmax_s must be finite, got " + num(o.ssmax_s));
+  if (!std::isnan(o.unified_max) && !std::isfinite(o.unified_max)) {
+    fail(op, "unified_max must be finite (NaN = off), got " + num(o.unified_max));
+  }
   if (s.norm == AttentionNormalizer::kSoftplus && s.D < 2) {
     fail(op, "the softplus normalizer needs head dim D >= 2 (lambda = ln N / ln D), got D = " +
                  std::to_string(s.D));
@@ -489,6 +493,10 @@ const char* attention_normalizer_name(AttentionNormalizer n) noexcept {
   return kNormalizerNames.name(n);
 }
 
+namespace {
+void run_forward(const detail::attn::Setup& s, const TensorView& out);
+}  // namespace
+
 void attention(const TensorView& q, const TensorView& k, const TensorView& v,
                const TensorView& out, const AttentionOptions& options) {
   detail::ensure_runtime_initialized();
@@ -507,6 +515,15 @@ void attention(const TensorView& q, const TensorView& k, const TensorView& v,
                                      s.op, false);
     }
   }
+  try {
+    run_forward(s, out);
+  } catch (const std::bad_alloc&) {
+    throw Error(Status::kOutOfMemory, std::string(s.op) + ": out of memory for scratch");
+  }
+}
+
+namespace {
+void run_forward(const detail::attn::Setup& s, const TensorView& out) {
   const bool kv_cache = s.paged || !s.seqlens.empty();
   if (s.norm == AttentionNormalizer::kSoftmax && (s.Lq <= detail::attn::kDecodeMaxLq || kv_cache)) {
     detail::attn::forward_decode(s, out);
@@ -516,6 +533,7 @@ void attention(const TensorView& q, const TensorView& k, const TensorView& v,
     detail::attn::forward_rows(s, out);
   }
 }
+}  // namespace
 
 void attention_backward(const TensorView& q, const TensorView& k, const TensorView& v,
                         const TensorView& out, const TensorView& dout, const TensorView& dq,
@@ -600,8 +618,14 @@ void attention_backward(const TensorView& q, const TensorView& k, const TensorVi
       outs.push_back({&**t, name});
     }
   }
-  if (options.dgate) detail::attn::gate_backward(s, dout, *options.dgate);
-  detail::attn::backward(s, dout, dq, dk, dv);  // B = 0 or Hkv = 0: no task; knob grads 0
+  try {
+    // B = 0 or Hkv = 0: no task; the knobs' gradients are 0. dgate last:
+    // backward() can still fail on its scratch before writing anything.
+    detail::attn::backward(s, dout, dq, dk, dv);
+    if (options.dgate) detail::attn::gate_backward(s, dout, *options.dgate);
+  } catch (const std::bad_alloc&) {
+    throw Error(Status::kOutOfMemory, std::string(op) + ": out of memory for scratch");
+  }
 }
 
 }  // namespace smax

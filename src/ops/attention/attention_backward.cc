@@ -15,7 +15,8 @@ namespace smax::detail::attn {
 namespace {
 
 // Rows [i0, i0 + bq) of the upstream gradient of the ungated output,
-// dout * sigmoid(gate) (rounded once from float64), into buf.
+// fl(dout * s), s = sigmoid(gate) in f32 (kernels::attention_gate_row), into
+// buf.
 Mat gated_dout(const Setup& s, const TensorView& dout, int64_t b, int64_t h, int64_t i0,
                int64_t bq, float* buf) {
   const int64_t ld = std::max<int64_t>(s.Dv, 1);

@@ -40,9 +40,10 @@ namespace {
 // One task's scratch: its query rows, a gathered key / value block, the
 // scores and a gathered mask row.
 struct DecodeLayout {
-  int64_t qf, kf, vf, sf, mf, keepf;
+  int64_t qf, kf, vf, sf, mf, of, keepf;
   DecodeLayout(const Setup& s, int64_t rows, int64_t bk) {
     const int64_t Dn = std::max<int64_t>(s.D, 1), Dvn = std::max<int64_t>(s.Dv, 1);
+    of = rows * Dvn;  // the rows' partial output when there is one key chunk
     qf = rows * Dn;
     kf = bk * Dn;
     vf = bk * Dvn;
@@ -50,7 +51,7 @@ struct DecodeLayout {
     mf = bk;
     keepf = bk / 4 + 1;
   }
-  int64_t total() const { return qf + kf + vf + sf + mf + keepf; }
+  int64_t total() const { return qf + kf + vf + sf + mf + of + keepf; }
 };
 
 // The grid: tasks over (b, hk, row chunk rc, key chunk c), c fastest.
@@ -68,13 +69,22 @@ DecodeGrid decode_grid(const Setup& s) {
   g.R = s.G * s.Lq;
   g.rows = std::min<int64_t>(std::max<int64_t>(g.R, 1), kDecodeRows);
   g.nrc = (g.R + g.rows - 1) / g.rows;
-  g.chunk = kDecodeSplitKeys;
-  g.nkc = std::max<int64_t>((s.key_capacity() + g.chunk - 1) / g.chunk, 1);
+  const int64_t cap = std::max<int64_t>(s.key_capacity(), 1);
+  if (s.Lq <= kDecodeMaxLq) {
+    // Chunks of kDecodeSplitKeys keys, at most kDecodeMaxChunks of them (the
+    // partial records scale with the chunk count), a whole number of blocks.
+    const int64_t want = std::max(kDecodeSplitKeys, (cap + kDecodeMaxChunks - 1) / kDecodeMaxChunks);
+    g.chunk = (want + kDecodeBlockK - 1) / kDecodeBlockK * kDecodeBlockK;
+  } else {
+    g.chunk = cap;  // many query rows (a KV cache form): rows give the parallelism
+  }
+  g.nkc = (cap + g.chunk - 1) / g.chunk;
   return g;
 }
 
 // Partial state of every (b, hk, row chunk, key chunk, row): o (Dvn floats),
-// m, d and the NaN flag.
+// m, d and the NaN flag. Only with more than one key chunk: one chunk
+// finishes its rows in the task.
 struct Partials {
   int64_t Dvn = 1, rows = 1;
   std::vector<float> o, m;
@@ -98,16 +108,18 @@ struct BlockRows {
 
 // The logit transform and one online step of each of the nr rows of a key
 // block [j0, j0 + bk) (scores S [nr, bk] -> weights in place), updating
-// (m, d, bad) and rescaling the rows' partial outputs O.
+// (m, d, bad) and rescaling the rows' partial outputs O; top[r]: the
+// largest logit row r has seen (for the unified max's range check).
 void online_rows(const Setup& s, int64_t b, int64_t hk, int64_t r0, int64_t nr, int64_t j0,
                  int64_t bk, float* S, float* O, int64_t Dvn, float* m, double* d, uint8_t* bad,
-                 float* addbuf, uint8_t* keepbuf) {
+                 float* top, float* addbuf, uint8_t* keepbuf) {
   for (int64_t r = 0; r < nr; ++r) {
     const int64_t h = hk * s.G + (r0 + r) / s.Lq, i = (r0 + r) % s.Lq;
     float* t = S + r * bk;
     kernels::attention_logits_row(
         t, bk, s.logits_at(b, h, i, s.query_position(b, i), j0, bk, addbuf, keepbuf));
     const kernels::OnlineStep st = kernels::attention_online_step(t, bk, m[r]);
+    top[r] = std::max(top[r], st.block_max);
     bad[r] = bad[r] || st.bad;
     if (st.alpha != 1.0f) kernels::attention_scale_row(O + r * Dvn, s.Dv, st.alpha);
     d[r] = d[r] * static_cast<double>(st.alpha) + st.sum;
@@ -124,7 +136,8 @@ void forward_decode(const Setup& s, const TensorView& out) {
   const int64_t bk_max = std::min<int64_t>(kDecodeBlockK, std::max<int64_t>(s.key_capacity(), 1));
   const DecodeLayout layout(s, grid.rows, bk_max);
   const int64_t heads = s.B * s.Hkv;
-  Partials part(heads * grid.tasks(), grid.rows, Dvn);
+  const bool split = grid.nkc > 1;
+  Partials part(split ? heads * grid.tasks() : 0, grid.rows, Dvn);
   run_tasks(s, heads * grid.tasks(), layout.total(), [&](int64_t task, float* buf) {
     const int64_t kc = task % grid.nkc, rc = (task / grid.nkc) % grid.nrc;
     const int64_t bhk = task / grid.tasks(), hk = bhk % s.Hkv, b = bhk / s.Hkv;
@@ -138,14 +151,40 @@ void forward_decode(const Setup& s, const TensorView& out) {
       for (int64_t r = r0; r < r0 + nr; ++r) last = std::max(last, s.query_position(b, r % s.Lq));
       c1 = std::min(c1, last + 1);
     }
-    if (c1 <= c0) return;  // nothing visible: the record stays (m = -inf, d = 0, o = 0)
     Carve cv(buf);
     float* Q = cv.take(layout.qf);
     float* kbuf = cv.take(layout.kf);
     float* vbuf = cv.take(layout.vf);
     float* S = cv.take(layout.sf);
     float* addbuf = cv.take(layout.mf);
+    float* Olocal = cv.take(layout.of);
     uint8_t* keepbuf = cv.take_bytes_rest();
+    float mlocal[kDecodeRows];
+    double dlocal[kDecodeRows];
+    uint8_t badlocal[kDecodeRows];
+    const int64_t record = bhk * grid.tasks() + rc * grid.nkc + kc;
+    float* O = split ? part.o.data() + part.at(record, 0) * Dvn : Olocal;
+    float* m = split ? part.m.data() + part.at(record, 0) : mlocal;
+    double* d = split ? part.d.data() + part.at(record, 0) : dlocal;
+    uint8_t* bad = split ? part.bad.data() + part.at(record, 0) : badlocal;
+    for (int64_t r = 0; r < nr; ++r) {
+      m[r] = kNegInff;
+      d[r] = 0.0;
+      bad[r] = 0;
+    }
+    std::fill(O, O + nr * Dvn, 0.0f);
+    // One key chunk: the task finishes its rows (no merge).
+    auto finish = [&] {
+      if (split) return;
+      for (int64_t r = 0; r < nr; ++r) {
+        const int64_t h = hk * s.G + (r0 + r) / s.Lq, i = (r0 + r) % s.Lq;
+        finish_row(s, out, b, h, i, O + r * Dvn, d[r], m[r], bad[r] != 0, keys == 0);
+      }
+    };
+    if (c1 <= c0) {  // nothing visible: the state stays (m = -inf, d = 0, o = 0)
+      finish();
+      return;
+    }
     BlockRows rows;
     for (int64_t r = 0; r < nr; ++r) {
       const int64_t h = hk * s.G + (r0 + r) / s.Lq, i = (r0 + r) % s.Lq;
@@ -157,42 +196,66 @@ void forward_decode(const Setup& s, const TensorView& out) {
                        q.dtype, q.strides[3], s.D, Q + r * Dn);
       }
     }
-    const int64_t record = bhk * grid.tasks() + rc * grid.nkc + kc;
-    float* O = part.o.data() + part.at(record, 0) * Dvn;
-    float* m = part.m.data() + part.at(record, 0);
-    double* d = part.d.data() + part.at(record, 0);
-    uint8_t* bad = part.bad.data() + part.at(record, 0);
     const bool small = nr <= kDecodeKernelRows;
     const bool k_direct = Setup::rows_in_place(s.k, s.D), v_direct = Setup::rows_in_place(s.v, s.Dv);
-    for (int64_t j0 = c0; j0 < c1;) {
-      const int64_t bk = small ? std::min(kDecodeBlockK, c1 - j0)
-                               : s.key_block_length(j0, std::min(kDecodeBlockK, c1 - j0));
-      if (small) {
-        // Key and value rows by pointer (in place, pages included, or
-        // widened into kbuf / vbuf); the next operand's rows are prefetched
-        // while each product runs (the value rows during the scores, the
-        // next block's key rows during P V), so the memory stream does not
-        // stop between the two.
-        s.cache_rows(s.k, b, hk, j0, bk, s.D, kbuf, rows.k);
-        s.cache_rows(s.v, b, hk, j0, bk, s.Dv, vbuf, rows.v);
-        const int64_t nk = std::min(kDecodeBlockK, c1 - j0 - bk);
-        if (k_direct && nk > 0) s.cache_rows(s.k, b, hk, j0 + bk, nk, s.D, nullptr, rows.next_k);
-        kernels::PrefetchRows pv, pk;
-        if (v_direct) pv = {rows.v, bk, s.Dv};
-        if (k_direct && nk > 0) pk = {rows.next_k, nk, s.D};
-        kernels::attention_decode_scores(Q, nr, Dn, rows.k, bk, s.D, S, bk, pv);
-        online_rows(s, b, hk, r0, nr, j0, bk, S, O, Dvn, m, d, bad, addbuf, keepbuf);
-        kernels::attention_decode_accumulate(S, nr, bk, rows.v, bk, s.Dv, O, Dvn, pk);
-      } else {
-        const Mat K = s.key_block(b, hk, j0, bk, kbuf);
-        sgemm(nr, bk, s.D, 1.0f, {Q, Dn, false}, {K.p, K.ld, true}, 0.0f, S, bk);
-        online_rows(s, b, hk, r0, nr, j0, bk, S, O, Dvn, m, d, bad, addbuf, keepbuf);
-        const Mat V = s.value_block(b, hk, j0, bk, vbuf);
-        sgemm(nr, s.Dv, bk, 1.0f, {S, bk, false}, {V.p, V.ld, false}, 1.0f, O, Dvn);
+    float top[kDecodeRows];
+    auto run_chunk_blocks = [&] {
+      for (int64_t j0 = c0; j0 < c1;) {
+        const int64_t bk = small ? std::min(kDecodeBlockK, c1 - j0)
+                                 : s.key_block_length(j0, std::min(kDecodeBlockK, c1 - j0));
+        if (small) {
+          // Key and value rows by pointer (in place, pages included, or
+          // widened into kbuf / vbuf); the next operand's rows are prefetched
+          // while each product runs (the value rows during the scores, the
+          // next block's key rows during P V), so the memory stream does not
+          // stop between the two.
+          s.cache_rows(s.k, b, hk, j0, bk, s.D, kbuf, rows.k);
+          s.cache_rows(s.v, b, hk, j0, bk, s.Dv, vbuf, rows.v);
+          const int64_t nk = std::min(kDecodeBlockK, c1 - j0 - bk);
+          if (k_direct && nk > 0) s.cache_rows(s.k, b, hk, j0 + bk, nk, s.D, nullptr, rows.next_k);
+          kernels::PrefetchRows pv, pk;
+          if (v_direct) pv = {rows.v, bk, s.Dv};
+          if (k_direct && nk > 0) pk = {rows.next_k, nk, s.D};
+          kernels::attention_decode_scores(Q, nr, Dn, rows.k, bk, s.D, S, bk, pv);
+          online_rows(s, b, hk, r0, nr, j0, bk, S, O, Dvn, m, d, bad, top, addbuf, keepbuf);
+          kernels::attention_decode_accumulate(S, nr, bk, rows.v, bk, s.Dv, O, Dvn, pk);
+        } else {
+          const Mat K = s.key_block(b, hk, j0, bk, kbuf);
+          sgemm(nr, bk, s.D, 1.0f, {Q, Dn, false}, {K.p, K.ld, true}, 0.0f, S, bk);
+          online_rows(s, b, hk, r0, nr, j0, bk, S, O, Dvn, m, d, bad, top, addbuf, keepbuf);
+          const Mat V = s.value_block(b, hk, j0, bk, vbuf);
+          sgemm(nr, s.Dv, bk, 1.0f, {S, bk, false}, {V.p, V.ld, false}, 1.0f, O, Dvn);
+        }
+        j0 += bk;
       }
-      j0 += bk;
+    };
+    // FlashDecoding++'s unified max: start every row at m = phi (no
+    // rescaling while the logits stay below it). A row that sees keys but
+    // none within kUnifiedMaxSlack of phi may have lost e^(t - phi) to
+    // underflow: the chunk is then redone exactly, from m = -inf.
+    const bool unified = !std::isnan(s.o.unified_max);
+    for (int pass = unified ? 0 : 1; pass < 2; ++pass) {
+      const float m0 = pass == 0 ? s.o.unified_max : kNegInff;
+      for (int64_t r = 0; r < nr; ++r) {
+        m[r] = m0;
+        d[r] = 0.0;
+        bad[r] = 0;
+        top[r] = kNegInff;
+      }
+      std::fill(O, O + nr * Dvn, 0.0f);
+      run_chunk_blocks();
+      if (pass == 0) {
+        bool far = false;
+        for (int64_t r = 0; r < nr; ++r) {
+          far = far || (top[r] > kNegInff && top[r] < s.o.unified_max - kUnifiedMaxSlack &&
+                        bad[r] == 0);
+        }
+        if (!far) break;
+      }
     }
+    finish();
   });
+  if (!split) return;
   // Merge the key chunks of each row, in chunk order.
   run_tasks(s, heads * grid.nrc, Dvn, [&](int64_t task, float* o) {
     const int64_t rc = task % grid.nrc, bhk = task / grid.nrc;

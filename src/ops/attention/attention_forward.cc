@@ -138,20 +138,20 @@ void finish_row(const Setup& s, const TensorView& out, int64_t b, int64_t h, int
 }
 
 void forward_softmax(const Setup& s, const TensorView& out) {
-  const int64_t nqb = (s.Lq + kBlockQ - 1) / kBlockQ;
+  const int64_t nqb = (s.Lq + kPrefillBlockQ - 1) / kPrefillBlockQ;
   const int64_t bk_max = std::min<int64_t>(kBlockK, std::max<int64_t>(s.Lk, 1));
   const int64_t Dvn = std::max<int64_t>(s.Dv, 1);
-  const ForwardLayout layout(s, kBlockQ, bk_max);
+  const ForwardLayout layout(s, kPrefillBlockQ, bk_max);
   run_tasks(s, s.B * s.H * nqb, layout.total(), [&](int64_t task, float* buf) {
-    const auto [b, h, hk, i0, bq] = query_block(s, task, nqb, kBlockQ);
+    const auto [b, h, hk, i0, bq] = query_block(s, task, nqb, kPrefillBlockQ);
     const auto [qbuf, kbuf, vbuf, S, O, addbuf, keepbuf] = layout.carve(buf);
     const int64_t kend = s.key_end(b, i0, bq);
     const Mat Q = s.q_rows(b, h, i0, bq, qbuf);
     const Mat K = s.k_rows(b, hk, kend, kbuf);
     const Mat V = s.v_rows(b, hk, kend, vbuf);
-    float m[kBlockQ];
-    double d[kBlockQ];
-    bool bad[kBlockQ];
+    float m[kPrefillBlockQ];
+    double d[kPrefillBlockQ];
+    bool bad[kPrefillBlockQ];
     for (int64_t r = 0; r < bq; ++r) {
       m[r] = kNegInff;
       d[r] = 0.0;

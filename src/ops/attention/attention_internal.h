@@ -37,7 +37,10 @@ namespace smax::detail::attn {
 using detail::ScratchPool;
 constexpr float kNaNf = std::numeric_limits<float>::quiet_NaN();
 constexpr float kNegInff = -std::numeric_limits<float>::infinity();
-constexpr int64_t kBlockQ = 64;    // query rows per task
+constexpr int64_t kBlockQ = 64;    // query rows per task (row driver, backward)
+// Query rows per task of the softmax prefill driver: each task's SGEMMs
+// re-pack the K and V blocks they read, so more rows per task pack less.
+constexpr int64_t kPrefillBlockQ = 64;
 constexpr int64_t kBlockK = 512;   // keys per online step (softmax forward)
 constexpr int64_t kRowBlockFloats = int64_t{1} << 18;  // [block_q, Lk] scratch target
 // Decode driver (attention_decode.cc): used for the softmax normaliser when
@@ -46,7 +49,12 @@ constexpr int64_t kRowBlockFloats = int64_t{1} << 18;  // [block_q, Lk] scratch 
 constexpr int64_t kDecodeMaxLq = 16;
 constexpr int64_t kDecodeRows = 64;
 constexpr int64_t kDecodeSplitKeys = 2048;
+constexpr int64_t kDecodeMaxChunks = 256;  // chunks grow past 2048 keys beyond this
 constexpr int64_t kDecodeBlockK = 128;
+// AttentionOptions::unified_max: a key chunk whose rows all stay more than
+// this far below phi is recomputed exactly (e^(t - phi) keeps f32's range
+// and precision down to t - phi ~ -87).
+constexpr float kUnifiedMaxSlack = 64.0f;
 // Row chunks up to this many rows use the in-place decode kernels
 // (kernels/attention_decode.cc); larger ones SGEMM (which packs K and V but
 // runs near the FMA peak once the packing is shared by enough rows).
