@@ -222,6 +222,17 @@ inline Grads run_backward(Problem& pr, const Tensor& dout, const AttentionOption
   return g;
 }
 
+// The backward's relative bound 2e-6 + 2 (Lq + Lk + D + Dv + extra) u +
+// 4 max_i Delta_i (extra: roundings a caller adds, e.g. the gate's 2).
+inline double backward_rel(const ref::AttentionProblem& p, const ref::AttentionResult& fr,
+                           int64_t extra = 0) {
+  double dmax = 0;
+  for (int64_t b = 0; b < p.B; ++b)
+    for (int64_t h = 0; h < p.H; ++h)
+      for (int64_t i = 0; i < p.Lq; ++i) dmax = std::max(dmax, row_delta(p, fr, b, h, i));
+  return 2e-6 + 2.0 * static_cast<double>(p.Lq + p.Lk + p.D + p.Dv + extra) * kU + 4 * dmax;
+}
+
 double g_bwd_worst = 0;
 std::string g_bwd_worst_what;
 
@@ -238,13 +249,7 @@ inline ::testing::AssertionResult check_backward_case(Problem& pr, const Attenti
   }
   const auto p = ref::attention_problem(pr.q.view(), pr.k.view(), pr.v.view(), o);
   const auto want = ref::attention_backward(p, to_dense(dout.view()));
-  const auto fr = ref::attention_forward(p);
-  double dmax = 0;
-  for (int64_t b = 0; b < p.B; ++b)
-    for (int64_t h = 0; h < p.H; ++h)
-      for (int64_t i = 0; i < p.Lq; ++i) dmax = std::max(dmax, row_delta(p, fr, b, h, i));
-  const double rel =
-      2e-6 + 2.0 * static_cast<double>(pr.s.Lq + pr.s.Lk + pr.s.D + pr.s.Dv) * kU + 4 * dmax;
+  const double rel = backward_rel(p, ref::attention_forward(p));
   const double before = g_bwd_worst;
   struct Note {
     const double& before;
