@@ -41,10 +41,12 @@
 //   OpenBLAS SGEMM, whose bits depend on OPENBLAS_NUM_THREADS (fixed per
 //   process) and the SIMD target.
 // * Decoding (softmax with Lq <= 16, or a KV cache form): tasks over
-//   (batch, kv head, key chunk of 2048 keys); the G query heads of a kv head
-//   share each read of K and V, and the chunks' (m, d, o) states merge in
-//   chunk order (FlashDecoding). Still a fixed grid: the same bits for any
-//   `threads`; different bits from the prefill grid, within the same bound.
+//   (batch, kv head, row chunk, key chunk); with Lq <= 16 the keys split into
+//   chunks of 2048 (more per chunk past 256 chunks), otherwise one chunk; the
+//   G query heads of a kv head share each read of K and V, and the chunks'
+//   (m, d, o) states merge in chunk order (FlashDecoding). Still a fixed
+//   grid: the same bits for any `threads`; different bits from the prefill
+//   grid, within the same bound.
 // * Memory: O(block) scratch per task: softmax keeps the online (m, d, o)
 //   state of a 64-query block over 512-key blocks (never Lq x Lk); other
 //   normalisers hold a [block_q, Lk] row block (block_q = clamp(2^18 / Lk,
