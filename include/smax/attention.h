@@ -34,7 +34,13 @@
 //   ranks, shape mismatches (B, D, Lk, Dv, H % Hkv), masks that do not
 //   broadcast or have a wrong dtype, non-finite scale / softcap < 0, sinks or
 //   lse with a normaliser other than softmax, an output overlapping an input
-//   or itself, threads < 0. Nothing is written on error.
+//   or itself, threads < 0; cache_seqlens outside [0, Lk] or not i32 / i64,
+//   block_table entries outside the page pool, the KV cache forms passed to
+//   the backward, ungated_out / dgate without a gate, a gate in the backward
+//   without ungated_out, a knob gradient (dattn_mask, dsinks, dalibi_slopes,
+//   dsigmoid_bias) without its input or normaliser, a non-finite
+//   unified_max. Nothing is written on error (out of memory for scratch:
+//   Status::kOutOfMemory).
 // * Determinism: tasks on a fixed grid over (batch, head, query block)
 //   (forward) and (batch, kv head) (backward, dk / dv summed in a fixed
 //   order): bitwise identical results for any `threads`. Scores and P V use
@@ -49,7 +55,7 @@
 //   grid, within the same bound.
 // * Memory: O(block) scratch per task: softmax keeps the online (m, d, o)
 //   state of a 64-query block over 512-key blocks (never Lq x Lk); other
-//   normalisers hold a [block_q, Lk] row block (block_q = clamp(2^18 / Lk,
+//   normalisers hold a [block_q, Lk] row block (block_q = clamp(2^18 / (Lk + 1),
 //   1, 64)); the backward holds [block_q, Lk] blocks plus dk / dv
 //   accumulators of one kv head ([Lk, D + Dv]). The decode grid keeps, when
 //   it splits the keys (Lq <= 16), one partial (m, d, o) record per key

@@ -3,7 +3,9 @@
 ``smax.attention`` follows ``torch.nn.functional.scaled_dot_product_attention``
 (names, defaults, shapes, bool-mask meaning) and adds the normalisers of the
 smax family; ``smax.torch.attention`` is the differentiable version (gradients
-to q, k and v). See docs/attention.md.
+to q, k, v, the gate and every learnable knob that requires grad: a float
+mask, sinks, alibi_slopes, a one-element tensor sigmoid_bias). See
+docs/attention.md.
 """
 from __future__ import annotations
 

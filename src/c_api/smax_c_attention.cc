@@ -34,10 +34,10 @@ static_assert(static_cast<int>(SMAX_SIGMOID_BIAS_PER_ROW_VISIBLE) ==
 
 // The fields added after version 1 (sigmoid_bias_mode, reserved0) fill the
 // struct to a multiple of its alignment, version 0.3's nine pointers follow
-// them, then unified_max and reserved1: no implicit padding.
-static_assert(offsetof(smax_attention_options, reserved1) + sizeof(int32_t) ==
+// them, then has_unified_max and unified_max: no implicit padding.
+static_assert(offsetof(smax_attention_options, unified_max) + sizeof(float) ==
                       sizeof(smax_attention_options) &&
-                  offsetof(smax_attention_options, unified_max) ==
+                  offsetof(smax_attention_options, has_unified_max) ==
                       offsetof(smax_attention_options, dsigmoid_bias) + sizeof(void*) &&
                   offsetof(smax_attention_options, cache_seqlens) ==
                       offsetof(smax_attention_options, reserved0) + sizeof(int32_t),
@@ -120,11 +120,9 @@ smax::AttentionOptions to_attention(const smax_attention_options* p, const char*
   if (has_ptr(offsetof(smax_attention_options, dsigmoid_bias))) {
     out.dsigmoid_bias = to_optional_view(p->dsigmoid_bias, op, "params.dsigmoid_bias");
   }
-  if (has(offsetof(smax_attention_options, unified_max))) out.unified_max = p->unified_max;
-  if (has(offsetof(smax_attention_options, reserved1)) && p->reserved1 != 0) {
-    throw smax::Error(smax::Status::kUnsupported,
-                      std::string(op) + ": params.reserved1 is non-zero (a field of a newer "
-                                        "smax_attention_options that this library does not know)");
+  if (has(offsetof(smax_attention_options, unified_max))) {
+    const bool on = to_bool(p->has_unified_max, op, "params.has_unified_max");
+    if (on) out.unified_max = p->unified_max;  // the C++ op checks it is finite
   }
   if (has(offsetof(smax_attention_options, reserved0)) && p->reserved0 != 0) {
     throw smax::Error(smax::Status::kUnsupported,
@@ -151,7 +149,8 @@ void smax_attention_options_init(smax_attention_options* options) {
         o.empty_row = static_cast<int32_t>(d.empty_row);
         o.threads = d.threads;
         o.sigmoid_bias_mode = SMAX_SIGMOID_BIAS_DEFAULT;  // d.sigmoid_bias_mode (unset)
-        o.unified_max = d.unified_max;
+        o.has_unified_max = 0;  // d.unified_max is NaN: off
+        o.unified_max = 0.0f;
       });
 }
 

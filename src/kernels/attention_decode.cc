@@ -6,9 +6,8 @@
 // packing K and V into its panel layout (a copy of every key and value row,
 // for a product that uses each element once or a few times). These kernels
 // read the rows where they are:
-// * Scores: tiles of 2 rows x 4 keys, 8 vector accumulators over D (FMA), then
-//   one horizontal sum each. A tile's 4 key rows (4 D floats) stay in L1
-//   while every row pair passes over them.
+// * Scores: tiles of 4 rows x 2 keys, 8 vector accumulators over D (FMA), then
+//   one horizontal sum each; a key is loaded once per tile of rows.
 // * P V: key sub-blocks of kValueKeys rows (which stay in L1 while every row
 //   tile and column strip passes over them); tiles of 4 rows x 2 vectors of
 //   columns, accumulated in registers from O, keys in order, stored back.

@@ -235,7 +235,7 @@ void test_attention(void) {
     CHECK(smax_tensor_init(&tu, ungated, SMAX_DTYPE_F32, 4, o_shape, NULL) == SMAX_STATUS_OK);
     smax_attention_options_init(&o);
     CHECK(o.gate == NULL && o.ungated_out == NULL && o.dgate == NULL);
-    CHECK(isnan(o.unified_max) && o.reserved1 == 0 && o.dattn_mask == NULL);
+    CHECK(o.has_unified_max == 0 && o.unified_max == 0.0f && o.dattn_mask == NULL);
     o.gate = &tg;
     o.ungated_out = &tu;
     fill(out, ATT_H * ATT_LQ * ATT_DV, kSentinel);
@@ -246,8 +246,20 @@ void test_attention(void) {
       for (j = 0; j < ATT_DV; ++j) want[i * ATT_DV + j] *= 1.0 / (1.0 + exp(-(double)gate[i]));
     }
     CHECK_VEC(out, want, ATT_H * ATT_LQ * ATT_DV, 1e-5, 1e-6);
-    o.ungated_out = NULL;
+    /* The unified max through the ABI: the same output within the bound. */
     o.gate = NULL;
+    o.ungated_out = NULL;
+    o.has_unified_max = 1;
+    o.unified_max = 4.0f;
+    CHECK(smax_attention(&tq, &tk, &tv, &to, &o) == SMAX_STATUS_OK);
+    ref_attention(q, 1, k, v, (double)(float)(1.0 / sqrt(2.0)), 0, NULL, 0, 0.0, want, P, want_lse);
+    CHECK_VEC(out, want, ATT_H * ATT_LQ * ATT_DV, 1e-5, 1e-6);
+    o.unified_max = INFINITY;
+    CHECK(smax_attention(&tq, &tk, &tv, &to, &o) == SMAX_STATUS_INVALID_ARGUMENT);
+    CHECK(strstr(smax_last_error(), "unified_max") != NULL);
+    o.has_unified_max = 2;
+    CHECK(smax_attention(&tq, &tk, &tv, &to, &o) == SMAX_STATUS_INVALID_ARGUMENT);
+    o.has_unified_max = 0;
     o.dgate = &tu;
     CHECK(smax_attention(&tq, &tk, &tv, &to, &o) == SMAX_STATUS_INVALID_ARGUMENT);
     CHECK(strstr(smax_last_error(), "gate") != NULL);

@@ -184,8 +184,9 @@ const char* const kAttentionHelp = R"(usage: smax attention [OPTIONS]
 
 Times smax::attention (or its backward) on contiguous q [B, H, Lq, D],
 k, v [B, Hkv, Lk, D / Dv] and prints the median time per call and GFLOP/s
-(forward 2 B H P (D + Dv), backward 2 B H P (3 D + 2 Dv), P = visible
-(query, key) pairs: Lq Lk, or the causal triangle).
+(forward 2 H P (D + Dv), backward 2 H P (3 D + 2 Dv), P = visible
+(query, key) pairs summed over the batch: Lq Lk, or the causal triangle;
+with --seqlens each sequence's keys and bottom-right positions).
 
   --shape S        B,H,Lq,Lk,D[,Dv] (default 1,8,1024,1024,64; Dv = D)
   --kv-heads N     k / v heads Hkv, a divisor of H (default H; < H is GQA)
@@ -466,6 +467,7 @@ int cmd_attention(int argc, char** argv, int first) {
       j.raw("seqlens", json_int_array(std::vector<int64_t>(seqlens.begin(), seqlens.end())));
     }
     if (page > 0) j.integer("page_size", page);
+    if (!std::isnan(o.unified_max)) j.num("unified_max", o.unified_max);
     json_timing(j, t)
         .num("gflop_per_call", flops * 1e-9)
         .num("gflops", gflops);

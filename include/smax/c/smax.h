@@ -71,7 +71,7 @@ extern "C" {
 
 /** Version of this header; compare with smax_version() at run time. */
 #define SMAX_C_VERSION_MAJOR 0
-#define SMAX_C_VERSION_MINOR 2
+#define SMAX_C_VERSION_MINOR 3
 #define SMAX_C_VERSION_PATCH 0
 
 /** Largest rank a tensor may have (smax::kMaxRank). */
@@ -746,9 +746,10 @@ typedef struct smax_attention_options {
   const smax_tensor* dalibi_slopes; /**< backward, optional: the slopes' gradient */
   const smax_tensor* dsigmoid_bias; /**< backward, optional (SIGMOID): the bias's gradient,
                                        one element ([] or [1]) */
-  float unified_max;              /**< decode driver: FlashDecoding++'s unified max phi;
-                                       NaN = off (default) */
-  int32_t reserved1;              /**< must be 0 (explicit tail padding) */
+  int32_t has_unified_max;        /**< 0/1: use unified_max (default 0 = off: all-zero
+                                       bytes keep the previous behaviour) */
+  float unified_max;              /**< with has_unified_max: the decode driver's
+                                       FlashDecoding++ unified max phi (finite) */
 } smax_attention_options;
 void smax_attention_options_init(smax_attention_options* options);
 

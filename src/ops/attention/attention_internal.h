@@ -51,9 +51,9 @@ constexpr int64_t kDecodeRows = 64;
 constexpr int64_t kDecodeSplitKeys = 2048;
 constexpr int64_t kDecodeMaxChunks = 256;  // chunks grow past 2048 keys beyond this
 constexpr int64_t kDecodeBlockK = 128;
-// AttentionOptions::unified_max: a key chunk whose rows all stay more than
-// this far below phi is recomputed exactly (e^(t - phi) keeps f32's range
-// and precision down to t - phi ~ -87).
+// AttentionOptions::unified_max: a key chunk in which some row saw keys but
+// none within this of phi is recomputed exactly (e^(t - phi) keeps f32's
+// range and precision down to t - phi ~ -87).
 constexpr float kUnifiedMaxSlack = 64.0f;
 // Row chunks up to this many rows use the in-place decode kernels
 // (kernels/attention_decode.cc); larger ones SGEMM (which packs K and V but
