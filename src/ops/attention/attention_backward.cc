@@ -47,15 +47,23 @@ void store_reduced(const std::vector<T>& full, const int64_t* full_shape, int n,
   std::vector<double> acc(static_cast<size_t>(std::max<int64_t>(on, 1)), 0.0);
   int64_t fn = 1;
   for (int d = 0; d < n; ++d) fn *= full_shape[d];
+  // Walk full in row-major order with an odometer over its index, moving the
+  // output index by each dim's stride in out (0 where out broadcasts).
+  int64_t ostride[4] = {0, 0, 0, 0}, x[4] = {0, 0, 0, 0};
+  int64_t mul = 1;
+  for (int d = n - 1; d >= 0; --d) {
+    ostride[d] = osh[d] == 1 ? 0 : mul;
+    mul *= osh[d];
+  }
+  int64_t idx = 0;
   for (int64_t e = 0; e < fn; ++e) {
-    int64_t rem = e, idx = 0, mul = 1;
-    for (int d = n - 1; d >= 0; --d) {
-      const int64_t x = rem % full_shape[d];
-      rem /= full_shape[d];
-      idx += (osh[d] == 1 ? 0 : x) * mul;
-      mul *= osh[d];
-    }
     acc[static_cast<size_t>(idx)] += static_cast<double>(full[static_cast<size_t>(e)]);
+    for (int d = n - 1; d >= 0; --d) {
+      idx += ostride[d];
+      if (++x[d] < full_shape[d]) break;
+      idx -= ostride[d] * full_shape[d];
+      x[d] = 0;
+    }
   }
   const int64_t size = dtype_size(out.dtype);
   for (int64_t e = 0; e < on; ++e) {
@@ -81,67 +89,28 @@ struct KnobGrads {
 }  // namespace
 
 void gate_backward(const Setup& s, const TensorView& dout, const TensorView& dgate) {
-  const TensorView& g = *s.o.gate;
+  // The per-element terms dout * a * s (1 - s) over [B, H, Lq, Dv] (each row
+  // written by one task), then summed over the gate's broadcast dims.
   const TensorView& a = *s.o.ungated_out;
-  // The gate's shape right-aligned to [B, H, Lq, Dv]; dense index of each
-  // (b, h, i, c) in it (a broadcast dim contributes 0).
-  int64_t gsh[4] = {1, 1, 1, 1};
-  for (int d = 0; d < g.rank; ++d) gsh[4 - g.rank + d] = g.shape[d];
-  const int64_t gn = gsh[0] * gsh[1] * gsh[2] * gsh[3];
-  std::vector<double> acc(static_cast<size_t>(std::max<int64_t>(gn, 1)), 0.0);
-  const int64_t full[4] = {s.B, s.H, s.Lq, s.Dv};
-  auto dense = [&](int64_t b, int64_t h, int64_t i, int64_t c) {
-    const int64_t x[4] = {b, h, i, c};
-    int64_t idx = 0;
-    for (int d = 0; d < 4; ++d) idx = idx * gsh[d] + (gsh[d] == 1 ? 0 : x[d]);
-    return idx;
-  };
-  auto row = [&](int64_t b, int64_t h, int64_t i) {
-    if (s.Dv <= 0) return;  // views without elements may have null data
-    thread_local std::vector<float> buf;
-    buf.resize(static_cast<size_t>(3 * std::max<int64_t>(s.Dv, 1)));
-    float* dr = buf.data();
-    float* ar = dr + s.Dv;
-    float* gr = ar + s.Dv;
-    gather_row_f32(s.mat_base(dout, b, h) + i * dout.strides[2] * dtype_size(dout.dtype),
-                   dout.dtype, dout.strides[3], s.Dv, dr);
-    gather_row_f32(s.mat_base(a, b, h) + i * a.strides[2] * dtype_size(a.dtype), a.dtype,
-                   a.strides[3], s.Dv, ar);
-    s.gate_row(b, h, i, gr);
-    kernels::attention_gate_grad_row(dr, ar, gr, dr, s.Dv);
-    const int64_t first = dense(b, h, i, 0);
-    if (gsh[3] == 1) {  // head-wise: one element per row, summed in column order
-      double sum = acc[static_cast<size_t>(first)];
-      for (int64_t c = 0; c < s.Dv; ++c) sum += dr[c];
-      acc[static_cast<size_t>(first)] = sum;
-    } else {
-      double* out = acc.data() + first;
-      for (int64_t c = 0; c < s.Dv; ++c) out[c] += dr[c];
-    }
-  };
-  const bool rows_own_elements = gsh[0] == full[0] && gsh[1] == full[1] && gsh[2] == full[2];
-  if (rows_own_elements) {
-    // Each (b, h, i) row owns its gate elements: rows in parallel, each
-    // summed in column order.
+  std::vector<float> terms(static_cast<size_t>(s.B * s.H * s.Lq * s.Dv));
+  if (s.Dv > 0) {  // views without elements may have null data
     detail::run_parallel(s.B * s.H * s.Lq, s.threads, [&](int64_t r) {
-      row(r / (s.H * s.Lq), (r / s.Lq) % s.H, r % s.Lq);
+      const int64_t b = r / (s.H * s.Lq), h = (r / s.Lq) % s.H, i = r % s.Lq;
+      thread_local std::vector<float> buf;
+      buf.resize(static_cast<size_t>(2 * s.Dv));
+      float* ar = buf.data();
+      float* gr = ar + s.Dv;
+      float* dr = terms.data() + r * s.Dv;
+      gather_row_f32(s.mat_base(dout, b, h) + i * dout.strides[2] * dtype_size(dout.dtype),
+                     dout.dtype, dout.strides[3], s.Dv, dr);
+      gather_row_f32(s.mat_base(a, b, h) + i * a.strides[2] * dtype_size(a.dtype), a.dtype,
+                     a.strides[3], s.Dv, ar);
+      s.gate_row(b, h, i, gr);
+      kernels::attention_gate_grad_row(dr, ar, gr, dr, s.Dv);
     });
-  } else {
-    for (int64_t b = 0; b < s.B; ++b)
-      for (int64_t h = 0; h < s.H; ++h)
-        for (int64_t i = 0; i < s.Lq; ++i) row(b, h, i);
   }
-  // Store in the gate's logical (row-major) order through dgate's strides.
-  const int64_t ds = dtype_size(dgate.dtype);
-  for (int64_t idx = 0; idx < gn; ++idx) {
-    int64_t rem = idx, off = 0;
-    for (int d = dgate.rank - 1; d >= 0; --d) {
-      off += (rem % dgate.shape[d]) * dgate.strides[d];
-      rem /= dgate.shape[d];
-    }
-    store_f32(static_cast<char*>(dgate.data) + off * ds, dgate.dtype,
-              static_cast<float>(acc[static_cast<size_t>(idx)]));
-  }
+  const int64_t full[4] = {s.B, s.H, s.Lq, s.Dv};
+  store_reduced(terms, full, 4, dgate);
 }
 
 void backward(const Setup& s, const TensorView& dout, const TensorView& dq, const TensorView& dk,
