@@ -56,11 +56,21 @@ HWY_INLINE VF LogitsVec(DF d, VF s, size_t j, const AttentionLogits& p, const fl
   return t;
 }
 
-void AttentionLogitsRowImpl(float* s, int64_t n_, const AttentionLogits& p) {
+void AttentionLogitsRowImpl(float* s, int64_t n_, const AttentionLogits& p_in) {
   const DF d;
   const size_t N = hn::Lanes(d);
   const size_t n = static_cast<size_t>(n_);
+  // A local copy: the stores to s could alias the caller's struct, which
+  // would make the compiler re-read (and re-test) every field per vector.
+  const AttentionLogits p = p_in;
   size_t j = 0;
+  if (p.softcap <= 0.0f && p.alibi_slope == 0.0f && p.add == nullptr && p.keep == nullptr) {
+    // Scale and the causal limit only (the common case): vectors wholly
+    // below the limit need no select.
+    const VF scale = hn::Set(d, p.scale);
+    const size_t below = p.limit < 0 ? n : std::min(n, static_cast<size_t>(p.limit));
+    for (; j + N <= below; j += N) hn::StoreU(hn::Mul(hn::LoadU(d, s + j), scale), d, s + j);
+  }
   for (; j + N <= n; j += N) {
     const VF t = LogitsVec(d, hn::LoadU(d, s + j), j, p, p.add ? p.add + j : nullptr,
                            p.keep ? p.keep + j : nullptr, N);
@@ -122,16 +132,11 @@ OnlineStep AttentionOnlineStepImpl(float* t, int64_t n_, float m_old) {
                              : static_cast<float>(std::exp(static_cast<double>(m_old) -
                                                            static_cast<double>(M)));
   const ExpDiff e = ExpDiff::Make(M);
+  // One accumulator, one vector per step: with two (a 2x unrolled loop)
+  // the exp's constants and the f64 accumulators outgrow AVX2's 16
+  // registers and the accumulators round-trip through the stack.
   F64Acc acc0, acc1;
   j = 0;
-  for (; j + 2 * N <= n; j += 2 * N) {
-    const VF p0 = e(d, hn::LoadU(d, t + j));
-    const VF p1 = e(d, hn::LoadU(d, t + j + N));
-    hn::StoreU(p0, d, t + j);
-    hn::StoreU(p1, d, t + j + N);
-    acc0.Add(d, p0);
-    acc1.Add(d, p1);
-  }
   for (; j + N <= n; j += N) {
     const VF p0 = e(d, hn::LoadU(d, t + j));
     hn::StoreU(p0, d, t + j);

@@ -79,4 +79,22 @@ void attention_decode_accumulate(const float* p, int64_t rows, int64_t ldp, cons
                                  int64_t n, int64_t Dv, float* o, int64_t ldo,
                                  const PrefetchRows& prefetch = {}) noexcept;
 
+/// Prefill products (kernels/attention_tiles.cc). A K x N matrix B in
+/// panels: panel p holds columns [16 p, 16 p + 16) at bp + p * panel_stride,
+/// element (k, c) at [k * 16 + c - 16 p] (rows k < K; the last panel's
+/// columns past N are read, never stored: keep them finite, e.g. 0).
+constexpr int64_t kAttentionPanel = 16;
+/// C[M x N] (row-major, ldc) = A B, or C + A B with accumulate, where A(r, k)
+/// = a[r * ars + k * acs] (any strides: row-major, or a transposed view) and
+/// B is in panels. Each element of C is one FMA chain over k = 0 .. K - 1 in
+/// order (from 0, or from C), whatever the tiling or the target.
+void attention_gemm_panels(int64_t M, int64_t N, int64_t K, const float* a, int64_t ars,
+                           int64_t acs, const float* bp, int64_t panel_stride, float* c,
+                           int64_t ldc, bool accumulate) noexcept;
+/// Packs row k of B (n values) into panels; and column c of B (K values).
+void attention_pack_row(const float* row, int64_t n, int64_t k, float* dst,
+                        int64_t panel_stride) noexcept;
+void attention_pack_column(const float* col, int64_t K, int64_t c, float* dst,
+                           int64_t panel_stride) noexcept;
+
 }  // namespace smax::kernels

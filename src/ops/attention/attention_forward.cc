@@ -137,43 +137,118 @@ void finish_row(const Setup& s, const TensorView& out, int64_t b, int64_t h, int
   }
 }
 
+namespace {
+
+// K^T and V of one kv head in the panels of the prefill products
+// (kernels::attention_gemm_panels), for keys [0, n): K^T is D x n (panel p:
+// keys [16 p, 16 p + 16), D rows of 16), V is n x Dv (panel p: value
+// columns [16 p, 16 p + 16), n rows of 16).
+struct KvPanels {
+  int64_t kt_stride, kt_floats, v_stride, v_floats;
+  KvPanels(const Setup& s, int64_t n) {
+    const int64_t w = kernels::kAttentionPanel;
+    kt_stride = std::max<int64_t>(s.D, 1) * w;
+    kt_floats = std::max<int64_t>((n + w - 1) / w, 1) * kt_stride;
+    v_stride = std::max<int64_t>(n, 1) * w;
+    v_floats = std::max<int64_t>((s.Dv + w - 1) / w, 1) * v_stride;
+  }
+};
+
+// Packs keys / values [0, n) of kv head (b, hk) (any dtype and strides,
+// widened to f32) into kt / vp; row: max(D, Dv) floats of scratch.
+void pack_kv(const Setup& s, const KvPanels& L, int64_t b, int64_t hk, int64_t n, float* kt,
+             float* vp, float* row) {
+  // The last panels' columns past n (keys) and Dv are read by the products:
+  // zero, not whatever the scratch held.
+  std::fill(kt + L.kt_floats - L.kt_stride, kt + L.kt_floats, 0.0f);
+  std::fill(vp + L.v_floats - L.v_stride, vp + L.v_floats, 0.0f);
+  const char* kb = Setup::mat_base(s.k, b, hk);
+  const char* vb = Setup::mat_base(s.v, b, hk);
+  for (int64_t j = 0; j < n; ++j) {
+    if (s.D > 0) {
+      gather_row_f32(kb + j * s.k.strides[2] * dtype_size(s.k.dtype), s.k.dtype, s.k.strides[3],
+                     s.D, row);
+      kernels::attention_pack_column(row, s.D, j, kt, L.kt_stride);
+    }
+    if (s.Dv > 0) {
+      gather_row_f32(vb + j * s.v.strides[2] * dtype_size(s.v.dtype), s.v.dtype, s.v.strides[3],
+                     s.Dv, row);
+      kernels::attention_pack_row(row, s.Dv, j, vp, L.v_stride);
+    }
+  }
+}
+
+}  // namespace
+
 void forward_softmax(const Setup& s, const TensorView& out) {
+  // Tasks over (b, kv head, query chunk): a task packs its head's K^T and V
+  // once (keys up to its last block's causal limit) and runs the G query
+  // heads' blocks qb = chunk, chunk + chunks, ... (interleaved, so causal
+  // chunks cost alike). Each row's arithmetic does not depend on the task
+  // that computes it: the chunk count may follow the thread count.
   const int64_t nqb = (s.Lq + kPrefillBlockQ - 1) / kPrefillBlockQ;
+  const int64_t heads = s.B * s.Hkv;
+  const int64_t want = (4 * std::max(s.threads, 1) + heads - 1) / std::max<int64_t>(heads, 1);
+  const int64_t chunks = std::clamp<int64_t>(want, 1, std::max<int64_t>(nqb, 1));
   const int64_t bk_max = std::min<int64_t>(kBlockK, std::max<int64_t>(s.Lk, 1));
-  const int64_t Dvn = std::max<int64_t>(s.Dv, 1);
-  const ForwardLayout layout(s, kPrefillBlockQ, bk_max);
-  run_tasks(s, s.B * s.H * nqb, layout.total(), [&](int64_t task, float* buf) {
-    const auto [b, h, hk, i0, bq] = query_block(s, task, nqb, kPrefillBlockQ);
-    const auto [qbuf, kbuf, vbuf, S, O, addbuf, keepbuf] = layout.carve(buf);
-    const int64_t kend = s.key_end(b, i0, bq);
-    const Mat Q = s.q_rows(b, h, i0, bq, qbuf);
-    const Mat K = s.k_rows(b, hk, kend, kbuf);
-    const Mat V = s.v_rows(b, hk, kend, vbuf);
+  const int64_t Dn = std::max<int64_t>(s.D, 1), Dvn = std::max<int64_t>(s.Dv, 1);
+  const KvPanels panels(s, s.Lk);
+  const int64_t qf = kPrefillBlockQ * Dn, rowf = std::max(Dn, Dvn), sf = kPrefillBlockQ * bk_max;
+  const int64_t of = kPrefillBlockQ * Dvn, mf = bk_max, keepf = bk_max / 4 + 1;
+  const int64_t total = qf + panels.kt_floats + panels.v_floats + rowf + sf + of + mf + keepf;
+  run_tasks(s, heads * chunks, total, [&](int64_t task, float* buf) {
+    const int64_t chunk = task % chunks, hk = (task / chunks) % s.Hkv, b = task / chunks / s.Hkv;
+    if (chunk >= nqb) return;
+    Carve c(buf);
+    float* qbuf = c.take(qf);
+    float* kt = c.take(panels.kt_floats);
+    float* vp = c.take(panels.v_floats);
+    float* row = c.take(rowf);
+    float* S = c.take(sf);
+    float* O = c.take(of);
+    float* addbuf = c.take(mf);
+    uint8_t* keepbuf = c.take_bytes_rest();
+    const int64_t last = chunk + (nqb - 1 - chunk) / chunks * chunks;  // the chunk's last block
+    const int64_t last_i0 = last * kPrefillBlockQ;
+    const int64_t nkeys = s.key_end(b, last_i0, std::min(kPrefillBlockQ, s.Lq - last_i0));
+    pack_kv(s, panels, b, hk, nkeys, kt, vp, row);
     float m[kPrefillBlockQ];
     double d[kPrefillBlockQ];
     bool bad[kPrefillBlockQ];
-    for (int64_t r = 0; r < bq; ++r) {
-      m[r] = kNegInff;
-      d[r] = 0.0;
-      bad[r] = false;
-    }
-    std::fill(O, O + bq * Dvn, 0.0f);
-    for (int64_t j0 = 0; j0 < kend; j0 += kBlockK) {
-      const int64_t bk = std::min(kBlockK, kend - j0);
-      sgemm(bq, bk, s.D, 1.0f, {Q.p, Q.ld, false}, {K.p + j0 * K.ld, K.ld, true}, 0.0f, S, bk);
-      for (int64_t r = 0; r < bq; ++r) {
-        float* t = S + r * bk;
-        kernels::attention_logits_row(t, bk, s.logits(b, h, i0 + r, j0, bk, addbuf, keepbuf));
-        const kernels::OnlineStep st = kernels::attention_online_step(t, bk, m[r]);
-        bad[r] = bad[r] || st.bad;
-        if (st.alpha != 1.0f) kernels::attention_scale_row(O + r * Dvn, s.Dv, st.alpha);
-        d[r] = d[r] * static_cast<double>(st.alpha) + st.sum;
-        m[r] = st.m;
+    for (int64_t g = 0; g < s.G; ++g) {
+      const int64_t h = hk * s.G + g;
+      for (int64_t qb = chunk; qb < nqb; qb += chunks) {
+        const int64_t i0 = qb * kPrefillBlockQ, bq = std::min(kPrefillBlockQ, s.Lq - i0);
+        const int64_t kend = s.key_end(b, i0, bq);
+        const Mat Q = s.q_rows(b, h, i0, bq, qbuf);
+        for (int64_t r = 0; r < bq; ++r) {
+          m[r] = kNegInff;
+          d[r] = 0.0;
+          bad[r] = false;
+        }
+        std::fill(O, O + bq * Dvn, 0.0f);
+        for (int64_t j0 = 0; j0 < kend; j0 += kBlockK) {
+          const int64_t bk = std::min(kBlockK, kend - j0);
+          kernels::attention_gemm_panels(bq, bk, s.D, Q.p, Q.ld, 1,
+                                         kt + j0 / kernels::kAttentionPanel * panels.kt_stride,
+                                         panels.kt_stride, S, bk, false);
+          for (int64_t r = 0; r < bq; ++r) {
+            float* t = S + r * bk;
+            kernels::attention_logits_row(t, bk, s.logits(b, h, i0 + r, j0, bk, addbuf, keepbuf));
+            const kernels::OnlineStep st = kernels::attention_online_step(t, bk, m[r]);
+            bad[r] = bad[r] || st.bad;
+            if (st.alpha != 1.0f) kernels::attention_scale_row(O + r * Dvn, s.Dv, st.alpha);
+            d[r] = d[r] * static_cast<double>(st.alpha) + st.sum;
+            m[r] = st.m;
+          }
+          kernels::attention_gemm_panels(bq, s.Dv, bk, S, bk, 1,
+                                         vp + j0 * kernels::kAttentionPanel, panels.v_stride, O,
+                                         Dvn, true);
+        }
+        for (int64_t r = 0; r < bq; ++r) {
+          finish_row(s, out, b, h, i0 + r, O + r * Dvn, d[r], m[r], bad[r], kend == 0);
+        }
       }
-      sgemm(bq, s.Dv, bk, 1.0f, {S, bk, false}, {V.p + j0 * V.ld, V.ld, false}, 1.0f, O, Dvn);
-    }
-    for (int64_t r = 0; r < bq; ++r) {
-      finish_row(s, out, b, h, i0 + r, O + r * Dvn, d[r], m[r], bad[r], kend == 0);
     }
   });
 }

@@ -1,0 +1,177 @@
+// src/kernels/attention_tiles.cc: the register-tiled product of prefill
+// attention (kernels/attention.h, attention_gemm_panels): C = A B (or C +=)
+// with B packed in panels of kAttentionPanel = 16 columns.
+//
+// Why not SGEMM: OpenBLAS packs its B operand again on every call, and the
+// prefill calls it once per (query block, key block) on the same K and V:
+// about a fifth of the forward went to re-packing. The attention driver
+// packs K^T and V once per task (attention_forward.cc) and this kernel reads
+// the panels where they are.
+//
+// Tile: kRows rows x 16 columns of C in registers (16 / lanes vectors per
+// row: 2 on AVX2 with 6 rows, 12 accumulators + 2 B vectors + 1 broadcast
+// of the 16 registers; 1 on AVX-512 with 8 rows; 4 on SSE4 / NEON with 3
+// rows). Each step k loads one 16-wide row of the panel and broadcasts
+// A(r, k) for each row: kRows x 16 / lanes FMAs per 16 / lanes + kRows
+// loads. Panels are walked outermost, so one panel stays in L1 while every
+// row tile passes over it.
+//
+// Bits: every C element is one FMA chain over k = 0 .. K - 1 in order,
+// started from 0 or from C (accumulate), whatever the tile shape, target
+// width or row position: the result depends on the operands only (not the
+// threads, the tiling or the rows computed beside it).
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/attention_tiles.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/attention.h"
+#include "kernels/row-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace smax::kernels::HWY_NAMESPACE {
+
+constexpr size_t kPanel = static_cast<size_t>(kAttentionPanel);
+constexpr size_t kTileLanes = hn::MaxLanes(DF());
+static_assert(kPanel % kTileLanes == 0 || kTileLanes > kPanel, "panel of whole vectors");
+// Vectors per 16-column row of a tile, and the rows of the largest tile.
+constexpr size_t kVecs = kTileLanes >= kPanel ? 1 : kPanel / kTileLanes;
+constexpr size_t kTileRows = kVecs >= 16 ? 1 : kVecs >= 4 ? 3 : kVecs == 2 ? 6 : 8;
+
+// C rows [0, kRows) x the 16 columns of one panel.
+template <size_t kRows>
+HWY_INLINE void FullTile(DF d, size_t K, const float* a, size_t ars, size_t acs, const float* b,
+                         float* c, size_t ldc, bool accumulate) {
+  const size_t N = hn::Lanes(d);
+  const size_t vecs = std::min(kVecs, (kPanel + N - 1) / N);
+  VF acc[kRows][kVecs];
+  for (size_t r = 0; r < kRows; ++r) {
+    for (size_t v = 0; v < kVecs; ++v) {
+      if (v < vecs) acc[r][v] = accumulate ? hn::LoadU(d, c + r * ldc + v * N) : hn::Zero(d);
+    }
+  }
+  for (size_t k = 0; k < K; ++k) {
+    const float* bk = b + k * kPanel;
+    VF bv[kVecs];
+    for (size_t v = 0; v < kVecs; ++v) {
+      if (v < vecs) bv[v] = hn::LoadU(d, bk + v * N);
+    }
+    const float* ak = a + k * acs;
+    for (size_t r = 0; r < kRows; ++r) {
+      const VF av = hn::Set(d, ak[r * ars]);
+      for (size_t v = 0; v < kVecs; ++v) {
+        if (v < vecs) acc[r][v] = hn::MulAdd(av, bv[v], acc[r][v]);
+      }
+    }
+  }
+  for (size_t r = 0; r < kRows; ++r) {
+    for (size_t v = 0; v < kVecs; ++v) {
+      if (v < vecs) hn::StoreU(acc[r][v], d, c + r * ldc + v * N);
+    }
+  }
+}
+
+// The same for the first `cols` columns only (the last panel of C): through
+// a 16-wide copy of the tile (the same FMA chains).
+template <size_t kRows>
+HWY_NOINLINE void EdgeTile(DF d, size_t K, const float* a, size_t ars, size_t acs,
+                           const float* b, float* c, size_t ldc, size_t cols, bool accumulate) {
+  HWY_ALIGN float edge[kRows * kPanel];
+  for (size_t r = 0; r < kRows; ++r) {
+    std::fill(edge + r * kPanel, edge + (r + 1) * kPanel, 0.0f);
+    if (accumulate) std::memcpy(edge + r * kPanel, c + r * ldc, cols * sizeof(float));
+  }
+  FullTile<kRows>(d, K, a, ars, acs, b, edge, kPanel, accumulate);
+  for (size_t r = 0; r < kRows; ++r) std::memcpy(c + r * ldc, edge + r * kPanel, cols * sizeof(float));
+}
+
+template <size_t kRows>
+HWY_INLINE void Tile(DF d, size_t K, const float* a, size_t ars, size_t acs, const float* b,
+                     float* c, size_t ldc, size_t cols, bool accumulate) {
+  if (cols == kPanel && kVecs * hn::Lanes(d) == kPanel) {
+    FullTile<kRows>(d, K, a, ars, acs, b, c, ldc, accumulate);
+  } else {
+    EdgeTile<kRows>(d, K, a, ars, acs, b, c, ldc, cols, accumulate);
+  }
+}
+
+// Rows [0, rows) of one panel: full tiles, then smaller ones for the rest.
+template <size_t kRows>
+HWY_INLINE void PanelRows(DF d, size_t rows, size_t K, const float* a, size_t ars, size_t acs,
+                          const float* b, float* c, size_t ldc, size_t cols, bool accumulate) {
+  size_t r = 0;
+  for (; r + kRows <= rows; r += kRows) {
+    Tile<kRows>(d, K, a + r * ars, ars, acs, b, c + r * ldc, ldc, cols, accumulate);
+  }
+  // The rest: tiles of 4, 2 and 1 rows.
+  if constexpr (kRows > 4) {
+    for (; r + 4 <= rows; r += 4) {
+      Tile<4>(d, K, a + r * ars, ars, acs, b, c + r * ldc, ldc, cols, accumulate);
+    }
+  }
+  if constexpr (kRows > 2) {
+    for (; r + 2 <= rows; r += 2) {
+      Tile<2>(d, K, a + r * ars, ars, acs, b, c + r * ldc, ldc, cols, accumulate);
+    }
+  }
+  if constexpr (kRows > 1) {
+    for (; r < rows; ++r) Tile<1>(d, K, a + r * ars, ars, acs, b, c + r * ldc, ldc, cols, accumulate);
+  }
+}
+
+void AttentionGemmPanelsImpl(int64_t M, int64_t N, int64_t K, const float* a, int64_t ars,
+                             int64_t acs, const float* bp, int64_t panel_stride, float* c,
+                             int64_t ldc, bool accumulate) {
+  const DF d;
+  const size_t panels = static_cast<size_t>((N + kAttentionPanel - 1) / kAttentionPanel);
+  for (size_t p = 0; p < panels; ++p) {
+    const size_t c0 = p * kPanel;
+    const size_t cols = std::min(kPanel, static_cast<size_t>(N) - c0);
+    const float* b = bp + p * static_cast<size_t>(panel_stride);
+    if (p + 1 < panels) {
+      // The next panel's first lines, while this one is used by every row.
+      const float* next = b + panel_stride;
+      for (size_t k = 0; k < std::min<size_t>(static_cast<size_t>(K), 8); ++k) {
+        hwy::Prefetch(next + k * kPanel);
+      }
+    }
+    PanelRows<kTileRows>(d, static_cast<size_t>(M), static_cast<size_t>(K), a,
+                         static_cast<size_t>(ars), static_cast<size_t>(acs), b, c + c0,
+                         static_cast<size_t>(ldc), cols, accumulate);
+  }
+}
+
+}  // namespace smax::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace smax::kernels {
+
+HWY_EXPORT(AttentionGemmPanelsImpl);
+
+void attention_gemm_panels(int64_t M, int64_t N, int64_t K, const float* a, int64_t ars,
+                           int64_t acs, const float* bp, int64_t panel_stride, float* c,
+                           int64_t ldc, bool accumulate) noexcept {
+  if (M <= 0 || N <= 0) return;
+  HWY_DYNAMIC_DISPATCH(AttentionGemmPanelsImpl)(M, N, K, a, ars, acs, bp, panel_stride, c, ldc,
+                                               accumulate);
+}
+
+void attention_pack_row(const float* row, int64_t n, int64_t k, float* dst,
+                        int64_t panel_stride) noexcept {
+  for (int64_t c = 0; c < n; ++c) {
+    dst[(c / kAttentionPanel) * panel_stride + k * kAttentionPanel + c % kAttentionPanel] = row[c];
+  }
+}
+
+void attention_pack_column(const float* col, int64_t K, int64_t c, float* dst,
+                           int64_t panel_stride) noexcept {
+  float* p = dst + (c / kAttentionPanel) * panel_stride + c % kAttentionPanel;
+  for (int64_t k = 0; k < K; ++k) p[k * kAttentionPanel] = col[k];
+}
+
+}  // namespace smax::kernels
+#endif  // HWY_ONCE
