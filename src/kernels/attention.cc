@@ -91,34 +91,22 @@ void AttentionLogitsRowImpl(float* s, int64_t n_, const AttentionLogits& p_in) {
   }
 }
 
-OnlineStep AttentionOnlineStepImpl(float* t, int64_t n_, float m_old) {
-  const DF d;
+// Pass 1 of an online step, one vector: NaN lanes count as -inf in the max
+// and set bad, as does +inf.
+HWY_INLINE void MaxBad(DF d, VF v, VF& mx, hn::Mask<DF>& bad) {
+  const auto nan = hn::IsNaN(v);
+  bad = hn::Or(bad, hn::Or(nan, hn::Eq(v, hn::Set(d, kInf))));
+  mx = hn::Max(mx, hn::IfThenElse(nan, hn::Set(d, kNegInf), v));
+}
+
+// Pass 2 of an online step over t[0, n) (logits -> p in place), given the
+// block's max bm and bad flag from pass 1.
+OnlineStep OnlineFinish(DF d, float* t, size_t n, float m_old, float bm, bool is_bad) {
   const size_t N = hn::Lanes(d);
-  const size_t n = static_cast<size_t>(n_);
-  OnlineStep r;
-  // Pass 1: max (NaN lanes replaced by -inf) and the bad flag.
-  VF mx = hn::Set(d, kNegInf);
-  auto bad = hn::FirstN(d, 0);  // all false
-  const VF inf = hn::Set(d, kInf);
-  size_t j = 0;
-  for (; j + N <= n; j += N) {
-    const VF v = hn::LoadU(d, t + j);
-    const auto nan = hn::IsNaN(v);
-    bad = hn::Or(bad, hn::Or(nan, hn::Eq(v, inf)));
-    mx = hn::Max(mx, hn::IfThenElse(nan, hn::Set(d, kNegInf), v));
-  }
   HWY_ALIGN float tb[kMaxLanes];
-  const size_t c = n - j;
-  if (c > 0) {
-    for (size_t k = 0; k < N; ++k) tb[k] = kNegInf;
-    std::memcpy(tb, t + j, c * sizeof(float));
-    const VF v = hn::Load(d, tb);
-    const auto nan = hn::IsNaN(v);
-    bad = hn::Or(bad, hn::Or(nan, hn::Eq(v, inf)));
-    mx = hn::Max(mx, hn::IfThenElse(nan, hn::Set(d, kNegInf), v));
-  }
-  r.bad = !hn::AllFalse(d, bad);
-  const float bm = ReduceMax(d, mx);
+  size_t j = 0;
+  OnlineStep r;
+  r.bad = is_bad;
   const float M = bm > m_old ? bm : m_old;
   r.m = M;
   r.block_max = bm;
@@ -153,6 +141,68 @@ OnlineStep AttentionOnlineStepImpl(float* t, int64_t n_, float m_old) {
   }
   r.sum = acc0.Total(d) + acc1.Total(d);
   return r;
+}
+
+OnlineStep AttentionOnlineStepImpl(float* t, int64_t n_, float m_old) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  const size_t n = static_cast<size_t>(n_);
+  // Pass 1: max (NaN lanes replaced by -inf) and the bad flag.
+  VF mx = hn::Set(d, kNegInf);
+  auto bad = hn::FirstN(d, 0);  // all false
+  size_t j = 0;
+  for (; j + N <= n; j += N) MaxBad(d, hn::LoadU(d, t + j), mx, bad);
+  if (j < n) {
+    const size_t c = n - j;
+    HWY_ALIGN float tb[kMaxLanes];
+    for (size_t k = 0; k < N; ++k) tb[k] = kNegInf;
+    std::memcpy(tb, t + j, c * sizeof(float));
+    MaxBad(d, hn::Load(d, tb), mx, bad);
+  }
+  return OnlineFinish(d, t, n, m_old, ReduceMax(d, mx), !hn::AllFalse(d, bad));
+}
+
+OnlineStep AttentionLogitsOnlineStepImpl(float* s, int64_t n_, const AttentionLogits& p_in,
+                                         float m_old) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  const size_t n = static_cast<size_t>(n_);
+  const AttentionLogits p = p_in;  // see AttentionLogitsRowImpl
+  // Pass 1 with the logit transform (the same vector ops as
+  // attention_logits_row, so the same t): t stored, max and bad.
+  VF mx = hn::Set(d, kNegInf);
+  auto bad = hn::FirstN(d, 0);
+  size_t j = 0;
+  if (p.softcap <= 0.0f && p.alibi_slope == 0.0f && p.add == nullptr && p.keep == nullptr) {
+    const VF scale = hn::Set(d, p.scale);
+    const size_t below = p.limit < 0 ? n : std::min(n, static_cast<size_t>(p.limit));
+    for (; j + N <= below; j += N) {
+      const VF t = hn::Mul(hn::LoadU(d, s + j), scale);
+      hn::StoreU(t, d, s + j);
+      MaxBad(d, t, mx, bad);
+    }
+  }
+  for (; j + N <= n; j += N) {
+    const VF t = LogitsVec(d, hn::LoadU(d, s + j), j, p, p.add ? p.add + j : nullptr,
+                           p.keep ? p.keep + j : nullptr, N);
+    hn::StoreU(t, d, s + j);
+    MaxBad(d, t, mx, bad);
+  }
+  if (j < n) {
+    const size_t c = n - j;
+    HWY_ALIGN float sb[kMaxLanes] = {};
+    HWY_ALIGN float ab[kMaxLanes] = {};
+    HWY_ALIGN uint8_t kb[kMaxLanes] = {};
+    std::memcpy(sb, s + j, c * sizeof(float));
+    if (p.add) std::memcpy(ab, p.add + j, c * sizeof(float));
+    if (p.keep) std::memcpy(kb, p.keep + j, c);
+    const VF t = LogitsVec(d, hn::Load(d, sb), j, p, p.add ? ab : nullptr,
+                           p.keep ? kb : nullptr, c);
+    hn::Store(t, d, sb);
+    std::memcpy(s + j, sb, c * sizeof(float));
+    MaxBad(d, hn::IfThenElse(hn::FirstN(d, c), t, hn::Set(d, kNegInf)), mx, bad);
+  }
+  return OnlineFinish(d, s, n, m_old, ReduceMax(d, mx), !hn::AllFalse(d, bad));
 }
 
 void AttentionScaleRowImpl(float* o, int64_t n_, float a) {
@@ -252,6 +302,7 @@ namespace smax::kernels {
 
 HWY_EXPORT(AttentionLogitsRowImpl);
 HWY_EXPORT(AttentionOnlineStepImpl);
+HWY_EXPORT(AttentionLogitsOnlineStepImpl);
 HWY_EXPORT(AttentionScaleRowImpl);
 HWY_EXPORT(AttentionSoftcapGradRowImpl);
 HWY_EXPORT(AttentionGateRowImpl);
@@ -275,6 +326,15 @@ OnlineStep attention_online_step(float* t, int64_t n, float m_old) noexcept {
     return r;
   }
   return HWY_DYNAMIC_DISPATCH(AttentionOnlineStepImpl)(t, n, m_old);
+}
+OnlineStep attention_logits_online_step(float* s, int64_t n, const AttentionLogits& p,
+                                        float m_old) noexcept {
+  if (n <= 0) {
+    OnlineStep r;
+    r.m = m_old;
+    return r;
+  }
+  return HWY_DYNAMIC_DISPATCH(AttentionLogitsOnlineStepImpl)(s, n, p, m_old);
 }
 void attention_scale_row(float* o, int64_t n, float a) noexcept {
   if (n > 0) HWY_DYNAMIC_DISPATCH(AttentionScaleRowImpl)(o, n, a);

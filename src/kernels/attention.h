@@ -37,6 +37,10 @@ struct OnlineStep {
   float block_max = -std::numeric_limits<float>::infinity();  ///< max_j t_j (NaN ignored)
 };
 OnlineStep attention_online_step(float* t, int64_t n, float m_old) noexcept;
+/// attention_logits_row(s, n, p) then attention_online_step(s, n, m_old),
+/// fused: the same t, p and result, one pass fewer over the block.
+OnlineStep attention_logits_online_step(float* s, int64_t n, const AttentionLogits& p,
+                                        float m_old) noexcept;
 
 /// o_j *= a (n entries).
 void attention_scale_row(float* o, int64_t n, float a) noexcept;
@@ -87,7 +91,8 @@ constexpr int64_t kAttentionPanel = 16;
 /// C[M x N] (row-major, ldc) = A B, or C + A B with accumulate, where A(r, k)
 /// = a[r * ars + k * acs] (any strides: row-major, or a transposed view) and
 /// B is in panels. Each element of C is one FMA chain over k = 0 .. K - 1 in
-/// order (from 0, or from C), whatever the tiling or the target.
+/// order from 0, then (accumulate) added to C, whatever the tiling or the
+/// target.
 void attention_gemm_panels(int64_t M, int64_t N, int64_t K, const float* a, int64_t ars,
                            int64_t acs, const float* bp, int64_t panel_stride, float* c,
                            int64_t ldc, bool accumulate) noexcept;

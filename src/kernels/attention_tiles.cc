@@ -17,9 +17,11 @@
 // row tile passes over it.
 //
 // Bits: every C element is one FMA chain over k = 0 .. K - 1 in order,
-// started from 0 or from C (accumulate), whatever the tile shape, target
-// width or row position: the result depends on the operands only (not the
-// threads, the tiling or the rows computed beside it).
+// started from 0, then added to C once (accumulate; as SGEMM with beta = 1,
+// so a sum over many calls has the error of a block sum plus one addition
+// per call), whatever the tile shape, target width or row position: the
+// result depends on the operands only (not the threads, the tiling or the
+// rows computed beside it).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/attention_tiles.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -50,7 +52,7 @@ HWY_INLINE void FullTile(DF d, size_t K, const float* a, size_t ars, size_t acs,
   VF acc[kRows][kVecs];
   for (size_t r = 0; r < kRows; ++r) {
     for (size_t v = 0; v < kVecs; ++v) {
-      if (v < vecs) acc[r][v] = accumulate ? hn::LoadU(d, c + r * ldc + v * N) : hn::Zero(d);
+      if (v < vecs) acc[r][v] = hn::Zero(d);
     }
   }
   for (size_t k = 0; k < K; ++k) {
@@ -69,7 +71,9 @@ HWY_INLINE void FullTile(DF d, size_t K, const float* a, size_t ars, size_t acs,
   }
   for (size_t r = 0; r < kRows; ++r) {
     for (size_t v = 0; v < kVecs; ++v) {
-      if (v < vecs) hn::StoreU(acc[r][v], d, c + r * ldc + v * N);
+      if (v >= vecs) continue;
+      float* cv = c + r * ldc + v * N;
+      hn::StoreU(accumulate ? hn::Add(hn::LoadU(d, cv), acc[r][v]) : acc[r][v], d, cv);
     }
   }
 }

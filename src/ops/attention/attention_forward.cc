@@ -234,8 +234,8 @@ void forward_softmax(const Setup& s, const TensorView& out) {
                                          panels.kt_stride, S, bk, false);
           for (int64_t r = 0; r < bq; ++r) {
             float* t = S + r * bk;
-            kernels::attention_logits_row(t, bk, s.logits(b, h, i0 + r, j0, bk, addbuf, keepbuf));
-            const kernels::OnlineStep st = kernels::attention_online_step(t, bk, m[r]);
+            const kernels::OnlineStep st = kernels::attention_logits_online_step(
+                t, bk, s.logits(b, h, i0 + r, j0, bk, addbuf, keepbuf), m[r]);
             bad[r] = bad[r] || st.bad;
             if (st.alpha != 1.0f) kernels::attention_scale_row(O + r * Dvn, s.Dv, st.alpha);
             d[r] = d[r] * static_cast<double>(st.alpha) + st.sum;

@@ -41,7 +41,7 @@ constexpr int64_t kBlockQ = 64;    // query rows per task (row driver, backward)
 // Query rows per task of the softmax prefill driver: each task's SGEMMs
 // re-pack the K and V blocks they read, so more rows per task pack less.
 constexpr int64_t kPrefillBlockQ = 64;
-constexpr int64_t kBlockK = 256;   // keys per online step (softmax forward)
+constexpr int64_t kBlockK = 512;   // keys per online step (softmax forward)
 constexpr int64_t kRowBlockFloats = int64_t{1} << 18;  // [block_q, Lk] scratch target
 // Decode driver (attention_decode.cc): used for the softmax normaliser when
 // Lq <= kDecodeMaxLq or a KV cache form is given; rows per task and keys per
