@@ -99,6 +99,9 @@ void attention_gemm_panels(int64_t M, int64_t N, int64_t K, const float* a, int6
 /// Packs row k of B (n values) into panels; and column c of B (K values).
 void attention_pack_row(const float* row, int64_t n, int64_t k, float* dst,
                         int64_t panel_stride) noexcept;
+/// Packs rows [0, rows) x columns [0, n) of the row-major m (ld) as B.
+void attention_pack_rows(const float* m, int64_t ld, int64_t rows, int64_t n, float* dst,
+                         int64_t panel_stride) noexcept;
 void attention_pack_column(const float* col, int64_t K, int64_t c, float* dst,
                            int64_t panel_stride) noexcept;
 

@@ -126,25 +126,42 @@ HWY_INLINE void PanelRows(DF d, size_t rows, size_t K, const float* a, size_t ar
   }
 }
 
+// Columns of every panel for rows [r0, r1) of C.
+HWY_INLINE void PanelsOfRows(DF d, size_t r0, size_t r1, size_t N, size_t K, const float* a,
+                             size_t ars, size_t acs, const float* bp, size_t panel_stride,
+                             float* c, size_t ldc, bool accumulate, bool prefetch) {
+  const size_t panels = (N + kPanel - 1) / kPanel;
+  for (size_t p = 0; p < panels; ++p) {
+    const size_t c0 = p * kPanel;
+    const size_t cols = std::min(kPanel, N - c0);
+    const float* b = bp + p * panel_stride;
+    if (prefetch && p + 1 < panels) {
+      // The next panel's first lines, while this one is used by every row.
+      const float* next = b + panel_stride;
+      for (size_t k = 0; k < std::min<size_t>(K, 8); ++k) hwy::Prefetch(next + k * kPanel);
+    }
+    PanelRows<kTileRows>(d, r1 - r0, K, a + r0 * ars, ars, acs, b, c + r0 * ldc + c0, ldc, cols,
+                         accumulate);
+  }
+}
+
 void AttentionGemmPanelsImpl(int64_t M, int64_t N, int64_t K, const float* a, int64_t ars,
                              int64_t acs, const float* bp, int64_t panel_stride, float* c,
                              int64_t ldc, bool accumulate) {
   const DF d;
-  const size_t panels = static_cast<size_t>((N + kAttentionPanel - 1) / kAttentionPanel);
-  for (size_t p = 0; p < panels; ++p) {
-    const size_t c0 = p * kPanel;
-    const size_t cols = std::min(kPanel, static_cast<size_t>(N) - c0);
-    const float* b = bp + p * static_cast<size_t>(panel_stride);
-    if (p + 1 < panels) {
-      // The next panel's first lines, while this one is used by every row.
-      const float* next = b + panel_stride;
-      for (size_t k = 0; k < std::min<size_t>(static_cast<size_t>(K), 8); ++k) {
-        hwy::Prefetch(next + k * kPanel);
-      }
+  const size_t m = static_cast<size_t>(M), n = static_cast<size_t>(N), k = static_cast<size_t>(K);
+  const size_t as = static_cast<size_t>(ars), ks = static_cast<size_t>(acs);
+  const size_t ps = static_cast<size_t>(panel_stride), lc = static_cast<size_t>(ldc);
+  if (ars == 1 && acs > 1) {
+    // A read column-wise (a transposed view): a tile's k steps touch K lines
+    // of A, 16 rows wide. Rows outer, 16 at a time, so those lines stay in
+    // L1 while every panel passes over them.
+    for (size_t r0 = 0; r0 < m; r0 += 16) {
+      PanelsOfRows(d, r0, std::min(m, r0 + 16), n, k, a, as, ks, bp, ps, c, lc, accumulate, false);
     }
-    PanelRows<kTileRows>(d, static_cast<size_t>(M), static_cast<size_t>(K), a,
-                         static_cast<size_t>(ars), static_cast<size_t>(acs), b, c + c0,
-                         static_cast<size_t>(ldc), cols, accumulate);
+  } else {
+    // Panels outer: one panel stays in L1 while every row tile passes over it.
+    PanelsOfRows(d, 0, m, n, k, a, as, ks, bp, ps, c, lc, accumulate, true);
   }
 }
 
@@ -166,8 +183,27 @@ void attention_gemm_panels(int64_t M, int64_t N, int64_t K, const float* a, int6
 
 void attention_pack_row(const float* row, int64_t n, int64_t k, float* dst,
                         int64_t panel_stride) noexcept {
-  for (int64_t c = 0; c < n; ++c) {
-    dst[(c / kAttentionPanel) * panel_stride + k * kAttentionPanel + c % kAttentionPanel] = row[c];
+  float* p = dst + k * kAttentionPanel;
+  for (int64_t c = 0; c < n; c += kAttentionPanel, p += panel_stride) {
+    std::memcpy(p, row + c, static_cast<size_t>(std::min(kAttentionPanel, n - c)) * sizeof(float));
+  }
+}
+
+void attention_pack_rows(const float* m, int64_t ld, int64_t rows, int64_t n, float* dst,
+                         int64_t panel_stride) noexcept {
+  // Panel by panel: the writes are sequential, each row's 16 floats one
+  // fixed-size copy.
+  const int64_t w = kAttentionPanel;
+  int64_t c = 0;
+  for (; c + w <= n; c += w) {
+    float* p = dst + (c / w) * panel_stride;
+    for (int64_t r = 0; r < rows; ++r) std::memcpy(p + r * w, m + r * ld + c, w * sizeof(float));
+  }
+  if (c < n) {
+    float* p = dst + (c / w) * panel_stride;
+    for (int64_t r = 0; r < rows; ++r) {
+      std::memcpy(p + r * w, m + r * ld + c, static_cast<size_t>(n - c) * sizeof(float));
+    }
   }
 }
 

@@ -86,6 +86,37 @@ struct KnobGrads {
   bool any() const { return !sink.empty() || !alibi.empty() || !bias.empty() || !logits.empty(); }
 };
 
+// A K x N right operand of kernels::attention_gemm_panels: panels of 16
+// columns, each K rows of 16 floats.
+struct PanelMatrix {
+  int64_t stride = 0, floats = 0;
+  PanelMatrix(int64_t K, int64_t N) {
+    const int64_t w = kernels::kAttentionPanel;
+    stride = std::max<int64_t>(K, 1) * w;
+    floats = std::max<int64_t>((N + w - 1) / w, 1) * stride;
+  }
+  // The last panel's columns past N are read by the products: zero them.
+  void clear_last(float* p) const { std::fill(p + floats - stride, p + floats, 0.0f); }
+};
+
+// The backward's panels: K^T (D x Lk), V^T (Dv x Lk) and K (Lk x D) per
+// task; dT and P (bq x Lk) per query block, the right operands of
+// dK^T += Q^T dT and dV^T += dO^T P (dk and dv are summed transposed, so
+// that the small Q and dO blocks are the broadcast operand).
+struct BackwardPanels {
+  PanelMatrix kt, vt, kr, dtp, pp;
+  BackwardPanels(const Setup& s, int64_t bq)
+      : kt(s.D, s.Lk), vt(s.Dv, s.Lk), kr(s.Lk, s.D), dtp(bq, s.Lk), pp(bq, s.Lk) {}
+  int64_t floats() const { return kt.floats + vt.floats + kr.floats + dtp.floats + pp.floats; }
+};
+
+// Packs rows [0, rows) x columns [0, n) of the row-major m (ld) into panels.
+void pack_rows(const float* m, int64_t ld, int64_t rows, int64_t n, const PanelMatrix& pm,
+               float* dst) {
+  pm.clear_last(dst);
+  kernels::attention_pack_rows(m, ld, rows, n, dst, pm.stride);
+}
+
 }  // namespace
 
 void gate_backward(const Setup& s, const TensorView& dout, const TensorView& dgate) {
@@ -123,8 +154,10 @@ void backward(const Setup& s, const TensorView& dout, const TensorView& dq, cons
   const int64_t wmax = Lkn + 1;
   const int64_t qf = bqn * Dn, kf = s.Lk * Dn, vf = s.Lk * Dvn, of = bqn * Dvn;
   const int64_t tf = bqn * wmax;
-  const int64_t dqf = bqn * Dn, dkf = s.Lk * Dn, dvf = s.Lk * Dvn, mf = Lkn, keepf = Lkn / 4 + 1;
-  const int64_t total = qf + kf + vf + of + 5 * tf + dqf + dkf + dvf + mf + keepf;
+  const int64_t dqf = bqn * std::max(Dn, Dvn), dkf = Dn * Lkn, dvf = Dvn * Lkn, mf = Lkn;
+  const int64_t keepf = Lkn / 4 + 1;
+  const BackwardPanels pl(s, bqn);
+  const int64_t total = qf + kf + vf + of + 5 * tf + dqf + dkf + dvf + mf + pl.floats() + keepf;
   const float empty_grad = s.o.empty_row == EmptyRow::kNan && !sink ? kNaNf : 0.0f;
   KnobGrads kg;
   const size_t bh = static_cast<size_t>(s.B * s.H);
@@ -159,11 +192,29 @@ void backward(const Setup& s, const TensorView& dout, const TensorView& dq, cons
     float* dK = c.take(dkf);
     float* dV = c.take(dvf);
     float* addbuf = c.take(mf);
+    float* kt = c.take(pl.kt.floats);
+    float* vt = c.take(pl.vt.floats);
+    float* kr = c.take(pl.kr.floats);
+    float* dtp = c.take(pl.dtp.floats);
+    float* pp = c.take(pl.pp.floats);
     uint8_t* keepbuf = c.take_bytes_rest();
-    std::fill(dK, dK + s.Lk * Dn, 0.0f);
-    std::fill(dV, dV + s.Lk * Dvn, 0.0f);
+    // dK^T [D, Lk] and dV^T [Dv, Lk] (leading dimension Lkn).
+    std::fill(dK, dK + dkf, 0.0f);
+    std::fill(dV, dV + dvf, 0.0f);
     const Mat K = s.k_rows(b, hk, s.Lk, kbuf);
     const Mat V = s.v_rows(b, hk, s.Lk, vbuf);
+    // K^T, V^T (the scores' and dP's right operands) and K (dQ's) in panels,
+    // once for the task's G heads and all their query blocks.
+    pl.kt.clear_last(kt);
+    pl.vt.clear_last(vt);
+    pl.kr.clear_last(kr);
+    for (int64_t j = 0; j < s.Lk; ++j) {
+      if (s.D > 0) {
+        kernels::attention_pack_column(K.p + j * K.ld, s.D, j, kt, pl.kt.stride);
+        kernels::attention_pack_row(K.p + j * K.ld, s.D, j, kr, pl.kr.stride);
+      }
+      if (s.Dv > 0) kernels::attention_pack_column(V.p + j * V.ld, s.Dv, j, vt, pl.vt.stride);
+    }
     // Non-finite k (q) entries under masked scores (dT = 0) must add 0 to dq
     // (dk), as in the forward, where their scores are masked.
     // scale = 0: SGEMM would not propagate NaN gradients (alpha = 0 skips A B).
@@ -187,7 +238,7 @@ void backward(const Setup& s, const TensorView& dout, const TensorView& dq, cons
         const Mat dO = s.has_gate ? gated_dout(s, dout, b, h, i0, bq, obuf)
                                   : matrix(s.mat_base(dout, b, h), dout.dtype, dout.strides[2],
                                            dout.strides[3], i0, bq, s.Dv, obuf);
-        sgemm(bq, kend, s.D, 1.0f, {Q.p, Q.ld, false}, {K.p, K.ld, true}, 0.0f, T, w);
+        kernels::attention_gemm_panels(bq, kend, s.D, Q.p, Q.ld, 1, kt, pl.kt.stride, T, w, false);
         if (s.cap > 0.0f) {
           for (int64_t r = 0; r < bq; ++r) std::memcpy(Sraw + r * kend, T + r * w, kend * sizeof(float));
         }
@@ -211,12 +262,11 @@ void backward(const Setup& s, const TensorView& dout, const TensorView& dq, cons
           // A NaN row is NaN at every key, also at the causally skipped keys
           // [kend, Lk): its NaN reaches their dk / dv through P^T dO and
           // dS^T Q, as without causal.
-          for (int64_t j = kend; j < s.Lk; ++j) {
-            std::fill(dK + j * Dn, dK + j * Dn + s.D, kNaNf);
-            std::fill(dV + j * Dvn, dV + j * Dvn + s.Dv, kNaNf);
-          }
+          for (int64_t c = 0; c < s.D; ++c) std::fill(dK + c * Lkn + kend, dK + c * Lkn + s.Lk, kNaNf);
+          for (int64_t c = 0; c < s.Dv; ++c) std::fill(dV + c * Lkn + kend, dV + c * Lkn + s.Lk, kNaNf);
         }
-        sgemm(bq, kend, s.Dv, 1.0f, {dO.p, dO.ld, false}, {V.p, V.ld, true}, 0.0f, dP, w);
+        kernels::attention_gemm_panels(bq, kend, s.Dv, dO.p, dO.ld, 1, vt, pl.vt.stride, dP, w,
+                                       false);
         if (sink) {
           for (int64_t r = 0; r < bq; ++r) dP[r * w + kend] = 0.0f;
         }
@@ -253,34 +303,55 @@ void backward(const Setup& s, const TensorView& dout, const TensorView& dq, cons
             kernels::attention_softcap_grad_row(Sraw + r * kend, dT + r * w, kend, s.scale, s.cap);
           }
         }
-        // dQ = scale dT K; dK += scale dT^T Q; dV += P^T dO.
+        // dQ = scale dT K; dK += scale dT^T Q; dV += P^T dO. The scale is
+        // applied to dT once (then the products need none), except for 0:
+        // gemm_skip_zero's alpha = 0 keeps a NaN weight NaN.
+        float alpha = s.scale;
+        if (s.scale != 0.0f && s.scale != 1.0f) {
+          for (int64_t r = 0; r < bq; ++r) kernels::attention_scale_row(dT + r * w, kend, s.scale);
+          alpha = 1.0f;
+        }
         if (k_finite) {
-          sgemm(bq, s.D, kend, s.scale, {dT, w, false}, {K.p, K.ld, false}, 0.0f, dQ, Dn);
+          kernels::attention_gemm_panels(bq, s.D, kend, dT, w, 1, kr, pl.kr.stride, dQ, Dn, false);
         } else {
-          gemm_skip_zero(false, bq, s.D, kend, s.scale, dT, w, K.p, K.ld, 0.0f, dQ, Dn);
+          gemm_skip_zero(false, bq, s.D, kend, alpha, dT, w, K.p, K.ld, 0.0f, dQ, Dn);
         }
         for (int64_t r = 0; r < bq && s.D > 0; ++r) {
           scatter_row_f32(dQ + r * Dn, s.D, dqb + (i0 + r) * dq.strides[2] * dtype_size(dq.dtype),
                           dq.dtype, dq.strides[3]);
         }
         if (s.scale != 0.0f && all_finite(Q, bq, s.D)) {
-          sgemm(kend, s.D, bq, s.scale, {dT, w, true}, {Q.p, Q.ld, false}, 1.0f, dK, Dn);
+          pack_rows(dT, w, bq, kend, pl.dtp, dtp);
+          kernels::attention_gemm_panels(s.D, kend, bq, Q.p, 1, Q.ld, dtp, pl.dtp.stride, dK, Lkn,
+                                         true);
         } else {
-          gemm_skip_zero(true, kend, s.D, bq, s.scale, dT, w, Q.p, Q.ld, 1.0f, dK, Dn);
+          // Products with a zero weight dT skipped (gemm_skip_zero), into a
+          // [kend, D] block, then added to dK^T.
+          thread_local std::vector<float> blk;
+          blk.assign(static_cast<size_t>(kend * Dn), 0.0f);
+          gemm_skip_zero(true, kend, s.D, bq, alpha, dT, w, Q.p, Q.ld, 0.0f, blk.data(), Dn);
+          for (int64_t j = 0; j < kend; ++j) {
+            for (int64_t c = 0; c < s.D; ++c) dK[c * Lkn + j] += blk[static_cast<size_t>(j * Dn + c)];
+          }
         }
-        sgemm(kend, s.Dv, bq, 1.0f, {P, w, true}, {dO.p, dO.ld, false}, 1.0f, dV, Dvn);
+        pack_rows(P, w, bq, kend, pl.pp, pp);
+        kernels::attention_gemm_panels(s.Dv, kend, bq, dO.p, 1, dO.ld, pp, pl.pp.stride, dV, Lkn,
+                                       true);
       }
     }
     char* dkb = s.mat_base(dk, b, hk);
     char* dvb = s.mat_base(dv, b, hk);
+    float* row = dQ;  // free now; >= max(D, Dv) floats
     for (int64_t j = 0; j < s.Lk; ++j) {
       if (s.D > 0) {
-        scatter_row_f32(dK + j * Dn, s.D, dkb + j * dk.strides[2] * dtype_size(dk.dtype), dk.dtype,
+        for (int64_t c = 0; c < s.D; ++c) row[c] = dK[c * Lkn + j];
+        scatter_row_f32(row, s.D, dkb + j * dk.strides[2] * dtype_size(dk.dtype), dk.dtype,
                         dk.strides[3]);
       }
       if (s.Dv > 0) {
-        scatter_row_f32(dV + j * Dvn, s.Dv, dvb + j * dv.strides[2] * dtype_size(dv.dtype),
-                        dv.dtype, dv.strides[3]);
+        for (int64_t c = 0; c < s.Dv; ++c) row[c] = dV[c * Lkn + j];
+        scatter_row_f32(row, s.Dv, dvb + j * dv.strides[2] * dtype_size(dv.dtype), dv.dtype,
+                        dv.strides[3]);
       }
     }
   });
