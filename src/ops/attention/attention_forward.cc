@@ -50,51 +50,6 @@ void store_lse(const Setup& s, int64_t b, int64_t h, int64_t i, float value) {
             l.dtype, value);
 }
 
-// The query block of forward task `task`: tasks run over (b, h, query
-// block), nqb blocks of `block` rows per head; hk is h's kv head, rows
-// i0 .. i0 + bq of the head.
-struct QueryBlock {
-  int64_t b, h, hk, i0, bq;
-};
-QueryBlock query_block(const Setup& s, int64_t task, int64_t nqb, int64_t block) {
-  const int64_t qb = task % nqb, bh = task / nqb, h = bh % s.H, b = bh / s.H;
-  const int64_t i0 = qb * block;
-  return {b, h, h / s.G, i0, std::min(block, s.Lq - i0)};
-}
-
-// One forward task's scratch: its query rows, the kv head's keys / values,
-// scores [rows x width], the output block and a gathered mask row.
-struct ForwardScratch {
-  float *q, *k, *v, *S, *O, *add;
-  uint8_t* keep;
-};
-struct ForwardLayout {
-  int64_t qf, kf, vf, sf, of, mf, keepf;
-  ForwardLayout(const Setup& s, int64_t rows, int64_t width) {
-    const int64_t Dn = std::max<int64_t>(s.D, 1), Dvn = std::max<int64_t>(s.Dv, 1);
-    qf = rows * Dn;
-    kf = s.Lk * Dn;
-    vf = s.Lk * Dvn;
-    sf = rows * width;
-    of = rows * Dvn;
-    mf = width;
-    keepf = width / 4 + 1;
-  }
-  int64_t total() const { return qf + kf + vf + sf + of + mf + keepf; }
-  ForwardScratch carve(float* buf) const {
-    Carve c(buf);
-    ForwardScratch f{};
-    f.q = c.take(qf);
-    f.k = c.take(kf);
-    f.v = c.take(vf);
-    f.S = c.take(sf);
-    f.O = c.take(of);
-    f.add = c.take(mf);
-    f.keep = c.take_bytes_rest();
-    return f;
-  }
-};
-
 }  // namespace
 
 void finish_row(const Setup& s, const TensorView& out, int64_t b, int64_t h, int64_t i, float* o,
@@ -154,132 +109,172 @@ struct KvPanels {
   }
 };
 
-// Packs keys / values [0, n) of kv head (b, hk) (any dtype and strides,
-// widened to f32) into kt / vp; row: max(D, Dv) floats of scratch.
+// Keys per batch of pack_kv's row gathers.
+constexpr int64_t kPackRows = 64;
+
+// Packs keys / values [0, n) of kv head (b, hk) of sequence b (in place in
+// the cache or its pages, any dtype and strides, widened to f32) into kt /
+// vp; rowbuf: kPackRows x max(D, Dv) floats of scratch.
 void pack_kv(const Setup& s, const KvPanels& L, int64_t b, int64_t hk, int64_t n, float* kt,
-             float* vp, float* row) {
+             float* vp, float* rowbuf) {
   // The last panels' columns past n (keys) and Dv are read by the products:
   // zero, not whatever the scratch held.
   std::fill(kt + L.kt_floats - L.kt_stride, kt + L.kt_floats, 0.0f);
   std::fill(vp + L.v_floats - L.v_stride, vp + L.v_floats, 0.0f);
-  const char* kb = Setup::mat_base(s.k, b, hk);
-  const char* vb = Setup::mat_base(s.v, b, hk);
-  for (int64_t j = 0; j < n; ++j) {
+  const float* rows[kPackRows];
+  for (int64_t j0 = 0; j0 < n; j0 += kPackRows) {
+    const int64_t m = std::min(kPackRows, n - j0);
     if (s.D > 0) {
-      gather_row_f32(kb + j * s.k.strides[2] * dtype_size(s.k.dtype), s.k.dtype, s.k.strides[3],
-                     s.D, row);
-      kernels::attention_pack_column(row, s.D, j, kt, L.kt_stride);
+      s.cache_rows(s.k, b, hk, j0, m, s.D, rowbuf, rows);
+      for (int64_t j = 0; j < m; ++j) kernels::attention_pack_column(rows[j], s.D, j0 + j, kt, L.kt_stride);
     }
     if (s.Dv > 0) {
-      gather_row_f32(vb + j * s.v.strides[2] * dtype_size(s.v.dtype), s.v.dtype, s.v.strides[3],
-                     s.Dv, row);
-      kernels::attention_pack_row(row, s.Dv, j, vp, L.v_stride);
+      s.cache_rows(s.v, b, hk, j0, m, s.Dv, rowbuf, rows);
+      for (int64_t j = 0; j < m; ++j) kernels::attention_pack_row(rows[j], s.Dv, j0 + j, vp, L.v_stride);
     }
   }
 }
 
+// The forward grid: tasks over (b, kv head, query chunk); a task packs its
+// kv head's K^T and V once (keys up to its last block's causal limit) and
+// runs the G query heads' blocks qb = chunk, chunk + chunks, ... of `block`
+// rows (interleaved, so causal chunks cost alike). A row's arithmetic does
+// not depend on the task that computes it, so the chunk count may follow the
+// thread count (more tasks than B x Hkv when those are few).
+struct ForwardGrid {
+  int64_t block, nqb, chunks;
+  ForwardGrid(const Setup& s, int64_t block_rows) : block(block_rows) {
+    nqb = (s.Lq + block - 1) / block;
+    const int64_t heads = std::max<int64_t>(s.B * s.Hkv, 1);
+    const int64_t want = (4 * std::max(s.threads, 1) + heads - 1) / heads;
+    chunks = std::clamp<int64_t>(want, 1, std::max<int64_t>(nqb, 1));
+  }
+  int64_t tasks(const Setup& s) const { return s.B * s.Hkv * chunks; }
+  // The keys the task's blocks see (the last block's causal limit).
+  int64_t task_keys(const Setup& s, int64_t b, int64_t chunk) const {
+    const int64_t last = chunk + (nqb - 1 - chunk) / chunks * chunks;
+    const int64_t i0 = last * block;
+    return s.key_end(b, i0, std::min(block, s.Lq - i0));
+  }
+  // Runs fn(b, hk, h, i0, bq) for each of the task's query blocks.
+  template <typename Fn>
+  void each_block(const Setup& s, int64_t hk, int64_t chunk, Fn&& fn) const {
+    for (int64_t g = 0; g < s.G; ++g) {
+      for (int64_t qb = chunk; qb < nqb; qb += chunks) {
+        fn(hk * s.G + g, qb * block, std::min(block, s.Lq - qb * block));
+      }
+    }
+  }
+};
+
 }  // namespace
 
 void forward_softmax(const Setup& s, const TensorView& out) {
-  // Tasks over (b, kv head, query chunk): a task packs its head's K^T and V
-  // once (keys up to its last block's causal limit) and runs the G query
-  // heads' blocks qb = chunk, chunk + chunks, ... (interleaved, so causal
-  // chunks cost alike). Each row's arithmetic does not depend on the task
-  // that computes it: the chunk count may follow the thread count.
-  const int64_t nqb = (s.Lq + kPrefillBlockQ - 1) / kPrefillBlockQ;
-  const int64_t heads = s.B * s.Hkv;
-  const int64_t want = (4 * std::max(s.threads, 1) + heads - 1) / std::max<int64_t>(heads, 1);
-  const int64_t chunks = std::clamp<int64_t>(want, 1, std::max<int64_t>(nqb, 1));
+  const ForwardGrid grid(s, kPrefillBlockQ);
   const int64_t bk_max = std::min<int64_t>(kBlockK, std::max<int64_t>(s.Lk, 1));
   const int64_t Dn = std::max<int64_t>(s.D, 1), Dvn = std::max<int64_t>(s.Dv, 1);
   const KvPanels panels(s, s.Lk);
-  const int64_t qf = kPrefillBlockQ * Dn, rowf = std::max(Dn, Dvn), sf = kPrefillBlockQ * bk_max;
-  const int64_t of = kPrefillBlockQ * Dvn, mf = bk_max, keepf = bk_max / 4 + 1;
+  const int64_t qf = kPrefillBlockQ * Dn, rowf = kPackRows * std::max(Dn, Dvn);
+  const int64_t sf = kPrefillBlockQ * bk_max, of = kPrefillBlockQ * Dvn, mf = bk_max;
+  const int64_t keepf = bk_max / 4 + 1;
   const int64_t total = qf + panels.kt_floats + panels.v_floats + rowf + sf + of + mf + keepf;
-  run_tasks(s, heads * chunks, total, [&](int64_t task, float* buf) {
-    const int64_t chunk = task % chunks, hk = (task / chunks) % s.Hkv, b = task / chunks / s.Hkv;
-    if (chunk >= nqb) return;
+  run_tasks(s, grid.tasks(s), total, [&](int64_t task, float* buf) {
+    const int64_t chunk = task % grid.chunks, hk = (task / grid.chunks) % s.Hkv;
+    const int64_t b = task / grid.chunks / s.Hkv;
+    if (chunk >= grid.nqb) return;
     Carve c(buf);
     float* qbuf = c.take(qf);
     float* kt = c.take(panels.kt_floats);
     float* vp = c.take(panels.v_floats);
-    float* row = c.take(rowf);
+    float* rowbuf = c.take(rowf);
     float* S = c.take(sf);
     float* O = c.take(of);
     float* addbuf = c.take(mf);
     uint8_t* keepbuf = c.take_bytes_rest();
-    const int64_t last = chunk + (nqb - 1 - chunk) / chunks * chunks;  // the chunk's last block
-    const int64_t last_i0 = last * kPrefillBlockQ;
-    const int64_t nkeys = s.key_end(b, last_i0, std::min(kPrefillBlockQ, s.Lq - last_i0));
-    pack_kv(s, panels, b, hk, nkeys, kt, vp, row);
+    pack_kv(s, panels, b, hk, grid.task_keys(s, b, chunk), kt, vp, rowbuf);
     float m[kPrefillBlockQ];
     double d[kPrefillBlockQ];
     bool bad[kPrefillBlockQ];
-    for (int64_t g = 0; g < s.G; ++g) {
-      const int64_t h = hk * s.G + g;
-      for (int64_t qb = chunk; qb < nqb; qb += chunks) {
-        const int64_t i0 = qb * kPrefillBlockQ, bq = std::min(kPrefillBlockQ, s.Lq - i0);
-        const int64_t kend = s.key_end(b, i0, bq);
-        const Mat Q = s.q_rows(b, h, i0, bq, qbuf);
-        for (int64_t r = 0; r < bq; ++r) {
-          m[r] = kNegInff;
-          d[r] = 0.0;
-          bad[r] = false;
-        }
-        std::fill(O, O + bq * Dvn, 0.0f);
-        for (int64_t j0 = 0; j0 < kend; j0 += kBlockK) {
-          const int64_t bk = std::min(kBlockK, kend - j0);
-          kernels::attention_gemm_panels(bq, bk, s.D, Q.p, Q.ld, 1,
-                                         kt + j0 / kernels::kAttentionPanel * panels.kt_stride,
-                                         panels.kt_stride, S, bk, false);
-          for (int64_t r = 0; r < bq; ++r) {
-            float* t = S + r * bk;
-            const kernels::OnlineStep st = kernels::attention_logits_online_step(
-                t, bk, s.logits(b, h, i0 + r, j0, bk, addbuf, keepbuf), m[r]);
-            bad[r] = bad[r] || st.bad;
-            if (st.alpha != 1.0f) kernels::attention_scale_row(O + r * Dvn, s.Dv, st.alpha);
-            d[r] = d[r] * static_cast<double>(st.alpha) + st.sum;
-            m[r] = st.m;
-          }
-          kernels::attention_gemm_panels(bq, s.Dv, bk, S, bk, 1,
-                                         vp + j0 * kernels::kAttentionPanel, panels.v_stride, O,
-                                         Dvn, true);
-        }
-        for (int64_t r = 0; r < bq; ++r) {
-          finish_row(s, out, b, h, i0 + r, O + r * Dvn, d[r], m[r], bad[r], kend == 0);
-        }
+    grid.each_block(s, hk, chunk, [&](int64_t h, int64_t i0, int64_t bq) {
+      const int64_t kend = s.key_end(b, i0, bq);
+      const Mat Q = s.q_rows(b, h, i0, bq, qbuf);
+      for (int64_t r = 0; r < bq; ++r) {
+        m[r] = kNegInff;
+        d[r] = 0.0;
+        bad[r] = false;
       }
-    }
+      std::fill(O, O + bq * Dvn, 0.0f);
+      for (int64_t j0 = 0; j0 < kend; j0 += kBlockK) {
+        const int64_t bk = std::min(kBlockK, kend - j0);
+        kernels::attention_gemm_panels(bq, bk, s.D, Q.p, Q.ld, 1,
+                                       kt + j0 / kernels::kAttentionPanel * panels.kt_stride,
+                                       panels.kt_stride, S, bk, false);
+        for (int64_t r = 0; r < bq; ++r) {
+          float* t = S + r * bk;
+          const kernels::OnlineStep st = kernels::attention_logits_online_step(
+              t, bk, s.logits(b, h, i0 + r, j0, bk, addbuf, keepbuf), m[r]);
+          bad[r] = bad[r] || st.bad;
+          if (st.alpha != 1.0f) kernels::attention_scale_row(O + r * Dvn, s.Dv, st.alpha);
+          d[r] = d[r] * static_cast<double>(st.alpha) + st.sum;
+          m[r] = st.m;
+        }
+        kernels::attention_gemm_panels(bq, s.Dv, bk, S, bk, 1, vp + j0 * kernels::kAttentionPanel,
+                                       panels.v_stride, O, Dvn, true);
+      }
+      for (int64_t r = 0; r < bq; ++r) {
+        finish_row(s, out, b, h, i0 + r, O + r * Dvn, d[r], m[r], bad[r], kend == 0);
+      }
+    });
   });
 }
 
 void forward_rows(const Setup& s, const TensorView& out) {
+  // The full key row of each query block ([bq, kend] scores), then the
+  // library's row op on it (normalize_rows) and O = P V.
   const int64_t bqn = s.row_block();
-  const int64_t nqb = (s.Lq + bqn - 1) / bqn;
-  const int64_t Dvn = std::max<int64_t>(s.Dv, 1);
-  const ForwardLayout layout(s, bqn, std::max<int64_t>(s.Lk, 1));
+  const ForwardGrid grid(s, bqn);
+  const int64_t Dn = std::max<int64_t>(s.D, 1), Dvn = std::max<int64_t>(s.Dv, 1);
+  const int64_t width = std::max<int64_t>(s.Lk, 1);
+  const KvPanels panels(s, s.Lk);
+  const int64_t qf = bqn * Dn, rowf = kPackRows * std::max(Dn, Dvn), sf = bqn * width;
+  const int64_t of = bqn * Dvn, mf = width, keepf = width / 4 + 1;
+  const int64_t total = qf + panels.kt_floats + panels.v_floats + rowf + sf + of + mf + keepf;
   const float empty = s.o.empty_row == EmptyRow::kNan ? kNaNf : 0.0f;
-  run_tasks(s, s.B * s.H * nqb, layout.total(), [&](int64_t task, float* buf) {
-    const auto [b, h, hk, i0, bq] = query_block(s, task, nqb, bqn);
-    const auto [qbuf, kbuf, vbuf, S, O, addbuf, keepbuf] = layout.carve(buf);
-    const int64_t kend = s.key_end(b, i0, bq);
-    if (kend == 0) {
-      for (int64_t r = 0; r < bq; ++r) store_row(s, out, b, h, i0 + r, O, s.Dv, 0.0, empty, true);
-      return;
-    }
-    const Mat Q = s.q_rows(b, h, i0, bq, qbuf);
-    const Mat K = s.key_block(b, hk, 0, kend, kbuf);
-    const Mat V = s.value_block(b, hk, 0, kend, vbuf);
-    sgemm(bq, kend, s.D, 1.0f, {Q.p, Q.ld, false}, {K.p, K.ld, true}, 0.0f, S, kend);
-    for (int64_t r = 0; r < bq; ++r) {
-      const int64_t i = i0 + r;
-      kernels::attention_logits_row(
-          S + r * kend, kend,
-          s.logits_at(b, h, i, s.query_position(b, i), 0, kend, addbuf, keepbuf));
-    }
-    normalize_rows(s, S, bq, kend, s.keys(b));
-    sgemm(bq, s.Dv, kend, 1.0f, {S, kend, false}, {V.p, V.ld, false}, 0.0f, O, Dvn);
-    for (int64_t r = 0; r < bq; ++r) store_row(s, out, b, h, i0 + r, O + r * Dvn, s.Dv, 1.0, 0.0f, false);
+  run_tasks(s, grid.tasks(s), total, [&](int64_t task, float* buf) {
+    const int64_t chunk = task % grid.chunks, hk = (task / grid.chunks) % s.Hkv;
+    const int64_t b = task / grid.chunks / s.Hkv;
+    if (chunk >= grid.nqb) return;
+    Carve c(buf);
+    float* qbuf = c.take(qf);
+    float* kt = c.take(panels.kt_floats);
+    float* vp = c.take(panels.v_floats);
+    float* rowbuf = c.take(rowf);
+    float* S = c.take(sf);
+    float* O = c.take(of);
+    float* addbuf = c.take(mf);
+    uint8_t* keepbuf = c.take_bytes_rest();
+    pack_kv(s, panels, b, hk, grid.task_keys(s, b, chunk), kt, vp, rowbuf);
+    grid.each_block(s, hk, chunk, [&](int64_t h, int64_t i0, int64_t bq) {
+      const int64_t kend = s.key_end(b, i0, bq);
+      if (kend == 0) {
+        for (int64_t r = 0; r < bq; ++r) store_row(s, out, b, h, i0 + r, O, s.Dv, 0.0, empty, true);
+        return;
+      }
+      const Mat Q = s.q_rows(b, h, i0, bq, qbuf);
+      kernels::attention_gemm_panels(bq, kend, s.D, Q.p, Q.ld, 1, kt, panels.kt_stride, S, kend,
+                                     false);
+      for (int64_t r = 0; r < bq; ++r) {
+        const int64_t i = i0 + r;
+        kernels::attention_logits_row(
+            S + r * kend, kend,
+            s.logits_at(b, h, i, s.query_position(b, i), 0, kend, addbuf, keepbuf));
+      }
+      normalize_rows(s, S, bq, kend, s.keys(b));
+      kernels::attention_gemm_panels(bq, s.Dv, kend, S, kend, 1, vp, panels.v_stride, O, Dvn, false);
+      for (int64_t r = 0; r < bq; ++r) {
+        store_row(s, out, b, h, i0 + r, O + r * Dvn, s.Dv, 1.0, 0.0f, false);
+      }
+    });
   });
 }
 
