@@ -48,7 +48,14 @@ void run_attention(int threads, bool backward) {
   o.threads = threads;
   o.is_causal = true;
   auto view = [&](std::vector<float>& x) { return smax::make_view(x.data(), {B, H, L, D}); };
+  // The prefill and the backward use smax's own panel products; the decode
+  // driver's row chunks above 16 rows (a KV cache form with Lq > 16) call
+  // SGEMM: run that form too.
   smax::attention(view(q), view(k), view(v), view(out), o);
+  std::vector<int64_t> lens(static_cast<size_t>(B), L);
+  smax::AttentionOptions cache = o;
+  cache.cache_seqlens = smax::make_index_view(lens.data(), {B});
+  smax::attention(view(q), view(k), view(v), view(out), cache);
   if (!backward) return;
   std::vector<float> dout = ramp(n, 0.01f), dq(n), dk(n), dv(n);
   smax::attention_backward(view(q), view(k), view(v), view(out), view(dout), view(dq), view(dk),

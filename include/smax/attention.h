@@ -208,7 +208,7 @@ struct AttentionOptions {
 /// the same f32 inputs): |out_ic - ref_ic| <= (2 Delta_i + (L_acc + 16) u)
 /// * sum_j P_ij |v_jc| + 1e-30, u = 2^-24, where Delta_i = max over visible j
 /// of (D + 2) u |scale| sum_d |q_id k_jd| + 2 u |t_ij| bounds the error of the
-/// f32 logits (SGEMM dot products, scale, bias), and L_acc = 512 + Lk / 512
+/// f32 logits (f32 dot products, scale, bias), and L_acc = 512 + Lk / 512
 /// (the P V accumulation over one key block and the block merges). The other
 /// normalisers meet the same form with their own sensitivity in place of 2
 /// and, for softpick, P_ij + e^t_ij / S in place of P_ij (docs/attention.md).

@@ -75,7 +75,8 @@ def attention(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 
               softpick_eps: float = 1e-6, ssmax_s: float = 0.43, empty_row: str = "zero",
               return_lse: bool = False, threads: Optional[int] = None,
               out: Any = None, sigmoid_bias_mode: str = "per_sequence",
-              cache_seqlens: Any = None, block_table: Any = None, gate: Any = None) -> Any:
+              cache_seqlens: Any = None, block_table: Any = None, gate: Any = None,
+              unified_max: Optional[float] = None) -> Any:
     """Scaled dot-product attention, ``softmax(q k^T * scale + mask) v`` for
     ``normalizer="softmax"`` (the other normalisers replace the softmax row).
 
@@ -107,6 +108,11 @@ def attention(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 
     [num_pages, Hkv, page_size, D] (a vLLM [num_pages, page_size, Hkv, D]
     cache passed as ``k.transpose(1, 2)``): key j of sequence b is row
     j % page_size of page block_table[b, j // page_size].
+    unified_max (forward-only, softmax decoding): FlashDecoding++'s unified
+    max phi, a bound the logits are expected to stay near (None = off): the
+    key chunks skip their running max and rescale, with an exact fallback
+    for a chunk whose rows stay more than 64 below phi; the result is exact
+    either way (other summation orders than without it).
 
     Gated attention (Qiu et al. 2025, Qwen3-Next): gate broadcastable to
     [B, H, Lq, Dv] ([B, H, Lq, Dv] element-wise, [B, H, Lq, 1] head-wise), any
@@ -118,6 +124,13 @@ def attention(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 
     if kv_cache and _wants_grad(*knobs):
         raise ValueError("smax.attention: cache_seqlens / block_table (the KV cache forms) are "
                          "forward-only; call it under torch.no_grad()")
+    if unified_max is not None:
+        if not isinstance(unified_max, numbers.Real) or not math.isfinite(unified_max):
+            raise ValueError("smax.attention: unified_max must be a finite number or None, "
+                             f"got {unified_max!r}")
+        if _wants_grad(*knobs):
+            raise ValueError("smax.attention: unified_max is a decoding option (forward-only); "
+                             "call it under torch.no_grad()")
     if out is None and _wants_grad(*knobs):
         if return_lse:
             raise ValueError("smax.attention: return_lse is not supported with autograd; "
@@ -131,6 +144,8 @@ def attention(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 
     q4, k4, v4, squeeze, ao = _prepare(
         "attention", q, k, v, is_causal, scale, enable_gqa, dropout_p, normalizer, softcap, sinks,
         alibi_slopes, sigmoid_bias, softpick_eps, ssmax_s, empty_row, threads, sigmoid_bias_mode)
+    if unified_max is not None:
+        ao.unified_max = float(unified_max)
     shape = (int(q4.shape[0]), int(q4.shape[1]), int(q4.shape[2]), int(v4.shape[3]))
     if out is None:
         res = _alloc(q, shape, op="attention")

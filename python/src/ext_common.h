@@ -281,6 +281,7 @@ struct PyAttentionOptions {
   std::string empty_row = "zero";
   int threads = 0;
   std::string sigmoid_bias_mode = "per_sequence";
+  double unified_max = std::nan("");  // NaN = off
 };
 
 /// smax::SoftmaxOptions from `co`. The mask array is kept in `mask` so that

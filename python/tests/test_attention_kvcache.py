@@ -130,3 +130,32 @@ def test_kv_cache_errors():
         smax.attention(q, k, k, block_table=torch.tensor([[0, 9]], dtype=torch.int32))
     with pytest.raises(ValueError, match="forward-only"):
         smax.attention(q.requires_grad_(True), k, k, cache_seqlens=torch.tensor([3, 3]))
+
+
+@pytest.mark.parametrize("phi", [0.0, 8.0, 200.0])
+def test_unified_max_is_exact(phi):
+    # FlashDecoding++'s unified max: the same values as without it, within
+    # the bound, whether the logits sit near phi (8), far below it (200: the
+    # exact fallback) or above it (0); KV cache and plain decode forms.
+    gen = torch.Generator().manual_seed(9)
+    B, H, Hkv, L, D = 2, 8, 2, 3000, 64
+    q = torch.randn(B, H, 2, D, generator=gen) * 3
+    k = torch.randn(B, Hkv, L, D, generator=gen)
+    v = torch.randn(B, Hkv, L, D, generator=gen)
+    lens = torch.tensor([L, 1000], dtype=torch.int32)
+    want = sdpa_reference(q, k, v, lens, True)
+    out = smax.attention(q, k, v, is_causal=True, enable_gqa=True, cache_seqlens=lens,
+                         unified_max=phi)
+    torch.testing.assert_close(out.double(), want, atol=2e-6, rtol=1e-5)
+    plain = smax.attention(q, k, v, enable_gqa=True, unified_max=phi)
+    torch.testing.assert_close(plain, smax.attention(q, k, v, enable_gqa=True), atol=2e-6,
+                               rtol=1e-5)
+
+
+def test_unified_max_errors():
+    q = torch.randn(1, 2, 1, 8)
+    k = torch.randn(1, 2, 16, 8)
+    with pytest.raises(ValueError, match="unified_max must be a finite number"):
+        smax.attention(q, k, k, unified_max=float("inf"))
+    with pytest.raises(ValueError, match="forward-only"):
+        smax.attention(q.requires_grad_(), k, k, unified_max=1.0)

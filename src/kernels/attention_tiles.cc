@@ -154,10 +154,12 @@ void AttentionGemmPanelsImpl(int64_t M, int64_t N, int64_t K, const float* a, in
   const size_t ps = static_cast<size_t>(panel_stride), lc = static_cast<size_t>(ldc);
   if (ars == 1 && acs > 1) {
     // A read column-wise (a transposed view): a tile's k steps touch K lines
-    // of A, 16 rows wide. Rows outer, 16 at a time, so those lines stay in
-    // L1 while every panel passes over them.
-    for (size_t r0 = 0; r0 < m; r0 += 16) {
-      PanelsOfRows(d, r0, std::min(m, r0 + 16), n, k, a, as, ks, bp, ps, c, lc, accumulate, false);
+    // of A. Rows outer, two tiles' rows at a time, so those lines stay in L1
+    // while every panel passes over them.
+    constexpr size_t kChunk = 2 * kTileRows;
+    for (size_t r0 = 0; r0 < m; r0 += kChunk) {
+      PanelsOfRows(d, r0, std::min(m, r0 + kChunk), n, k, a, as, ks, bp, ps, c, lc, accumulate,
+                   false);
     }
   } else {
     // Panels outer: one panel stays in L1 while every row tile passes over it.

@@ -217,9 +217,11 @@ with --seqlens each sequence's keys and bottom-right positions).
   --page-size P    paged KV cache: k, v are pools of pages [B Lk / P, Hkv, P, D] with
                    a shuffled block table [B, Lk / P] (P divides Lk)
   --unified-max X  (decode driver) FlashDecoding++'s unified max phi = X (default off)
-  --floor          (forward) also measure this machine's read bandwidth (one thread,
-                   from memory) and print the memory floor: the time to read q, the
-                   visible K and V rows and write out once, and time / floor
+  --floor          also measure this core's peak FMA rate and print the compute
+                   floor (the FLOPs at that rate x threads) and the fraction of peak;
+                   forward: also the read bandwidth (one thread, from memory) and the
+                   memory floor: the time to read q, the visible K and V rows and
+                   write out once, and time / floor
   --format F       text (default) or json
 )";
 
@@ -412,6 +414,13 @@ int cmd_attention(int argc, char** argv, int first) {
     read_gbs = read_bandwidth_gbs(static_cast<int64_t>(floor_bytes));
     floor_s = read_gbs > 0 ? floor_bytes / (read_gbs * 1e9) : 0;
   }
+  // The compute floor (--floor): the FLOPs at this core's measured FMA peak
+  // times the thread count.
+  double peak_gflops = 0, compute_floor_s = 0;
+  if (args.has("floor")) {
+    peak_gflops = fma_peak_gflops() * threads;
+    compute_floor_s = peak_gflops > 0 ? flops / (peak_gflops * 1e9) : 0;
+  }
 
   for (Buf* b : {&out, &dq, &dk, &dv}) b->sync_from_typed();
   CheckStats st;
@@ -477,6 +486,11 @@ int cmd_attention(int argc, char** argv, int first) {
           .num("floor_ms", floor_s * 1e3)
           .num("time_over_floor", t.median_s / floor_s);
     }
+    if (compute_floor_s > 0) {
+      j.num("fma_peak_gflops", peak_gflops)
+          .num("compute_floor_ms", compute_floor_s * 1e3)
+          .num("fraction_of_peak", compute_floor_s / t.median_s);
+    }
     if (check) {
       j.num("max_abs_err", st.max_abs)
           .num("worst_err_over_bound", st.worst_ratio)
@@ -509,6 +523,11 @@ int cmd_attention(int argc, char** argv, int first) {
       std::printf("floor      %.4g MB read once at %.3g GB/s (one thread, measured now): "
                   "%.4g ms; time / floor %.2f\n",
                   floor_bytes * 1e-6, read_gbs, floor_s * 1e3, t.median_s / floor_s);
+    }
+    if (compute_floor_s > 0) {
+      std::printf("compute    FMA peak %.4g GFLOP/s (%d thread(s) x one core's, measured now): "
+                  "floor %.4g ms; %.0f%% of peak\n",
+                  peak_gflops, threads, compute_floor_s * 1e3, 100.0 * compute_floor_s / t.median_s);
     }
     if (check) {
       std::printf("check      max abs err %.3g, worst err/bound %.3g: %s\n", st.max_abs,

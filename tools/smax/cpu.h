@@ -29,6 +29,12 @@ CacheSizes cache_sizes();
 /// `bytes` once is bytes / this. Allocates and fills the buffer (~0.1-1 s).
 double read_bandwidth_gbs(int64_t bytes);
 
+/// This core's measured peak f32 FMA rate, GFLOP/s (2 per lane per FMA):
+/// 12 independent MulAdd chains on the widest supported SIMD target, the best
+/// of 3 runs of ~0.1-0.5 s (tools/smax/fma_peak.cc). The compute floor of a
+/// call of F FLOPs is F / this.
+double fma_peak_gflops();
+
 /// "32 KiB", "1 MiB", "unknown".
 std::string format_bytes(int64_t bytes);
 

@@ -1,7 +1,8 @@
 // src/ops/attention/attention_backward.cc: the backward driver of the fused attention
 // (attention_internal.h has the design): per (batch, kv head) task, P
 // recomputed for the full key row, the normaliser's row VJP, dq / dk / dv by
-// SGEMM in a fixed order (bitwise identical for any thread count).
+// panel products (kernels::attention_gemm_panels) in a fixed order (bitwise
+// identical for any thread count).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -216,8 +217,9 @@ void backward(const Setup& s, const TensorView& dout, const TensorView& dq, cons
       if (s.Dv > 0) kernels::attention_pack_column(V.p + j * V.ld, s.Dv, j, vt, pl.vt.stride);
     }
     // Non-finite k (q) entries under masked scores (dT = 0) must add 0 to dq
-    // (dk), as in the forward, where their scores are masked.
-    // scale = 0: SGEMM would not propagate NaN gradients (alpha = 0 skips A B).
+    // (dk), as in the forward, where their scores are masked: those products
+    // go through gemm_skip_zero, as does scale = 0 (whose alpha = 0 keeps a
+    // NaN weight NaN).
     const bool k_finite = s.scale != 0.0f && all_finite(K, s.Lk, s.D);
     for (int64_t g = 0; g < s.G; ++g) {
       const int64_t h = hk * s.G + g;
