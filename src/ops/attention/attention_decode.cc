@@ -254,7 +254,7 @@ void forward_decode(const Setup& s, const TensorView& out) {
       }
     }
     finish();
-  });
+  }, /*with_blas=*/grid.rows > kDecodeKernelRows);
   if (!split) return;
   // Merge the key chunks of each row, in chunk order.
   run_tasks(s, heads * grid.nrc, Dvn, [&](int64_t task, float* o) {

@@ -26,6 +26,7 @@
 #include <atomic>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -297,12 +298,18 @@ void normalize_backward_rows(const Setup& s, const float* t, const float* p, con
                              float* dt, int64_t rows, int64_t n);
 
 // Runs the tasks; row ops called inside may only fail on allocation.
+// with_blas: the tasks call SGEMM (the decode driver's large row chunks),
+// which must then run on each task's own thread (BlasOnCallingThread; not
+// free: it changes OpenBLAS's thread count and back, so the drivers that
+// use only smax's own products skip it).
 template <typename Fn>
-void run_tasks(const Setup& s, int64_t tasks, int64_t scratch_floats, Fn&& fn) {
+void run_tasks(const Setup& s, int64_t tasks, int64_t scratch_floats, Fn&& fn,
+               bool with_blas = false) {
   if (tasks <= 0) return;
   const int buffers = static_cast<int>(std::min<int64_t>(tasks, std::max(s.threads, 1)));
   ScratchPool pool(buffers, std::max<int64_t>(scratch_floats, 1));
-  const BlasOnCallingThread one_pool;  // each task's GEMMs run on its own thread
+  std::optional<BlasOnCallingThread> one_pool;  // each task's GEMMs run on its own thread
+  if (with_blas) one_pool.emplace();
   std::atomic<bool> failed{false};
   detail::run_parallel(tasks, s.threads, [&](int64_t task) {
     ScratchPool::Lease lease(pool);
