@@ -84,7 +84,9 @@ inline double sensitivity(const ref::AttentionProblem& p, int64_t row, const ref
     case AttentionNormalizer::kSsmax: {
       int64_t vis = 0;
       for (int64_t j = 0; j < p.Lk; ++j) vis += r.T[row * p.Lk + j] != -kInfD;
-      return 2.0 * std::abs(p.o.ssmax_s * std::log(std::max<double>(vis, 1)));
+      const int64_t h = (row / p.Lq) % p.H;  // per-head s (ssmax_scales) when given
+      const double sv = p.ssmax.empty() ? static_cast<double>(p.o.ssmax_s) : p.ssmax[h];
+      return 2.0 * std::abs(sv * std::log(std::max<double>(vis, 1)));
     }
     case AttentionNormalizer::kSoftplus: {
       int64_t vis = 0;

@@ -1,8 +1,9 @@
 // tests/test_attention_knobs.cc: the gradients of attention's learnable
 // knobs (attention_backward's dattn_mask, dsinks, dalibi_slopes,
-// dsigmoid_bias) on every SIMD target against the float64 oracle
-// (src/reference/attention.h): full and broadcast float masks, per-head
-// sinks, [H] and [B, H] slopes, the sigmoid bias, causal rows, and errors.
+// dsigmoid_bias, dssmax_scales) on every SIMD target against the float64
+// oracle (src/reference/attention.h): full and broadcast float masks,
+// per-head sinks, [H] and [B, H] slopes, the sigmoid bias, SSMax's per-head
+// or scalar s, causal rows, and errors.
 // Helpers, bounds and the fixture: tests/attention_util.h.
 #include "attention_util.h"
 
@@ -143,6 +144,75 @@ TEST_P(AttentionKnobs, GradientsMatchReference) {
   }
 }
 
+// SSMax's s: per head (ssmax_scales [H], each head its own s, the forward
+// against the oracle) and its gradient dssmax_scales, per head and for the
+// scalar ssmax_s (one element), causal and not, with masked keys; the
+// oracle's dL/ds itself against central differences of its forward.
+TEST_P(AttentionKnobs, SsmaxScalesAndTheirGradient) {
+  Rng rng(603);
+  for (const auto& [s, causal] : {std::pair<Shape, bool>{{2, 4, 2, 20, 33, 8, 8}, true},
+                                  std::pair<Shape, bool>{{1, 3, 3, 9, 70, 16, 8}, false}}) {
+    Problem pr(s, false);
+    pr.fill(rng);
+    Tensor scales({s.H}), dscales({s.H}), d1(std::vector<int64_t>{1}), mask({1, s.H, s.Lq, s.Lk});
+    scales.fill([&](int64_t h) { return 0.2f + 0.35f * static_cast<float>(h); });
+    mask.fill([&](int64_t i) { return i % 11 == 3 ? -INFINITY : 0.0f; });
+    for (bool per_head : {true, false}) {
+      AttentionOptions o;
+      o.normalizer = AttentionNormalizer::kSsmax;
+      o.is_causal = causal;
+      o.attn_mask = mask.view();
+      o.ssmax_s = 0.6f;
+      if (per_head) o.ssmax_scales = scales.view();
+      const std::string what =
+          shape_name(s) + (per_head ? " per-head s" : " scalar s") + (causal ? " causal" : "");
+      ASSERT_TRUE(run_forward(pr, o, what));
+      Tensor dout({s.B, s.H, s.Lq, s.Dv});
+      dout.fill([&](int64_t) { return rng.normal(); });
+      Grads g{Tensor({s.B, s.H, s.Lq, s.D}), Tensor({s.B, s.Hkv, s.Lk, s.D}),
+              Tensor({s.B, s.Hkv, s.Lk, s.Dv})};
+      Tensor& ds = per_head ? dscales : d1;
+      AttentionOptions ob = o;
+      ob.dssmax_scales = ds.view();
+      ds.poison();
+      smax::attention_backward(pr.q.view(), pr.k.view(), pr.v.view(), pr.out.view(), dout.view(),
+                               g.dq.view(), g.dk.view(), g.dv.view(), ob);
+      ASSERT_TRUE(ds.guards_intact());
+      Grads g0 = run_backward(pr, dout, o);
+      EXPECT_EQ(g.dq.dense(), g0.dq.dense()) << what;
+      const auto p = ref::attention_problem(pr.q.view(), pr.k.view(), pr.v.view(), o);
+      const auto want = ref::attention_backward(p, to_dense(dout.view()));
+      const double rel = backward_rel(p, ref::attention_forward(p));
+      const std::vector<int64_t> rows = {s.B, s.H, s.Lq}, bh = {s.B, s.H};
+      const std::vector<int64_t> shape =
+          per_head ? std::vector<int64_t>{s.H} : std::vector<int64_t>{1};
+      // Per (b, h) first, then over the dims the output broadcasts over.
+      const std::vector<double> per = reduce(reduce(want.dssmax, rows, {s.B, s.H, 1}), bh, {s.H});
+      EXPECT_TRUE(near_all(ds.dense(), reduce(per, {s.H}, shape),
+                           reduce(reduce(reduce(want.dssmax_mag, rows, {s.B, s.H, 1}), bh, {s.H}),
+                                  {s.H}, shape),
+                           rel, what + " dssmax_scales"));
+      // The oracle's dL/ds (L = <dout, out>) against central differences.
+      if (per_head) {
+        const std::vector<double> dd = to_dense(dout.view());
+        for (int64_t h = 0; h < s.H; ++h) {
+          auto loss = [&](double delta) {
+            auto q = p;
+            q.ssmax[static_cast<size_t>(h)] += delta;
+            const auto f = ref::attention_forward(q);
+            double l = 0;
+            for (size_t e = 0; e < f.out.size(); ++e) l += f.out[e] * dd[e];
+            return l;
+          };
+          const double eps = 1e-5, fd = (loss(eps) - loss(-eps)) / (2 * eps);
+          EXPECT_NEAR(per[static_cast<size_t>(h)], fd, 1e-6 * (1 + std::abs(fd)))
+              << what << " head " << h;
+        }
+      }
+    }
+  }
+}
+
 TEST_P(AttentionKnobs, Errors) {
   Rng rng(602);
   const Shape s{1, 2, 1, 3, 5, 4, 4};
@@ -178,6 +248,24 @@ TEST_P(AttentionKnobs, Errors) {
   o.attn_mask = mask.view();
   o.dattn_mask = dq.view();  // overlaps dq
   expect_error(o, "dattn_mask");
+  o = {};
+  o.dssmax_scales = d1.view();
+  expect_error(o, "dssmax_scales needs the ssmax normalizer");
+  o.normalizer = AttentionNormalizer::kSsmax;
+  o.dssmax_scales = dsinks.view();  // [H] without ssmax_scales
+  expect_error(o, "must hold one element");
+  Tensor scales({s.H + 1});
+  o = {};
+  o.normalizer = AttentionNormalizer::kSsmax;
+  o.ssmax_scales = scales.view();
+  expect_error(o, "ssmax_scales must be [H]");
+  Tensor bad({s.H});
+  bad.fill([](int64_t) { return NAN; });
+  o.ssmax_scales = bad.view();
+  expect_error(o, "ssmax_scales must be finite");
+  o = {};
+  o.ssmax_scales = dsinks.view();
+  expect_error(o, "ssmax_scales are supported with the ssmax normalizer only");
 }
 
 SMAX_INSTANTIATE_PER_TARGET(AttentionKnobs);

@@ -134,6 +134,10 @@ struct AttentionOptions {
   float softpick_eps = 1e-6f;
   /// kSsmax: s (0.43 = the paper's initialisation); n = visible keys per row.
   float ssmax_s = 0.43f;
+  /// kSsmax: optional [H] (any floating dtype, finite): a learnable s per
+  /// head (head h uses ssmax_scales[h] in place of ssmax_s). Its gradient:
+  /// dssmax_scales (backward).
+  std::optional<TensorView> ssmax_scales;
   /// Optional output f32 [B, H, Lq] (softmax only): log of the denominator,
   /// m + log d (sink included). -inf for empty rows (kZero), NaN for NaN rows.
   std::optional<TensorView> lse;
@@ -198,6 +202,12 @@ struct AttentionOptions {
   /// element, [] or [1]; kSigmoid only: the gradient with respect to b,
   /// sum over the visible logits of dL/dt).
   std::optional<TensorView> dattn_mask;
+  /// attention_backward() with kSsmax: optional output, the gradient with
+  /// respect to s: [H] (the shape of ssmax_scales) when ssmax_scales is
+  /// given, else one element ([] or [1], for the scalar ssmax_s). Per row,
+  /// dL/ds = ln(n) sum_j t_j g_j over the visible logits t (g = the softmax
+  /// VJP of the row at s ln(n) t), summed in float64 in a fixed order.
+  std::optional<TensorView> dssmax_scales;
   std::optional<TensorView> dsinks;
   std::optional<TensorView> dalibi_slopes;
   std::optional<TensorView> dsigmoid_bias;

@@ -45,7 +45,7 @@ std::vector<double> expand(const TensorView& view, const std::vector<int64_t>& s
 // Normalises one row of logits t (n entries, -inf masked) into y; sink:
 // optional extra softmax logit. Returns the softmax lse.
 double normalize_row(const AttentionProblem& p, const double* t, int64_t n, const double* sink,
-                     double* y, double* aux, int64_t keys) {
+                     double* y, double* aux, int64_t keys, int64_t h) {
   const auto& o = p.o;
   int64_t vis = 0;
   bool nan = false, pinf = false;
@@ -79,7 +79,8 @@ double normalize_row(const AttentionProblem& p, const double* t, int64_t n, cons
       return m + std::log(d);
     }
     case AttentionNormalizer::kSsmax: {
-      const double c = o.ssmax_s * std::log(static_cast<double>(vis));
+      const double s = p.ssmax.empty() ? static_cast<double>(o.ssmax_s) : p.ssmax[h];
+      const double c = s * std::log(static_cast<double>(vis));
       *aux = c;
       double mm = -kInf;
       for (int64_t j = 0; j < n; ++j)
@@ -259,6 +260,7 @@ AttentionProblem attention_problem(const TensorView& q, const TensorView& k, con
     }
   }
   if (options.sinks) p.sinks = expand(*options.sinks, {p.H});
+  if (options.ssmax_scales) p.ssmax = expand(*options.ssmax_scales, {p.H});
   if (options.alibi_slopes) p.alibi = expand(*options.alibi_slopes, {p.B, p.H});
   if (options.gate) p.gate = expand(*options.gate, {p.B, p.H, p.Lq, p.Dv});
   return p;
@@ -301,7 +303,7 @@ AttentionResult attention_forward(const AttentionProblem& p) {
         double* y = r.P.data() + row * p.Lk;
         double aux[3] = {0, 0, 0};
         const double sink = p.sinks.empty() ? 0.0 : p.sinks[h];
-        r.lse[row] = normalize_row(p, t, p.Lk, p.sinks.empty() ? nullptr : &sink, y, aux, keys);
+        r.lse[row] = normalize_row(p, t, p.Lk, p.sinks.empty() ? nullptr : &sink, y, aux, keys, h);
         double* o = r.out.data() + row * p.Dv;
         bool row_nan = false;
         for (int64_t j = 0; j < p.Lk; ++j) row_nan = row_nan || std::isnan(y[j]);
@@ -344,6 +346,8 @@ AttentionGrads attention_backward(const AttentionProblem& p, const std::vector<d
   g.dt_mag.assign(g.dt.size(), 0.0);
   g.dsink.assign(static_cast<size_t>(p.B * p.H * p.Lq), 0.0);
   g.dsink_mag.assign(g.dsink.size(), 0.0);
+  g.dssmax.assign(g.dsink.size(), 0.0);
+  g.dssmax_mag.assign(g.dsink.size(), 0.0);
   g.dk_mag.assign(p.k.size(), 0.0);
   g.dv_mag.assign(p.v.size(), 0.0);
   const double cap = p.o.softcap;
@@ -375,7 +379,7 @@ AttentionGrads attention_backward(const AttentionProblem& p, const std::vector<d
         {  // recompute aux
           std::vector<double> tmp(static_cast<size_t>(p.Lk));
           const double sink = p.sinks.empty() ? 0.0 : p.sinks[h];
-          normalize_row(p, t, p.Lk, p.sinks.empty() ? nullptr : &sink, tmp.data(), aux, p.Lk);
+          normalize_row(p, t, p.Lk, p.sinks.empty() ? nullptr : &sink, tmp.data(), aux, p.Lk, h);
         }
         for (int64_t j = 0; j < p.Lk; ++j) {
           double a = 0, aa = 0;
@@ -405,6 +409,28 @@ AttentionGrads attention_backward(const AttentionProblem& p, const std::vector<d
         if (p.o.normalizer == AttentionNormalizer::kSsmax ||
             p.o.normalizer == AttentionNormalizer::kSoftplus) {
           cw = std::max(1.0, std::abs(aux[0]));
+        }
+        if (p.o.normalizer == AttentionNormalizer::kSsmax) {
+          // dL/ds = ln(n) sum_j t_j y_j (dP_j - <dP, y>) over the visible keys.
+          int64_t vis = 0;
+          double dot = 0;
+          bool nan_row = false;
+          for (int64_t j = 0; j < p.Lk; ++j) {
+            nan_row = nan_row || std::isnan(y[j]);
+            if (t[j] == -kInf) continue;
+            ++vis;
+            dot += y[j] * dp[j];
+          }
+          double sum = 0, mag = 0;
+          for (int64_t j = 0; j < p.Lk && vis > 0 && !nan_row; ++j) {
+            if (t[j] == -kInf) continue;
+            sum += t[j] * y[j] * (dp[j] - dot);
+            mag += std::abs(y[j]) * (std::abs(t[j]) + 1) * cw *
+                   (std::abs(dp[j] - dot) + dpa[j] + ra);
+          }
+          const double ln = vis > 0 ? std::log(static_cast<double>(vis)) : 0.0;
+          g.dssmax[row] = nan_row ? kNaN : ln * sum;
+          g.dssmax_mag[row] = std::abs(ln) * mag;
         }
         for (int64_t j = 0; j < p.Lk; ++j) {
           double w = cw * std::abs(y[j]);

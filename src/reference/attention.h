@@ -22,6 +22,7 @@ struct AttentionProblem {
   std::vector<double> sinks;   ///< [H] (empty: none)
   std::vector<double> alibi;   ///< [B, H] (empty: none)
   std::vector<double> gate;    ///< [B, H, Lq, Dv] (empty: none): out = sigmoid(gate) * a
+  std::vector<double> ssmax;   ///< [H] per-head SSMax s (empty: o.ssmax_s for every head)
   /// [B] keys of each sequence (options.cache_seqlens; empty: Lk for all).
   /// Keys j >= seqlens[b] are masked; query i sits at seqlens[b] - Lq + i.
   std::vector<int64_t> seqlens;
@@ -62,6 +63,11 @@ struct AttentionGrads {
   /// dq_mag, before the scale); the sink column's dL/dt and magnitude per
   /// row [B, H, Lq] (softmax with sinks).
   std::vector<double> dt, dt_mag, dsink, dsink_mag;
+  /// kSsmax: dL/ds per row [B, H, Lq] (ln(n) sum_j t_j g_j over the visible
+  /// logits, g the softmax VJP at s ln(n) t) and its magnitude
+  /// |ln n| sum_j y_j (|t_j| + 1) max(1, |s ln n|) (|dP_j - <dP, y>| + A_j +
+  /// sum_l y_l A_l) (the t_j and dP rounding it can see, as dt_mag).
+  std::vector<double> dssmax, dssmax_mag;
 };
 /// dout dense [B, H, Lq, Dv] (the gradient of the gated output when there is
 /// a gate: the chain goes through sigmoid(gate)).

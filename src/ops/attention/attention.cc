@@ -93,7 +93,7 @@ SoftmaxOptions row_options(const Setup& s) {
 }
 
 // P = normaliser(T) for rows of T ([rows, n], ld = n, contiguous), in place.
-void normalize_rows(const Setup& s, float* t, int64_t rows, int64_t n, int64_t keys) {
+void normalize_rows(const Setup& s, int64_t h, float* t, int64_t rows, int64_t n, int64_t keys) {
   const TensorView tv = make_view(t, {rows, n});
   const SoftmaxOptions so = row_options(s);
   switch (s.norm) {
@@ -124,7 +124,7 @@ void normalize_rows(const Setup& s, float* t, int64_t rows, int64_t n, int64_t k
     }
     case AttentionNormalizer::kSsmax: {
       SsmaxOptions ss;
-      ss.s = s.o.ssmax_s;
+      ss.s = s.ssmax_at(h);
       ssmax(tv, tv, ss, so);
       break;
     }
@@ -141,8 +141,8 @@ void normalize_rows(const Setup& s, float* t, int64_t rows, int64_t n, int64_t k
 }
 
 // dT = VJP of the normaliser at logits T (output P) with upstream dP.
-void normalize_backward_rows(const Setup& s, const float* t, const float* p, const float* dp,
-                             float* dt, int64_t rows, int64_t n) {
+void normalize_backward_rows(const Setup& s, int64_t h, const float* t, const float* p,
+                             const float* dp, float* dt, int64_t rows, int64_t n) {
   const TensorView tv = make_view(t, {rows, n});
   const TensorView pv = make_view(p, {rows, n});
   const TensorView gv = make_view(dp, {rows, n});
@@ -165,7 +165,7 @@ void normalize_backward_rows(const Setup& s, const float* t, const float* p, con
     }
     case AttentionNormalizer::kSsmax: {
       SsmaxOptions ss;
-      ss.s = s.o.ssmax_s;
+      ss.s = s.ssmax_at(h);
       ssmax_backward(tv, pv, gv, dv, ss, so);
       break;
     }
@@ -399,6 +399,27 @@ Setup prepare(const char* op, const TensorView& q, const TensorView& k, const Te
     }
     s.sinks = s.sinks_f32.data();
   }
+  if (o.ssmax_scales) {
+    if (s.norm != AttentionNormalizer::kSsmax) {
+      fail(op, "ssmax_scales are supported with the ssmax normalizer only");
+    }
+    detail::check_float_view(*o.ssmax_scales, op, "ssmax_scales");
+    if (o.ssmax_scales->rank != 1 || o.ssmax_scales->shape[0] != s.H) {
+      fail(op, "ssmax_scales must be [H] = [" + std::to_string(s.H) + "], got " +
+                   o.ssmax_scales->describe());
+    }
+    s.ssmax_f32.resize(static_cast<size_t>(std::max<int64_t>(s.H, 1)));
+    if (s.H > 0) {
+      detail::gather_row_f32(o.ssmax_scales->data, o.ssmax_scales->dtype,
+                             o.ssmax_scales->strides[0], s.H, s.ssmax_f32.data());
+    }
+    for (int64_t h = 0; h < s.H; ++h) {
+      if (!std::isfinite(s.ssmax_f32[h])) {
+        fail(op, "ssmax_scales must be finite, got " + num(s.ssmax_f32[h]) + " at head " +
+                     std::to_string(h));
+      }
+    }
+  }
   if (o.alibi_slopes) {
     detail::check_float_view(*o.alibi_slopes, op, "alibi_slopes");
     if (o.alibi_slopes->rank < 1 || o.alibi_slopes->rank > 2 ||
@@ -458,6 +479,7 @@ std::vector<std::pair<const TensorView*, const char*>> input_list(const Setup& s
       {&s.q, "q"}, {&s.k, "k"}, {&s.v, "v"}};
   if (s.o.attn_mask) v.push_back({&*s.o.attn_mask, "attn_mask"});
   if (s.o.sinks) v.push_back({&*s.o.sinks, "sinks"});
+  if (s.o.ssmax_scales) v.push_back({&*s.o.ssmax_scales, "ssmax_scales"});
   if (s.o.alibi_slopes) v.push_back({&*s.o.alibi_slopes, "alibi_slopes"});
   if (s.o.cache_seqlens) v.push_back({&*s.o.cache_seqlens, "cache_seqlens"});
   if (s.o.block_table) v.push_back({&*s.o.block_table, "block_table"});
@@ -584,6 +606,17 @@ void attention_backward(const TensorView& q, const TensorView& k, const TensorVi
       fail(op, "dsigmoid_bias must hold one element ([] or [1]), got " + d.describe());
     }
   }
+  knob(options.dssmax_scales, "dssmax_scales", s.norm == AttentionNormalizer::kSsmax,
+       "the ssmax normalizer");
+  if (options.dssmax_scales) {
+    const TensorView& d = *options.dssmax_scales;
+    if (options.ssmax_scales) {
+      detail::check_same_shape(d, "dssmax_scales", *options.ssmax_scales, "ssmax_scales", op);
+    } else if (d.rank > 1 || (d.rank == 1 && d.shape[0] != 1)) {
+      fail(op, "dssmax_scales without ssmax_scales (the scalar ssmax_s) must hold one element "
+               "([] or [1]), got " + d.describe());
+    }
+  }
   if (s.has_gate && !options.ungated_out) {
     fail(op, "a gate needs ungated_out, the forward's output before the gate (the gate's "
              "gradient is dout * a * sigmoid'(gate))");
@@ -611,7 +644,8 @@ void attention_backward(const TensorView& q, const TensorView& k, const TensorVi
                                       &options.dattn_mask, "dattn_mask"},
                                   {&options.dsinks, "dsinks"},
                                   {&options.dalibi_slopes, "dalibi_slopes"},
-                                  {&options.dsigmoid_bias, "dsigmoid_bias"}}) {
+                                  {&options.dsigmoid_bias, "dsigmoid_bias"},
+                                  {&options.dssmax_scales, "dssmax_scales"}}) {
       if (!*t) continue;
       check_out_vs(s, **t, name, inputs);
       for (const auto& [o2, n2] : outs) detail::check_disjoint_or_same(**t, name, *o2, n2, op, false);

@@ -82,9 +82,11 @@ void store_reduced(const std::vector<T>& full, const int64_t* full_shape, int n,
 // by the backward's tasks (each (b, h) belongs to one task), reduced at the
 // end (store_reduced).
 struct KnobGrads {
-  std::vector<double> sink, alibi, bias;  // [B * H] each, when requested
-  std::vector<float> logits;              // [B, H, Lq, Lk] dT, for dattn_mask
-  bool any() const { return !sink.empty() || !alibi.empty() || !bias.empty() || !logits.empty(); }
+  std::vector<double> sink, alibi, bias, ssmax;  // [B * H] each, when requested
+  std::vector<float> logits;                     // [B, H, Lq, Lk] dT, for dattn_mask
+  bool any() const {
+    return !sink.empty() || !alibi.empty() || !bias.empty() || !ssmax.empty() || !logits.empty();
+  }
 };
 
 // A K x N right operand of kernels::attention_gemm_panels: panels of 16
@@ -116,6 +118,28 @@ void pack_rows(const float* m, int64_t ld, int64_t rows, int64_t n, const PanelM
                float* dst) {
   pm.clear_last(dst);
   kernels::attention_pack_rows(m, ld, rows, n, dst, pm.stride);
+}
+
+// One row's dL/ds of SSMax (y = softmax(s ln(n) t) over the n visible
+// logits): ln(n) sum_j t_j g_j, g = y (dy - <dy, y>) the softmax VJP at the
+// scaled logits, in float64 over the visible entries (t = -inf: masked, not
+// a term); NaN for a NaN row, 0 for a row without a visible key.
+double ssmax_row_grad(const float* t, const float* y, const float* dy, int64_t n, bool nan_row) {
+  if (nan_row) return std::numeric_limits<double>::quiet_NaN();
+  double dot = 0;
+  int64_t visible = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    if (t[j] == kNegInff) continue;
+    ++visible;
+    dot += static_cast<double>(y[j]) * dy[j];
+  }
+  if (visible == 0) return 0.0;
+  double sum = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    if (t[j] == kNegInff) continue;
+    sum += static_cast<double>(t[j]) * static_cast<double>(y[j]) * (static_cast<double>(dy[j]) - dot);
+  }
+  return std::log(static_cast<double>(visible)) * sum;
 }
 
 }  // namespace
@@ -165,6 +189,7 @@ void backward(const Setup& s, const TensorView& dout, const TensorView& dq, cons
   if (s.o.dsinks) kg.sink.assign(bh, 0.0);
   if (s.o.dalibi_slopes) kg.alibi.assign(bh, 0.0);
   if (s.o.dsigmoid_bias) kg.bias.assign(bh, 0.0);
+  if (s.o.dssmax_scales) kg.ssmax.assign(bh, 0.0);
   if (s.o.dattn_mask) {
     // dattn_mask reduces the logits' gradient over the mask's broadcast
     // dims: the whole [B, H, Lq, Lk] is kept (as SDPA's math path does).
@@ -250,7 +275,7 @@ void backward(const Setup& s, const TensorView& dout, const TensorView& dq, cons
           if (sink) T[r * w + kend] = s.sink(h);
         }
         std::memcpy(P, T, bq * w * sizeof(float));
-        normalize_rows(s, P, bq, w, s.Lk);
+        normalize_rows(s, h, P, bq, w, s.Lk);
         // NaN rows (a NaN / +inf logit, or an empty row with kNan): NaN output.
         bool nan_rows[kBlockQ];
         bool any_nan_row = false;
@@ -272,7 +297,7 @@ void backward(const Setup& s, const TensorView& dout, const TensorView& dq, cons
         if (sink) {
           for (int64_t r = 0; r < bq; ++r) dP[r * w + kend] = 0.0f;
         }
-        normalize_backward_rows(s, T, P, dP, dT, bq, w);
+        normalize_backward_rows(s, h, T, P, dP, dT, bq, w);
         // A NaN row has NaN gradient at every key, masked ones included, for
         // every normaliser (ssmax_backward keeps 0 at masked entries; the
         // others propagate y = NaN): consistent NaN dk / dv.
@@ -293,6 +318,9 @@ void backward(const Setup& s, const TensorView& dout, const TensorView& dq, cons
               dist -= static_cast<double>(dt[j]) * static_cast<double>(std::abs(i - j));
             }
             if (!kg.bias.empty()) kg.bias[at] += sum;
+            if (!kg.ssmax.empty()) {
+              kg.ssmax[at] += ssmax_row_grad(T + r * w, P + r * w, dP + r * w, kend, nan_rows[r]);
+            }
             if (!kg.alibi.empty()) kg.alibi[at] += dist;
             if (!kg.logits.empty()) {
               std::memcpy(kg.logits.data() + (at * static_cast<size_t>(s.Lq) + i) * s.Lk, dt,
@@ -361,6 +389,7 @@ void backward(const Setup& s, const TensorView& dout, const TensorView& dq, cons
   if (s.o.dsinks) store_reduced(kg.sink, bh_shape, 2, *s.o.dsinks);
   if (s.o.dalibi_slopes) store_reduced(kg.alibi, bh_shape, 2, *s.o.dalibi_slopes);
   if (s.o.dsigmoid_bias) store_reduced(kg.bias, bh_shape, 2, *s.o.dsigmoid_bias);
+  if (s.o.dssmax_scales) store_reduced(kg.ssmax, bh_shape, 2, *s.o.dssmax_scales);
   if (s.o.dattn_mask) {
     const int64_t full[4] = {s.B, s.H, s.Lq, s.Lk};
     store_reduced(kg.logits, full, 4, *s.o.dattn_mask);

@@ -269,7 +269,7 @@ void forward_rows(const Setup& s, const TensorView& out) {
             S + r * kend, kend,
             s.logits_at(b, h, i, s.query_position(b, i), 0, kend, addbuf, keepbuf));
       }
-      normalize_rows(s, S, bq, kend, s.keys(b));
+      normalize_rows(s, h, S, bq, kend, s.keys(b));
       kernels::attention_gemm_panels(bq, s.Dv, kend, S, kend, 1, vp, panels.v_stride, O, Dvn, false);
       for (int64_t r = 0; r < bq; ++r) {
         store_row(s, out, b, h, i0 + r, O + r * Dvn, s.Dv, 1.0, 0.0f, false);

@@ -124,6 +124,9 @@ struct Setup {
   const float* sinks = nullptr;  // sinks_f32.data() when sinks are given
   std::vector<float> alibi_f32;  // [B * H]
   const float* alibi = nullptr;
+  std::vector<float> ssmax_f32;  // [H] per-head s (ssmax_scales), f32 copies
+  // SSMax's s of head h: ssmax_scales[h] when given, else ssmax_s.
+  float ssmax_at(int64_t h) const { return ssmax_f32.empty() ? o.ssmax_s : ssmax_f32[h]; }
   AttentionNormalizer norm = AttentionNormalizer::kSoftmax;
   AttentionOptions o;
   int threads = 1;
@@ -288,14 +291,14 @@ class Carve {
 
 SoftmaxOptions row_options(const Setup& s);
 
-// P = normaliser(T) for rows of T ([rows, n], ld = n, contiguous), in place.
-// keys: the sequence's key count (keys(b)), the n of sigmoid's default
-// per-sequence bias.
-void normalize_rows(const Setup& s, float* t, int64_t rows, int64_t n, int64_t keys);
+// P = normaliser(T) for rows of T ([rows, n], ld = n, contiguous), in place,
+// of head h. keys: the sequence's key count (keys(b)), the n of sigmoid's
+// default per-sequence bias.
+void normalize_rows(const Setup& s, int64_t h, float* t, int64_t rows, int64_t n, int64_t keys);
 
-// dT = VJP of the normaliser at logits T (output P) with upstream dP.
-void normalize_backward_rows(const Setup& s, const float* t, const float* p, const float* dp,
-                             float* dt, int64_t rows, int64_t n);
+// dT = VJP of the normaliser (head h) at logits T (output P) with upstream dP.
+void normalize_backward_rows(const Setup& s, int64_t h, const float* t, const float* p,
+                             const float* dp, float* dt, int64_t rows, int64_t n);
 
 // Runs the tasks; row ops called inside may only fail on allocation.
 // with_blas: the tasks call SGEMM (the decode driver's large row chunks),
