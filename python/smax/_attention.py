@@ -37,6 +37,23 @@ def _as4(x: Any, name: str) -> Tuple[Any, bool]:
                      f"got shape {list(shape)}")
 
 
+def _ssmax_arg(op: str, ssmax_s: Any, heads: int) -> Tuple[float, Any]:
+    """(s, scales): a number is SSMax's s for every head; an array / tensor
+    [H] gives each head its own s (scales, AttentionOptions::ssmax_scales);
+    a one-element array / tensor ([] or [1]) is the shared s (a learnable
+    scalar under autograd)."""
+    if isinstance(ssmax_s, numbers.Real):
+        return float(ssmax_s), None
+    shape = tuple(int(x) for x in _shape_of(ssmax_s, "ssmax_s", op))
+    if shape == (heads,):
+        return 0.43, ssmax_s
+    if len(shape) <= 1 and (len(shape) == 0 or shape[0] == 1):
+        x = ssmax_s.detach() if hasattr(ssmax_s, "detach") else ssmax_s
+        return float(x.reshape(()) if hasattr(x, "reshape") else x), None
+    raise ValueError(f"smax.{op}: ssmax_s must be a number, one element or [H] = [{heads}], "
+                     f"got shape {list(shape)}")
+
+
 def _prepare(op: str, q: Any, k: Any, v: Any, is_causal: bool, scale: Optional[float],
              enable_gqa: bool, dropout_p: float, normalizer: str, softcap: float,
              sinks: Any, alibi_slopes: Any, sigmoid_bias: Optional[float], softpick_eps: float,
@@ -59,20 +76,22 @@ def _prepare(op: str, q: Any, k: Any, v: Any, is_causal: bool, scale: Optional[f
                          f"grouped-query attention")
     if scale is not None and (not isinstance(scale, numbers.Real) or math.isnan(scale)):
         raise ValueError(f"smax.{op}: scale must be a finite number or None, got {scale!r}")
+    s_value, s_scales = _ssmax_arg(op, ssmax_s, hq)
     return q4, k4, v4, squeeze, _C.AttentionOptions(
         is_causal=bool(is_causal), scale=_NAN if scale is None else float(scale),
         softcap=float(softcap), sinks=_opt(sinks), alibi_slopes=_opt(alibi_slopes),
         normalizer=str(normalizer),
         sigmoid_bias=_NAN if sigmoid_bias is None else float(sigmoid_bias),
-        softpick_eps=float(softpick_eps), ssmax_s=float(ssmax_s), empty_row=str(empty_row),
-        threads=0 if threads is None else int(threads), sigmoid_bias_mode=str(sigmoid_bias_mode))
+        softpick_eps=float(softpick_eps), ssmax_s=s_value, empty_row=str(empty_row),
+        threads=0 if threads is None else int(threads), sigmoid_bias_mode=str(sigmoid_bias_mode),
+        ssmax_scales=_opt(s_scales))
 
 
 def attention(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 0.0,
               is_causal: bool = False, scale: Optional[float] = None, enable_gqa: bool = False,
               *, normalizer: str = "softmax", softcap: float = 0.0, sinks: Any = None,
               alibi_slopes: Any = None, sigmoid_bias: Optional[float] = None,
-              softpick_eps: float = 1e-6, ssmax_s: float = 0.43, empty_row: str = "zero",
+              softpick_eps: float = 1e-6, ssmax_s: Any = 0.43, empty_row: str = "zero",
               return_lse: bool = False, threads: Optional[int] = None,
               out: Any = None, sigmoid_bias_mode: str = "per_sequence",
               cache_seqlens: Any = None, block_table: Any = None, gate: Any = None,
@@ -94,7 +113,8 @@ def attention(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 
     sinks ([H] sink logits, softmax only), alibi_slopes ([H] or [B, H]; adds
     -slope * |i - j|), sigmoid_bias (None = -ln n with n = Lk for every row;
     sigmoid_bias_mode="per_row_visible": n = the row's visible keys), softpick_eps,
-    ssmax_s, empty_row ("zero": fully masked queries give 0 like SDPA;
+    ssmax_s (a number, or [H]: one s per head; a tensor that requires grad
+    gets its gradient), empty_row ("zero": fully masked queries give 0 like SDPA;
     "nan"), return_lse (softmax only: also return lse [B, H, Lq]), threads.
     A torch tensor that requires grad goes through ``smax.torch.attention``
     (not with ``out=``: an ``out`` call is not differentiable).
@@ -120,7 +140,7 @@ def attention(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 
     store; differentiable through ``smax.torch.attention`` (gate.grad too).
     """
     kv_cache = cache_seqlens is not None or block_table is not None
-    knobs = (q, k, v, gate, attn_mask, sinks, alibi_slopes, sigmoid_bias)
+    knobs = (q, k, v, gate, attn_mask, sinks, alibi_slopes, sigmoid_bias, ssmax_s)
     if kv_cache and _wants_grad(*knobs):
         raise ValueError("smax.attention: cache_seqlens / block_table (the KV cache forms) are "
                          "forward-only; call it under torch.no_grad()")
@@ -186,28 +206,37 @@ def _function() -> Any:
 
         @staticmethod
         def forward(ctx: Any, q: Any, k: Any, v: Any, mask: Any, sinks: Any, alibi: Any,
-                    gate: Any, bias: Any, ao: Any) -> Any:
+                    gate: Any, bias: Any, ssmax: Any, ao: Any) -> Any:
             if bias is not None:  # a learnable sigmoid bias: a one-element tensor
                 ao = copy.copy(ao)
                 ao.sigmoid_bias = float(bias.detach().reshape(()))
+            # SSMax's s as a tensor: [H] per head (ssmax_scales), or one
+            # element (the shared s).
+            scales = ssmax is not None and ssmax.dim() == 1 and ssmax.shape[0] == q.shape[1]
+            if ssmax is not None and not scales:
+                ao = copy.copy(ao)
+                ao.ssmax_s = float(ssmax.detach().reshape(()))
+            ctx.ssmax_scales = scales
             shape = (q.shape[0], q.shape[1], q.shape[2], v.shape[3])
             out = torch.empty(shape, dtype=q.dtype)  # like q (the backward reads it)
             # With a gate the backward needs the output before it (dgate =
             # dout * a * sigmoid'(gate)).
             ungated = None if gate is None else torch.empty(shape, dtype=q.dtype)
-            ao = with_options(ao, sinks=sinks, alibi_slopes=alibi)
+            ao = with_options(ao, sinks=sinks, alibi_slopes=alibi,
+                              ssmax_scales=ssmax if scales else None)
             _C.attention(q.detach(), k.detach(), v.detach(), out,
                          None if mask is None else mask.detach(), None, ao, None, None,
                          None if gate is None else gate.detach(), ungated)
-            ctx.save_for_backward(q, k, v, out, mask, sinks, alibi, gate, ungated, bias)
-            ctx.ao = with_options(ao, sinks=None, alibi_slopes=None)
+            ctx.save_for_backward(q, k, v, out, mask, sinks, alibi, gate, ungated, bias, ssmax)
+            ctx.ao = with_options(ao, sinks=None, alibi_slopes=None, ssmax_scales=None)
             return out
 
         @staticmethod
         @first_order("attention")
         def backward(ctx: Any, dout: Any) -> Tuple[Optional[Any], ...]:
-            q, k, v, out, mask, sinks, alibi, gate, ungated, bias = ctx.saved_tensors
-            ao = with_options(ctx.ao, sinks=sinks, alibi_slopes=alibi)
+            q, k, v, out, mask, sinks, alibi, gate, ungated, bias, ssmax = ctx.saved_tensors
+            ao = with_options(ctx.ao, sinks=sinks, alibi_slopes=alibi,
+                              ssmax_scales=ssmax if ctx.ssmax_scales else None)
             dq = torch.empty(q.shape, dtype=q.dtype)  # each gradient in its input's dtype
             dk = torch.empty(k.shape, dtype=k.dtype)
             dv = torch.empty(v.shape, dtype=v.dtype)
@@ -220,13 +249,15 @@ def _function() -> Any:
             # gate and the sigmoid bias, each when it requires grad.
             dmask = grad_of(mask, 3) if mask is not None and mask.is_floating_point() else None
             dsinks, dalibi, dgate = grad_of(sinks, 4), grad_of(alibi, 5), grad_of(gate, 6)
-            dbias = grad_of(bias, 7)
+            dbias, dssmax = grad_of(bias, 7), grad_of(ssmax, 8)
+            # A one-element s: its gradient as [1] (dssmax_scales' scalar form).
+            ds_out = dssmax if dssmax is None or ctx.ssmax_scales else dssmax.reshape(-1)
             _C.attention_backward(q.detach(), k.detach(), v.detach(), out, dout.detach(), dq,
                                   dk, dv, None if mask is None else mask.detach(), ao,
                                   None if gate is None else gate.detach(), ungated, dgate,
                                   dmask, dsinks, dalibi,
-                                  None if dbias is None else dbias.reshape(-1))
-            return dq, dk, dv, dmask, dsinks, dalibi, dgate, dbias, None
+                                  None if dbias is None else dbias.reshape(-1), ds_out)
+            return dq, dk, dv, dmask, dsinks, dalibi, dgate, dbias, dssmax, None
 
     _FUNCTION = _Attention
     return _FUNCTION
@@ -237,7 +268,7 @@ def torch_attention(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: fl
                     enable_gqa: bool = False, *, normalizer: str = "softmax",
                     softcap: float = 0.0, sinks: Any = None, alibi_slopes: Any = None,
                     sigmoid_bias: Optional[float] = None, softpick_eps: float = 1e-6,
-                    ssmax_s: float = 0.43, empty_row: str = "zero",
+                    ssmax_s: Any = 0.43, empty_row: str = "zero",
                     threads: Optional[int] = None,
                     sigmoid_bias_mode: str = "per_sequence", gate: Any = None) -> Any:
     """Differentiable ``smax.attention`` for CPU torch tensors (float32,
@@ -245,7 +276,8 @@ def torch_attention(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: fl
     (no ``out`` / ``return_lse`` / KV cache); the output has q's dtype, and
     gradients flow in their dtypes to q, k, v and to every learnable knob
     that requires grad: a floating attn_mask, sinks, alibi_slopes, the gate,
-    and sigmoid_bias passed as a one-element tensor."""
+    sigmoid_bias passed as a one-element tensor, and ssmax_s passed as a
+    tensor ([H] per head, or one element)."""
     torch = _torch_module()
     for name, t in (("q", q), ("k", k), ("v", v)):
         if torch is None or not isinstance(t, torch.Tensor):
@@ -264,6 +296,9 @@ def torch_attention(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: fl
         raise ValueError("smax.torch.attention: a tensor sigmoid_bias must hold one element "
                          f"and needs normalizer='sigmoid', got {tuple(bias.shape)} with "
                          f"normalizer={normalizer!r}")
+    ssmax = None if isinstance(ssmax_s, numbers.Real) else as_t(ssmax_s)
+    if ssmax is not None and normalizer != "ssmax":
+        raise ValueError("smax.torch.attention: a tensor ssmax_s needs normalizer='ssmax'")
     res = _function().apply(q4, k4, v4, as_t(attn_mask), as_t(sinks), as_t(alibi_slopes),
-                            as_t(gate), bias, ao)
+                            as_t(gate), bias, ssmax, ao)
     return res[0] if squeeze else res

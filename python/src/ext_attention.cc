@@ -14,7 +14,7 @@ namespace smax_py __attribute__((visibility("hidden"))) {
 namespace {
 
 struct AttnArgs {
-  std::optional<In> mask, sinks, alibi;
+  std::optional<In> mask, sinks, alibi, ssmax;
   smax::AttentionOptions o;
 };
 
@@ -51,6 +51,10 @@ AttnArgs attn_options(const char* op, const std::optional<In>& mask,
   a.o.softpick_eps = static_cast<float>(ao.softpick_eps);
   a.o.ssmax_s = static_cast<float>(ao.ssmax_s);
   a.o.unified_max = static_cast<float>(ao.unified_max);
+  if (ao.ssmax_scales) {
+    a.ssmax = ao.ssmax_scales;
+    a.o.ssmax_scales = flt(*a.ssmax, op, "ssmax_scales");
+  }
   a.o.empty_row = smax::parse_empty_row(ao.empty_row);
   if (ao.threads < 0) {
     throw nb::value_error((pre(op) + "threads must be >= 0 (0 = default), got " +
@@ -106,7 +110,8 @@ void def_attention(nb::module_& m) {
          const PyAttentionOptions& ao, const std::optional<In>& gate,
          const std::optional<In>& ungated_out, const std::optional<Out>& dgate,
          const std::optional<Out>& dattn_mask, const std::optional<Out>& dsinks,
-         const std::optional<Out>& dalibi_slopes, const std::optional<Out>& dsigmoid_bias) {
+         const std::optional<Out>& dalibi_slopes, const std::optional<Out>& dsigmoid_bias,
+         const std::optional<Out>& dssmax_scales) {
         const char* op = "attention_backward";
         AttnArgs a = attn_options(op, mask, ao);
         if (gate) a.o.gate = flt(*gate, op, "gate");
@@ -116,6 +121,7 @@ void def_attention(nb::module_& m) {
         a.o.dsinks = opt_flto(dsinks, op, "dsinks");
         a.o.dalibi_slopes = opt_flto(dalibi_slopes, op, "dalibi_slopes");
         a.o.dsigmoid_bias = opt_flto(dsigmoid_bias, op, "dsigmoid_bias");
+        a.o.dssmax_scales = opt_flto(dssmax_scales, op, "dssmax_scales");
         const auto qv = flt(q, op, "q");
         const auto kv = flt(k, op, "k");
         const auto vv = flt(v, op, "v");
@@ -132,7 +138,8 @@ void def_attention(nb::module_& m) {
       nb::arg("gate").none() = nb::none(), nb::arg("ungated_out").none() = nb::none(),
       nb::arg("dgate").none() = nb::none(), nb::arg("dattn_mask").none() = nb::none(),
       nb::arg("dsinks").none() = nb::none(), nb::arg("dalibi_slopes").none() = nb::none(),
-      nb::arg("dsigmoid_bias").none() = nb::none());
+      nb::arg("dsigmoid_bias").none() = nb::none(),
+      nb::arg("dssmax_scales").none() = nb::none());
 }
 
 }  // namespace smax_py

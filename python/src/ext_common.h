@@ -282,6 +282,7 @@ struct PyAttentionOptions {
   int threads = 0;
   std::string sigmoid_bias_mode = "per_sequence";
   double unified_max = std::nan("");  // NaN = off
+  std::optional<In> ssmax_scales;     // [H] per-head SSMax s
 };
 
 /// smax::SoftmaxOptions from `co`. The mask array is kept in `mask` so that

@@ -1,7 +1,8 @@
 """The gradients of attention's learnable knobs through smax.torch.attention
 (docs/attention.md, "Gradients of masks, sinks, ALiBi slopes and the sigmoid
-bias"): a float attn_mask, per-head sinks, ALiBi slopes and the sigmoid bias,
-against autograd through the same attention composed from torch ops."""
+bias"): a float attn_mask, per-head sinks, ALiBi slopes, the sigmoid bias and
+SSMax's s (per head or shared), against autograd through the same attention
+composed from torch ops."""
 import math
 
 import pytest
@@ -81,3 +82,49 @@ def test_sigmoid_bias_gradient():
     bias.grad = None
     (composed(q, k, v, bias=bias, causal=True) * w).sum().backward()
     torch.testing.assert_close(got, bias.grad, atol=1e-5, rtol=1e-4)
+
+
+def ssmax_composed(q, k, v, s, causal):
+    """SSMax attention from torch ops: softmax(s_h ln(n_i) t) over the n_i
+    visible keys of row i; s is [H] or a scalar."""
+    L, S = q.shape[-2], k.shape[-2]
+    t = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+    i = torch.arange(L)[:, None]
+    j = torch.arange(S)[None, :]
+    hidden = (j > i) if causal else torch.zeros(L, S, dtype=torch.bool)
+    n = (~hidden).sum(-1, keepdim=True).to(t.dtype)
+    c = s.reshape(-1, 1, 1) * torch.log(n) if s.dim() == 1 else s * torch.log(n)
+    return torch.softmax((c * t).masked_fill(hidden, float("-inf")), dim=-1) @ v
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("per_head", [True, False])
+def test_ssmax_scales_gradient(causal, per_head):
+    gen = torch.Generator().manual_seed(24)
+    B, H, L, D = 2, 3, 11, 8
+    q, k, v = (torch.randn(B, H, L, D, generator=gen, dtype=torch.float64) for _ in range(3))
+    s0 = torch.tensor([0.3, 0.5, 0.9], dtype=torch.float64) if per_head \
+        else torch.tensor(0.6, dtype=torch.float64)
+    leaves = [x.clone().requires_grad_(True) for x in (q, k, v, s0)]
+    w = torch.randn(B, H, L, D, generator=gen, dtype=torch.float64)
+    got = grads(lambda: smax.attention(*leaves[:3], is_causal=causal, normalizer="ssmax",
+                                       ssmax_s=leaves[3]), leaves, w)
+    want = grads(lambda: ssmax_composed(*leaves[:3], leaves[3], causal), leaves, w)
+    for name, a, b in zip(("q", "k", "v", "s"), got, want):
+        assert a.dtype == torch.float64 and a.shape == b.shape, name
+        torch.testing.assert_close(a, b, atol=2e-5, rtol=2e-4, msg=name)
+    # Without autograd: numpy [H] scales give the per-head forward.
+    if per_head:
+        with torch.no_grad():
+            out = smax.attention(q, k, v, is_causal=causal, normalizer="ssmax",
+                                 ssmax_s=s0.numpy())
+            torch.testing.assert_close(out, ssmax_composed(q, k, v, s0, causal), atol=1e-5,
+                                       rtol=1e-4)
+
+
+def test_ssmax_scales_errors():
+    q = torch.randn(1, 3, 4, 8)
+    with pytest.raises(ValueError, match="ssmax_s must be a number, one element or"):
+        smax.attention(q, q, q, normalizer="ssmax", ssmax_s=torch.ones(2))
+    with pytest.raises(ValueError, match="ssmax_scales are supported with the ssmax"):
+        smax.attention(q, q, q, ssmax_s=torch.ones(3))
