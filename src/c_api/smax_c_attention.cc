@@ -34,9 +34,12 @@ static_assert(static_cast<int>(SMAX_SIGMOID_BIAS_PER_ROW_VISIBLE) ==
 
 // The fields added after version 1 (sigmoid_bias_mode, reserved0) fill the
 // struct to a multiple of its alignment, version 0.3's nine pointers follow
-// them, then has_unified_max and unified_max: no implicit padding.
-static_assert(offsetof(smax_attention_options, unified_max) + sizeof(float) ==
+// them, then has_unified_max and unified_max, then version 0.4's two
+// pointers: no implicit padding.
+static_assert(offsetof(smax_attention_options, dssmax_scales) + sizeof(void*) ==
                       sizeof(smax_attention_options) &&
+                  offsetof(smax_attention_options, ssmax_scales) ==
+                      offsetof(smax_attention_options, unified_max) + sizeof(float) &&
                   offsetof(smax_attention_options, has_unified_max) ==
                       offsetof(smax_attention_options, dsigmoid_bias) + sizeof(void*) &&
                   offsetof(smax_attention_options, cache_seqlens) ==
@@ -123,6 +126,12 @@ smax::AttentionOptions to_attention(const smax_attention_options* p, const char*
   if (has(offsetof(smax_attention_options, unified_max))) {
     const bool on = to_bool(p->has_unified_max, op, "params.has_unified_max");
     if (on) out.unified_max = p->unified_max;  // the C++ op checks it is finite
+  }
+  if (has_ptr(offsetof(smax_attention_options, ssmax_scales))) {
+    out.ssmax_scales = to_optional_view(p->ssmax_scales, op, "params.ssmax_scales");
+  }
+  if (has_ptr(offsetof(smax_attention_options, dssmax_scales))) {
+    out.dssmax_scales = to_optional_view(p->dssmax_scales, op, "params.dssmax_scales");
   }
   if (has(offsetof(smax_attention_options, reserved0)) && p->reserved0 != 0) {
     throw smax::Error(smax::Status::kUnsupported,

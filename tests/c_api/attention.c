@@ -265,6 +265,40 @@ void test_attention(void) {
     CHECK(strstr(smax_last_error(), "gate") != NULL);
   }
 
+  /* SSMax's per-head s (version 0.4 fields): head h with ssmax_scales[h]
+   * equals a call with ssmax_s = ssmax_scales[h]; a 0.3 struct (struct_size
+   * before ssmax_scales) does not see the field; dssmax_scales needs SSMAX. */
+  {
+    float scales[ATT_H], one[ATT_H * ATT_LQ * ATT_DV];
+    int64_t s_shape[1] = {ATT_H};
+    smax_tensor ts;
+    for (i = 0; i < ATT_H; ++i) scales[i] = 0.25f + 0.5f * (float)i;
+    CHECK(smax_tensor_init(&ts, scales, SMAX_DTYPE_F32, 1, s_shape, NULL) == SMAX_STATUS_OK);
+    smax_attention_options_init(&o);
+    CHECK(o.ssmax_scales == NULL && o.dssmax_scales == NULL);
+    o.normalizer = SMAX_ATTENTION_SSMAX;
+    o.ssmax_scales = &ts;
+    fill(out, ATT_H * ATT_LQ * ATT_DV, kSentinel);
+    CHECK(smax_attention(&tq, &tk, &tv, &to, &o) == SMAX_STATUS_OK);
+    memcpy(one, out, sizeof one);
+    for (i = 0; i < ATT_H; ++i) {
+      smax_attention_options o1;
+      smax_attention_options_init(&o1);
+      o1.normalizer = SMAX_ATTENTION_SSMAX;
+      o1.ssmax_s = scales[i];
+      fill(out, ATT_H * ATT_LQ * ATT_DV, kSentinel);
+      CHECK(smax_attention(&tq, &tk, &tv, &to, &o1) == SMAX_STATUS_OK);
+      CHECK(memcmp(out + i * ATT_LQ * ATT_DV, one + i * ATT_LQ * ATT_DV,
+                   sizeof(float) * ATT_LQ * ATT_DV) == 0);
+    }
+    o.struct_size = (uint32_t)offsetof(smax_attention_options, ssmax_scales);
+    CHECK(smax_attention(&tq, &tk, &tv, &to, &o) == SMAX_STATUS_OK);  /* field not seen */
+    o.struct_size = (uint32_t)sizeof(smax_attention_options);
+    o.normalizer = SMAX_ATTENTION_SOFTMAX;
+    CHECK(smax_attention(&tq, &tk, &tv, &to, &o) == SMAX_STATUS_INVALID_ARGUMENT);
+    CHECK(strstr(smax_last_error(), "ssmax_scales") != NULL);
+  }
+
   /* Every normaliser runs through the ABI (finite output). */
   {
     int32_t nz;

@@ -71,7 +71,7 @@ extern "C" {
 
 /** Version of this header; compare with smax_version() at run time. */
 #define SMAX_C_VERSION_MAJOR 0
-#define SMAX_C_VERSION_MINOR 3
+#define SMAX_C_VERSION_MINOR 4
 #define SMAX_C_VERSION_PATCH 0
 
 /** Largest rank a tensor may have (smax::kMaxRank). */
@@ -750,6 +750,12 @@ typedef struct smax_attention_options {
                                        bytes keep the previous behaviour) */
   float unified_max;              /**< with has_unified_max: the decode driver's
                                        FlashDecoding++ unified max phi (finite) */
+  /* ---- version 0.3: struct_size may stop here (168 bytes on LP64) ---- */
+  const smax_tensor* ssmax_scales; /**< SSMAX: any floating dtype [H], a per-head s
+                                       (replaces ssmax_s); NULL = none */
+  const smax_tensor* dssmax_scales; /**< backward, optional (SSMAX): the gradient with
+                                       respect to s: [H] with ssmax_scales, else one
+                                       element ([] or [1]) */
 } smax_attention_options;
 void smax_attention_options_init(smax_attention_options* options);
 
