@@ -1,6 +1,6 @@
 """The gradients of attention's learnable knobs through smax.torch.attention
-(docs/attention.md, "Gradients of masks, sinks, ALiBi slopes and the sigmoid
-bias"): a float attn_mask, per-head sinks, ALiBi slopes, the sigmoid bias and
+(docs/attention.md, "Gradients of masks, sinks, ALiBi slopes, the sigmoid
+bias and SSMax's s"): a float attn_mask, per-head sinks, ALiBi slopes, the sigmoid bias and
 SSMax's s (per head or shared), against autograd through the same attention
 composed from torch ops."""
 import math
