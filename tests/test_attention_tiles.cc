@@ -10,7 +10,8 @@
 //    the same for A row-major and A transposed (one FMA chain per element in
 //    k order, whatever the tiling or loop order) - what the attention
 //    drivers' thread-count determinism rests on;
-//  * packing: pack_rows, pack_row and pack_column write the same panels.
+//  * packing: pack_rows, pack_row and pack_column write the same panels,
+//    and pack_rows zeroes the columns past N that the products read.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -133,7 +134,15 @@ TEST_P(AttentionTiles, PackingHelpersAgree) {
   for (auto& x : m) x = static_cast<float>(rng.normal());
   const int64_t stride = K * kAttentionPanel, np = (N + kAttentionPanel - 1) / kAttentionPanel;
   std::vector<float> rows(static_cast<size_t>(np * stride), 0.0f), row = rows, col = rows;
+  // pack_rows pads the last panel's columns past N with 0 (scratch may hold NaN).
+  std::fill(rows.begin(), rows.end(), NAN);
   attention_pack_rows(m.data(), ld, K, N, rows.data(), stride);
+  for (int64_t k = 0; k < K; ++k) {
+    for (int64_t c = N; c < np * kAttentionPanel; ++c) {
+      ASSERT_EQ(rows[(c / kAttentionPanel) * stride + k * kAttentionPanel + c % kAttentionPanel],
+                0.0f);
+    }
+  }
   for (int64_t k = 0; k < K; ++k) attention_pack_row(m.data() + k * ld, N, k, row.data(), stride);
   std::vector<float> column(static_cast<size_t>(K));
   for (int64_t j = 0; j < N; ++j) {

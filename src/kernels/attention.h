@@ -86,7 +86,8 @@ void attention_decode_accumulate(const float* p, int64_t rows, int64_t ldp, cons
 /// Prefill products (kernels/attention_tiles.cc). A K x N matrix B in
 /// panels: panel p holds columns [16 p, 16 p + 16) at bp + p * panel_stride,
 /// element (k, c) at [k * 16 + c - 16 p] (rows k < K; the last panel's
-/// columns past N are read, never stored: keep them finite, e.g. 0).
+/// columns past N are read, never stored: keep them finite, e.g. 0 with
+/// attention_pack_pad).
 constexpr int64_t kAttentionPanel = 16;
 /// C[M x N] (row-major, ldc) = A B, or C + A B with accumulate, where A(r, k)
 /// = a[r * ars + k * acs] (any strides: row-major, or a transposed view) and
@@ -99,7 +100,12 @@ void attention_gemm_panels(int64_t M, int64_t N, int64_t K, const float* a, int6
 /// Packs row k of B (n values) into panels; and column c of B (K values).
 void attention_pack_row(const float* row, int64_t n, int64_t k, float* dst,
                         int64_t panel_stride) noexcept;
-/// Packs rows [0, rows) x columns [0, n) of the row-major m (ld) as B.
+/// Zeroes columns [n, 16 ceil(n / 16)) of rows [0, K) of the panel that
+/// holds column n - 1 (the columns a product reads past N; none when 16
+/// divides n).
+void attention_pack_pad(float* dst, int64_t K, int64_t n, int64_t panel_stride) noexcept;
+/// Packs rows [0, rows) x columns [0, n) of the row-major m (ld) as B (K =
+/// rows), padded (attention_pack_pad).
 void attention_pack_rows(const float* m, int64_t ld, int64_t rows, int64_t n, float* dst,
                          int64_t panel_stride) noexcept;
 void attention_pack_column(const float* col, int64_t K, int64_t c, float* dst,

@@ -191,6 +191,15 @@ void attention_pack_row(const float* row, int64_t n, int64_t k, float* dst,
   }
 }
 
+void attention_pack_pad(float* dst, int64_t K, int64_t n, int64_t panel_stride) noexcept {
+  const int64_t used = n % kAttentionPanel;
+  if (used == 0) return;
+  float* p = dst + (n / kAttentionPanel) * panel_stride;
+  for (int64_t k = 0; k < K; ++k) {
+    std::fill(p + k * kAttentionPanel + used, p + (k + 1) * kAttentionPanel, 0.0f);
+  }
+}
+
 void attention_pack_rows(const float* m, int64_t ld, int64_t rows, int64_t n, float* dst,
                          int64_t panel_stride) noexcept {
   // Panel by panel: the writes are sequential, each row's 16 floats one
@@ -207,6 +216,7 @@ void attention_pack_rows(const float* m, int64_t ld, int64_t rows, int64_t n, fl
       std::memcpy(p + r * w, m + r * ld + c, static_cast<size_t>(n - c) * sizeof(float));
     }
   }
+  attention_pack_pad(dst, rows, n, panel_stride);
 }
 
 void attention_pack_column(const float* col, int64_t K, int64_t c, float* dst,

@@ -98,8 +98,6 @@ struct PanelMatrix {
     stride = std::max<int64_t>(K, 1) * w;
     floats = std::max<int64_t>((N + w - 1) / w, 1) * stride;
   }
-  // The last panel's columns past N are read by the products: zero them.
-  void clear_last(float* p) const { std::fill(p + floats - stride, p + floats, 0.0f); }
 };
 
 // The backward's panels: K^T (D x Lk), V^T (Dv x Lk) and K (Lk x D) per
@@ -116,7 +114,6 @@ struct BackwardPanels {
 // Packs rows [0, rows) x columns [0, n) of the row-major m (ld) into panels.
 void pack_rows(const float* m, int64_t ld, int64_t rows, int64_t n, const PanelMatrix& pm,
                float* dst) {
-  pm.clear_last(dst);
   kernels::attention_pack_rows(m, ld, rows, n, dst, pm.stride);
 }
 
@@ -231,9 +228,6 @@ void backward(const Setup& s, const TensorView& dout, const TensorView& dq, cons
     const Mat V = s.v_rows(b, hk, s.Lk, vbuf);
     // K^T, V^T (the scores' and dP's right operands) and K (dQ's) in panels,
     // once for the task's G heads and all their query blocks.
-    pl.kt.clear_last(kt);
-    pl.vt.clear_last(vt);
-    pl.kr.clear_last(kr);
     for (int64_t j = 0; j < s.Lk; ++j) {
       if (s.D > 0) {
         kernels::attention_pack_column(K.p + j * K.ld, s.D, j, kt, pl.kt.stride);
@@ -241,6 +235,10 @@ void backward(const Setup& s, const TensorView& dout, const TensorView& dq, cons
       }
       if (s.Dv > 0) kernels::attention_pack_column(V.p + j * V.ld, s.Dv, j, vt, pl.vt.stride);
     }
+    // The columns the products read past Lk (K^T, V^T) and past D (K).
+    kernels::attention_pack_pad(kt, s.D, s.Lk, pl.kt.stride);
+    kernels::attention_pack_pad(vt, s.Dv, s.Lk, pl.vt.stride);
+    kernels::attention_pack_pad(kr, s.Lk, s.D, pl.kr.stride);
     // Non-finite k (q) entries under masked scores (dT = 0) must add 0 to dq
     // (dk), as in the forward, where their scores are masked: those products
     // go through gemm_skip_zero, as does scale = 0 (whose alpha = 0 keeps a

@@ -117,22 +117,26 @@ constexpr int64_t kPackRows = 64;
 // vp; rowbuf: kPackRows x max(D, Dv) floats of scratch.
 void pack_kv(const Setup& s, const KvPanels& L, int64_t b, int64_t hk, int64_t n, float* kt,
              float* vp, float* rowbuf) {
-  // The last panels' columns past n (keys) and Dv are read by the products:
-  // zero, not whatever the scratch held.
-  std::fill(kt + L.kt_floats - L.kt_stride, kt + L.kt_floats, 0.0f);
-  std::fill(vp + L.v_floats - L.v_stride, vp + L.v_floats, 0.0f);
   const float* rows[kPackRows];
   for (int64_t j0 = 0; j0 < n; j0 += kPackRows) {
     const int64_t m = std::min(kPackRows, n - j0);
     if (s.D > 0) {
       s.cache_rows(s.k, b, hk, j0, m, s.D, rowbuf, rows);
-      for (int64_t j = 0; j < m; ++j) kernels::attention_pack_column(rows[j], s.D, j0 + j, kt, L.kt_stride);
+      for (int64_t j = 0; j < m; ++j) {
+        kernels::attention_pack_column(rows[j], s.D, j0 + j, kt, L.kt_stride);
+      }
     }
     if (s.Dv > 0) {
       s.cache_rows(s.v, b, hk, j0, m, s.Dv, rowbuf, rows);
-      for (int64_t j = 0; j < m; ++j) kernels::attention_pack_row(rows[j], s.Dv, j0 + j, vp, L.v_stride);
+      for (int64_t j = 0; j < m; ++j) {
+        kernels::attention_pack_row(rows[j], s.Dv, j0 + j, vp, L.v_stride);
+      }
     }
   }
+  // The columns the products read past n (keys of K^T) and past Dv (V):
+  // zero, not whatever the scratch held.
+  kernels::attention_pack_pad(kt, s.D, n, L.kt_stride);
+  kernels::attention_pack_pad(vp, n, s.Dv, L.v_stride);
 }
 
 // The forward grid: tasks over (b, kv head, query chunk); a task packs its
