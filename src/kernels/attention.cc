@@ -56,25 +56,28 @@ HWY_INLINE VF LogitsVec(DF d, VF s, size_t j, const AttentionLogits& p, const fl
   return t;
 }
 
-void AttentionLogitsRowImpl(float* s, int64_t n_, const AttentionLogits& p_in) {
-  const DF d;
+// One pass of the logit transform over s[0, n) in place: each vector of t
+// is stored and handed to on_vec (the tail's lanes past n as -inf). The
+// scale-and-causal-limit case (the common one) needs no select below the
+// limit.
+template <class OnVec>
+HWY_INLINE void LogitsPass(DF d, float* s, size_t n, const AttentionLogits& p, OnVec&& on_vec) {
   const size_t N = hn::Lanes(d);
-  const size_t n = static_cast<size_t>(n_);
-  // A local copy: the stores to s could alias the caller's struct, which
-  // would make the compiler re-read (and re-test) every field per vector.
-  const AttentionLogits p = p_in;
   size_t j = 0;
   if (p.softcap <= 0.0f && p.alibi_slope == 0.0f && p.add == nullptr && p.keep == nullptr) {
-    // Scale and the causal limit only (the common case): vectors wholly
-    // below the limit need no select.
     const VF scale = hn::Set(d, p.scale);
     const size_t below = p.limit < 0 ? n : std::min(n, static_cast<size_t>(p.limit));
-    for (; j + N <= below; j += N) hn::StoreU(hn::Mul(hn::LoadU(d, s + j), scale), d, s + j);
+    for (; j + N <= below; j += N) {
+      const VF t = hn::Mul(hn::LoadU(d, s + j), scale);
+      hn::StoreU(t, d, s + j);
+      on_vec(t);
+    }
   }
   for (; j + N <= n; j += N) {
     const VF t = LogitsVec(d, hn::LoadU(d, s + j), j, p, p.add ? p.add + j : nullptr,
                            p.keep ? p.keep + j : nullptr, N);
     hn::StoreU(t, d, s + j);
+    on_vec(t);
   }
   if (j < n) {
     const size_t c = n - j;
@@ -88,7 +91,15 @@ void AttentionLogitsRowImpl(float* s, int64_t n_, const AttentionLogits& p_in) {
                            p.keep ? kb : nullptr, c);
     hn::Store(t, d, sb);
     std::memcpy(s + j, sb, c * sizeof(float));
+    on_vec(hn::IfThenElse(hn::FirstN(d, c), t, hn::Set(d, kNegInf)));
   }
+}
+
+void AttentionLogitsRowImpl(float* s, int64_t n, const AttentionLogits& p_in) {
+  // A local copy: the stores to s could alias the caller's struct, which
+  // would make the compiler re-read (and re-test) every field per vector.
+  const AttentionLogits p = p_in;
+  LogitsPass(DF(), s, static_cast<size_t>(n), p, [](VF) {});
 }
 
 // Pass 1 of an online step, one vector: NaN lanes count as -inf in the max
@@ -162,47 +173,17 @@ OnlineStep AttentionOnlineStepImpl(float* t, int64_t n_, float m_old) {
   return OnlineFinish(d, t, n, m_old, ReduceMax(d, mx), !hn::AllFalse(d, bad));
 }
 
-OnlineStep AttentionLogitsOnlineStepImpl(float* s, int64_t n_, const AttentionLogits& p_in,
+OnlineStep AttentionLogitsOnlineStepImpl(float* s, int64_t n, const AttentionLogits& p_in,
                                          float m_old) {
   const DF d;
-  const size_t N = hn::Lanes(d);
-  const size_t n = static_cast<size_t>(n_);
   const AttentionLogits p = p_in;  // see AttentionLogitsRowImpl
   // Pass 1 with the logit transform (the same vector ops as
   // attention_logits_row, so the same t): t stored, max and bad.
   VF mx = hn::Set(d, kNegInf);
   auto bad = hn::FirstN(d, 0);
-  size_t j = 0;
-  if (p.softcap <= 0.0f && p.alibi_slope == 0.0f && p.add == nullptr && p.keep == nullptr) {
-    const VF scale = hn::Set(d, p.scale);
-    const size_t below = p.limit < 0 ? n : std::min(n, static_cast<size_t>(p.limit));
-    for (; j + N <= below; j += N) {
-      const VF t = hn::Mul(hn::LoadU(d, s + j), scale);
-      hn::StoreU(t, d, s + j);
-      MaxBad(d, t, mx, bad);
-    }
-  }
-  for (; j + N <= n; j += N) {
-    const VF t = LogitsVec(d, hn::LoadU(d, s + j), j, p, p.add ? p.add + j : nullptr,
-                           p.keep ? p.keep + j : nullptr, N);
-    hn::StoreU(t, d, s + j);
-    MaxBad(d, t, mx, bad);
-  }
-  if (j < n) {
-    const size_t c = n - j;
-    HWY_ALIGN float sb[kMaxLanes] = {};
-    HWY_ALIGN float ab[kMaxLanes] = {};
-    HWY_ALIGN uint8_t kb[kMaxLanes] = {};
-    std::memcpy(sb, s + j, c * sizeof(float));
-    if (p.add) std::memcpy(ab, p.add + j, c * sizeof(float));
-    if (p.keep) std::memcpy(kb, p.keep + j, c);
-    const VF t = LogitsVec(d, hn::Load(d, sb), j, p, p.add ? ab : nullptr,
-                           p.keep ? kb : nullptr, c);
-    hn::Store(t, d, sb);
-    std::memcpy(s + j, sb, c * sizeof(float));
-    MaxBad(d, hn::IfThenElse(hn::FirstN(d, c), t, hn::Set(d, kNegInf)), mx, bad);
-  }
-  return OnlineFinish(d, s, n, m_old, ReduceMax(d, mx), !hn::AllFalse(d, bad));
+  LogitsPass(d, s, static_cast<size_t>(n), p, [&](VF t) { MaxBad(d, t, mx, bad); });
+  return OnlineFinish(d, s, static_cast<size_t>(n), m_old, ReduceMax(d, mx),
+                      !hn::AllFalse(d, bad));
 }
 
 void AttentionScaleRowImpl(float* o, int64_t n_, float a) {

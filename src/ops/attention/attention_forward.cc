@@ -160,7 +160,14 @@ struct ForwardGrid {
     const int64_t i0 = last * block;
     return s.key_end(b, i0, std::min(block, s.Lq - i0));
   }
-  // Runs fn(b, hk, h, i0, bq) for each of the task's query blocks.
+  // The (sequence, kv head, chunk) of forward task `task`.
+  struct Task {
+    int64_t b, hk, chunk;
+  };
+  Task task(const Setup& s, int64_t t) const {
+    return {t / chunks / s.Hkv, (t / chunks) % s.Hkv, t % chunks};
+  }
+  // Runs fn(h, i0, bq) for each of the task's query blocks.
   template <typename Fn>
   void each_block(const Setup& s, int64_t hk, int64_t chunk, Fn&& fn) const {
     for (int64_t g = 0; g < s.G; ++g) {
@@ -173,28 +180,59 @@ struct ForwardGrid {
 
 }  // namespace
 
+// One prefill task's scratch: its query block, the kv head's panels, the
+// pack gathers, the scores [rows x width], the output block and a gathered
+// mask row.
+struct PrefillScratch {
+  float *q, *kt, *vp, *rowbuf, *S, *O, *add;
+  uint8_t* keep;
+};
+struct PrefillLayout {
+  KvPanels panels;
+  int64_t qf, rowf, sf, of, mf, keepf;
+  PrefillLayout(const Setup& s, int64_t rows, int64_t width) : panels(s, s.Lk) {
+    const int64_t Dn = std::max<int64_t>(s.D, 1), Dvn = std::max<int64_t>(s.Dv, 1);
+    qf = rows * Dn;
+    rowf = kPackRows * std::max(Dn, Dvn);
+    sf = rows * width;
+    of = rows * Dvn;
+    mf = width;
+    keepf = width / 4 + 1;
+  }
+  int64_t total() const {
+    return qf + panels.kt_floats + panels.v_floats + rowf + sf + of + mf + keepf;
+  }
+  PrefillScratch carve(float* buf) const {
+    Carve c(buf);
+    PrefillScratch f{};
+    f.q = c.take(qf);
+    f.kt = c.take(panels.kt_floats);
+    f.vp = c.take(panels.v_floats);
+    f.rowbuf = c.take(rowf);
+    f.S = c.take(sf);
+    f.O = c.take(of);
+    f.add = c.take(mf);
+    f.keep = c.take_bytes_rest();
+    return f;
+  }
+};
+
 void forward_softmax(const Setup& s, const TensorView& out) {
   const ForwardGrid grid(s, kPrefillBlockQ);
   const int64_t bk_max = std::min<int64_t>(kBlockK, std::max<int64_t>(s.Lk, 1));
-  const int64_t Dn = std::max<int64_t>(s.D, 1), Dvn = std::max<int64_t>(s.Dv, 1);
-  const KvPanels panels(s, s.Lk);
-  const int64_t qf = kPrefillBlockQ * Dn, rowf = kPackRows * std::max(Dn, Dvn);
-  const int64_t sf = kPrefillBlockQ * bk_max, of = kPrefillBlockQ * Dvn, mf = bk_max;
-  const int64_t keepf = bk_max / 4 + 1;
-  const int64_t total = qf + panels.kt_floats + panels.v_floats + rowf + sf + of + mf + keepf;
-  run_tasks(s, grid.tasks(s), total, [&](int64_t task, float* buf) {
-    const int64_t chunk = task % grid.chunks, hk = (task / grid.chunks) % s.Hkv;
-    const int64_t b = task / grid.chunks / s.Hkv;
+  const int64_t Dvn = std::max<int64_t>(s.Dv, 1);
+  const PrefillLayout layout(s, kPrefillBlockQ, bk_max);
+  const KvPanels& panels = layout.panels;
+  run_tasks(s, grid.tasks(s), layout.total(), [&](int64_t task, float* buf) {
+    // Named copies, not structured bindings: the block lambda captures them
+    // (C++17 lambdas cannot capture a structured binding).
+    const ForwardGrid::Task t = grid.task(s, task);
+    const int64_t b = t.b, hk = t.hk, chunk = t.chunk;
     if (chunk >= grid.nqb) return;
-    Carve c(buf);
-    float* qbuf = c.take(qf);
-    float* kt = c.take(panels.kt_floats);
-    float* vp = c.take(panels.v_floats);
-    float* rowbuf = c.take(rowf);
-    float* S = c.take(sf);
-    float* O = c.take(of);
-    float* addbuf = c.take(mf);
-    uint8_t* keepbuf = c.take_bytes_rest();
+    const PrefillScratch f = layout.carve(buf);
+    float *const qbuf = f.q, *const kt = f.kt, *const vp = f.vp, *const rowbuf = f.rowbuf;
+    float *const S = f.S, *const O = f.O, *const addbuf = f.add;
+    uint8_t* const keepbuf = f.keep;
     pack_kv(s, panels, b, hk, grid.task_keys(s, b, chunk), kt, vp, rowbuf);
     float m[kPrefillBlockQ];
     double d[kPrefillBlockQ];
@@ -237,26 +275,20 @@ void forward_rows(const Setup& s, const TensorView& out) {
   // library's row op on it (normalize_rows) and O = P V.
   const int64_t bqn = s.row_block();
   const ForwardGrid grid(s, bqn);
-  const int64_t Dn = std::max<int64_t>(s.D, 1), Dvn = std::max<int64_t>(s.Dv, 1);
-  const int64_t width = std::max<int64_t>(s.Lk, 1);
-  const KvPanels panels(s, s.Lk);
-  const int64_t qf = bqn * Dn, rowf = kPackRows * std::max(Dn, Dvn), sf = bqn * width;
-  const int64_t of = bqn * Dvn, mf = width, keepf = width / 4 + 1;
-  const int64_t total = qf + panels.kt_floats + panels.v_floats + rowf + sf + of + mf + keepf;
+  const int64_t Dvn = std::max<int64_t>(s.Dv, 1);
+  const PrefillLayout layout(s, bqn, std::max<int64_t>(s.Lk, 1));
+  const KvPanels& panels = layout.panels;
   const float empty = s.o.empty_row == EmptyRow::kNan ? kNaNf : 0.0f;
-  run_tasks(s, grid.tasks(s), total, [&](int64_t task, float* buf) {
-    const int64_t chunk = task % grid.chunks, hk = (task / grid.chunks) % s.Hkv;
-    const int64_t b = task / grid.chunks / s.Hkv;
+  run_tasks(s, grid.tasks(s), layout.total(), [&](int64_t task, float* buf) {
+    // Named copies, not structured bindings: the block lambda captures them
+    // (C++17 lambdas cannot capture a structured binding).
+    const ForwardGrid::Task t = grid.task(s, task);
+    const int64_t b = t.b, hk = t.hk, chunk = t.chunk;
     if (chunk >= grid.nqb) return;
-    Carve c(buf);
-    float* qbuf = c.take(qf);
-    float* kt = c.take(panels.kt_floats);
-    float* vp = c.take(panels.v_floats);
-    float* rowbuf = c.take(rowf);
-    float* S = c.take(sf);
-    float* O = c.take(of);
-    float* addbuf = c.take(mf);
-    uint8_t* keepbuf = c.take_bytes_rest();
+    const PrefillScratch f = layout.carve(buf);
+    float *const qbuf = f.q, *const kt = f.kt, *const vp = f.vp, *const rowbuf = f.rowbuf;
+    float *const S = f.S, *const O = f.O, *const addbuf = f.add;
+    uint8_t* const keepbuf = f.keep;
     pack_kv(s, panels, b, hk, grid.task_keys(s, b, chunk), kt, vp, rowbuf);
     grid.each_block(s, hk, chunk, [&](int64_t h, int64_t i0, int64_t bq) {
       const int64_t kend = s.key_end(b, i0, bq);
