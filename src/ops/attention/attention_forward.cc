@@ -217,56 +217,61 @@ struct PrefillLayout {
   }
 };
 
+// Runs the prefill grid: per task, packs its kv head's K^T and V into the
+// task's scratch, then calls block(f, b, h, i0, bq) for each of its query
+// blocks (f: the task's scratch).
+template <typename Fn>
+void run_prefill(const Setup& s, const ForwardGrid& grid, const PrefillLayout& layout,
+                 Fn&& block) {
+  run_tasks(s, grid.tasks(s), layout.total(), [&](int64_t task, float* buf) {
+    const ForwardGrid::Task t = grid.task(s, task);
+    if (t.chunk >= grid.nqb) return;
+    const PrefillScratch f = layout.carve(buf);
+    pack_kv(s, layout.panels, t.b, t.hk, grid.task_keys(s, t.b, t.chunk), f.kt, f.vp, f.rowbuf);
+    grid.each_block(s, t.hk, t.chunk,
+                    [&](int64_t h, int64_t i0, int64_t bq) { block(f, t.b, h, i0, bq); });
+  });
+}
+
 void forward_softmax(const Setup& s, const TensorView& out) {
   const ForwardGrid grid(s, kPrefillBlockQ);
   const int64_t bk_max = std::min<int64_t>(kBlockK, std::max<int64_t>(s.Lk, 1));
   const int64_t Dvn = std::max<int64_t>(s.Dv, 1);
   const PrefillLayout layout(s, kPrefillBlockQ, bk_max);
   const KvPanels& panels = layout.panels;
-  run_tasks(s, grid.tasks(s), layout.total(), [&](int64_t task, float* buf) {
-    // Named copies, not structured bindings: the block lambda captures them
-    // (C++17 lambdas cannot capture a structured binding).
-    const ForwardGrid::Task t = grid.task(s, task);
-    const int64_t b = t.b, hk = t.hk, chunk = t.chunk;
-    if (chunk >= grid.nqb) return;
-    const PrefillScratch f = layout.carve(buf);
-    float *const qbuf = f.q, *const kt = f.kt, *const vp = f.vp, *const rowbuf = f.rowbuf;
-    float *const S = f.S, *const O = f.O, *const addbuf = f.add;
-    uint8_t* const keepbuf = f.keep;
-    pack_kv(s, panels, b, hk, grid.task_keys(s, b, chunk), kt, vp, rowbuf);
+  run_prefill(s, grid, layout, [&](const PrefillScratch& f, int64_t b, int64_t h, int64_t i0,
+                                   int64_t bq) {
     float m[kPrefillBlockQ];
     double d[kPrefillBlockQ];
     bool bad[kPrefillBlockQ];
-    grid.each_block(s, hk, chunk, [&](int64_t h, int64_t i0, int64_t bq) {
-      const int64_t kend = s.key_end(b, i0, bq);
-      const Mat Q = s.q_rows(b, h, i0, bq, qbuf);
+    const int64_t kend = s.key_end(b, i0, bq);
+    const Mat Q = s.q_rows(b, h, i0, bq, f.q);
+    for (int64_t r = 0; r < bq; ++r) {
+      m[r] = kNegInff;
+      d[r] = 0.0;
+      bad[r] = false;
+    }
+    std::fill(f.O, f.O + bq * Dvn, 0.0f);
+    for (int64_t j0 = 0; j0 < kend; j0 += kBlockK) {
+      const int64_t bk = std::min(kBlockK, kend - j0);
+      kernels::attention_gemm_panels(bq, bk, s.D, Q.p, Q.ld, 1,
+                                     f.kt + j0 / kernels::kAttentionPanel * panels.kt_stride,
+                                     panels.kt_stride, f.S, bk, false);
       for (int64_t r = 0; r < bq; ++r) {
-        m[r] = kNegInff;
-        d[r] = 0.0;
-        bad[r] = false;
+        const kernels::OnlineStep st = kernels::attention_logits_online_step(
+            f.S + r * bk, bk, s.logits(b, h, i0 + r, j0, bk, f.add, f.keep), m[r]);
+        bad[r] = bad[r] || st.bad;
+        if (st.alpha != 1.0f) kernels::attention_scale_row(f.O + r * Dvn, s.Dv, st.alpha);
+        d[r] = d[r] * static_cast<double>(st.alpha) + st.sum;
+        m[r] = st.m;
       }
-      std::fill(O, O + bq * Dvn, 0.0f);
-      for (int64_t j0 = 0; j0 < kend; j0 += kBlockK) {
-        const int64_t bk = std::min(kBlockK, kend - j0);
-        kernels::attention_gemm_panels(bq, bk, s.D, Q.p, Q.ld, 1,
-                                       kt + j0 / kernels::kAttentionPanel * panels.kt_stride,
-                                       panels.kt_stride, S, bk, false);
-        for (int64_t r = 0; r < bq; ++r) {
-          float* t = S + r * bk;
-          const kernels::OnlineStep st = kernels::attention_logits_online_step(
-              t, bk, s.logits(b, h, i0 + r, j0, bk, addbuf, keepbuf), m[r]);
-          bad[r] = bad[r] || st.bad;
-          if (st.alpha != 1.0f) kernels::attention_scale_row(O + r * Dvn, s.Dv, st.alpha);
-          d[r] = d[r] * static_cast<double>(st.alpha) + st.sum;
-          m[r] = st.m;
-        }
-        kernels::attention_gemm_panels(bq, s.Dv, bk, S, bk, 1, vp + j0 * kernels::kAttentionPanel,
-                                       panels.v_stride, O, Dvn, true);
-      }
-      for (int64_t r = 0; r < bq; ++r) {
-        finish_row(s, out, b, h, i0 + r, O + r * Dvn, d[r], m[r], bad[r], kend == 0);
-      }
-    });
+      kernels::attention_gemm_panels(bq, s.Dv, bk, f.S, bk, 1,
+                                     f.vp + j0 * kernels::kAttentionPanel, panels.v_stride, f.O,
+                                     Dvn, true);
+    }
+    for (int64_t r = 0; r < bq; ++r) {
+      finish_row(s, out, b, h, i0 + r, f.O + r * Dvn, d[r], m[r], bad[r], kend == 0);
+    }
   });
 }
 
@@ -279,38 +284,28 @@ void forward_rows(const Setup& s, const TensorView& out) {
   const PrefillLayout layout(s, bqn, std::max<int64_t>(s.Lk, 1));
   const KvPanels& panels = layout.panels;
   const float empty = s.o.empty_row == EmptyRow::kNan ? kNaNf : 0.0f;
-  run_tasks(s, grid.tasks(s), layout.total(), [&](int64_t task, float* buf) {
-    // Named copies, not structured bindings: the block lambda captures them
-    // (C++17 lambdas cannot capture a structured binding).
-    const ForwardGrid::Task t = grid.task(s, task);
-    const int64_t b = t.b, hk = t.hk, chunk = t.chunk;
-    if (chunk >= grid.nqb) return;
-    const PrefillScratch f = layout.carve(buf);
-    float *const qbuf = f.q, *const kt = f.kt, *const vp = f.vp, *const rowbuf = f.rowbuf;
-    float *const S = f.S, *const O = f.O, *const addbuf = f.add;
-    uint8_t* const keepbuf = f.keep;
-    pack_kv(s, panels, b, hk, grid.task_keys(s, b, chunk), kt, vp, rowbuf);
-    grid.each_block(s, hk, chunk, [&](int64_t h, int64_t i0, int64_t bq) {
-      const int64_t kend = s.key_end(b, i0, bq);
-      if (kend == 0) {
-        for (int64_t r = 0; r < bq; ++r) store_row(s, out, b, h, i0 + r, O, s.Dv, 0.0, empty, true);
-        return;
-      }
-      const Mat Q = s.q_rows(b, h, i0, bq, qbuf);
-      kernels::attention_gemm_panels(bq, kend, s.D, Q.p, Q.ld, 1, kt, panels.kt_stride, S, kend,
-                                     false);
-      for (int64_t r = 0; r < bq; ++r) {
-        const int64_t i = i0 + r;
-        kernels::attention_logits_row(
-            S + r * kend, kend,
-            s.logits_at(b, h, i, s.query_position(b, i), 0, kend, addbuf, keepbuf));
-      }
-      normalize_rows(s, h, S, bq, kend, s.keys(b));
-      kernels::attention_gemm_panels(bq, s.Dv, kend, S, kend, 1, vp, panels.v_stride, O, Dvn, false);
-      for (int64_t r = 0; r < bq; ++r) {
-        store_row(s, out, b, h, i0 + r, O + r * Dvn, s.Dv, 1.0, 0.0f, false);
-      }
-    });
+  run_prefill(s, grid, layout, [&](const PrefillScratch& f, int64_t b, int64_t h, int64_t i0,
+                                   int64_t bq) {
+    const int64_t kend = s.key_end(b, i0, bq);
+    if (kend == 0) {
+      for (int64_t r = 0; r < bq; ++r) store_row(s, out, b, h, i0 + r, f.O, s.Dv, 0.0, empty, true);
+      return;
+    }
+    const Mat Q = s.q_rows(b, h, i0, bq, f.q);
+    kernels::attention_gemm_panels(bq, kend, s.D, Q.p, Q.ld, 1, f.kt, panels.kt_stride, f.S, kend,
+                                   false);
+    for (int64_t r = 0; r < bq; ++r) {
+      const int64_t i = i0 + r;
+      kernels::attention_logits_row(
+          f.S + r * kend, kend,
+          s.logits_at(b, h, i, s.query_position(b, i), 0, kend, f.add, f.keep));
+    }
+    normalize_rows(s, h, f.S, bq, kend, s.keys(b));
+    kernels::attention_gemm_panels(bq, s.Dv, kend, f.S, kend, 1, f.vp, panels.v_stride, f.O, Dvn,
+                                   false);
+    for (int64_t r = 0; r < bq; ++r) {
+      store_row(s, out, b, h, i0 + r, f.O + r * Dvn, s.Dv, 1.0, 0.0f, false);
+    }
   });
 }
 
