@@ -49,8 +49,8 @@ void run_attention(int threads, bool backward) {
   o.is_causal = true;
   auto view = [&](std::vector<float>& x) { return smax::make_view(x.data(), {B, H, L, D}); };
   // The prefill and the backward use smax's own panel products; the decode
-  // driver's row chunks above 16 rows (a KV cache form with Lq > 16) call
-  // SGEMM: run that form too.
+  // driver's row chunks above 16 rows (G x Lq > 16; here a KV cache form
+  // with Lq = 96) call SGEMM: run that form too.
   smax::attention(view(q), view(k), view(v), view(out), o);
   std::vector<int64_t> lens(static_cast<size_t>(B), L);
   smax::AttentionOptions cache = o;

@@ -38,14 +38,17 @@
 //   block_table entries outside the page pool, the KV cache forms passed to
 //   the backward, ungated_out / dgate without a gate, a gate in the backward
 //   without ungated_out, a knob gradient (dattn_mask, dsinks, dalibi_slopes,
-//   dsigmoid_bias) without its input or normaliser, a non-finite
-//   unified_max. Nothing is written on error (out of memory for scratch:
-//   Status::kOutOfMemory).
-// * Determinism: tasks on a fixed grid over (batch, head, query block)
-//   (forward) and (batch, kv head) (backward, dk / dv summed in a fixed
-//   order): bitwise identical results for any `threads`. Scores and P V use
-//   OpenBLAS SGEMM, whose bits depend on OPENBLAS_NUM_THREADS (fixed per
-//   process) and the SIMD target.
+//   dsigmoid_bias, dssmax_scales) without its input or normaliser (or of
+//   the wrong shape), ssmax_scales with another normaliser than ssmax, not
+//   [H] or not finite, a non-finite unified_max. Nothing is written on error
+//   (out of memory for scratch: Status::kOutOfMemory).
+// * Determinism: prefill tasks over (batch, kv head, query chunk) (forward;
+//   the chunk count may follow `threads`, but each output element's
+//   arithmetic does not depend on the task that computes it) and (batch, kv
+//   head) (backward, dk / dv summed in a fixed order): bitwise identical
+//   results for any `threads`. The products are smax's own register-tiled
+//   kernels (one multiply-add chain per element in a fixed order: fused on
+//   targets with FMA, so the bits may differ between SIMD targets).
 // * Decoding (softmax with Lq <= 16, or a KV cache form): tasks over
 //   (batch, kv head, row chunk, key chunk); with Lq <= 16 the keys split into
 //   chunks of 2048 (more per chunk past 256 chunks), otherwise one chunk; the
@@ -53,11 +56,13 @@
 //   (m, d, o) states merge in chunk order (FlashDecoding). Still a fixed
 //   grid: the same bits for any `threads`; different bits from the prefill
 //   grid, within the same bound.
-// * Memory: O(block) scratch per task: softmax keeps the online (m, d, o)
-//   state of a 64-query block over 512-key blocks (never Lq x Lk); other
-//   normalisers hold a [block_q, Lk] row block (block_q = clamp(2^18 / (Lk + 1),
-//   1, 64)); the backward holds [block_q, Lk] blocks plus dk / dv
-//   accumulators of one kv head ([Lk, D + Dv]). The decode grid keeps, when
+// * Memory: O(block) scratch per task plus the kv head's packed K^T and V
+//   (16-column panels: Lk x 16 ceil(D / 16) + Lk x 16 ceil(Dv / 16) floats):
+//   softmax keeps the online (m, d, o) state of a 64-query block over
+//   512-key blocks (never Lq x Lk); other normalisers hold a [block_q, Lk]
+//   row block (block_q = clamp(2^18 / (Lk + 1), 1, 64)); the backward holds
+//   [block_q, Lk] blocks (and their panels), K^T, V^T and K panels, plus
+//   dk / dv accumulators of one kv head ([D + Dv, Lk]). The decode grid keeps, when
 //   it splits the keys (Lq <= 16), one partial (m, d, o) record per key
 //   chunk and query row: |out| x (chunks <= 256) floats. dattn_mask keeps
 //   the [B, H, Lq, Lk] logit gradient.

@@ -91,9 +91,10 @@ void attention_decode_accumulate(const float* p, int64_t rows, int64_t ldp, cons
 constexpr int64_t kAttentionPanel = 16;
 /// C[M x N] (row-major, ldc) = A B, or C + A B with accumulate, where A(r, k)
 /// = a[r * ars + k * acs] (any strides: row-major, or a transposed view) and
-/// B is in panels. Each element of C is one FMA chain over k = 0 .. K - 1 in
-/// order from 0, then (accumulate) added to C, whatever the tiling or the
-/// target.
+/// B is in panels. Each element of C is one multiply-add chain over k = 0 ..
+/// K - 1 in order from 0, then (accumulate) added to C, whatever the tiling
+/// (fused multiply-adds on targets with FMA; SSE4 / SSSE3 round the product
+/// and the sum separately, so the bits may differ between targets).
 void attention_gemm_panels(int64_t M, int64_t N, int64_t K, const float* a, int64_t ars,
                            int64_t acs, const float* bp, int64_t panel_stride, float* c,
                            int64_t ldc, bool accumulate) noexcept;

@@ -16,12 +16,14 @@
 // loads. Panels are walked outermost, so one panel stays in L1 while every
 // row tile passes over it.
 //
-// Bits: every C element is one FMA chain over k = 0 .. K - 1 in order,
-// started from 0, then added to C once (accumulate; as SGEMM with beta = 1,
-// so a sum over many calls has the error of a block sum plus one addition
-// per call), whatever the tile shape, target width or row position: the
-// result depends on the operands only (not the threads, the tiling or the
-// rows computed beside it).
+// Bits: every C element is one multiply-add chain over k = 0 .. K - 1 in
+// order, started from 0, then added to C once (accumulate; as SGEMM with
+// beta = 1, so a sum over many calls has the error of a block sum plus one
+// addition per call), whatever the tile shape or row position: on a given
+// target the result depends on the operands only (not the threads, the
+// tiling or the rows computed beside it). Highway's MulAdd is fused on
+// targets with FMA (AVX2, AVX-512) and a separate multiply and add on SSE4 /
+// SSSE3, so the bits may differ between targets (the bounds hold on each).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/attention_tiles.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -79,7 +81,7 @@ HWY_INLINE void FullTile(DF d, size_t K, const float* a, size_t ars, size_t acs,
 }
 
 // The same for the first `cols` columns only (the last panel of C): through
-// a 16-wide copy of the tile (the same FMA chains).
+// a 16-wide copy of the tile (the same multiply-add chains).
 template <size_t kRows>
 HWY_NOINLINE void EdgeTile(DF d, size_t K, const float* a, size_t ars, size_t acs,
                            const float* b, float* c, size_t ldc, size_t cols, bool accumulate) {

@@ -750,7 +750,7 @@ typedef struct smax_attention_options {
                                        bytes keep the previous behaviour) */
   float unified_max;              /**< with has_unified_max: the decode driver's
                                        FlashDecoding++ unified max phi (finite) */
-  /* ---- version 0.3: struct_size may stop here (168 bytes on LP64) ---- */
+  /* ---- version 0.4: struct_size may stop here (168 bytes on LP64) ---- */
   const smax_tensor* ssmax_scales; /**< SSMAX: any floating dtype [H], a per-head s
                                        (replaces ssmax_s); NULL = none */
   const smax_tensor* dssmax_scales; /**< backward, optional (SSMAX): the gradient with
