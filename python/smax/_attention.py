@@ -210,20 +210,15 @@ def _function() -> Any:
             if bias is not None:  # a learnable sigmoid bias: a one-element tensor
                 ao = copy.copy(ao)
                 ao.sigmoid_bias = float(bias.detach().reshape(()))
-            # SSMax's s as a tensor: [H] per head (ssmax_scales), or one
-            # element (the shared s).
-            scales = ssmax is not None and ssmax.dim() == 1 and ssmax.shape[0] == q.shape[1]
-            if ssmax is not None and not scales:
-                ao = copy.copy(ao)
-                ao.ssmax_s = float(ssmax.detach().reshape(()))
-            ctx.ssmax_scales = scales
+            # SSMax's s as a tensor: _prepare (_ssmax_arg) put [H] into
+            # ao.ssmax_scales or a one-element s into ao.ssmax_s.
+            ctx.ssmax_scales = ao.ssmax_scales is not None
             shape = (q.shape[0], q.shape[1], q.shape[2], v.shape[3])
             out = torch.empty(shape, dtype=q.dtype)  # like q (the backward reads it)
             # With a gate the backward needs the output before it (dgate =
             # dout * a * sigmoid'(gate)).
             ungated = None if gate is None else torch.empty(shape, dtype=q.dtype)
-            ao = with_options(ao, sinks=sinks, alibi_slopes=alibi,
-                              ssmax_scales=ssmax if scales else None)
+            ao = with_options(ao, sinks=sinks, alibi_slopes=alibi)
             _C.attention(q.detach(), k.detach(), v.detach(), out,
                          None if mask is None else mask.detach(), None, ao, None, None,
                          None if gate is None else gate.detach(), ungated)

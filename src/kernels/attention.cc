@@ -10,6 +10,7 @@
 //   t - M < ~-87 flush to exact 0); the block sum is widened to float64 per
 //   vector (F64Acc), so d never loses bits to the block length. NaN / +inf
 //   logits set `bad` (the op turns the row into NaN; the max ignores NaN).
+//   The logit transform runs in the step's first pass (LogitsPass).
 // Tails run the same vector code on a zero-padded stack copy, so every
 // element is computed by the same instruction sequence whatever n is.
 #undef HWY_TARGET_INCLUDE
@@ -134,12 +135,12 @@ OnlineStep OnlineFinish(DF d, float* t, size_t n, float m_old, float bm, bool is
   // One accumulator, one vector per step: with two (a 2x unrolled loop)
   // the exp's constants and the f64 accumulators outgrow AVX2's 16
   // registers and the accumulators round-trip through the stack.
-  F64Acc acc0, acc1;
+  F64Acc acc;
   j = 0;
   for (; j + N <= n; j += N) {
     const VF p0 = e(d, hn::LoadU(d, t + j));
     hn::StoreU(p0, d, t + j);
-    acc0.Add(d, p0);
+    acc.Add(d, p0);
   }
   if (j < n) {
     const size_t cc = n - j;
@@ -148,29 +149,10 @@ OnlineStep OnlineFinish(DF d, float* t, size_t n, float m_old, float bm, bool is
     const VF p0 = e(d, hn::Load(d, tb));
     hn::Store(p0, d, tb);
     std::memcpy(t + j, tb, cc * sizeof(float));
-    acc1.Add(d, p0);
+    acc.Add(d, p0);
   }
-  r.sum = acc0.Total(d) + acc1.Total(d);
+  r.sum = acc.Total(d);
   return r;
-}
-
-OnlineStep AttentionOnlineStepImpl(float* t, int64_t n_, float m_old) {
-  const DF d;
-  const size_t N = hn::Lanes(d);
-  const size_t n = static_cast<size_t>(n_);
-  // Pass 1: max (NaN lanes replaced by -inf) and the bad flag.
-  VF mx = hn::Set(d, kNegInf);
-  auto bad = hn::FirstN(d, 0);  // all false
-  size_t j = 0;
-  for (; j + N <= n; j += N) MaxBad(d, hn::LoadU(d, t + j), mx, bad);
-  if (j < n) {
-    const size_t c = n - j;
-    HWY_ALIGN float tb[kMaxLanes];
-    for (size_t k = 0; k < N; ++k) tb[k] = kNegInf;
-    std::memcpy(tb, t + j, c * sizeof(float));
-    MaxBad(d, hn::Load(d, tb), mx, bad);
-  }
-  return OnlineFinish(d, t, n, m_old, ReduceMax(d, mx), !hn::AllFalse(d, bad));
 }
 
 OnlineStep AttentionLogitsOnlineStepImpl(float* s, int64_t n, const AttentionLogits& p_in,
@@ -282,7 +264,6 @@ HWY_AFTER_NAMESPACE();
 namespace smax::kernels {
 
 HWY_EXPORT(AttentionLogitsRowImpl);
-HWY_EXPORT(AttentionOnlineStepImpl);
 HWY_EXPORT(AttentionLogitsOnlineStepImpl);
 HWY_EXPORT(AttentionScaleRowImpl);
 HWY_EXPORT(AttentionSoftcapGradRowImpl);
@@ -299,14 +280,6 @@ void attention_gate_grad_row(const float* d, const float* a, const float* g, flo
 
 void attention_logits_row(float* s, int64_t n, const AttentionLogits& p) noexcept {
   if (n > 0) HWY_DYNAMIC_DISPATCH(AttentionLogitsRowImpl)(s, n, p);
-}
-OnlineStep attention_online_step(float* t, int64_t n, float m_old) noexcept {
-  if (n <= 0) {
-    OnlineStep r;
-    r.m = m_old;
-    return r;
-  }
-  return HWY_DYNAMIC_DISPATCH(AttentionOnlineStepImpl)(t, n, m_old);
 }
 OnlineStep attention_logits_online_step(float* s, int64_t n, const AttentionLogits& p,
                                         float m_old) noexcept {

@@ -28,7 +28,7 @@ struct AttentionLogits {
 /// ALiBi -> additive mask -> bool mask / causal limit = -inf).
 void attention_logits_row(float* s, int64_t n, const AttentionLogits& p) noexcept;
 
-/// One online-softmax step over a block of logits t (in place -> p).
+/// The result of one online-softmax step over a block of logits.
 struct OnlineStep {
   float m = 0.0f;      ///< new running max M = max(m_old, max_j t_j) (-inf: nothing visible yet)
   float alpha = 1.0f;  ///< e^(m_old - M): factor for the old (d, o); 1 when M = -inf
@@ -36,9 +36,9 @@ struct OnlineStep {
   bool bad = false;    ///< some t_j is NaN or +inf (the row's output is NaN)
   float block_max = -std::numeric_limits<float>::infinity();  ///< max_j t_j (NaN ignored)
 };
-OnlineStep attention_online_step(float* t, int64_t n, float m_old) noexcept;
-/// attention_logits_row(s, n, p) then attention_online_step(s, n, m_old),
-/// fused: the same t, p and result, one pass fewer over the block.
+/// In place: s -> t (attention_logits_row's transform, the same t) -> p,
+/// one online step with running max m_old, in two passes over the block
+/// (t and the max; then p and the sum).
 OnlineStep attention_logits_online_step(float* s, int64_t n, const AttentionLogits& p,
                                         float m_old) noexcept;
 

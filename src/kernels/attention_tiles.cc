@@ -39,41 +39,36 @@ HWY_BEFORE_NAMESPACE();
 namespace smax::kernels::HWY_NAMESPACE {
 
 constexpr size_t kPanel = static_cast<size_t>(kAttentionPanel);
+// Fixed-width targets only (the x86 ones and the scalar fallback): a panel
+// row is a whole number of vectors.
+static_assert(!HWY_HAVE_SCALABLE, "fixed-width vectors");
 constexpr size_t kTileLanes = hn::MaxLanes(DF());
-static_assert(kPanel % kTileLanes == 0 || kTileLanes > kPanel, "panel of whole vectors");
+static_assert(kPanel % kTileLanes == 0, "a 16-column panel row is whole vectors");
 // Vectors per 16-column row of a tile, and the rows of the largest tile.
-constexpr size_t kVecs = kTileLanes >= kPanel ? 1 : kPanel / kTileLanes;
+constexpr size_t kVecs = kPanel / kTileLanes;
 constexpr size_t kTileRows = kVecs >= 16 ? 1 : kVecs >= 4 ? 3 : kVecs == 2 ? 6 : 8;
 
 // C rows [0, kRows) x the 16 columns of one panel.
 template <size_t kRows>
 HWY_INLINE void FullTile(DF d, size_t K, const float* a, size_t ars, size_t acs, const float* b,
                          float* c, size_t ldc, bool accumulate) {
-  const size_t N = hn::Lanes(d);
-  const size_t vecs = std::min(kVecs, (kPanel + N - 1) / N);
+  constexpr size_t N = kTileLanes;
   VF acc[kRows][kVecs];
   for (size_t r = 0; r < kRows; ++r) {
-    for (size_t v = 0; v < kVecs; ++v) {
-      if (v < vecs) acc[r][v] = hn::Zero(d);
-    }
+    for (size_t v = 0; v < kVecs; ++v) acc[r][v] = hn::Zero(d);
   }
   for (size_t k = 0; k < K; ++k) {
     const float* bk = b + k * kPanel;
     VF bv[kVecs];
-    for (size_t v = 0; v < kVecs; ++v) {
-      if (v < vecs) bv[v] = hn::LoadU(d, bk + v * N);
-    }
+    for (size_t v = 0; v < kVecs; ++v) bv[v] = hn::LoadU(d, bk + v * N);
     const float* ak = a + k * acs;
     for (size_t r = 0; r < kRows; ++r) {
       const VF av = hn::Set(d, ak[r * ars]);
-      for (size_t v = 0; v < kVecs; ++v) {
-        if (v < vecs) acc[r][v] = hn::MulAdd(av, bv[v], acc[r][v]);
-      }
+      for (size_t v = 0; v < kVecs; ++v) acc[r][v] = hn::MulAdd(av, bv[v], acc[r][v]);
     }
   }
   for (size_t r = 0; r < kRows; ++r) {
     for (size_t v = 0; v < kVecs; ++v) {
-      if (v >= vecs) continue;
       float* cv = c + r * ldc + v * N;
       hn::StoreU(accumulate ? hn::Add(hn::LoadU(d, cv), acc[r][v]) : acc[r][v], d, cv);
     }
@@ -91,13 +86,15 @@ HWY_NOINLINE void EdgeTile(DF d, size_t K, const float* a, size_t ars, size_t ac
     if (accumulate) std::memcpy(edge + r * kPanel, c + r * ldc, cols * sizeof(float));
   }
   FullTile<kRows>(d, K, a, ars, acs, b, edge, kPanel, accumulate);
-  for (size_t r = 0; r < kRows; ++r) std::memcpy(c + r * ldc, edge + r * kPanel, cols * sizeof(float));
+  for (size_t r = 0; r < kRows; ++r) {
+    std::memcpy(c + r * ldc, edge + r * kPanel, cols * sizeof(float));
+  }
 }
 
 template <size_t kRows>
 HWY_INLINE void Tile(DF d, size_t K, const float* a, size_t ars, size_t acs, const float* b,
                      float* c, size_t ldc, size_t cols, bool accumulate) {
-  if (cols == kPanel && kVecs * hn::Lanes(d) == kPanel) {
+  if (cols == kPanel) {
     FullTile<kRows>(d, K, a, ars, acs, b, c, ldc, accumulate);
   } else {
     EdgeTile<kRows>(d, K, a, ars, acs, b, c, ldc, cols, accumulate);
@@ -124,7 +121,9 @@ HWY_INLINE void PanelRows(DF d, size_t rows, size_t K, const float* a, size_t ar
     }
   }
   if constexpr (kRows > 1) {
-    for (; r < rows; ++r) Tile<1>(d, K, a + r * ars, ars, acs, b, c + r * ldc, ldc, cols, accumulate);
+    for (; r < rows; ++r) {
+      Tile<1>(d, K, a + r * ars, ars, acs, b, c + r * ldc, ldc, cols, accumulate);
+    }
   }
 }
 

@@ -111,12 +111,6 @@ struct BackwardPanels {
   int64_t floats() const { return kt.floats + vt.floats + kr.floats + dtp.floats + pp.floats; }
 };
 
-// Packs rows [0, rows) x columns [0, n) of the row-major m (ld) into panels.
-void pack_rows(const float* m, int64_t ld, int64_t rows, int64_t n, const PanelMatrix& pm,
-               float* dst) {
-  kernels::attention_pack_rows(m, ld, rows, n, dst, pm.stride);
-}
-
 // One row's dL/ds of SSMax (y = softmax(s ln(n) t) over the n visible
 // logits): ln(n) sum_j t_j g_j, g = y (dy - <dy, y>) the softmax VJP at the
 // scaled logits, in float64 over the visible entries (t = -inf: masked, not
@@ -229,16 +223,13 @@ void backward(const Setup& s, const TensorView& dout, const TensorView& dq, cons
     // K^T, V^T (the scores' and dP's right operands) and K (dQ's) in panels,
     // once for the task's G heads and all their query blocks.
     for (int64_t j = 0; j < s.Lk; ++j) {
-      if (s.D > 0) {
-        kernels::attention_pack_column(K.p + j * K.ld, s.D, j, kt, pl.kt.stride);
-        kernels::attention_pack_row(K.p + j * K.ld, s.D, j, kr, pl.kr.stride);
-      }
+      if (s.D > 0) kernels::attention_pack_column(K.p + j * K.ld, s.D, j, kt, pl.kt.stride);
       if (s.Dv > 0) kernels::attention_pack_column(V.p + j * V.ld, s.Dv, j, vt, pl.vt.stride);
     }
-    // The columns the products read past Lk (K^T, V^T) and past D (K).
+    // The columns the products read past Lk (K^T, V^T); K's rows (padded).
     kernels::attention_pack_pad(kt, s.D, s.Lk, pl.kt.stride);
     kernels::attention_pack_pad(vt, s.Dv, s.Lk, pl.vt.stride);
-    kernels::attention_pack_pad(kr, s.Lk, s.D, pl.kr.stride);
+    if (s.D > 0) kernels::attention_pack_rows(K.p, K.ld, s.Lk, s.D, kr, pl.kr.stride);
     // Non-finite k (q) entries under masked scores (dT = 0) must add 0 to dq
     // (dk), as in the forward, where their scores are masked: those products
     // go through gemm_skip_zero, as does scale = 0 (whose alpha = 0 keeps a
@@ -349,7 +340,7 @@ void backward(const Setup& s, const TensorView& dout, const TensorView& dq, cons
                           dq.dtype, dq.strides[3]);
         }
         if (s.scale != 0.0f && all_finite(Q, bq, s.D)) {
-          pack_rows(dT, w, bq, kend, pl.dtp, dtp);
+          kernels::attention_pack_rows(dT, w, bq, kend, dtp, pl.dtp.stride);
           kernels::attention_gemm_panels(s.D, kend, bq, Q.p, 1, Q.ld, dtp, pl.dtp.stride, dK, Lkn,
                                          true);
         } else {
@@ -362,7 +353,7 @@ void backward(const Setup& s, const TensorView& dout, const TensorView& dq, cons
             for (int64_t c = 0; c < s.D; ++c) dK[c * Lkn + j] += blk[static_cast<size_t>(j * Dn + c)];
           }
         }
-        pack_rows(P, w, bq, kend, pl.pp, pp);
+        kernels::attention_pack_rows(P, w, bq, kend, pp, pl.pp.stride);
         kernels::attention_gemm_panels(s.Dv, kend, bq, dO.p, 1, dO.ld, pp, pl.pp.stride, dV, Lkn,
                                        true);
       }

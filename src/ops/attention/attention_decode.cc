@@ -115,10 +115,9 @@ void online_rows(const Setup& s, int64_t b, int64_t hk, int64_t r0, int64_t nr, 
                  float* top, float* addbuf, uint8_t* keepbuf) {
   for (int64_t r = 0; r < nr; ++r) {
     const int64_t h = hk * s.G + (r0 + r) / s.Lq, i = (r0 + r) % s.Lq;
-    float* t = S + r * bk;
-    kernels::attention_logits_row(
-        t, bk, s.logits_at(b, h, i, s.query_position(b, i), j0, bk, addbuf, keepbuf));
-    const kernels::OnlineStep st = kernels::attention_online_step(t, bk, m[r]);
+    const kernels::OnlineStep st = kernels::attention_logits_online_step(
+        S + r * bk, bk, s.logits_at(b, h, i, s.query_position(b, i), j0, bk, addbuf, keepbuf),
+        m[r]);
     top[r] = std::max(top[r], st.block_max);
     bad[r] = bad[r] || st.bad;
     if (st.alpha != 1.0f) kernels::attention_scale_row(O + r * Dvn, s.Dv, st.alpha);

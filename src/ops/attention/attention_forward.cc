@@ -178,8 +178,6 @@ struct ForwardGrid {
   }
 };
 
-}  // namespace
-
 // One prefill task's scratch: its query block, the kv head's panels, the
 // pack gathers, the scores [rows x width], the output block and a gathered
 // mask row.
@@ -232,6 +230,8 @@ void run_prefill(const Setup& s, const ForwardGrid& grid, const PrefillLayout& l
                     [&](int64_t h, int64_t i0, int64_t bq) { block(f, t.b, h, i0, bq); });
   });
 }
+
+}  // namespace
 
 void forward_softmax(const Setup& s, const TensorView& out) {
   const ForwardGrid grid(s, kPrefillBlockQ);
