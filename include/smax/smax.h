@@ -11,6 +11,7 @@
 #include "smax/sampling.h"
 #include "smax/detection.h"
 #include "smax/attention.h"
+#include "smax/logit_scale.h"
 #include "smax/losses.h"
 #include "smax/quantized.h"
 #include "smax/tensor.h"

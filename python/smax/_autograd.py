@@ -9,8 +9,10 @@ naming the op). Gradients reach ``x``, a float ``mask`` that requires grad
 (summed over its broadcast dims), and the learnable parameters the C++ API
 differentiates: ``alpha`` of entmax_bisect and ``s`` of ssmax (per-row values
 summed to the parameter's shape), ``hidden`` / ``weight`` / ``bias`` of
-linear_cross_entropy. Class-index targets, class weights, probability
-targets and noise get no gradient.
+linear_cross_entropy, and a ``scale`` / ``temperature`` tensor that requires
+grad (``logit_scale_call``: every op's logits are ``x * scale /
+temperature``). Class-index targets, class weights, probability targets and
+noise get no gradient.
 
 The array functions (``smax._ops_*``) call the entry points here (their
 arguments already checked and their option objects built); ``differentiable``
@@ -150,6 +152,80 @@ def _param_dtype(param: Any, x: Tensor) -> Any:
 def _row_grad(d: Tensor, like: Tensor) -> Tensor:
     """Per-row gradients (keepdim shape) reduced to a broadcast parameter's shape."""
     return d.sum_to_size(like.shape) if tuple(d.shape) != tuple(like.shape) else d
+
+
+# ---- learnable scale / temperature ----------------------------------------------------------
+
+
+def _knob_value(v: Any, name: str, fn_name: str) -> float:
+    """A scale / temperature given as a number or a one-element tensor, as a float."""
+    if isinstance(v, torch.Tensor):
+        if v.numel() != 1 or not v.is_floating_point():
+            raise ValueError(f"smax.{fn_name}: {name} must be a number or a one-element floating "
+                             f"tensor, got a {v.dtype} tensor of shape {tuple(v.shape)}")
+        return float(v.detach())
+    return v
+
+
+class _LogitScaleTap(torch.autograd.Function):
+    """x -> x (a view, no copy) on the way into an op whose logits are
+    x * scale / temperature; backward hands the op's dx on unchanged and turns
+    it into d loss / d scale and d loss / d temperature (smax's
+    logit_scale_gradients: -(1/T) sum x dx and (1/scale) sum x dx, terms
+    with dx == 0 left out)."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor, scale_t: Optional[Tensor], temp_t: Optional[Tensor],
+                co: Any) -> Tensor:
+        ctx.save_for_backward(x, scale_t, temp_t)
+        ctx.co = co
+        return x.view_as(x)
+
+    @staticmethod
+    @first_order("logit_scale_gradients")
+    def backward(ctx: Any, dx: Tensor) -> Tuple[Optional[Tensor], ...]:
+        x, scale_t, temp_t = ctx.saved_tensors
+        want_s, want_t = ctx.needs_input_grad[1], ctx.needs_input_grad[2]
+        ds = dt = None
+        if want_s or want_t:
+            g_s, g_t = _C.logit_scale_gradients(x.detach(), dx, ctx.co)
+            if want_s:
+                ds = torch.full(scale_t.shape, g_s, dtype=scale_t.dtype)
+            if want_t:
+                dt = torch.full(temp_t.shape, g_t, dtype=temp_t.dtype)
+        return (dx if ctx.needs_input_grad[0] else None), ds, dt, None
+
+
+def logit_scale_call(fn: Callable[..., Any], sig: inspect.Signature, taps: Sequence[str],
+                     knobs: Sequence[str], args: tuple, kwargs: dict) -> Any:
+    """Calls the array function fn with tensor knobs (scale / temperature, see
+    smax/_route.py's learnable_logit_scale) replaced by their values; a knob
+    that requires grad (grad mode on) gets its gradient through a
+    _LogitScaleTap on each argument named in taps (the op's inputs that the
+    logits are linear in: x, or linear_cross_entropy's hidden and bias)."""
+    name = fn.__name__
+    bound = sig.bind(*args, **kwargs)
+    bound.apply_defaults()
+    a = bound.arguments
+    tensors = {k: a[k] for k in knobs if isinstance(a.get(k), torch.Tensor)}
+    for k in knobs:
+        if k in a:
+            a[k] = _knob_value(a[k], k, name)
+    learn = torch.is_grad_enabled() and any(t.requires_grad for t in tensors.values())
+    if learn:
+        co = softmax_options("logit_scale_gradients", -1, a.get("scale", 1.0),
+                             a.get("temperature", 1.0), None, "zero", a.get("threads", 0))
+        if "temperature" not in knobs:  # the op's own temperature is not a logit scale
+            co.temperature = 1.0
+        for k in taps:
+            v = a.get(k)
+            if v is None:
+                continue
+            if not isinstance(v, torch.Tensor):
+                raise TypeError(f"smax.{name}: a scale / temperature that requires grad needs "
+                                f"{k} as a torch tensor, got {type(v).__name__}")
+            a[k] = _LogitScaleTap.apply(v, tensors.get("scale"), tensors.get("temperature"), co)
+    return fn(*bound.args, **bound.kwargs)
 
 
 # ---- normalisers ---------------------------------------------------------------------------

@@ -191,6 +191,15 @@ def _rows_shape(shape: Tuple[int, ...], d: int, keepdim: bool) -> Tuple[int, ...
 # ---- the option objects of the extension --------------------------------------------------
 
 
+def _number(v: Any, op: str, name: str) -> float:
+    """float(v), refusing a tensor that requires grad: a learnable knob this
+    op does not differentiate would otherwise lose its gradient silently."""
+    if _wants_grad(v):
+        raise TypeError(f"smax.{op}: {name} is a tensor that requires grad, but {op} has no "
+                        f"gradient for it (pass a number, or a tensor without grad)")
+    return float(v)
+
+
 def softmax_options(op: str, dim: Any, scale: float = 1.0, temperature: float = 1.0,
                     mask: Any = None, empty_row: str = "zero", threads: int = 0,
                     algorithm: str = "auto") -> Any:
@@ -199,7 +208,8 @@ def softmax_options(op: str, dim: Any, scale: float = 1.0, temperature: float = 
         d = operator.index(dim)
     except TypeError:
         raise TypeError(f"smax.{op}: dim must be an int, got {type(dim).__name__}") from None
-    return _C.SoftmaxOptions(dim=d, scale=float(scale), temperature=float(temperature),
+    return _C.SoftmaxOptions(dim=d, scale=_number(scale, op, "scale"),
+                             temperature=_number(temperature, op, "temperature"),
                              mask=_opt(mask), algorithm=str(algorithm),
                              empty_row=str(empty_row), threads=int(threads))
 

@@ -16,7 +16,7 @@ from ._common import (
     loss_options,
     softmax_options,
 )
-from ._route import autograd
+from ._route import autograd, learnable_logit_scale
 
 __all__ = [
     "cross_entropy", "linear_cross_entropy", "z_loss", "spherical_z_loss",
@@ -50,6 +50,7 @@ def _loss_entry(op: str, x: Any, target: Any, dim: Any, params: tuple, ignore_in
     return _loss(op, x, target, dim, params, lo, co, out)
 
 
+@learnable_logit_scale()
 def sparsemax_loss(x: Array, target: Array, dim: int = -1, ignore_index: int = -100,
                    reduction: str = "mean", weight: Any = None, *, empty_mean: str = "nan",
                    scale: float = 1.0, temperature: float = 1.0, mask: Any = None,
@@ -65,6 +66,7 @@ def sparsemax_loss(x: Array, target: Array, dim: int = -1, ignore_index: int = -
 sparsemax_loss.__doc__ = (sparsemax_loss.__doc__ or "") + _LOSS_DOC
 
 
+@learnable_logit_scale()
 def entmax15_loss(x: Array, target: Array, dim: int = -1, ignore_index: int = -100,
                   reduction: str = "mean", weight: Any = None, *, empty_mean: str = "nan",
                   scale: float = 1.0, temperature: float = 1.0, mask: Any = None,
@@ -79,6 +81,7 @@ def entmax15_loss(x: Array, target: Array, dim: int = -1, ignore_index: int = -1
 entmax15_loss.__doc__ = (entmax15_loss.__doc__ or "") + _LOSS_DOC
 
 
+@learnable_logit_scale()
 def entmax_bisect_loss(x: Array, target: Array, alpha: Union[float, Array] = 1.5,
                        dim: int = -1, n_iter: int = 50, ignore_index: int = -100,
                        reduction: str = "mean", weight: Any = None, *,
@@ -98,6 +101,7 @@ def entmax_bisect_loss(x: Array, target: Array, alpha: Union[float, Array] = 1.5
 entmax_bisect_loss.__doc__ = (entmax_bisect_loss.__doc__ or "") + _LOSS_DOC
 
 
+@learnable_logit_scale()
 def sparse_softmax_loss(x: Array, target: Array, k: int, dim: int = -1, *,
                         force_target: bool = False, ignore_index: int = -100,
                         reduction: str = "mean", weight: Any = None, empty_mean: str = "nan",
@@ -115,6 +119,7 @@ def sparse_softmax_loss(x: Array, target: Array, k: int, dim: int = -1, *,
 sparse_softmax_loss.__doc__ = (sparse_softmax_loss.__doc__ or "") + _LOSS_DOC
 
 
+@learnable_logit_scale()
 def stablemax_cross_entropy(x: Array, target: Array, dim: int = -1, ignore_index: int = -100,
                             reduction: str = "mean", weight: Any = None, *,
                             empty_mean: str = "nan", scale: float = 1.0,
@@ -131,6 +136,7 @@ def stablemax_cross_entropy(x: Array, target: Array, dim: int = -1, ignore_index
 stablemax_cross_entropy.__doc__ = (stablemax_cross_entropy.__doc__ or "") + _LOSS_DOC
 
 
+@learnable_logit_scale()
 def spherical_z_loss(x: Array, target: Array, a: float, b: float, dim: int = -1,
                      ignore_index: int = -100, reduction: str = "mean", weight: Any = None, *,
                      empty_mean: str = "nan", scale: float = 1.0, temperature: float = 1.0,
@@ -148,6 +154,7 @@ def spherical_z_loss(x: Array, target: Array, a: float, b: float, dim: int = -1,
 spherical_z_loss.__doc__ = (spherical_z_loss.__doc__ or "") + _LOSS_DOC
 
 
+@learnable_logit_scale()
 def z_loss(x: Array, target: Optional[Array] = None, coefficient: float = 1e-4, dim: int = -1,
            ignore_index: int = -100, reduction: str = "mean", weight: Any = None, *,
            empty_mean: str = "nan", scale: float = 1.0, temperature: float = 1.0,
@@ -167,6 +174,7 @@ z_loss.__doc__ = (z_loss.__doc__ or "") + _LOSS_DOC
 _CE_EXTRAS = ("z_loss", "lse", "entropy", "target_logprob", "accuracy")
 
 
+@learnable_logit_scale()
 def cross_entropy(input: Array, target: Array, weight: Any = None, ignore_index: int = -100,
                   reduction: str = "mean", label_smoothing: float = 0.0, *,
                   dim: Optional[int] = None, lse_square_scale: float = 0.0,
@@ -222,6 +230,7 @@ def cross_entropy(input: Array, target: Array, weight: Any = None, ignore_index:
     return (loss,) + tuple(e for e, w in zip(extras, want) if w)
 
 
+@learnable_logit_scale("hidden", "bias")
 def linear_cross_entropy(hidden: Array, weight: Array, target: Array, bias: Any = None,
                          ce_weight: Any = None, ignore_index: int = -100,
                          lse_square_scale: float = 0.0, label_smoothing: float = 0.0,

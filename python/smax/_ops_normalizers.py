@@ -13,6 +13,7 @@ from ._common import (
     _check_out,
     _norm_dim,
     _normalize,
+    _number,
     _opt,
     _rows_shape,
     _scalar_or_array,
@@ -21,7 +22,7 @@ from ._common import (
     _wants_grad,
     softmax_options,
 )
-from ._route import autograd, normalizer
+from ._route import autograd, learnable_logit_scale, normalizer
 
 __all__ = [
     # sparse normalisers
@@ -39,6 +40,7 @@ __all__ = [
 # ---- sparse normalisers ---------------------------------------------------------------------
 
 
+@learnable_logit_scale()
 def sparsemax(x: Array, dim: int = -1, *, scale: float = 1.0, temperature: float = 1.0,
               mask: Any = None, empty_row: str = "zero", threads: int = 0,
               out: Any = None) -> Array:
@@ -59,6 +61,7 @@ def sparsemax(x: Array, dim: int = -1, *, scale: float = 1.0, temperature: float
 sparsemax.__doc__ = (sparsemax.__doc__ or "") + _OPTS_DOC
 
 
+@learnable_logit_scale()
 def entmax15(x: Array, dim: int = -1, *, scale: float = 1.0, temperature: float = 1.0,
              mask: Any = None, empty_row: str = "zero", threads: int = 0,
              out: Any = None) -> Array:
@@ -75,6 +78,7 @@ def entmax15(x: Array, dim: int = -1, *, scale: float = 1.0, temperature: float 
 entmax15.__doc__ = (entmax15.__doc__ or "") + _OPTS_DOC
 
 
+@learnable_logit_scale()
 def entmax_bisect(x: Array, alpha: Union[float, Array] = 1.5, dim: int = -1, n_iter: int = 50,
                   ensure_sum_one: bool = True, *, scale: float = 1.0, temperature: float = 1.0,
                   mask: Any = None, empty_row: str = "zero", threads: int = 0,
@@ -107,6 +111,7 @@ def entmax_bisect(x: Array, alpha: Union[float, Array] = 1.5, dim: int = -1, n_i
 entmax_bisect.__doc__ = (entmax_bisect.__doc__ or "") + _OPTS_DOC
 
 
+@learnable_logit_scale()
 def sparse_softmax(x: Array, k: int, dim: int = -1, *, scale: float = 1.0,
                    temperature: float = 1.0, mask: Any = None, algorithm: str = "auto",
                    empty_row: str = "zero", threads: int = 0, out: Any = None) -> Array:
@@ -178,6 +183,7 @@ def sparse_softmax_backward(y: Array, dy: Array, dim: int = -1, *, scale: float 
 # ---- rescaled / rectified softmaxes -------------------------------------------------------------
 
 
+@learnable_logit_scale()
 def ssmax(x: Array, s: Union[float, Array] = 0.43, dim: int = -1, *, fixed_n: int = 0,
           scale: float = 1.0, temperature: float = 1.0, mask: Any = None,
           algorithm: str = "auto", empty_row: str = "zero", threads: int = 0,
@@ -205,6 +211,7 @@ def ssmax(x: Array, s: Union[float, Array] = 0.43, dim: int = -1, *, fixed_n: in
 ssmax.__doc__ = (ssmax.__doc__ or "") + _OPTS_DOC
 
 
+@learnable_logit_scale()
 def softpick(x: Array, dim: int = -1, *, eps: float = 1e-6, scale: float = 1.0,
              temperature: float = 1.0, mask: Any = None, empty_row: str = "zero",
              threads: int = 0, out: Any = None) -> Array:
@@ -222,6 +229,7 @@ def softpick(x: Array, dim: int = -1, *, eps: float = 1e-6, scale: float = 1.0,
 softpick.__doc__ = (softpick.__doc__ or "") + _OPTS_DOC
 
 
+@learnable_logit_scale()
 def clipped_softmax(x: Array, dim: int = -1, *, gamma: float = -0.025, zeta: float = 1.0,
                     scale: float = 1.0, temperature: float = 1.0, mask: Any = None,
                     empty_row: str = "zero", threads: int = 0, out: Any = None) -> Array:
@@ -241,6 +249,7 @@ def clipped_softmax(x: Array, dim: int = -1, *, gamma: float = -0.025, zeta: flo
 clipped_softmax.__doc__ = (clipped_softmax.__doc__ or "") + _OPTS_DOC
 
 
+@learnable_logit_scale()
 def stablemax(x: Array, dim: int = -1, *, scale: float = 1.0, temperature: float = 1.0,
               mask: Any = None, empty_row: str = "zero", threads: int = 0,
               out: Any = None) -> Array:
@@ -279,6 +288,7 @@ def softmax_collapse_fraction(x: Array, dim: int = -1, precision: str = "f32", *
 # ---- re-weighting normalisers -----------------------------------------------------------------
 
 
+@learnable_logit_scale()
 def self_adjust_softmax(x: Array, dim: int = -1, *, normalized: bool = False,
                         grad_through_bounds: bool = True, scale: float = 1.0,
                         temperature: float = 1.0, mask: Any = None, empty_row: str = "zero",
@@ -299,6 +309,7 @@ def self_adjust_softmax(x: Array, dim: int = -1, *, normalized: bool = False,
 self_adjust_softmax.__doc__ = (self_adjust_softmax.__doc__ or "") + _OPTS_DOC
 
 
+@learnable_logit_scale()
 def sigmoid_normalizer(x: Array, dim: int = -1, *, bias: Optional[float] = None,
                        n_fixed: int = 0, count_visible: bool = False, scale: float = 1.0,
                        temperature: float = 1.0, mask: Any = None, empty_row: str = "zero",
@@ -326,6 +337,7 @@ def _softplus_params(lambd: Optional[float], head_dim: Optional[int], power: flo
     return (None if lambd is None else float(lambd), hd, float(power))
 
 
+@learnable_logit_scale()
 def softplus_normalizer(x: Array, dim: int = -1, *, lambd: Optional[float] = None,
                         head_dim: Optional[int] = None, power: float = 1.0, scale: float = 1.0,
                         temperature: float = 1.0, mask: Any = None, empty_row: str = "zero",
@@ -346,6 +358,7 @@ def softplus_normalizer(x: Array, dim: int = -1, *, lambd: Optional[float] = Non
 softplus_normalizer.__doc__ = (softplus_normalizer.__doc__ or "") + _OPTS_DOC
 
 
+@learnable_logit_scale()
 def power_softmax(x: Array, p: int = 2, dim: int = -1, *, scale: float = 1.0,
                   temperature: float = 1.0, mask: Any = None, empty_row: str = "zero",
                   threads: int = 0, out: Any = None) -> Array:
@@ -364,10 +377,12 @@ def probability_temperature(p: Array, T: float, dim: int = -1, *, mask: Any = No
     """Temperature in the probability domain: ``y = p^(1/T) / sum p^(1/T)``
     (= ``softmax(log p / T)``), T > 0. ``p_i = 0`` stays 0; a negative, +inf or
     NaN entry gives a NaN row. Relative error <= 2e-6."""
-    return normalizer("probability_temperature", False, p, dim, (float(T),),
+    return normalizer("probability_temperature", False, p, dim,
+                      (_number(T, "probability_temperature", "T"),),
                       softmax_options("probability_temperature", dim, 1.0, 1.0, None, empty_row, threads), mask, out)
 
 
+@learnable_logit_scale(knobs=("scale",))
 def logit_standardization(x: Array, dim: int = -1, *, temperature: float = 1.0,
                           eps: float = 1e-7, unbiased: bool = True, scale: float = 1.0,
                           mask: Any = None, empty_row: str = "zero", threads: int = 0,
@@ -377,5 +392,6 @@ def logit_standardization(x: Array, dim: int = -1, *, temperature: float = 1.0,
     entries (``unbiased``: std with N - 1). Here ``temperature`` is the
     distillation temperature of the paper (applied after standardising)."""
     return normalizer("logit_standardization", False, x, dim,
-                      (float(temperature), float(eps), bool(unbiased)),
+                      (_number(temperature, "logit_standardization", "temperature"), float(eps),
+                       bool(unbiased)),
                       softmax_options("logit_standardization", dim, scale, 1.0, None, empty_row, threads), mask, out)

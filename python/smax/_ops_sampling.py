@@ -20,7 +20,7 @@ from ._common import (
     _wants_grad,
     softmax_options,
 )
-from ._route import autograd
+from ._route import autograd, learnable_logit_scale
 
 __all__ = ["gumbel_noise", "gumbel_softmax", "gumbel_max", "softmax_topk", "sampling_filter",
            "sample", "soft_nms"]
@@ -44,6 +44,7 @@ def gumbel_noise(shape: Sequence[int], seed: int = 0, dim: int = -1, *, like: An
     return out
 
 
+@learnable_logit_scale()
 def gumbel_softmax(logits: Array, tau: float = 1.0, hard: bool = False, dim: int = -1, *,
                    seed: Optional[int] = None, noise: Any = None, return_soft: bool = False,
                    scale: float = 1.0, temperature: float = 1.0, mask: Any = None,
@@ -91,6 +92,7 @@ def gumbel_max(logits: Array, dim: int = -1, keepdim: bool = False, *,
     return out
 
 
+@learnable_logit_scale()
 def softmax_topk(x: Array, k: int, dim: int = -1, *, renormalize: bool = False,
                  scale: float = 1.0, temperature: float = 1.0, mask: Any = None,
                  empty_row: str = "zero", threads: int = 0) -> Tuple[Array, Array]:

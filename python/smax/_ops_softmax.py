@@ -4,16 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import _smax as _C
 from ._common import (
+    _arg,
     _vjp,
     _wants_grad,
     softmax_options,
     _reduce_rows,
     _opt,
 )
-from ._route import autograd, normalizer
+from ._route import autograd, learnable_logit_scale, normalizer
 
-__all__ = ["softmax", "log_softmax", "logsumexp", "softmax_backward", "log_softmax_backward"]
+__all__ = ["softmax", "log_softmax", "logsumexp", "softmax_backward", "log_softmax_backward",
+           "logit_scale_gradients"]
 
 
 # ---- the softmax family ----------------------------------------------------------
@@ -62,7 +65,7 @@ def _row_normalizer(op: str, doc: str) -> Any:
 
     fn.__name__ = fn.__qualname__ = op
     fn.__doc__ = doc + _COMMON_DOC
-    return fn
+    return learnable_logit_scale()(fn)
 
 
 softmax = _row_normalizer("softmax", """Softmax along ``dim``: ``exp(t - max t) / sum exp(t - max t)``.
@@ -78,6 +81,7 @@ log_softmax = _row_normalizer("log_softmax", """Log-softmax along ``dim``: ``(t 
 """)
 
 
+@learnable_logit_scale()
 def logsumexp(
     x: Any,
     dim: int = -1,
@@ -158,3 +162,21 @@ def log_softmax_backward(
                                 threads), out, "y")
 
 
+
+
+def logit_scale_gradients(x: Any, dx: Any, *, scale: float = 1.0, temperature: float = 1.0,
+                          threads: int = 0) -> Any:
+    """Gradients of ``scale`` and ``temperature`` for any smax op, from its
+    input ``x`` and the input gradient ``dx`` its backward gave: every op
+    reads its logits as ``t = x * scale / temperature + mask``, so with
+    ``S = sum(x * dx)`` (terms with ``dx == 0`` left out, so masked and -inf
+    entries add nothing; float64, a fixed order: the same bits for any
+    thread count) it returns ``(S / scale, -S / temperature)`` as floats.
+
+    ``x`` and ``dx``: same shape, any floating dtypes and strides.
+    ``smax.torch`` uses it when ``scale`` or ``temperature`` is a tensor that
+    requires grad (a learnable temperature); call it directly with numpy.
+    """
+    co = softmax_options("logit_scale_gradients", -1, scale, temperature, None, "zero", threads)
+    ds, dt = _C.logit_scale_gradients(_arg(x), _arg(dx), co)
+    return float(ds), float(dt)

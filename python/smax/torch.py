@@ -10,8 +10,10 @@ whose backward runs smax's backward kernels::
     loss = torch.nn.functional.nll_loss(logp, target)
     loss.backward()
 
-Gradients flow to ``x`` and to a float ``mask`` that requires grad (e.g. a
-learned attention bias; its gradient is summed over broadcast dimensions).
+Gradients flow to ``x``, to a float ``mask`` that requires grad (e.g. a
+learned attention bias; its gradient is summed over broadcast dimensions),
+and to ``scale`` / ``temperature`` given as one-element tensors that require
+grad (a learnable temperature; docs/python.md).
 Backward passes are first-order only: a double backward raises
 ``RuntimeError("smax.<op>: double backward is not supported ...")``. Inputs
 are float32, float64, float16 or bfloat16 CPU tensors (every op, attention
@@ -45,11 +47,12 @@ import torch
 import smax as _smax
 from smax._attention import torch_attention as attention
 from smax._autograd import cross_entropy, differentiable, first_order  # noqa: F401
+from smax._route import learnable_logit_scale
 
 # Hand-written here: cross_entropy (extra fused / inplace_backward arguments)
 # and attention (no out / return_lse); every other "diff" op of the op list is
 # its array function made differentiable.
-_HAND = {"cross_entropy": cross_entropy, "attention": attention}
+_HAND = {"cross_entropy": learnable_logit_scale()(cross_entropy), "attention": attention}
 _OPS = [op.name for op in _smax.op_list() if op.kind == "diff"]
 for _name in _OPS:
     globals()[_name] = _HAND.get(_name) or differentiable(getattr(_smax, _name))

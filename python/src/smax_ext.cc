@@ -228,6 +228,18 @@ NB_MODULE(_smax, m) {
   def_fwd<&smax::logsumexp>(m, "logsumexp");  // out: x's shape without dim (or dim of size 1)
   def_bwd<&smax::softmax_backward>(m, "softmax_backward");
   def_bwd<&smax::log_softmax_backward>(m, "log_softmax_backward");
+  m.def(
+      "logit_scale_gradients",
+      [](const In& x, const In& dx, const Co& co) {
+        const char* op = "logit_scale_gradients";
+        const Common c = common(op, co);
+        const auto xv = flt(x, op, "x");
+        const auto dv = flt(dx, op, "dx");
+        nb::gil_scoped_release r;
+        const smax::LogitScaleGradients g = smax::logit_scale_gradients(xv, dv, c.o);
+        return std::make_tuple(g.dscale, g.dtemperature);
+      },
+      nb::arg("x"), nb::arg("dx"), nb::arg("co"));
 
 
   // ---- every other op (ext_*.cc) -------------------------------------------------

@@ -17,10 +17,12 @@ BY_NAME = {op.name: op for op in OPS}
 # Public names of smax that are not ops.
 NOT_OPS = {"info", "set_max_target", "set_max_threads", "max_threads", "kernel_name",
            "op_list", "OpInfo", "ALGORITHMS", "EMPTY_ROW_POLICIES", "REDUCTIONS",
-           "ATTENTION_NORMALIZERS"}
+           "ATTENTION_NORMALIZERS",
+           "logit_scale_gradients"}  # a helper of every op's backward, not an op
 # Functions of smax._smax that are not ops (the runtime calls).
 EXT_NOT_OPS = {"version", "compiled_targets", "supported_targets", "active_target",
-               "set_max_target", "max_threads", "set_max_threads", "kernel_name", "op_list"}
+               "set_max_target", "max_threads", "set_max_threads", "kernel_name", "op_list",
+               "logit_scale_gradients"}
 # "diff" ops without a "<op>_backward" binding: their autograd Function computes
 # the gradient from another op.
 DIFF_WITHOUT_BACKWARD = {

@@ -277,6 +277,18 @@ smax_status smax_log_softmax_backward(const smax_tensor* y, const smax_tensor* d
               Tensor{dy, "dy"}, Tensor{dx, "dx"}, options);
 }
 
+smax_status smax_logit_scale_gradients(const smax_tensor* src, const smax_tensor* dsrc,
+                                       const smax_softmax_options* options, double* dscale,
+                                       double* dtemperature) {
+  const char* op = "logit_scale_gradients";
+  return guarded([&] {
+    const smax::LogitScaleGradients g = smax::logit_scale_gradients(
+        to_view(src, op, "src"), to_view(dsrc, op, "dsrc"), to_options(options, op));
+    if (dscale != nullptr) *dscale = g.dscale;
+    if (dtemperature != nullptr) *dtemperature = g.dtemperature;
+  });
+}
+
 const char* smax_last_error(void) { return smax::capi::last_error(); }
 
 const char* smax_status_name(smax_status status) {

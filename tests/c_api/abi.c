@@ -173,7 +173,7 @@ void test_every_function_links(void) {
       (any_fn)smax_set_max_target, (any_fn)smax_max_threads, (any_fn)smax_set_max_threads,
       (any_fn)smax_version,
       (any_fn)smax_attention_options_init, (any_fn)smax_attention_normalizer_name,
-      (any_fn)smax_attention_normalizer_parse};
+      (any_fn)smax_attention_normalizer_parse, (any_fn)smax_logit_scale_gradients};
   size_t i;
   for (i = 0; i < sizeof fns / sizeof fns[0]; ++i) CHECK(fns[i] != NULL);
 }

@@ -196,6 +196,21 @@ void test_backward_ops(void) {
   /* dx may alias dy. */
   CHECK(smax_log_softmax_backward(&ty, &tdy, &tdy, &o) == SMAX_STATUS_OK);
   for (i = 0; i < 5; ++i) CHECK(dyv[i] == dx[i]);
+
+  /* Gradients of scale and temperature: S = sum x dx; dscale = S / scale,
+   * dtemperature = -S / temperature (here T = 1, scale = 0.5). */
+  {
+    double s = 0.0, dscale = 0.0, dtemp = 0.0;
+    for (i = 0; i < 5; ++i) s += (double)x[i] * (double)dx[i];
+    CHECK(smax_logit_scale_gradients(&tx, &tdx, &o, &dscale, &dtemp) == SMAX_STATUS_OK);
+    CHECK(fabs(dscale - s / 0.5) <= 1e-12 * (1.0 + fabs(s)));
+    CHECK(fabs(dtemp + s) <= 1e-12 * (1.0 + fabs(s)));
+    CHECK(smax_logit_scale_gradients(&tx, &tdx, NULL, NULL, NULL) == SMAX_STATUS_OK);
+    dscale = 7.0;
+    CHECK(smax_logit_scale_gradients(&tx, NULL, NULL, &dscale, &dtemp) ==
+          SMAX_STATUS_INVALID_ARGUMENT);
+    CHECK(strstr(smax_last_error(), "dsrc") != NULL && dscale == 7.0);
+  }
 }
 
 void test_errors(void) {

@@ -71,7 +71,7 @@ extern "C" {
 
 /** Version of this header; compare with smax_version() at run time. */
 #define SMAX_C_VERSION_MAJOR 0
-#define SMAX_C_VERSION_MINOR 4
+#define SMAX_C_VERSION_MINOR 5
 #define SMAX_C_VERSION_PATCH 0
 
 /** Largest rank a tensor may have (smax::kMaxRank). */
@@ -363,6 +363,15 @@ smax_status smax_softmax_backward(const smax_tensor* y, const smax_tensor* dy,
 smax_status smax_log_softmax_backward(const smax_tensor* y, const smax_tensor* dy,
                                       const smax_tensor* dx,
                                       const smax_softmax_options* options);
+/** Gradients of the logit scale and temperature of any op taking
+ *  smax_softmax_options (smax/logit_scale.h), from its input `src` and its
+ *  input gradient `dsrc` (same shape, any floating dtypes): with
+ *  S = sum_i src_i * dsrc_i (terms with dsrc_i == 0 left out, float64, fixed
+ *  order), *dtemperature = -S / temperature and *dscale = S / scale (either
+ *  pointer may be NULL). Since C ABI 0.5. */
+smax_status smax_logit_scale_gradients(const smax_tensor* src, const smax_tensor* dsrc,
+                                       const smax_softmax_options* options, double* dscale,
+                                       double* dtemperature);
 
 /* ==== sparse normalisers (include/smax/sparse.h) =============================
  * Backward passes take the saved output y; losses take class-index targets
