@@ -53,6 +53,7 @@ std::string call(const Case& c, Operands& ops, const AttentionOptions& o0, int* 
     co.sigmoid_bias_mode = static_cast<int32_t>(o.sigmoid_bias_mode);
     co.softpick_eps = o.softpick_eps;
     co.ssmax_s = o.ssmax_s;
+    co.power_p = o.power_p;
     co.lse = o.lse ? &lse : nullptr;
     co.empty_row = static_cast<int32_t>(o.empty_row);
     co.threads = o.threads;
@@ -145,7 +146,7 @@ void run_attention_one(const uint8_t* data, size_t size) {
     else c.Lk = std::max<int64_t>(c.Lk / 2, 1);
   }
   const uint8_t f1 = r.u8();
-  c.o.normalizer = static_cast<AttentionNormalizer>(f1 % 6);
+  c.o.normalizer = static_cast<AttentionNormalizer>(f1 % 7);
   c.o.is_causal = (f1 >> 3) & 1;
   c.lse = ((f1 >> 4) & 1) && c.o.normalizer == AttentionNormalizer::kSoftmax;
   c.sinks = ((f1 >> 5) & 1) && c.o.normalizer == AttentionNormalizer::kSoftmax;
@@ -190,6 +191,9 @@ void run_attention_one(const uint8_t* data, size_t size) {
   if (c.o.normalizer == AttentionNormalizer::kSsmax && ((f4 >> 4) & 1)) {
     c.o.ssmax_s = static_cast<float>(static_cast<int8_t>(r.u8())) / 64.0f;
   }
+  if (c.o.normalizer == AttentionNormalizer::kPower && ((f4 >> 4) & 1)) {
+    c.o.power_p = 2 + 2 * (r.u8() % 4);  // 2, 4, 6, 8
+  }
   if (c.o.normalizer == AttentionNormalizer::kSoftplus && c.D < 2) c.D = 2;
   c.special = (f4 & 0xC0) == 0 ? static_cast<uint8_t>(r.u8() % 64) : 0;
   // Lift the previous input's cap first: supported_targets() is after the
@@ -213,22 +217,23 @@ void run_attention_one(const uint8_t* data, size_t size) {
     case kDqAliasesQ: break;
     case kBadScale: c.o.scale = (r.u8() & 1) ? kInf : -kInf; break;
     case kBadSoftcap: c.o.softcap = (r.u8() & 1) ? -1.0f : kNaN; break;
-    case kBadNormalizer: c.o.normalizer = static_cast<AttentionNormalizer>(6 + r.u8() % 3); break;
+    case kBadNormalizer: c.o.normalizer = static_cast<AttentionNormalizer>(7 + r.u8() % 3); break;
     case kBadEmptyRow: c.o.empty_row = static_cast<smax::EmptyRow>(2 + r.u8() % 3); break;
     case kBadThreads: c.o.threads = -1 - r.u8() % 3; break;
     case kSinksNonSoftmax:
-      c.o.normalizer = static_cast<AttentionNormalizer>(1 + r.u8() % 5);
+      c.o.normalizer = static_cast<AttentionNormalizer>(1 + r.u8() % 6);
       c.sinks = true;
       c.lse = false;
       break;
     case kLseNonSoftmax:
-      c.o.normalizer = static_cast<AttentionNormalizer>(1 + r.u8() % 5);
+      c.o.normalizer = static_cast<AttentionNormalizer>(1 + r.u8() % 6);
       c.lse = true;
       c.sinks = false;
       break;
     case kBadEps: c.o.softpick_eps = (r.u8() & 1) ? 1e-40f : -1.0f; break;
     case kBadSsmaxS: c.o.ssmax_s = kInf; break;
     case kBadSigmoidBias: c.o.sigmoid_bias = -kInf; break;
+    case kBadPowerP: c.o.power_p = (r.u8() & 1) ? 3 : -2; break;  // (0 is the C ABI default)
     default: break;
   }
   if (c.o.normalizer == AttentionNormalizer::kSoftplus && c.D < 2) {
@@ -392,7 +397,7 @@ void run_attention_one(const uint8_t* data, size_t size) {
   } else if (c.corruption == kNullData) {
     grey = numel(o.q.view) == 0 || numel(o.k.view) == 0;
   } else if (c.corruption == kBadSigmoidBias || c.corruption == kBadEps ||
-             c.corruption == kBadSsmaxS) {
+             c.corruption == kBadSsmaxS || c.corruption == kBadPowerP) {
     expect_reject = true;  // options are validated whatever the normaliser
   } else if (c.corruption == kMaskShape) {
     grey = false;
@@ -498,21 +503,13 @@ void run_attention_one(const uint8_t* data, size_t size) {
   const int64_t Gq = p.Hkv > 0 ? p.H / p.Hkv : 1;
   if (!c.backward) {
     const std::vector<float> out = dense(o.out);
-    const bool softmax = p.o.normalizer == AttentionNormalizer::kSoftmax;
-    const double lacc = softmax ? 512.0 + static_cast<double>(p.Lk) / 512.0
-                                : static_cast<double>(p.Lk);
-    const double enorm = softmax ? 0.0 : 2e-6;
     std::vector<double> w(static_cast<size_t>(p.Lk));
     for (int64_t row = 0; row < rows; ++row) {
       if (risky[static_cast<size_t>(row)]) continue;
       const int64_t bh = row / p.Lq, b = bh / p.H, h = bh % p.H;
       const double* V = p.v.data() + (b * p.Hkv + h / Gq) * p.Lk * p.Dv;
-      const double* T = fr.T.data() + row * p.Lk;
-      smax_cli::attention_bound_weights(fr.P.data() + row * p.Lk, T, p.Lk,
-                                        p.o.normalizer == AttentionNormalizer::kSoftpick,
-                                        p.o.softpick_eps, w.data());
-      const double E = sensitivity(p, fr, row) * row_delta(p, fr, row, nullptr) + enorm +
-                       (lacc + 16) * kU;
+      ref::attention_bound_weights(p, fr, row, w.data());
+      const double E = ref::attention_row_error(p, fr, row);
       for (int64_t cc = 0; cc < p.Dv; ++cc) {
         double W = 0;
         for (int64_t j = 0; j < p.Lk; ++j) W += w[j] * std::abs(V[j * p.Dv + cc]);
@@ -524,7 +521,7 @@ void run_attention_one(const uint8_t* data, size_t size) {
         const std::vector<float> l = dense(o.lse);
         const double want = fr.lse[static_cast<size_t>(row)];
         // lse = m + log d: abs error <= Delta + (Lk + 8) u (|lse| + 1) (the f32 sum and log).
-        const double bound = row_delta(p, fr, row, nullptr) +
+        const double bound = ref::attention_row_delta(p, fr, row) +
                              (static_cast<double>(p.Lk) + 8) * kU * (std::abs(want) + 1);
         check_element(c, "lse", row, l[static_cast<size_t>(row)], want, bound);
       }
@@ -535,9 +532,7 @@ void run_attention_one(const uint8_t* data, size_t size) {
       std::vector<double> g;
       for (float x : dense(o.dout)) g.push_back(x);
       const auto want = ref::attention_backward(p, g);
-      double dmax = 0;
-      for (int64_t row = 0; row < rows; ++row) dmax = std::max(dmax, row_delta(p, fr, row, nullptr));
-      const double rel = 2e-6 + 2.0 * static_cast<double>(p.Lq + p.Lk + p.D + p.Dv) * kU + 4 * dmax;
+      const double rel = ref::attention_backward_rel(p, fr);
       auto grad = [&](const char* what, const Buf& b, const std::vector<double>& w,
                       const std::vector<double>& mag) {
         const std::vector<float> got = dense(b);

@@ -1,5 +1,5 @@
 // fuzz/harness_attention_inputs.cc: input values, the guarded strided
-// buffers and the sensitivity terms of the per-row bounds (part of the
+// buffers and the rows whose f32 evaluation may overflow (part of the
 // attention harness, harness_attention.h; what the parts share:
 // harness_attention_internal.h).
 #include "harness_attention_internal.h"
@@ -133,38 +133,6 @@ std::vector<float> dense(const Buf& b) {
   return out;
 }
 
-double row_delta(const ref::AttentionProblem& p, const ref::AttentionResult& r, int64_t row,
-                 double* dot_max) {
-  const int64_t G = p.Hkv > 0 ? p.H / p.Hkv : 1;
-  const int64_t bh = row / p.Lq, b = bh / p.H, h = bh % p.H;
-  const double* Q = p.q.data() + row * p.D;
-  const double* K = p.k.data() + (b * p.Hkv + h / G) * p.Lk * p.D;
-  double delta = 0;
-  for (int64_t j = 0; j < p.Lk; ++j) {
-    double a = 0;
-    for (int64_t c = 0; c < p.D; ++c) a += std::abs(Q[c] * K[j * p.D + c]);
-    const double t = r.T[static_cast<size_t>(row * p.Lk + j)];
-    if (dot_max != nullptr && !std::isnan(a)) *dot_max = std::max(*dot_max, a);
-    if (t == kNegInfD || std::isnan(t)) continue;
-    delta = std::max(delta, (p.D + 2) * kU * std::abs(p.scale) * a + 2 * kU * std::abs(t) +
-                                4 * kU * p.o.softcap);
-  }
-  return delta;
-}
-
-double sensitivity(const ref::AttentionProblem& p, const ref::AttentionResult& r, int64_t row) {
-  int64_t vis = 0;
-  for (int64_t j = 0; j < p.Lk; ++j) vis += r.T[static_cast<size_t>(row * p.Lk + j)] != kNegInfD;
-  const double n = static_cast<double>(std::max<int64_t>(vis, 1));
-  switch (p.o.normalizer) {
-    case AttentionNormalizer::kSigmoid: return 1.0;
-    case AttentionNormalizer::kSsmax: return 2.0 * std::abs(p.o.ssmax_s * std::log(n));
-    case AttentionNormalizer::kSoftplus:
-      return 2.0 * std::log(n) / std::log(static_cast<double>(p.D)) + 2.0;
-    default: return 2.0;
-  }
-}
-
 bool same_special(double got, double want) {
   if (std::isnan(want) || std::isnan(got)) return std::isnan(want) && std::isnan(got);
   if (std::isinf(want) || std::isinf(got)) return want == got;
@@ -178,7 +146,7 @@ std::vector<char> risky_rows(const ref::AttentionProblem& p, const ref::Attentio
   std::vector<char> risky(static_cast<size_t>(rows), 0);
   for (int64_t row = 0; row < rows; ++row) {
     double dmax = 0;
-    row_delta(p, r, row, &dmax);
+    ref::attention_row_delta(p, r, row, &dmax);
     bool bad = v_nonfinite || dmax * std::max(1.0, std::abs(p.scale)) > kOverflowRisk ||
                vmax * static_cast<double>(p.Lk + 1) > kOverflowRisk;
     for (int64_t j = 0; j < p.Lk && !bad; ++j) {

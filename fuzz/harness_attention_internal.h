@@ -3,7 +3,7 @@
 // buffers, the decoded case and the functions each part defines.
 //
 //   harness_attention_inputs.cc  input values, the guarded buffers, the
-//                                per-row bounds' sensitivity terms
+//                                rows whose f32 evaluation may overflow
 //   harness_attention.cc         the call, the checks and the entry points of
 //                                harness_attention.h (decoding included)
 //
@@ -95,6 +95,7 @@ struct Case {
       << " sigmoid_bias=" << o.sigmoid_bias
       << " sigmoid_bias_mode=" << static_cast<int>(o.sigmoid_bias_mode)
       << " softpick_eps=" << o.softpick_eps << " ssmax_s=" << o.ssmax_s
+      << " power_p=" << o.power_p
       << " corruption=" << corruption << " target=" << target << " special=" << static_cast<int>(special);
     return s.str();
   }
@@ -106,7 +107,7 @@ enum Corruption : int {
   kOutSelfOverlap, kMaskDtype, kMaskShape, kQDtype, kNullData, kBadScale, kBadSoftcap,
   kBadNormalizer, kBadEmptyRow, kBadThreads, kSinksNonSoftmax, kLseNonSoftmax, kBadEps,
   kBadSsmaxS, kBadSigmoidBias, kSinksShape, kAlibiShape, kLseShape, kLseAliasesOut,
-  kDqAliasesQ, kDkAliasesDv, kDoutShape, kBatchMismatch,
+  kDqAliasesQ, kDkAliasesDv, kDoutShape, kBatchMismatch, kBadPowerP,
   kCorruptionCount
 };
 
@@ -122,9 +123,6 @@ void make_buf(Buf& b, const std::vector<int64_t>& shape, DType dtype, int code, 
 float* fslot(Buf& b, int64_t off);
 float fget(const Buf& b, int64_t off);
 std::vector<float> dense(const Buf& b);
-double row_delta(const ref::AttentionProblem& p, const ref::AttentionResult& r, int64_t row,
-                 double* dot_max);
-double sensitivity(const ref::AttentionProblem& p, const ref::AttentionResult& r, int64_t row);
 bool same_special(double got, double want);
 std::vector<char> risky_rows(const ref::AttentionProblem& p, const ref::AttentionResult& r,
                              bool v_nonfinite, double vmax);

@@ -196,25 +196,6 @@ ErrorStats check_backward(Op op, const double* got, const std::vector<double>& r
   return backward_stats(op, got, ref, y, dy, g, s, out_dtype);
 }
 
-void attention_bound_weights(const double* P, const double* T, int64_t Lk, bool softpick,
-                             double eps, double* w) {
-  constexpr double kNegInf = -INFINITY;
-  for (int64_t j = 0; j < Lk; ++j) w[j] = std::abs(P[j]);
-  if (!softpick) return;
-  double m = kNegInf, S = 0;
-  for (int64_t j = 0; j < Lk; ++j) {
-    if (T[j] != kNegInf && !std::isnan(T[j])) m = std::max(m, T[j]);
-  }
-  if (!(m > kNegInf)) return;
-  for (int64_t j = 0; j < Lk; ++j) {
-    if (T[j] != kNegInf) S += std::abs(std::exp(T[j] - m) - std::exp(-m));
-  }
-  S += eps * std::exp(-m);
-  for (int64_t j = 0; j < Lk; ++j) {
-    if (T[j] != kNegInf && S > 0) w[j] += std::exp(T[j] - m) / S;
-  }
-}
-
 std::vector<int64_t> row_major_strides(const std::vector<int64_t>& shape) {
   std::vector<int64_t> st(shape.size());
   int64_t s = 1;

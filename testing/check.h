@@ -92,13 +92,4 @@ ErrorStats check_backward(Op op, const double* got, const std::vector<double>& r
 double backward_element_bound(bool log, double s, double y, double dy,
                               const smax::reference::BackwardRow& row, bool* exact_zero);
 
-/// The weights of one attention row's forward bound over its Lk keys
-/// (`smax attention --check` and the attention fuzz harness): w_j = |P_j|
-/// (P the float64 weights), plus, with the softpick normalizer (`eps` its
-/// epsilon), e^(T_j - m) / S for the unmasked scores T_j != -inf, where m is
-/// the max of the scores that are not -inf or NaN and
-/// S = sum_j |e^(T_j - m) - e^-m| + eps e^-m (no term when S = 0 or every score is masked).
-void attention_bound_weights(const double* P, const double* T, int64_t Lk, bool softpick,
-                             double eps, double* w);
-
 }  // namespace smax_cli

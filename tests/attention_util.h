@@ -3,15 +3,10 @@
 // smax::attention / attention_backward against the
 // float64 oracle (src/reference/attention.h), per SIMD target.
 //
-// Forward bound (include/smax/attention.h), per output element:
-//   |out_ic - ref_ic| <= (sens * Delta_i + e_norm + (L_acc + 16) u) * W_ic + 1e-30
-//   Delta_i = max_j vis [(D + 2) u |scale| sum_d |q_id k_jd| + 2 u |t_ij| + 4 u cap]
-//   W_ic = sum_j G_ij |v_jc| (G = P; softpick: P + e^t / S)
-// with sens = 2 (softmax, stablemax, softpick), 2 |c| (ssmax), 1 (sigmoid),
-// 2 lambda (softplus); e_norm = the row op's own relative bound (2e-6, 0 for
-// softmax); L_acc = 512 + Lk / 512 (softmax), Lk (others).
-// Backward, elementwise: |d - ref| <= (2e-6 + 2 (Lq + Lk + D + Dv) u + 4 max Delta) * mag + 1e-30,
-// mag = the reference's sums with absolute values (reference/attention.h).
+// The bounds (include/smax/attention.h) come from src/reference/attention.h
+// ("error bounds"), the one copy the CLI and the fuzz harness use too:
+// forward |out_ic - ref_ic| <= E_i W_ic + 1e-30 per element; backward
+// |d - ref| <= rel * mag + 1e-30 with the reference's magnitudes.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -41,7 +36,8 @@ inline const std::vector<AttentionNormalizer>& all_normalizers() {
   static const std::vector<AttentionNormalizer> v = {
       AttentionNormalizer::kSoftmax, AttentionNormalizer::kSigmoid,
       AttentionNormalizer::kSoftpick, AttentionNormalizer::kSsmax,
-      AttentionNormalizer::kStablemax, AttentionNormalizer::kSoftplus};
+      AttentionNormalizer::kStablemax, AttentionNormalizer::kSoftplus,
+      AttentionNormalizer::kPower};
   return v;
 }
 
@@ -77,89 +73,12 @@ struct Problem {
   }
 };
 
-inline double sensitivity(const ref::AttentionProblem& p, int64_t row, const ref::AttentionResult& r) {
-  switch (p.o.normalizer) {
-    case AttentionNormalizer::kSigmoid:
-      return 1.0;
-    case AttentionNormalizer::kSsmax: {
-      int64_t vis = 0;
-      for (int64_t j = 0; j < p.Lk; ++j) vis += r.T[row * p.Lk + j] != -kInfD;
-      const int64_t h = (row / p.Lq) % p.H;  // per-head s (ssmax_scales) when given
-      const double sv = p.ssmax.empty() ? static_cast<double>(p.o.ssmax_s) : p.ssmax[h];
-      return 2.0 * std::abs(sv * std::log(std::max<double>(vis, 1)));
-    }
-    case AttentionNormalizer::kSoftplus: {
-      int64_t vis = 0;
-      for (int64_t j = 0; j < p.Lk; ++j) vis += r.T[row * p.Lk + j] != -kInfD;
-      return 2.0 * std::log(std::max<double>(vis, 1)) / std::log(static_cast<double>(p.D)) + 2.0;
-    }
-    default:
-      return 2.0;
-  }
-}
-
-// Delta_i: bound on the error of the f32 logits of query row (b, h, i).
-inline double row_delta(const ref::AttentionProblem& p, const ref::AttentionResult& r, int64_t b,
-                 int64_t h, int64_t i) {
-  const int64_t G = p.Hkv > 0 ? p.H / p.Hkv : 1;
-  const int64_t row = (b * p.H + h) * p.Lq + i;
-  const double* Q = p.q.data() + row * p.D;
-  const double* K = p.k.data() + (b * p.Hkv + h / G) * p.Lk * p.D;
-  double delta = 0;
-  for (int64_t j = 0; j < p.Lk; ++j) {
-    const double t = r.T[row * p.Lk + j];
-    if (t == -kInfD || std::isnan(t)) continue;
-    double a = 0;
-    for (int64_t c = 0; c < p.D; ++c) a += std::abs(Q[c] * K[j * p.D + c]);
-    delta = std::max(delta, (p.D + 2) * kU * std::abs(p.scale) * a + 2 * kU * std::abs(t) +
-                                4 * kU * p.o.softcap);
-  }
-  return delta;
-}
-
 // The forward bound above for every output element [B, H, Lq, Dv] (of the
-// ungated output a).
+// ungated output a): src/reference/bounds_attention.cc, shared with the CLI
+// and the fuzz harness.
 inline std::vector<double> forward_bounds(const ref::AttentionProblem& p,
                                           const ref::AttentionResult& r) {
-  std::vector<double> bound(static_cast<size_t>(p.B * p.H * p.Lq * p.Dv));
-  const int64_t G = p.Hkv > 0 ? p.H / p.Hkv : 1;
-  const bool softmax = p.o.normalizer == AttentionNormalizer::kSoftmax;
-  const double lacc = softmax ? 512.0 + static_cast<double>(p.Lk) / 512.0 : static_cast<double>(p.Lk);
-  const double enorm = softmax ? 0.0 : 2e-6;
-  for (int64_t b = 0; b < p.B; ++b)
-    for (int64_t h = 0; h < p.H; ++h)
-      for (int64_t i = 0; i < p.Lq; ++i) {
-        const int64_t row = (b * p.H + h) * p.Lq + i;
-        const int64_t hk = h / G;
-        const double* V = p.v.data() + (b * p.Hkv + hk) * p.Lk * p.Dv;
-        const double delta = row_delta(p, r, b, h, i);
-        double m = -kInfD, S = 0;
-        for (int64_t j = 0; j < p.Lk; ++j) {
-          const double t = r.T[row * p.Lk + j];
-          if (t == -kInfD || std::isnan(t)) continue;
-          m = std::max(m, t);
-        }
-        std::vector<double> G(static_cast<size_t>(p.Lk));
-        for (int64_t j = 0; j < p.Lk; ++j) G[j] = std::abs(r.P[row * p.Lk + j]);
-        if (p.o.normalizer == AttentionNormalizer::kSoftpick && m > -kInfD) {
-          for (int64_t j = 0; j < p.Lk; ++j) {
-            const double t = r.T[row * p.Lk + j];
-            if (t != -kInfD) S += std::abs(std::exp(t - m) - std::exp(-m));
-          }
-          S += p.o.softpick_eps * std::exp(-m);
-          for (int64_t j = 0; j < p.Lk; ++j) {
-            const double t = r.T[row * p.Lk + j];
-            if (t != -kInfD) G[j] += std::exp(t - m) / S;
-          }
-        }
-        const double E = sensitivity(p, row, r) * delta + enorm + (lacc + 16) * kU;
-        for (int64_t c = 0; c < p.Dv; ++c) {
-          double W = 0;
-          for (int64_t j = 0; j < p.Lk; ++j) W += G[j] * std::abs(V[j * p.Dv + c]);
-          bound[static_cast<size_t>(row * p.Dv + c)] = E * W + 1e-30;
-        }
-      }
-  return bound;
+  return ref::attention_forward_bounds(p, r);
 }
 
 // Checks a forward result against the reference with the bound above.
@@ -225,14 +144,11 @@ inline Grads run_backward(Problem& pr, const Tensor& dout, const AttentionOption
 }
 
 // The backward's relative bound 2e-6 + 2 (Lq + Lk + D + Dv + extra) u +
-// 4 max_i Delta_i (extra: roundings a caller adds, e.g. the gate's 2).
+// 4 max_i Delta_i (extra: roundings a caller adds, e.g. the gate's 2;
+// Power-Softmax's base is max(2e-6, 2 kappa(p))).
 inline double backward_rel(const ref::AttentionProblem& p, const ref::AttentionResult& fr,
                            int64_t extra = 0) {
-  double dmax = 0;
-  for (int64_t b = 0; b < p.B; ++b)
-    for (int64_t h = 0; h < p.H; ++h)
-      for (int64_t i = 0; i < p.Lq; ++i) dmax = std::max(dmax, row_delta(p, fr, b, h, i));
-  return 2e-6 + 2.0 * static_cast<double>(p.Lq + p.Lk + p.D + p.Dv + extra) * kU + 4 * dmax;
+  return ref::attention_backward_rel(p, fr, extra);
 }
 
 double g_bwd_worst = 0;

@@ -19,6 +19,7 @@ std::vector<float> hand(AttentionNormalizer n, const std::vector<float>& x, floa
   o.scale = 1.0f;
   o.normalizer = n;
   if (n == AttentionNormalizer::kSsmax) o.ssmax_s = param;
+  if (n == AttentionNormalizer::kPower) o.power_p = static_cast<int>(param);
   smax::attention(q.view(), k.view(), v.view(), out.view(), o);
   return out.dense();
 }
@@ -46,6 +47,12 @@ TEST_P(Attention, HandVectors) {
   expect_near_all(hand(AttentionNormalizer::kSoftplus, {0, 0}), {0.5, 0.5}, 1e-6);
   expect_near_all(hand(AttentionNormalizer::kSoftplus, {static_cast<float>(std::log(M_E - 1)), 0}),
                   {0.5906161, 0.4093839}, 1e-6);
+  // Power-Softmax: t^p / sum t^p, negative logits weigh by |t|; all zero: uniform.
+  expect_near_all(hand(AttentionNormalizer::kPower, {1, -2}, 2.0f), {0.2, 0.8}, 1e-6);
+  expect_near_all(hand(AttentionNormalizer::kPower, {1, -2, 0.5f}, 4.0f),
+                  {16.0 / 273, 256.0 / 273, 1.0 / 273}, 1e-6);
+  expect_near_all(hand(AttentionNormalizer::kPower, {0, 0, 0}, 2.0f), {1.0 / 3, 1.0 / 3, 1.0 / 3},
+                  1e-6);
 }
 
 // Sigmoid's default bias under is_causal (hand vectors, D = 2, q_i = (1, 0),

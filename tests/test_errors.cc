@@ -292,7 +292,7 @@ TEST(Errors, ParseNamesUnifiedFormat) {
             "linear, gaussian)");
   EXPECT_EQ(what([] { smax::parse_attention_normalizer("Softmax"); }),
             "parse_attention_normalizer: unknown attention normalizer 'Softmax' (expected one "
-            "of: softmax, sigmoid, softpick, ssmax, stablemax, softplus)");
+            "of: softmax, sigmoid, softpick, ssmax, stablemax, softplus, power)");
   EXPECT_EQ(smax::parse_reduction("sum"), smax::Reduction::kSum);
   EXPECT_EQ(smax::parse_precision("bf16"), smax::Precision::kBF16);
   EXPECT_EQ(smax::parse_soft_nms_method("linear"), smax::SoftNmsMethod::kLinear);
@@ -302,7 +302,7 @@ TEST(Errors, ParseNamesUnifiedFormat) {
   EXPECT_STREQ(smax::reduction_name(static_cast<smax::Reduction>(7)), "unknown");
   EXPECT_STREQ(smax::precision_name(static_cast<smax::Precision>(3)), "unknown");
   EXPECT_STREQ(smax::soft_nms_method_name(static_cast<smax::SoftNmsMethod>(3)), "unknown");
-  EXPECT_STREQ(smax::attention_normalizer_name(static_cast<smax::AttentionNormalizer>(6)),
+  EXPECT_STREQ(smax::attention_normalizer_name(static_cast<smax::AttentionNormalizer>(7)),
                "unknown");
 }
 

@@ -87,9 +87,10 @@ enum class AttentionNormalizer : int {
   kSsmax = 3,      ///< softmax((s ln n) t), n = visible keys of the query row
   kStablemax = 4,  ///< s(t) / sum s(t), s = t + 1 (t >= 0), 1 / (1 - t)
   kSoftplus = 5,   ///< softplus(lambda t) / sum, lambda = ln(visible) / ln(D)
+  kPower = 6,      ///< Power-Softmax t^p / sum t^p, p = power_p (even)
 };
 
-/// "softmax", "sigmoid", "softpick", "ssmax", "stablemax", "softplus".
+/// "softmax", "sigmoid", "softpick", "ssmax", "stablemax", "softplus", "power".
 AttentionNormalizer parse_attention_normalizer(std::string_view name);
 const char* attention_normalizer_name(AttentionNormalizer n) noexcept;
 
@@ -139,6 +140,10 @@ struct AttentionOptions {
   float softpick_eps = 1e-6f;
   /// kSsmax: s (0.43 = the paper's initialisation); n = visible keys per row.
   float ssmax_s = 0.43f;
+  /// kPower: the even power p >= 2 (Zimerman et al. 2024 use 2); validated
+  /// whatever the normaliser. y_j = t_j^p / sum_visible t^p
+  /// (smax::power_softmax: an all-zero row is uniform over its visible keys).
+  int power_p = 2;
   /// kSsmax: optional [H] (any floating dtype, finite): a learnable s per
   /// head (head h uses ssmax_scales[h] in place of ssmax_s). Its gradient:
   /// dssmax_scales (backward).
@@ -226,7 +231,11 @@ struct AttentionOptions {
 /// f32 logits (f32 dot products, scale, bias), and L_acc = 512 + Lk / 512
 /// (the P V accumulation over one key block and the block merges). The other
 /// normalisers meet the same form with their own sensitivity in place of 2
-/// and, for softpick, P_ij + e^t_ij / S in place of P_ij (docs/attention.md).
+/// and, for softpick, P_ij + e^t_ij / S in place of P_ij; Power-Softmax with
+/// P_ij + (p/2)(|t_ij|^(p-1) / S_i + P_ij sum_k |t_ik|^(p-1) / S_i),
+/// S_i = sum_k |t_ik|^p (no finite bound for a row whose logits are all 0)
+/// and its row bound kappa(p) = max(2e-6, (2p + 4 log2 p + 6) u) added
+/// (docs/attention.md).
 void attention(const TensorView& q, const TensorView& k, const TensorView& v,
                const TensorView& out, const AttentionOptions& options = {});
 
@@ -248,7 +257,8 @@ void attention(const TensorView& q, const TensorView& k, const TensorView& v,
 /// Delta_i as in attention(); mag = the float64 chain-rule sum with every
 /// term replaced by its absolute value, where the row VJP term dT_ij becomes
 /// |dT_ij| + w_ij (A_ij + sum_l |P_il| A_il), A_ij = sum_c |dout_ic v_jc|
-/// (w = P scaled by max(1, |s ln n|, lambda); softpick: P + e^t / S), the
+/// (w = P scaled by max(1, |s ln n|, lambda); softpick: P + e^t / S; power:
+/// P + p |t|^(p-1) / S, and 2e-6 becomes max(2e-6, 2 kappa(p))), the
 /// softcap factor f = 1 - tanh^2 becomes f + 1/4 (its absolute f32 error,
 /// <= 8 u, is not relative to f) and dv's P_ij becomes w_ij: the size of
 /// what rounding can perturb. (Measured worst error / bound: 0.05.)

@@ -21,7 +21,7 @@ __all__ = ["attention", "ATTENTION_NORMALIZERS"]
 
 #: Accepted values of ``normalizer=``.
 ATTENTION_NORMALIZERS: Tuple[str, ...] = (
-    "softmax", "sigmoid", "softpick", "ssmax", "stablemax", "softplus")
+    "softmax", "sigmoid", "softpick", "ssmax", "stablemax", "softplus", "power")
 
 _NAN = float("nan")
 
@@ -58,7 +58,8 @@ def _prepare(op: str, q: Any, k: Any, v: Any, is_causal: bool, scale: Optional[f
              enable_gqa: bool, dropout_p: float, normalizer: str, softcap: float,
              sinks: Any, alibi_slopes: Any, sigmoid_bias: Optional[float], softpick_eps: float,
              ssmax_s: float, empty_row: str, threads: Optional[int],
-             sigmoid_bias_mode: str = "per_sequence") -> Tuple[Any, Any, Any, bool, Any]:
+             sigmoid_bias_mode: str = "per_sequence",
+             power_p: int = 2) -> Tuple[Any, Any, Any, bool, Any]:
     """(q4, k4, v4, squeeze, ao): the 4-D views of q, k, v (squeeze: q was 3-D)
     and the checked AttentionOptions."""
     q4, squeeze = _as4(q, "q")
@@ -77,6 +78,8 @@ def _prepare(op: str, q: Any, k: Any, v: Any, is_causal: bool, scale: Optional[f
     if scale is not None and (not isinstance(scale, numbers.Real) or math.isnan(scale)):
         raise ValueError(f"smax.{op}: scale must be a finite number or None, got {scale!r}")
     s_value, s_scales = _ssmax_arg(op, ssmax_s, hq)
+    if isinstance(power_p, bool) or not isinstance(power_p, numbers.Integral):
+        raise TypeError(f"smax.{op}: power_p must be an int, got {type(power_p).__name__}")
     return q4, k4, v4, squeeze, _C.AttentionOptions(
         is_causal=bool(is_causal), scale=_NAN if scale is None else float(scale),
         softcap=float(softcap), sinks=_opt(sinks), alibi_slopes=_opt(alibi_slopes),
@@ -84,7 +87,7 @@ def _prepare(op: str, q: Any, k: Any, v: Any, is_causal: bool, scale: Optional[f
         sigmoid_bias=_NAN if sigmoid_bias is None else float(sigmoid_bias),
         softpick_eps=float(softpick_eps), ssmax_s=s_value, empty_row=str(empty_row),
         threads=0 if threads is None else int(threads), sigmoid_bias_mode=str(sigmoid_bias_mode),
-        ssmax_scales=_opt(s_scales))
+        ssmax_scales=_opt(s_scales), power_p=int(power_p))
 
 
 def attention(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 0.0,
@@ -95,7 +98,7 @@ def attention(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 
               return_lse: bool = False, threads: Optional[int] = None,
               out: Any = None, sigmoid_bias_mode: str = "per_sequence",
               cache_seqlens: Any = None, block_table: Any = None, gate: Any = None,
-              unified_max: Optional[float] = None) -> Any:
+              unified_max: Optional[float] = None, power_p: int = 2) -> Any:
     """Scaled dot-product attention, ``softmax(q k^T * scale + mask) v`` for
     ``normalizer="softmax"`` (the other normalisers replace the softmax row).
 
@@ -109,7 +112,8 @@ def attention(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 
     with attn_mask). scale: None = 1/sqrt(D). enable_gqa: required when
     H != Hkv (H % Hkv == 0). dropout_p must be 0.
     smax extras: normalizer ("softmax", "sigmoid", "softpick", "ssmax",
-    "stablemax", "softplus"), softcap (cap * tanh(t / cap) after scaling),
+    "stablemax", "softplus", "power": Power-Softmax ``t^p / sum t^p`` with
+    the even ``power_p``, default 2), softcap (cap * tanh(t / cap) after scaling),
     sinks ([H] sink logits, softmax only), alibi_slopes ([H] or [B, H]; adds
     -slope * |i - j|), sigmoid_bias (None = -ln n with n = Lk for every row;
     sigmoid_bias_mode="per_row_visible": n = the row's visible keys), softpick_eps,
@@ -160,10 +164,11 @@ def attention(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 
                                alibi_slopes=alibi_slopes, sigmoid_bias=sigmoid_bias,
                                softpick_eps=softpick_eps, ssmax_s=ssmax_s,
                                empty_row=empty_row, threads=threads,
-                               sigmoid_bias_mode=sigmoid_bias_mode, gate=gate)
+                               sigmoid_bias_mode=sigmoid_bias_mode, gate=gate, power_p=power_p)
     q4, k4, v4, squeeze, ao = _prepare(
         "attention", q, k, v, is_causal, scale, enable_gqa, dropout_p, normalizer, softcap, sinks,
-        alibi_slopes, sigmoid_bias, softpick_eps, ssmax_s, empty_row, threads, sigmoid_bias_mode)
+        alibi_slopes, sigmoid_bias, softpick_eps, ssmax_s, empty_row, threads, sigmoid_bias_mode,
+        power_p)
     if unified_max is not None:
         ao.unified_max = float(unified_max)
     shape = (int(q4.shape[0]), int(q4.shape[1]), int(q4.shape[2]), int(v4.shape[3]))
@@ -265,7 +270,8 @@ def torch_attention(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: fl
                     sigmoid_bias: Optional[float] = None, softpick_eps: float = 1e-6,
                     ssmax_s: Any = 0.43, empty_row: str = "zero",
                     threads: Optional[int] = None,
-                    sigmoid_bias_mode: str = "per_sequence", gate: Any = None) -> Any:
+                    sigmoid_bias_mode: str = "per_sequence", gate: Any = None,
+                    power_p: int = 2) -> Any:
     """Differentiable ``smax.attention`` for CPU torch tensors (float32,
     float64, float16 or bfloat16, each of q, k, v its own): same arguments
     (no ``out`` / ``return_lse`` / KV cache); the output has q's dtype, and
@@ -281,7 +287,7 @@ def torch_attention(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: fl
     q4, k4, v4, squeeze, ao = _prepare(
         "attention", q, k, v, is_causal, scale, enable_gqa, dropout_p, normalizer, softcap, sinks,
         alibi_slopes, None if isinstance(sigmoid_bias, torch.Tensor) else sigmoid_bias,
-        softpick_eps, ssmax_s, empty_row, threads, sigmoid_bias_mode)
+        softpick_eps, ssmax_s, empty_row, threads, sigmoid_bias_mode, power_p)
 
     def as_t(x: Any) -> Any:
         return x if x is None or isinstance(x, torch.Tensor) else torch.as_tensor(x)

@@ -50,6 +50,7 @@ AttnArgs attn_options(const char* op, const std::optional<In>& mask,
   a.o.sigmoid_bias = static_cast<float>(ao.sigmoid_bias);
   a.o.softpick_eps = static_cast<float>(ao.softpick_eps);
   a.o.ssmax_s = static_cast<float>(ao.ssmax_s);
+  a.o.power_p = ao.power_p;
   a.o.unified_max = static_cast<float>(ao.unified_max);
   if (ao.ssmax_scales) {
     a.ssmax = ao.ssmax_scales;

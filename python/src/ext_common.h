@@ -283,6 +283,7 @@ struct PyAttentionOptions {
   std::string sigmoid_bias_mode = "per_sequence";
   double unified_max = std::nan("");  // NaN = off
   std::optional<In> ssmax_scales;     // [H] per-head SSMax s
+  int power_p = 2;                    // Power-Softmax's even p
 };
 
 /// smax::SoftmaxOptions from `co`. The mask array is kept in `mask` so that

@@ -84,11 +84,11 @@ void def_options(nb::module_& m) {
              const std::string& normalizer, double sigmoid_bias, double softpick_eps,
              double ssmax_s, const std::string& empty_row, int threads,
              const std::string& sigmoid_bias_mode, double unified_max,
-             const std::optional<In>& ssmax_scales) {
+             const std::optional<In>& ssmax_scales, int power_p) {
             new (self) A{is_causal,  scale,        softcap,      sinks,
                          alibi_slopes, normalizer, sigmoid_bias, softpick_eps,
                          ssmax_s,    empty_row,    threads,      sigmoid_bias_mode,
-                         unified_max, ssmax_scales};
+                         unified_max, ssmax_scales, power_p};
           },
           nb::kw_only(), nb::arg("is_causal") = false, nb::arg("scale") = std::nan(""),
           nb::arg("softcap") = 0.0, nb::arg("sinks").none() = nb::none(),
@@ -96,7 +96,7 @@ void def_options(nb::module_& m) {
           nb::arg("sigmoid_bias") = std::nan(""), nb::arg("softpick_eps") = 1e-6,
           nb::arg("ssmax_s") = 0.43, nb::arg("empty_row") = "zero", nb::arg("threads") = 0,
           nb::arg("sigmoid_bias_mode") = "per_sequence", nb::arg("unified_max") = std::nan(""),
-          nb::arg("ssmax_scales").none() = nb::none())
+          nb::arg("ssmax_scales").none() = nb::none(), nb::arg("power_p") = 2)
       .def("__copy__", [](const A& o) { return A(o); })
       .def_rw("is_causal", &A::is_causal)
       .def_rw("scale", &A::scale)
@@ -111,7 +111,8 @@ void def_options(nb::module_& m) {
       .def_rw("threads", &A::threads)
       .def_rw("sigmoid_bias_mode", &A::sigmoid_bias_mode)
       .def_rw("unified_max", &A::unified_max)
-      .def_rw("ssmax_scales", &A::ssmax_scales);
+      .def_rw("ssmax_scales", &A::ssmax_scales)
+      .def_rw("power_p", &A::power_p);
 }
 
 /// A C++ message about an operand's dtype (check_view / check_float_view:

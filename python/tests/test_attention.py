@@ -161,6 +161,9 @@ def normalise64(name, t, D, **kw):
         lam = torch.log(n) / math.log(D)
         s = torch.where(vis, F.softplus(lam * t), 0.0)
         return s / s.sum(-1, keepdim=True)
+    if name == "power":  # Power-Softmax (Zimerman et al. 2024): t^p / sum t^p
+        s = torch.where(vis, t, 0.0) ** kw.get("power_p", 2)
+        return s / s.sum(-1, keepdim=True)
     return torch.softmax(t, -1)
 
 
@@ -174,13 +177,16 @@ def composed64(q, k, v, name, causal=False, **kw):
     return normalise64(name, t, D, **kw) @ v64
 
 
-@pytest.mark.parametrize("name", ["sigmoid", "softpick", "ssmax", "stablemax", "softplus"])
+@pytest.mark.parametrize("name", ["sigmoid", "softpick", "ssmax", "stablemax", "softplus",
+                                  "power", "power4"])
 @pytest.mark.parametrize("causal", [False, True])
 def test_other_normalizers_values_and_gradients(name, causal):
     q, k, v = qkv(2, 2, 2, 10, 12, 8, grad=True)
-    out = st.attention(q, k, v, is_causal=causal, normalizer=name)
+    kw = {"power_p": 4} if name == "power4" else {}
+    name = "power" if name == "power4" else name
+    out = st.attention(q, k, v, is_causal=causal, normalizer=name, **kw)
     q64, k64, v64 = (t.detach().double().requires_grad_(True) for t in (q, k, v))
-    want = composed64(q64, k64, v64, name, causal)
+    want = composed64(q64, k64, v64, name, causal, **kw)
     close(out, want, rtol=1e-4, atol=1e-5)
     g = torch.randn_like(out)
     out.backward(g)
@@ -259,3 +265,11 @@ def test_errors():
         smax.attention(q, k[..., :4], v, enable_gqa=True)
     with pytest.raises(TypeError):
         st.attention(q.numpy(), k, v, enable_gqa=True)
+
+
+def test_power_p_errors():
+    q, k, v = qkv(1, 1, 1, 3, 4, 8)
+    with pytest.raises(ValueError, match="power_p must be an even integer >= 2, got 3"):
+        smax.attention(q, k, v, normalizer="power", power_p=3)
+    with pytest.raises(TypeError, match="power_p must be an int"):
+        smax.attention(q, k, v, normalizer="power", power_p=2.0)

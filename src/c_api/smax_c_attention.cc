@@ -23,7 +23,9 @@ static_assert(static_cast<int>(SMAX_ATTENTION_SOFTMAX) ==
                   static_cast<int>(SMAX_ATTENTION_STABLEMAX) ==
                       static_cast<int>(smax::AttentionNormalizer::kStablemax) &&
                   static_cast<int>(SMAX_ATTENTION_SOFTPLUS) ==
-                      static_cast<int>(smax::AttentionNormalizer::kSoftplus),
+                      static_cast<int>(smax::AttentionNormalizer::kSoftplus) &&
+                  static_cast<int>(SMAX_ATTENTION_POWER) ==
+                      static_cast<int>(smax::AttentionNormalizer::kPower),
               "attention normaliser values must mirror smax::AttentionNormalizer");
 
 static_assert(static_cast<int>(SMAX_SIGMOID_BIAS_PER_ROW_VISIBLE) ==
@@ -35,9 +37,11 @@ static_assert(static_cast<int>(SMAX_SIGMOID_BIAS_PER_ROW_VISIBLE) ==
 // The fields added after version 1 (sigmoid_bias_mode, reserved0) fill the
 // struct to a multiple of its alignment, version 0.3's nine pointers follow
 // them, then has_unified_max and unified_max, then version 0.4's two
-// pointers: no implicit padding.
-static_assert(offsetof(smax_attention_options, dssmax_scales) + sizeof(void*) ==
+// pointers, then version 0.5's power_p and reserved1: no implicit padding.
+static_assert(offsetof(smax_attention_options, reserved1) + sizeof(int32_t) ==
                       sizeof(smax_attention_options) &&
+                  offsetof(smax_attention_options, power_p) ==
+                      offsetof(smax_attention_options, dssmax_scales) + sizeof(void*) &&
                   offsetof(smax_attention_options, ssmax_scales) ==
                       offsetof(smax_attention_options, unified_max) + sizeof(float) &&
                   offsetof(smax_attention_options, has_unified_max) ==
@@ -64,7 +68,7 @@ smax::AttentionOptions to_attention(const smax_attention_options* p, const char*
   }
   // Fields past the caller's struct_size are absent (a version 0.1 caller).
   const auto has = [p](size_t offset) { return p->struct_size >= offset + sizeof(int32_t); };
-  if (p->normalizer < SMAX_ATTENTION_SOFTMAX || p->normalizer > SMAX_ATTENTION_SOFTPLUS) {
+  if (p->normalizer < SMAX_ATTENTION_SOFTMAX || p->normalizer > SMAX_ATTENTION_POWER) {
     fail(std::string(op) + ": params.normalizer has unknown value " +
          std::to_string(p->normalizer));
   }
@@ -133,6 +137,14 @@ smax::AttentionOptions to_attention(const smax_attention_options* p, const char*
   if (has_ptr(offsetof(smax_attention_options, dssmax_scales))) {
     out.dssmax_scales = to_optional_view(p->dssmax_scales, op, "params.dssmax_scales");
   }
+  if (has(offsetof(smax_attention_options, power_p)) && p->power_p != 0) {
+    out.power_p = p->power_p;  // the C++ op checks it is even and >= 2
+  }
+  if (has(offsetof(smax_attention_options, reserved1)) && p->reserved1 != 0) {
+    throw smax::Error(smax::Status::kUnsupported,
+                      std::string(op) + ": params.reserved1 is non-zero (a field of a newer "
+                                        "smax_attention_options that this library does not know)");
+  }
   if (has(offsetof(smax_attention_options, reserved0)) && p->reserved0 != 0) {
     throw smax::Error(smax::Status::kUnsupported,
                       std::string(op) + ": params.reserved0 is non-zero (a field of a newer "
@@ -160,11 +172,12 @@ void smax_attention_options_init(smax_attention_options* options) {
         o.sigmoid_bias_mode = SMAX_SIGMOID_BIAS_DEFAULT;  // d.sigmoid_bias_mode (unset)
         o.has_unified_max = 0;  // d.unified_max is NaN: off
         o.unified_max = 0.0f;
+        o.power_p = d.power_p;
       });
 }
 
 const char* smax_attention_normalizer_name(int32_t normalizer) {
-  if (normalizer < SMAX_ATTENTION_SOFTMAX || normalizer > SMAX_ATTENTION_SOFTPLUS) {
+  if (normalizer < SMAX_ATTENTION_SOFTMAX || normalizer > SMAX_ATTENTION_POWER) {
     return "unknown";
   }
   return smax::attention_normalizer_name(static_cast<smax::AttentionNormalizer>(normalizer));

@@ -136,6 +136,22 @@ double normalize_row(const AttentionProblem& p, const double* t, int64_t n, cons
       for (int64_t j = 0; j < n; ++j) y[j] = t[j] == -kInf ? 0.0 : softplus(lam * t[j]) / S;
       return kNaN;
     }
+    case AttentionNormalizer::kPower: {
+      // y_j = t_j^p / sum t^p over the visible logits, as (t_j / M)^p / S'
+      // with M = max |t|; an all-zero row is uniform (smax::power_softmax).
+      const int q = o.power_p;
+      double M = 0;
+      for (int64_t j = 0; j < n; ++j)
+        if (t[j] != -kInf) M = std::max(M, std::abs(t[j]));
+      double S = 0;
+      for (int64_t j = 0; j < n; ++j)
+        if (t[j] != -kInf) S += M == 0.0 ? 1.0 : std::pow(t[j] / M, q);
+      for (int64_t j = 0; j < n; ++j)
+        y[j] = t[j] == -kInf ? 0.0 : (M == 0.0 ? 1.0 : std::pow(t[j] / M, q)) / S;
+      aux[0] = M;
+      aux[1] = S;
+      return kNaN;
+    }
   }
   return kNaN;
 }
@@ -175,7 +191,18 @@ void normalize_row_backward(const AttentionProblem& p, const double* t, const do
       }
       case AttentionNormalizer::kSoftplus: {
         const double z = aux[0] * t[j];
-        dt[j] = aux[0] * y[j] * (sigmoid(z) / softplus(z)) * (g[j] - r);
+        // sigmoid(z) / softplus(z) -> 1 as z -> -inf, where both underflow.
+        const double sp = softplus(z);
+        dt[j] = aux[0] * y[j] * (sp > 0.0 ? sigmoid(z) / sp : 1.0) * (g[j] - r);
+        break;
+      }
+      case AttentionNormalizer::kPower: {
+        // dt_j = p t_j^(p-1) / sum t^p (g_j - r); an all-zero row: 0.
+        const double M = aux[0], S = aux[1];
+        dt[j] = std::isnan(y[j]) ? kNaN
+                : M == 0.0       ? 0.0
+                                 : p.o.power_p * std::pow(t[j] / M, p.o.power_p - 1) / (M * S) *
+                                 (g[j] - r);
         break;
       }
     }
@@ -437,6 +464,10 @@ AttentionGrads attention_backward(const AttentionProblem& p, const std::vector<d
           if (p.o.normalizer == AttentionNormalizer::kSoftpick && t[j] != -kInf &&
               aux[2] != 0.0) {
             w += std::exp(t[j] - aux[1]) / aux[2];
+          }
+          if (p.o.normalizer == AttentionNormalizer::kPower && t[j] != -kInf && aux[0] > 0.0) {
+            w += p.o.power_p * std::pow(std::abs(t[j]) / aux[0], p.o.power_p - 1) /
+                 (aux[0] * aux[1]);
           }
           for (int64_t c = 0; c < p.Dv; ++c) mV[j * p.Dv + c] += w * std::abs(dO[c]);
           g.dt[row * p.Lk + j] = dt[j];

@@ -73,4 +73,40 @@ struct AttentionGrads {
 /// a gate: the chain goes through sigmoid(gate)).
 AttentionGrads attention_backward(const AttentionProblem& p, const std::vector<double>& dout);
 
+// ---- error bounds (src/reference/bounds_attention.cc) -------------------------------------
+// The forward bound of include/smax/attention.h, per output element of
+// query row `row` (linear over [B, H, Lq]) and value column c:
+//   |out_ic - ref_ic| <= E_i W_ic + 1e-30,  E_i = sens_i Delta_i + e_norm + (L_acc + 16) u,
+//   W_ic = sum_j w_ij |v_jc|,
+// Delta_i = max_j vis [(D + 2) u |scale| sum_d |q_id k_jd| + 2 u |t_ij| + 4 u cap]
+// (the error of the f32 logits), sens_i = 2 (softmax, stablemax, softpick,
+// power), 2 |c| (ssmax, c = s ln n), 1 (sigmoid), 2 lambda + 2 (softplus);
+// e_norm = the row op's relative bound (0 softmax, kappa(p) power, 2e-6
+// others); L_acc = 512 + Lk / 512 (softmax), Lk (others); w_ij = |P_ij|,
+// plus e^(t_j - m) / S (softpick) or (p/2)(|t_j|^(p-1) / S + P_ij sum_k
+// |t_k|^(p-1) / S) with S = sum |t|^p (power; infinite for a row of zeros).
+
+/// Delta_i of query row `row`; dot_max (optional) receives max_j sum_d |q k|.
+double attention_row_delta(const AttentionProblem& p, const AttentionResult& r, int64_t row,
+                           double* dot_max = nullptr);
+/// sens_i (the per-head SSMax s when p.ssmax is given).
+double attention_sensitivity(const AttentionProblem& p, const AttentionResult& r, int64_t row);
+/// e_norm of the problem's normaliser.
+double attention_norm_error(const AttentionProblem& p);
+/// Power-Softmax's kappa(p) = max(2e-6, (2p + 4 log2 p + 6) u) (smax::power_softmax).
+double attention_power_kappa(int p);
+/// The weights w_ij of row `row` into w[0, Lk).
+void attention_bound_weights(const AttentionProblem& p, const AttentionResult& r, int64_t row,
+                             double* w);
+/// E_i of row `row`.
+double attention_row_error(const AttentionProblem& p, const AttentionResult& r, int64_t row);
+/// E_i W_ic + 1e-30 for every output element [B, H, Lq, Dv].
+std::vector<double> attention_forward_bounds(const AttentionProblem& p, const AttentionResult& r);
+/// The backward's relative bound, times the reference magnitudes (dq_mag,
+/// dk_mag, dv_mag, ...): base + 2 (Lq + Lk + D + Dv + extra) u + 4 max_i
+/// Delta_i, base = 2e-6 (power: max(2e-6, 2 kappa(p))); `extra` counts
+/// roundings a caller adds (the gate's 2).
+double attention_backward_rel(const AttentionProblem& p, const AttentionResult& r,
+                              int64_t extra = 0);
+
 }  // namespace smax::reference

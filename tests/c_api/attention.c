@@ -64,10 +64,12 @@ void test_attention_options(void) {
   CHECK(isnan(o.sigmoid_bias) && o.softpick_eps == 1e-6f && o.ssmax_s == 0.43f);
   CHECK(o.empty_row == SMAX_EMPTY_ROW_ZERO && o.threads == 0);
   CHECK(o.sigmoid_bias_mode == SMAX_SIGMOID_BIAS_DEFAULT && o.reserved0 == 0);
+  CHECK(o.power_p == 2 && o.reserved1 == 0);
   smax_attention_options_init(NULL); /* no crash */
   CHECK(strcmp(smax_attention_normalizer_name(SMAX_ATTENTION_SOFTMAX), "softmax") == 0);
   CHECK(strcmp(smax_attention_normalizer_name(SMAX_ATTENTION_SOFTPLUS), "softplus") == 0);
-  CHECK(strcmp(smax_attention_normalizer_name(6), "unknown") == 0);
+  CHECK(strcmp(smax_attention_normalizer_name(SMAX_ATTENTION_POWER), "power") == 0);
+  CHECK(strcmp(smax_attention_normalizer_name(7), "unknown") == 0);
   CHECK(strcmp(smax_attention_normalizer_name(-1), "unknown") == 0);
   CHECK(smax_attention_normalizer_parse("stablemax", &n) == SMAX_STATUS_OK);
   CHECK(n == SMAX_ATTENTION_STABLEMAX);
@@ -299,10 +301,37 @@ void test_attention(void) {
     CHECK(strstr(smax_last_error(), "ssmax_scales") != NULL);
   }
 
+  /* Power-Softmax's p (version 0.5 field): 0 is the default 2, a 0.4 struct
+   * does not see the field, odd p is an error, reserved1 must be 0. */
+  {
+    float two[ATT_H * ATT_LQ * ATT_DV];
+    smax_attention_options_init(&o);
+    o.normalizer = SMAX_ATTENTION_POWER;
+    CHECK(smax_attention(&tq, &tk, &tv, &to, &o) == SMAX_STATUS_OK);
+    memcpy(two, out, sizeof two);
+    o.power_p = 0;
+    CHECK(smax_attention(&tq, &tk, &tv, &to, &o) == SMAX_STATUS_OK);
+    CHECK(memcmp(out, two, sizeof two) == 0);
+    o.power_p = 4;
+    CHECK(smax_attention(&tq, &tk, &tv, &to, &o) == SMAX_STATUS_OK);
+    CHECK(memcmp(out, two, sizeof two) != 0);
+    o.struct_size = (uint32_t)offsetof(smax_attention_options, power_p);
+    CHECK(smax_attention(&tq, &tk, &tv, &to, &o) == SMAX_STATUS_OK);  /* field not seen */
+    CHECK(memcmp(out, two, sizeof two) == 0);
+    o.struct_size = (uint32_t)sizeof(smax_attention_options);
+    o.power_p = 3;
+    CHECK(smax_attention(&tq, &tk, &tv, &to, &o) == SMAX_STATUS_INVALID_ARGUMENT);
+    CHECK(strstr(smax_last_error(), "power_p") != NULL);
+    o.power_p = 2;
+    o.reserved1 = 1;
+    CHECK(smax_attention(&tq, &tk, &tv, &to, &o) == SMAX_STATUS_UNSUPPORTED);
+    CHECK(strstr(smax_last_error(), "reserved1") != NULL);
+  }
+
   /* Every normaliser runs through the ABI (finite output). */
   {
     int32_t nz;
-    for (nz = SMAX_ATTENTION_SOFTMAX; nz <= SMAX_ATTENTION_SOFTPLUS; ++nz) {
+    for (nz = SMAX_ATTENTION_SOFTMAX; nz <= SMAX_ATTENTION_POWER; ++nz) {
       smax_attention_options_init(&o);
       o.normalizer = nz;
       o.is_causal = 1;
@@ -431,9 +460,9 @@ void test_attention(void) {
     EXPECT_ERROR(smax_attention(&tq, &tk, &tv, &tq, NULL), SMAX_STATUS_INVALID_ARGUMENT, "out",
                  out, ATT_H * ATT_LQ * ATT_DV);
     smax_attention_options_init(&o);
-    o.normalizer = 6;
+    o.normalizer = 7;
     EXPECT_ERROR(smax_attention(&tq, &tk, &tv, &to, &o), SMAX_STATUS_INVALID_ARGUMENT,
-                 "params.normalizer has unknown value 6", out, ATT_H * ATT_LQ * ATT_DV);
+                 "params.normalizer has unknown value 7", out, ATT_H * ATT_LQ * ATT_DV);
     smax_attention_options_init(&o);
     o.is_causal = 2;
     EXPECT_ERROR(smax_attention(&tq, &tk, &tv, &to, &o), SMAX_STATUS_INVALID_ARGUMENT,

@@ -25,9 +25,6 @@
 namespace smax_cli {
 namespace {
 
-constexpr double kU = 1.0 / 16777216.0;  // 2^-24
-constexpr double kNegInf = -INFINITY;
-
 namespace ref = smax::reference;
 
 // A contiguous tensor of `shape` with its view: f32 `data`, or (--dtype)
@@ -73,47 +70,6 @@ struct Buf {
   }
 };
 
-// Number of visible entries of query row `row` (T = -inf is masked).
-int64_t visible(const ref::AttentionProblem& p, const ref::AttentionResult& r, int64_t row) {
-  int64_t n = 0;
-  for (int64_t j = 0; j < p.Lk; ++j) n += r.T[static_cast<size_t>(row * p.Lk + j)] != kNegInf;
-  return n;
-}
-
-// The normaliser's sensitivity to logit errors (include/smax/attention.h).
-double sensitivity(const ref::AttentionProblem& p, const ref::AttentionResult& r, int64_t row) {
-  const double n = static_cast<double>(std::max<int64_t>(visible(p, r, row), 1));
-  switch (p.o.normalizer) {
-    case smax::AttentionNormalizer::kSigmoid:
-      return 1.0;
-    case smax::AttentionNormalizer::kSsmax:
-      return 2.0 * std::abs(p.o.ssmax_s * std::log(n));
-    case smax::AttentionNormalizer::kSoftplus:
-      return 2.0 * std::log(n) / std::log(static_cast<double>(p.D)) + 2.0;
-    default:
-      return 2.0;
-  }
-}
-
-// Delta_i: the error bound of the f32 logits of query row `row`.
-double row_delta(const ref::AttentionProblem& p, const ref::AttentionResult& r, int64_t row) {
-  const int64_t G = p.Hkv > 0 ? p.H / p.Hkv : 1;
-  const int64_t bh = row / std::max<int64_t>(p.Lq, 1);
-  const int64_t b = bh / std::max<int64_t>(p.H, 1), h = bh % std::max<int64_t>(p.H, 1);
-  const double* Q = p.q.data() + row * p.D;
-  const double* K = p.k.data() + (b * p.Hkv + h / G) * p.Lk * p.D;
-  double delta = 0;
-  for (int64_t j = 0; j < p.Lk; ++j) {
-    const double t = r.T[static_cast<size_t>(row * p.Lk + j)];
-    if (t == kNegInf || std::isnan(t)) continue;
-    double a = 0;
-    for (int64_t c = 0; c < p.D; ++c) a += std::abs(Q[c] * K[j * p.D + c]);
-    delta = std::max(delta, (p.D + 2) * kU * std::abs(p.scale) * a + 2 * kU * std::abs(t) +
-                                4 * kU * p.o.softcap);
-  }
-  return delta;
-}
-
 struct CheckStats {
   double max_abs = 0, worst_ratio = 0, worst_got = 0, worst_ref = 0;
   int64_t violations = 0, worst = -1;
@@ -142,30 +98,13 @@ struct CheckStats {
   }
 };
 
-// Forward: |out_ic - ref_ic| <= (sens Delta_i + e_norm + (L_acc + 16) u) W_ic + 1e-30.
+// Forward: |out_ic - ref_ic| <= E_i W_ic + 1e-30 (src/reference/attention.h,
+// "error bounds").
 void check_forward(const ref::AttentionProblem& p, const ref::AttentionResult& r,
                    const std::vector<float>& out, CheckStats& st) {
-  const int64_t G = p.Hkv > 0 ? p.H / p.Hkv : 1;
-  const bool softmax = p.o.normalizer == smax::AttentionNormalizer::kSoftmax;
-  const double lacc = softmax ? 512.0 + static_cast<double>(p.Lk) / 512.0
-                              : static_cast<double>(p.Lk);
-  const double enorm = softmax ? 0.0 : 2e-6;
-  std::vector<double> w(static_cast<size_t>(p.Lk));
-  for (int64_t row = 0; row < p.B * p.H * p.Lq; ++row) {
-    const int64_t bh = row / p.Lq, b = bh / p.H, h = bh % p.H;
-    const double* V = p.v.data() + (b * p.Hkv + h / G) * p.Lk * p.Dv;
-    const double* T = r.T.data() + row * p.Lk;
-    smax_cli::attention_bound_weights(r.P.data() + row * p.Lk, T, p.Lk,
-                                      p.o.normalizer == smax::AttentionNormalizer::kSoftpick,
-                                      p.o.softpick_eps, w.data());
-    const double E = sensitivity(p, r, row) * row_delta(p, r, row) + enorm + (lacc + 16) * kU;
-    for (int64_t c = 0; c < p.Dv; ++c) {
-      double W = 0;
-      for (int64_t j = 0; j < p.Lk; ++j) W += w[j] * std::abs(V[j * p.Dv + c]);
-      const int64_t idx = row * p.Dv + c;
-      st.add("out", idx, out[static_cast<size_t>(idx)], r.out[static_cast<size_t>(idx)],
-             E * W + 1e-30);
-    }
+  const std::vector<double> bound = ref::attention_forward_bounds(p, r);
+  for (size_t i = 0; i < bound.size(); ++i) {
+    st.add("out", static_cast<int64_t>(i), out[i], r.out[i], bound[i]);
   }
 }
 
@@ -190,7 +129,7 @@ with --seqlens each sequence's keys and bottom-right positions).
 
   --shape S        B,H,Lq,Lk,D[,Dv] (default 1,8,1024,1024,64; Dv = D)
   --kv-heads N     k / v heads Hkv, a divisor of H (default H; < H is GQA)
-  --normalizer N   softmax (default), sigmoid, softpick, ssmax, stablemax, softplus
+  --normalizer N   softmax (default), sigmoid, softpick, ssmax, stablemax, softplus, power
   --causal         mask j > i (top-left aligned)
   --sigmoid-bias-mode M
                    sigmoid's default bias b = -ln n: per_sequence (default, n = Lk,
@@ -217,6 +156,8 @@ with --seqlens each sequence's keys and bottom-right positions).
   --page-size P    paged KV cache: k, v are pools of pages [B Lk / P, Hkv, P, D] with
                    a shuffled block table [B, Lk / P] (P divides Lk)
   --unified-max X  (decode driver) FlashDecoding++'s unified max phi = X (default off)
+  --ssmax-s S      --normalizer ssmax: s (default 0.43)
+  --power-p P      --normalizer power: the even power p (default 2)
   --floor          also measure this core's peak FMA rate and print the compute
                    floor (the FLOPs at that rate x threads) and the fraction of peak;
                    forward: also the read bandwidth (one thread, from memory) and the
@@ -233,7 +174,8 @@ int cmd_attention(int argc, char** argv, int first) {
                    {"reps", true}, {"repeat", true}, {"min-time", true}, {"check", false},
                    {"format", true}, {"sigmoid-bias-mode", true}, {"dtype", true},
                    {"seqlens", true}, {"page-size", true}, {"floor", false},
-                   {"unified-max", true}, {"help", false}},
+                   {"unified-max", true}, {"ssmax-s", true}, {"power-p", true},
+                   {"help", false}},
                   argc, argv, first);
   const std::vector<int64_t> shape = parse_shape(args.get("shape", "1,8,1024,1024,64"));
   if (shape.size() != 5 && shape.size() != 6) {
@@ -265,6 +207,28 @@ int cmd_attention(int argc, char** argv, int first) {
       throw UsageError("--sigmoid-bias-mode: expected per_sequence or per_row_visible, got '" +
                        mode + "'");
     }
+  }
+  if (args.has("ssmax-s")) {
+    if (o.normalizer != smax::AttentionNormalizer::kSsmax) {
+      throw UsageError("--ssmax-s applies only to --normalizer ssmax");
+    }
+    const double sv = parse_double("--ssmax-s", args.get("ssmax-s", ""));
+    if (!std::isfinite(static_cast<float>(sv))) {
+      throw UsageError("--ssmax-s: expected a finite number, got '" + args.get("ssmax-s", "") +
+                       "'");
+    }
+    o.ssmax_s = static_cast<float>(sv);
+  }
+  if (args.has("power-p")) {
+    if (o.normalizer != smax::AttentionNormalizer::kPower) {
+      throw UsageError("--power-p applies only to --normalizer power");
+    }
+    const int64_t pv = parse_int("--power-p", args.get("power-p", ""));
+    if (pv < 2 || pv % 2 != 0 || pv > 64) {
+      throw UsageError("--power-p: expected an even integer in [2, 64], got '" +
+                       args.get("power-p", "") + "'");
+    }
+    o.power_p = static_cast<int>(pv);
   }
   o.is_causal = args.has("causal");
   if (args.has("softcap")) {
@@ -438,9 +402,7 @@ int cmd_attention(int argc, char** argv, int first) {
       std::vector<double> g(dout.data.begin(), dout.data.end());
       const auto want = ref::attention_backward(p, g);
       progress.step("checking dq, dk, dv against the reference");
-      double dmax = 0;
-      for (int64_t row = 0; row < B * H * Lq; ++row) dmax = std::max(dmax, row_delta(p, r, row));
-      rel = 2e-6 + 2.0 * static_cast<double>(Lq + Lk + D + Dv) * kU + 4 * dmax;
+      rel = ref::attention_backward_rel(p, r);
       auto grad = [&](const char* what, const std::vector<float>& got,
                       const std::vector<double>& w, const std::vector<double>& mag) {
         for (size_t i = 0; i < w.size(); ++i) {
@@ -454,7 +416,7 @@ int cmd_attention(int argc, char** argv, int first) {
   }
   progress.finish();
   const std::string bound =
-      backward ? "|d - ref| <= (2e-6 + 2 (Lq + Lk + D + Dv) u + 4 max Delta) * mag + 1e-30"
+      backward ? "|d - ref| <= (base + 2 (Lq + Lk + D + Dv) u + 4 max Delta) * mag + 1e-30"
                : "|out - ref| <= (sens Delta_i + e_norm + (L_acc + 16) u) * W_ic + 1e-30";
   const char* norm = smax::attention_normalizer_name(o.normalizer);
   if (format == Format::kJson) {

@@ -698,7 +698,8 @@ typedef enum smax_attention_normalizer {
   SMAX_ATTENTION_SOFTPICK = 2,  /**< relu(e^t - 1) / (sum |e^t - 1| + eps) */
   SMAX_ATTENTION_SSMAX = 3,     /**< softmax((s ln n) t), n = visible keys of the row */
   SMAX_ATTENTION_STABLEMAX = 4, /**< s(t) / sum s(t), s = t + 1 (t >= 0), 1 / (1 - t) */
-  SMAX_ATTENTION_SOFTPLUS = 5   /**< softplus(lambda t) / sum, lambda = ln(visible) / ln(D) */
+  SMAX_ATTENTION_SOFTPLUS = 5,  /**< softplus(lambda t) / sum, lambda = ln(visible) / ln(D) */
+  SMAX_ATTENTION_POWER = 6      /**< Power-Softmax t^p / sum t^p, p = power_p (C ABI 0.5) */
 } smax_attention_normalizer;
 
 /** n of SIGMOID's default bias b = -ln n (smax::SigmoidBiasMode; added in
@@ -765,10 +766,13 @@ typedef struct smax_attention_options {
   const smax_tensor* dssmax_scales; /**< backward, optional (SSMAX): the gradient with
                                        respect to s: [H] with ssmax_scales, else one
                                        element ([] or [1]) */
+  /* ---- version 0.5: struct_size may stop here (184 bytes on LP64) ---- */
+  int32_t power_p;                /**< POWER: the even power p >= 2; 0 = the default, 2 */
+  int32_t reserved1;              /**< must be 0 (explicit padding: the tail of version 0.5) */
 } smax_attention_options;
 void smax_attention_options_init(smax_attention_options* options);
 
-/** "softmax", "sigmoid", "softpick", "ssmax", "stablemax", "softplus";
+/** "softmax", "sigmoid", "softpick", "ssmax", "stablemax", "softplus", "power";
  *  "unknown" for other values. Never NULL (static storage). */
 const char* smax_attention_normalizer_name(int32_t normalizer);
 /** The smax_attention_normalizer value of one of the names above (exact,

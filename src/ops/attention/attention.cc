@@ -137,6 +137,9 @@ void normalize_rows(const Setup& s, int64_t h, float* t, int64_t rows, int64_t n
       softplus_normalizer(tv, tv, sp, so);
       break;
     }
+    case AttentionNormalizer::kPower:
+      power_softmax(tv, tv, s.o.power_p, so);
+      break;
   }
 }
 
@@ -178,6 +181,9 @@ void normalize_backward_rows(const Setup& s, int64_t h, const float* t, const fl
       softplus_normalizer_backward(tv, gv, dv, sp, so);
       break;
     }
+    case AttentionNormalizer::kPower:
+      power_softmax_backward(tv, gv, dv, s.o.power_p, so);
+      break;
   }
 }
 
@@ -345,7 +351,7 @@ Setup prepare(const char* op, const TensorView& q, const TensorView& k, const Te
     fail(op, "softcap must be finite and >= 0 (0 = off), got " + num(o.softcap));
   }
   s.cap = o.softcap;
-  detail::check_enum_range(op, o.normalizer, AttentionNormalizer::kSoftplus,
+  detail::check_enum_range(op, o.normalizer, AttentionNormalizer::kPower,
                            "normalizer has an unknown value ");
   s.norm = o.normalizer;
   detail::check_enum_range(op, o.empty_row, EmptyRow::kNan, "empty_row has an unknown value ");
@@ -365,6 +371,9 @@ Setup prepare(const char* op, const TensorView& q, const TensorView& k, const Te
     fail(op, "softpick_eps must be 0 or finite and >= FLT_MIN, got " + num(o.softpick_eps));
   }
   if (!std::isfinite(o.ssmax_s)) fail(op, "ssmax_s must be finite, got " + num(o.ssmax_s));
+  if (o.power_p < 2 || o.power_p % 2 != 0) {
+    fail(op, "power_p must be an even integer >= 2, got " + std::to_string(o.power_p));
+  }
   if (!std::isnan(o.unified_max) && !std::isfinite(o.unified_max)) {
     fail(op, "unified_max must be finite (NaN = off), got " + num(o.unified_max));
   }
@@ -505,7 +514,8 @@ constexpr auto kNormalizerNames = detail::name_table<AttentionNormalizer>(
      {AttentionNormalizer::kSoftpick, "softpick"},
      {AttentionNormalizer::kSsmax, "ssmax"},
      {AttentionNormalizer::kStablemax, "stablemax"},
-     {AttentionNormalizer::kSoftplus, "softplus"}});
+     {AttentionNormalizer::kSoftplus, "softplus"},
+     {AttentionNormalizer::kPower, "power"}});
 }  // namespace
 
 AttentionNormalizer parse_attention_normalizer(std::string_view name) {
