@@ -6,8 +6,11 @@
 // packing K and V into its panel layout (a copy of every key and value row,
 // for a product that uses each element once or a few times). These kernels
 // read the rows where they are:
-// * Scores: tiles of 4 rows x 2 keys, 8 vector accumulators over D (FMA), then
-//   one horizontal sum each; a key is loaded once per tile of rows.
+// * Scores: tiles of 4 rows x 2 keys (2 x 4 for a row pair, 1 x 8 for a
+//   single row), 8 vector accumulators over D (FMA), then a transposed
+//   reduction that sums four accumulators at once (vectors of 4+ lanes; the
+//   key tail and the scalar target: one horizontal sum each); a key is
+//   loaded once per tile of rows.
 // * P V: key sub-blocks of kValueKeys rows (which stay in L1 while every row
 //   tile and column strip passes over them); tiles of 4 rows x 2 vectors of
 //   columns, accumulated in registers from O, keys in order, stored back.
@@ -83,6 +86,81 @@ HWY_INLINE void DotTile(DF d, const float* const* q, const float* const* k, size
   }
 }
 
+#if HWY_TARGET != HWY_SCALAR
+// out[0 .. 4) = the lane sums of a, b, c, e (at least 4 lanes). A transposed
+// reduction: within each 128-bit block, interleaves and adds give lane k =
+// the block's sum of vector k ((x0 + x2) + (x1 + x3)); then the blocks are
+// added by halving the vector. ~9 vector operations for four sums, where
+// four SumOfLanes take ~6 each.
+template <class D>
+HWY_INLINE void StoreBlockSums(D d, hn::VFromD<D> v, float* out) {
+  if constexpr (hn::MaxLanes(D()) <= 4) {
+    hn::StoreU(v, d, out);
+  } else {
+    const hn::Half<D> dh;
+    StoreBlockSums(dh, hn::Add(hn::LowerHalf(dh, v), hn::UpperHalf(dh, v)), out);
+  }
+}
+
+HWY_INLINE void Sum4(DF d, VF a, VF b, VF c, VF e, float* out) {
+  const VF ab = hn::Add(hn::InterleaveLower(d, a, b), hn::InterleaveUpper(d, a, b));
+  const VF ce = hn::Add(hn::InterleaveLower(d, c, e), hn::InterleaveUpper(d, c, e));
+  const hn::Repartition<uint64_t, DF> d64;
+  const auto ab64 = hn::BitCast(d64, ab), ce64 = hn::BitCast(d64, ce);
+  const VF lo = hn::BitCast(d, hn::InterleaveLower(d64, ab64, ce64));
+  const VF hi = hn::BitCast(d, hn::InterleaveUpper(d64, ab64, ce64));
+  StoreBlockSums(d, hn::Add(lo, hi), out);
+}
+
+// out[r * ldo + j] = <q_r, k_j> for kR rows and kK = 4 or 8 keys (vectors of
+// at least 4 lanes): kR x kK accumulators over D, then the transposed
+// reduction of each row's keys, four at a time, stored as four contiguous
+// scores.
+template <size_t kR, size_t kK>
+HWY_INLINE void DotTileT(DF d, const float* const* q, const float* const* k, size_t D,
+                         float* out, size_t ldo) {
+  static_assert(kK % 4 == 0 || (kK == 2 && kR % 2 == 0), "sums in groups of four");
+  const size_t N = hn::Lanes(d);
+  VF acc[kR][kK];
+  for (size_t r = 0; r < kR; ++r) {
+    for (size_t j = 0; j < kK; ++j) acc[r][j] = hn::Zero(d);
+  }
+  size_t c = 0;
+  for (; c + N <= D; c += N) {
+    VF kv[kK];
+    for (size_t j = 0; j < kK; ++j) kv[j] = hn::LoadU(d, k[j] + c);
+    for (size_t r = 0; r < kR; ++r) {
+      const VF qv = hn::LoadU(d, q[r] + c);
+      for (size_t j = 0; j < kK; ++j) acc[r][j] = hn::MulAdd(qv, kv[j], acc[r][j]);
+    }
+  }
+  if (c < D) {
+    VF kv[kK];
+    for (size_t j = 0; j < kK; ++j) kv[j] = LoadTailZero(d, k[j] + c, D - c);
+    for (size_t r = 0; r < kR; ++r) {
+      const VF qv = LoadTailZero(d, q[r] + c, D - c);
+      for (size_t j = 0; j < kK; ++j) acc[r][j] = hn::MulAdd(qv, kv[j], acc[r][j]);
+    }
+  }
+  if constexpr (kK % 4 == 0) {
+    for (size_t r = 0; r < kR; ++r) {
+      for (size_t j = 0; j < kK; j += 4) {
+        Sum4(d, acc[r][j], acc[r][j + 1], acc[r][j + 2], acc[r][j + 3], out + r * ldo + j);
+      }
+    }
+  } else {  // kK = 2: rows in pairs
+    for (size_t r = 0; r < kR; r += 2) {
+      float t[4];
+      Sum4(d, acc[r][0], acc[r][1], acc[r + 1][0], acc[r + 1][1], t);
+      out[r * ldo] = t[0];
+      out[r * ldo + 1] = t[1];
+      out[(r + 1) * ldo] = t[2];
+      out[(r + 1) * ldo + 1] = t[3];
+    }
+  }
+}
+#endif  // HWY_TARGET != HWY_SCALAR
+
 // All rows of the scores of keys kp[0 .. kK): tiles of 4, 2 and 1 rows
 // (each key vector is loaded once per tile).
 template <size_t kK>
@@ -111,6 +189,39 @@ void AttentionDecodeScoresImpl(const float* q, int64_t rows_, int64_t ldq,
   const size_t D = static_cast<size_t>(D_), lds = static_cast<size_t>(lds_);
   const size_t lq = static_cast<size_t>(ldq);
   size_t j = 0;
+#if HWY_TARGET != HWY_SCALAR
+  {
+    // Groups of keys with the transposed reduction: tiles of 2 rows x 4
+    // keys (8 accumulators: enough independent FMA chains to cover their
+    // latency); a single row takes 8 keys at a time for the same reason.
+    const size_t step = rows == 1 ? 8 : 4;
+    for (; j + step <= n; j += step) {
+      PrefetchShare(pf, j, std::min(n, j + step), n);
+      if (j + kPrefetchKeys + step <= n) {
+        for (size_t x = 0; x < step; ++x) PrefetchRow(k[j + kPrefetchKeys + x], D);
+      }
+      if (rows == 1) {
+        const float* qp[1] = {q};
+        DotTileT<1, 8>(d, qp, k + j, D, s + j, lds);
+        continue;
+      }
+      size_t r = 0;
+      for (; r + 4 <= rows; r += 4) {
+        const float* qp[4] = {q + r * lq, q + (r + 1) * lq, q + (r + 2) * lq, q + (r + 3) * lq};
+        DotTileT<4, 2>(d, qp, k + j, D, s + r * lds + j, lds);
+        DotTileT<4, 2>(d, qp, k + j + 2, D, s + r * lds + j + 2, lds);
+      }
+      for (; r + 2 <= rows; r += 2) {
+        const float* qp[2] = {q + r * lq, q + (r + 1) * lq};
+        DotTileT<2, 4>(d, qp, k + j, D, s + r * lds + j, lds);
+      }
+      if (r < rows) {
+        const float* qp[1] = {q + r * lq};
+        DotTileT<1, 4>(d, qp, k + j, D, s + r * lds + j, lds);
+      }
+    }
+  }
+#endif
   for (; j + 2 <= n; j += 2) {
     if (j % 4 == 0) {
       PrefetchShare(pf, j, std::min(n, j + 4), n);

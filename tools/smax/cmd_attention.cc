@@ -160,9 +160,10 @@ with --seqlens each sequence's keys and bottom-right positions).
   --power-p P      --normalizer power: the even power p (default 2)
   --floor          also measure this core's peak FMA rate and print the compute
                    floor (the FLOPs at that rate x threads) and the fraction of peak;
-                   forward: also the read bandwidth (one thread, from memory) and the
-                   memory floor: the time to read q, the visible K and V rows and
-                   write out once, and time / floor
+                   forward: also the read bandwidth (from memory, --threads
+                   threads each sweeping a share) and the memory floor: the time
+                   to read q, the visible K and V rows and write out once, and
+                   time / floor
   --format F       text (default) or json
 )";
 
@@ -375,7 +376,7 @@ int cmd_attention(int argc, char** argv, int first) {
     const double es = static_cast<double>(smax::dtype_size(dtype));
     floor_bytes = es * (static_cast<double>(B * H * Lq * (D + Dv)) +
                         kv_rows * static_cast<double>(Hkv * (D + Dv)));
-    read_gbs = read_bandwidth_gbs(static_cast<int64_t>(floor_bytes));
+    read_gbs = read_bandwidth_gbs(static_cast<int64_t>(floor_bytes), threads);
     floor_s = read_gbs > 0 ? floor_bytes / (read_gbs * 1e9) : 0;
   }
   // The compute floor (--floor): the FLOPs at this core's measured FMA peak
@@ -482,9 +483,9 @@ int cmd_attention(int argc, char** argv, int first) {
                   page > 0 ? (", pages of " + std::to_string(page) + " keys").c_str() : "");
     }
     if (floor_s > 0) {
-      std::printf("floor      %.4g MB read once at %.3g GB/s (one thread, measured now): "
+      std::printf("floor      %.4g MB read once at %.3g GB/s (%d thread(s), measured now): "
                   "%.4g ms; time / floor %.2f\n",
-                  floor_bytes * 1e-6, read_gbs, floor_s * 1e3, t.median_s / floor_s);
+                  floor_bytes * 1e-6, read_gbs, threads, floor_s * 1e3, t.median_s / floor_s);
     }
     if (compute_floor_s > 0) {
       std::printf("compute    FMA peak %.4g GFLOP/s (%d thread(s) x one core's, measured now): "

@@ -23,11 +23,12 @@ struct CacheSizes {
 };
 CacheSizes cache_sizes();
 
-/// Read bandwidth of one thread from memory, GB/s (1e9 bytes / s): the best
-/// of several XOR sweeps over a buffer of max(bytes, 4 x L3, 64 MiB) (so it
-/// comes from DRAM, not a cache). The memory floor of a call that reads
-/// `bytes` once is bytes / this. Allocates and fills the buffer (~0.1-1 s).
-double read_bandwidth_gbs(int64_t bytes);
+/// Read bandwidth from memory of `threads` threads (each sweeping its share),
+/// GB/s (1e9 bytes / s): the best of several XOR sweeps over a buffer of
+/// max(bytes, 4 x L3, 64 MiB) (so it comes from DRAM, not a cache). The
+/// memory floor of a call that reads `bytes` once with that many threads is
+/// bytes / this. Allocates and fills the buffer (~0.1-1 s).
+double read_bandwidth_gbs(int64_t bytes, int threads = 1);
 
 /// This core's measured peak f32 FMA rate, GFLOP/s (2 per lane per FMA):
 /// 12 independent MulAdd chains on the widest supported SIMD target, the best
