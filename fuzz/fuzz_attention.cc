@@ -14,8 +14,11 @@ struct PrintStatsAtExit {
     const smax_fuzz::AttentionStats& s = smax_fuzz::attention_stats();
     std::fprintf(stderr,
                  "smax fuzz stats: %lld runs, %lld accepted (%lld checked against the oracle), "
-                 "%lld rejected, %lld grey, %lld rows unchecked (overflow / non-finite v)\n",
-                 s.runs, s.accepted, s.checked, s.rejected, s.grey, s.unchecked_rows);
+                 "%lld rejected, %lld grey, %lld rows unchecked (overflow / non-finite v); "
+                 "checked with a KV cache %lld (paged %lld), a gate %lld, ssmax_scales %lld, "
+                 "unified_max %lld, power %lld\n",
+                 s.runs, s.accepted, s.checked, s.rejected, s.grey, s.unchecked_rows, s.kv_cache,
+                 s.paged, s.gate, s.ssmax_scales, s.unified_max, s.power);
   }
 } print_stats_at_exit;
 }  // namespace

@@ -32,9 +32,25 @@ std::string call(const Case& c, Operands& ops, const AttentionOptions& o0, int* 
   if (c.mask_kind) o.attn_mask = ops.mask.view;
   if (c.sinks) o.sinks = ops.sinks.view;
   if (!c.alibi_shape.empty()) o.alibi_slopes = ops.alibi.view;
+  if (c.kv_cache == 1 || (c.kv_cache == 2 && c.paged_seqlens)) o.cache_seqlens = ops.seqlens.view;
+  if (c.kv_cache == 2) o.block_table = ops.table.view;
+  if (c.gate) {
+    o.gate = ops.gate.view;
+    if (!c.backward || c.corruption != kGateBackwardNoUngated) o.ungated_out = ops.ungated.view;
+    if (c.backward) o.dgate = ops.dgate.view;
+  }
+  if (c.ssmax_scales) {
+    o.ssmax_scales = ops.ssmax.view;
+    if (c.backward) o.dssmax_scales = ops.dssmax.view;
+  }
   if (c.lse && !c.backward) o.lse = ops.lse.view;
   *status = 0;
   if (c.capi) {
+    smax_tensor seqlens = smax_cli::c_tensor(ops.seqlens.view),
+                table = smax_cli::c_tensor(ops.table.view), gate = smax_cli::c_tensor(ops.gate.view),
+                ungated = smax_cli::c_tensor(ops.ungated.view),
+                dgate = smax_cli::c_tensor(ops.dgate.view), ssmax = smax_cli::c_tensor(ops.ssmax.view),
+                dssmax = smax_cli::c_tensor(ops.dssmax.view);
     smax_tensor q = smax_cli::c_tensor(ops.q.view), k = smax_cli::c_tensor(ops.k.view), v = smax_cli::c_tensor(ops.v.view),
                 out = smax_cli::c_tensor(ops.out.view), dout = smax_cli::c_tensor(ops.dout.view), dq = smax_cli::c_tensor(ops.dq.view),
                 dk = smax_cli::c_tensor(ops.dk.view), dv = smax_cli::c_tensor(ops.dv.view), mask = smax_cli::c_tensor(ops.mask.view),
@@ -54,6 +70,15 @@ std::string call(const Case& c, Operands& ops, const AttentionOptions& o0, int* 
     co.softpick_eps = o.softpick_eps;
     co.ssmax_s = o.ssmax_s;
     co.power_p = o.power_p;
+    co.cache_seqlens = o.cache_seqlens ? &seqlens : nullptr;
+    co.block_table = o.block_table ? &table : nullptr;
+    co.gate = o.gate ? &gate : nullptr;
+    co.ungated_out = o.ungated_out ? &ungated : nullptr;
+    co.dgate = o.dgate ? &dgate : nullptr;
+    co.ssmax_scales = o.ssmax_scales ? &ssmax : nullptr;
+    co.dssmax_scales = o.dssmax_scales ? &dssmax : nullptr;
+    co.has_unified_max = std::isnan(o.unified_max) ? 0 : 1;
+    co.unified_max = std::isnan(o.unified_max) ? 0.0f : o.unified_max;
     co.lse = o.lse ? &lse : nullptr;
     co.empty_row = static_cast<int32_t>(o.empty_row);
     co.threads = o.threads;
@@ -78,8 +103,10 @@ std::string call(const Case& c, Operands& ops, const AttentionOptions& o0, int* 
 }
 
 std::vector<Buf*> all_bufs(Operands& ops) {
-  return {&ops.q, &ops.k, &ops.v, &ops.out, &ops.lse, &ops.dout,
-          &ops.dq, &ops.dk, &ops.dv, &ops.mask, &ops.sinks, &ops.alibi};
+  return {&ops.q,     &ops.k,     &ops.v,    &ops.out,     &ops.lse,   &ops.dout,
+          &ops.dq,    &ops.dk,    &ops.dv,   &ops.mask,    &ops.sinks, &ops.alibi,
+          &ops.seqlens, &ops.table, &ops.gate, &ops.ungated, &ops.dgate, &ops.ssmax,
+          &ops.dssmax};
 }
 
 void check_guards(const Case& c, const Buf& b, const char* name) {
@@ -106,6 +133,16 @@ void check_element(const Case& c, const char* what, int64_t i, double got, doubl
                   what, static_cast<long long>(i), got, want, std::abs(got - want), bound);
     violation(c, msg);
   }
+}
+
+void count_checked(const Case& c) {
+  ++g_stats.checked;
+  g_stats.kv_cache += c.kv_cache != 0;
+  g_stats.paged += c.kv_cache == 2;
+  g_stats.gate += c.gate != 0;
+  g_stats.ssmax_scales += c.ssmax_scales;
+  g_stats.unified_max += !std::isnan(c.o.unified_max);
+  g_stats.power += c.o.normalizer == AttentionNormalizer::kPower;
 }
 
 }  // namespace attention_internal
@@ -196,6 +233,20 @@ void run_attention_one(const uint8_t* data, size_t size) {
   }
   if (c.o.normalizer == AttentionNormalizer::kSoftplus && c.D < 2) c.D = 2;
   c.special = (f4 & 0xC0) == 0 ? static_cast<uint8_t>(r.u8() % 64) : 0;
+  // The KV cache forms (forward only), the gate, the unified max, SSMax's
+  // per-head s.
+  const uint8_t f5 = r.u8();
+  c.index_i32 = (f5 >> 6) & 1;
+  if (!c.backward && (f5 & 3) >= 2) c.kv_cache = (f5 & 3) - 1;
+  if ((f5 >> 2) & 1) c.gate = 1 + ((f5 >> 3) & 1);
+  if (((f5 >> 4) & 1) && c.o.normalizer == AttentionNormalizer::kSoftmax) {
+    c.o.unified_max = static_cast<float>(static_cast<int8_t>(r.u8())) / 8.0f;
+  }
+  c.ssmax_scales = ((f5 >> 5) & 1) && c.o.normalizer == AttentionNormalizer::kSsmax;
+  const uint8_t f6 = r.u8();
+  c.paged_seqlens = (f5 >> 7) & 1;
+  const int64_t page_pick = int64_t{1} << (f6 % 5);  // 1 .. 16 keys per page
+  const int64_t spare_pages = (f6 >> 3) % 3;
   // Lift the previous input's cap first: supported_targets() is after the
   // cap, so the choice below would depend on the input run before.
   smax::set_max_target("");
@@ -234,11 +285,44 @@ void run_attention_one(const uint8_t* data, size_t size) {
     case kBadSsmaxS: c.o.ssmax_s = kInf; break;
     case kBadSigmoidBias: c.o.sigmoid_bias = -kInf; break;
     case kBadPowerP: c.o.power_p = (r.u8() & 1) ? 3 : -2; break;  // (0 is the C ABI default)
+    case kKvCacheBackward: c.kv_cache = c.backward ? 1 : c.kv_cache; break;
+    case kSeqlenTooLong: case kPageOutOfPool:
+      if (!c.backward) c.kv_cache = c.corruption == kSeqlenTooLong ? 1 : 2;
+      if (c.corruption == kPageOutOfPool) c.paged_seqlens = false;
+      break;
+    case kGateShape: c.gate = 1; break;
+    case kGateBackwardNoUngated: c.gate = c.gate ? c.gate : 1; break;
+    case kSsmaxScalesShape:
+      c.o.normalizer = AttentionNormalizer::kSsmax;
+      c.ssmax_scales = true;
+      c.lse = c.sinks = false;
+      break;
     default: break;
   }
   if (c.o.normalizer == AttentionNormalizer::kSoftplus && c.D < 2) {
     c.D = 2;
     if (kD < 2) kD = 2;
+  }
+  // Corruptions that need the other kind of call: a certain error instead.
+  const bool needs_forward = c.corruption == kSeqlenTooLong || c.corruption == kPageOutOfPool;
+  const bool needs_backward = c.corruption == kKvCacheBackward ||
+                              c.corruption == kGateBackwardNoUngated;
+  if ((needs_forward && c.backward) || (needs_backward && !c.backward)) {
+    c.corruption = kBadThreads;
+    c.o.threads = -1;
+  }
+  if (c.corruption == kBatchMismatch && c.kv_cache == 2) c.kv_cache = 1;  // k's dim 0: pages
+  if (c.kv_cache == 2) {
+    c.page = page_pick;
+    c.max_pages = (c.Lk + c.page - 1) / c.page;
+    const int64_t old_lk = c.Lk;
+    c.Lk = c.max_pages * c.page;  // the capacity of max_pages pages
+    if (!c.mask_shape.empty() && c.mask_shape.back() == old_lk) c.mask_shape.back() = c.Lk;
+    c.pages = c.B * c.max_pages + spare_pages;
+    if (c.corruption == kPageOutOfPool && c.max_pages == 0) {
+      c.corruption = kBadThreads;
+      c.o.threads = -1;
+    }
   }
   if (c.corruption == kLseNonSoftmax && c.backward) c.corruption = kLseShape;  // lse unused there
   if ((c.corruption == kLseShape || c.corruption == kLseAliasesOut) && c.backward) {
@@ -268,8 +352,13 @@ void run_attention_one(const uint8_t* data, size_t size) {
     make_buf(ops.q, {c.B, qH, c.Lq, c.D}, c.corruption == kQDtype ? DType::kBool : DType::kF32,
              layout(), r);
   }
-  make_buf(ops.k, {kB, kHkv, c.Lk, kD}, DType::kF32, layout(), r);
-  make_buf(ops.v, {c.B, c.Hkv, c.Lk, c.Dv}, DType::kF32, layout(), r);
+  if (c.kv_cache == 2) {  // pools of pages [pages, Hkv, page, D]
+    make_buf(ops.k, {c.pages, kHkv, c.page, kD}, DType::kF32, layout(), r);
+    make_buf(ops.v, {c.pages, c.Hkv, c.page, c.Dv}, DType::kF32, layout(), r);
+  } else {
+    make_buf(ops.k, {kB, kHkv, c.Lk, kD}, DType::kF32, layout(), r);
+    make_buf(ops.v, {c.B, c.Hkv, c.Lk, c.Dv}, DType::kF32, layout(), r);
+  }
   make_buf(ops.out, {c.B, c.H, c.Lq, outDv}, DType::kF32, layout(), r);
   make_buf(ops.lse, {c.B, c.H, c.corruption == kLseShape ? c.Lq + 1 : c.Lq}, DType::kF32,
            layout(), r);
@@ -299,6 +388,16 @@ void run_attention_one(const uint8_t* data, size_t size) {
     make_buf(ops.alibi, c.alibi_shape.empty() ? std::vector<int64_t>{1} : c.alibi_shape,
              DType::kF32, layout(), r);
   }
+  const DType it = c.index_i32 ? DType::kI32 : DType::kI64;
+  make_buf(ops.seqlens, {c.B}, it, layout(), r);
+  make_buf(ops.table, {c.B, c.max_pages}, it, layout(), r);
+  const std::vector<int64_t> gshape = {c.B, c.H, c.Lq,
+                                       c.gate == 2 ? 1 : c.Dv + (c.corruption == kGateShape ? 2 : 0)};
+  make_buf(ops.gate, gshape, DType::kF32, layout(), r);
+  make_buf(ops.ungated, {c.B, c.H, c.Lq, c.Dv}, DType::kF32, layout(), r);
+  make_buf(ops.dgate, gshape, DType::kF32, layout(), r);
+  make_buf(ops.ssmax, {c.corruption == kSsmaxScalesShape ? c.H + 1 : c.H}, DType::kF32, layout(), r);
+  make_buf(ops.dssmax, {c.H}, DType::kF32, layout(), r);
   auto fill_f = [&](Buf& b, auto&& gen) {
     if (b.view.dtype != DType::kF32) {
       for_each_elem(b, [&](int64_t, int64_t off) { b.bytes[off * b.esize] = r.u8() & 1; });
@@ -327,6 +426,41 @@ void run_attention_one(const uint8_t* data, size_t size) {
   }
   fill_f(ops.sinks, [&] { return value(r, static_cast<uint8_t>(sp / 2)); });
   fill_f(ops.alibi, [&] { return static_cast<float>(r.u8()) / 64.0f; });
+  fill_f(ops.gate, [&] { return static_cast<float>(static_cast<int8_t>(r.u8())) / 16.0f; });
+  fill_f(ops.ssmax, [&] { return static_cast<float>(static_cast<int8_t>(r.u8())) / 64.0f; });
+  // Integer operands: seqlens in [0, Lk] (often Lk), the block table a
+  // shuffled assignment of the pool's pages; entries a sequence does not use
+  // (past ceil(seqlens / page)) hold values outside the pool, never read.
+  auto put_index = [&](Buf& b, int64_t off, int64_t value) {
+    if (b.view.dtype == DType::kI32) {
+      const int32_t x = static_cast<int32_t>(value);
+      std::memcpy(b.bytes.data() + off * 4, &x, 4);
+    } else {
+      std::memcpy(b.bytes.data() + off * 8, &value, 8);
+    }
+  };
+  std::vector<int64_t> lens(static_cast<size_t>(c.B), c.Lk);
+  for (int64_t b = 0; b < c.B; ++b) {
+    const uint8_t x = r.u8();
+    if (x & 1) lens[static_cast<size_t>(b)] = static_cast<int64_t>(x >> 1) % (c.Lk + 1);
+  }
+  if (c.corruption == kSeqlenTooLong) lens[0] = c.Lk + 1;
+  for_each_elem(ops.seqlens, [&](int64_t e, int64_t off) {
+    put_index(ops.seqlens, off, lens[static_cast<size_t>(e)]);
+  });
+  std::vector<int64_t> perm(static_cast<size_t>(c.pages));
+  for (int64_t i = 0; i < c.pages; ++i) perm[static_cast<size_t>(i)] = i;
+  for (int64_t i = c.pages - 1; i > 0; --i) {
+    std::swap(perm[static_cast<size_t>(i)], perm[static_cast<size_t>(r.u8() % (i + 1))]);
+  }
+  for_each_elem(ops.table, [&](int64_t e, int64_t off) {
+    const int64_t b = e / std::max<int64_t>(c.max_pages, 1), m = e % std::max<int64_t>(c.max_pages, 1);
+    const int64_t used = c.paged_seqlens ? (lens[static_cast<size_t>(b)] + c.page - 1) / c.page
+                                         : c.max_pages;
+    int64_t value = m < used ? perm[static_cast<size_t>(e)] : (e % 2 ? -1 : c.pages + 7);
+    if (c.corruption == kPageOutOfPool && e == 0) value = c.pages;
+    put_index(ops.table, off, value);
+  });
 
   // Aliasing / view corruptions after allocation.
   Operands& o = ops;
@@ -415,6 +549,17 @@ void run_attention_one(const uint8_t* data, size_t size) {
   };
   smax::set_max_target(c.target);
 
+  // The backward with a gate reads the forward's ungated output: computed
+  // here by the forward (into out and ungated_out, which the backward only
+  // reads), before the call under test.
+  if (c.backward && c.gate) {
+    Case fc = c;
+    fc.backward = false;
+    fc.capi = false;
+    int st = 0;
+    call(fc, o, c.o, &st);  // errors: the backward call below rejects too
+  }
+
   // Snapshot every buffer; run.
   std::vector<Buf*> bufs = all_bufs(o);
   std::vector<std::vector<unsigned char>> before;
@@ -441,15 +586,19 @@ void run_attention_one(const uint8_t* data, size_t size) {
   if (expect_reject && !grey) violation(c, "invalid call accepted");
   ++g_stats.accepted;
   // Inputs unchanged, outputs' guards intact.
-  const std::vector<Buf*> outputs =
+  std::vector<Buf*> outputs =
       c.backward ? std::vector<Buf*>{&o.dq, &o.dk, &o.dv}
                  : (c.lse ? std::vector<Buf*>{&o.out, &o.lse} : std::vector<Buf*>{&o.out});
+  if (c.gate) outputs.push_back(c.backward ? &o.dgate : &o.ungated);
+  if (c.ssmax_scales && c.backward) outputs.push_back(&o.dssmax);
   for (size_t i = 0; i < bufs.size(); ++i) {
     if (std::find(outputs.begin(), outputs.end(), bufs[i]) != outputs.end()) continue;
     if (bufs[i]->bytes != before[i]) violation(c, "an input buffer changed");
   }
-  static const char* const kNames[] = {"q", "k", "v", "out", "lse", "dout",
-                                       "dq", "dk", "dv", "mask", "sinks", "alibi"};
+  static const char* const kNames[] = {"q",       "k",     "v",     "out",     "lse",
+                                       "dout",    "dq",    "dk",    "dv",      "mask",
+                                       "sinks",   "alibi", "seqlens", "block_table", "gate",
+                                       "ungated_out", "dgate", "ssmax_scales", "dssmax_scales"};
   for (size_t i = 0; i < bufs.size(); ++i) {
     if (std::find(outputs.begin(), outputs.end(), bufs[i]) != outputs.end()) {
       check_guards(c, *bufs[i], kNames[i]);
@@ -487,6 +636,10 @@ void run_attention_one(const uint8_t* data, size_t size) {
   if (c.mask_kind) ro.attn_mask = o.mask.view;
   if (c.sinks) ro.sinks = o.sinks.view;
   if (!c.alibi_shape.empty()) ro.alibi_slopes = o.alibi.view;
+  if (c.kv_cache == 1 || (c.kv_cache == 2 && c.paged_seqlens)) ro.cache_seqlens = o.seqlens.view;
+  if (c.kv_cache == 2) ro.block_table = o.table.view;
+  if (c.gate) ro.gate = o.gate.view;
+  if (c.ssmax_scales) ro.ssmax_scales = o.ssmax.view;
   const auto p = ref::attention_problem(o.q.view, o.k.view, o.v.view, ro);
   const auto fr = ref::attention_forward(p);
   bool v_nonfinite = false;
@@ -503,6 +656,7 @@ void run_attention_one(const uint8_t* data, size_t size) {
   const int64_t Gq = p.Hkv > 0 ? p.H / p.Hkv : 1;
   if (!c.backward) {
     const std::vector<float> out = dense(o.out);
+    const std::vector<float> ungated = c.gate ? dense(o.ungated) : std::vector<float>();
     std::vector<double> w(static_cast<size_t>(p.Lk));
     for (int64_t row = 0; row < rows; ++row) {
       if (risky[static_cast<size_t>(row)]) continue;
@@ -514,8 +668,17 @@ void run_attention_one(const uint8_t* data, size_t size) {
         double W = 0;
         for (int64_t j = 0; j < p.Lk; ++j) W += w[j] * std::abs(V[j * p.Dv + cc]);
         const int64_t idx = row * p.Dv + cc;
-        check_element(c, "out", idx, out[static_cast<size_t>(idx)],
-                      fr.out[static_cast<size_t>(idx)], E * W + 1e-30);
+        const size_t e = static_cast<size_t>(idx);
+        const double bound = E * W + 1e-30;
+        if (!c.gate) {
+          check_element(c, "out", idx, out[e], fr.out[e], bound);
+          continue;
+        }
+        // out = fl(a s), s = sigmoid(g) within 3 ulp: s * a's bound + 4 u |a s|.
+        const double sg = 1.0 / (1.0 + std::exp(-p.gate[e]));
+        check_element(c, "out", idx, out[e], fr.out[e],
+                      sg * bound + 4 * kU * std::abs(fr.ungated[e] * sg) + 1e-30);
+        check_element(c, "ungated_out", idx, ungated[e], fr.ungated[e], bound);
       }
       if (c.lse) {
         const std::vector<float> l = dense(o.lse);
@@ -526,13 +689,13 @@ void run_attention_one(const uint8_t* data, size_t size) {
         check_element(c, "lse", row, l[static_cast<size_t>(row)], want, bound);
       }
     }
-    ++g_stats.checked;
+    count_checked(c);
   } else {
     if (n_risky == 0) {
       std::vector<double> g;
       for (float x : dense(o.dout)) g.push_back(x);
       const auto want = ref::attention_backward(p, g);
-      const double rel = ref::attention_backward_rel(p, fr);
+      const double rel = ref::attention_backward_rel(p, fr, c.gate ? 2 : 0);
       auto grad = [&](const char* what, const Buf& b, const std::vector<double>& w,
                       const std::vector<double>& mag) {
         const std::vector<float> got = dense(b);
@@ -544,7 +707,51 @@ void run_attention_one(const uint8_t* data, size_t size) {
       grad("dq", o.dq, want.dq, want.dq_mag);
       grad("dk", o.dk, want.dk, want.dk_mag);
       grad("dv", o.dv, want.dv, want.dv_mag);
-      ++g_stats.checked;
+      const int64_t rows_bh = p.B * p.H * p.Lq;
+      if (c.gate) {
+        // dgate = sum over the gate's broadcast columns of dout a s (1 - s):
+        // a's forward bound through |dout| s (1 - s), 8 u per term, the
+        // final rounding.
+        const std::vector<float> got = dense(o.dgate);
+        const std::vector<double> abound = ref::attention_forward_bounds(p, fr);
+        for (int64_t row = 0; row < rows_bh; ++row) {
+          double sum = 0, err = 0;
+          for (int64_t cc = 0; cc < p.Dv; ++cc) {
+            const size_t e = static_cast<size_t>(row * p.Dv + cc);
+            const double sg = 1.0 / (1.0 + std::exp(-p.gate[e]));
+            sum += want.dgate[e];
+            const double f = std::abs(g[e]) * sg * (1 - sg);  // 0 * an infinite bound: 0
+            err += (f == 0.0 ? 0.0 : f * abound[e]) + 8 * kU * want.dgate_mag[e];
+            if (c.gate == 1) {
+              check_element(c, "dgate", static_cast<int64_t>(e), got[e], sum,
+                            err + kU * std::abs(sum) + 1e-30);
+              sum = err = 0;
+            }
+          }
+          if (c.gate == 2) {
+            check_element(c, "dgate", row, got[static_cast<size_t>(row)], sum,
+                          err + kU * std::abs(sum) + 1e-30);
+          }
+        }
+      }
+      if (c.ssmax_scales) {
+        // dssmax_scales[h] = the rows' dL/ds of head h, summed over b and i.
+        const std::vector<float> got = dense(o.dssmax);
+        for (int64_t h = 0; h < p.H; ++h) {
+          double sum = 0, mag = 0;
+          for (int64_t b = 0; b < p.B; ++b) {
+            for (int64_t i = 0; i < p.Lq; ++i) {
+              const size_t e = static_cast<size_t>((b * p.H + h) * p.Lq + i);
+              sum += want.dssmax[e];
+              mag += want.dssmax_mag[e];
+            }
+          }
+          if (mag > kOverflowRisk) continue;
+          check_element(c, "dssmax_scales", h, got[static_cast<size_t>(h)], sum,
+                        rel * mag + kU * std::abs(sum) + 1e-30);
+        }
+      }
+      count_checked(c);
     }
   }
   smax::set_max_target("");

@@ -41,6 +41,10 @@ void run_attention_one(const uint8_t* data, size_t size);
 
 struct AttentionStats {
   long long runs = 0, accepted = 0, rejected = 0, grey = 0, unchecked_rows = 0, checked = 0;
+  // Calls checked against the oracle with each option the harness draws
+  // beyond the basics: a KV cache (contiguous / paged), a gate, SSMax's
+  // per-head s, a unified max, Power-Softmax.
+  long long kv_cache = 0, paged = 0, gate = 0, ssmax_scales = 0, unified_max = 0, power = 0;
 };
 const AttentionStats& attention_stats();
 

@@ -65,8 +65,10 @@ template <typename Fn>
 void for_each_elem(const Buf& b, Fn&& fn) {
   const TensorView& v = b.view;
   Layout l;
-  l.shape.assign(v.shape, v.shape + v.rank);
-  l.strides.assign(v.strides, v.strides + v.rank);
+  for (int d = 0; d < v.rank; ++d) {  // (assign() from the arrays: a gcc -Wnonnull false alarm)
+    l.shape.push_back(v.shape[d]);
+    l.strides.push_back(v.strides[d]);
+  }
   const int64_t base = (static_cast<const unsigned char*>(v.data) - b.bytes.data()) / b.esize;
   int64_t e = 0;
   for (int64_t off : offsets_of(l)) fn(e++, base + off);
@@ -80,6 +82,13 @@ struct Case {
   std::vector<int64_t> mask_shape, alibi_shape;
   bool sinks = false, lse = false;
   int corruption = -1;  // -1 none
+  // Forward only: 0 none, 1 cache_seqlens, 2 paged (block_table, with
+  // seqlens when paged_seqlens); page: keys per page; pages: the pool size.
+  int kv_cache = 0;
+  bool paged_seqlens = false, index_i32 = false;
+  int64_t page = 0, max_pages = 0, pages = 0;
+  int gate = 0;  // 0 none, 1 element-wise [B, H, Lq, Dv], 2 head-wise [B, H, Lq, 1]
+  bool ssmax_scales = false;
   std::string target;
   uint8_t special = 0;
   std::string describe() const {
@@ -95,7 +104,9 @@ struct Case {
       << " sigmoid_bias=" << o.sigmoid_bias
       << " sigmoid_bias_mode=" << static_cast<int>(o.sigmoid_bias_mode)
       << " softpick_eps=" << o.softpick_eps << " ssmax_s=" << o.ssmax_s
-      << " power_p=" << o.power_p
+      << " power_p=" << o.power_p << " kv_cache=" << kv_cache << " page=" << page
+      << " max_pages=" << max_pages << " pages=" << pages << " gate=" << gate
+      << " ssmax_scales=" << ssmax_scales << " unified_max=" << o.unified_max
       << " corruption=" << corruption << " target=" << target << " special=" << static_cast<int>(special);
     return s.str();
   }
@@ -107,12 +118,15 @@ enum Corruption : int {
   kOutSelfOverlap, kMaskDtype, kMaskShape, kQDtype, kNullData, kBadScale, kBadSoftcap,
   kBadNormalizer, kBadEmptyRow, kBadThreads, kSinksNonSoftmax, kLseNonSoftmax, kBadEps,
   kBadSsmaxS, kBadSigmoidBias, kSinksShape, kAlibiShape, kLseShape, kLseAliasesOut,
-  kDqAliasesQ, kDkAliasesDv, kDoutShape, kBatchMismatch, kBadPowerP,
+  kDqAliasesQ, kDkAliasesDv, kDoutShape, kBatchMismatch, kBadPowerP, kKvCacheBackward,
+  kSeqlenTooLong, kPageOutOfPool, kGateShape, kGateBackwardNoUngated, kSsmaxScalesShape,
   kCorruptionCount
 };
 
 struct Operands {
   Buf q, k, v, out, lse, dout, dq, dk, dv, mask, sinks, alibi;
+  // The KV cache forms (forward), the gate and SSMax's per-head s.
+  Buf seqlens, table, gate, ungated, dgate, ssmax, dssmax;
 };
 
 // ---- harness_attention_inputs.cc -------------------------------------------------------------

@@ -77,8 +77,11 @@ int main(int argc, char** argv) {
   if (is_attention) {
     const smax_fuzz::AttentionStats& a = smax_fuzz::attention_stats();
     std::printf("attention: %zu inputs passed (%lld accepted, %lld checked against the oracle, "
-                "%lld rejected as required, %lld grey, %lld rows unchecked)\n",
-                files.size(), a.accepted, a.checked, a.rejected - a.grey, a.grey, a.unchecked_rows);
+                "%lld rejected as required, %lld grey, %lld rows unchecked); checked with a KV "
+                "cache %lld (paged %lld), a gate %lld, ssmax_scales %lld, unified_max %lld, "
+                "power %lld\n",
+                files.size(), a.accepted, a.checked, a.rejected - a.grey, a.grey, a.unchecked_rows,
+                a.kv_cache, a.paged, a.gate, a.ssmax_scales, a.unified_max, a.power);
     return 0;
   }
 #ifdef SMAX_FUZZ_HAVE_GROUPS
