@@ -54,13 +54,13 @@ HWY_INLINE void PrefetchShare(const PrefetchRows& pf, size_t j0, size_t j1, size
   for (size_t r = a; r < b; ++r) PrefetchRow(pf.rows[r], cols);
 }
 
-// out[r * ldo + k] = sum_c q_r[c] k_k[c], for kR rows and kK keys: full
-// vectors first, then one zero-padded tail vector (D % N columns).
+// acc[r][k] = the lane partial sums of q_r[c] k_k[c] over c < D, for kR
+// rows and kK keys: full vectors first, then one zero-padded tail vector
+// (D % N columns).
 template <size_t kR, size_t kK>
-HWY_INLINE void DotTile(DF d, const float* const* q, const float* const* k, size_t D,
-                        float* out, size_t ldo) {
+HWY_INLINE void DotAccumulate(DF d, const float* const* q, const float* const* k, size_t D,
+                              VF (&acc)[kR][kK]) {
   const size_t N = hn::Lanes(d);
-  VF acc[kR][kK];
   for (size_t r = 0; r < kR; ++r) {
     for (size_t j = 0; j < kK; ++j) acc[r][j] = hn::Zero(d);
   }
@@ -81,6 +81,15 @@ HWY_INLINE void DotTile(DF d, const float* const* q, const float* const* k, size
       for (size_t j = 0; j < kK; ++j) acc[r][j] = hn::MulAdd(qv, kv[j], acc[r][j]);
     }
   }
+}
+
+// out[r * ldo + k] = sum_c q_r[c] k_k[c], for kR rows and kK keys, one
+// horizontal sum each.
+template <size_t kR, size_t kK>
+HWY_INLINE void DotTile(DF d, const float* const* q, const float* const* k, size_t D,
+                        float* out, size_t ldo) {
+  VF acc[kR][kK];
+  DotAccumulate(d, q, k, D, acc);
   for (size_t r = 0; r < kR; ++r) {
     for (size_t j = 0; j < kK; ++j) out[r * ldo + j] = Sum(d, acc[r][j]);
   }
@@ -112,36 +121,16 @@ HWY_INLINE void Sum4(DF d, VF a, VF b, VF c, VF e, float* out) {
   StoreBlockSums(d, hn::Add(lo, hi), out);
 }
 
-// out[r * ldo + j] = <q_r, k_j> for kR rows and kK = 4 or 8 keys (vectors of
-// at least 4 lanes): kR x kK accumulators over D, then the transposed
-// reduction of each row's keys, four at a time, stored as four contiguous
-// scores.
+// out[r * ldo + j] = <q_r, k_j> for kR rows and kK keys (vectors of at least
+// 4 lanes): kR x kK accumulators over D, then the transposed reduction, four
+// accumulators at a time: a row's four keys (kK = 4 or 8), or two keys of a
+// pair of rows (kK = 2).
 template <size_t kR, size_t kK>
 HWY_INLINE void DotTileT(DF d, const float* const* q, const float* const* k, size_t D,
                          float* out, size_t ldo) {
   static_assert(kK % 4 == 0 || (kK == 2 && kR % 2 == 0), "sums in groups of four");
-  const size_t N = hn::Lanes(d);
   VF acc[kR][kK];
-  for (size_t r = 0; r < kR; ++r) {
-    for (size_t j = 0; j < kK; ++j) acc[r][j] = hn::Zero(d);
-  }
-  size_t c = 0;
-  for (; c + N <= D; c += N) {
-    VF kv[kK];
-    for (size_t j = 0; j < kK; ++j) kv[j] = hn::LoadU(d, k[j] + c);
-    for (size_t r = 0; r < kR; ++r) {
-      const VF qv = hn::LoadU(d, q[r] + c);
-      for (size_t j = 0; j < kK; ++j) acc[r][j] = hn::MulAdd(qv, kv[j], acc[r][j]);
-    }
-  }
-  if (c < D) {
-    VF kv[kK];
-    for (size_t j = 0; j < kK; ++j) kv[j] = LoadTailZero(d, k[j] + c, D - c);
-    for (size_t r = 0; r < kR; ++r) {
-      const VF qv = LoadTailZero(d, q[r] + c, D - c);
-      for (size_t j = 0; j < kK; ++j) acc[r][j] = hn::MulAdd(qv, kv[j], acc[r][j]);
-    }
-  }
+  DotAccumulate(d, q, k, D, acc);
   if constexpr (kK % 4 == 0) {
     for (size_t r = 0; r < kR; ++r) {
       for (size_t j = 0; j < kK; j += 4) {
