@@ -233,7 +233,9 @@ struct AttentionOptions {
 /// normalisers meet the same form with their own sensitivity in place of 2
 /// and, for softpick, P_ij + e^t_ij / S in place of P_ij; Power-Softmax with
 /// P_ij + (p/2)(|t_ij|^(p-1) / S_i + P_ij sum_k |t_ik|^(p-1) / S_i),
-/// S_i = sum_k |t_ik|^p (no finite bound for a row whose logits are all 0)
+/// S_i = sum_k |t_ik|^p (no finite bound for a row whose largest |logit| is
+/// below 2^-100, all zeros included: the output depends on the logits'
+/// ratios, which f32 underflow or any rounding of zeros can change)
 /// and its row bound kappa(p) = max(2e-6, (2p + 4 log2 p + 6) u) added
 /// (docs/attention.md).
 void attention(const TensorView& q, const TensorView& k, const TensorView& v,

@@ -44,7 +44,10 @@ struct LogitScaleGradients {
 
 /// d loss / d scale and d loss / d temperature of an op called with
 /// `options` on input `src`, given its input gradient `dsrc` (from the op's
-/// backward). Only options.scale, temperature and threads are read.
+/// backward). Uses options.scale, temperature and threads; the options are
+/// validated as every op validates them (so a bad algorithm or empty_row
+/// value, or a scale / temperature whose quotient is not a finite f32, is an
+/// error too); the axis and the masks are not read.
 LogitScaleGradients logit_scale_gradients(const TensorView& src, const TensorView& dsrc,
                                           const SoftmaxOptions& options = {});
 

@@ -160,9 +160,9 @@ def _row_grad(d: Tensor, like: Tensor) -> Tensor:
 def _knob_value(v: Any, name: str, fn_name: str) -> float:
     """A scale / temperature given as a number or a one-element tensor, as a float."""
     if isinstance(v, torch.Tensor):
-        if v.numel() != 1 or not v.is_floating_point():
-            raise ValueError(f"smax.{fn_name}: {name} must be a number or a one-element floating "
-                             f"tensor, got a {v.dtype} tensor of shape {tuple(v.shape)}")
+        if v.numel() != 1:
+            raise ValueError(f"smax.{fn_name}: {name} must be a number or a one-element tensor, "
+                             f"got a {v.dtype} tensor of shape {tuple(v.shape)}")
         return float(v.detach())
     return v
 
@@ -213,10 +213,14 @@ def logit_scale_call(fn: Callable[..., Any], sig: inspect.Signature, taps: Seque
             a[k] = _knob_value(a[k], k, name)
     learn = torch.is_grad_enabled() and any(t.requires_grad for t in tensors.values())
     if learn:
+        if a.get("inplace_backward"):
+            raise ValueError(f"smax.{name}: inplace_backward=True overwrites the logits, which "
+                             f"the gradient of a scale / temperature that requires grad needs; "
+                             f"use the default fused=True instead")
+        # An op's own temperature (not in knobs) is not a logit scale.
         co = softmax_options("logit_scale_gradients", -1, a.get("scale", 1.0),
-                             a.get("temperature", 1.0), None, "zero", a.get("threads", 0))
-        if "temperature" not in knobs:  # the op's own temperature is not a logit scale
-            co.temperature = 1.0
+                             a["temperature"] if "temperature" in knobs else 1.0, None, "zero",
+                             a.get("threads", 0))
         for k in taps:
             v = a.get(k)
             if v is None:

@@ -146,7 +146,7 @@ def test_numpy_helper():
 def test_errors():
     x = torch.randn(2, 5)
     t = torch.tensor(2.0, requires_grad=True)
-    with pytest.raises(ValueError, match="temperature must be a number or a one-element"):
+    with pytest.raises(ValueError, match="temperature must be a number or a one-element tensor"):
         st.softmax(x, temperature=torch.ones(2, requires_grad=True))
     with pytest.raises(TypeError, match="logit_standardization: temperature is a tensor that "
                                         "requires grad"):
@@ -155,3 +155,12 @@ def test_errors():
         smax.softmax_backward(x, x, temperature=t)
     with pytest.raises(TypeError, match="needs x as a torch tensor"):
         smax.softmax(x.numpy(), temperature=t)
+    # inplace_backward overwrites the logits the knob's gradient needs.
+    with pytest.raises(ValueError, match="inplace_backward=True overwrites the logits"):
+        st.cross_entropy(x.clone().requires_grad_(), torch.tensor([0, 1]), temperature=t,
+                         inplace_backward=True)
+    # The op's own name in the error, with a learnable scale beside it.
+    with pytest.raises(TypeError, match="logit_standardization: temperature"):
+        st.logit_standardization(x, scale=torch.tensor(2.0, requires_grad=True), temperature=t)
+    # Integer tensors are values (they cannot require grad).
+    assert torch.equal(st.softmax(x, scale=torch.tensor(2)), st.softmax(x, scale=2.0))

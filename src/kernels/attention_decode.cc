@@ -95,7 +95,9 @@ HWY_INLINE void DotTile(DF d, const float* const* q, const float* const* k, size
   }
 }
 
-#if HWY_TARGET != HWY_SCALAR
+// Fixed-width vectors of 4+ lanes only (the halving below stops on the
+// compile-time lane count; scalable vectors take the per-sum path).
+#if HWY_TARGET != HWY_SCALAR && !HWY_HAVE_SCALABLE
 // out[0 .. 4) = the lane sums of a, b, c, e (at least 4 lanes). A transposed
 // reduction: within each 128-bit block, interleaves and adds give lane k =
 // the block's sum of vector k ((x0 + x2) + (x1 + x3)); then the blocks are
@@ -148,7 +150,7 @@ HWY_INLINE void DotTileT(DF d, const float* const* q, const float* const* k, siz
     }
   }
 }
-#endif  // HWY_TARGET != HWY_SCALAR
+#endif  // HWY_TARGET != HWY_SCALAR && !HWY_HAVE_SCALABLE
 
 // All rows of the scores of keys kp[0 .. kK): tiles of 4, 2 and 1 rows
 // (each key vector is loaded once per tile).
@@ -178,7 +180,7 @@ void AttentionDecodeScoresImpl(const float* q, int64_t rows_, int64_t ldq,
   const size_t D = static_cast<size_t>(D_), lds = static_cast<size_t>(lds_);
   const size_t lq = static_cast<size_t>(ldq);
   size_t j = 0;
-#if HWY_TARGET != HWY_SCALAR
+#if HWY_TARGET != HWY_SCALAR && !HWY_HAVE_SCALABLE
   {
     // Groups of keys with the transposed reduction: tiles of 2 rows x 4
     // keys (8 accumulators: enough independent FMA chains to cover their

@@ -84,7 +84,8 @@ AttentionGrads attention_backward(const AttentionProblem& p, const std::vector<d
 // e_norm = the row op's relative bound (0 softmax, kappa(p) power, 2e-6
 // others); L_acc = 512 + Lk / 512 (softmax), Lk (others); w_ij = |P_ij|,
 // plus e^(t_j - m) / S (softpick) or (p/2)(|t_j|^(p-1) / S + P_ij sum_k
-// |t_k|^(p-1) / S) with S = sum |t|^p (power; infinite for a row of zeros).
+// |t_k|^(p-1) / S) with S = sum |t|^p (power; infinite for a row whose
+// largest |t| is below 2^-100, zeros included).
 
 /// Delta_i of query row `row`; dot_max (optional) receives max_j sum_d |q k|.
 double attention_row_delta(const AttentionProblem& p, const AttentionResult& r, int64_t row,

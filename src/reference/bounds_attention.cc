@@ -103,11 +103,14 @@ void attention_bound_weights(const AttentionProblem& p, const AttentionResult& r
     // q (|t_j|^(q-1) / S + y_j sum_k |t_k|^(q-1) / S) max|e| at most, which
     // the row's E = 2 Delta + ... times these weights covers. With
     // M = max |t| the terms are (|t_j| / M)^(q-1) / (M S'), S' = sum (|t|/M)^q.
-    // An all-zero row (M = 0) is uniform exactly but any logit error may
-    // move it anywhere: no finite bound (the largest double, so that a zero
-    // value column still gives a bound of 0, not inf * 0).
+    // A row whose logits are all 0 (M = 0) is uniform exactly, but any
+    // logit error may move it anywhere; the same below M = 2^-100, where the
+    // f32 products of the logits lose their relative precision to underflow
+    // (Power-Softmax depends on the logits' ratios only). No finite bound:
+    // the largest double, so that a zero value column still gives a bound
+    // of 0, not inf * 0.
     const int q = p.o.power_p;
-    if (m == 0.0) {
+    if (m < 0x1p-100) {
       for (int64_t j = 0; j < p.Lk; ++j) {
         if (T[j] != kNegInf) w[j] = std::numeric_limits<double>::max();
       }
