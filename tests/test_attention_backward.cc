@@ -29,6 +29,24 @@ TEST_P(Attention, BackwardEveryNormalizer) {
   std::printf("backward worst err/bound = %.3g (%s)\n", g_bwd_worst, g_bwd_worst_what.c_str());
 }
 
+// Softplus with logits so negative that softplus(lambda t) underflows to 0
+// in float64 (lambda t < -745): the oracle's sigmoid(z) / softplus(z) was
+// 0 / 0 there (found by the attention fuzz harness); the ratio's limit is 1
+// and the weight is 0, so those keys get exactly no gradient.
+TEST_P(Attention, BackwardSoftplusUnderflowingLogits) {
+  Rng rng("softplus_underflow");
+  const std::vector<float> x = {1.0f, -2000.0f, 0.5f, -1500.0f, 0.25f};
+  const int64_t L = static_cast<int64_t>(x.size());
+  Problem pr({1, 1, 1, 2, L, 4, 3}, false);
+  pr.q.fill([](int64_t i) { return i % 4 == 0 ? 1.0f : 0.0f; });
+  pr.k.fill([&](int64_t i) { return i % 4 == 0 ? x[static_cast<size_t>(i / 4)] : 0.0f; });
+  pr.v.fill([&](int64_t) { return rng.normal(); });
+  AttentionOptions o;
+  o.normalizer = AttentionNormalizer::kSoftplus;
+  o.scale = 1.0f;
+  EXPECT_TRUE(check_backward_case(pr, o, rng, "softplus, logits -2000 and -1500"));
+}
+
 TEST_P(Attention, BackwardMasksSinksAlibi) {
   Rng rng("bwd2");
   const Shape sh{2, 4, 2, 12, 21, 8, 8};
