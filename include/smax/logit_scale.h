@@ -20,11 +20,12 @@
 // The sum runs over every element of src, whatever the op's axis, in
 // float64, in a fixed order (rows of the last dim in fixed blocks, blocks in
 // row order): the same bits for any thread count. Bound: |error of S| <=
-// (n * 2^-53 + ...) * sum |x_i dsrc_i| with n the element count, far below
-// the error of dsrc itself; the forward ops round scale / temperature to f32
-// (f64 inputs: to f64), which the formulas above do not: a relative
-// difference of at most 2^-24 between this and the derivative of the f32
-// computation's exact counterpart.
+// (n + 1) 2^-53 sum |x_i dsrc_i| to first order, n the element count (each
+// product is exact for f32 / f16 / bf16 operands and rounded once for f64
+// ones; n - 1 float64 additions), far below the error of dsrc itself. The
+// forward ops round scale / temperature to f32 (f64 inputs: their quotient
+// to f64); the formulas above use the exact quotient: a relative difference
+// of at most 2^-24.
 //
 // Errors (smax::Error, kInvalidArgument): src or dsrc not a valid floating
 // view (f32, f64, f16, bf16, each independently), different shapes, scale
