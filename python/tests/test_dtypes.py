@@ -109,7 +109,10 @@ SOFTMAX_FAMILY = {"softmax", "log_softmax", "logsumexp", "softmax_backward",
 # falls back to float32 copies while the C++ kernel is float32-only.
 SOFTMAX_KERNEL = SOFTMAX_FAMILY | {"sparse_softmax_backward"}
 # Ops computed with float64 kernels from float64 storage (once the C++ path is in).
-F64_NATIVE = {"softmax", "log_softmax", "logsumexp"}
+# Ops with float64 arithmetic for float64 input (docs/dtypes.md): the softmax
+# family and cross_entropy; every other op computes in float32 from float64.
+F64_SOFTMAX = {"softmax", "log_softmax", "logsumexp"}
+F64_NATIVE = F64_SOFTMAX | {"cross_entropy"}
 
 
 def needs_softmax(op: str, name: str) -> None:
@@ -583,8 +586,8 @@ def _gradcheck_fn(op):
 def test_gradcheck_float64(op):
     """Every differentiable op under torch.autograd.gradcheck in float64.
 
-    F64_NATIVE ops (softmax, log_softmax, logsumexp) compute float64 in
-    float64: default gradcheck (eps=1e-6, atol=1e-5, rtol=1e-3). Every other
+    F64_NATIVE ops (softmax, log_softmax, logsumexp, cross_entropy) compute
+    float64 in float64: default gradcheck (eps=1e-6, atol=1e-5, rtol=1e-3). Every other
     row-wise op computes in float32 arithmetic from float64 storage (the C++
     API: f64 inputs round to f32, outputs round once to f64), so a central
     difference at eps=1e-6 measures float32 rounding noise (~1e-7 / 1e-6 =
@@ -604,11 +607,37 @@ def test_gradcheck_float64(op):
     fn = _gradcheck_fn(op)
     if op in F64_NATIVE:
         assert torch.autograd.gradcheck(fn, (x,))
+    if op in F64_SOFTMAX:
         mask = torch.randn(1, 7, dtype=torch.float64, requires_grad=True)
         assert torch.autograd.gradcheck(
             lambda a, m: getattr(st, op)(a, -1, scale=0.8, mask=m), (x, mask))
-    else:
+    elif op not in F64_NATIVE:
         assert torch.autograd.gradcheck(fn, (x,), eps=1e-3, atol=1e-3, rtol=1e-3)
+
+
+def test_cross_entropy_gradcheck_float64_every_option():
+    """cross_entropy's float64 arithmetic under default gradcheck tolerances
+    (eps = 1e-6): class and probability targets, class weights, label
+    smoothing, z-loss, softcap, an additive mask, a fixed scale and
+    temperature. (scale and temperature are float32 options, so a central
+    difference of 1e-6 on them measures their f32 rounding: their learnable
+    gradients are checked at eps = 1e-3 in test_logit_scale.py.) (fused=False: gradcheck runs backward more than once,
+    which the fused path's in-place gradient does not allow; the fused
+    gradient's bits equal the backward's, tests/test_cross_entropy_f64.cc.)"""
+    gen = torch.Generator().manual_seed(5)
+    x = (torch.randn(N, C, dtype=torch.float64, generator=gen) * 2).requires_grad_(True)
+    w = torch.rand(C, dtype=torch.float64, generator=gen) + 0.5
+    q = torch.softmax(torch.randn(N, C, dtype=torch.float64, generator=gen), -1)
+    mask = torch.zeros(1, C, dtype=torch.float64)
+    mask[0, 2] = -float("inf")
+    q[:, 2] = 0  # no target mass on the masked class (else the loss is inf)
+    q = q / q.sum(-1, keepdim=True)
+    assert torch.autograd.gradcheck(
+        lambda a: st.cross_entropy(a, TARGET, w, label_smoothing=0.1, lse_square_scale=1e-2,
+                                   softcap=5.0, reduction="none", fused=False), (x,))
+    assert torch.autograd.gradcheck(
+        lambda a: st.cross_entropy(a, q, w, label_smoothing=0.2, mask=mask, scale=0.8,
+                                   temperature=1.3, fused=False), (x,))
 
 
 # ---- mixed dtypes, out=, DLPack ---------------------------------------------------------------

@@ -60,4 +60,26 @@ void scatter_row_f32(const float* in, int64_t n, void* base, DType dt, int64_t s
   }
 }
 
+void gather_row_f64(const void* base, DType dt, int64_t stride, int64_t n, double* out) {
+  const auto* p = static_cast<const char*>(base);
+  const int64_t step = stride * dtype_size(dt);
+  if (dt == DType::kF64) {
+    const auto* d = static_cast<const double*>(base);
+    for (int64_t i = 0; i < n; ++i) out[i] = d[i * stride];
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) out[i] = load_f64(p + i * step, dt);
+}
+
+void scatter_row_f64(const double* in, int64_t n, void* base, DType dt, int64_t stride) {
+  auto* p = static_cast<char*>(base);
+  const int64_t step = stride * dtype_size(dt);
+  if (dt == DType::kF64) {
+    auto* d = static_cast<double*>(base);
+    for (int64_t i = 0; i < n; ++i) d[i * stride] = in[i];
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) store_f64(p + i * step, dt, in[i]);
+}
+
 }  // namespace smax::detail

@@ -172,5 +172,10 @@ inline void store_f64(void* p, DType dt, double v) {
 void gather_row_f32(const void* base, DType dt, int64_t stride, int64_t n, float* out);
 /// Element i of the strided row at `base` = in[i] rounded to `dt`.
 void scatter_row_f32(const float* in, int64_t n, void* base, DType dt, int64_t stride);
+/// out[i] = element i of the strided row at `base`, as double (exact).
+void gather_row_f64(const void* base, DType dt, int64_t stride, int64_t n, double* out);
+/// Element i of the strided row at `base` = in[i] rounded once to `dt`
+/// (store_f64).
+void scatter_row_f64(const double* in, int64_t n, void* base, DType dt, int64_t stride);
 
 }  // namespace smax::detail

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <type_traits>
 
 #include "core/errors.h"
 #include "core/internal.h"
@@ -18,6 +19,7 @@ Rowwise::Rowwise(const char* op, const TensorView& src, const char* src_name, bo
   ensure_runtime_initialized();
   check_float_view(src, op, src_name);
   scale_ = check_options(options, op);
+  scale64_ = static_cast<double>(options.scale) / static_cast<double>(options.temperature);
   src_ = as_rank1_if_scalar(src);
   axis_ = resolve_axis(options.axis, src.rank, op);
   empty_row_ = options.empty_row;
@@ -167,6 +169,7 @@ void Rowwise::finish() {
     const bool changed = (input_transform_[k] == kLogits && transform) ||
                          (input_transform_[k] == kBoolMasked && bool_mask_view_ != nullptr);
     direct_input_[k] = contiguous && !changed && input_dtype_[k] == DType::kF32;
+    direct_input64_[k] = contiguous && !changed && input_dtype_[k] == DType::kF64;
   }
   finished_ = true;
 }
@@ -212,21 +215,62 @@ void Rowwise::gather_input(int k, const int64_t* off, float* t) const {
   }
 }
 
-void Rowwise::zero_masked(const int64_t* off, float* out_row) const {
-  const char* add = add_mask_ >= 0 ? g_.at(add_mask_, off[add_mask_]) : nullptr;
+// The float64 form: x widened exactly, t = x * s + mask in double with
+// s = double(scale) / double(temperature).
+void Rowwise::gather_input(int k, const int64_t* off, double* t) const {
+  const int op = input_operand_[k];
+  const int64_t n = g_.n;
+  gather_row_f64(g_.at(op, off[op]), input_dtype_[k], g_.axis_stride[op], n, t);
   const auto* keep = bool_mask_ >= 0
                          ? reinterpret_cast<const uint8_t*>(g_.at(bool_mask_, off[bool_mask_]))
                          : nullptr;
-  if (!add && !keep) return;
-  const int64_t add_bytes = add_mask_ >= 0 ? dtype_size(add_mask_dtype_) * g_.axis_stride[add_mask_] : 0;
   const int64_t sb = bool_mask_ >= 0 ? g_.axis_stride[bool_mask_] : 0;
-  const float neg_inf = -std::numeric_limits<float>::infinity();
-  for (int64_t i = 0; i < g_.n; ++i) {
-    if ((add && load_f32(add + i * add_bytes, add_mask_dtype_) == neg_inf) ||
-        (keep && keep[i * sb] == 0)) {
-      out_row[i] = 0.0f;
+  const double neg_inf = -std::numeric_limits<double>::infinity();
+  const bool logits = input_transform_[k] == kLogits;
+  if (logits && scale64_ != 1.0) {
+    for (int64_t i = 0; i < n; ++i) t[i] = t[i] * scale64_;
+  }
+  if (logits && add_mask_ >= 0) {
+    const char* add = g_.at(add_mask_, off[add_mask_]);
+    const int64_t add_bytes = dtype_size(add_mask_dtype_) * g_.axis_stride[add_mask_];
+    for (int64_t i = 0; i < n; ++i) t[i] = t[i] + load_f64(add + i * add_bytes, add_mask_dtype_);
+  }
+  if (keep && input_transform_[k] != kRaw) {
+    for (int64_t i = 0; i < n; ++i) {
+      if (keep[i * sb] == 0) t[i] = neg_inf;
     }
   }
+}
+
+// out_row[i] = 0 where the row at `off` is masked: bool mask 0, or an
+// additive mask of -inf as T reads it (an f64 -1e300 is -inf in f32).
+template <class T>
+static void zero_masked_row(const Geometry& g, int add_mask, DType add_dtype, int bool_mask,
+                            const int64_t* off, T* out_row) {
+  const char* add = add_mask >= 0 ? g.at(add_mask, off[add_mask]) : nullptr;
+  const auto* keep =
+      bool_mask >= 0 ? reinterpret_cast<const uint8_t*>(g.at(bool_mask, off[bool_mask])) : nullptr;
+  if (!add && !keep) return;
+  const int64_t add_bytes = add_mask >= 0 ? dtype_size(add_dtype) * g.axis_stride[add_mask] : 0;
+  const int64_t sb = bool_mask >= 0 ? g.axis_stride[bool_mask] : 0;
+  const double neg_inf = -std::numeric_limits<double>::infinity();
+  for (int64_t i = 0; i < g.n; ++i) {
+    const double a = !add                          ? 0.0
+                     : std::is_same_v<T, float> ? load_f32(add + i * add_bytes, add_dtype)
+                                                : load_f64(add + i * add_bytes, add_dtype);
+    if ((add && a == neg_inf) ||
+        (keep && keep[i * sb] == 0)) {
+      out_row[i] = 0;
+    }
+  }
+}
+
+void Rowwise::zero_masked(const int64_t* off, double* out_row) const {
+  zero_masked_row(g_, add_mask_, add_mask_dtype_, bool_mask_, off, out_row);
+}
+
+void Rowwise::zero_masked(const int64_t* off, float* out_row) const {
+  zero_masked_row(g_, add_mask_, add_mask_dtype_, bool_mask_, off, out_row);
 }
 
 }  // namespace smax::detail

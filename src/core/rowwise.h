@@ -27,21 +27,27 @@
 //              per-row results (loss, lse, dalpha, counts)
 //
 // Storage dtypes. Every floating operand (and the additive mask) may be f32,
-// f64, f16 or bf16, each independently. Row functions always see f32: an
-// input that is not f32 is widened (f16 / bf16 exactly, f64 rounded to
-// nearest) into the row's scratch as it is gathered, and an output that is
-// not f32 is computed into scratch and rounded once (to nearest even) as it
-// is scattered. So the op's f32 bound holds for f32 outputs, and a narrow
-// output adds the rounding to its type (half an ulp of it). Only one row at
-// a time is widened: never a copy of the whole tensor.
+// f64, f16 or bf16, each independently. run() (f32 arithmetic) hands row
+// functions f32 rows: an input that is not f32 is widened (f16 / bf16
+// exactly, f64 rounded to nearest) into the row's scratch as it is gathered,
+// and an output that is not f32 is computed into scratch and rounded once
+// (to nearest even) as it is scattered. So the op's f32 bound holds for f32
+// outputs, and a narrow output adds the rounding to its type (half an ulp of
+// it). run<double>() (float64 arithmetic, for ops with a float64 path) hands
+// them float64 rows: every input widened exactly, logits formed in double
+// (t = x * s + mask with s = double(scale) / double(temperature)), outputs
+// rounded once from double to their dtype. Only one row at a time is
+// widened: never a copy of the whole tensor.
 //
-// The row function is called once per row with a RowArgs; it must write all
-// n elements of every out[k] and every row_out[k]; it must not throw.
+// The row function is called once per row with a RowArgs (RowArgs64); it
+// must write all n elements of every out[k] and every row_out[k]; it must
+// not throw.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "core/convert.h"
 #include "core/execution.h"
@@ -56,19 +62,26 @@ inline constexpr int kMaxRowwiseOutputs = 2;
 inline constexpr int kMaxRowInputs = 2;
 inline constexpr int kMaxRowOutputs = 3;
 
-/// What a row function sees for one row.
-struct RowArgs {
+/// What a row function sees for one row: RowArgs (f32 arithmetic, every op)
+/// or RowArgs64 (float64 arithmetic: Rowwise::run<double>, the ops that have
+/// a float64 path for f64 logits).
+template <class T>
+struct RowArgsOf {
   int64_t row = 0;  ///< linear index of the row (row-major over src's non-axis dims)
   int64_t n = 0;    ///< row length (may be 0)
-  const float* in[kMaxRowwiseInputs] = {};  ///< contiguous rows of n floats
-  float* out[kMaxRowwiseOutputs] = {};      ///< contiguous rows of n floats, never aliasing in
-  float row_in[kMaxRowInputs] = {};         ///< f32 row inputs (i64 ones in row_index)
-  int64_t row_index[kMaxRowInputs] = {};    ///< i64 row inputs (targets)
-  float* row_out[kMaxRowOutputs] = {};      ///< one float each (nullptr if not declared)
-  float* scratch = nullptr;                 ///< extra_scratch(n) floats, uninitialised
-  float scale = 1.0f;                       ///< s = scale / temperature (f32)
+  const T* in[kMaxRowwiseInputs] = {};  ///< contiguous rows of n values
+  T* out[kMaxRowwiseOutputs] = {};      ///< contiguous rows of n values, never aliasing in
+  T row_in[kMaxRowInputs] = {};         ///< floating row inputs (i64 ones in row_index)
+  int64_t row_index[kMaxRowInputs] = {};  ///< i64 row inputs (targets)
+  T* row_out[kMaxRowOutputs] = {};      ///< one value each (nullptr if not declared)
+  T* scratch = nullptr;                 ///< extra_scratch(n) values, uninitialised
+  /// s = scale / temperature: rounded to f32 (RowArgs), or
+  /// double(scale) / double(temperature) (RowArgs64)
+  T scale = 1;
   EmptyRow empty_row = EmptyRow::kZero;
 };
+using RowArgs = RowArgsOf<float>;
+using RowArgs64 = RowArgsOf<double>;
 
 class Rowwise {
  public:
@@ -103,11 +116,13 @@ class Rowwise {
   float scale() const { return scale_; }
   bool has_masks() const { return add_mask_ >= 0 || bool_mask_ >= 0; }
 
-  /// Runs fn(RowArgs&) for every row, in parallel on the fixed task grid.
-  /// `extra_scratch` floats per row are passed in RowArgs::scratch. Throws
+  /// Runs fn(RowArgsOf<T>&) for every row, in parallel on the fixed task
+  /// grid: T = float (RowArgs, f32 arithmetic) or double (RowArgs64).
+  /// `extra_scratch` values per row are passed in RowArgs::scratch. Throws
   /// smax::Error (out of memory) before any write if scratch cannot be had.
-  template <typename Fn>
+  template <typename T = float, typename Fn>
   void run(int64_t extra_scratch, Fn&& fn) {
+    static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "T: float or double");
     finish();
     if (g_.rows == 0) return;
     const int64_t n = g_.n;
@@ -115,10 +130,13 @@ class Rowwise {
     const int64_t per_task = rows_per_task(n);
     const int64_t tasks = (g_.rows + per_task - 1) / per_task;
     const int buffers = static_cast<int>(std::min<int64_t>(std::max(threads_, 1), tasks));
-    ScratchPool pool(buffers, std::max<int64_t>(per_row, 1));
+    // The pool holds floats; a double row takes two (new[] aligns to 16).
+    constexpr int64_t kFloatsPerValue = sizeof(T) / sizeof(float);
+    ScratchPool pool(buffers, std::max<int64_t>(per_row * kFloatsPerValue, 1));
     for_each_row_task(g_, threads_, [&](int64_t begin, int64_t end) {
       ScratchPool::Lease lease(pool);
-      for (int64_t row = begin; row < end; ++row) run_row(row, lease.data(), fn);
+      T* buffer = reinterpret_cast<T*>(lease.data());
+      for (int64_t row = begin; row < end; ++row) run_row<T>(row, buffer, fn);
     });
   }
 
@@ -128,28 +146,33 @@ class Rowwise {
   void declare(int kind, const TensorView& view, const char* name, DType dtype, Transform transform,
                bool allow_alias);
   void gather_input(int k, const int64_t* off, float* dst_row) const;
+  void gather_input(int k, const int64_t* off, double* dst_row) const;
   void zero_masked(const int64_t* off, float* out_row) const;
+  void zero_masked(const int64_t* off, double* out_row) const;
 
-  template <typename Fn>
-  void run_row(int64_t row, float* buffer, Fn& fn) const {
+  template <typename T, typename Fn>
+  void run_row(int64_t row, T* buffer, Fn& fn) const {
+    constexpr bool kF64 = std::is_same_v<T, double>;
+    constexpr DType kNative = kF64 ? DType::kF64 : DType::kF32;
     int64_t off[kMaxOperands];
     g_.row_offsets(row, off);
     const int64_t n = g_.n;
-    RowArgs a;
+    RowArgsOf<T> a;
     a.row = row;
     a.n = n;
-    a.scale = scale_;
+    a.scale = kF64 ? static_cast<T>(scale64_) : static_cast<T>(scale_);
     a.empty_row = empty_row_;
-    float* next = buffer;
+    T* next = buffer;
     // Rows of length 0 touch no element: their tensors may have null data,
     // so no address is formed from them (the row pointers point at scratch).
     const bool empty = n == 0;
     for (int k = 0; k < inputs_; ++k) {
       const int op = input_operand_[k];
+      const bool direct = kF64 ? direct_input64_[k] : direct_input_[k];
       if (empty) {
         a.in[k] = buffer;
-      } else if (direct_input_[k]) {
-        a.in[k] = reinterpret_cast<const float*>(g_.at(op, off[op]));
+      } else if (direct) {
+        a.in[k] = reinterpret_cast<const T*>(g_.at(op, off[op]));
       } else {
         gather_input(k, off, next);
         a.in[k] = next;
@@ -160,8 +183,8 @@ class Rowwise {
     for (int k = 0; k < outputs_ && empty; ++k) a.out[k] = buffer;
     for (int k = 0; k < outputs_ && !empty; ++k) {
       const int op = output_operand_[k];
-      auto* dst = reinterpret_cast<float*>(g_.at(op, off[op]));
-      bool direct = output_dtype_[k] == DType::kF32 && (g_.axis_stride[op] == 1 || n <= 1);
+      auto* dst = reinterpret_cast<T*>(g_.at(op, off[op]));
+      bool direct = output_dtype_[k] == kNative && (g_.axis_stride[op] == 1 || n <= 1);
       for (int i = 0; direct && i < inputs_; ++i) direct = a.in[i] != dst || n == 0;
       if (direct) {
         a.out[k] = dst;
@@ -176,31 +199,38 @@ class Rowwise {
       const char* p = g_.at(op, off[op]);
       if (row_input_dtype_[k] == DType::kI64) {
         std::memcpy(&a.row_index[k], p, sizeof(int64_t));
+      } else if constexpr (kF64) {
+        a.row_in[k] = load_f64(p, row_input_dtype_[k]);
       } else {
         a.row_in[k] = load_f32(p, row_input_dtype_[k]);
       }
     }
-    // Row outputs that are not f32 are written by fn into a local float and
-    // rounded to their dtype afterwards.
-    float row_out_f32[kMaxRowOutputs] = {};
+    // Row outputs not of the native dtype are written by fn into a local
+    // value and rounded to their dtype afterwards.
+    T row_out_local[kMaxRowOutputs] = {};
     for (int k = 0; k < row_outputs_; ++k) {
       const int op = row_output_operand_[k];
-      a.row_out[k] = row_output_dtype_[k] == DType::kF32
-                         ? reinterpret_cast<float*>(g_.at(op, off[op]))
-                         : &row_out_f32[k];
+      a.row_out[k] = row_output_dtype_[k] == kNative ? reinterpret_cast<T*>(g_.at(op, off[op]))
+                                                    : &row_out_local[k];
     }
     a.scratch = next;
     fn(a);
     for (int k = 0; k < row_outputs_; ++k) {
       const int op = row_output_operand_[k];
-      if (row_output_dtype_[k] != DType::kF32) {
-        store_f32(g_.at(op, off[op]), row_output_dtype_[k], row_out_f32[k]);
+      if (row_output_dtype_[k] == kNative) continue;
+      if constexpr (kF64) {
+        store_f64(g_.at(op, off[op]), row_output_dtype_[k], row_out_local[k]);
+      } else {
+        store_f32(g_.at(op, off[op]), row_output_dtype_[k], row_out_local[k]);
       }
     }
     for (int k = 0; k < outputs_ && !empty; ++k) {
       const int op = output_operand_[k];
       if (zero_masked_outputs_) zero_masked(off, a.out[k]);
-      if (scatter_to[k] != nullptr) {
+      if (scatter_to[k] == nullptr) continue;
+      if constexpr (kF64) {
+        scatter_row_f64(a.out[k], n, scatter_to[k], output_dtype_[k], g_.axis_stride[op]);
+      } else {
         scatter_row_f32(a.out[k], n, scatter_to[k], output_dtype_[k], g_.axis_stride[op]);
       }
     }
@@ -211,6 +241,7 @@ class Rowwise {
   TensorView src_;
   int axis_ = 0;
   float scale_ = 1.0f;
+  double scale64_ = 1.0;  // double(scale) / double(temperature): run<double>'s s
   EmptyRow empty_row_ = EmptyRow::kZero;
   int threads_ = 1;
   bool finished_ = false;
@@ -235,7 +266,8 @@ class Rowwise {
   int inputs_ = 0, outputs_ = 0, row_inputs_ = 0, row_outputs_ = 0;
   int input_operand_[kMaxRowwiseInputs] = {};
   Transform input_transform_[kMaxRowwiseInputs] = {};
-  bool direct_input_[kMaxRowwiseInputs] = {};
+  bool direct_input_[kMaxRowwiseInputs] = {};    // run(): read in place (f32, as is)
+  bool direct_input64_[kMaxRowwiseInputs] = {};  // run<double>(): read in place (f64, as is)
   DType input_dtype_[kMaxRowwiseInputs] = {};
   int output_operand_[kMaxRowwiseOutputs] = {};
   DType output_dtype_[kMaxRowwiseOutputs] = {};

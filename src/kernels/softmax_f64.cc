@@ -210,6 +210,19 @@ void RowImpl(F64Op op, const double* t, int64_t n_in, EmptyRow policy, double* o
   }
 }
 
+F64Terms TermsImpl(const double* t, int64_t n_in, double* terms) {
+  const DD d;
+  const size_t n = static_cast<size_t>(n_in);
+  const Scan sc = MaxScan(d, t, n);
+  if (sc.nan || sc.max == kInfD) return {sc.max, kNanD};
+  if (sc.max == -kInfD) return {sc.max, 0.0};
+  const VD m = hn::Set(d, sc.max);
+  const bool normal = sc.min - sc.max >= exp_f64::kExpNormalMin;
+  const double S = normal ? TermSum<true>(d, t, n, m, true, terms)
+                          : TermSum<false>(d, t, n, m, true, terms);
+  return {sc.max, S};
+}
+
 void BackwardImpl(bool log, const double* y, const double* dy, int64_t n_in, double s_in,
                   double* dx) {
   const DD d;
@@ -248,6 +261,7 @@ HWY_AFTER_NAMESPACE();
 namespace smax::kernels {
 HWY_EXPORT(RowImpl);
 HWY_EXPORT(BackwardImpl);
+HWY_EXPORT(TermsImpl);
 HWY_EXPORT(TargetName);
 
 void softmax_row_f64(F64Op op, const double* t, int64_t n, EmptyRow policy, double* out) noexcept {
@@ -256,6 +270,9 @@ void softmax_row_f64(F64Op op, const double* t, int64_t n, EmptyRow policy, doub
 void softmax_backward_row_f64(bool log, const double* y, const double* dy, int64_t n, double s,
                               double* dx) noexcept {
   HWY_DYNAMIC_DISPATCH(BackwardImpl)(log, y, dy, n, s, dx);
+}
+F64Terms exp_terms_row_f64(const double* t, int64_t n, double* terms) noexcept {
+  return HWY_DYNAMIC_DISPATCH(TermsImpl)(t, n, terms);
 }
 std::string kernel_name_f64(const std::string& op) {
   std::string target = HWY_DYNAMIC_DISPATCH(TargetName)();

@@ -46,6 +46,17 @@ enum class F64Op : int { kSoftmax = 0, kLogSoftmax = 1, kLogSumExp = 2 };
 void softmax_row_f64(F64Op op, const double* t, int64_t n, EmptyRow policy, double* out) noexcept;
 void softmax_backward_row_f64(bool log, const double* y, const double* dy, int64_t n, double s,
                               double* dx) noexcept;
+/// The float64 losses' sweep of a row of n >= 1 logits t (-inf = masked):
+/// max = max t; when the row holds no NaN, no +inf and some t > -inf,
+/// terms[i] = e^(t_i - max) as in softmax_row_f64 (exact two-term argument;
+/// 0 where t_i = -inf; terms may equal t) and sum = their compensated sum
+/// (>= 1). Otherwise terms is not written and sum is NaN (NaN or +inf in
+/// the row) or 0 (every t_i = -inf).
+struct F64Terms {
+  double max;
+  double sum;
+};
+F64Terms exp_terms_row_f64(const double* t, int64_t n, double* terms) noexcept;
 /// e.g. "f64_softmax__avx2" (the active target's name).
 std::string kernel_name_f64(const std::string& op);
 

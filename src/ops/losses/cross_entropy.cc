@@ -10,10 +10,12 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cross_entropy.h"
 #include "ops/losses/cross_entropy.h"
+#include "ops/losses/cross_entropy_f64.h"
 #include "core/convert.h"
 #include "core/errors.h"
 #include "core/loss_rows.h"
@@ -34,26 +36,8 @@ void check_ce_options(const char* op, const CrossEntropyOptions& ce) {
   check_loss_enums(op, ce.loss);
 }
 
-// Everything both passes need, validated.
-struct Setup {
-  const char* op;
-  TensorView src;
-  int axis = 0;
-  int64_t classes = 0;
-  int64_t rows = 0;
-  bool probs = false;
-  std::optional<LossRows> lr;  // class-index targets
-  std::vector<float> weight;   // f32 class weights (empty: none)
-  double a = 0.0, zs = 0.0;
-  float cap = 0.0f;
-  std::optional<Reducer> red;
-  int mask_input = -1;    // Rowwise input index of the post-cap additive mask
-  int target_input = -1;  // Rowwise input index of probability targets
-  EmptyRow empty_row = EmptyRow::kZero;
-  float scale = 1.0f;
-};
 
-void prepare(Setup& s, Rowwise& rw, const LogitsSetup& ls, const TensorView& target,
+void prepare(CeSetup& s, Rowwise& rw, const LogitsSetup& ls, const TensorView& target,
              const CrossEntropyOptions& ce) {
   s.src = as_rank1_if_scalar(rw.src());
   s.axis = rw.axis();
@@ -82,10 +66,12 @@ void prepare(Setup& s, Rowwise& rw, const LogitsSetup& ls, const TensorView& tar
                        "] (one weight per class)");
       }
       s.weight.resize(static_cast<size_t>(s.classes));
+      s.weight64.resize(static_cast<size_t>(s.classes));
       const auto* wp = static_cast<const char*>(w.data);
       const int64_t step = w.strides[0] * dtype_size(w.dtype);
       for (int64_t c = 0; c < s.classes; ++c) {
         s.weight[static_cast<size_t>(c)] = load_f32(wp + c * step, w.dtype);
+        s.weight64[static_cast<size_t>(c)] = load_f64(wp + c * step, w.dtype);
       }
     }
   } else {
@@ -96,8 +82,10 @@ void prepare(Setup& s, Rowwise& rw, const LogitsSetup& ls, const TensorView& tar
     s.lr.emplace(s.op, s.src, s.axis, target, ce.loss);
     if (ce.loss.weight) {
       s.weight.resize(static_cast<size_t>(s.classes));
+      s.weight64.resize(static_cast<size_t>(s.classes));
       for (int64_t c = 0; c < s.classes; ++c) {
         s.weight[static_cast<size_t>(c)] = static_cast<float>(s.lr->class_weight(c));
+        s.weight64[static_cast<size_t>(c)] = s.lr->class_weight(c);
       }
     }
     denominator = 0.0;
@@ -110,7 +98,7 @@ void prepare(Setup& s, Rowwise& rw, const LogitsSetup& ls, const TensorView& tar
                 denominator);
 }
 
-kernels::XentRow make_row(const Setup& s, const RowArgs& a) {
+kernels::XentRow make_row(const CeSetup& s, const RowArgs& a) {
   kernels::XentRow row;
   row.x = a.in[0];
   row.mask = s.mask_input >= 0 ? a.in[s.mask_input] : nullptr;
@@ -120,7 +108,7 @@ kernels::XentRow make_row(const Setup& s, const RowArgs& a) {
 }
 
 // t_j as double from the row (u_j after scale / bool mask, softcap, mask).
-double logit_at(const Setup& s, const RowArgs& a, int64_t j) {
+double logit_at(const CeSetup& s, const RowArgs& a, int64_t j) {
   double u = static_cast<double>(a.in[0][j]);
   if (s.cap > 0.0f && std::isfinite(u)) {
     u = static_cast<double>(s.cap) * std::tanh(u / static_cast<double>(s.cap));
@@ -130,19 +118,19 @@ double logit_at(const Setup& s, const RowArgs& a, int64_t j) {
 }
 
 // d t_j / d u_j (1 without softcap).
-double cap_deriv(const Setup& s, const RowArgs& a, int64_t j) {
+double cap_deriv(const CeSetup& s, const RowArgs& a, int64_t j) {
   if (!(s.cap > 0.0f)) return 1.0;
   const double x = std::fabs(static_cast<double>(a.in[0][j]) / static_cast<double>(s.cap));
   const double e = std::exp(-2.0 * x);
   return 4.0 * e / ((1.0 + e) * (1.0 + e));
 }
 
-bool masked_at(const Setup& s, const RowArgs& a, int64_t j) {
+bool masked_at(const CeSetup& s, const RowArgs& a, int64_t j) {
   return logit_at(s, a, j) == -kInf;
 }
 
 // NaN row of the gradient; masked entries stay 0.
-void nan_row(const Setup& s, const RowArgs& a, float* out) {
+void nan_row(const CeSetup& s, const RowArgs& a, float* out) {
   for (int64_t j = 0; j < a.n; ++j) {
     out[j] = masked_at(s, a, j) ? 0.0f : std::numeric_limits<float>::quiet_NaN();
   }
@@ -170,7 +158,7 @@ int64_t first_argmax(const float* q, int64_t n) {
 // the sum: <= 2^-21 cap + 2^-24 |t| each way); every other entry is below
 // the maximum in float64 too. Otherwise the scan's argmax (of t, or of u
 // with softcap and no mask).
-int64_t accuracy_argmax(const Setup& s, const RowArgs& a, const kernels::XentScan& sc) {
+int64_t accuracy_argmax(const CeSetup& s, const RowArgs& a, const kernels::XentScan& sc) {
   if (!(s.cap > 0.0f) || s.mask_input < 0 || a.n == 0) return sc.argmax;
   const double m = static_cast<double>(sc.max);
   if (!std::isfinite(m)) return sc.argmax;
@@ -213,7 +201,7 @@ double scan_lse(const kernels::XentScan& sc) {
 // (scan_lse or the forward's lse), e^(t_j - shift) * inv_d = p_j, sum_w
 // from the scan (label smoothing), `ps` the probability-target sums when the
 // caller has them (nullptr: computed here; the kernel is deterministic).
-void grad_row(const Setup& s, const RowArgs& a, double g, double L, double shift, double inv_d,
+void grad_row(const CeSetup& s, const RowArgs& a, double g, double L, double shift, double inv_d,
               double sum_w, const kernels::XentProbSums* ps_in, float* out) {
   if (L == -kInf) {  // every logit masked (or n == 0)
     fill(out, a.n, s.empty_row == EmptyRow::kNan ? std::numeric_limits<float>::quiet_NaN() : 0.0f);
@@ -278,13 +266,13 @@ bool same_view(const TensorView& a_in, const TensorView& b_in) {
 
 // The validated state both passes start from, built in this order: the
 // logits setup (softcap moves the additive mask), a Rowwise over src with
-// those options, then Setup via prepare() (targets, weights, reducer).
+// those options, then CeSetup via prepare() (targets, weights, reducer).
 // Callers check the options first (check_ce_options and their own checks).
 // Not copyable or movable: rw refers to ls.options.
 struct Pass {
   LogitsSetup ls;
   Rowwise rw;
-  Setup s;
+  CeSetup s;
   Pass(const char* op, const TensorView& src, const TensorView& target,
        const CrossEntropyOptions& ce, const SoftmaxOptions& options)
       : ls(setup_logits(op, src, options, ce.softcap)),
@@ -308,7 +296,7 @@ void cross_entropy(const TensorView& src, const TensorView& target, const Tensor
   detail::check_ce_options(op, ce);
   detail::Pass pass(op, src, target, ce, options);
   detail::Rowwise& rw = pass.rw;
-  detail::Setup& s = pass.s;
+  detail::CeSetup& s = pass.s;
 
   // Outputs: shapes, then no overlap with any input or each other.
   s.red->check_output(dst, "dst");
@@ -364,14 +352,18 @@ void cross_entropy(const TensorView& src, const TensorView& target, const Tensor
   const double C = static_cast<double>(s.classes);
   const float* weight = s.weight.empty() ? nullptr : s.weight.data();
 
-  rw.run(in_place ? s.classes : 0, [&](const RowArgs& a) {
+  // f64 logits: float64 arithmetic (cross_entropy_f64.h), else f32.
+  const bool f64 = s.src.dtype == DType::kF64;
+  auto row_fn = [&](const auto& a) {
+    using T = std::remove_pointer_t<decltype(a.scratch)>;
+    constexpr bool kF64 = std::is_same_v<T, double>;
     const int64_t r = a.row;
     const size_t ri = static_cast<size_t>(r);
     const bool active = s.red->active(r);
     const bool need_stats = o.lse || o.entropy;
     // Where the gradient row goes: the output, or (in place) the logits'
     // row itself when Rowwise passed it directly, else scratch + scatter.
-    float* grad_out = nullptr;
+    T* grad_out = nullptr;
     void* scatter_to = nullptr;
     int64_t scatter_stride = 0;
     if (in_place) {
@@ -379,9 +371,9 @@ void cross_entropy(const TensorView& src, const TensorView& target, const Tensor
       int64_t off[detail::kMaxOperands];
       geo.row_offsets(r, off);
       char* row0 = geo.at(0, off[0]);
-      if (a.in[0] == reinterpret_cast<const float*>(row0) &&
+      if (a.in[0] == reinterpret_cast<const T*>(row0) &&
           (geo.axis_stride[0] == 1 || a.n <= 1)) {
-        grad_out = reinterpret_cast<float*>(row0);
+        grad_out = reinterpret_cast<T*>(row0);
       } else {
         grad_out = a.scratch;
         scatter_to = row0;
@@ -392,66 +384,76 @@ void cross_entropy(const TensorView& src, const TensorView& target, const Tensor
     }
     auto finish_grad = [&] {
       if (scatter_to == nullptr) return;
-      detail::scatter_row_f32(grad_out, a.n, scatter_to, s.src.dtype, scatter_stride);
-    };
-    if (fused && !active) {
-      if (!need_stats) {
-        detail::fill(grad_out, a.n, 0.0f);
-        finish_grad();
-        return;
+      if constexpr (kF64) {
+        detail::scatter_row_f64(grad_out, a.n, scatter_to, s.src.dtype, scatter_stride);
+      } else {
+        detail::scatter_row_f32(grad_out, a.n, scatter_to, s.src.dtype, scatter_stride);
       }
+    };
+    if (fused && !active && !need_stats) {
+      for (int64_t j = 0; j < a.n; ++j) grad_out[j] = 0;
+      finish_grad();
+      return;
     }
     if (!active && !need_stats) return;
     // Per-row results (filled below, then stored where requested).
     double L = -detail::kInf, H = 0.0, loss_r = 0.0, z_r = 0.0, tlp_r = -detail::kInf, acc_r = 0.0;
-    kernels::XentScan sc;
-    kernels::XentProbSums ps;
-    if (a.n > 0) {
-      kernels::XentScanRequest req;
-      req.sums = active && s.a > 0.0;
-      req.weight = weight;
-      req.entropy = o.entropy.has_value();
-      req.argmax = active && o.acc;
-      sc = kernels::xent_scan(detail::make_row(s, a), req);
-    }
-    const bool nan_row = a.n > 0 && std::isnan(sc.d);
-    const bool empty = a.n == 0 || (!nan_row && sc.d == 0.0);
-    if (nan_row || (empty && s.empty_row == EmptyRow::kNan)) {
-      L = H = loss_r = z_r = tlp_r = acc_r = detail::kNan;
-    } else if (!empty) {
-      const double logd = std::log(sc.d);
-      L = static_cast<double>(sc.ref) + logd;
-      H = logd - sc.sum_et / sc.d;
-      if (active) {
-        if (s.probs) {
-          const float* q = a.in[s.target_input];
-          ps = kernels::xent_prob_sums(detail::make_row(s, a), q, weight);
-          const double b = 1.0 - s.a;
-          loss_r = b * (ps.wq * L - ps.wqt);
-          if (b != 0.0 && ps.wq_masked != 0.0) loss_r += b * ps.wq_masked * detail::kInf;
-          tlp_r = ps.qt - ps.q * L;
-          if (ps.q_masked != 0.0) tlp_r -= ps.q_masked * detail::kInf;
-          if (o.acc) acc_r = detail::accuracy_argmax(s, a, sc) == detail::first_argmax(q, a.n) ? 1.0 : 0.0;
-          z_r = s.zs * L * L;
-        } else {
-          const int64_t y = s.lr->target(r);
-          const double wy = s.lr->weight(r);
-          const double ty = detail::logit_at(s, a, y);
-          const double c = (1.0 - s.a) * wy;
-          if (c != 0.0) loss_r = c * (L - ty);
-          z_r = s.zs * wy * L * L;
-          tlp_r = ty - L;
-          if (o.acc) acc_r = detail::accuracy_argmax(s, a, sc) == y ? 1.0 : 0.0;
-        }
-        if (s.a > 0.0) loss_r += s.a * (sc.sum_w * L - sc.sum_t) / C;
-        loss_r += z_r;
+    if constexpr (kF64) {
+      const detail::CeWants wants{o.entropy.has_value(), o.acc};
+      const detail::CeRowF64 rr = detail::ce_forward_row_f64(
+          s, a, active, wants, fused ? G[ri] : 0.0, fused ? grad_out : nullptr,
+          a.scratch + (in_place ? a.n : 0));
+      L = rr.L, H = rr.H, loss_r = rr.loss, z_r = rr.z, tlp_r = rr.tlp, acc_r = rr.acc;
+    } else {
+      kernels::XentScan sc;
+      kernels::XentProbSums ps;
+      if (a.n > 0) {
+        kernels::XentScanRequest req;
+        req.sums = active && s.a > 0.0;
+        req.weight = weight;
+        req.entropy = o.entropy.has_value();
+        req.argmax = active && o.acc;
+        sc = kernels::xent_scan(detail::make_row(s, a), req);
       }
-    }
-    if (fused && active && a.n > 0) {
-      detail::grad_row(s, a, G[ri], detail::scan_lse(sc), sc.ref, 1.0 / sc.d, sc.sum_w,
-                       s.probs ? &ps : nullptr, grad_out);
-    } else if (fused) {
-      detail::fill(grad_out, a.n, 0.0f);  // inactive row (its stats were needed)
+      const bool nan_row = a.n > 0 && std::isnan(sc.d);
+      const bool empty = a.n == 0 || (!nan_row && sc.d == 0.0);
+      if (nan_row || (empty && s.empty_row == EmptyRow::kNan)) {
+        L = H = loss_r = z_r = tlp_r = acc_r = detail::kNan;
+      } else if (!empty) {
+        const double logd = std::log(sc.d);
+        L = static_cast<double>(sc.ref) + logd;
+        H = logd - sc.sum_et / sc.d;
+        if (active) {
+          if (s.probs) {
+            const float* q = a.in[s.target_input];
+            ps = kernels::xent_prob_sums(detail::make_row(s, a), q, weight);
+            const double b = 1.0 - s.a;
+            loss_r = b * (ps.wq * L - ps.wqt);
+            if (b != 0.0 && ps.wq_masked != 0.0) loss_r += b * ps.wq_masked * detail::kInf;
+            tlp_r = ps.qt - ps.q * L;
+            if (ps.q_masked != 0.0) tlp_r -= ps.q_masked * detail::kInf;
+            if (o.acc) acc_r = detail::accuracy_argmax(s, a, sc) == detail::first_argmax(q, a.n) ? 1.0 : 0.0;
+            z_r = s.zs * L * L;
+          } else {
+            const int64_t y = s.lr->target(r);
+            const double wy = s.lr->weight(r);
+            const double ty = detail::logit_at(s, a, y);
+            const double c = (1.0 - s.a) * wy;
+            if (c != 0.0) loss_r = c * (L - ty);
+            z_r = s.zs * wy * L * L;
+            tlp_r = ty - L;
+            if (o.acc) acc_r = detail::accuracy_argmax(s, a, sc) == y ? 1.0 : 0.0;
+          }
+          if (s.a > 0.0) loss_r += s.a * (sc.sum_w * L - sc.sum_t) / C;
+          loss_r += z_r;
+        }
+      }
+      if (fused && active && a.n > 0) {
+        detail::grad_row(s, a, G[ri], detail::scan_lse(sc), sc.ref, 1.0 / sc.d, sc.sum_w,
+                         s.probs ? &ps : nullptr, grad_out);
+      } else if (fused) {
+        detail::fill(grad_out, a.n, 0.0f);  // inactive row (its stats were needed)
+      }
     }
     finish_grad();
     loss[ri] = loss_r;
@@ -460,7 +462,13 @@ void cross_entropy(const TensorView& src, const TensorView& target, const Tensor
     if (o.entropy) ent[ri] = H;
     if (o.target_logprob) tlp[ri] = active ? tlp_r : 0.0;
     if (o.acc) acc[ri] = active ? acc_r : 0.0;
-  });
+  };
+
+  if (f64) {
+    rw.run<double>(detail::ce_f64_scratch(s.classes) + (in_place ? s.classes : 0), row_fn);
+  } else {
+    rw.run(in_place ? s.classes : 0, row_fn);
+  }
 
   s.red->write(loss, dst);
   if (o.z) s.red->write(z, *ce.z_loss);
@@ -485,7 +493,7 @@ void cross_entropy_backward(const TensorView& src, const TensorView& target,
   }
   detail::Pass pass(op, src, target, ce, options);
   detail::Rowwise& rw = pass.rw;
-  detail::Setup& s = pass.s;
+  detail::CeSetup& s = pass.s;
   rw.add_output(dsrc, "dsrc", /*allow_alias=*/true);
   const std::vector<double> G = s.red->coefficients(dloss);
   // The forward's lse skips the scan when label smoothing is off.
@@ -503,6 +511,17 @@ void cross_entropy_backward(const TensorView& src, const TensorView& target,
 
   const float* weight = s.weight.empty() ? nullptr : s.weight.data();
 
+  if (s.src.dtype == DType::kF64) {  // float64 arithmetic (cross_entropy_f64.h)
+    rw.run<double>(detail::ce_f64_scratch(s.classes), [&](const detail::RowArgs64& a) {
+      double* out = a.out[0];
+      if (!s.red->active(a.row)) {
+        for (int64_t j = 0; j < a.n; ++j) out[j] = 0.0;
+        return;
+      }
+      detail::ce_backward_row_f64(s, a, G[static_cast<size_t>(a.row)], out, a.scratch);
+    });
+    return;
+  }
   rw.run(0, [&](const RowArgs& a) {
     const int64_t r = a.row;
     float* out = a.out[0];

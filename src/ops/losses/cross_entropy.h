@@ -94,6 +94,28 @@ class Reducer {
   double denominator_;
 };
 
+/// Everything cross_entropy's forward and backward passes need, validated
+/// (cross_entropy.cc's prepare(); the float64 rows of cross_entropy_f64.cc
+/// read it too).
+struct CeSetup {
+  const char* op;
+  TensorView src;
+  int axis = 0;
+  int64_t classes = 0;
+  int64_t rows = 0;
+  bool probs = false;
+  std::optional<LossRows> lr;  // class-index targets
+  std::vector<float> weight;     // f32 class weights (empty: none)
+  std::vector<double> weight64;  // the same weights as read, exactly (the float64 rows)
+  double a = 0.0, zs = 0.0;
+  float cap = 0.0f;
+  std::optional<Reducer> red;
+  int mask_input = -1;    // Rowwise input index of the post-cap additive mask
+  int target_input = -1;  // Rowwise input index of probability targets
+  EmptyRow empty_row = EmptyRow::kZero;
+  float scale = 1.0f;
+};
+
 /// Checks CrossEntropyOptions' scalars, in this order: label_smoothing in
 /// [0, 1], lse_square_scale finite and >= 0, softcap finite and >= 0 (0 =
 /// off). Throws kInvalidArgument (via fail) naming `op` on the first bad one.
