@@ -2,6 +2,7 @@
 // expectations, and the entry points; the other parts: harness_ops_internal.h).
 #include "harness_ops.h"
 #include "harness_ops_internal.h"
+#include "typed_call.h"
 
 namespace smax_fuzz {
 namespace ops_internal {
@@ -11,9 +12,16 @@ GroupStats g_stats;
 void check_values(Check& ck, const std::vector<double>& out, const std::vector<double>& refv,
                   const std::vector<double>& bound, const std::vector<char>* exact_zero,
                   const std::vector<double>* gap, const char* what,
-                  const std::vector<char>* overflow_ok) {
+                  const std::vector<char>* overflow_ok, DType out_dtype) {
+  // A narrow output adds the rounding to its type (docs/dtypes.md); an f32
+  // or f64 output's bound is the op's own.
+  const bool narrow = out_dtype == DType::kF16 || out_dtype == DType::kBF16;
+  const DType exact_type = out_dtype == DType::kF64 ? DType::kF32 : out_dtype;
   for (size_t i = 0; i < refv.size() && i < out.size(); ++i) {
-    const double o = out[i], r = refv[i], b = bound[i];
+    const double o = out[i], r = refv[i];
+    const double b = bound[i] + (narrow ? std::max(smax_cli::half_ulp(out_dtype, r),
+                                                   smax_cli::half_ulp(out_dtype, o))
+                                        : 0.0);
     const bool ovf = overflow_ok && i < overflow_ok->size() && (*overflow_ok)[i];
     if (ovf && !std::isfinite(o)) continue;  // f32 intermediate overflow (see vjp_row_overflows)
     if (std::isnan(r) || std::isnan(o)) {
@@ -28,8 +36,9 @@ void check_values(Check& ck, const std::vector<double>& out, const std::vector<d
       // inf is within the documented bound when ref +- bound reaches beyond
       // f32 on that side (e.g. self_adjust_softmax_backward at temperature
       // 1e-30: bound 4e53 around an exact 0).
-      const bool bound_reaches = o > 0 ? r + b >= 0x1p128 : r - b <= -0x1p128;
-      if (static_cast<double>(static_cast<float>(r)) != o && !bound_reaches) {
+      const bool bound_reaches = o > 0 ? std::isinf(storage_round(exact_type, r + b))
+                                       : std::isinf(storage_round(exact_type, r - b));
+      if (storage_round(exact_type, r) != o && !bound_reaches) {
         ck.fail(i, o, r, b, "(unexpected inf)");
       }
       continue;
@@ -38,8 +47,9 @@ void check_values(Check& ck, const std::vector<double>& out, const std::vector<d
       if (o != 0.0) ck.fail(i, o, r, 0.0, "(exact 0 required)");
       continue;
     }
-    // Values whose f32 rounding is exact pass (bounds of 0: exact outputs).
-    if (static_cast<double>(static_cast<float>(r)) == o) continue;
+    // Values whose rounding to the output type is exact pass (bounds of 0:
+    // exact outputs).
+    if (storage_round(exact_type, r) == o) continue;
     if (std::fabs(o - r) <= b) continue;
     if (gap && std::fabs(o - r) <= b + (*gap)[i]) {
       ++g_stats.known_dot_gap;
@@ -135,7 +145,8 @@ void check_result(Case& c, Expect& ex, const Extra& extra) {
       }
       const bool gap = std::any_of(ex.dot_gap.begin(), ex.dot_gap.end(), [](double v) { return v > 0; });
       check_values(ck, dense_f32(c, c.out), ex.ref, ex.bound, &ex.exact_zero, gap ? &ex.dot_gap : nullptr,
-                   "(documented bound)", ex.overflow_ok.empty() ? nullptr : &ex.overflow_ok);
+                   "(documented bound)", ex.overflow_ok.empty() ? nullptr : &ex.overflow_ok,
+                   c.out_dtype);
     }
     for (Expect::Out& x : ex.extras) {
       const std::string what = std::string("(") + x.o->name + " bound)";
@@ -145,7 +156,7 @@ void check_result(Case& c, Expect& ex, const Extra& extra) {
           if (ex.unchecked_row[r]) x.ref[r] = got[r];
         }
       }
-      check_values(ck, got, x.ref, x.bound, nullptr, nullptr, what.c_str());
+      check_values(ck, got, x.ref, x.bound, nullptr, nullptr, what.c_str(), nullptr, c.out_dtype);
     }
     if (c.out_index.present) {
       const std::vector<int64_t> got = dense_i64(c, c.out_index);
@@ -203,6 +214,7 @@ void run_group_one(Group group, const uint8_t* data, size_t size) {
     }
   }
   fill_inputs(c, r);
+  decode_storage(c, r);  // rounds the inputs to their storage dtype first
   smax::set_max_target(c.target_cap);
   Expect ex;
   bool ref_ok = false;
@@ -216,19 +228,22 @@ void run_group_one(Group group, const uint8_t* data, size_t size) {
       ref_error = e.what();
     }
   }
+  c.typed = storage_drawn(c);  // from here on the library sees the typed arenas
   if (std::getenv("SMAX_FUZZ_TRACE")) {  // the case before the call (for reports that abort inside it)
     std::fprintf(stderr, "smax fuzz case: %s\n", describe(c).c_str());
   }
   const std::vector<float> f32_before = c.f32;
   const std::vector<int64_t> i64_before = c.i64;
   const std::vector<uint8_t> bytes_before = c.bytes;
+  const std::vector<unsigned char> typed_in_before = c.typed_in, typed_out_before = c.typed_out;
   bool ok = false;
   Extra extra;
   const std::string msg = call(c, c.opt, &ok, &extra);
+  if (c.typed_in != typed_in_before) violation(c, "the call wrote to a typed input");
   if (!ok) {
     ++g_stats.rejected;
     if (std::memcmp(f32_before.data(), c.f32.data(), c.f32.size() * sizeof(float)) != 0 ||
-        i64_before != c.i64 || bytes_before != c.bytes) {
+        i64_before != c.i64 || bytes_before != c.bytes || c.typed_out != typed_out_before) {
       violation(c, "a rejected call wrote to memory: " + msg);
     }
     if (!c.must_reject) {
@@ -253,6 +268,7 @@ void run_group_one(Group group, const uint8_t* data, size_t size) {
     return;
   }
   ++g_stats.accepted;
+  if (c.typed) ++g_stats.typed;
   if (c.must_reject) violation(c, "an invalid call was accepted");
   if (!ref_ok) violation(c, "accepted, but the float64 oracle rejects the call: " + ref_error);
   // Nothing outside the outputs changed.
@@ -267,6 +283,12 @@ void run_group_one(Group group, const uint8_t* data, size_t size) {
     for (size_t i = 0; i < c.f32.size(); ++i) {
       if (!w32[i] && std::memcmp(&f32_before[i], &c.f32[i], sizeof(float)) != 0) {
         violation(c, "f32 memory outside the outputs changed at arena index " + std::to_string(i));
+      }
+    }
+    const size_t out_size = c.typed ? static_cast<size_t>(smax::dtype_size(c.out_dtype)) : 0;
+    for (size_t i = 0; c.typed && i < c.f32.size(); ++i) {
+      if (!w32[i] && std::memcmp(&typed_out_before[i * out_size], &c.typed_out[i * out_size], out_size) != 0) {
+        violation(c, "typed memory outside the outputs changed at arena index " + std::to_string(i));
       }
     }
     for (size_t i = 0; i < c.i64.size(); ++i) {
@@ -288,6 +310,7 @@ void run_group_one(Group group, const uint8_t* data, size_t size) {
   }
   if (!overlap && c.opt.threads != 1) {
     const std::vector<float> f1 = c.f32;
+    const std::vector<unsigned char> t1 = c.typed_out;
     const std::vector<int64_t> i1 = c.i64;
     const double collapse1 = extra.collapse;
     const smax::SoftNmsResult nms1 = extra.nms;
@@ -298,6 +321,7 @@ void run_group_one(Group group, const uint8_t* data, size_t size) {
     const std::string m1 = call(c, one, &ok1, &extra1);
     if (!ok1) violation(c, "the threads=1 rerun failed: " + m1);
     if (std::memcmp(f1.data(), c.f32.data(), f1.size() * sizeof(float)) != 0 || i1 != c.i64 ||
+        t1 != c.typed_out ||
         std::memcmp(&collapse1, &extra1.collapse, sizeof(double)) != 0 ||
         nms1.indices != extra1.nms.indices || nms1.scores != extra1.nms.scores) {
       violation(c, "results differ between threads=" + std::to_string(c.opt.threads) + " and threads=1");

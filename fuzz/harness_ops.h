@@ -55,6 +55,7 @@ struct GroupStats {
   long long runs = 0, accepted = 0, rejected = 0, grey = 0, skipped = 0, known_dot_gap = 0;
   long long known_open = 0;  ///< calls of known open findings / undefined cases, not checked
   long long nonfinite_dy_rows = 0;  ///< rows with +-inf / NaN dy whose values are not compared
+  long long typed = 0;  ///< accepted calls with f64 / f16 / bf16 operands (harness_ops_dtypes.cc)
 };
 const GroupStats& group_stats();
 

@@ -27,7 +27,10 @@ void table_bounds(Case& c, Expect& ex, smax_cli::ExtCall& e) {
   ex.overflow_ok = std::move(b.overflow_ok);
 }
 
-std::vector<double> dense_f32(Case& c, const Operand& o) { return ref::to_dense(view_of(c, o)); }
+std::vector<double> dense_f32(Case& c, const Operand& o) {
+  if (c.typed && o.arena == Arena::kF32) return dense_typed(c, o);
+  return ref::to_dense(view_of(c, o));
+}
 
 std::vector<int64_t> dense_i64(Case& c, const Operand& o) {
   std::vector<int64_t> v;

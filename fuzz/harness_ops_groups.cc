@@ -138,6 +138,7 @@ std::string describe(Case& c) {
   os << "] axis=" << c.opt.axis << " scale=" << c.opt.scale << " temperature=" << c.opt.temperature
      << " empty_row=" << static_cast<int>(c.opt.empty_row) << " threads=" << c.opt.threads
      << " alias=" << c.alias << " raw_y=" << c.raw_y
+     << " dtypes=" << smax::dtype_name(c.in_dtype) << "->" << smax::dtype_name(c.out_dtype)
      << " reduction=" << static_cast<int>(c.loss.reduction)
      << " ignore_index=" << c.loss.ignore_index << " empty_mean=" << static_cast<int>(c.loss.empty_mean);
   for (const auto& p : c.params) os << " " << p.first << "=" << p.second;
@@ -182,6 +183,7 @@ std::string describe(Case& c) {
 }
 
 TensorView view_of(Case& c, const Operand& o) {
+  if (c.typed && o.arena == Arena::kF32) return typed_view(c, o);
   DType dtype = o.arena == Arena::kBool ? DType::kBool : o.arena == Arena::kI64 ? DType::kI64 : DType::kF32;
   if (o.wrong_dtype) dtype = dtype == DType::kF32 ? DType::kI64 : DType::kF32;
   void* data = nullptr;

@@ -138,6 +138,14 @@ struct Case {
   bool alias = false;
   bool raw_y = false;
   bool must_reject = false;
+  // Storage dtypes of the f32-arena operands (harness_ops_dtypes.cc): the
+  // inputs' values are rounded to in_dtype in the f32 arena (the oracle's
+  // view) and stored in typed_in; outputs live in typed_out (out_dtype).
+  // The arenas mirror the f32 arena's indices. `typed`: view_of hands the
+  // library the typed arenas (set once the oracle has run).
+  DType in_dtype = DType::kF32, out_dtype = DType::kF32;
+  bool typed = false;
+  std::vector<unsigned char> typed_in, typed_out;
   std::string reject_reason;
   std::vector<float> f32;
   std::vector<int64_t> i64;
@@ -210,6 +218,14 @@ bool folds(const Operand& o);
 bool src_unused(const OpDef& op);
 void finish_decode(Case& c, Reader& r);
 
+// ---- harness_ops_dtypes.cc -------------------------------------------------------------------
+
+void decode_storage(Case& c, Reader& r);
+bool storage_drawn(const Case& c);
+TensorView typed_view(Case& c, const Operand& o);
+std::vector<double> dense_typed(Case& c, const Operand& o);
+double storage_round(DType d, double v);
+
 // ---- harness_ops_groups.cc -------------------------------------------------------------------
 
 const char* variant_name(Variant v);
@@ -262,7 +278,8 @@ extern GroupStats g_stats;
 void check_values(Check& ck, const std::vector<double>& out, const std::vector<double>& refv,
                   const std::vector<double>& bound, const std::vector<char>* exact_zero,
                   const std::vector<double>* gap, const char* what,
-                  const std::vector<char>* overflow_ok = nullptr);
+                  const std::vector<char>* overflow_ok = nullptr,
+                  DType out_dtype = DType::kF32);
 void check_result(Case& c, Expect& ex, const Extra& extra);
 
 }  // namespace ops_internal

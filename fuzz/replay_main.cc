@@ -89,9 +89,10 @@ int main(int argc, char** argv) {
     const smax_fuzz::GroupStats& g = smax_fuzz::group_stats();
     std::printf("%s: %zu inputs passed (%lld accepted, %lld rejected as required, %lld "
                 "conservatively rejected or rejected by the oracle too, %lld skipped, %lld within "
-                "the documented dot-product gap, %lld of the known open finding)\n",
+                "the documented dot-product gap, %lld of the known open finding; %lld accepted "
+                "with f64 / f16 / bf16 operands)\n",
                 argv[1], files.size(), g.accepted, g.rejected - g.grey, g.grey, g.skipped,
-                g.known_dot_gap, g.known_open);
+                g.known_dot_gap, g.known_open, g.typed);
     return 0;
   }
 #endif

@@ -19,9 +19,11 @@
 #include <vector>
 
 #include "core/convert.h"
+#include "kernels/dtype_convert.h"
 #include "op_table.h"
 #include "reference/bounds.h"
 #include "smax/smax.h"
+#include "test_util.h"
 #include "typed_call.h"
 
 namespace {
@@ -191,6 +193,34 @@ void check_op_dtype(const ExtOp& op, const std::vector<int64_t>& shape, DType dt
         << "element " << i << ": got " << g << ", reference " << r;
   }
 }
+
+// f64 -> f32 widening (every op's f64 operands) rounds as the IEEE cast on
+// every SIMD target: +-inf and values beyond f32 become +-inf, not +-FLT_MAX
+// (Highway's scalar DemoteTo saturates; fuzz/regressions README).
+class DtypeConvertTargets : public smax_test::TargetTest {};
+
+TEST_P(DtypeConvertTargets, F64WideningRoundsAsTheIeeeCast) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const std::vector<double> special = {inf, -inf, 1e300, -1e300, 0x1.fffffep127, 0x1.ffffffp127,
+                                       -0x1.ffffffp127, 0x1.fffffefffffffp127, std::nan(""), 1.0,
+                                       0x1p-150, 0x1.0000000000001p-150, -0x1p-149, 1.0 / 3.0};
+  std::vector<double> src;
+  for (int rep = 0; rep < 3; ++rep) src.insert(src.end(), special.begin(), special.end());
+  for (size_t n : {size_t{1}, size_t{5}, special.size(), src.size()}) {
+    std::vector<float> got(n);
+    smax::kernels::widen_row(src.data(), DType::kF64, static_cast<int64_t>(n), got.data());
+    for (size_t i = 0; i < n; ++i) {
+      const float want = static_cast<float>(src[i]);
+      if (std::isnan(want)) {
+        EXPECT_TRUE(std::isnan(got[i])) << i;
+      } else {
+        EXPECT_EQ(got[i], want) << "i " << i << " value " << src[i] << " n " << n;
+      }
+    }
+  }
+}
+
+SMAX_INSTANTIATE_PER_TARGET(DtypeConvertTargets);
 
 TEST(DtypeOps, EveryTableOpTakesEveryFloatingDtype) {
   for (const ExtOp& op : smax_cli::ext_ops()) {

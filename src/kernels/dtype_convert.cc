@@ -2,8 +2,9 @@
 //  * bf16 / f16: narrow-inl.h's vector conversions (bf16 by integer round
 //    to nearest even; f16 by F16C where the target has it, an exact integer
 //    emulation elsewhere), the ones the fused narrow softmax kernels use;
-//  * f64 <-> f32: PromoteTo / DemoteTo (cvtpd2ps rounds to nearest even),
-//    the scalar cast for the tail.
+//  * f64 <-> f32: PromoteTo / DemoteIeee (row-inl.h: rounds to nearest
+//    even and gives +-inf beyond f32 on every target; Highway's own DemoteTo
+//    saturates at +-FLT_MAX on SCALAR), the scalar cast for the tail.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/dtype_convert.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -41,7 +42,9 @@ void WidenF64(const double* HWY_RESTRICT src, size_t n, float* HWY_RESTRICT dst)
   const hn::Rebind<float, decltype(dd)> df;
   const size_t N = hn::Lanes(dd);
   size_t i = 0;
-  for (; i + N <= n; i += N) hn::StoreU(hn::DemoteTo(df, hn::LoadU(dd, src + i)), df, dst + i);
+  // DemoteIeee: Highway's DemoteTo saturates +-inf and values beyond f32 at
+  // +-FLT_MAX on SCALAR (found by the fuzz harness's f64 storage draws).
+  for (; i + N <= n; i += N) hn::StoreU(DemoteIeee(dd, hn::LoadU(dd, src + i)), df, dst + i);
   for (; i < n; ++i) dst[i] = static_cast<float>(src[i]);
 }
 

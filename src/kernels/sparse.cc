@@ -410,7 +410,9 @@ void EntmaxGradStoreImpl(const double* w, const float* g, int64_t n64, double q,
   const size_t N = hn::Lanes(d);
   const size_t n = static_cast<size_t>(n64);
   const V64 vq = hn::Set(d, q), vs = hn::Set(d, static_cast<double>(scale));
-  auto f = [&](V64 vw, V64 vg) { return hn::DemoteTo(df, hn::Mul(hn::Mul(vw, hn::Sub(vg, vq)), vs)); };
+  // DemoteIeee: a gradient beyond f32 is inf on every target (DemoteTo
+  // saturates at FLT_MAX on SCALAR).
+  auto f = [&](V64 vw, V64 vg) { return DemoteIeee(d, hn::Mul(hn::Mul(vw, hn::Sub(vg, vq)), vs)); };
   size_t i = 0;
   for (; i + N <= n; i += N) {
     hn::StoreU(f(hn::LoadU(d, w + i), hn::PromoteTo(d, hn::LoadU(df, g + i))), df, dx + i);

@@ -247,8 +247,8 @@ void grad_row(const CeSetup& s, const RowArgs& a, double g, double L, double shi
         const double p = std::exp(t - shift) * inv_d;
         const double w = weight != nullptr ? static_cast<double>(weight[j]) : 1.0;
         const double qj = q != nullptr ? static_cast<double>(q[j]) : 0.0;
-        const double dt =
-            g * A * p - w * (static_cast<double>(gr.b) + static_cast<double>(gr.bq) * qj);
+        // b and bq in float64 (gr's are f32: a denormal-range g loses them).
+        const double dt = g * A * p - w * (g * s.a / C + (q != nullptr ? g * (1.0 - s.a) : 0.0) * qj);
         return static_cast<double>(s.scale) * cap_deriv(s, a, j) * dt;
       });
   if (fix_y) out[y] = static_cast<float>(static_cast<double>(out[y]) - fix);

@@ -124,20 +124,31 @@ struct CeSetup {
 void check_ce_scalars(const char* op, const CrossEntropyOptions& ce);
 
 /// Writes the gradient row kernels::xent_grad(row, gr, out) writes, except
-/// when gr.factor is finite and |gr.factor| >= 2^126: the kernel's f32
-/// factor would then be inf, and inf * e^(t_j - shift) = inf * 0 is NaN
-/// wherever p_j underflows. Such a row (its gradient overflows at its max
-/// anyway; rare) is evaluated in float64 instead: out[j] = 0 where
+/// where the f32 kernel cannot represent the row's coefficients:
+///  * gr.factor finite and |gr.factor| >= 2^126: the kernel's f32 factor
+///    would be inf, and inf * e^(t_j - shift) = inf * 0 is NaN wherever p_j
+///    underflows (rare; the row's gradient overflows at its max anyway);
+///  * a nonzero factor, b or bq below 2^-100 (a denormal-range upstream
+///    gradient, e.g. dloss = 6e-39): the kernel flushes products it deems
+///    denormal before the final scale, which (temperature 1e-30) can bring
+///    them back to the normal range: a whole term would be lost.
+/// Such a row is evaluated in float64 instead: out[j] = 0 where
 /// logit(j) == -inf, else entry(j, logit(j)) rounded once to f32 (inf only
-/// where the float64 value is beyond f32). logit(j) is read before out[j]
-/// is written, so `out` may be the row of logits. Shared by
-/// cross_entropy_backward (and its fused forward) and z_loss_backward
+/// where the float64 value is beyond f32); entry must take b and bq in
+/// float64, not gr's f32 copies. logit(j) is read before out[j] is written,
+/// so `out` may be the row of logits. Shared by cross_entropy_backward (and
+/// its fused forward) and z_loss_backward
 /// (fuzz/regressions: cross_entropy_backward_prob_targets_zloss_overflow_nan,
-/// z_loss_backward_factor_overflow_nan).
+/// z_loss_backward_factor_overflow_nan, cross_entropy_backward_denormal_dloss_temperature).
+inline bool xent_grad_needs_f64(const kernels::XentGrad& gr) {
+  auto tiny = [](double v) { return v != 0.0 && std::fabs(v) < 0x1p-100; };
+  return (std::isfinite(gr.factor) && std::fabs(gr.factor) >= 0x1p126) || tiny(gr.factor) ||
+         tiny(gr.b) || tiny(gr.bq);
+}
 template <class Logit, class Entry>
 void xent_grad_guarded(const kernels::XentRow& row, const kernels::XentGrad& gr, float* out,
                        const Logit& logit, const Entry& entry) {
-  if (std::isfinite(gr.factor) && std::fabs(gr.factor) >= 0x1p126) {
+  if (xent_grad_needs_f64(gr)) {
     for (int64_t j = 0; j < row.n; ++j) {
       const double t = logit(j);
       out[j] = t == -std::numeric_limits<double>::infinity()

@@ -1,0 +1,97 @@
+// fuzz/harness_ops_dtypes.cc: storage dtypes in the ops harness
+// (harness_ops_internal.h). A case of a table op may store its floating
+// operands (the f32 arena's: logits, saved outputs, gradients, masks,
+// weights, probability targets, per-row parameters and every floating
+// output) as f64, f16 or bf16, inputs and outputs independently (bf16
+// logits with an f32 loss; f32 logits with an f16 gradient; ...).
+//
+// How the check stays exact: the inputs' values are rounded to their dtype
+// in the f32 arena first, so the float64 oracle (which reads the f32 arena)
+// sees exactly the values the library reads from the typed arena. Outputs
+// are compared with the op's bound plus half an ulp of their dtype
+// (docs/dtypes.md: "the op's f32 bound plus half an ulp of T"), and a value
+// equal to the reference rounded to their dtype passes.
+//
+// Drawn from the last byte an input reads (so every earlier corpus file
+// keeps its f32 meaning when it has no byte left there), only where the
+// storage cannot change what the call means:
+//  * table ops (no custom harness), no corruption, no aliasing and no two
+//    operands overlapping (inputs and outputs live in separate arenas);
+//  * f64 logits of the ops with a float64 path (cross_entropy, sparse_softmax
+//    and their backward) only with scale = temperature = 1 and no additive
+//    mask: that path forms t = x * s + mask in double, the f32 oracle
+//    fl(fl(x * s) + mask).
+#include "harness_ops_internal.h"
+#include "typed_call.h"
+
+namespace smax_fuzz {
+namespace ops_internal {
+
+namespace {
+
+bool eligible(Case& c) {
+  if (c.op->custom != Custom::kNone || c.must_reject || c.alias) return false;
+  const std::vector<Operand*> ops = c.operands();
+  for (Operand* o : ops) {
+    if (!o->present) continue;
+    if (o->wrong_dtype || o->null_data || o->unallocatable || o->rank_override != -1000) return false;
+    for (Operand* other : ops) {
+      if (other != o && other->present && overlaps(*o, *other)) return false;
+    }
+  }
+  return true;
+}
+
+bool has_float64_path(const std::string& name) {
+  return name == "cross_entropy" || name == "cross_entropy_backward" ||
+         name == "sparse_softmax" || name == "sparse_softmax_backward";
+}
+
+}  // namespace
+
+bool storage_drawn(const Case& c) {
+  return c.in_dtype != DType::kF32 || c.out_dtype != DType::kF32;
+}
+
+void decode_storage(Case& c, Reader& r) {
+  const uint8_t b = r.u8();
+  if ((b & 0x80) == 0 || !eligible(c)) return;
+  static const DType kTypes[4] = {DType::kF64, DType::kF16, DType::kBF16, DType::kF32};
+  c.in_dtype = kTypes[b & 3];
+  c.out_dtype = kTypes[(b >> 2) & 3];
+  if (c.in_dtype == DType::kF64 && has_float64_path(c.op->name) &&
+      (c.opt.scale != 1.0f || c.opt.temperature != 1.0f || c.add_mask.present)) {
+    c.in_dtype = DType::kF32;
+  }
+  if (!storage_drawn(c)) return;
+  // Inputs: rounded in the f32 arena (the oracle's values) and stored typed.
+  c.typed_in = smax_cli::round_to_dtype(c.f32.data(), c.f32.size(), c.in_dtype);
+  // Outputs: the arena's sentinels in the output dtype.
+  std::vector<float> out = c.f32;
+  c.typed_out = smax_cli::round_to_dtype(out.data(), out.size(), c.out_dtype);
+}
+
+TensorView typed_view(Case& c, const Operand& o) {
+  const DType d = o.input ? c.in_dtype : c.out_dtype;
+  std::vector<unsigned char>& arena = o.input ? c.typed_in : c.typed_out;
+  return tensor_view(o, d, arena.data() + o.origin * smax::dtype_size(d));
+}
+
+std::vector<double> dense_typed(Case& c, const Operand& o) {
+  const DType d = o.input ? c.in_dtype : c.out_dtype;
+  const std::vector<unsigned char>& arena = o.input ? c.typed_in : c.typed_out;
+  const std::vector<double> all = smax_cli::widen_all(arena, d, c.f32.size());
+  std::vector<double> v;
+  for (int64_t off : offsets_of(o)) v.push_back(all[static_cast<size_t>(o.origin + off)]);
+  return v;
+}
+
+double storage_round(DType d, double v) {
+  if (d == DType::kF64 || std::isnan(v)) return v;
+  float f = static_cast<float>(v);
+  smax_cli::round_to_dtype(&f, 1, d);
+  return f;
+}
+
+}  // namespace ops_internal
+}  // namespace smax_fuzz
