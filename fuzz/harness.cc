@@ -3,6 +3,7 @@
 // harness_decode.cc, what the parts share: harness_internal.h).
 #include "harness.h"
 #include "harness_internal.h"
+#include "typed_call.h"
 #include "op_table.h"
 
 namespace smax_fuzz {
@@ -23,7 +24,8 @@ std::string describe(const Case& c) {
   os << "] axis=" << c.opt.axis << " scale=" << c.opt.scale << " temperature=" << c.opt.temperature
      << " algorithm=" << static_cast<int>(c.opt.algorithm)
      << " empty_row=" << static_cast<int>(c.opt.empty_row) << " threads=" << c.opt.threads
-     << " alias=" << c.alias << " raw_y=" << c.raw_y;
+     << " alias=" << c.alias << " raw_y=" << c.raw_y << " dtypes=" << smax::dtype_name(c.in_dtype)
+     << "->" << smax::dtype_name(c.out_dtype);
   for (const Operand* o : {&c.in0, &c.in1, &c.out, &c.add_mask, &c.bool_mask}) {
     if (!o->present) continue;
     os << "\n  " << o->name << ":";
@@ -72,6 +74,12 @@ void dump_operand(const Case& c, const char* name, const Operand& o) {
 }
 
 TensorView view_of(const Case& c, const Operand& o) {
+  if (c.typed && !o.is_bool) {
+    const bool output = &o == &c.out;
+    const DType d = output ? c.out_dtype : c.in_dtype;
+    const std::vector<unsigned char>& arena = output ? c.typed_out : c.typed_in;
+    return tensor_view(o, d, const_cast<unsigned char*>(arena.data()) + o.origin * smax::dtype_size(d));
+  }
   DType dtype = o.is_bool ? DType::kBool : DType::kF32;
   if (o.wrong_dtype) dtype = o.is_bool ? DType::kF32 : DType::kBool;
   void* data = nullptr;
@@ -146,8 +154,13 @@ std::string call(const Case& c, const SoftmaxOptions& opt, bool* ok) {
 // Special values exactly, finite values within `bound`. Returns false on a
 // finite-value bound failure only (so callers can try a documented
 // fallback); special-value mismatches are recorded directly.
-bool element_ok(Check& ck, size_t i, float out_f, double ref, double bound, bool exact_zero) {
+bool element_ok(Check& ck, size_t i, float out_f, double ref, double bound, bool exact_zero,
+                DType out_dtype) {
   const double out = out_f;
+  // A narrow output: the value rounded to its dtype, and half an ulp more.
+  const bool narrow = out_dtype == DType::kF16 || out_dtype == DType::kBF16;
+  const DType exact_type = narrow ? out_dtype : DType::kF32;
+  if (narrow) bound += std::max(smax_cli::half_ulp(out_dtype, ref), smax_cli::half_ulp(out_dtype, out));
   if (std::isnan(ref) || std::isnan(out)) {
     if (std::isnan(ref) != std::isnan(out)) ck.fail(i, out, ref, bound, "(NaN mismatch)");
     return true;
@@ -157,20 +170,54 @@ bool element_ok(Check& ck, size_t i, float out_f, double ref, double bound, bool
     return true;
   }
   if (std::isinf(out)) {
-    if (static_cast<double>(static_cast<float>(ref)) != out) ck.fail(i, out, ref, bound, "(unexpected inf)");
+    if (storage_round(exact_type, ref) != out) ck.fail(i, out, ref, bound, "(unexpected inf)");
     return true;
   }
   if (exact_zero && ref == 0.0) {
     if (out != 0.0) ck.fail(i, out, ref, 0.0, "(exact 0 required)");
     return true;
   }
-  return std::fabs(out - ref) <= bound;
+  return std::fabs(out - ref) <= bound || (narrow && storage_round(exact_type, ref) == out);
+}
+
+// Storage dtypes (as the ops harness, harness_ops_dtypes.cc): drawn from the
+// last byte an input reads, where storage cannot change the call's meaning:
+// no corruption, aliasing or overlapping operands; f64 inputs of a forward
+// op only at scale = temperature = 1 without an additive mask (the float64
+// path forms t = x * s + mask in double, the oracle in f32). The inputs are
+// rounded to in_dtype in the arena the oracle reads.
+void decode_storage(Case& c, Reader& r) {
+  const uint8_t b = r.u8();
+  if ((b & 0x80) == 0 || c.must_reject || c.alias) return;
+  const Operand* ops[] = {&c.in0, &c.in1, &c.out, &c.add_mask, &c.bool_mask};
+  for (const Operand* o : ops) {
+    if (!o->present) continue;
+    if (o->wrong_dtype || o->null_data || o->unallocatable || o->rank_override != -1000) return;
+    for (const Operand* other : ops) {
+      if (other != o && other->present && !o->is_bool && !other->is_bool && ranges_overlap(*o, *other)) {
+        return;
+      }
+    }
+  }
+  static const DType kTypes[4] = {DType::kF64, DType::kF16, DType::kBF16, DType::kF32};
+  c.in_dtype = kTypes[b & 3];
+  c.out_dtype = kTypes[(b >> 2) & 3];
+  const bool forward = c.op == Op::kSoftmax || c.op == Op::kLogSoftmax || c.op == Op::kLogsumexp;
+  if (c.in_dtype == DType::kF64 && forward &&
+      (c.opt.scale != 1.0f || c.opt.temperature != 1.0f || c.add_mask.present)) {
+    c.in_dtype = DType::kF32;
+  }
+  if (c.in_dtype == DType::kF32 && c.out_dtype == DType::kF32) return;
+  c.typed_in = smax_cli::round_to_dtype(c.arena.data(), c.arena.size(), c.in_dtype);
+  std::vector<float> out = c.arena;
+  c.typed_out = smax_cli::round_to_dtype(out.data(), out.size(), c.out_dtype);
 }
 
 void check_result(Case& c, const std::vector<double>& ref, const std::vector<double>& y,
                   const std::vector<double>& dy) {
-  const TensorView out_view = view_of(c, c.out);
-  const std::vector<double> out = smax::reference::to_dense(out_view);
+  const std::vector<double> out =
+      c.typed ? dense_in_arena(c.out, c.typed_out, c.out_dtype, c.arena.size())
+              : smax::reference::to_dense(view_of(c, c.out));
   if (out.size() != ref.size()) violation(c, "reference and output sizes differ");
   Check ck;
   ck.c = &c;
@@ -178,14 +225,14 @@ void check_result(Case& c, const std::vector<double>& ref, const std::vector<dou
   if (c.op == Op::kSoftmax) {
     for (size_t i = 0; i < ref.size(); ++i) {
       const double bound = smax::reference::softmax_bound(ref[i]);
-      if (!element_ok(ck, i, static_cast<float>(out[i]), ref[i], bound, true)) {
+      if (!element_ok(ck, i, static_cast<float>(out[i]), ref[i], bound, true, c.out_dtype)) {
         ck.fail(i, out[i], ref[i], bound, "(softmax bound)");
       }
     }
   } else if (c.op == Op::kLogSoftmax || c.op == Op::kLogsumexp) {
     for (size_t i = 0; i < ref.size(); ++i) {
       const double bound = smax::reference::log_softmax_bound(ref[i]);
-      if (!element_ok(ck, i, static_cast<float>(out[i]), ref[i], bound, false)) {
+      if (!element_ok(ck, i, static_cast<float>(out[i]), ref[i], bound, false, c.out_dtype)) {
         ck.fail(i, out[i], ref[i], bound, "(log bound)");
       }
     }
@@ -214,7 +261,7 @@ void check_result(Case& c, const std::vector<double>& ref, const std::vector<dou
             if (out[i] != 0.0) ck.fail(i, out[i], ref[i], 0.0, "(exact 0 required)");
             continue;
           }
-          if (element_ok(ck, i, static_cast<float>(out[i]), ref[i], bound, false)) continue;
+          if (element_ok(ck, i, static_cast<float>(out[i]), ref[i], bound, false, c.out_dtype)) continue;
           // softmax_backward only: the f32 products of the blocked dot
           // <dy, y> carry gamma_17 * sum|dy_j y_j| of error, the header's
           // separate dot term (tests/test_util.h leaves it out); it shows
@@ -256,6 +303,7 @@ void run_one(Op op, const uint8_t* data, size_t size) {
     if (o->present && o->unallocatable && !c.must_reject) return;
   }
   fill_inputs(c, r);
+  decode_storage(c, r);  // rounds the inputs to their storage dtype first
   smax::set_max_target(c.target);
 
   SoftmaxOptions opt = c.opt;
@@ -290,15 +338,21 @@ void run_one(Op op, const uint8_t* data, size_t size) {
     }
   }
 
+  c.typed = c.in_dtype != DType::kF32 || c.out_dtype != DType::kF32;
+  if (c.typed) {  // the library's views of the operands, now in the typed arenas
+    if (c.add_mask.present) opt.additive_mask = view_of(c, c.add_mask);
+  }
   const std::vector<float> arena_before = c.arena;
   const std::vector<uint8_t> bytes_before = c.bytes;
+  const std::vector<unsigned char> typed_in_before = c.typed_in, typed_out_before = c.typed_out;
   bool ok = false;
   const std::string msg = call(c, opt, &ok);
+  if (c.typed_in != typed_in_before) violation(c, "the call wrote to a typed input");
 
   if (!ok) {
     ++g_stats.rejected;
     if (std::memcmp(arena_before.data(), c.arena.data(), c.arena.size() * sizeof(float)) != 0 ||
-        bytes_before != c.bytes) {
+        bytes_before != c.bytes || typed_out_before != c.typed_out) {
       violation(c, "a rejected call wrote to memory: " + msg);
     }
     if (!c.must_reject) {
@@ -317,6 +371,7 @@ void run_one(Op op, const uint8_t* data, size_t size) {
     return;
   }
   ++g_stats.accepted;
+  if (c.typed) ++g_stats.typed;
   if (c.must_reject) violation(c, "an invalid call was accepted");
   if (!ref_ok) violation(c, "accepted without a reference");
 
@@ -327,6 +382,13 @@ void run_one(Op op, const uint8_t* data, size_t size) {
     for (size_t i = 0; i < c.arena.size(); ++i) {
       if (!writable[i] && std::memcmp(&arena_before[i], &c.arena[i], sizeof(float)) != 0) {
         violation(c, "memory outside dst changed at arena index " + std::to_string(i));
+      }
+    }
+    const size_t out_size = c.typed ? static_cast<size_t>(smax::dtype_size(c.out_dtype)) : 0;
+    for (size_t i = 0; c.typed && i < c.arena.size(); ++i) {
+      if (!writable[i] &&
+          std::memcmp(&typed_out_before[i * out_size], &c.typed_out[i * out_size], out_size) != 0) {
+        violation(c, "typed memory outside dst changed at arena index " + std::to_string(i));
       }
     }
     if (bytes_before != c.bytes) violation(c, "the bool mask changed");
@@ -341,12 +403,14 @@ void run_one(Op op, const uint8_t* data, size_t size) {
   }
   if (inputs_intact && !overlap && opt.threads != 1 && numel_of(c.out.shape) > 0) {
     const std::vector<float> first = c.arena;
+    const std::vector<unsigned char> first_typed = c.typed_out;
     SoftmaxOptions one = opt;
     one.threads = 1;
     bool ok1 = false;
     const std::string m1 = call(c, one, &ok1);
     if (!ok1) violation(c, "the threads=1 rerun failed: " + m1);
-    if (std::memcmp(first.data(), c.arena.data(), first.size() * sizeof(float)) != 0) {
+    if (std::memcmp(first.data(), c.arena.data(), first.size() * sizeof(float)) != 0 ||
+        first_typed != c.typed_out) {
       violation(c, "results differ between threads=" + std::to_string(opt.threads) +
                        " and threads=1");
     }

@@ -56,6 +56,7 @@ void run_one(Op op, const uint8_t* data, size_t size);
 /// Counters since start (for the replay driver's summary).
 struct Stats {
   long long runs = 0, accepted = 0, rejected = 0, grey = 0, known_dot_gap = 0;
+  long long typed = 0;  ///< accepted calls with f64 / f16 / bf16 operands
 };
 const Stats& stats();
 

@@ -69,6 +69,14 @@ struct Case {
   std::string reject_reason;
   std::vector<float> arena;
   std::vector<uint8_t> bytes;
+  // Storage dtypes of in0 / in1 / additive_mask (in_dtype) and out
+  // (out_dtype), drawn by decode_storage (harness.cc) as in the ops harness
+  // (harness_ops_dtypes.cc): typed_in / typed_out mirror the arena's
+  // indices; `typed`: view_of hands the library the typed arenas (set once
+  // the oracle has run on the arena's rounded values).
+  DType in_dtype = DType::kF32, out_dtype = DType::kF32;
+  bool typed = false;
+  std::vector<unsigned char> typed_in, typed_out;
 };
 
 struct Check : FailureLog {
@@ -91,7 +99,9 @@ void dump_operand(const Case& c, const char* name, const Operand& o);
 [[noreturn]] void violation(const Case& c, const std::string& what);
 TensorView view_of(const Case& c, const Operand& o);
 std::string call(const Case& c, const SoftmaxOptions& opt, bool* ok);
-bool element_ok(Check& ck, size_t i, float out_f, double ref, double bound, bool exact_zero);
+bool element_ok(Check& ck, size_t i, float out_f, double ref, double bound, bool exact_zero,
+                DType out_dtype = DType::kF32);
+void decode_storage(Case& c, Reader& r);
 void check_result(Case& c, const std::vector<double>& ref, const std::vector<double>& y,
                   const std::vector<double>& dy);
 

@@ -78,19 +78,8 @@ TensorView typed_view(Case& c, const Operand& o) {
 }
 
 std::vector<double> dense_typed(Case& c, const Operand& o) {
-  const DType d = o.input ? c.in_dtype : c.out_dtype;
-  const std::vector<unsigned char>& arena = o.input ? c.typed_in : c.typed_out;
-  const std::vector<double> all = smax_cli::widen_all(arena, d, c.f32.size());
-  std::vector<double> v;
-  for (int64_t off : offsets_of(o)) v.push_back(all[static_cast<size_t>(o.origin + off)]);
-  return v;
-}
-
-double storage_round(DType d, double v) {
-  if (d == DType::kF64 || std::isnan(v)) return v;
-  float f = static_cast<float>(v);
-  smax_cli::round_to_dtype(&f, 1, d);
-  return f;
+  return o.input ? dense_in_arena(o, c.typed_in, c.in_dtype, c.f32.size())
+                 : dense_in_arena(o, c.typed_out, c.out_dtype, c.f32.size());
 }
 
 }  // namespace ops_internal

@@ -224,7 +224,6 @@ void decode_storage(Case& c, Reader& r);
 bool storage_drawn(const Case& c);
 TensorView typed_view(Case& c, const Operand& o);
 std::vector<double> dense_typed(Case& c, const Operand& o);
-double storage_round(DType d, double v);
 
 // ---- harness_ops_groups.cc -------------------------------------------------------------------
 

@@ -2,8 +2,10 @@
 #include "operands.h"
 
 #include "check.h"
+#include "typed_call.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cfloat>
 #include <cstdlib>
 #include <cstring>
@@ -239,6 +241,21 @@ bool broadcastable(const std::vector<int64_t>& mask, const std::vector<int64_t>&
     if (mask[d] != target[d + off] && mask[d] != 1) return false;
   }
   return true;
+}
+
+double storage_round(smax::DType d, double v) {
+  if (d == smax::DType::kF64 || std::isnan(v)) return v;
+  float f = static_cast<float>(v);
+  smax_cli::round_to_dtype(&f, 1, d);
+  return f;
+}
+
+std::vector<double> dense_in_arena(const Layout& o, const std::vector<unsigned char>& arena,
+                                   smax::DType d, size_t arena_elems) {
+  const std::vector<double> all = smax_cli::widen_all(arena, d, arena_elems);
+  std::vector<double> v;
+  for (int64_t off : offsets_of(o)) v.push_back(all[static_cast<size_t>(o.origin + off)]);
+  return v;
 }
 
 }  // namespace smax_fuzz

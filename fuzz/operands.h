@@ -91,6 +91,15 @@ struct FuzzView : Layout {
   bool unallocatable = false;  ///< corrupted strides: never dereference
 };
 
+/// `v` rounded to dtype `d` (to nearest even, once; f64 and NaN as is):
+/// the value a store of the exact result to an output of dtype `d` keeps.
+double storage_round(smax::DType d, double v);
+/// The elements of view `o` (row-major logical order) in a typed arena
+/// (`arena_elems` elements of dtype `d` mirroring a harness's f32 arena),
+/// widened exactly to double.
+std::vector<double> dense_in_arena(const Layout& o, const std::vector<unsigned char>& arena,
+                                   smax::DType d, size_t arena_elems);
+
 /// The TensorView of `o` (its shape, strides and rank, the rank corrupted
 /// when asked) with `dtype` and `data` (nullptr when o.null_data).
 smax::TensorView tensor_view(const FuzzView& o, smax::DType dtype, void* data);

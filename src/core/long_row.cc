@@ -284,7 +284,7 @@ void backward_row(BackwardOp op, const float* y, const float* dy, int64_t n, flo
   });
   double total = 0.0;
   for (double p : partial) total += p;
-  const float reduced = static_cast<float>(total);
+  const double reduced = total;
   for_segments(n, threads, [&](int64_t off, int64_t len) {
     if (op == BackwardOp::kSoftmax) {
       kernels::softmax_backward_segment(y + off, dy + off, len, reduced, scale, dx + off);

@@ -206,11 +206,12 @@ void log_softmax_backward_rows(const BackwardRows& rows) noexcept;
 
 double dot_segment(const float* a, const float* b, int64_t n) noexcept;
 double sum_segment(const float* a, int64_t n) noexcept;
-/// dx = scale * y * (dy - dot)
-void softmax_backward_segment(const float* y, const float* dy, int64_t n, float dot,
+/// dx = scale * y * (dy - dot), dot the row's float64 reduction (used as f32)
+void softmax_backward_segment(const float* y, const float* dy, int64_t n, double dot,
                               float scale, float* dx) noexcept;
-/// dx = scale * (dy - exp(y) * sum), 0 where y = -inf
-void log_softmax_backward_segment(const float* y, const float* dy, int64_t n, float sum,
+/// dx = scale * (dy - exp(y) * sum), 0 where y = -inf; sum the row's float64
+/// sum of dy (f32 unless it is beyond f32: then the segment runs in float64)
+void log_softmax_backward_segment(const float* y, const float* dy, int64_t n, double sum,
                                   float scale, float* dx) noexcept;
 
 struct BackwardColumns {

@@ -5,7 +5,11 @@
 // Two sweeps per row: the reduction (accumulated in float64 vectors, exact
 // products), then the elementwise store. dx may equal dy (the second sweep reads dy[i]
 // before writing dx[i]). exp(y) for y <= 0 is ExpRef with N = 0: y itself is
-// reduced exactly, y < ~-87 and y = -inf give exact 0.
+// reduced exactly, y = -inf gives exact 0. log_softmax vectors where f32
+// would lose the result run in float64, rounded once (LogSoftmaxStep,
+// demote-inl.h): a sum of dy beyond f32 or +-inf, and lanes with
+// -inf < y < -86 (f32 flushes their e^y, which a large scale or a tiny dy
+// makes count).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/softmax_backward.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -48,26 +52,7 @@ HWY_INLINE double BlockedDot(const float* HWY_RESTRICT a, const float* HWY_RESTR
   return acc0.Total(d) + acc1.Total(d);
 }
 
-// dx = y * (dy - dot) * scale in float64 from the f32 y and g = dy - dot,
-// rounded once (IEEE: beyond FLT_MAX -> inf). The slow path of SoftmaxGrad.
-HWY_INLINE VF SoftmaxGradF64(VF y, VF g, double scale) {
-  const DF d;
-#if HWY_TARGET == HWY_SCALAR
-  return hn::Set(d, static_cast<float>(static_cast<double>(hn::GetLane(y)) *
-                                       static_cast<double>(hn::GetLane(g)) * scale));
-#else
-  using DH = hn::Half<DF>;
-  using DD = hn::Rebind<double, DH>;
-  const DH dh;
-  const DD dd;
-  const auto vs = hn::Set(dd, scale);
-  const auto lo = hn::Mul(hn::Mul(hn::PromoteTo(dd, hn::LowerHalf(dh, y)),
-                                  hn::PromoteTo(dd, hn::LowerHalf(dh, g))), vs);
-  const auto hi = hn::Mul(hn::Mul(hn::PromoteTo(dd, hn::UpperHalf(dh, y)),
-                                  hn::PromoteTo(dd, hn::UpperHalf(dh, g))), vs);
-  return hn::Combine(d, DemoteIeee(dd, hi), DemoteIeee(dd, lo));
-#endif
-}
+// SoftmaxGradF64 (dx in float64, rounded once): demote-inl.h.
 
 // dx = (y * (dy - dot)) * scale in f32 where that is exact to the bound,
 // else (a vector with a lane at risk) the float64 products. In f32 the
@@ -107,18 +92,16 @@ struct SoftmaxGradFn {
     return SoftmaxGradF64(y, g, scale);
   }
 };
-// dx = (dy - exp(y) * sum) * scale, 0 where y = -inf.
-HWY_INLINE VF LogSoftmaxGrad(DF d, VF y, VF dy, VF sum, VF scale) {
-  const VF e = ExpRef::Make(0.0f)(d, y);
-  const VF g = hn::Mul(hn::NegMulAdd(e, sum, dy), scale);
-  return hn::IfThenZeroElse(hn::Eq(y, hn::Set(d, kNegInf)), g);
-}
+// log_softmax's step (dx = (dy - exp(y) * sum) * scale, 0 where y = -inf):
+// LogSoftmaxStep, demote-inl.h.
 
+// red64: the reduction in float64; red = its f32 rounding.
 template <bool kLog>
 HWY_INLINE void GradStore(const float* HWY_RESTRICT y, const float* dy, size_t n,
-                          float red, float scale, float* dx) {
+                          double red64, float scale, float* dx) {
   const DF d;
   const size_t N = hn::Lanes(d);
+  const float red = static_cast<float>(red64);
   const VF vr = hn::Set(d, red);
   const VF vs = hn::Set(d, scale);
   auto sweep = [&](auto f) {
@@ -138,7 +121,8 @@ HWY_INLINE void GradStore(const float* HWY_RESTRICT y, const float* dy, size_t n
     }
   };
   if (kLog) {
-    sweep([&](VF vy, VF vdy) { return LogSoftmaxGrad(d, vy, vdy, vr, vs); });
+    const LogSoftmaxStep step = LogSoftmaxStep::Make(d, red64, scale);
+    sweep([&](VF vy, VF vdy) { return step(d, vy, vdy); });
   } else {
     // Two vectors per step with one risk test for both (the common case
     // costs an abs and a compare per vector over the plain f32 form).
@@ -175,7 +159,7 @@ HWY_INLINE void GradRows(const BackwardRows& r) {
     const float* dy = r.dy + row * r.dy_stride;
     float* dx = r.dx + row * r.dx_stride;
     const double reduced = BlockedDot(dy, kLog ? nullptr : y, n);
-    GradStore<kLog>(y, dy, n, static_cast<float>(reduced), r.scale, dx);
+    GradStore<kLog>(y, dy, n, reduced, r.scale, dx);
   }
 }
 
@@ -188,11 +172,11 @@ double DotSegmentImpl(const float* a, const float* b, int64_t n) {
 double SumSegmentImpl(const float* a, int64_t n) {
   return BlockedDot(a, nullptr, static_cast<size_t>(n));
 }
-void SoftmaxBackwardSegmentImpl(const float* y, const float* dy, int64_t n, float dot,
+void SoftmaxBackwardSegmentImpl(const float* y, const float* dy, int64_t n, double dot,
                                 float scale, float* dx) {
   GradStore<false>(y, dy, static_cast<size_t>(n), dot, scale, dx);
 }
-void LogSoftmaxBackwardSegmentImpl(const float* y, const float* dy, int64_t n, float sum,
+void LogSoftmaxBackwardSegmentImpl(const float* y, const float* dy, int64_t n, double sum,
                                    float scale, float* dx) {
   GradStore<true>(y, dy, static_cast<size_t>(n), sum, scale, dx);
 }
@@ -216,10 +200,28 @@ HWY_INLINE void BackwardColumnBlock(const BackwardColumns& c, size_t j0, size_t 
       sum.AddProduct(d, dy, load(c.y + kk * c.y_axis_stride + j0));
     }
   }
-  HWY_ALIGN double s[kMaxLanes];
+  HWY_ALIGN double s[kMaxLanes] = {};
   HWY_ALIGN float sf[kMaxLanes];
   sum.StoreLanes(d, s);
-  for (size_t l = 0; l < N; ++l) sf[l] = static_cast<float>(s[l]);
+  bool wide = false;  // a column's sum dy beyond f32 (or +-inf)
+  for (size_t l = 0; l < N; ++l) {
+    sf[l] = static_cast<float>(s[l]);
+    wide |= kLog && l < cnt && !std::isfinite(sf[l]);
+  }
+  // log_softmax where f32 loses the result (LogSoftmaxStep's cases; the
+  // lanes' sums differ, so element by element): float64, rounded once.
+  auto log_f64 = [&](size_t k) {
+    const int64_t kk = static_cast<int64_t>(k);
+    const double scale = static_cast<double>(c.scale);
+    for (size_t l = 0; l < cnt; ++l) {
+      const double y = c.y[kk * c.y_axis_stride + static_cast<int64_t>(j0 + l)];
+      const double dy = c.dy[kk * c.dy_axis_stride + static_cast<int64_t>(j0 + l)];
+      c.dx[kk * c.dx_axis_stride + static_cast<int64_t>(j0 + l)] =
+          y == -std::numeric_limits<double>::infinity()
+              ? 0.0f
+              : static_cast<float>(scale * (dy - std::exp(y) * s[l]));
+    }
+  };
   const VF vr = hn::Load(d, sf);
   const VF vs = hn::Set(d, c.scale);
   const SoftmaxGradFn grad = SoftmaxGradFn::Make(c.scale);
@@ -227,7 +229,11 @@ HWY_INLINE void BackwardColumnBlock(const BackwardColumns& c, size_t j0, size_t 
     const int64_t kk = static_cast<int64_t>(k);
     const VF vy = load(c.y + kk * c.y_axis_stride + j0);
     const VF vdy = load(c.dy + kk * c.dy_axis_stride + j0);
-    const VF g = kLog ? LogSoftmaxGrad(d, vy, vdy, vr, vs) : grad(vy, vdy, vr);
+    if (kLog && (wide || LogSoftmaxStep::AnyTiny(d, vy))) {
+      log_f64(k);
+      continue;
+    }
+    const VF g = kLog ? LogSoftmaxStep::F32(d, vy, vdy, vr, vs) : grad(vy, vdy, vr);
     float* p = c.dx + kk * c.dx_axis_stride + j0;
     if (full) {
       hn::StoreU(g, d, p);
@@ -277,11 +283,11 @@ double dot_segment(const float* a, const float* b, int64_t n) noexcept {
 double sum_segment(const float* a, int64_t n) noexcept {
   return HWY_DYNAMIC_DISPATCH(SumSegmentImpl)(a, n);
 }
-void softmax_backward_segment(const float* y, const float* dy, int64_t n, float dot,
+void softmax_backward_segment(const float* y, const float* dy, int64_t n, double dot,
                               float scale, float* dx) noexcept {
   HWY_DYNAMIC_DISPATCH(SoftmaxBackwardSegmentImpl)(y, dy, n, dot, scale, dx);
 }
-void log_softmax_backward_segment(const float* y, const float* dy, int64_t n, float sum,
+void log_softmax_backward_segment(const float* y, const float* dy, int64_t n, double sum,
                                   float scale, float* dx) noexcept {
   HWY_DYNAMIC_DISPATCH(LogSoftmaxBackwardSegmentImpl)(y, dy, n, sum, scale, dx);
 }

@@ -43,11 +43,17 @@ HWY_INLINE void StoreClip(DD d, VD v, double* HWY_RESTRICT p, size_t i, size_t n
   std::memcpy(p + i, b, (n - i) * sizeof(double));
 }
 
-// Lane values in lane order, summed with Neumaier's compensation.
+// Lane values in lane order, summed with Neumaier's compensation. A sum
+// that is not finite (an inf or NaN input, or overflow) is the plain sum of
+// the s lanes: a Kahan c is NaN after an inf ((inf - s) - inf), and the sum
+// of [1, inf] must be inf (fuzz/regressions/log_softmax_backward).
 HWY_INLINE double SumLanes(DD d, VD s, VD c) {
   HWY_ALIGN double a[kMaxLanesD], b[kMaxLanesD];
   hn::Store(s, d, a);
   hn::Store(c, d, b);
+  double plain = 0.0;
+  for (size_t k = 0; k < hn::Lanes(d); ++k) plain += a[k];
+  if (!std::isfinite(plain)) return plain;
   double sum = 0.0, comp = 0.0;
   for (size_t k = 0; k < hn::Lanes(d); ++k) {
     for (double x : {a[k], -b[k]}) {  // Kahan's c holds the negated error
@@ -65,6 +71,14 @@ HWY_INLINE void KahanAdd(VD x, VD& s, VD& c) {
   const VD t = hn::Add(s, y);
   c = hn::Sub(hn::Sub(t, s), y);
   s = t;
+}
+
+// KahanAdd for inputs that may be +-inf (the backward's dy): once a lane's
+// sum is not finite its compensation is 0, so the lane keeps inf (or NaN
+// for inf - inf) instead of the NaN of (inf - s) - inf.
+HWY_INLINE void KahanAddInf(VD x, VD& s, VD& c) {
+  KahanAdd(x, s, c);
+  c = hn::IfThenElseZero(hn::IsFinite(s), c);
 }
 
 // t - m as d + e exactly (TwoSum of t and -m; m finite). Where d is below
@@ -232,7 +246,7 @@ void BackwardImpl(bool log, const double* y, const double* dy, int64_t n_in, dou
   for (size_t i = 0; i < n; i += N) {
     const VD g = LoadPad(d, dy, i, n, 0.0);
     // log_softmax: sum dy; softmax: <dy, y> (padding y = 0 adds 0).
-    KahanAdd(log ? g : hn::Mul(g, LoadPad(d, y, i, n, 0.0)), acc, c);
+    KahanAddInf(log ? g : hn::Mul(g, LoadPad(d, y, i, n, 0.0)), acc, c);
   }
   const VD total = hn::Set(d, SumLanes(d, acc, c));
   const VD sv = hn::Set(d, s_in);
@@ -243,7 +257,8 @@ void BackwardImpl(bool log, const double* y, const double* dy, int64_t n_in, dou
     VD r;
     if (log) {
       const auto masked = hn::Eq(yv, neg_inf);
-      const VD ey = hn::Exp(d, hn::IfThenZeroElse(masked, yv));
+      // Highway's Exp maps NaN to 0 (its range clamp); a NaN y gives NaN dx.
+      const VD ey = hn::IfThenElse(hn::IsNaN(yv), yv, hn::Exp(d, hn::IfThenZeroElse(masked, yv)));
       r = hn::IfThenZeroElse(masked, hn::Mul(sv, hn::Sub(g, hn::Mul(ey, total))));
     } else {
       r = hn::Mul(hn::Mul(sv, yv), hn::Sub(g, total));

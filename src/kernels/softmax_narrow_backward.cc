@@ -51,25 +51,6 @@ HWY_INLINE double BlockedDotIn(const A& a, const B& b, size_t n) {
   return acc0.Total(d) + acc1.Total(d);
 }
 
-// softmax_backward.cc's SoftmaxGradF64.
-HWY_INLINE VF GradF64(VF y, VF g, double scale) {
-  const DF d;
-#if HWY_TARGET == HWY_SCALAR
-  return hn::Set(d, static_cast<float>(static_cast<double>(hn::GetLane(y)) *
-                                       static_cast<double>(hn::GetLane(g)) * scale));
-#else
-  using DH = hn::Half<DF>;
-  using DD = hn::Rebind<double, DH>;
-  const DH dh;
-  const DD dd;
-  const auto vs = hn::Set(dd, scale);
-  const auto lo = hn::Mul(hn::Mul(hn::PromoteTo(dd, hn::LowerHalf(dh, y)),
-                                  hn::PromoteTo(dd, hn::LowerHalf(dh, g))), vs);
-  const auto hi = hn::Mul(hn::Mul(hn::PromoteTo(dd, hn::UpperHalf(dh, y)),
-                                  hn::PromoteTo(dd, hn::UpperHalf(dh, g))), vs);
-  return hn::Combine(d, DemoteIeee(dd, hi), DemoteIeee(dd, lo));
-#endif
-}
 
 // softmax_backward.cc's SoftmaxGradFn: the f32 product unless a lane is at
 // risk (overflow, or a tiny product with |scale| > 1), then float64.
@@ -95,37 +76,34 @@ struct Grad {
     const VF g = hn::Sub(dy, dot);
     const VF p = hn::Mul(y, g);
     if (HWY_LIKELY(hn::AllFalse(d, Risk(y, g, p)))) return hn::Mul(p, vs);
-    return GradF64(y, g, scale);
+    return SoftmaxGradF64(y, g, scale);
   }
 };
 
-// softmax_backward.cc's LogSoftmaxGrad.
-HWY_INLINE VF LogGrad(DF d, VF y, VF dy, VF sum, VF scale) {
-  const VF e = ExpRef::Make(0.0f)(d, y);
-  const VF g = hn::Mul(hn::NegMulAdd(e, sum, dy), scale);
-  return hn::IfThenZeroElse(hn::Eq(y, hn::Set(d, kNegInf)), g);
-}
 
 // softmax_backward.cc's GradStore with typed rows and a rounding sink.
+// red64: the reduction in float64; red = its f32 rounding.
 template <bool kLog, class Y, class DY>
-HWY_INLINE void GradStoreIn(const Y& y, const DY& dy, size_t n, float red, float scale,
+HWY_INLINE void GradStoreIn(const Y& y, const DY& dy, size_t n, double red64, float scale,
                             const AnyOut& dx) {
   const DF d;
   const size_t N = hn::Lanes(d);
+  const float red = static_cast<float>(red64);
   const VF vr = hn::Set(d, red);
   const VF vs = hn::Set(d, scale);
   if (kLog) {
+    const LogSoftmaxStep step = LogSoftmaxStep::Make(d, red64, scale);
+    auto g = [&](VF vy, VF vdy) { return step(d, vy, vdy); };
     size_t i = 0;
     for (; i + 2 * N <= n; i += 2 * N) {
-      const VF g0 = LogGrad(d, y.Load(d, i), dy.Load(d, i), vr, vs);
-      const VF g1 = LogGrad(d, y.Load(d, i + N), dy.Load(d, i + N), vr, vs);
+      const VF g0 = g(y.Load(d, i), dy.Load(d, i));
+      const VF g1 = g(y.Load(d, i + N), dy.Load(d, i + N));
       dx.Store(d, g0, i);
       dx.Store(d, g1, i + N);
     }
-    for (; i + N <= n; i += N) dx.Store(d, LogGrad(d, y.Load(d, i), dy.Load(d, i), vr, vs), i);
+    for (; i + N <= n; i += N) dx.Store(d, g(y.Load(d, i), dy.Load(d, i)), i);
     if (i < n) {
-      const VF g = LogGrad(d, y.LoadTailZero(d, i, n - i), dy.LoadTailZero(d, i, n - i), vr, vs);
-      dx.StoreTail(d, g, i, n - i);
+      dx.StoreTail(d, g(y.LoadTailZero(d, i, n - i), dy.LoadTailZero(d, i, n - i)), i, n - i);
     }
     return;
   }
@@ -139,8 +117,8 @@ HWY_INLINE void GradStoreIn(const Y& y, const DY& dy, size_t n, float red, float
       dx.Store(d, hn::Mul(p0, vs), i);
       dx.Store(d, hn::Mul(p1, vs), i + N);
     } else {
-      dx.Store(d, GradF64(y0, g0, grad.scale), i);
-      dx.Store(d, GradF64(y1, g1, grad.scale), i + N);
+      dx.Store(d, SoftmaxGradF64(y0, g0, grad.scale), i);
+      dx.Store(d, SoftmaxGradF64(y1, g1, grad.scale), i + N);
     }
   }
   for (; i + N <= n; i += N) dx.Store(d, grad(y.Load(d, i), dy.Load(d, i), vr), i);
@@ -167,7 +145,7 @@ HWY_INLINE void GradRowsTyped(const NarrowBackwardRows& r) {
     const DYT dy{dy_base + row * r.dy_stride};
     const AnyOut dx = dx_base.At(row * r.dx_stride);
     const double reduced = kLog ? BlockedDotIn<false>(dy, dy, n) : BlockedDotIn<true>(dy, y, n);
-    GradStoreIn<kLog>(y, dy, n, static_cast<float>(reduced), r.scale, dx);
+    GradStoreIn<kLog>(y, dy, n, reduced, r.scale, dx);
   }
 }
 

@@ -149,7 +149,7 @@ void ssmax_backward(const TensorView& src, const TensorView& y, const TensorView
     }
     const double dot = kernels::dot_segment(g, yv, n);
     const float k = static_cast<float>(static_cast<double>(a.scale) * static_cast<double>(c));
-    kernels::softmax_backward_segment(yv, g, n, static_cast<float>(dot), k, dx);
+    kernels::softmax_backward_segment(yv, g, n, dot, k, dx);
     if (visible < n) {
       // Entries with t = -inf are masked: exactly 0 gradient whatever y and
       // dy hold (a NaN dot, or a y that is not 0 there, would leak into them).
