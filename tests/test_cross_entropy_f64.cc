@@ -11,8 +11,8 @@
 //    the test fails if the f64 path fell back to f32);
 //  * the fused gradient has the bits of the backward with dloss = 1; the
 //    same bits for 1, 2 and 7 threads, for transposed logits and in place;
-//  * special rows (NaN, all masked under both policies) and an f32 loss
-//    output that is the float64 value rounded once.
+//  * special rows (NaN, all masked under both policies); f32, bf16 and f16
+//    loss and gradient outputs that are the float64 values rounded once.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -22,6 +22,7 @@
 #include <random>
 #include <vector>
 
+#include "core/convert.h"
 #include "smax/smax.h"
 #include "test_util.h"
 
@@ -510,6 +511,27 @@ TEST_P(CrossEntropyF64, SpecialRowsAndNarrowOutputs) {
     smax::cross_entropy(f64_view(x.data(), {4, n}), smax::make_index_view(y.data(), {4}),
                         smax::make_view(loss32.data(), {4}), c32, o);
     EXPECT_EQ(loss32[3], static_cast<float>(loss[3]));
+    // bf16 / f16 loss and gradient: the float64 values rounded once (no
+    // double rounding through f32).
+    for (DType nt : {DType::kBF16, DType::kF16}) {
+      std::vector<uint16_t> loss16(4), grad16(20);
+      smax::CrossEntropyOptions c16;
+      c16.loss.reduction = smax::Reduction::kNone;
+      const int64_t rows_shape[1] = {4};
+      c16.grad = smax::make_view(grad16.data(), nt, 2, shape, nullptr);
+      smax::cross_entropy(f64_view(x.data(), {4, n}), smax::make_index_view(y.data(), {4}),
+                          smax::make_view(loss16.data(), nt, 1, rows_shape, nullptr), c16, o);
+      // NaN == NaN here (payloads may differ).
+      // (8-byte buffers: store_f64 / load_f64 switch over every dtype's size.)
+      auto same = [&](uint16_t got, double v) {
+        uint64_t want = 0, have = got;
+        smax::detail::store_f64(&want, nt, v);
+        const double g = smax::detail::load_f64(&have, nt);
+        return static_cast<uint16_t>(want) == got || (std::isnan(g) && std::isnan(v));
+      };
+      for (size_t i = 0; i < 4; ++i) EXPECT_TRUE(same(loss16[i], loss[i])) << smax::dtype_name(nt) << " loss " << i;
+      for (size_t i = 0; i < 20; ++i) EXPECT_TRUE(same(grad16[i], grad[i])) << smax::dtype_name(nt) << " grad " << i;
+    }
   }
 }
 
