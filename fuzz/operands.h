@@ -91,8 +91,9 @@ struct FuzzView : Layout {
   bool unallocatable = false;  ///< corrupted strides: never dereference
 };
 
-/// `v` rounded to dtype `d` (to nearest even, once; f64 and NaN as is):
-/// the value a store of the exact result to an output of dtype `d` keeps.
+/// `v` rounded to dtype `d` (to nearest even; f16 / bf16 through f32, so
+/// a double rounding is possible: a pass shortcut only, the bounds carry
+/// half an ulp; f64 and NaN as is).
 double storage_round(smax::DType d, double v);
 /// The elements of view `o` (row-major logical order) in a typed arena
 /// (`arena_elems` elements of dtype `d` mirroring a harness's f32 arena),

@@ -128,6 +128,8 @@ struct RefRow {
   bool empty = false;
   LD L = 0, loss = 0, z = 0, H = 0, tlp = 0;
   double M = 0, F = 1, sum_pt = 0;
+  double tmax = 0;      // max_j |t_j| over t_j > -inf
+  int64_t argmax = -1;  // first max of t
   std::vector<LD> grad;
   std::vector<double> grad_mag;
 };
@@ -155,7 +157,14 @@ RefRow oracle(const Data& d, int64_t r) {
   RefRow o;
   if (c.cap > 0.0f) o.F = 1.0 + c.cap + (1.0 + 1.0 / c.cap) * umax;
   LD m = -INFINITY;
-  for (LD v : t) m = std::max(m, v);
+  for (int64_t j = 0; j < n; ++j) {
+    const LD v = t[static_cast<size_t>(j)];
+    if (v > m) {
+      m = v;
+      o.argmax = j;
+    }
+    if (v != -INFINITY) o.tmax = std::max(o.tmax, static_cast<double>(std::fabs(v)));
+  }
   o.grad.assign(static_cast<size_t>(n), 0);
   o.grad_mag.assign(static_cast<size_t>(n), 0);
   if (m == -INFINITY) {
@@ -247,12 +256,13 @@ void check_forward(Data& d) {
                " masks " + (c.add_mask ? "1" : "0") + (c.bool_mask ? "1" : "0") + " a " + std::to_string(c.a) +
                " zs " + std::to_string(c.zs) + " cap " + std::to_string(c.cap) + " scale " + std::to_string(c.scale));
   std::vector<double> loss(static_cast<size_t>(c.rows)), lse(loss.size()), z(loss.size()),
-      ent(loss.size()), tlp(loss.size()), grad(d.x.size());
+      ent(loss.size()), tlp(loss.size()), acc(loss.size()), grad(d.x.size());
   smax::CrossEntropyOptions ce = d.ce(smax::Reduction::kNone);
   ce.lse = f64_view(lse.data(), {c.rows});
   ce.z_loss = f64_view(z.data(), {c.rows});
   ce.entropy = f64_view(ent.data(), {c.rows});
   ce.target_logprob = f64_view(tlp.data(), {c.rows});
+  ce.accuracy = f64_view(acc.data(), {c.rows});
   ce.grad = f64_view(grad.data(), {c.rows, c.n});
   smax::cross_entropy(d.src(), d.target(), f64_view(loss.data(), {c.rows}), ce, d.options());
   for (int64_t r = 0; r < c.rows; ++r) {
@@ -273,6 +283,18 @@ void check_forward(Data& d) {
     if (!c.probs) {
       const double ty = std::fabs(static_cast<double>(o.tlp + o.L));
       EXPECT_LE(std::fabs(tlp[ri] - o.tlp), kUnit * o.F * (1 + aL + ty));
+    } else {
+      EXPECT_LE(std::fabs(tlp[ri] - o.tlp), kUnit * o.F * (1 + aL + o.tmax));
+    }
+    if (c.cap == 0.0f) {  // (with a softcap, tanh can tie entries in long double too)
+      int64_t want = d.y[ri];
+      if (c.probs) {
+        want = 0;
+        for (int64_t j = 1; j < c.n; ++j) {
+          if (d.q[static_cast<size_t>(r * c.n + j)] > d.q[static_cast<size_t>(r * c.n + want)]) want = j;
+        }
+      }
+      EXPECT_EQ(acc[ri], o.argmax == want ? 1.0 : 0.0);
     }
     for (int64_t j = 0; j < c.n; ++j) {
       const size_t k = static_cast<size_t>(j);
@@ -464,6 +486,21 @@ TEST_P(CrossEntropyF64, ThreadsLayoutsAndInPlaceGiveTheSameBits) {
     for (int64_t j = 0; j < c.n; ++j) {
       ASSERT_EQ(g1[static_cast<size_t>(r * c.n + j)], gt[static_cast<size_t>(j * c.rows + r)]);
     }
+  }
+  // In place, read and written directly (no mask, scale 1): the bits of a
+  // separate gradient.
+  {
+    std::vector<double> xs = d.x, ls(static_cast<size_t>(c.rows)), gs(d.x.size()),
+                        li2(static_cast<size_t>(c.rows));
+    smax::CrossEntropyOptions cs = d.ce(smax::Reduction::kNone);
+    cs.grad = f64_view(gs.data(), {c.rows, c.n});
+    smax::cross_entropy(d.src(), d.target(), f64_view(ls.data(), {c.rows}), cs);
+    smax::CrossEntropyOptions cd = d.ce(smax::Reduction::kNone);
+    cd.grad = f64_view(xs.data(), {c.rows, c.n});
+    smax::cross_entropy(f64_view(xs.data(), {c.rows, c.n}), d.target(),
+                        f64_view(li2.data(), {c.rows}), cd);
+    EXPECT_EQ(0, std::memcmp(ls.data(), li2.data(), ls.size() * sizeof(double)));
+    EXPECT_EQ(0, std::memcmp(gs.data(), xs.data(), xs.size() * sizeof(double)));
   }
   // In place: the logits become their gradient.
   std::vector<double> xi = d.x, li(static_cast<size_t>(c.rows));

@@ -193,10 +193,13 @@ void cross_entropy_backward(const TensorView& src, const TensorView& target,
 // float64 tanh's rounding) and F = 1 otherwise:
 //   per-row loss: 1e-14 F M_r; lse: 1e-14 F (1 + |L|); target_logprob:
 //   1e-14 F (1 + |L| + |t_y|); entropy: 1e-14 F (1 + |L| + sum_j p_j |t_j| + H);
-//   gradient: 1e-14 F s cap'_j |G| (p_j |A| + |B_j| + [j == y] |D|).
-// The fused gradient keeps the bits of the backward with dloss = 1; the
-// bits do not depend on the thread count. Other operands' dtypes (f32 loss,
-// bf16 gradient) take the f64 path too: it is chosen by src's dtype.
+//   gradient: 1e-14 F s cap'_j |G| (p_j |A| + |B_j| + [j == y] |D|),
+// each plus 1e-300 (a p_j below float64's underflow, e^(t_j - m) < 2^-1074,
+// is 0). The fused gradient keeps the bits of the backward with dloss = 1;
+// the bits do not depend on the thread count. cross_entropy_backward
+// recomputes L from the f64 logits: a given `lse` is validated but not read
+// (an f32 lse would undo the float64 accuracy). Other operands' dtypes (f32
+// loss, bf16 gradient) take the f64 path too: it is chosen by src's dtype.
 
 // ---------------------------------------------------------------------------
 // z-losses

@@ -169,7 +169,10 @@ void Rowwise::finish() {
     const bool changed = (input_transform_[k] == kLogits && transform) ||
                          (input_transform_[k] == kBoolMasked && bool_mask_view_ != nullptr);
     direct_input_[k] = contiguous && !changed && input_dtype_[k] == DType::kF32;
-    direct_input64_[k] = contiguous && !changed && input_dtype_[k] == DType::kF64;
+    // run<double>() transforms logits by scale64_ (not the f32 scale_).
+    const bool changed64 = (input_transform_[k] == kLogits && (scale64_ != 1.0 || has_masks())) ||
+                           (input_transform_[k] == kBoolMasked && bool_mask_view_ != nullptr);
+    direct_input64_[k] = contiguous && !changed64 && input_dtype_[k] == DType::kF64;
   }
   finished_ = true;
 }

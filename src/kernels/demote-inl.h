@@ -1,5 +1,6 @@
 // src/kernels/demote-inl.h: float64 -> f32 rounding as IEEE does it, per
-// SIMD target.
+// SIMD target (DemoteIeee), and the backward steps evaluated in float64 and
+// rounded once with it (SoftmaxGradF64, LogSoftmaxGradF64, LogSoftmaxStep).
 //
 // Highway's DemoteTo saturates at +-FLT_MAX on some targets (EMU128 /
 // SCALAR), while IEEE rounding (and the x86 conversion instructions) gives
@@ -68,7 +69,10 @@ HWY_INLINE VF LogSoftmaxGradF64(VF y, VF dy, double sum, double scale) {
   const DD dd;
   auto half = [&](hn::Vec<DH> yh, hn::Vec<DH> gh) {
     const auto yw = hn::PromoteTo(dd, yh);
-    const auto e = hn::IfThenElse(hn::IsNaN(yw), yw, hn::Exp(dd, yw));  // Exp maps NaN to 0
+    // Highway's Exp maps NaN to 0 and is valid up to ~706: NaN stays NaN,
+    // e^y beyond float64 (a raw y > 709.78) is inf.
+    auto e = hn::IfThenElse(hn::IsNaN(yw), yw, hn::Exp(dd, yw));
+    e = hn::IfThenElse(hn::Gt(yw, hn::Set(dd, 709.78)), hn::Set(dd, HUGE_VAL), e);
     const auto r = hn::Mul(hn::NegMulAdd(e, hn::Set(dd, sum), hn::PromoteTo(dd, gh)),
                            hn::Set(dd, scale));
     return DemoteIeee(dd, r);

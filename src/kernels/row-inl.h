@@ -7,7 +7,8 @@
 //   pass-inl.h    per-vector passes over one row (RunPass, ExpSum, stores)
 //   scan-inl.h    one-read row scans (RowMax, OnlineScanWith and its visitors)
 //   xent-inl.h    the cross-entropy row sources, online sums and gradient
-//   demote-inl.h  float64 -> f32 rounding as IEEE does it (DemoteIeee)
+//   demote-inl.h  float64 -> f32 rounding as IEEE does it (DemoteIeee); the
+//                 softmax / log-softmax backward steps in float64 with it
 // Each piece may use those listed before it.
 //
 // Why one umbrella: Highway compiles the per-target code once per target

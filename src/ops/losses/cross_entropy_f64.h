@@ -14,11 +14,13 @@
 // folded into its own entry, in float64, rounded once to dsrc's dtype.
 // Results are bitwise identical for any thread count (one row, one task).
 //
-// Bounds (include/smax/cross_entropy.h, "float64"; tests/test_cross_entropy_f64.cc
+// Bounds (include/smax/losses.h, "float64"; tests/test_cross_entropy_f64.cc
 // checks them against a long double oracle): per-row loss, lse, z and
 // target_logprob within 1e-14 of the row's magnitude (1 + |L| plus the
 // weighted magnitudes of the terms the loss adds); gradient entries within
-// 1e-14 |s| cap'_j (|g A| p_j + |w_j (b + b_q q_j)| + |g (1 - a) w_y| [j = y]).
+// 1e-14 |s| cap'_j (|g A| p_j + |w_j (b + b_q q_j)| + |g (1 - a) w_y| [j = y])
+// plus 1e-300 (p_j below float64's underflow is 0). The backward recomputes
+// L from the logits: a given `lse` (f32 or not) is validated, not read.
 #pragma once
 
 #include <cstdint>
@@ -42,7 +44,7 @@ struct CeRowF64 {
 /// Scratch (in doubles) a float64 row needs: the logits t and the terms e.
 inline int64_t ce_f64_scratch(int64_t n) { return 2 * n; }
 
-/// The forward row of row a.row (n >= 1): per-row results (inactive rows:
+/// The forward row of row a.row (n >= 0; n = 0 is an empty row): per-row results (inactive rows:
 /// only L and H), and, when grad is not null, the fused gradient with
 /// coefficient G (an inactive row's gradient is 0). `work` holds
 /// ce_f64_scratch(n) doubles; grad may be exactly a.in[0] (each element is
