@@ -25,19 +25,18 @@ const double* row_f64(const Geometry& g, int k, DType dt, const int64_t* off, do
   const char* base = g.at(k, off[k]);
   const int64_t s = g.axis_stride[k];
   if (dt == DType::kF64 && (s == 1 || g.n == 1)) return reinterpret_cast<const double*>(base);
-  for (int64_t i = 0; i < g.n; ++i) buf[i] = load_at(base, dt, i, s);
+  gather_row_f64(base, dt, s, g.n, buf);
   return buf;
 }
 
 // Writes n values of `v` to row `off` of operand k (dtype dt), each rounded once.
 void store_row(const Geometry& g, int k, DType dt, const int64_t* off, const double* v, int64_t n) {
   char* base = g.at(k, off[k]);
-  const int64_t step = g.axis_stride[k] * dtype_size(dt);
   if (dt == DType::kF64 && (g.axis_stride[k] == 1 || n == 1)) {
     if (reinterpret_cast<const double*>(base) != v) std::memcpy(base, v, n * sizeof(double));
     return;
   }
-  for (int64_t i = 0; i < n; ++i) store_f64(base + i * step, dt, v[i]);
+  scatter_row_f64(v, n, base, dt, g.axis_stride[k]);
 }
 
 kernels::F64Op kernel_op(ForwardOp op) {
