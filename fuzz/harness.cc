@@ -188,7 +188,7 @@ bool element_ok(Check& ck, size_t i, float out_f, double ref, double bound, bool
 // rounded to in_dtype in the arena the oracle reads.
 void decode_storage(Case& c, Reader& r) {
   const uint8_t b = r.u8();
-  if ((b & 0x80) == 0 || c.must_reject || c.alias) return;
+  if (c.must_reject || c.alias) return;
   const Operand* ops[] = {&c.in0, &c.in1, &c.out, &c.add_mask, &c.bool_mask};
   for (const Operand* o : ops) {
     if (!o->present) continue;
@@ -199,18 +199,16 @@ void decode_storage(Case& c, Reader& r) {
       }
     }
   }
-  static const DType kTypes[4] = {DType::kF64, DType::kF16, DType::kBF16, DType::kF32};
-  c.in_dtype = kTypes[b & 3];
-  c.out_dtype = kTypes[(b >> 2) & 3];
+  StorageDraw draw = draw_storage(b);
   const bool forward = c.op == Op::kSoftmax || c.op == Op::kLogSoftmax || c.op == Op::kLogsumexp;
-  if (c.in_dtype == DType::kF64 && forward &&
+  if (draw.in == DType::kF64 && forward &&
       (c.opt.scale != 1.0f || c.opt.temperature != 1.0f || c.add_mask.present)) {
-    c.in_dtype = DType::kF32;
+    draw.in = DType::kF32;
   }
-  if (c.in_dtype == DType::kF32 && c.out_dtype == DType::kF32) return;
-  c.typed_in = smax_cli::round_to_dtype(c.arena.data(), c.arena.size(), c.in_dtype);
-  std::vector<float> out = c.arena;
-  c.typed_out = smax_cli::round_to_dtype(out.data(), out.size(), c.out_dtype);
+  if (!draw.typed()) return;
+  c.in_dtype = draw.in;
+  c.out_dtype = draw.out;
+  make_typed_arenas(c.arena, draw, &c.typed_in, &c.typed_out);
 }
 
 void check_result(Case& c, const std::vector<double>& ref, const std::vector<double>& y,

@@ -22,7 +22,6 @@
 //    mask: that path forms t = x * s + mask in double, the f32 oracle
 //    fl(fl(x * s) + mask).
 #include "harness_ops_internal.h"
-#include "typed_call.h"
 
 namespace smax_fuzz {
 namespace ops_internal {
@@ -55,20 +54,16 @@ bool storage_drawn(const Case& c) {
 
 void decode_storage(Case& c, Reader& r) {
   const uint8_t b = r.u8();
-  if ((b & 0x80) == 0 || !eligible(c)) return;
-  static const DType kTypes[4] = {DType::kF64, DType::kF16, DType::kBF16, DType::kF32};
-  c.in_dtype = kTypes[b & 3];
-  c.out_dtype = kTypes[(b >> 2) & 3];
-  if (c.in_dtype == DType::kF64 && has_float64_path(c.op->name) &&
+  if (!eligible(c)) return;
+  StorageDraw draw = draw_storage(b);
+  if (draw.in == DType::kF64 && has_float64_path(c.op->name) &&
       (c.opt.scale != 1.0f || c.opt.temperature != 1.0f || c.add_mask.present)) {
-    c.in_dtype = DType::kF32;
+    draw.in = DType::kF32;
   }
-  if (!storage_drawn(c)) return;
-  // Inputs: rounded in the f32 arena (the oracle's values) and stored typed.
-  c.typed_in = smax_cli::round_to_dtype(c.f32.data(), c.f32.size(), c.in_dtype);
-  // Outputs: the arena's sentinels in the output dtype.
-  std::vector<float> out = c.f32;
-  c.typed_out = smax_cli::round_to_dtype(out.data(), out.size(), c.out_dtype);
+  if (!draw.typed()) return;
+  c.in_dtype = draw.in;
+  c.out_dtype = draw.out;
+  make_typed_arenas(c.f32, draw, &c.typed_in, &c.typed_out);
 }
 
 TensorView typed_view(Case& c, const Operand& o) {

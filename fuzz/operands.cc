@@ -243,6 +243,23 @@ bool broadcastable(const std::vector<int64_t>& mask, const std::vector<int64_t>&
   return true;
 }
 
+StorageDraw draw_storage(uint8_t b) {
+  static const smax::DType kTypes[4] = {smax::DType::kF64, smax::DType::kF16, smax::DType::kBF16,
+                                        smax::DType::kF32};
+  StorageDraw d;
+  if ((b & 0x80) == 0) return d;
+  d.in = kTypes[b & 3];
+  d.out = kTypes[(b >> 2) & 3];
+  return d;
+}
+
+void make_typed_arenas(std::vector<float>& arena, const StorageDraw& d,
+                       std::vector<unsigned char>* typed_in, std::vector<unsigned char>* typed_out) {
+  *typed_in = smax_cli::round_to_dtype(arena.data(), arena.size(), d.in);
+  std::vector<float> out = arena;
+  *typed_out = smax_cli::round_to_dtype(out.data(), out.size(), d.out);
+}
+
 double storage_round(smax::DType d, double v) {
   if (d == smax::DType::kF64 || std::isnan(v)) return v;
   float f = static_cast<float>(v);

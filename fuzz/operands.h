@@ -91,6 +91,21 @@ struct FuzzView : Layout {
   bool unallocatable = false;  ///< corrupted strides: never dereference
 };
 
+/// Storage dtypes of a case, drawn from byte `b` (the harnesses' last byte):
+/// none when bit 7 is clear (f32 / f32), else inputs and outputs each one of
+/// f64, f16, bf16, f32 (bits 0-1 and 2-3).
+struct StorageDraw {
+  smax::DType in = smax::DType::kF32, out = smax::DType::kF32;
+  bool typed() const { return in != smax::DType::kF32 || out != smax::DType::kF32; }
+};
+StorageDraw draw_storage(uint8_t b);
+/// The typed arenas of a draw over a harness's f32 arena: the inputs'
+/// values rounded to `in` in `arena` itself (what the oracle then reads)
+/// and stored as `in` in typed_in; typed_out holds the arena's values (the
+/// outputs' sentinels) as `out`.
+void make_typed_arenas(std::vector<float>& arena, const StorageDraw& d,
+                       std::vector<unsigned char>* typed_in, std::vector<unsigned char>* typed_out);
+
 /// `v` rounded to dtype `d` (to nearest even; f16 / bf16 through f32, so
 /// a double rounding is possible: a pass shortcut only, the bounds carry
 /// half an ulp; f64 and NaN as is).
