@@ -105,7 +105,9 @@ TEST(DtypeConvert, WideningIsExactForEveryNarrowValue) {
       EXPECT_EQ(smax::detail::f32_to_f16(f16), b) << h;  // round trip
     }
     const float bf = smax::detail::bf16_to_f32(b);
-    if (!std::isnan(bf)) EXPECT_EQ(smax::detail::f32_to_bf16(bf), b) << h;
+    if (!std::isnan(bf)) {
+      EXPECT_EQ(smax::detail::f32_to_bf16(bf), b) << h;
+    }
   }
 }
 

@@ -253,6 +253,20 @@ void spherical_z_loss_backward(const TensorView& src, const TensorView& target,
                                float b, const LossOptions& loss = {},
                                const SoftmaxOptions& options = {});
 
+// float64 (z_loss, spherical_z_loss and their backward with f64 `src`): the
+// row math runs in float64 (src/ops/losses/z_loss_f64.h): the logits
+// t = x * s + mask in double (s = double(scale) / double(temperature)),
+// L = m + log S from the float64 softmax kernel's exact-argument terms and
+// compensated sum; the spherical mean as an unevaluated pair hi + lo from a
+// Neumaier sum, so the deviations t_k - mean keep their relative accuracy
+// however large the logits are (rows at 1e4 +- 1e-2), and a compensated sum
+// of their squares. Each output is the float64 value rounded once to its
+// dtype. Error vs exact arithmetic on those logits (enforced by
+// tests/test_z_loss_f64.cc against long double on every SIMD target):
+//   z_loss: 1e-14 c |w| (1 + |L|) |L|; gradient 1e-14 (|L| + 1) |s G 2 c w p_j|;
+//   spherical_z_loss: 1e-14 |w_y| (1 + |loss| + |z_y|); gradient
+//   1e-14 s |G| |w_y| sigmoid / std (1 + |z_y z_k|); each plus 1e-300.
+
 }  // namespace smax
 
 // The other losses (after the declarations above: linear_cross_entropy.h

@@ -57,6 +57,26 @@
 //       |dsrc - ref| <= 2u |ref| + |c s| A (sparse_softmax:
 //       2e-6 (|ref| + |c s|) + 1e-36: gradients below FLT_MIN may flush to 0), c the
 //       row coefficient.
+// * float64 (f64 logits; backward: an f64 y or dy; losses: f64 src): the
+//   same algorithms on float64 rows, not f32 kernels behind a cast. The
+//   logits are formed in double (t = x s + mask, s = double(scale) /
+//   double(temperature)), d = fl(t - m) is rounded once, the thresholds,
+//   the outputs, the sums of the backward and the losses are float64, and
+//   each output is rounded once to its dtype (f32 / f16 / bf16 outputs: the
+//   float64 result rounded once). Against a higher-precision reference on the
+//   same float64 logits (u64 = 2^-52; A as above):
+//     sparsemax, entmax15, entmax_bisect: |y - y_ref| <= u64 |y_ref| + A;
+//     sparse_softmax (k < n): |y - y_ref| <= 1e-14 |y_ref| + 1e-300 (the
+//       kept terms e^(t - m) from an exact two-term t - m, a compensated
+//       sum), exact 0 outside the kept set;
+//     backward: |dx - ref| <= u64 |ref| + 1e-15 (n + 750 (1 + |2 - alpha|))
+//       s w_i G + 1e-300 (|log y| <= 745 for float64 y); dalpha:
+//       1e-14 (1 + |ref|) + 4e-16 (n + 16) M;
+//     losses: |loss - ref| <= 1e-14 (1 + |ref|) per row; loss gradients
+//       |dsrc - ref| <= u64 |ref| + |c s| A (sparse_softmax:
+//       1e-14 (|ref| + |c s|) + 1e-300).
+//   tests/test_sparse_f64.cc checks these against long double oracles on
+//   every SIMD target.
 // * Determinism: bitwise identical for any `threads` (rows are independent
 //   and each row is computed by one task in a fixed order).
 #pragma once

@@ -105,14 +105,14 @@ SOFTMAX_FAMILY = {"softmax", "log_softmax", "logsumexp", "softmax_backward",
                   "log_softmax_backward"}
 # ... and the array functions the C++ library computes with the softmax family's
 # kernels (sparse_softmax_backward is softmax's backward on the top-k support).
-# smax.torch's sparse_softmax differentiates every dtype anyway: its backward
-# falls back to float32 copies while the C++ kernel is float32-only.
 SOFTMAX_KERNEL = SOFTMAX_FAMILY | {"sparse_softmax_backward"}
-# Ops computed with float64 kernels from float64 storage (once the C++ path is in).
 # Ops with float64 arithmetic for float64 input (docs/dtypes.md): the softmax
-# family and cross_entropy; every other op computes in float32 from float64.
+# family, cross_entropy, the z-losses and the sparse normalisers with their
+# losses; every other op computes in float32 from float64.
 F64_SOFTMAX = {"softmax", "log_softmax", "logsumexp"}
-F64_NATIVE = F64_SOFTMAX | {"cross_entropy"}
+F64_SPARSE = {"sparsemax", "entmax15", "entmax_bisect", "sparse_softmax", "sparsemax_loss",
+              "entmax15_loss", "entmax_bisect_loss", "sparse_softmax_loss"}
+F64_NATIVE = F64_SOFTMAX | {"cross_entropy", "z_loss", "spherical_z_loss"} | F64_SPARSE
 
 
 def needs_softmax(op: str, name: str) -> None:
@@ -586,8 +586,10 @@ def _gradcheck_fn(op):
 def test_gradcheck_float64(op):
     """Every differentiable op under torch.autograd.gradcheck in float64.
 
-    F64_NATIVE ops (softmax, log_softmax, logsumexp, cross_entropy) compute
-    float64 in float64: default gradcheck (eps=1e-6, atol=1e-5, rtol=1e-3). Every other
+    F64_NATIVE ops (softmax, log_softmax, logsumexp, cross_entropy, the
+    z-losses, the sparse normalisers and their losses) compute float64 in
+    float64: default
+    gradcheck (eps=1e-6, atol=1e-5, rtol=1e-3). Every other
     row-wise op computes in float32 arithmetic from float64 storage (the C++
     API: f64 inputs round to f32, outputs round once to f64), so a central
     difference at eps=1e-6 measures float32 rounding noise (~1e-7 / 1e-6 =

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -136,14 +137,17 @@ void for_each_column_block(const Geometry& g, int cdim, int threads, Fn&& fn) {
 
 /// A fixed set of scratch buffers, one per concurrently running task,
 /// allocated before any output is written (so allocation failure leaves the
-/// outputs untouched). Tasks borrow one with Lease.
+/// outputs untouched). Tasks borrow one with Lease. A buffer is raw bytes
+/// (new std::byte[], aligned to the default new alignment, 16 here), so
+/// it may hold values of any type (floats, doubles, indices):
+/// Lease::as<T>() views it as T; data() is as<float>().
 class ScratchPool {
  public:
   ScratchPool(int buffers, int64_t floats_each) {
     if (buffers <= 0 || floats_each <= 0) return;
     try {
       for (int i = 0; i < buffers; ++i) {
-        buffers_.emplace_back(new float[static_cast<size_t>(floats_each)]);
+        buffers_.emplace_back(new std::byte[static_cast<size_t>(floats_each) * sizeof(float)]);
         free_.push_back(i);
       }
     } catch (const std::bad_alloc&) {
@@ -163,7 +167,11 @@ class ScratchPool {
       std::lock_guard<std::mutex> lock(pool_.mutex_);
       pool_.free_.push_back(index_);
     }
-    float* data() const { return pool_.buffers_[index_].get(); }
+    template <class T>
+    T* as() const {
+      return static_cast<T*>(static_cast<void*>(pool_.buffers_[index_].get()));
+    }
+    float* data() const { return as<float>(); }
 
    private:
     ScratchPool& pool_;
@@ -171,7 +179,7 @@ class ScratchPool {
   };
 
  private:
-  std::vector<std::unique_ptr<float[]>> buffers_;
+  std::vector<std::unique_ptr<std::byte[]>> buffers_;
   std::vector<int> free_;
   std::mutex mutex_;
 };

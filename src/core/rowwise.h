@@ -67,6 +67,7 @@ inline constexpr int kMaxRowOutputs = 3;
 /// a float64 path for f64 logits).
 template <class T>
 struct RowArgsOf {
+  using Value = T;  ///< the row's value type (generic row functions: decltype(a)::Value)
   int64_t row = 0;  ///< linear index of the row (row-major over src's non-axis dims)
   int64_t n = 0;    ///< row length (may be 0)
   const T* in[kMaxRowwiseInputs] = {};  ///< contiguous rows of n values
@@ -82,6 +83,10 @@ struct RowArgsOf {
 };
 using RowArgs = RowArgsOf<float>;
 using RowArgs64 = RowArgsOf<double>;
+/// The value type (float or double) of a generic row function's argument:
+/// `using T = RowValue<decltype(a)>;`.
+template <class Args>
+using RowValue = typename std::decay_t<Args>::Value;
 
 class Rowwise {
  public:
@@ -107,6 +112,8 @@ class Rowwise {
   /// Per-row floating output (keepdim or dropped shape).
   int add_row_output(const TensorView& view, const char* name);
 
+  /// src's size along the resolved axis (1 for a scalar); valid before run().
+  int64_t row_length() const { return src_.rank == 0 ? 1 : src_.shape[axis_]; }
   /// Geometry of the call; valid after finish().
   const Geometry& geometry() const { return g_; }
   int64_t rows() const { return g_.rows; }
@@ -120,6 +127,28 @@ class Rowwise {
   /// grid: T = float (RowArgs, f32 arithmetic) or double (RowArgs64).
   /// `extra_scratch` values per row are passed in RowArgs::scratch. Throws
   /// smax::Error (out of memory) before any write if scratch cannot be had.
+  /// True if some declared input (not a mask, not a row input) is f64: the
+  /// ops with a float64 path then compute in float64 (run_native).
+  bool any_input_f64() const {
+    for (int i = 0; i < decls_; ++i) {
+      if (decl_[i].kind == kInput && decl_[i].dtype == DType::kF64) return true;
+    }
+    return false;
+  }
+
+  /// For ops with a float64 path: runs fn, a generic lambda over RowArgs /
+  /// RowArgs64, as run<double> when any_input_f64(), else as run<float>;
+  /// `extra_bytes` of scratch per row (a.scratch holds at least that many
+  /// bytes, in values of the row type).
+  template <typename Fn>
+  void run_native(int64_t extra_bytes, Fn&& fn) {
+    if (any_input_f64()) {
+      run<double>((extra_bytes + 7) / 8, fn);
+    } else {
+      run<float>((extra_bytes + 3) / 4, fn);
+    }
+  }
+
   template <typename T = float, typename Fn>
   void run(int64_t extra_scratch, Fn&& fn) {
     static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "T: float or double");
@@ -130,12 +159,12 @@ class Rowwise {
     const int64_t per_task = rows_per_task(n);
     const int64_t tasks = (g_.rows + per_task - 1) / per_task;
     const int buffers = static_cast<int>(std::min<int64_t>(std::max(threads_, 1), tasks));
-    // The pool holds floats; a double row takes two (new[] aligns to 16).
+    // The pool is sized in floats (raw bytes, aligned to 16); a double takes two.
     constexpr int64_t kFloatsPerValue = sizeof(T) / sizeof(float);
     ScratchPool pool(buffers, std::max<int64_t>(per_row * kFloatsPerValue, 1));
     for_each_row_task(g_, threads_, [&](int64_t begin, int64_t end) {
       ScratchPool::Lease lease(pool);
-      T* buffer = reinterpret_cast<T*>(lease.data());
+      T* buffer = lease.as<T>();
       for (int64_t row = begin; row < end; ++row) run_row<T>(row, buffer, fn);
     });
   }

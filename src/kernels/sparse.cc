@@ -331,11 +331,14 @@ void Entmax15StoreImpl(const float* t, int64_t n64, float m, double tau, float* 
 }
 
 // w = y^(2-alpha) on y > 0 (kind 2: indicator, 3: sqrt, 0: exp(e log y)).
-template <int kKind>
-HWY_INLINE EntmaxGradSums GradSumsT(const float* y, const float* g, size_t n, double alpha,
+// One vector of float64 lanes from f32 (widened exactly) or f64 values.
+HWY_INLINE V64 LoadU64(const float* p) { return hn::PromoteTo(D64(), hn::LoadU(DF64(), p)); }
+HWY_INLINE V64 LoadU64(const double* p) { return hn::LoadU(D64(), p); }
+
+template <int kKind, class TIn>
+HWY_INLINE EntmaxGradSums GradSumsT(const TIn* y, const TIn* g, size_t n, double alpha,
                                     bool with_alpha, double* w_out) {
   const D64 d;
-  const DF64 df;
   const size_t N = hn::Lanes(d);
   const V64 e = hn::Set(d, 2.0 - alpha);
   V64 sw = hn::Zero(d), gw = sw, gy = sw, gS = sw, H = sw, sy = sw;
@@ -364,19 +367,17 @@ HWY_INLINE EntmaxGradSums GradSumsT(const float* y, const float* g, size_t n, do
   };
   size_t i = 0;
   for (; i + N <= n; i += N) {
-    const V64 vy = hn::PromoteTo(d, hn::LoadU(df, y + i));
-    const V64 vg = hn::PromoteTo(d, hn::LoadU(df, g + i));
-    hn::StoreU(step(vy, vg), d, w_out + i);
+    hn::StoreU(step(LoadU64(y + i), LoadU64(g + i)), d, w_out + i);
   }
   if (i < n) {
     const size_t cnt = n - i;
-    HWY_ALIGN float by[kMaxLanes64] = {}, bg[kMaxLanes64] = {};
+    HWY_ALIGN TIn by[kMaxLanes64] = {}, bg[kMaxLanes64] = {};
     HWY_ALIGN double bw[kMaxLanes64];
     for (size_t l = 0; l < cnt; ++l) {
       by[l] = y[i + l];
       bg[l] = g[i + l];
     }
-    const V64 w = step(hn::PromoteTo(d, hn::Load(df, by)), hn::PromoteTo(d, hn::Load(df, bg)));
+    const V64 w = step(LoadU64(by), LoadU64(bg));
     hn::Store(w, d, bw);
     for (size_t l = 0; l < cnt; ++l) w_out[i + l] = bw[l];
   }
@@ -398,6 +399,35 @@ EntmaxGradSums EntmaxGradSumsImpl(const float* y, const float* g, int64_t n64, d
   if (alpha == 2.0) return GradSumsT<2>(y, g, n, alpha, with_alpha, w_out);
   if (alpha == 1.5) return GradSumsT<3>(y, g, n, alpha, with_alpha, w_out);
   return GradSumsT<0>(y, g, n, alpha, with_alpha, w_out);
+}
+EntmaxGradSums EntmaxGradSums64Impl(const double* y, const double* g, int64_t n64, double alpha,
+                                    bool with_alpha, double* w_out) {
+  const size_t n = static_cast<size_t>(n64);
+  if (alpha == 2.0) return GradSumsT<2>(y, g, n, alpha, with_alpha, w_out);
+  if (alpha == 1.5) return GradSumsT<3>(y, g, n, alpha, with_alpha, w_out);
+  return GradSumsT<0>(y, g, n, alpha, with_alpha, w_out);
+}
+
+// The float64 rows' dx = s w (g - q), every operand and the result double.
+void EntmaxGradStore64Impl(const double* w, const double* g, int64_t n64, double q, double scale,
+                           double* dx) {
+  const D64 d;
+  const size_t N = hn::Lanes(d);
+  const size_t n = static_cast<size_t>(n64);
+  const V64 vq = hn::Set(d, q), vs = hn::Set(d, scale);
+  auto f = [&](V64 vw, V64 vg) { return hn::Mul(hn::Mul(vw, hn::Sub(vg, vq)), vs); };
+  size_t i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(f(hn::LoadU(d, w + i), hn::LoadU(d, g + i)), d, dx + i);
+  if (i < n) {
+    const size_t cnt = n - i;
+    HWY_ALIGN double bw[kMaxLanes64] = {}, bg[kMaxLanes64] = {}, bx[kMaxLanes64];
+    for (size_t l = 0; l < cnt; ++l) {
+      bg[l] = g[i + l];
+      bw[l] = w[i + l];
+    }
+    hn::Store(f(hn::Load(d, bw), hn::Load(d, bg)), d, bx);
+    for (size_t l = 0; l < cnt; ++l) dx[i + l] = bx[l];
+  }
 }
 
 // dx = fl32(s w (g - q)) in float64: g - q cancels where g_i is close to the
@@ -511,6 +541,8 @@ HWY_EXPORT(EntmaxPowSumImpl);
 HWY_EXPORT(EntmaxPowStoreImpl);
 HWY_EXPORT(EntmaxGradSumsImpl);
 HWY_EXPORT(EntmaxGradStoreImpl);
+HWY_EXPORT(EntmaxGradSums64Impl);
+HWY_EXPORT(EntmaxGradStore64Impl);
 HWY_EXPORT(TopkExpStoreImpl);
 HWY_EXPORT(NthEqualIndexImpl);
 HWY_EXPORT(CountGreaterImpl);
@@ -538,6 +570,14 @@ EntmaxGradSums entmax_grad_sums(const float* y, const float* g, int64_t n, doubl
 void entmax_grad_store(const double* w, const float* g, int64_t n, double q, float scale,
                        float* dx) noexcept {
   HWY_DYNAMIC_DISPATCH(EntmaxGradStoreImpl)(w, g, n, q, scale, dx);
+}
+EntmaxGradSums entmax_grad_sums(const double* y, const double* g, int64_t n, double alpha,
+                                bool with_alpha, double* w_out) noexcept {
+  return HWY_DYNAMIC_DISPATCH(EntmaxGradSums64Impl)(y, g, n, alpha, with_alpha, w_out);
+}
+void entmax_grad_store(const double* w, const double* g, int64_t n, double q, double scale,
+                       double* dx) noexcept {
+  HWY_DYNAMIC_DISPATCH(EntmaxGradStore64Impl)(w, g, n, q, scale, dx);
 }
 double topk_exp_store(const float* t, int64_t n, float theta, int64_t ge_end, float m,
                       float* dst) noexcept {

@@ -53,6 +53,12 @@ EntmaxGradSums entmax_grad_sums(const float* y, const float* g, int64_t n, doubl
 /// equal g.
 void entmax_grad_store(const double* w, const float* g, int64_t n, double q, float scale,
                        float* dx) noexcept;
+/// The same two for float64 rows (the float64 path of f64 y / dy): y and g
+/// read as doubles, dx = s w (g - q) stored as doubles. dx may equal g.
+EntmaxGradSums entmax_grad_sums(const double* y, const double* g, int64_t n, double alpha,
+                                bool with_alpha, double* w_out) noexcept;
+void entmax_grad_store(const double* w, const double* g, int64_t n, double q, double scale,
+                       double* dx) noexcept;
 
 /// Top-k exponentials: dst_i = exp(t_i - m) where t_i > theta, or
 /// t_i == theta and i < ge_end; 0 elsewhere. Returns the sum (blocked f32

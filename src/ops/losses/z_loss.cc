@@ -1,15 +1,18 @@
 // src/ops/losses/z_loss.cc: PaLM's z-loss (coefficient * LSE^2) on its own and de
 // Brebisson & Vincent's spherical Z-loss (include/smax/cross_entropy.h),
 // forward and backward, through the same Rowwise / LossRows / Reducer
-// machinery as cross_entropy.
+// machinery as cross_entropy. f64 src runs in float64 arithmetic
+// (Rowwise::run_native; the row math in ops/losses/z_loss_f64.h).
 #include <cmath>
 #include <limits>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cross_entropy.h"
 #include "ops/losses/cross_entropy.h"
+#include "ops/losses/z_loss_f64.h"
 #include "core/errors.h"
 #include "core/loss_rows.h"
 #include "core/rowwise.h"
@@ -96,19 +99,31 @@ void z_forward(const TensorView& src, const TensorView* target, const TensorView
   check_outputs_disjoint(op, {{dst, "dst"}}, loss_inputs(src, target, loss, options));
   std::vector<double> values(z.w.size(), 0.0);
   const double c = coefficient;
-  rw.run(0, [&](const RowArgs& a) {
+  // Scratch: the float64 path's terms (n doubles).
+  rw.run_native(8 * rw.row_length(), [&](const auto& a) {
     const size_t r = static_cast<size_t>(a.row);
     if (!z.red->active(a.row)) return;
-    const kernels::XentScan sc =
-        a.n > 0 ? kernels::xent_scan(plain_row(a), {}) : kernels::XentScan{};
     double v;
-    if (std::isnan(sc.d)) {
-      v = kNan;
-    } else if (sc.d == 0.0) {
-      v = options.empty_row == EmptyRow::kNan ? kNan : 0.0;
+    if constexpr (std::is_same_v<RowValue<decltype(a)>, double>) {
+      const ZRow64 zr = a.n > 0 ? z_row_f64(a.in[0], a.n, a.scratch) : ZRow64{2};
+      if (zr.kind == 1) {
+        v = kNan;
+      } else if (zr.kind == 2) {
+        v = options.empty_row == EmptyRow::kNan ? kNan : 0.0;
+      } else {
+        v = c * z.w[r] * zr.L * zr.L;
+      }
     } else {
-      const double L = static_cast<double>(sc.ref) + std::log(sc.d);
-      v = c * z.w[r] * L * L;
+      const kernels::XentScan sc =
+          a.n > 0 ? kernels::xent_scan(plain_row(a), {}) : kernels::XentScan{};
+      if (std::isnan(sc.d)) {
+        v = kNan;
+      } else if (sc.d == 0.0) {
+        v = options.empty_row == EmptyRow::kNan ? kNan : 0.0;
+      } else {
+        const double L = static_cast<double>(sc.ref) + std::log(sc.d);
+        v = c * z.w[r] * L * L;
+      }
     }
     values[r] = v;
   });
@@ -130,6 +145,29 @@ void z_backward(const TensorView& src, const TensorView* target, const TensorVie
   check_outputs_disjoint(op, {{dsrc, "dsrc"}}, ins);
   const float scale = rw.scale();
   const double c = coefficient;
+  if (rw.any_input_f64()) {
+    rw.run<double>(rw.row_length(), [&](const RowArgs64& a) {
+      double* out = a.out[0];
+      const size_t r = static_cast<size_t>(a.row);
+      if (!z.red->active(a.row) || a.n == 0) {
+        for (int64_t j = 0; j < a.n; ++j) out[j] = 0.0;
+        return;
+      }
+      const ZRow64 zr = z_row_f64(a.in[0], a.n, a.scratch);
+      if (zr.kind != 0 || std::isnan(G[r])) {
+        // NaN row or NaN coefficient: NaN, masked entries 0; all masked:
+        // the empty-row policy.
+        const bool all_masked = zr.kind == 2;
+        const double fill = all_masked && options.empty_row == EmptyRow::kZero ? 0.0 : kNan;
+        for (int64_t j = 0; j < a.n; ++j) out[j] = (!all_masked && a.in[0][j] == -kInf) ? 0.0 : fill;
+        return;
+      }
+      // dsrc_j = s G 2 c w L p_j, p_j = terms_j / S.
+      const double factor = a.scale * G[r] * 2.0 * c * z.w[r] * zr.L / zr.sum;
+      for (int64_t j = 0; j < a.n; ++j) out[j] = factor * a.scratch[j];
+    });
+    return;
+  }
   rw.run(0, [&](const RowArgs& a) {
     float* out = a.out[0];
     const size_t r = static_cast<size_t>(a.row);
@@ -227,7 +265,7 @@ void spherical_z_loss(const TensorView& src, const TensorView& target, const Ten
   detail::check_outputs_disjoint(op, {{dst, "dst"}}, detail::loss_inputs(src, &target, loss, options));
   std::vector<double> values(z.w.size(), 0.0);
   const double ad = a, bd = b;
-  rw.run(0, [&](const RowArgs& args) {
+  rw.run_native(0, [&](const auto& args) {
     const int64_t r = args.row;
     if (!z.red->active(r)) return;
     const size_t ri = static_cast<size_t>(r);
@@ -235,11 +273,21 @@ void spherical_z_loss(const TensorView& src, const TensorView& target, const Ten
       values[ri] = options.empty_row == EmptyRow::kNan ? detail::kNan : 0.0;
       return;
     }
-    const detail::Sphere s = detail::sphere_row(args, z.lr->target(r));
-    if (s.empty) {
+    bool empty;
+    double zy;
+    if constexpr (std::is_same_v<detail::RowValue<decltype(args)>, double>) {
+      const detail::Sphere64 s = detail::sphere_row_f64(args.in[0], args.n, z.lr->target(r));
+      empty = s.empty;
+      zy = s.zy;
+    } else {
+      const detail::Sphere s = detail::sphere_row(args, z.lr->target(r));
+      empty = s.empty;
+      zy = s.zy;
+    }
+    if (empty) {
       values[ri] = options.empty_row == EmptyRow::kNan ? detail::kNan : 0.0;
     } else {
-      values[ri] = z.w[ri] * detail::softplus(ad * (bd - s.zy)) / ad;
+      values[ri] = z.w[ri] * detail::softplus(ad * (bd - zy)) / ad;
     }
   });
   z.red->write(values, dst);
@@ -261,6 +309,36 @@ void spherical_z_loss_backward(const TensorView& src, const TensorView& target,
   const double s_scale = rw.scale();
   const double ad = a, bd = b;
   const float nanf = std::numeric_limits<float>::quiet_NaN();
+  if (rw.any_input_f64()) {  // float64 arithmetic (ops/losses/z_loss_f64.h)
+    rw.run<double>(0, [&](const detail::RowArgs64& args) {
+      double* out = args.out[0];
+      const int64_t r = args.row;
+      const size_t ri = static_cast<size_t>(r);
+      if (!z.red->active(r) || args.n == 0) {
+        for (int64_t j = 0; j < args.n; ++j) out[j] = 0.0;
+        return;
+      }
+      const int64_t y = z.lr->target(r);
+      const detail::Sphere64 s = detail::sphere_row_f64(args.in[0], args.n, y);
+      if (s.empty) {
+        const double v = options.empty_row == EmptyRow::kNan ? detail::kNan : 0.0;
+        for (int64_t j = 0; j < args.n; ++j) out[j] = v;
+        return;
+      }
+      if (s.nan || std::isnan(G[ri])) {  // NaN row, or a 0 / 0 mean (NaN dloss)
+        for (int64_t j = 0; j < args.n; ++j) {
+          out[j] = args.in[0][j] == -detail::kInf ? 0.0 : detail::kNan;
+        }
+        return;
+      }
+      // As the f32 path below, with s = double(scale) / double(temperature).
+      const double c0 = -z.w[ri] * detail::sigmoid(ad * (bd - s.zy)) / s.sigma;
+      const double f = args.scale * G[ri] * c0;
+      const double alpha = -f / s.D, beta = -f * s.zy / (s.sigma * s.D);
+      detail::sphere_grad_f64(args.in[0], args.n, s, alpha, beta, f, y, out);
+    });
+    return;
+  }
   rw.run(0, [&](const RowArgs& args) {
     float* out = args.out[0];
     const int64_t r = args.row;

@@ -60,7 +60,7 @@ void run_forward_f64(const F64Forward& c) {
   ScratchPool pool(std::max(c.threads, 1), 4 * std::max<int64_t>(n, 1));
   for_each_row_task(g, c.threads, [&](int64_t begin, int64_t end) {
     ScratchPool::Lease lease(pool);
-    double* t_buf = reinterpret_cast<double*>(lease.data());
+    double* t_buf = lease.as<double>();
     double* o_buf = t_buf + std::max<int64_t>(n, 1);
     int64_t off[kMaxOperands];
     for (int64_t row = begin; row < end; ++row) {
@@ -94,7 +94,7 @@ void run_backward_f64(const F64Backward& c) {
   ScratchPool pool(std::max(c.threads, 1), 6 * std::max<int64_t>(n, 1));
   for_each_row_task(g, c.threads, [&](int64_t begin, int64_t end) {
     ScratchPool::Lease lease(pool);
-    double* y_buf = reinterpret_cast<double*>(lease.data());
+    double* y_buf = lease.as<double>();
     double* dy_buf = y_buf + std::max<int64_t>(n, 1);
     double* dx_buf = dy_buf + std::max<int64_t>(n, 1);
     int64_t off[kMaxOperands];

@@ -4,7 +4,9 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
+#include "kernels/softmax_f64.h"
 #include "kernels/sparse.h"
 #include "core/long_row.h"
 #include "core/rowwise.h"
@@ -17,17 +19,17 @@
 namespace smax {
 namespace {
 
-using detail::RowArgs;
 using detail::Rowwise;
 using detail::BackwardRowwise;
 using detail::ForwardRowwise;
 namespace sp = detail::sparse;
 
 // Forward of the candidate-set normalisers: `radius` R of the candidate
-// window on t - m, `solve` the threshold step.
+// window on t - m, `solve` the threshold step. float64 rows for f64 logits
+// (Rowwise::run_native), f32 rows otherwise.
 template <class Solve>
 void candidate_forward(Rowwise& rw, double radius, Solve&& solve) {
-  rw.run(sp::work_floats(detail::row_length(rw)), [&](const RowArgs& a) {
+  rw.run_native(sp::work_bytes(rw.row_length()), [&](const auto& a) {
     sp::Row row = sp::prepare(a.in[0], a.n, radius, a.scratch);
     if (row.kind == sp::Kind::kOk) solve(row, a);
     sp::write_row(row, a.out[0], a.empty_row);
@@ -36,14 +38,16 @@ void candidate_forward(Rowwise& rw, double radius, Solve&& solve) {
 
 // Backward from y: w_i = y_i^(2 - alpha), dx = s w (g - <g,w>/sum w).
 // alpha per row through `alpha_of`; dalpha (row output 0) if `with_alpha`.
+// float64 rows when y or dy is f64 (the same float64 sums, on doubles).
 template <class AlphaOf>
 void entmax_family_backward(Rowwise& rw, bool with_alpha, AlphaOf&& alpha_of) {
   rw.zero_masked_outputs();
-  // Scratch: the float64 weights w (2 floats each), 64-byte aligned.
-  rw.run(2 * detail::row_length(rw) + 16, [&](const RowArgs& a) {
+  // Scratch: the float64 weights w, 64-byte aligned.
+  rw.run_native(8 * rw.row_length() + 64, [&](const auto& a) {
+    using T = detail::RowValue<decltype(a)>;
     const int64_t n = a.n;
     const double alpha = alpha_of(a);
-    float dalpha = 0.0f;
+    T dalpha = 0;
     if (n > 0) {
       auto base = reinterpret_cast<uintptr_t>(a.scratch);
       base = (base + 63) & ~static_cast<uintptr_t>(63);
@@ -51,10 +55,10 @@ void entmax_family_backward(Rowwise& rw, bool with_alpha, AlphaOf&& alpha_of) {
       const kernels::EntmaxGradSums s =
           kernels::entmax_grad_sums(a.in[0], a.in[1], n, alpha, with_alpha, w);
       if (!std::isfinite(s.sum_y)) {  // NaN (or non-finite) saved output: NaN row
-        kernels::sparse_fill(a.out[0], n, sp::kNaNF);
-        dalpha = sp::kNaNF;
+        sp::fill_row(a.out[0], n, static_cast<T>(sp::kNaND));
+        dalpha = static_cast<T>(sp::kNaND);
       } else if (s.sum_w == 0.0) {  // empty row (kZero policy): no gradient
-        kernels::sparse_fill(a.out[0], n, 0.0f);
+        sp::fill_row(a.out[0], n, T(0));
       } else {
         // q stays float64: rounded to f32 it cost up to |q| u w_i in dx_i,
         // far more than |dx_i| when one large w_i dominates q (alpha > 2).
@@ -64,7 +68,7 @@ void entmax_family_backward(Rowwise& rw, bool with_alpha, AlphaOf&& alpha_of) {
           const double am1 = alpha - 1.0;
           const double gpt = s.gw / s.sum_w;  // <g, p~>
           const double v = (s.gy - gpt) / (am1 * am1) - (s.gS - gpt * s.H) / am1;
-          dalpha = static_cast<float>(v);
+          dalpha = static_cast<T>(v);
         }
       }
     }
@@ -87,10 +91,14 @@ void masked_softmax_backward(const char* op, const TensorView& y, const TensorVi
   }
   BackwardRowwise rw(op, y, "y", false, dy, dsrc, options);
   rw.zero_masked_outputs();
-  rw.run(0, [&](const RowArgs& a) {
+  rw.run_native(0, [&](const auto& a) {
     if (a.n == 0) return;
-    detail::backward_row(detail::BackwardOp::kSoftmax, a.in[0], a.in[1], a.n, a.scale, a.out[0],
-                         1);
+    if constexpr (std::is_same_v<detail::RowValue<decltype(a)>, double>) {
+      kernels::softmax_backward_row_f64(false, a.in[0], a.in[1], a.n, a.scale, a.out[0]);
+    } else {
+      detail::backward_row(detail::BackwardOp::kSoftmax, a.in[0], a.in[1], a.n, a.scale,
+                           a.out[0], 1);
+    }
   });
 }
 
@@ -100,21 +108,24 @@ void masked_softmax_backward(const char* op, const TensorView& y, const TensorVi
 
 void sparsemax(const TensorView& src, const TensorView& dst, const SoftmaxOptions& options) {
   ForwardRowwise rw("sparsemax", src, dst, options);
-  candidate_forward(rw, 1.0, [](sp::Row& row, const RowArgs&) { sp::solve_sparsemax(row); });
+  candidate_forward(rw, 1.0, [](sp::Row& row, const auto&) { sp::solve_sparsemax(row); });
 }
 
 void sparsemax_backward(const TensorView& y, const TensorView& dy, const TensorView& dsrc,
                         const SoftmaxOptions& options) {
   BackwardRowwise rw("sparsemax_backward", y, "y", false, dy, dsrc, options);
-  entmax_family_backward(rw, false, [](const RowArgs&) { return 2.0; });
+  entmax_family_backward(rw, false, [](const auto&) { return 2.0; });
 }
 
 // ---- 1.5-entmax --------------------------------------------------------------
 
 void entmax15(const TensorView& src, const TensorView& dst, const SoftmaxOptions& options) {
   ForwardRowwise rw("entmax15", src, dst, options);
-  rw.run(sp::work_floats(detail::row_length(rw)), [&](const RowArgs& a) {
-    if (sp::entmax15_row_fast(a.in[0], a.n, a.out[0])) return;
+  rw.run_native(sp::work_bytes(rw.row_length()), [&](const auto& a) {
+    // The whole-row fast path is f32 (f64 rows take the candidate path).
+    if constexpr (std::is_same_v<detail::RowValue<decltype(a)>, float>) {
+      if (sp::entmax15_row_fast(a.in[0], a.n, a.out[0])) return;
+    }
     sp::Row row = sp::prepare(a.in[0], a.n, 2.0, a.scratch);
     if (row.kind == sp::Kind::kOk) sp::solve_entmax15(row);
     sp::write_row(row, a.out[0], a.empty_row);
@@ -124,7 +135,7 @@ void entmax15(const TensorView& src, const TensorView& dst, const SoftmaxOptions
 void entmax15_backward(const TensorView& y, const TensorView& dy, const TensorView& dsrc,
                        const SoftmaxOptions& options) {
   BackwardRowwise rw("entmax15_backward", y, "y", false, dy, dsrc, options);
-  entmax_family_backward(rw, false, [](const RowArgs&) { return 1.5; });
+  entmax_family_backward(rw, false, [](const auto&) { return 1.5; });
 }
 
 // ---- alpha-entmax ------------------------------------------------------------
@@ -144,7 +155,7 @@ void entmax_bisect(const TensorView& src, const TensorView& dst,
     detail::check_alpha_tensor(op, *params.alpha_tensor);
   }
   const double scalar_alpha = params.alpha;
-  rw.run(sp::work_floats(detail::row_length(rw)), [&](const RowArgs& a) {
+  rw.run_native(sp::work_bytes(rw.row_length()), [&](const auto& a) {
     const double alpha = per_row ? static_cast<double>(a.row_in[0]) : scalar_alpha;
     sp::Row row = sp::prepare(a.in[0], a.n, 1.0 / (alpha - 1.0), a.scratch);
     if (row.kind == sp::Kind::kOk) sp::solve_bisect(row, alpha, params.n_iter, params.ensure_sum_one);
@@ -173,7 +184,7 @@ void entmax_bisect_backward(const TensorView& y, const TensorView& dy, const Ten
     detail::check_alpha_tensor(op, *params.alpha_tensor);
   }
   const double scalar_alpha = params.alpha;
-  entmax_family_backward(rw, dalpha.has_value(), [&](const RowArgs& a) {
+  entmax_family_backward(rw, dalpha.has_value(), [&](const auto& a) {
     return per_row ? static_cast<double>(a.row_in[0]) : scalar_alpha;
   });
 }
@@ -185,11 +196,11 @@ void sparse_softmax(const TensorView& src, const TensorView& dst, int64_t k,
   const char* op = "sparse_softmax";
   detail::check_k(op, k);
   ForwardRowwise rw(op, src, dst, options);
-  if (k >= detail::row_length(rw)) {
+  if (k >= rw.row_length()) {
     softmax(src, dst, options);
     return;
   }
-  rw.run(sp::topk_floats(detail::row_length(rw)), [&](const RowArgs& a) {
+  rw.run_native(sp::topk_bytes(rw.row_length()), [&](const auto& a) {
     const sp::TopK r = sp::solve_topk(a.in[0], a.n, k, -1, a.scratch, a.out[0]);
     if (r.kind != sp::Kind::kOk && a.n > 0) sp::write_topk_special(r, a.n, a.out[0], a.empty_row);
   });

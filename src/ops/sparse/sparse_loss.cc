@@ -9,7 +9,11 @@
 // do not cancel; top-k: loss = m + log sum_K e^(t - m) - t_target.
 // Gradient d loss / d t = p - d_target (the selection / threshold is
 // piecewise constant), times c_r (dloss, weight, reduction) and s.
+// f64 logits run on float64 rows (Rowwise::run_native): the same float64
+// solvers, the logits and the gradient never rounded to f32.
 #include <cmath>
+#include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/kernels.h"
@@ -25,7 +29,6 @@ namespace smax {
 namespace {
 
 using detail::LossRows;
-using detail::RowArgs;
 using detail::Rowwise;
 namespace sp = detail::sparse;
 
@@ -39,7 +42,8 @@ struct Family {
   bool force_target = false;
 };
 
-double row_alpha(const Family& f, const RowArgs& a) {
+template <class Args>
+double row_alpha(const Family& f, const Args& a) {
   switch (f.which) {
     case Family::kSparsemax: return 2.0;
     case Family::kEntmax15: return 1.5;
@@ -55,13 +59,16 @@ double pow_alpha(double p, double alpha) {
   return std::pow(p, alpha);
 }
 
-int64_t scratch_floats(const Family& f, int64_t n) {
-  if (f.which == Family::kTopK) return n + sp::topk_floats(n);
-  return sp::work_floats(n);
+// Scratch bytes per row: the top-k probabilities (n values of either type)
+// and solve_topk's scratch, or prepare()'s.
+int64_t scratch_bytes(const Family& f, int64_t n) {
+  if (f.which == Family::kTopK) return 8 * n + sp::topk_bytes(n);
+  return sp::work_bytes(n);
 }
 
 // Solves one candidate-set row (not top-k).
-sp::Row solve_row(const Family& f, const RowArgs& a, double alpha) {
+template <class Args>
+sp::Row solve_row(const Family& f, const Args& a, double alpha) {
   const double radius = f.which == Family::kEntmax15 ? 2.0 : 1.0 / (alpha - 1.0);
   sp::Row row = sp::prepare(a.in[0], a.n, radius, a.scratch);
   if (row.kind != sp::Kind::kOk) return row;
@@ -75,9 +82,10 @@ sp::Row solve_row(const Family& f, const RowArgs& a, double alpha) {
 
 double empty_loss(EmptyRow policy) { return policy == EmptyRow::kNan ? sp::kNaND : 0.0; }
 
-// Unweighted loss of one row; `probs` is n floats of scratch (top-k only).
-double row_loss(const Family& f, const RowArgs& a, int64_t target, float* probs) {
-  const float* t = a.in[0];
+// Unweighted loss of one row; `probs` is n values of scratch (top-k only).
+template <class T>
+double row_loss(const Family& f, const detail::RowArgsOf<T>& a, int64_t target, T* probs) {
+  const T* t = a.in[0];
   const double alpha = row_alpha(f, a);
   if (f.which == Family::kTopK || alpha == 1.0) {
     const int64_t k = f.which == Family::kTopK ? f.k : a.n;
@@ -85,6 +93,9 @@ double row_loss(const Family& f, const RowArgs& a, int64_t target, float* probs)
                                       a.scratch + a.n, probs);
     if (r.kind == sp::Kind::kNan) return sp::kNaND;
     if (r.kind == sp::Kind::kEmpty) return empty_loss(a.empty_row);
+    // (m - t_target) + log_sum: one rounding each, no cancellation against
+    // a large lse (f32 rows: lse - t_target, the same to f32 resolution).
+    if constexpr (std::is_same_v<T, double>) return (r.m - t[target]) + r.log_sum;
     return r.lse - static_cast<double>(t[target]);
   }
   const sp::Row row = solve_row(f, a, alpha);
@@ -98,19 +109,23 @@ double row_loss(const Family& f, const RowArgs& a, int64_t target, float* probs)
       pd += p * row.d[k];
     }
   }
-  return (1.0 - sum_pa) / (alpha * (alpha - 1.0)) + pd +
-         (static_cast<double>(row.m) - static_cast<double>(t[target]));
+  return (1.0 - sum_pa) / (alpha * (alpha - 1.0)) + pd + (row.m - static_cast<double>(t[target]));
 }
 
 // dsrc row = cs * (p - d_target); masked entries 0.
 // A NaN coefficient's gradient row: NaN, exactly 0 where t = -inf (masked).
-void nan_grad_row(const float* t, int64_t n, float* out) {
-  for (int64_t j = 0; j < n; ++j) out[j] = t[j] == sp::kNegInfF ? 0.0f : sp::kNaNF;
+template <class T>
+void nan_grad_row(const T* t, int64_t n, T* out) {
+  for (int64_t j = 0; j < n; ++j) {
+    out[j] = t[j] == -std::numeric_limits<T>::infinity() ? T(0) : static_cast<T>(sp::kNaND);
+  }
 }
 
-void row_grad(const Family& f, const RowArgs& a, int64_t target, double cs) {
-  const float* t = a.in[0];
-  float* out = a.out[0];
+template <class T>
+void row_grad(const Family& f, const detail::RowArgsOf<T>& a, int64_t target, double cs) {
+  constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+  const T* t = a.in[0];
+  T* out = a.out[0];
   const int64_t n = a.n;
   const double alpha = row_alpha(f, a);
   if (f.which == Family::kTopK || alpha == 1.0) {
@@ -125,8 +140,12 @@ void row_grad(const Family& f, const RowArgs& a, int64_t target, double cs) {
       return;
     }
     const double pt = out[target];
-    kernels::scale_segment(out, n, static_cast<float>(cs));
-    if (t[target] > sp::kNegInfF) out[target] = static_cast<float>(cs * (pt - 1.0));
+    if constexpr (std::is_same_v<T, double>) {
+      for (int64_t j = 0; j < n; ++j) out[j] *= cs;
+    } else {
+      kernels::scale_segment(out, n, static_cast<float>(cs));
+    }
+    if (t[target] > kNegInf) out[target] = static_cast<T>(cs * (pt - 1.0));
     return;
   }
   const sp::Row row = solve_row(f, a, alpha);
@@ -138,13 +157,13 @@ void row_grad(const Family& f, const RowArgs& a, int64_t target, double cs) {
     nan_grad_row(t, n, out);
     return;
   }
-  kernels::sparse_fill(out, n, 0.0f);
+  sp::fill_row(out, n, T(0));
   double pt = 0.0;
   for (int64_t k = 0; k < row.count; ++k) {
-    out[row.idx[k]] = static_cast<float>(cs * row.p[k]);
+    out[row.idx[k]] = static_cast<T>(cs * row.p[k]);
     if (row.idx[k] == target) pt = row.p[k];
   }
-  if (t[target] > sp::kNegInfF) out[target] = static_cast<float>(cs * (pt - 1.0));
+  if (t[target] > kNegInf) out[target] = static_cast<T>(cs * (pt - 1.0));
 }
 
 void add_alpha(const char* op, Rowwise& rw, const EntmaxBisectOptions& params) {
@@ -185,8 +204,8 @@ void loss_forward(const char* op, const Family& f, const TensorView& src,
   detail::check_disjoint_or_same(dst, "dst", src, "src", op, false);
   check_output_disjoint(op, dst, "dst", target, loss, options, params, nullptr);
   std::vector<double> out(static_cast<size_t>(lr.rows()), 0.0);
-  const int64_t n = detail::row_length(rw);
-  rw.run(scratch_floats(f, n), [&](const RowArgs& a) {
+  const int64_t n = rw.row_length();
+  rw.run_native(scratch_bytes(f, n), [&](const auto& a) {
     if (lr.ignored(a.row)) return;
     out[static_cast<size_t>(a.row)] = row_loss(f, a, lr.target(a.row), a.scratch);
   });
@@ -203,10 +222,10 @@ void loss_backward(const char* op, const Family& f, const TensorView& src,
   LossRows lr(op, src, rw.axis(), target, loss);
   check_output_disjoint(op, dsrc, "dsrc", target, loss, options, params, &dloss);
   const std::vector<double> c = lr.coefficients(dloss);
-  const int64_t n = detail::row_length(rw);
-  rw.run(scratch_floats(f, n), [&](const RowArgs& a) {
+  const int64_t n = rw.row_length();
+  rw.run_native(scratch_bytes(f, n), [&](const auto& a) {
     if (lr.ignored(a.row)) {
-      if (a.n > 0) kernels::sparse_fill(a.out[0], a.n, 0.0f);
+      if (a.n > 0) sp::fill_row(a.out[0], a.n, detail::RowValue<decltype(a)>(0));
       return;
     }
     row_grad(f, a, lr.target(a.row), c[static_cast<size_t>(a.row)] * a.scale);

@@ -1,12 +1,17 @@
 // src/ops/sparse/sparse_rows.h: per-row solvers shared by the sparse normalisers
 // and their losses (src/ops/sparse/sparse.cc, src/ops/sparse/sparse_loss.cc).
 //
-// A solver takes one contiguous row of logits t (n floats, -inf = masked)
+// A solver takes one contiguous row of logits t (n values, -inf = masked)
 // and per-row scratch, and produces the row's distribution p in float64 on
 // the candidate set (see include/smax/sparse.h, "Algorithm"):
 //   prepare():  max sweep (NaN / +inf / all -inf detection), candidate
-//               compaction d_k = t_{idx_k} - m (exact, float64);
+//               compaction d_k = t_{idx_k} - m (float64: exact from f32
+//               rows, rounded once from f64 rows);
 //   solve_*():  the threshold on the candidates, p_k in float64.
+// Rows are f32 (Rowwise::run, the Highway scan kernels) or f64
+// (Rowwise::run<double>, the float64 path of f64 logits: scalar scans, the
+// same float64 solvers, outputs written as doubles); scratch is
+// work_values<T>(n) values of the row's type.
 // None of this throws or allocates.
 #pragma once
 
@@ -16,6 +21,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <type_traits>
 
 #include "kernels/kernels.h"
 #include "kernels/sparse.h"
@@ -27,15 +33,16 @@ inline constexpr double kNaND = std::numeric_limits<double>::quiet_NaN();
 inline constexpr float kNaNF = std::numeric_limits<float>::quiet_NaN();
 inline constexpr float kNegInfF = -std::numeric_limits<float>::infinity();
 
-/// Scratch floats per row needed by Work (four 8-byte arrays + alignment).
-inline int64_t work_floats(int64_t n) { return 8 * n + 32; }
+/// Scratch bytes per row needed by prepare() (four 8-byte arrays + 64-byte
+/// alignment); Rowwise::run_native takes bytes.
+inline int64_t work_bytes(int64_t n) { return 32 * n + 128; }
 
 enum class Kind { kOk, kNan, kEmpty };
 
 /// The candidate set and its distribution. Arrays live in the row scratch.
 struct Row {
   Kind kind = Kind::kEmpty;
-  float m = kNegInfF;     ///< row max
+  double m = -std::numeric_limits<double>::infinity();  ///< row max
   int64_t n = 0;          ///< row length
   int64_t count = 0;      ///< candidates
   int64_t* idx = nullptr; ///< candidate indices (ascending)
@@ -52,9 +59,41 @@ inline float lower_bound_f32(float m, double r) {
   return lo;
 }
 
+/// The float64 rows' sweep (kernels::sparse_scan's contract on doubles).
+struct Scan64 {
+  double max = -std::numeric_limits<double>::infinity();
+  bool has_nan = false, has_pos_inf = false;
+};
+inline Scan64 scan_f64(const double* t, int64_t n) {
+  Scan64 s;
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = t[i];
+    s.has_nan |= std::isnan(v);
+    s.has_pos_inf |= v == std::numeric_limits<double>::infinity();
+    s.max = v > s.max ? v : s.max;
+  }
+  return s;
+}
+
+/// Candidates of a float64 row: every i with fl(t_i - m) >= -r (a superset,
+/// by rounding, of t_i - m > -r: an extra entry near -r gets p = 0), in
+/// index order, d = fl(t_i - m). Returns the count.
+inline int64_t candidates_f64(const double* t, int64_t n, double r, double m, int64_t* idx,
+                              double* d) {
+  int64_t c = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = t[i] - m;  // -inf - m = -inf: masked entries never pass
+    idx[c] = i;
+    d[c] = v;
+    c += static_cast<int64_t>(v >= -r);
+  }
+  return c;
+}
+
 /// Max sweep and candidate compaction with radius r (entries with
-/// t_i - m > -r); `scratch` holds work_floats(n) floats.
-inline Row prepare(const float* t, int64_t n, double r, float* scratch) {
+/// t_i - m > -r); `scratch` holds work_bytes(n) bytes. T = float or double.
+template <class T>
+inline Row prepare(const T* t, int64_t n, double r, T* scratch) {
   Row row;
   row.n = n;
   auto base = reinterpret_cast<uintptr_t>(scratch);
@@ -65,17 +104,34 @@ inline Row prepare(const float* t, int64_t n, double r, float* scratch) {
   row.p = p8 + 2 * n;
   row.aux = p8 + 3 * n;
   if (n == 0) return row;
-  const kernels::SparseScan s = kernels::sparse_scan(t, n);
-  if (s.has_nan || s.has_pos_inf) {
-    row.kind = Kind::kNan;
-    return row;
+  if constexpr (std::is_same_v<T, double>) {
+    const Scan64 s = scan_f64(t, n);
+    if (s.has_nan || s.has_pos_inf) {
+      row.kind = Kind::kNan;
+      return row;
+    }
+    row.m = s.max;
+    if (s.max == -std::numeric_limits<double>::infinity()) return row;  // every entry masked
+    row.kind = Kind::kOk;
+    row.count = candidates_f64(t, n, r, s.max, row.idx, row.d);
+  } else {
+    const kernels::SparseScan s = kernels::sparse_scan(t, n);
+    if (s.has_nan || s.has_pos_inf) {
+      row.kind = Kind::kNan;
+      return row;
+    }
+    row.m = s.max;
+    if (s.max == kNegInfF) return row;  // every entry masked
+    row.kind = Kind::kOk;
+    row.count =
+        kernels::sparse_candidates(t, n, lower_bound_f32(s.max, r), s.max, row.idx, row.d);
   }
-  row.m = s.max;
-  if (s.max == kNegInfF) return row;  // every entry masked
-  row.kind = Kind::kOk;
-  row.count = kernels::sparse_candidates(t, n, lower_bound_f32(s.max, r), s.max, row.idx, row.d);
   return row;
 }
+
+/// dst[0..n) = v, for f32 (the vector fill) or f64 rows.
+inline void fill_row(float* dst, int64_t n, float v) { kernels::sparse_fill(dst, n, v); }
+inline void fill_row(double* dst, int64_t n, double v) { std::fill(dst, dst + n, v); }
 
 /// Exact sparsemax threshold on sorted-descending values a[0..c): the
 /// k* = max{k : 1 + k a_k > c_k}, tau = (c_k* - 1) / k* (docs/normalizers.md,
@@ -231,17 +287,18 @@ inline void solve_bisect(Row& r, double alpha, int n_iter, bool ensure_sum_one) 
   }
 }
 
-/// Writes the row: NaN row, empty-row policy, or zeros + f32(p_k) at the
-/// candidates.
-inline void write_row(const Row& r, float* dst, EmptyRow empty_row) {
+/// Writes the row: NaN row, empty-row policy, or zeros + p_k (rounded once
+/// to the row's type) at the candidates.
+template <class T>
+inline void write_row(const Row& r, T* dst, EmptyRow empty_row) {
   if (r.n == 0) return;
   if (r.kind == Kind::kNan || (r.kind == Kind::kEmpty && empty_row == EmptyRow::kNan)) {
-    kernels::sparse_fill(dst, r.n, kNaNF);
+    fill_row(dst, r.n, static_cast<T>(kNaND));
     return;
   }
-  kernels::sparse_fill(dst, r.n, 0.0f);
+  fill_row(dst, r.n, T(0));
   if (r.kind == Kind::kEmpty) return;
-  for (int64_t k = 0; k < r.count; ++k) dst[r.idx[k]] = static_cast<float>(r.p[k]);
+  for (int64_t k = 0; k < r.count; ++k) dst[r.idx[k]] = static_cast<T>(r.p[k]);
 }
 
 // ---------------------------------------------------------------------------
@@ -249,14 +306,17 @@ inline void write_row(const Row& r, float* dst, EmptyRow empty_row) {
 // ---------------------------------------------------------------------------
 
 /// Result of a top-k softmax row: dst holds the normalised probabilities;
-/// lse = log sum over the kept set (+ m).
+/// lse = m + log_sum, log_sum = log of the sum over the kept set of
+/// e^(t - m), m the row max.
 struct TopK {
   Kind kind = Kind::kEmpty;
   double lse = 0.0;
+  double m = 0.0, log_sum = 0.0;
 };
 
-/// Floats of scratch needed by solve_topk.
-inline int64_t topk_floats(int64_t n) { return 6 * n + 32; }
+/// Scratch bytes per row needed by solve_topk (f32: 6n + 32 floats; f64: n
+/// doubles).
+inline int64_t topk_bytes(int64_t n) { return 24 * n + 128; }
 
 /// The k-th largest value of t (1 <= k < n, no NaN). A sample (the first
 /// max(4k, n/16) entries) gives theta0 <= theta (its k-th largest); the
@@ -321,14 +381,84 @@ inline TopK solve_topk(const float* t, int64_t n, int64_t k, int64_t force, floa
     }
   }
   kernels::scale_segment(dst, n, static_cast<float>(1.0 / sum));
-  res.lse = static_cast<double>(s.max) + std::log(sum);
+  res.m = s.max;
+  res.log_sum = std::log(sum);
+  res.lse = static_cast<double>(s.max) + res.log_sum;
+  return res;
+}
+
+/// e^(t - m) for finite t <= m, the difference taken as an exact two-term
+/// sum hi + lo (TwoSum), so no bits of t - m are lost for any |t - m|:
+/// e^hi (1 + lo), within ~1.5 ulp (std::exp is within 1).
+inline double exp_diff_f64(double t, double m) {
+  const double hi = t - m;
+  if (!(hi > -746.0)) return 0.0;  // below float64's smallest subnormal
+  const double bb = hi - t;
+  const double lo = (t - (hi - bb)) + (-m - bb);
+  const double e = std::exp(hi);
+  return e + e * lo;
+}
+
+/// Top-k softmax of a float64 row (the f32 solve_topk's contract, with
+/// scratch of topk_bytes(n) bytes): the k-th largest by nth_element on a
+/// copy, the kept terms e^(t - m) by exp_diff_f64, their Neumaier sum in
+/// index order, dst_i = term_i / sum.
+inline TopK solve_topk(const double* t, int64_t n, int64_t k, int64_t force, double* scratch,
+                       double* dst) {
+  constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+  TopK res;
+  if (n == 0) return res;
+  const Scan64 s = scan_f64(t, n);
+  if (s.has_nan || s.has_pos_inf) {
+    res.kind = Kind::kNan;
+    return res;
+  }
+  if (s.max == kNegInf) return res;
+  res.kind = Kind::kOk;
+  double theta = kNegInf;
+  int64_t ge_end = 0;
+  if (k < n) {
+    std::memcpy(scratch, t, static_cast<size_t>(n) * sizeof(double));
+    std::nth_element(scratch, scratch + (k - 1), scratch + n, std::greater<double>());
+    theta = scratch[k - 1];
+    if (theta > kNegInf) {
+      // Keep every t > theta and the first (k - #{t > theta}) ties.
+      int64_t need = k;
+      for (int64_t i = 0; i < n; ++i) need -= static_cast<int64_t>(t[i] > theta);
+      for (int64_t i = 0; i < n && need > 0; ++i) {
+        if (t[i] == theta && --need == 0) ge_end = i + 1;
+      }
+    }
+  }
+  auto kept = [&](int64_t i) { return t[i] > theta || (t[i] == theta && i < ge_end); };
+  double sum = 0.0, comp = 0.0;  // Neumaier
+  auto add = [&](double e) {
+    const double next = sum + e;
+    comp += std::fabs(sum) >= e ? (sum - next) + e : (e - next) + sum;
+    sum = next;
+  };
+  for (int64_t i = 0; i < n; ++i) {
+    const double e = kept(i) && t[i] > kNegInf ? exp_diff_f64(t[i], s.max) : 0.0;
+    dst[i] = e;
+    add(e);
+  }
+  if (force >= 0 && force < n && !kept(force) && t[force] > kNegInf) {
+    dst[force] = exp_diff_f64(t[force], s.max);
+    add(dst[force]);
+  }
+  sum += comp;
+  for (int64_t i = 0; i < n; ++i) dst[i] /= sum;
+  res.m = s.max;
+  res.log_sum = std::log(sum);
+  res.lse = s.max + res.log_sum;
   return res;
 }
 
 /// Writes the special rows of a top-k softmax (NaN / empty policy).
-inline void write_topk_special(const TopK& r, int64_t n, float* dst, EmptyRow empty_row) {
+template <class T>
+inline void write_topk_special(const TopK& r, int64_t n, T* dst, EmptyRow empty_row) {
   const bool nan = r.kind == Kind::kNan || empty_row == EmptyRow::kNan;
-  kernels::sparse_fill(dst, n, nan ? kNaNF : 0.0f);
+  fill_row(dst, n, nan ? static_cast<T>(kNaND) : T(0));
 }
 
 }  // namespace smax::detail::sparse

@@ -14,12 +14,6 @@
 
 namespace smax::detail {
 
-/// Row length (src's size along the resolved axis); usable before run().
-inline int64_t row_length(const Rowwise& rw) {
-  const TensorView& s = rw.src();
-  return s.rank == 0 ? 1 : s.shape[rw.axis()];
-}
-
 /// alpha finite and >= 1 (1 only as the scalar softmax route), n_iter >= 1.
 inline void check_bisect_params(const char* op, const EntmaxBisectOptions& p) {
   if (!p.alpha_tensor && !(std::isfinite(p.alpha) && p.alpha >= 1.0f)) {

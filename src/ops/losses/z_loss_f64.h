@@ -1,0 +1,41 @@
+// src/ops/losses/z_loss_f64.h: the float64 row math of z_loss and
+// spherical_z_loss (include/smax/losses.h, "z-losses"), used by
+// ops/losses/z_loss.cc when src is f64 (Rowwise::run_native hands it
+// float64 rows: logits t = x s + mask formed in double, -inf = masked).
+// None of this throws or allocates.
+#pragma once
+
+#include <cstdint>
+
+namespace smax::detail {
+
+/// L = log sum_j e^(t_j) of a float64 row of n >= 1 logits: m + log S with
+/// the float64 softmax kernel's exact-argument terms and compensated sum
+/// (kernels::exp_terms_row_f64). `terms` holds n doubles (written with
+/// e^(t_j - m) when the row is regular). kind: 0 regular, 1 NaN (a NaN or
+/// +inf entry), 2 empty (every entry -inf).
+struct ZRow64 {
+  int kind = 0;
+  double L = 0.0;
+  double sum = 0.0;  ///< S (regular rows)
+};
+ZRow64 z_row_f64(const double* t, int64_t n, double* terms) noexcept;
+
+/// Moments of the D unmasked entries of a float64 row (the spherical
+/// Z-loss's mean and population std) and z_y for the target y. The mean is
+/// kept as an unevaluated pair mean_hi + mean_lo (from a Neumaier sum), so
+/// that the deviations t_k - mean = (t_k - mean_hi) - mean_lo lose nothing
+/// to the size of the logits (rows at 1e4 +- 1e-2 keep their relative
+/// accuracy); m2 = sum of the squared deviations (Neumaier).
+struct Sphere64 {
+  double D = 0.0, mean_hi = 0.0, mean_lo = 0.0, sigma = 0.0, zy = 0.0;
+  bool nan = false, empty = true;
+};
+Sphere64 sphere_row_f64(const double* t, int64_t n, int64_t y) noexcept;
+
+/// dst_k = alpha + beta (t_k - mean) (0 where t_k = -inf), and dst_y gets
+/// + f as well: the spherical Z-loss gradient row in float64.
+void sphere_grad_f64(const double* t, int64_t n, const Sphere64& s, double alpha, double beta,
+                     double f, int64_t y, double* dst) noexcept;
+
+}  // namespace smax::detail
