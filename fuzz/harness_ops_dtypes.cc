@@ -17,10 +17,14 @@
 // storage cannot change what the call means:
 //  * table ops (no custom harness), no corruption, no aliasing and no two
 //    operands overlapping (inputs and outputs live in separate arenas);
-//  * f64 logits of the ops with a float64 path (cross_entropy, sparse_softmax
-//    and their backward) only with scale = temperature = 1 and no additive
-//    mask: that path forms t = x * s + mask in double, the f32 oracle
-//    fl(fl(x * s) + mask).
+//  * f64 logits of the ops with a float64 path (docs/dtypes.md: cross_entropy,
+//    the sparse normalisers and their losses, the z-losses, softpick,
+//    StableMax and their backward) only with scale = temperature = 1 and no
+//    additive mask: that path forms t = x * s + mask in double, the f32
+//    oracle fl(fl(x * s) + mask);
+//  * never f64 inputs for ssmax / ssmax_backward: their float64 path takes
+//    c = s ln n in double, the f32 oracle fl(s ln n) (the float64 path is
+//    checked against a long double oracle in tests/test_rescaled_f64.cc).
 #include "harness_ops_internal.h"
 
 namespace smax_fuzz {
@@ -42,8 +46,30 @@ bool eligible(Case& c) {
 }
 
 bool has_float64_path(const std::string& name) {
-  return name == "cross_entropy" || name == "cross_entropy_backward" ||
-         name == "sparse_softmax" || name == "sparse_softmax_backward";
+  static const char* const kOps[] = {
+      "cross_entropy",         "cross_entropy_backward",
+      "sparse_softmax",        "sparse_softmax_backward",
+      "sparsemax",             "entmax15",
+      "entmax_bisect",         "sparsemax_loss",
+      "sparsemax_loss_backward", "entmax15_loss",
+      "entmax15_loss_backward", "entmax_bisect_loss",
+      "entmax_bisect_loss_backward", "sparse_softmax_loss",
+      "sparse_softmax_loss_backward", "z_loss",
+      "z_loss_backward",       "spherical_z_loss",
+      "spherical_z_loss_backward", "softpick",
+      "softpick_backward",     "stablemax",
+      "stablemax_backward",    "stablemax_cross_entropy",
+      "stablemax_cross_entropy_backward"};
+  for (const char* op : kOps) {
+    if (name == op) return true;
+  }
+  return false;
+}
+
+// f64 inputs change what these ops compute beyond the f32 oracle's bound
+// (see the header).
+bool f64_differs_from_oracle(const std::string& name) {
+  return name == "ssmax" || name == "ssmax_backward";
 }
 
 }  // namespace
@@ -60,6 +86,7 @@ void decode_storage(Case& c, Reader& r) {
       (c.opt.scale != 1.0f || c.opt.temperature != 1.0f || c.add_mask.present)) {
     draw.in = DType::kF32;
   }
+  if (draw.in == DType::kF64 && f64_differs_from_oracle(c.op->name)) draw.in = DType::kF32;
   if (!draw.typed()) return;
   c.in_dtype = draw.in;
   c.out_dtype = draw.out;

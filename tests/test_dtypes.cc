@@ -165,9 +165,9 @@ void check_op_dtype(const ExtOp& op, const std::vector<int64_t>& shape, DType dt
   op.run(typed->call);
   const int64_t m = smax_cli::product(inst->out_shape);
   const std::vector<double> got = smax_cli::typed_output(*typed, m);
-  // f64: ops that route to the softmax family (sparse_softmax's k >= n
-  // route, its backward) compute in float64 there, so only the bound below
-  // applies to f64 outputs; narrow outputs are always the f32 result rounded.
+  // f64: the ops with a float64 path (docs/dtypes.md) compute in float64
+  // there, so only the bound below applies to f64 outputs; narrow outputs
+  // are always the f32 result rounded.
   for (int64_t i = 0; i < m && dtype != DType::kF64; ++i) {
     const float f = f32_out[static_cast<size_t>(i)];
     const double want = static_cast<double>(smax::detail::round_to(dtype, f));
@@ -177,6 +177,11 @@ void check_op_dtype(const ExtOp& op, const std::vector<int64_t>& shape, DType dt
   }
   EXPECT_EQ(inst->out_index, f32_index);  // index outputs do not depend on the dtype
   if (!op.reference || op.check_indices) return;
+  // SSMax's float64 path takes c = s ln n in double where the f32 oracle
+  // rounds it to f32 (a relative change of |t c| 2^-24 in the logits): its
+  // float64 results are checked against a long double oracle in
+  // tests/test_rescaled_f64.cc instead.
+  if (dtype == DType::kF64 && (op.name == "ssmax" || op.name == "ssmax_backward")) return;
   const std::vector<double> ref = op.reference(inst->call);
   smax::reference::ElementBounds b = smax_cli::op_bounds(op, smax_cli::bound_call_of(inst->call), ref);
   for (int64_t i = 0; i < m; ++i) {

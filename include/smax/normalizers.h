@@ -246,6 +246,31 @@ void stablemax_cross_entropy_backward(const TensorView& src, const TensorView& t
                                       const LossOptions& loss = {},
                                       const SoftmaxOptions& options = {});
 
+// float64 (ssmax, softpick, stablemax, stablemax_cross_entropy and their
+// backward with f64 logits; ssmax_backward: any f64 input): the same
+// formulas and special rows in float64 arithmetic
+// (src/ops/normalizers/rescaled_f64.h): logits t = x s + mask in double
+// (s = double(scale) / double(temperature)); SSMax's c = s ln n not rounded
+// to f32 and the float64 softmax kernels on u_i = fl(t_i c); softpick's
+// |e^t - 1| e^-m as e^(t - m) (-expm1(-t)) (t > 0) or e^-m (-expm1(t)) with
+// an exact two-term t - m; StableMax's sums compensated, and taken on
+// s 2^-600 when they would overflow float64 (logits near 1e308). Each output
+// is the float64 value rounded once to its dtype. Error vs exact arithmetic
+// on those logits (enforced by tests/test_rescaled_f64.cc against long
+// double on every SIMD target, rows to 32000, logits to +-600 and at
+// 12345.678 +- 0.01): the f32 bounds above with 1e-14 in place of 2e-6 /
+// 1e-6, 4e-16 in place of 1.02e-6 and 1e-300 in place of 1e-30 / 1e-36:
+//   ssmax: relative 1e-14 (softmax's float64 bound on u); dsrc:
+//     1e-14 |sigma c| |y| (|dy| + |<dy,y>|) + 4e-16 |sigma c| |y| sum |dy y|;
+//     ds: 1e-14 ln n sum_i |t_i y_i| (|dy_i| + |<dy,y>|);
+//   softpick: 1e-14 ((1 + K) |y_j| + q_j); dsrc: 1e-14 sigma q_j ((1 + K)
+//     (|dy_j| + |r|) + G);
+//   stablemax: relative 1e-14; dsrc: 1e-14 sigma (s'_j / sum s)(|dy_j| + |r|
+//     + sum_i |dy_i| y_i); cross-entropy: 1e-14 |ref|, its gradient
+//     1e-14 |c_r sigma| |y_j - d_jt| / (1 + |t_j|);
+// each plus 1e-300. The collapse detector below stays f32: it asks what f32,
+// f16 and bf16 arithmetic do.
+
 // ---------------------------------------------------------------------------
 // Softmax Collapse detector (Prieto et al. 2025): a row has collapsed when
 // its softmax normaliser sum_i exp(t_i - m) (m = max t) rounds to exactly 1

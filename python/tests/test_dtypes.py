@@ -107,12 +107,15 @@ SOFTMAX_FAMILY = {"softmax", "log_softmax", "logsumexp", "softmax_backward",
 # kernels (sparse_softmax_backward is softmax's backward on the top-k support).
 SOFTMAX_KERNEL = SOFTMAX_FAMILY | {"sparse_softmax_backward"}
 # Ops with float64 arithmetic for float64 input (docs/dtypes.md): the softmax
-# family, cross_entropy, the z-losses and the sparse normalisers with their
-# losses; every other op computes in float32 from float64.
+# family, cross_entropy, the z-losses, the sparse normalisers with their
+# losses, SSMax, softpick and StableMax (+ its cross-entropy); every other
+# op computes in float32 from float64.
 F64_SOFTMAX = {"softmax", "log_softmax", "logsumexp"}
 F64_SPARSE = {"sparsemax", "entmax15", "entmax_bisect", "sparse_softmax", "sparsemax_loss",
               "entmax15_loss", "entmax_bisect_loss", "sparse_softmax_loss"}
-F64_NATIVE = F64_SOFTMAX | {"cross_entropy", "z_loss", "spherical_z_loss"} | F64_SPARSE
+F64_RESCALED = {"ssmax", "softpick", "stablemax", "stablemax_cross_entropy"}
+F64_NATIVE = (F64_SOFTMAX | {"cross_entropy", "z_loss", "spherical_z_loss"} | F64_SPARSE
+              | F64_RESCALED)
 
 
 def needs_softmax(op: str, name: str) -> None:
@@ -177,7 +180,10 @@ def reference_input(x, name, op):
     return x.double()
 
 
-def ref_entmax_bisect(t, d, alpha=1.3):
+# alpha = 1.25 is exact in float32 (alpha is a float32 option of the C++ API,
+# so 1.3 would be 1.29999995 there and differ from the package's 1.3 by ~1e-8,
+# far above the float64 bound).
+def ref_entmax_bisect(t, d, alpha=1.25):
     return entmax.entmax_bisect(t, alpha, d, n_iter=80)
 
 
@@ -225,12 +231,13 @@ SPECS = {
     "sparsemax": (lambda x: smax.sparsemax(x), lambda t: entmax.sparsemax(t, -1),
                   (2**-23, 1e-12)),
     "entmax15": (lambda x: smax.entmax15(x), lambda t: entmax.entmax15(t, -1), (2**-22, 1e-12)),
-    "entmax_bisect": (lambda x: smax.entmax_bisect(x, 1.3), lambda t: ref_entmax_bisect(t, -1),
+    "entmax_bisect": (lambda x: smax.entmax_bisect(x, 1.25), lambda t: ref_entmax_bisect(t, -1),
                       (1e-5, 1e-7)),
     "sparse_softmax": (lambda x: smax.sparse_softmax(x, 3),
                        lambda t: ref_sparse_softmax(t, -1, 3), (2e-6, 1e-36)),
-    "ssmax": (lambda x: smax.ssmax(x, 0.43),
-              lambda t: torch.softmax(t * (0.43 * math.log(C)), -1), (2e-6, 1e-36)),
+    # s = 0.4375: exact in float32 (s is a float32 option)
+    "ssmax": (lambda x: smax.ssmax(x, 0.4375),
+              lambda t: torch.softmax(t * (0.4375 * math.log(C)), -1), (2e-6, 1e-36)),
     "softpick": (lambda x: smax.softpick(x),
                  lambda t: torch.relu(t.exp() - 1) / ((t.exp() - 1).abs().sum(-1, True) + 1e-6),
                  (4e-6, 1e-30)),
@@ -261,8 +268,8 @@ SPECS = {
     "entmax15_loss": (lambda x: smax.entmax15_loss(x, to_index(x), reduction="none"),
                       lambda t: entmax.entmax15_loss(t, TARGET), (1e-6, 1e-6)),
     "entmax_bisect_loss": (
-        lambda x: smax.entmax_bisect_loss(x, to_index(x), 1.3, reduction="none"),
-        lambda t: entmax.entmax_bisect_loss(t, TARGET, 1.3, n_iter=80), (1e-5, 1e-6)),
+        lambda x: smax.entmax_bisect_loss(x, to_index(x), 1.25, reduction="none"),
+        lambda t: entmax.entmax_bisect_loss(t, TARGET, 1.25, n_iter=80), (1e-5, 1e-6)),
     "sparse_softmax_loss": (lambda x: smax.sparse_softmax_loss(x, to_index(x), 3,
                                                                reduction="none"),
                             lambda t: ref_topk_loss(t, TARGET, 3), (4e-6, 4e-6)),
@@ -271,8 +278,10 @@ SPECS = {
         lambda t: ref_stablemax_ce(t, TARGET), (1e-6, 1e-6)),
     "cross_entropy": (lambda x: smax.cross_entropy(x, to_index(x), reduction="none"),
                       lambda t: F.cross_entropy(t, TARGET, reduction="none"), (4e-6, 4e-6)),
-    "z_loss": (lambda x: smax.z_loss(x, None, 1e-2, reduction="none"),
-               lambda t: 1e-2 * torch.logsumexp(t, -1) ** 2, (4e-6, 1e-7)),
+    # 2^-7: exact in float32 (the coefficient is a float32 option; 1e-2 would
+    # differ from the reference's 1e-2 by ~1e-10 relative in float64)
+    "z_loss": (lambda x: smax.z_loss(x, None, 2**-7, reduction="none"),
+               lambda t: 2**-7 * torch.logsumexp(t, -1) ** 2, (4e-6, 1e-7)),
     "spherical_z_loss": (lambda x: smax.spherical_z_loss(x, to_index(x), 2.0, 1.0,
                                                          reduction="none"),
                          lambda t: ref_spherical(t, TARGET), (1e-5, 1e-6)),
@@ -587,8 +596,8 @@ def test_gradcheck_float64(op):
     """Every differentiable op under torch.autograd.gradcheck in float64.
 
     F64_NATIVE ops (softmax, log_softmax, logsumexp, cross_entropy, the
-    z-losses, the sparse normalisers and their losses) compute float64 in
-    float64: default
+    z-losses, the sparse normalisers and their losses, SSMax, softpick,
+    StableMax and its cross-entropy) compute float64 in float64: default
     gradcheck (eps=1e-6, atol=1e-5, rtol=1e-3). Every other
     row-wise op computes in float32 arithmetic from float64 storage (the C++
     API: f64 inputs round to f32, outputs round once to f64), so a central

@@ -3,18 +3,26 @@
 // (core/rowwise.h) and LossRows (core/loss_rows.h). Op parameters are checked
 // before Rowwise::run, so nothing is written on error. Row math lives in
 // kernels/rescaled.cc (Highway); SSMax's softmax is the library's softmax
-// row kernel (kernels::softmax_rows) with scale = s ln n.
+// row kernel (kernels::softmax_rows) with scale = s ln n. f64 logits (SSMax
+// backward: any f64 input) run in float64 arithmetic: the row math of
+// ops/normalizers/rescaled_f64.h (SSMax on the float64 softmax kernels, c
+// not rounded to f32). The collapse detector stays f32 (it asks whether
+// f32 / f16 / bf16 arithmetic collapses).
 #include "smax/rescaled.h"
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/kernels.h"
+#include "kernels/softmax_f64.h"
 #include "kernels/rescaled.h"
+#include "ops/normalizers/rescaled_f64.h"
 #include "core/enum_names.h"
 #include "core/errors.h"
 #include "core/loss_rows.h"
@@ -72,6 +80,24 @@ float row_factor(const SsmaxOptions& p, const RowArgs& a, int64_t nn) {
   return ssmax_factor(s, nn);
 }
 
+// The float64 path's c = s ln n (not rounded to f32) and visible count.
+double row_factor64(const SsmaxOptions& p, const detail::RowArgs64& a, int64_t nn) {
+  const double s = p.s_rows ? a.row_in[0] : static_cast<double>(p.s);
+  return s * std::log(static_cast<double>(nn));
+}
+int64_t count_visible64(const double* t, int64_t n) {
+  int64_t c = 0;
+  for (int64_t i = 0; i < n; ++i) c += static_cast<int64_t>(t[i] != -HUGE_VAL);
+  return c;
+}
+
+void fill64(double* p, int64_t n, double v) {
+  for (int64_t i = 0; i < n; ++i) p[i] = v;
+}
+double empty_value64(EmptyRow policy) {
+  return policy == EmptyRow::kNan ? std::numeric_limits<double>::quiet_NaN() : 0.0;
+}
+
 }  // namespace
 
 void ssmax(const TensorView& src, const TensorView& dst, const SsmaxOptions& params,
@@ -82,6 +108,18 @@ void ssmax(const TensorView& src, const TensorView& dst, const SsmaxOptions& par
   add_s_rows(rw, params);
   const Algorithm algo =
       options.algorithm == Algorithm::kAuto ? Algorithm::kThreePassReload : options.algorithm;
+  if (rw.any_input_f64()) {  // float64 arithmetic (ops/normalizers/rescaled_f64.h)
+    rw.run<double>(rw.row_length(), [&](const detail::RowArgs64& a) {
+      const int64_t n = a.n;
+      if (n == 0) return;
+      const int64_t nn = params.fixed_n > 0 ? params.fixed_n : count_visible64(a.in[0], n);
+      if (nn == 0) return fill64(a.out[0], n, empty_value64(a.empty_row));
+      const double c = row_factor64(params, a, nn);
+      if (!std::isfinite(c)) return fill64(a.out[0], n, std::nan(""));
+      detail::ssmax_row_f64(a.in[0], n, c, a.empty_row, a.scratch, a.out[0]);
+    });
+    return;
+  }
   rw.run(rw.src().shape[rw.axis()], [&](const RowArgs& a) {
     const int64_t n = a.n;
     if (n == 0) return;
@@ -120,6 +158,41 @@ void ssmax_backward(const TensorView& src, const TensorView& y, const TensorView
   add_s_rows(rw, params);
   if (ds != nullptr) rw.add_row_output(*ds, "ds");
   rw.zero_masked_outputs();
+  if (rw.any_input_f64()) {  // float64 arithmetic (ops/normalizers/rescaled_f64.h)
+    rw.run<double>(0, [&](const detail::RowArgs64& a) {
+      const int64_t n = a.n;
+      double* dsv = ds != nullptr ? a.row_out[0] : nullptr;
+      if (n == 0) {
+        if (dsv) *dsv = 0.0;
+        return;
+      }
+      const double* t = a.in[0];
+      double* dx = a.out[0];
+      const int64_t visible = count_visible64(t, n);
+      const int64_t nn = params.fixed_n > 0 ? params.fixed_n : visible;
+      if (visible == 0) {
+        fill64(dx, n, empty_value64(a.empty_row));
+        if (dsv) *dsv = empty_value64(a.empty_row);
+        return;
+      }
+      const double c = row_factor64(params, a, nn);
+      if (!std::isfinite(c)) {  // NaN row; masked entries keep their exact 0
+        for (int64_t i = 0; i < n; ++i) dx[i] = t[i] == -HUGE_VAL ? 0.0 : std::nan("");
+        if (dsv) *dsv = std::nan("");
+        return;
+      }
+      kernels::softmax_backward_row_f64(false, a.in[1], a.in[2], n, a.scale * c, dx);
+      for (int64_t i = 0; i < n; ++i) {
+        if (t[i] == -HUGE_VAL) dx[i] = 0.0;
+      }
+      if (dsv) {
+        const double dot = detail::dot_f64(a.in[2], a.in[1], n);
+        *dsv = std::log(static_cast<double>(nn)) *
+               detail::ssmax_ds_sum_f64(t, a.in[1], a.in[2], n, dot);
+      }
+    });
+    return;
+  }
   rw.run(0, [&](const RowArgs& a) {
     const int64_t n = a.n;
     float* dsv = ds != nullptr ? a.row_out[0] : nullptr;
@@ -179,9 +252,13 @@ void softpick(const TensorView& src, const TensorView& dst, const SoftpickOption
   const char* op = "softpick";
   check_softpick(op, params);
   ForwardRowwise rw(op, src, dst, options);
-  rw.run(0, [&](const RowArgs& a) {
+  rw.run_native(0, [&](const auto& a) {
     if (a.n == 0) return;
-    kernels::softpick_row(a.in[0], a.n, params.eps, a.empty_row, a.out[0]);
+    if constexpr (std::is_same_v<detail::RowValue<decltype(a)>, double>) {
+      detail::softpick_row_f64(a.in[0], a.n, params.eps, a.empty_row, a.out[0]);
+    } else {
+      kernels::softpick_row(a.in[0], a.n, params.eps, a.empty_row, a.out[0]);
+    }
   });
 }
 
@@ -191,10 +268,15 @@ void softpick_backward(const TensorView& src, const TensorView& dy, const Tensor
   check_softpick(op, params);
   BackwardRowwise rw(op, src, "src", true, dy, dsrc, options);
   rw.zero_masked_outputs();
-  rw.run(0, [&](const RowArgs& a) {
+  rw.run_native(0, [&](const auto& a) {
     if (a.n == 0) return;
-    kernels::softpick_backward_row(a.in[0], a.in[1], a.n, params.eps, a.scale, a.empty_row,
-                                   a.out[0]);
+    if constexpr (std::is_same_v<detail::RowValue<decltype(a)>, double>) {
+      detail::softpick_backward_row_f64(a.in[0], a.in[1], a.n, params.eps, a.scale, a.empty_row,
+                                        a.out[0]);
+    } else {
+      kernels::softpick_backward_row(a.in[0], a.in[1], a.n, params.eps, a.scale, a.empty_row,
+                                     a.out[0]);
+    }
   });
 }
 
@@ -202,9 +284,13 @@ void softpick_backward(const TensorView& src, const TensorView& dy, const Tensor
 
 void stablemax(const TensorView& src, const TensorView& dst, const SoftmaxOptions& options) {
   ForwardRowwise rw("stablemax", src, dst, options);
-  rw.run(0, [&](const RowArgs& a) {
+  rw.run_native(0, [&](const auto& a) {
     if (a.n == 0) return;
-    kernels::stablemax_row(a.in[0], a.n, a.empty_row, a.out[0]);
+    if constexpr (std::is_same_v<detail::RowValue<decltype(a)>, double>) {
+      detail::stablemax_row_f64(a.in[0], a.n, a.empty_row, a.out[0]);
+    } else {
+      kernels::stablemax_row(a.in[0], a.n, a.empty_row, a.out[0]);
+    }
   });
 }
 
@@ -212,9 +298,13 @@ void stablemax_backward(const TensorView& src, const TensorView& dy, const Tenso
                         const SoftmaxOptions& options) {
   BackwardRowwise rw("stablemax_backward", src, "src", true, dy, dsrc, options);
   rw.zero_masked_outputs();
-  rw.run(0, [&](const RowArgs& a) {
+  rw.run_native(0, [&](const auto& a) {
     if (a.n == 0) return;
-    kernels::stablemax_backward_row(a.in[0], a.in[1], a.n, a.scale, a.empty_row, a.out[0]);
+    if constexpr (std::is_same_v<detail::RowValue<decltype(a)>, double>) {
+      detail::stablemax_backward_row_f64(a.in[0], a.in[1], a.n, a.scale, a.empty_row, a.out[0]);
+    } else {
+      kernels::stablemax_backward_row(a.in[0], a.in[1], a.n, a.scale, a.empty_row, a.out[0]);
+    }
   });
 }
 
@@ -224,12 +314,22 @@ namespace {
 // target's logit): kOk, or the special outcome.
 enum class CeRow { kOk, kNan, kEmpty, kInf };
 
-CeRow ce_classify(double others, float tt) {
-  if (std::isnan(others) || std::isnan(tt) || others == HUGE_VAL || tt == HUGE_VALF) {
+CeRow ce_classify(double others, double tt) {
+  if (std::isnan(others) || std::isnan(tt) || others == HUGE_VAL || tt == HUGE_VAL) {
     return CeRow::kNan;
   }
-  if (tt == kNegInff) return others == 0.0 ? CeRow::kEmpty : CeRow::kInf;
+  if (tt == -HUGE_VAL) return others == 0.0 ? CeRow::kEmpty : CeRow::kInf;
   return CeRow::kOk;
+}
+
+// The row's sum of the other classes (k-scaled on the float64 path, see
+// rescaled_f64.h; k = 1 on the f32 path, whose float64 sum cannot overflow).
+double ce_others(const float* t, int64_t n, int64_t tg, double* k) {
+  *k = 1.0;
+  return kernels::stablemax_sum(t, n, tg);
+}
+double ce_others(const double* t, int64_t n, int64_t tg, double* k) {
+  return detail::stablemax_sum_f64(t, n, tg, k);
 }
 
 double stable_s(double t) { return t >= 0.0 ? t + 1.0 : 1.0 / (1.0 - t); }
@@ -253,12 +353,13 @@ void stablemax_cross_entropy(const TensorView& src, const TensorView& target,
   }
   if (options.bool_mask) check_disjoint_or_same(dst, "dst", *options.bool_mask, "bool_mask", op, false);
   std::vector<double> per(static_cast<size_t>(lr.rows()), 0.0);
-  rw.run(0, [&](const RowArgs& a) {
+  rw.run_native(0, [&](const auto& a) {
     const size_t r = static_cast<size_t>(a.row);
     if (lr.ignored(a.row) || a.n == 0) return;
     const int64_t tg = lr.target(a.row);
-    const float* t = a.in[0];
-    const double others = kernels::stablemax_sum(t, a.n, tg);
+    const auto* t = a.in[0];
+    double k;
+    const double others = ce_others(t, a.n, tg, &k);
     switch (ce_classify(others, t[tg])) {
       case CeRow::kNan: per[r] = std::nan(""); return;
       case CeRow::kEmpty: per[r] = a.empty_row == EmptyRow::kNan ? std::nan("") : 0.0; return;
@@ -266,7 +367,7 @@ void stablemax_cross_entropy(const TensorView& src, const TensorView& target,
       case CeRow::kOk: break;
     }
     // -log s_t + log(s_t + others) = log1p(others / s_t): no cancellation.
-    per[r] = std::log1p(others / stable_s(static_cast<double>(t[tg])));
+    per[r] = std::log1p(others / (k * stable_s(static_cast<double>(t[tg]))));
   });
   lr.write(per, dst);
 }
@@ -284,26 +385,33 @@ void stablemax_cross_entropy_backward(const TensorView& src, const TensorView& t
   if (loss.weight) check_disjoint_or_same(dsrc, "dsrc", *loss.weight, "weight", op, false);
   const std::vector<double> coef = lr.coefficients(dloss);
   rw.zero_masked_outputs();
-  rw.run(0, [&](const RowArgs& a) {
+  rw.run_native(0, [&](const auto& a) {
+    using T = detail::RowValue<decltype(a)>;
+    constexpr T kNaNT = std::numeric_limits<T>::quiet_NaN();
     const int64_t n = a.n;
     if (n == 0) return;
-    float* dx = a.out[0];
-    if (lr.ignored(a.row)) return fill(dx, n, 0.0f);
+    T* dx = a.out[0];
+    if (lr.ignored(a.row)) return std::fill(dx, dx + n, T(0));
     const int64_t tg = lr.target(a.row);
-    const float* t = a.in[0];
-    const double others = kernels::stablemax_sum(t, n, tg);
+    const T* t = a.in[0];
+    double k;
+    const double others = ce_others(t, n, tg, &k);
     switch (ce_classify(others, t[tg])) {
-      case CeRow::kNan: return fill(dx, n, kNaNf);
-      case CeRow::kEmpty: return fill(dx, n, empty_value(a.empty_row));
+      case CeRow::kNan: return std::fill(dx, dx + n, kNaNT);
+      case CeRow::kEmpty: return std::fill(dx, dx + n, static_cast<T>(empty_value(a.empty_row)));
       case CeRow::kInf:  // masked target: the others' gradient, 0 on the target
       case CeRow::kOk: break;
     }
     const double c = coef[static_cast<size_t>(a.row)] * static_cast<double>(a.scale);
     if (std::isnan(c)) {  // 0 / 0 mean (or NaN dloss): NaN, masked entries 0
-      for (int64_t j = 0; j < n; ++j) dx[j] = t[j] == -INFINITY ? 0.0f : kNaNf;
+      for (int64_t j = 0; j < n; ++j) dx[j] = t[j] == -INFINITY ? T(0) : kNaNT;
       return;
     }
-    kernels::stablemax_ce_grad_row(t, n, tg, others, static_cast<float>(c), dx);
+    if constexpr (std::is_same_v<T, double>) {
+      detail::stablemax_ce_grad_row_f64(t, n, tg, others, k, c, dx);
+    } else {
+      kernels::stablemax_ce_grad_row(t, n, tg, others, static_cast<float>(c), dx);
+    }
   });
 }
 
