@@ -19,7 +19,7 @@
 //    operands overlapping (inputs and outputs live in separate arenas);
 //  * f64 logits of the ops with a float64 path (docs/dtypes.md: cross_entropy,
 //    the sparse normalisers and their losses, the z-losses, softpick,
-//    StableMax and their backward) only with scale = temperature = 1 and no
+//    clipped softmax, StableMax and their backward) only with scale = temperature = 1 and no
 //    additive mask: that path forms t = x * s + mask in double, the f32
 //    oracle fl(fl(x * s) + mask);
 //  * never f64 inputs for ssmax / ssmax_backward: their float64 path takes
@@ -59,7 +59,8 @@ bool has_float64_path(const std::string& name) {
       "spherical_z_loss_backward", "softpick",
       "softpick_backward",     "stablemax",
       "stablemax_backward",    "stablemax_cross_entropy",
-      "stablemax_cross_entropy_backward"};
+      "stablemax_cross_entropy_backward", "clipped_softmax",
+      "clipped_softmax_backward"};
   for (const char* op : kOps) {
     if (name == op) return true;
   }

@@ -1,6 +1,7 @@
-// tests/test_rescaled_f64.cc: SSMax, softpick, StableMax and the StableMax
-// cross-entropy (forward and backward) with f64 logits run in float64
-// arithmetic (src/ops/normalizers/rescaled_f64.h), on every SIMD target,
+// tests/test_rescaled_f64.cc: SSMax, softpick, StableMax, the StableMax
+// cross-entropy and clipped softmax (forward and backward) with f64 logits
+// run in float64 arithmetic (src/ops/normalizers/rescaled_f64.h,
+// clipped_softmax.cc), on every SIMD target,
 // against long double oracles written here from include/smax/normalizers.h:
 //  * the "float64" bounds stated there, over rows of 1 to 32000 entries,
 //    spreads up to +-600, masked entries, a scale, per-row s (SSMax) and ds;
@@ -312,6 +313,76 @@ TEST_P(RescaledF64, StablemaxWithinTheFloat64Bound) {
       EXPECT_LE(std::fabs(static_cast<LD>(loss[static_cast<size_t>(r)]) - want_loss),
                 1e-14 * std::fabs(static_cast<double>(want_loss)) + 1e-300)
           << "row " << r;
+    }
+  }
+}
+
+// ---- clipped softmax ------------------------------------------------------------------------
+
+TEST_P(RescaledF64, ClippedSoftmaxWithinTheFloat64Bound) {
+  uint64_t seed = 301;
+  smax::ClippedSoftmaxOptions p;
+  p.gamma = -0.03125f;  // exact in f32 and in double
+  p.zeta = 1.0f;
+  const double gamma = p.gamma, a = 1.0 - gamma;
+  for (const Shape& sh : shapes()) {
+    SCOPED_TRACE(describe(sh));
+    const int64_t rows = rows_of(sh), n = sh.n;
+    std::vector<double> x = make_rows(rows, n, sh.spread, sh.offset, sh.masked, seed++);
+    std::vector<double> y(x.size(), kNan), dx(x.size(), kNan);
+    std::vector<double> g = normal(x.size(), seed++);
+    smax::SoftmaxOptions o;
+    o.scale = 0.75f;
+    smax::clipped_softmax(f64_view(x.data(), {rows, n}), f64_view(y.data(), {rows, n}), p, o);
+    smax::clipped_softmax_backward(f64_view(x.data(), {rows, n}), f64_view(g.data(), {rows, n}),
+                                   f64_view(dx.data(), {rows, n}), p, o);
+    for (int64_t r = 0; r < rows; ++r) {
+      std::vector<double> t(x.begin() + r * n, x.begin() + (r + 1) * n);
+      for (double& v : t) v *= 0.75;
+      const RowLD P = softmax_ld(t);
+      // u_i = a g_i where 0 <= z_i <= 1; r = <u, p>; E = sum |u_i| e_i.
+      RowLD u(static_cast<size_t>(n), 0);
+      LD rr = 0, E = 0;
+      std::vector<double> e(static_cast<size_t>(n));
+      std::vector<char> near(static_cast<size_t>(n), 0);
+      for (int64_t i = 0; i < n; ++i) {
+        const size_t k = static_cast<size_t>(i);
+        e[k] = 1e-14 * static_cast<double>(P[k]) + 1e-300;
+        if (!(t[k] > -kInf)) continue;
+        const LD z = a * P[k] + gamma;
+        near[k] = std::fabs(static_cast<double>(z)) <= a * e[k] ||
+                  std::fabs(static_cast<double>(z - 1)) <= a * e[k];
+        if (z >= 0 && z <= 1) u[k] = a * g[static_cast<size_t>(r * n + i)];
+        rr += u[k] * P[k];
+        E += std::fabs(u[k]) * e[k];
+      }
+      for (int64_t j = 0; j < n; ++j) {
+        const size_t k = static_cast<size_t>(j);
+        const LD z = a * P[k] + gamma;
+        const LD want = z < 0 ? 0 : z > 1 ? 1 : z;
+        ASSERT_LE(std::fabs(static_cast<LD>(y[static_cast<size_t>(r * n + j)]) - want),
+                  (1 + 0x1p-52) * a * e[k] + 0x1p-53 * static_cast<double>(want))
+            << "row " << r << " j " << j;
+        if (!(t[k] > -kInf)) {
+          ASSERT_EQ(dx[static_cast<size_t>(r * n + j)], 0.0);
+          continue;
+        }
+        double flip = 0.0;
+        for (int64_t i = 0; i < n; ++i) {
+          if (near[static_cast<size_t>(i)]) {
+            flip += std::fabs(g[static_cast<size_t>(r * n + i)]) *
+                    (static_cast<double>(P[static_cast<size_t>(i)]) + (i == j));
+          }
+        }
+        flip *= 0.75 * (static_cast<double>(P[k]) + e[k]) * a;
+        const LD want_dx = 0.75L * P[k] * (u[k] - rr);
+        const double bound =
+            0.75 * (e[k] * (std::fabs(static_cast<double>(u[k])) + std::fabs(static_cast<double>(rr))) +
+                    (static_cast<double>(P[k]) + e[k]) * static_cast<double>(E)) +
+            0x1p-53 * std::fabs(static_cast<double>(want_dx)) + 1e-300 + flip;
+        ASSERT_LE(std::fabs(static_cast<LD>(dx[static_cast<size_t>(r * n + j)]) - want_dx), bound)
+            << "row " << r << " j " << j;
+      }
     }
   }
 }

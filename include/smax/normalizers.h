@@ -246,8 +246,9 @@ void stablemax_cross_entropy_backward(const TensorView& src, const TensorView& t
                                       const LossOptions& loss = {},
                                       const SoftmaxOptions& options = {});
 
-// float64 (ssmax, softpick, stablemax, stablemax_cross_entropy and their
-// backward with f64 logits; ssmax_backward: any f64 input): the same
+// float64 (ssmax, softpick, clipped_softmax, stablemax,
+// stablemax_cross_entropy and their backward with f64 logits;
+// ssmax_backward: any f64 input): the same
 // formulas and special rows in float64 arithmetic
 // (src/ops/normalizers/rescaled_f64.h): logits t = x s + mask in double
 // (s = double(scale) / double(temperature)); SSMax's c = s ln n not rounded
@@ -265,6 +266,8 @@ void stablemax_cross_entropy_backward(const TensorView& src, const TensorView& t
 //     ds: 1e-14 ln n sum_i |t_i y_i| (|dy_i| + |<dy,y>|);
 //   softpick: 1e-14 ((1 + K) |y_j| + q_j); dsrc: 1e-14 sigma q_j ((1 + K)
 //     (|dy_j| + |r|) + G);
+//   clipped_softmax: the f32 bound with e_i = 1e-14 p_i + 1e-300 and 2^-53
+//     in place of 2^-24 (the float64 softmax kernel, <u, p> compensated);
 //   stablemax: relative 1e-14; dsrc: 1e-14 sigma (s'_j / sum s)(|dy_j| + |r|
 //     + sum_i |dy_i| y_i); cross-entropy: 1e-14 |ref|, its gradient
 //     1e-14 |c_r sigma| |y_j - d_jt| / (1 + |t_j|);

@@ -108,12 +108,13 @@ SOFTMAX_FAMILY = {"softmax", "log_softmax", "logsumexp", "softmax_backward",
 SOFTMAX_KERNEL = SOFTMAX_FAMILY | {"sparse_softmax_backward"}
 # Ops with float64 arithmetic for float64 input (docs/dtypes.md): the softmax
 # family, cross_entropy, the z-losses, the sparse normalisers with their
-# losses, SSMax, softpick and StableMax (+ its cross-entropy); every other
+# losses, SSMax, softpick, clipped softmax and StableMax (+ its
+# cross-entropy); every other
 # op computes in float32 from float64.
 F64_SOFTMAX = {"softmax", "log_softmax", "logsumexp"}
 F64_SPARSE = {"sparsemax", "entmax15", "entmax_bisect", "sparse_softmax", "sparsemax_loss",
               "entmax15_loss", "entmax_bisect_loss", "sparse_softmax_loss"}
-F64_RESCALED = {"ssmax", "softpick", "stablemax", "stablemax_cross_entropy"}
+F64_RESCALED = {"ssmax", "softpick", "clipped_softmax", "stablemax", "stablemax_cross_entropy"}
 F64_NATIVE = (F64_SOFTMAX | {"cross_entropy", "z_loss", "spherical_z_loss"} | F64_SPARSE
               | F64_RESCALED)
 
@@ -259,8 +260,9 @@ SPECS = {
         lambda x: smax.logit_standardization(x, temperature=2.0),
         lambda t: torch.softmax((t - t.mean(-1, True)) / (t.std(-1, keepdim=True) + 1e-7) / 2,
                                 -1), (1e-5, 1e-30)),
-    "clipped_softmax": (lambda x: smax.clipped_softmax(x, gamma=-0.1, zeta=1.2),
-                        lambda t: torch.clip(1.3 * torch.softmax(t, -1) - 0.1, 0, 1),
+    # gamma, zeta exact in float32 (float32 options)
+    "clipped_softmax": (lambda x: smax.clipped_softmax(x, gamma=-0.125, zeta=1.25),
+                        lambda t: torch.clip(1.375 * torch.softmax(t, -1) - 0.125, 0, 1),
                         (4e-6, 1e-6)),
     "softmax_collapse_fraction": None,  # a Python float: test_collapse_fraction_dtypes
     "sparsemax_loss": (lambda x: smax.sparsemax_loss(x, to_index(x), reduction="none"),
@@ -597,7 +599,8 @@ def test_gradcheck_float64(op):
 
     F64_NATIVE ops (softmax, log_softmax, logsumexp, cross_entropy, the
     z-losses, the sparse normalisers and their losses, SSMax, softpick,
-    StableMax and its cross-entropy) compute float64 in float64: default
+    clipped softmax, StableMax and its cross-entropy) compute float64 in
+    float64: default
     gradcheck (eps=1e-6, atol=1e-5, rtol=1e-3). Every other
     row-wise op computes in float32 arithmetic from float64 storage (the C++
     API: f64 inputs round to f32, outputs round once to f64), so a central

@@ -3,12 +3,17 @@
 // library's softmax row kernel on the gathered row (in cache: the three-pass
 // reload variant), then the stretch and clip in float64 per element. Op
 // parameters are checked before Rowwise::run, so nothing is written on error.
+// f64 logits run on float64 rows (Rowwise::run_native): the float64 softmax
+// kernel (kernels/softmax_f64.h), the dot <u, p> compensated.
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <type_traits>
 
 #include "kernels/kernels.h"
+#include "kernels/softmax_f64.h"
+#include "ops/normalizers/rescaled_f64.h"
 #include "core/errors.h"
 #include "core/long_row.h"
 #include "core/rowwise.h"
@@ -20,7 +25,6 @@ namespace {
 
 using detail::fail;
 using detail::num;
-using detail::RowArgs;
 using detail::Rowwise;
 using detail::BackwardRowwise;
 using detail::ForwardRowwise;
@@ -43,8 +47,16 @@ struct Stretch {
   explicit Stretch(const ClippedSoftmaxOptions& p)
       : a(static_cast<double>(p.zeta) - static_cast<double>(p.gamma)),
         gamma(static_cast<double>(p.gamma)) {}
-  double z(float p) const { return a * static_cast<double>(p) + gamma; }
+  double z(double p) const { return a * p + gamma; }
 };
+
+// p = softmax(t) of a row: the f32 row kernel, or the float64 one.
+void softmax_of(const float* t, int64_t n, EmptyRow policy, float* p) {
+  softmax_row_reload(t, n, 1.0f, policy, p);
+}
+void softmax_of(const double* t, int64_t n, EmptyRow policy, double* p) {
+  kernels::softmax_row_f64(kernels::F64Op::kSoftmax, t, n, policy, p);
+}
 
 }  // namespace
 
@@ -54,13 +66,14 @@ void clipped_softmax(const TensorView& src, const TensorView& dst,
   check_clipped(op, params);
   const Stretch st(params);
   ForwardRowwise rw(op, src, dst, options);
-  rw.run(0, [&](const RowArgs& a) {
+  rw.run_native(0, [&](const auto& a) {
+    using T = detail::RowValue<decltype(a)>;
     if (a.n == 0) return;
-    float* y = a.out[0];
-    softmax_row_reload(a.in[0], a.n, 1.0f, a.empty_row, y);
+    T* y = a.out[0];
+    softmax_of(a.in[0], a.n, a.empty_row, y);
     for (int64_t i = 0; i < a.n; ++i) {
       const double z = st.z(y[i]);
-      y[i] = static_cast<float>(z < 0.0 ? 0.0 : z > 1.0 ? 1.0 : z);  // NaN stays NaN
+      y[i] = static_cast<T>(z < 0.0 ? 0.0 : z > 1.0 ? 1.0 : z);  // NaN stays NaN
     }
   });
 }
@@ -71,38 +84,47 @@ void clipped_softmax_backward(const TensorView& src, const TensorView& dy, const
   const char* op = "clipped_softmax_backward";
   check_clipped(op, params);
   const Stretch st(params);
-  constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   BackwardRowwise rw(op, src, "src", true, dy, dsrc, options);
   rw.zero_masked_outputs();
-  rw.run(rw.src().shape[rw.axis()], [&](const RowArgs& a) {
+  // Scratch: p, n values of the row's type.
+  rw.run_native(8 * rw.row_length(), [&](const auto& a) {
+    using T = detail::RowValue<decltype(a)>;
+    constexpr T kNaN = std::numeric_limits<T>::quiet_NaN();
+    constexpr T kNegInf = -std::numeric_limits<T>::infinity();
     if (a.n == 0) return;
-    const float* t = a.in[0];
-    const float* g = a.in[1];
-    float* dx = a.out[0];
-    float* p = a.scratch;
-    softmax_row_reload(t, a.n, 1.0f, a.empty_row, p);
+    const T* t = a.in[0];
+    const T* g = a.in[1];
+    T* dx = a.out[0];
+    T* p = a.scratch;
+    softmax_of(t, a.n, a.empty_row, p);
     // A NaN softmax row (NaN / +inf logits, or an empty row under kNan)
     // gives a NaN gradient row; an empty row under kZero gives p = 0, hence 0.
     if (std::isnan(p[0])) {
       for (int64_t j = 0; j < a.n; ++j) dx[j] = kNaN;
       return;
     }
-    double r = 0.0;  // <u, p> over the visible entries
+    detail::CompensatedSum rsum;  // <u, p> over the visible entries
     for (int64_t i = 0; i < a.n; ++i) {
       if (t[i] == kNegInf) continue;
       const double z = st.z(p[i]);
-      if (z >= 0.0 && z <= 1.0) r += st.a * static_cast<double>(g[i]) * static_cast<double>(p[i]);
+      if (z >= 0.0 && z <= 1.0) {
+        if constexpr (std::is_same_v<T, double>) {
+          rsum.add(st.a * g[i] * p[i]);
+        } else {
+          rsum.sum += st.a * static_cast<double>(g[i]) * static_cast<double>(p[i]);
+        }
+      }
     }
+    const double r = rsum.value();
     const double s = static_cast<double>(a.scale);
     for (int64_t j = 0; j < a.n; ++j) {
       if (t[j] == kNegInf) {
-        dx[j] = 0.0f;
+        dx[j] = T(0);
         continue;
       }
       const double z = st.z(p[j]);
       const double u = z >= 0.0 && z <= 1.0 ? st.a * static_cast<double>(g[j]) : 0.0;
-      dx[j] = static_cast<float>(s * static_cast<double>(p[j]) * (u - r));
+      dx[j] = static_cast<T>(s * static_cast<double>(p[j]) * (u - r));
     }
   });
 }
