@@ -12,6 +12,9 @@ thread:
 * f64 softmax on 256x32000: >= 2x torch.softmax in float64 and >= 3x
   scipy.special.softmax (when scipy imports).
 
+Also reported, without a goal: f64 sparsemax and entmax15 (float64
+arithmetic) against the entmax package in float64.
+
 Each case times the peer and smax in alternating rounds (median of --reps
 per round, median over rounds), prints the max difference between the two
 results and the case's memory floor: the bytes it must move (one read of the
@@ -128,6 +131,23 @@ def main():
         records.append({"case": f"softmax f64 {n}x{v}", "peer": "scipy.special.softmax",
                         "status": "missing"})
         print("scipy missing (pip install scipy)")
+
+    # float64 sparsemax / entmax15 (float64 arithmetic since the sparse
+    # family's float64 path) vs the entmax package in float64; no goal stated.
+    try:
+        import entmax
+    except ImportError:
+        entmax = None
+        print("entmax missing (pip install entmax)")
+    if entmax is not None:
+        for n, v in ([(256, 32000), (4096, 128)] if not args.quick else [(8, 1000)]):
+            x = torch.randn(n, v, generator=g, dtype=torch.float64)
+            for name in ("sparsemax", "entmax15"):
+                peer_f, ours = getattr(entmax, name), getattr(smax, name)
+                run(f"{name} f64 {n}x{v}", f"entmax.{name} f64",
+                    lambda: peer_f(x, -1), lambda: ours(x),
+                    lambda: maxdiff(peer_f(x, -1), ours(x)), None, 2 * n * v * 8)
+            del x
 
     if args.json:
         with open(args.json, "w") as f:

@@ -62,6 +62,74 @@ SparseScan SparseScanImpl(const float* t, int64_t n64) {
   return s;
 }
 
+// The float64 rows' sweep and compaction (sparse_scan_f64 /
+// sparse_candidates_f64): the same structure on float64 lanes.
+SparseScan64 SparseScan64Impl(const double* t, int64_t n64) {
+  const D64 d;
+  const size_t N = hn::Lanes(d);
+  const size_t n = static_cast<size_t>(n64);
+  const double ninf = -std::numeric_limits<double>::infinity();
+  V64 m0 = hn::Set(d, ninf), m1 = m0;
+  auto nan = hn::Zero(d);  // NaN lanes accumulate as all-ones bits
+  size_t i = 0;
+  for (; i + 2 * N <= n; i += 2 * N) {
+    const V64 a = hn::LoadU(d, t + i), b = hn::LoadU(d, t + i + N);
+    m0 = hn::Max(m0, a);
+    m1 = hn::Max(m1, b);
+    nan = hn::Or(nan, hn::VecFromMask(d, hn::Or(hn::IsNaN(a), hn::IsNaN(b))));
+  }
+  for (; i + N <= n; i += N) {
+    const V64 a = hn::LoadU(d, t + i);
+    m0 = hn::Max(m0, a);
+    nan = hn::Or(nan, hn::VecFromMask(d, hn::IsNaN(a)));
+  }
+  SparseScan64 s;
+  s.max = hn::GetLane(hn::MaxOfLanes(d, hn::Max(m0, m1)));
+  s.has_nan = !hn::AllFalse(d, hn::MaskFromVec(nan));
+  for (; i < n; ++i) {
+    s.has_nan |= std::isnan(t[i]);
+    s.max = t[i] > s.max ? t[i] : s.max;
+  }
+  s.has_pos_inf = !s.has_nan && s.max == std::numeric_limits<double>::infinity();
+  return s;
+}
+
+int64_t SparseCandidates64Impl(const double* t, int64_t n64, double r, double m, int64_t* idx,
+                               double* dd) {
+  const D64 d;
+  const size_t N = hn::Lanes(d);
+  const size_t n = static_cast<size_t>(n64);
+  const V64 vm = hn::Set(d, m), vlo = hn::Set(d, -r);
+  int64_t count = 0;
+  size_t i = 0;
+  for (; i + N <= n; i += N) {
+    const V64 diff = hn::Sub(hn::LoadU(d, t + i), vm);  // -inf - m = -inf: never kept
+    const auto mask = hn::Ge(diff, vlo);
+    if (HWY_UNLIKELY(!hn::AllFalse(d, mask))) {
+      uint8_t bytes[8] = {};
+      hn::StoreMaskBits(d, mask, bytes);
+      uint64_t bits;
+      std::memcpy(&bits, bytes, sizeof bits);
+      while (bits != 0) {  // the kept lanes, by count-trailing-zeros
+        const size_t l = static_cast<size_t>(__builtin_ctzll(bits));
+        bits &= bits - 1;
+        idx[count] = static_cast<int64_t>(i + l);
+        dd[count] = t[i + l] - m;
+        ++count;
+      }
+    }
+  }
+  for (; i < n; ++i) {
+    const double v = t[i] - m;
+    if (v >= -r) {
+      idx[count] = static_cast<int64_t>(i);
+      dd[count] = v;
+      ++count;
+    }
+  }
+  return count;
+}
+
 int64_t SparseCandidatesImpl(const float* t, int64_t n64, float lo, float m, int64_t* idx,
                              double* dd) {
   const DF d;
@@ -537,6 +605,8 @@ namespace smax::kernels {
 
 HWY_EXPORT(SparseScanImpl);
 HWY_EXPORT(SparseCandidatesImpl);
+HWY_EXPORT(SparseScan64Impl);
+HWY_EXPORT(SparseCandidates64Impl);
 HWY_EXPORT(EntmaxPowSumImpl);
 HWY_EXPORT(EntmaxPowStoreImpl);
 HWY_EXPORT(EntmaxGradSumsImpl);
@@ -578,6 +648,13 @@ EntmaxGradSums entmax_grad_sums(const double* y, const double* g, int64_t n, dou
 void entmax_grad_store(const double* w, const double* g, int64_t n, double q, double scale,
                        double* dx) noexcept {
   HWY_DYNAMIC_DISPATCH(EntmaxGradStore64Impl)(w, g, n, q, scale, dx);
+}
+SparseScan64 sparse_scan_f64(const double* t, int64_t n) noexcept {
+  return HWY_DYNAMIC_DISPATCH(SparseScan64Impl)(t, n);
+}
+int64_t sparse_candidates_f64(const double* t, int64_t n, double r, double m, int64_t* idx,
+                              double* d) noexcept {
+  return HWY_DYNAMIC_DISPATCH(SparseCandidates64Impl)(t, n, r, m, idx, d);
 }
 double topk_exp_store(const float* t, int64_t n, float theta, int64_t ge_end, float m,
                       float* dst) noexcept {

@@ -28,6 +28,18 @@ SparseScan sparse_scan(const float* t, int64_t n) noexcept;
 int64_t sparse_candidates(const float* t, int64_t n, float lo, float m, int64_t* idx,
                           double* d) noexcept;
 
+/// The float64 rows' versions (the float64 path of f64 logits): the sweep
+/// (max, NaN, +inf) and the candidates i with fl(t_i - m) >= -r (a
+/// superset, by rounding, of t_i - m > -r), d[k] = fl(t_i - m).
+struct SparseScan64 {
+  double max;
+  bool has_nan;
+  bool has_pos_inf;
+};
+SparseScan64 sparse_scan_f64(const double* t, int64_t n) noexcept;
+int64_t sparse_candidates_f64(const double* t, int64_t n, double r, double m, int64_t* idx,
+                              double* d) noexcept;
+
 /// sum_k max(z_k - tau, 0)^p (float64). p = 1, 2 and 0.5 are exact (no
 /// pow); other p use exp(p log v) (Highway contrib, float64).
 double entmax_pow_sum(const double* z, int64_t k, double tau, double p) noexcept;

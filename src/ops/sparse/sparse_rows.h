@@ -59,37 +59,6 @@ inline float lower_bound_f32(float m, double r) {
   return lo;
 }
 
-/// The float64 rows' sweep (kernels::sparse_scan's contract on doubles).
-struct Scan64 {
-  double max = -std::numeric_limits<double>::infinity();
-  bool has_nan = false, has_pos_inf = false;
-};
-inline Scan64 scan_f64(const double* t, int64_t n) {
-  Scan64 s;
-  for (int64_t i = 0; i < n; ++i) {
-    const double v = t[i];
-    s.has_nan |= std::isnan(v);
-    s.has_pos_inf |= v == std::numeric_limits<double>::infinity();
-    s.max = v > s.max ? v : s.max;
-  }
-  return s;
-}
-
-/// Candidates of a float64 row: every i with fl(t_i - m) >= -r (a superset,
-/// by rounding, of t_i - m > -r: an extra entry near -r gets p = 0), in
-/// index order, d = fl(t_i - m). Returns the count.
-inline int64_t candidates_f64(const double* t, int64_t n, double r, double m, int64_t* idx,
-                              double* d) {
-  int64_t c = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const double v = t[i] - m;  // -inf - m = -inf: masked entries never pass
-    idx[c] = i;
-    d[c] = v;
-    c += static_cast<int64_t>(v >= -r);
-  }
-  return c;
-}
-
 /// Max sweep and candidate compaction with radius r (entries with
 /// t_i - m > -r); `scratch` holds work_bytes(n) bytes. T = float or double.
 template <class T>
@@ -105,7 +74,7 @@ inline Row prepare(const T* t, int64_t n, double r, T* scratch) {
   row.aux = p8 + 3 * n;
   if (n == 0) return row;
   if constexpr (std::is_same_v<T, double>) {
-    const Scan64 s = scan_f64(t, n);
+    const kernels::SparseScan64 s = kernels::sparse_scan_f64(t, n);
     if (s.has_nan || s.has_pos_inf) {
       row.kind = Kind::kNan;
       return row;
@@ -113,7 +82,7 @@ inline Row prepare(const T* t, int64_t n, double r, T* scratch) {
     row.m = s.max;
     if (s.max == -std::numeric_limits<double>::infinity()) return row;  // every entry masked
     row.kind = Kind::kOk;
-    row.count = candidates_f64(t, n, r, s.max, row.idx, row.d);
+    row.count = kernels::sparse_candidates_f64(t, n, r, s.max, row.idx, row.d);
   } else {
     const kernels::SparseScan s = kernels::sparse_scan(t, n);
     if (s.has_nan || s.has_pos_inf) {
@@ -408,7 +377,7 @@ inline TopK solve_topk(const double* t, int64_t n, int64_t k, int64_t force, dou
   constexpr double kNegInf = -std::numeric_limits<double>::infinity();
   TopK res;
   if (n == 0) return res;
-  const Scan64 s = scan_f64(t, n);
+  const kernels::SparseScan64 s = kernels::sparse_scan_f64(t, n);
   if (s.has_nan || s.has_pos_inf) {
     res.kind = Kind::kNan;
     return res;
