@@ -390,7 +390,8 @@ TEST_P(RescaledF64, ClippedSoftmaxWithinTheFloat64Bound) {
 // ---- bits, narrow outputs, special rows -------------------------------------------------
 
 TEST_P(RescaledF64, ThreadsAndF32OutputsAreTheFloat64ResultRoundedOnce) {
-  const int64_t rows = 9, n = 300;
+  // 33 x 4000: several tasks of the fixed grid (65536 elements each).
+  const int64_t rows = 33, n = 4000;
   std::vector<double> x = make_rows(rows, n, 3.0, 0.5, true, 7);
   const std::vector<std::function<void(const smax::TensorView&, const smax::TensorView&, int)>> ops = {
       [](const smax::TensorView& a, const smax::TensorView& b, int th) {
@@ -462,6 +463,34 @@ TEST_P(RescaledF64, StablemaxSumBeyondFloat64) {
   EXPECT_NEAR(y[2], static_cast<double>((5e307L + 1) / S), 1e-15);
   EXPECT_GT(y[3], 0.0);
   EXPECT_LT(y[3], 1e-300);
+}
+
+// The StableMax cross-entropy with a sum beyond float64: both the plain
+// ratio (k s_t normal) and the log form (k s_t below DBL_MIN).
+TEST_P(RescaledF64, StablemaxCrossEntropyBeyondFloat64) {
+  std::vector<double> x = {1e308, 1e308, -1e140};
+  smax::LossOptions lo;
+  lo.reduction = smax::Reduction::kNone;
+  const LD s0 = 1e308L + 1, s2 = 1 / (1 + 1e140L), S = 2 * s0 + s2;
+  for (int64_t target : {int64_t{0}, int64_t{2}}) {
+    std::vector<int64_t> y = {target};
+    std::vector<double> loss(1, kNan), dx(3, kNan), dloss = {1.0};
+    const auto src = f64_view(x.data(), {1, 3});
+    const auto tv = smax::make_index_view(y.data(), {1});
+    smax::stablemax_cross_entropy(src, tv, f64_view(loss.data(), {1}), lo);
+    const LD want = std::log(S / (target == 0 ? s0 : s2));
+    EXPECT_LE(std::fabs(static_cast<LD>(loss[0]) - want), 1e-14 * static_cast<double>(want))
+        << "target " << target << " loss " << loss[0];
+    smax::stablemax_cross_entropy_backward(src, tv, f64_view(dloss.data(), {1}),
+                                           f64_view(dx.data(), {1, 3}), lo);
+    for (int64_t j = 0; j < 3; ++j) {
+      const LD yj = (j == 2 ? s2 : s0) / S;
+      const LD w = (yj - (j == target ? 1 : 0)) / (1 + std::fabs(static_cast<LD>(x[static_cast<size_t>(j)])));
+      EXPECT_LE(std::fabs(static_cast<LD>(dx[static_cast<size_t>(j)]) - w),
+                1e-14 * std::fabs(static_cast<double>(w)) + 1e-300)
+          << "target " << target << " j " << j;
+    }
+  }
 }
 
 SMAX_INSTANTIATE_PER_TARGET(RescaledF64);

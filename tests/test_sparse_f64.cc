@@ -545,10 +545,34 @@ TEST_P(SparseF64, LossesAndGradientsWithinTheFloat64Bound) {
   }
 }
 
+// Per-row alpha read in its own dtype: an f64 alpha of 1 + 1e-10 is > 1
+// (rounded to f32 it would be 1, rejected), and the rows use it exactly.
+TEST_P(SparseF64, Float64AlphaTensorIsReadExactly) {
+  const int64_t rows = 2, n = 50;
+  const Rows R = make_rows(rows, n, 0.002, 0.0, false, 3);
+  std::vector<double> x = R.x, y(x.size()), alpha = {1.0 + 1e-10, 1.75};
+  smax::EntmaxBisectOptions p;
+  p.alpha_tensor = f64_view(alpha.data(), {rows, 1});
+  smax::entmax_bisect(f64_view(x.data(), {rows, n}), f64_view(y.data(), {rows, n}), p);
+  const RowLD want = bisect_ld(R.row(1), n, 1.75, 50, false);
+  for (int64_t j = 0; j < n; ++j) {
+    EXPECT_LE(std::fabs(static_cast<LD>(y[static_cast<size_t>(n + j)]) - want[static_cast<size_t>(j)]),
+              forward_bound({Op::kBisect, 1.75}, want[static_cast<size_t>(j)], n));
+  }
+  double sum = 0.0;
+  for (int64_t j = 0; j < n; ++j) sum += y[static_cast<size_t>(j)];
+  EXPECT_NEAR(sum, 1.0, 1e-6);  // alpha -> 1: close to a softmax of near-equal logits
+  alpha[0] = 1.0;
+  EXPECT_TRUE(throws_invalid(
+      [&] { smax::entmax_bisect(f64_view(x.data(), {rows, n}), f64_view(y.data(), {rows, n}), p); },
+      "alpha_tensor element 0 must be finite and > 1"));
+}
+
 // ---- bits, narrow outputs, special rows ---------------------------------------------
 
 TEST_P(SparseF64, ThreadsAndF32OutputsAreTheFloat64ResultRoundedOnce) {
-  const int64_t rows = 9, n = 500;
+  // 33 x 4000 elements: several tasks of the fixed grid (65536 elements each).
+  const int64_t rows = 33, n = 4000;
   const Rows R = make_rows(rows, n, 3.0, 100.0, true, 77);
   for (const OpCase& c : forward_cases(n)) {
     SCOPED_TRACE(c.name());

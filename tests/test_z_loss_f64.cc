@@ -313,8 +313,8 @@ TEST_P(ZLossF64, SphericalZLossWithinTheFloat64Bound) {
 
 TEST_P(ZLossF64, ThreadsAndF32OutputsAreTheFloat64ResultRoundedOnce) {
   Case c;
-  c.rows = 9;
-  c.n = 300;
+  c.rows = 33;  // 33 x 4000: several tasks of the fixed grid (65536 elements each)
+  c.n = 4000;
   c.offset = 50.0;
   c.weights = c.add_mask = true;
   Data d(c);
@@ -388,6 +388,40 @@ TEST_P(ZLossF64, SpecialRows) {
       EXPECT_EQ(loss[1], 0.0);
     }
   }
+}
+
+// Logits at the ends of float64's range: the spherical statistics are taken
+// on the row scaled by a power of two (no overflow of the squares or the
+// sum, no underflow for tiny rows); the z-loss gradient stays exactly 0 at
+// masked entries and where p_j underflows even when s G 2 c w L overflows.
+TEST_P(ZLossF64, ExtremeLogits) {
+  smax::LossOptions lo;
+  lo.reduction = smax::Reduction::kNone;
+  const double a = 1.5, b = 0.5;
+  const LD zy = std::sqrt(1.5L);
+  const LD want = std::log1p(std::exp(static_cast<LD>(a) * (b - zy))) / a;
+  for (double scale : {1e200, 1e-200, 1e300}) {
+    std::vector<double> x = {scale, -scale, 0.0};
+    std::vector<int64_t> y = {0};
+    std::vector<double> loss(1, kNan), dx(3, kNan), dloss = {1.0};
+    const auto src = f64_view(x.data(), {1, 3});
+    const auto tv = smax::make_index_view(y.data(), {1});
+    smax::spherical_z_loss(src, tv, f64_view(loss.data(), {1}), 1.5f, 0.5f, lo);
+    EXPECT_NEAR(loss[0], static_cast<double>(want), 1e-15) << "scale " << scale;
+    smax::spherical_z_loss_backward(src, tv, f64_view(dloss.data(), {1}), f64_view(dx.data(), {1, 3}),
+                                    1.5f, 0.5f, lo);
+    // The gradient sums to 0 over the row and scales as 1 / std.
+    for (double v : dx) EXPECT_TRUE(std::isfinite(v)) << "scale " << scale;
+    EXPECT_LE(std::fabs(dx[0] + dx[1] + dx[2]), 1e-15 * (std::fabs(dx[0]) + std::fabs(dx[1])));
+  }
+  std::vector<double> x = {1e300, -kInf, 1e300 - 1e290};
+  std::vector<int64_t> y = {0};
+  std::vector<double> dx(3, kNan), dloss = {1e10};
+  smax::z_loss_backward(f64_view(x.data(), {1, 3}), smax::make_index_view(y.data(), {1}),
+                        f64_view(dloss.data(), {1}), f64_view(dx.data(), {1, 3}), 1e-2f, lo);
+  EXPECT_EQ(dx[0], kInf);  // s G 2 c w L p_0 = 2e308 * 0.01 * 1e10: beyond float64
+  EXPECT_EQ(dx[1], 0.0);   // masked
+  EXPECT_EQ(dx[2], 0.0);   // p_2 = e^-1e290 = 0
 }
 
 SMAX_INSTANTIATE_PER_TARGET(ZLossF64);

@@ -257,10 +257,12 @@ void spherical_z_loss_backward(const TensorView& src, const TensorView& target,
 // row math runs in float64 (src/ops/losses/z_loss_f64.h): the logits
 // t = x * s + mask in double (s = double(scale) / double(temperature)),
 // L = m + log S from the float64 softmax kernel's exact-argument terms and
-// compensated sum; the spherical mean as an unevaluated pair hi + lo from a
-// Neumaier sum, so the deviations t_k - mean keep their relative accuracy
-// however large the logits are (rows at 1e4 +- 1e-2), and a compensated sum
-// of their squares. Each output is the float64 value rounded once to its
+// compensated sum (gradient entries with p_j = 0 exactly 0 even when
+// s G 2 c w L overflows); the spherical statistics on the row scaled by a
+// power of two (|t 2^-e| < 2: no overflow or underflow for any finite
+// logits), the mean as an unevaluated pair hi + lo from a Neumaier sum, so
+// the deviations t_k - mean keep their relative accuracy however large the
+// logits are (rows at 1e4 +- 1e-2), and a compensated sum of their squares. Each output is the float64 value rounded once to its
 // dtype. Error vs exact arithmetic on those logits (enforced by
 // tests/test_z_loss_f64.cc against long double on every SIMD target):
 //   z_loss: 1e-14 c |w| (1 + |L|) |L|; gradient 1e-14 (|L| + 1) |s G 2 c w p_j|;

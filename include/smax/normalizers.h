@@ -247,8 +247,8 @@ void stablemax_cross_entropy_backward(const TensorView& src, const TensorView& t
                                       const SoftmaxOptions& options = {});
 
 // float64 (ssmax, softpick, clipped_softmax, stablemax,
-// stablemax_cross_entropy and their backward with f64 logits;
-// ssmax_backward: any f64 input): the same
+// stablemax_cross_entropy and their backward when any of their floating
+// inputs (src, y, dy; not the masks) is f64): the same
 // formulas and special rows in float64 arithmetic
 // (src/ops/normalizers/rescaled_f64.h): logits t = x s + mask in double
 // (s = double(scale) / double(temperature)); SSMax's c = s ln n not rounded
@@ -271,7 +271,10 @@ void stablemax_cross_entropy_backward(const TensorView& src, const TensorView& t
 //   stablemax: relative 1e-14; dsrc: 1e-14 sigma (s'_j / sum s)(|dy_j| + |r|
 //     + sum_i |dy_i| y_i); cross-entropy: 1e-14 |ref|, its gradient
 //     1e-14 |c_r sigma| |y_j - d_jt| / (1 + |t_j|);
-// each plus 1e-300. The collapse detector below stays f32: it asks what f32,
+// each plus 1e-300. As in f32, an SSMax logit u_i = t_i c beyond the range
+// of float64 is +inf (a NaN row); the StableMax cross-entropy whose k s_t
+// would fall below DBL_MIN takes log(others) - log k - log s_t (the ratio
+// is then beyond 2^600). The collapse detector below stays f32: it asks what f32,
 // f16 and bf16 arithmetic do.
 
 // ---------------------------------------------------------------------------

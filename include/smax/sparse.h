@@ -57,7 +57,8 @@
 //       |dsrc - ref| <= 2u |ref| + |c s| A (sparse_softmax:
 //       2e-6 (|ref| + |c s|) + 1e-36: gradients below FLT_MIN may flush to 0), c the
 //       row coefficient.
-// * float64 (f64 logits; backward: an f64 y or dy; losses: f64 src): the
+// * float64 (when any floating input is f64: the logits, or y / dy in the
+//   backward): the
 //   same algorithms on float64 rows, not f32 kernels behind a cast. The
 //   logits are formed in double (t = x s + mask, s = double(scale) /
 //   double(temperature)), d = fl(t - m) is rounded once, the thresholds,

@@ -123,10 +123,6 @@ class Rowwise {
   float scale() const { return scale_; }
   bool has_masks() const { return add_mask_ >= 0 || bool_mask_ >= 0; }
 
-  /// Runs fn(RowArgsOf<T>&) for every row, in parallel on the fixed task
-  /// grid: T = float (RowArgs, f32 arithmetic) or double (RowArgs64).
-  /// `extra_scratch` values per row are passed in RowArgs::scratch. Throws
-  /// smax::Error (out of memory) before any write if scratch cannot be had.
   /// True if some declared input (not a mask, not a row input) is f64: the
   /// ops with a float64 path then compute in float64 (run_native).
   bool any_input_f64() const {
@@ -149,6 +145,10 @@ class Rowwise {
     }
   }
 
+  /// Runs fn(RowArgsOf<T>&) for every row, in parallel on the fixed task
+  /// grid: T = float (RowArgs, f32 arithmetic) or double (RowArgs64).
+  /// `extra_scratch` values per row are passed in RowArgs::scratch. Throws
+  /// smax::Error (out of memory) before any write if scratch cannot be had.
   template <typename T = float, typename Fn>
   void run(int64_t extra_scratch, Fn&& fn) {
     static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "T: float or double");

@@ -162,9 +162,14 @@ void z_backward(const TensorView& src, const TensorView* target, const TensorVie
         for (int64_t j = 0; j < a.n; ++j) out[j] = (!all_masked && a.in[0][j] == -kInf) ? 0.0 : fill;
         return;
       }
-      // dsrc_j = s G 2 c w L p_j, p_j = terms_j / S.
-      const double factor = a.scale * G[r] * 2.0 * c * z.w[r] * zr.L / zr.sum;
-      for (int64_t j = 0; j < a.n; ++j) out[j] = factor * a.scratch[j];
+      // dsrc_j = K p_j, K = s G 2 c w L, p_j = terms_j / S. An entry with
+      // p_j = 0 (masked, or below float64's range) gets exactly 0 even when
+      // K overflows (inf * 0 would be NaN).
+      const double K = a.scale * G[r] * 2.0 * c * z.w[r] * zr.L;
+      for (int64_t j = 0; j < a.n; ++j) {
+        const double p = a.scratch[j] / zr.sum;
+        out[j] = p == 0.0 ? 0.0 : K * p;
+      }
     });
     return;
   }
@@ -334,8 +339,9 @@ void spherical_z_loss_backward(const TensorView& src, const TensorView& target,
       // As the f32 path below, with s = double(scale) / double(temperature).
       const double c0 = -z.w[ri] * detail::sigmoid(ad * (bd - s.zy)) / s.sigma;
       const double f = args.scale * G[ri] * c0;
-      const double alpha = -f / s.D, beta = -f * s.zy / (s.sigma * s.D);
-      detail::sphere_grad_f64(args.in[0], args.n, s, alpha, beta, f, y, out);
+      // alpha + beta (t_k - mean) with beta (t_k - mean) = gamma z_k.
+      const double alpha = -f / s.D, gamma = -f * s.zy / s.D;
+      detail::sphere_grad_f64(args.in[0], args.n, s, alpha, gamma, f, y, out);
     });
     return;
   }

@@ -1,6 +1,7 @@
 // src/ops/losses/z_loss_f64.cc: see z_loss_f64.h.
 #include "ops/losses/z_loss_f64.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -40,16 +41,28 @@ ZRow64 z_row_f64(const double* t, int64_t n, double* terms) noexcept {
 
 Sphere64 sphere_row_f64(const double* t, int64_t n, int64_t y) noexcept {
   Sphere64 s;
-  Neumaier sum;
+  double amax = 0.0;
   int64_t count = 0;
+  bool special = false;  // NaN or +inf among the visible entries
   for (int64_t k = 0; k < n; ++k) {
     if (t[k] == -kInf) continue;
-    sum.add(t[k]);
     ++count;
+    special |= !std::isfinite(t[k]);
+    amax = std::max(amax, std::fabs(t[k]));
   }
   s.D = static_cast<double>(count);
   s.empty = count == 0;
   if (s.empty) return s;
+  if (special) {
+    s.nan = true;
+    s.zy = kNan;
+    return s;
+  }
+  if (amax > 0.0) s.inv_scale = std::ldexp(1.0, -std::ilogb(amax));  // |t'| < 2
+  Neumaier sum;
+  for (int64_t k = 0; k < n; ++k) {
+    if (t[k] != -kInf) sum.add(t[k] * s.inv_scale);
+  }
   // mean = (sum + comp) / D as hi + lo: the remainder of the division by
   // an fma (exact), plus the compensation.
   s.mean_hi = (sum.sum + sum.comp) / s.D;
@@ -57,23 +70,21 @@ Sphere64 sphere_row_f64(const double* t, int64_t n, int64_t y) noexcept {
   Neumaier m2;
   for (int64_t k = 0; k < n; ++k) {
     if (t[k] == -kInf) continue;
-    const double dev = (t[k] - s.mean_hi) - s.mean_lo;
+    const double dev = (t[k] * s.inv_scale - s.mean_hi) - s.mean_lo;
     m2.add(dev * dev);
   }
-  s.sigma = std::sqrt((m2.sum + m2.comp) / s.D);
-  const double ty = t[y];
-  s.zy = ty == -kInf ? kNan : ((ty - s.mean_hi) - s.mean_lo) / s.sigma;
-  // Non-finite moments (NaN / inf entries, or a sum beyond float64) give a
-  // NaN row, as in the f32 path.
-  s.nan = std::isnan(s.zy) || std::isnan(s.sigma) || std::isinf(s.sigma) ||
-          !std::isfinite(s.mean_hi);
+  s.sigma_scaled = std::sqrt((m2.sum + m2.comp) / s.D);
+  s.sigma = s.sigma_scaled / s.inv_scale;
+  // std = 0 (a constant row, D = 1) or a masked target: z_y is NaN, a NaN row.
+  s.zy = t[y] == -kInf ? kNan : s.z(t[y]);
+  s.nan = std::isnan(s.zy) || std::isinf(s.zy);
   return s;
 }
 
-void sphere_grad_f64(const double* t, int64_t n, const Sphere64& s, double alpha, double beta,
+void sphere_grad_f64(const double* t, int64_t n, const Sphere64& s, double alpha, double gamma,
                      double f, int64_t y, double* dst) noexcept {
   for (int64_t k = 0; k < n; ++k) {
-    dst[k] = t[k] == -kInf ? 0.0 : std::fma(beta, (t[k] - s.mean_hi) - s.mean_lo, alpha);
+    dst[k] = t[k] == -kInf ? 0.0 : std::fma(gamma, s.z(t[k]), alpha);
   }
   if (t[y] != -kInf) dst[y] += f;
 }

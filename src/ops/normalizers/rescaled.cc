@@ -367,7 +367,14 @@ void stablemax_cross_entropy(const TensorView& src, const TensorView& target,
       case CeRow::kOk: break;
     }
     // -log s_t + log(s_t + others) = log1p(others / s_t): no cancellation.
-    per[r] = std::log1p(others / (k * stable_s(static_cast<double>(t[tg]))));
+    const double st = stable_s(static_cast<double>(t[tg]));
+    if (k == 1.0 || k * st >= DBL_MIN) {
+      per[r] = std::log1p(others / (k * st));  // k * st exact (a power of 2, normal)
+    } else {
+      // k s_t would lose bits below DBL_MIN: the ratio is then beyond 2^600,
+      // and log1p(q) = log q = (log(others) - log k) - log s_t to rounding.
+      per[r] = (std::log(others) - std::log(k)) - std::log(st);
+    }
   });
   lr.write(per, dst);
 }

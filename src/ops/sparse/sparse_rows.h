@@ -8,10 +8,10 @@
 //               compaction d_k = t_{idx_k} - m (float64: exact from f32
 //               rows, rounded once from f64 rows);
 //   solve_*():  the threshold on the candidates, p_k in float64.
-// Rows are f32 (Rowwise::run, the Highway scan kernels) or f64
-// (Rowwise::run<double>, the float64 path of f64 logits: scalar scans, the
-// same float64 solvers, outputs written as doubles); scratch is
-// work_values<T>(n) values of the row's type.
+// Rows are f32 (Rowwise::run) or f64 (Rowwise::run<double>, the float64
+// path of f64 logits: the f64 scan kernels, the same float64 solvers,
+// outputs written as doubles); scratch is work_bytes(n) bytes (topk_bytes(n)
+// for the top-k softmax).
 // None of this throws or allocates.
 #pragma once
 

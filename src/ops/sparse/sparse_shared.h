@@ -33,8 +33,8 @@ inline void check_alpha_tensor(const char* op, const TensorView& v) {
   for (int64_t e = 0; e < total; ++e) {
     int64_t off = 0;
     for (int d = 0; d < v.rank; ++d) off += index[d] * v.strides[d];
-    const float a = load_f32(base + off * size, v.dtype);
-    if (!(std::isfinite(a) && a > 1.0f)) {
+    const double a = load_f64(base + off * size, v.dtype);  // its own dtype, exactly
+    if (!(std::isfinite(a) && a > 1.0)) {
       fail(op, "alpha_tensor element " + std::to_string(e) + " must be finite and > 1, got " +
                    num(a));
     }
