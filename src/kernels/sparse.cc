@@ -84,7 +84,13 @@ SparseScan64 SparseScan64Impl(const double* t, int64_t n64) {
     nan = hn::Or(nan, hn::VecFromMask(d, hn::IsNaN(a)));
   }
   SparseScan64 s;
-  s.max = hn::GetLane(hn::MaxOfLanes(d, hn::Max(m0, m1)));
+  // The lanes folded here, not by MaxOfLanes: Highway 1.0.3's EMU128 one
+  // starts from the lowest finite value, so an all -inf row would reduce
+  // to -DBL_MAX and look visible (load-inl.h, ReduceMax).
+  HWY_ALIGN double lanes[kMaxLanes64];
+  hn::Store(hn::Max(m0, m1), d, lanes);
+  s.max = lanes[0];
+  for (size_t l = 1; l < N; ++l) s.max = lanes[l] > s.max ? lanes[l] : s.max;
   s.has_nan = !hn::AllFalse(d, hn::MaskFromVec(nan));
   for (; i < n; ++i) {
     s.has_nan |= std::isnan(t[i]);
