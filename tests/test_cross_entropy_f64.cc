@@ -35,11 +35,6 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
 constexpr double kUnit = 1e-14;  // the float64 bound's constant
 
-smax::TensorView f64_view(double* p, std::vector<int64_t> shape, std::vector<int64_t> strides = {}) {
-  return smax::make_view(p, DType::kF64, static_cast<int>(shape.size()), shape.data(),
-                         strides.empty() ? nullptr : strides.data());
-}
-
 struct Case {
   int64_t rows = 4, n = 100;
   double spread = 5.0;

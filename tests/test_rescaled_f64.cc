@@ -33,10 +33,6 @@ using RowLD = std::vector<LD>;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
 
-smax::TensorView f64_view(double* p, std::vector<int64_t> shape) {
-  return smax::make_view(p, DType::kF64, static_cast<int>(shape.size()), shape.data(), nullptr);
-}
-
 // Logits offset + uniform [-spread, spread]; `masked`: about one in six
 // entries -inf (never entry 0).
 std::vector<double> make_rows(int64_t rows, int64_t n, double spread, double offset, bool masked,

@@ -32,11 +32,6 @@ using smax::DType;
 using LD = long double;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-smax::TensorView f64_view(double* p, std::vector<int64_t> shape, std::vector<int64_t> strides = {}) {
-  return smax::make_view(p, DType::kF64, static_cast<int>(shape.size()), shape.data(),
-                         strides.empty() ? nullptr : strides.data());
-}
-
 // Kahan-compensated long double sum.
 struct SumL {
   LD s = 0, c = 0;

@@ -40,9 +40,6 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
 constexpr double kU64 = 0x1p-52;  // the bounds' 2u of float64
 
-smax::TensorView f64_view(double* p, std::vector<int64_t> shape) {
-  return smax::make_view(p, DType::kF64, static_cast<int>(shape.size()), shape.data(), nullptr);
-}
 smax::TensorView f32_view(float* p, std::vector<int64_t> shape) {
   return smax::make_view(p, DType::kF32, static_cast<int>(shape.size()), shape.data(), nullptr);
 }

@@ -229,6 +229,14 @@ class Array {
 using Tensor = Array<float>;
 using BoolTensor = Array<uint8_t>;
 
+/// A float64 view of `p` (strides in elements; empty: contiguous), for the
+/// float64-path tests.
+inline smax::TensorView f64_view(double* p, std::vector<int64_t> shape,
+                                 std::vector<int64_t> strides = {}) {
+  return smax::make_view(p, smax::DType::kF64, static_cast<int>(shape.size()), shape.data(),
+                         strides.empty() ? nullptr : strides.data());
+}
+
 inline std::vector<int64_t> drop_axis(const std::vector<int64_t>& shape, int axis) {
   std::vector<int64_t> out;
   const int r = static_cast<int>(shape.size());

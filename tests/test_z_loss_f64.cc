@@ -30,10 +30,6 @@ using LD = long double;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
 
-smax::TensorView f64_view(double* p, std::vector<int64_t> shape) {
-  return smax::make_view(p, DType::kF64, static_cast<int>(shape.size()), shape.data(), nullptr);
-}
-
 struct Case {
   int64_t rows = 4, n = 100;
   double spread = 1.0, offset = 0.0;

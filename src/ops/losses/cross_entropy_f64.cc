@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/compensated.h"
 #include "kernels/softmax_f64.h"
 
 namespace smax::detail {
@@ -11,18 +12,6 @@ namespace {
 
 constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
-
-// Neumaier's compensated sum: the error does not grow with the count. An
-// inf / NaN running sum is returned as is (the compensation would be NaN).
-struct CompensatedSum {
-  double s = 0.0, c = 0.0;
-  void add(double x) {
-    const double t = s + x;
-    c += std::fabs(s) >= std::fabs(x) ? (s - t) + x : (x - t) + s;
-    s = t;
-  }
-  double value() const { return std::isfinite(s) ? s + c : s; }
-};
 
 // t_j = softcap tanh(u_j / softcap) + mask_j; +-inf u_j pass through.
 void form_logits(const CeSetup& s, const RowArgs64& a, double* t) {

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/compensated.h"
 #include "kernels/softmax_f64.h"
 
 namespace smax::detail {
@@ -13,15 +14,6 @@ namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
 
-// Neumaier's compensated sum (value + comp is the sum to ~1 ulp, whatever n).
-struct Neumaier {
-  double sum = 0.0, comp = 0.0;
-  void add(double v) {
-    const double next = sum + v;
-    comp += std::fabs(sum) >= std::fabs(v) ? (sum - next) + v : (v - next) + sum;
-    sum = next;
-  }
-};
 
 }  // namespace
 
@@ -59,7 +51,7 @@ Sphere64 sphere_row_f64(const double* t, int64_t n, int64_t y) noexcept {
     return s;
   }
   if (amax > 0.0) s.inv_scale = std::ldexp(1.0, -std::ilogb(amax));  // |t'| < 2
-  Neumaier sum;
+  CompensatedSum sum;
   for (int64_t k = 0; k < n; ++k) {
     if (t[k] != -kInf) sum.add(t[k] * s.inv_scale);
   }
@@ -67,7 +59,7 @@ Sphere64 sphere_row_f64(const double* t, int64_t n, int64_t y) noexcept {
   // an fma (exact), plus the compensation.
   s.mean_hi = (sum.sum + sum.comp) / s.D;
   s.mean_lo = (std::fma(-s.mean_hi, s.D, sum.sum) + sum.comp) / s.D;
-  Neumaier m2;
+  CompensatedSum m2;
   for (int64_t k = 0; k < n; ++k) {
     if (t[k] == -kInf) continue;
     const double dev = (t[k] * s.inv_scale - s.mean_hi) - s.mean_lo;

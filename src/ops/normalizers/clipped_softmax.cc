@@ -13,7 +13,7 @@
 
 #include "kernels/kernels.h"
 #include "kernels/softmax_f64.h"
-#include "ops/normalizers/rescaled_f64.h"
+#include "core/compensated.h"
 #include "core/errors.h"
 #include "core/long_row.h"
 #include "core/rowwise.h"

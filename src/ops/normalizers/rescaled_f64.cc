@@ -17,17 +17,6 @@ constexpr double kDown = 0x1p-600;  // the StableMax sums' scale on overflow
 void fill(double* p, int64_t n, double v) { std::fill(p, p + n, v); }
 double empty_value(EmptyRow policy) { return policy == EmptyRow::kNan ? kNaN : 0.0; }
 
-// e^(t - m) for t <= m (t - m taken as an exact two-term sum; 0 below the
-// float64 range).
-double exp_diff(double t, double m) {
-  const double hi = t - m;
-  if (!(hi > -746.0)) return 0.0;
-  const double bb = hi - t;
-  const double lo = (t - (hi - bb)) + (-m - bb);
-  const double e = std::exp(hi);
-  return e + e * lo;
-}
-
 // Softpick's classes of rows (the f32 kernel's SoftpickClassify).
 enum class Pick { kNan, kEmpty, kZero, kCompute };
 Pick classify(const double* t, int64_t n, double* max_out) {
@@ -56,7 +45,7 @@ bool softpick_special(Pick p, int64_t n, EmptyRow policy, double* out) {
 
 // |e^t - 1| e^-m for a visible t (m > 0 the row max, em = e^-m).
 double softpick_a(double t, double m, double em) {
-  return t > 0.0 ? exp_diff(t, m) * -std::expm1(-t) : em * -std::expm1(t);
+  return t > 0.0 ? exp_diff_f64(t, m) * -std::expm1(-t) : em * -std::expm1(t);
 }
 
 // s'(x) = 1 (x >= 0), 1 / (1 - x)^2 (x < 0), 0 at -inf.
@@ -81,19 +70,13 @@ double stable_sum(const double* t, int64_t n, int64_t exclude, double* k_out) {
     // Finite logits whose sum (with the excluded term) overflows: rescale.
     if (special || std::isfinite(with)) {
       *k_out = k;
-      return special ? s.sum : s.value();
+      return s.value();  // NaN / inf as they stand when special
     }
   }
   return kInf;  // not reached: 2^-600 times sums of s <= DBL_MAX + 1 is finite
 }
 
 }  // namespace
-
-void CompensatedSum::add(double v) {
-  const double next = sum + v;
-  comp += std::fabs(sum) >= std::fabs(v) ? (sum - next) + v : (v - next) + sum;
-  sum = next;
-}
 
 double dot_f64(const double* g, const double* y, int64_t n) noexcept {
   CompensatedSum s;
@@ -172,7 +155,7 @@ void softpick_backward_row_f64(const double* t, const double* g, int64_t n, doub
       dx[j] = 0.0;
       continue;
     }
-    const double q = exp_diff(t[j], m) / D;  // e^t_j / S
+    const double q = exp_diff_f64(t[j], m) / D;  // e^t_j / S
     const double v = t[j] > 0.0 ? g[j] - r : r;  // sgn(t) = -1 for t <= 0
     dx[j] = scale * q * v;
   }

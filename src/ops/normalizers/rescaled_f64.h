@@ -11,17 +11,10 @@
 
 #include <cstdint>
 
+#include "core/compensated.h"
 #include "smax/options.h"
 
 namespace smax::detail {
-
-/// Neumaier's compensated sum in index order: value() is the sum to ~1 ulp
-/// whatever the number of terms.
-struct CompensatedSum {
-  double sum = 0.0, comp = 0.0;
-  void add(double v);
-  double value() const { return sum + comp; }
-};
 
 // ---- SSMax ------------------------------------------------------------------------
 /// y = softmax(u), u_i = fl(t_i c) (-inf where t_i = -inf whatever the sign

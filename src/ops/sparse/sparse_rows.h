@@ -23,6 +23,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "core/compensated.h"
 #include "kernels/kernels.h"
 #include "kernels/sparse.h"
 #include "smax/options.h"
@@ -356,18 +357,6 @@ inline TopK solve_topk(const float* t, int64_t n, int64_t k, int64_t force, floa
   return res;
 }
 
-/// e^(t - m) for finite t <= m, the difference taken as an exact two-term
-/// sum hi + lo (TwoSum), so no bits of t - m are lost for any |t - m|:
-/// e^hi (1 + lo), within ~1.5 ulp (std::exp is within 1).
-inline double exp_diff_f64(double t, double m) {
-  const double hi = t - m;
-  if (!(hi > -746.0)) return 0.0;  // below float64's smallest subnormal
-  const double bb = hi - t;
-  const double lo = (t - (hi - bb)) + (-m - bb);
-  const double e = std::exp(hi);
-  return e + e * lo;
-}
-
 /// Top-k softmax of a float64 row (the f32 solve_topk's contract, with
 /// scratch of topk_bytes(n) bytes): the k-th largest by nth_element on a
 /// copy, the kept terms e^(t - m) by exp_diff_f64, their Neumaier sum in
@@ -400,22 +389,17 @@ inline TopK solve_topk(const double* t, int64_t n, int64_t k, int64_t force, dou
     }
   }
   auto kept = [&](int64_t i) { return t[i] > theta || (t[i] == theta && i < ge_end); };
-  double sum = 0.0, comp = 0.0;  // Neumaier
-  auto add = [&](double e) {
-    const double next = sum + e;
-    comp += std::fabs(sum) >= e ? (sum - next) + e : (e - next) + sum;
-    sum = next;
-  };
+  CompensatedSum terms;
   for (int64_t i = 0; i < n; ++i) {
     const double e = kept(i) && t[i] > kNegInf ? exp_diff_f64(t[i], s.max) : 0.0;
     dst[i] = e;
-    add(e);
+    terms.add(e);
   }
   if (force >= 0 && force < n && !kept(force) && t[force] > kNegInf) {
     dst[force] = exp_diff_f64(t[force], s.max);
-    add(dst[force]);
+    terms.add(dst[force]);
   }
-  sum += comp;
+  const double sum = terms.value();
   for (int64_t i = 0; i < n; ++i) dst[i] /= sum;
   res.m = s.max;
   res.log_sum = std::log(sum);

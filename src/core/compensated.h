@@ -1,0 +1,37 @@
+// src/core/compensated.h: the scalar float64 helpers of the ops' float64
+// paths (cross_entropy_f64, z_loss_f64, rescaled_f64, clipped softmax, the
+// sparse rows): a compensated sum and an exponential of an exact difference.
+// Header-only, noexcept, no allocation.
+#pragma once
+
+#include <cmath>
+
+namespace smax::detail {
+
+/// Neumaier's compensated sum in the order of the add() calls: value() is
+/// the sum to ~1 ulp whatever the number of terms. An inf / NaN running sum
+/// is returned as is (its compensation would be NaN).
+struct CompensatedSum {
+  double sum = 0.0, comp = 0.0;
+  void add(double x) {
+    const double next = sum + x;
+    comp += std::fabs(sum) >= std::fabs(x) ? (sum - next) + x : (x - next) + sum;
+    sum = next;
+  }
+  double value() const { return std::isfinite(sum) ? sum + comp : sum; }
+};
+
+/// e^(t - m) for finite t <= m, the difference taken as an exact two-term
+/// sum hi + lo (TwoSum), so no bits of t - m are lost for any |t - m|:
+/// e^hi (1 + lo), within ~1.5 ulp (std::exp is within 1); 0 below float64's
+/// smallest subnormal.
+inline double exp_diff_f64(double t, double m) {
+  const double hi = t - m;
+  if (!(hi > -746.0)) return 0.0;
+  const double bb = hi - t;
+  const double lo = (t - (hi - bb)) + (-m - bb);
+  const double e = std::exp(hi);
+  return e + e * lo;
+}
+
+}  // namespace smax::detail
