@@ -19,12 +19,15 @@
 //    operands overlapping (inputs and outputs live in separate arenas);
 //  * f64 logits of the ops with a float64 path (docs/dtypes.md: cross_entropy,
 //    the sparse normalisers and their losses, the z-losses, softpick,
-//    clipped softmax, StableMax and their backward) only with scale = temperature = 1 and no
+//    clipped softmax, StableMax, the re-weighting normalisers and their
+//    backward) only with scale = temperature = 1 and no
 //    additive mask: that path forms t = x * s + mask in double, the f32
 //    oracle fl(fl(x * s) + mask);
-//  * never f64 inputs for ssmax / ssmax_backward: their float64 path takes
-//    c = s ln n in double, the f32 oracle fl(s ln n) (the float64 path is
-//    checked against a long double oracle in tests/test_rescaled_f64.cc).
+//  * never f64 inputs for ssmax and the softplus normaliser (and their
+//    backward): their float64 paths take c = s ln n and lambda = ln N / ln d
+//    in double, the f32 oracle rounds them to f32 (the float64 paths are
+//    checked against long double oracles in tests/test_rescaled_f64.cc and
+//    tests/test_reweight_f64.cc).
 #include "harness_ops_internal.h"
 
 namespace smax_fuzz {
@@ -60,7 +63,12 @@ bool has_float64_path(const std::string& name) {
       "softpick_backward",     "stablemax",
       "stablemax_backward",    "stablemax_cross_entropy",
       "stablemax_cross_entropy_backward", "clipped_softmax",
-      "clipped_softmax_backward"};
+      "clipped_softmax_backward", "self_adjust_softmax",
+      "self_adjust_softmax_backward", "sigmoid_normalizer",
+      "sigmoid_normalizer_backward", "power_softmax",
+      "power_softmax_backward", "probability_temperature",
+      "probability_temperature_backward", "logit_standardization",
+      "logit_standardization_backward"};
   for (const char* op : kOps) {
     if (name == op) return true;
   }
@@ -70,7 +78,8 @@ bool has_float64_path(const std::string& name) {
 // f64 inputs change what these ops compute beyond the f32 oracle's bound
 // (see the header).
 bool f64_differs_from_oracle(const std::string& name) {
-  return name == "ssmax" || name == "ssmax_backward";
+  return name == "ssmax" || name == "ssmax_backward" || name == "softplus_normalizer" ||
+         name == "softplus_normalizer_backward";
 }
 
 }  // namespace

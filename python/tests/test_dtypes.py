@@ -108,15 +108,17 @@ SOFTMAX_FAMILY = {"softmax", "log_softmax", "logsumexp", "softmax_backward",
 SOFTMAX_KERNEL = SOFTMAX_FAMILY | {"sparse_softmax_backward"}
 # Ops with float64 arithmetic for float64 input (docs/dtypes.md): the softmax
 # family, cross_entropy, the z-losses, the sparse normalisers with their
-# losses, SSMax, softpick, clipped softmax and StableMax (+ its
-# cross-entropy); every other
-# op computes in float32 from float64.
+# losses, SSMax, softpick, clipped softmax, StableMax (+ its
+# cross-entropy) and the re-weighting normalisers; every other op computes in
+# float32 from float64.
 F64_SOFTMAX = {"softmax", "log_softmax", "logsumexp"}
 F64_SPARSE = {"sparsemax", "entmax15", "entmax_bisect", "sparse_softmax", "sparsemax_loss",
               "entmax15_loss", "entmax_bisect_loss", "sparse_softmax_loss"}
 F64_RESCALED = {"ssmax", "softpick", "clipped_softmax", "stablemax", "stablemax_cross_entropy"}
+F64_REWEIGHT = {"self_adjust_softmax", "sigmoid_normalizer", "softplus_normalizer",
+                "power_softmax", "probability_temperature", "logit_standardization"}
 F64_NATIVE = (F64_SOFTMAX | {"cross_entropy", "z_loss", "spherical_z_loss"} | F64_SPARSE
-              | F64_RESCALED)
+              | F64_RESCALED | F64_REWEIGHT)
 
 
 def needs_softmax(op: str, name: str) -> None:
@@ -247,15 +249,17 @@ SPECS = {
                             lambda t: t * torch.softmax(t, -1), (2.2e-6, 1e-7)),
     "sigmoid_normalizer": (lambda x: smax.sigmoid_normalizer(x),
                            lambda t: torch.sigmoid(t - math.log(C)), (2e-6, 1e-30)),
-    "softplus_normalizer": (lambda x: smax.softplus_normalizer(x, lambd=0.7),
-                            lambda t: F.softplus(0.7 * t) / F.softplus(0.7 * t).sum(-1, True),
+    # lambd = 0.75 and T = 0.625: exact in float32 (float32 options)
+    "softplus_normalizer": (lambda x: smax.softplus_normalizer(x, lambd=0.75),
+                            lambda t: F.softplus(0.75 * t) / F.softplus(0.75 * t).sum(-1, True),
                             (4e-6, 1e-30)),
     "power_softmax": (lambda x: smax.power_softmax(x, 2),
                       lambda t: t**2 / (t**2).sum(-1, True), (4e-6, 1e-30)),
     "probability_temperature": (
         lambda x: smax.probability_temperature(abs(x) if not isinstance(x, torch.Tensor)
-                                               else x.abs(), 0.7),
-        lambda t: t.abs() ** (1 / 0.7) / (t.abs() ** (1 / 0.7)).sum(-1, True), (4e-6, 1e-30)),
+                                               else x.abs(), 0.625),
+        lambda t: t.abs() ** (1 / 0.625) / (t.abs() ** (1 / 0.625)).sum(-1, True),
+        (4e-6, 1e-30)),
     "logit_standardization": (
         lambda x: smax.logit_standardization(x, temperature=2.0),
         lambda t: torch.softmax((t - t.mean(-1, True)) / (t.std(-1, keepdim=True) + 1e-7) / 2,
@@ -599,8 +603,8 @@ def test_gradcheck_float64(op):
 
     F64_NATIVE ops (softmax, log_softmax, logsumexp, cross_entropy, the
     z-losses, the sparse normalisers and their losses, SSMax, softpick,
-    clipped softmax, StableMax and its cross-entropy) compute float64 in
-    float64: default
+    clipped softmax, StableMax and its cross-entropy, the re-weighting
+    normalisers) compute float64 in float64: default
     gradcheck (eps=1e-6, atol=1e-5, rtol=1e-3). Every other
     row-wise op computes in float32 arithmetic from float64 storage (the C++
     API: f64 inputs round to f32, outputs round once to f64), so a central

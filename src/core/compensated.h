@@ -1,10 +1,12 @@
 // src/core/compensated.h: the scalar float64 helpers of the ops' float64
 // paths (cross_entropy_f64, z_loss_f64, rescaled_f64, clipped softmax, the
-// sparse rows): a compensated sum and an exponential of an exact difference.
+// sparse rows, the re-weighting normalisers): a compensated sum and dot and
+// an exponential of an exact difference.
 // Header-only, noexcept, no allocation.
 #pragma once
 
 #include <cmath>
+#include <cstdint>
 
 namespace smax::detail {
 
@@ -20,6 +22,13 @@ struct CompensatedSum {
   }
   double value() const { return std::isfinite(sum) ? sum + comp : sum; }
 };
+
+/// <g, y> as a compensated sum in index order.
+inline double dot_f64(const double* g, const double* y, int64_t n) {
+  CompensatedSum s;
+  for (int64_t i = 0; i < n; ++i) s.add(g[i] * y[i]);
+  return s.value();
+}
 
 /// e^(t - m) for finite t <= m, the difference taken as an exact two-term
 /// sum hi + lo (TwoSum), so no bits of t - m are lost for any |t - m|:

@@ -78,12 +78,6 @@ double stable_sum(const double* t, int64_t n, int64_t exclude, double* k_out) {
 
 }  // namespace
 
-double dot_f64(const double* g, const double* y, int64_t n) noexcept {
-  CompensatedSum s;
-  for (int64_t i = 0; i < n; ++i) s.add(g[i] * y[i]);
-  return s.value();
-}
-
 // ---- SSMax ------------------------------------------------------------------------
 
 void ssmax_row_f64(const double* t, int64_t n, double c, EmptyRow policy, double* u,

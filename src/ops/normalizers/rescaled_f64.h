@@ -25,8 +25,6 @@ void ssmax_row_f64(const double* t, int64_t n, double c, EmptyRow policy, double
 /// sum_i t_i y_i (g_i - dot) over the entries with y_i != 0 (compensated).
 double ssmax_ds_sum_f64(const double* t, const double* y, const double* g, int64_t n,
                         double dot) noexcept;
-/// <g, y> (compensated).
-double dot_f64(const double* g, const double* y, int64_t n) noexcept;
 
 // ---- softpick ---------------------------------------------------------------------
 /// y = softpick(t) with denominator term eps (>= 0); NaN / +inf -> NaN row,
