@@ -76,6 +76,35 @@ TEST(SamplingSpec, SoftNmsVectors) {
   EXPECT_TRUE(throws_invalid([] { smax::parse_soft_nms_method("soft"); }, "soft"));
 }
 
+// f64 boxes and scores are read exactly and the kept scores written as the
+// float64 values: two boxes of width 0.5 at x = 1e6, the second shifted by
+// 205/1024 (f32's spacing there is 0.0625, so rounded to f32 the shift would
+// be 0.1875), and a score that f32 cannot hold.
+TEST(SamplingSpec, SoftNmsFloat64ReadsExactly) {
+  const double d = 205.0 / 1024.0;
+  double boxes[8] = {1e6, 0, 1e6 + 0.5, 1, 1e6 + d, 0, 1e6 + 0.5 + d, 1};
+  double scores[2] = {0.9, 0.8 + 1e-12};
+  std::vector<int64_t> idx(2);
+  std::vector<double> kept(2);
+  SoftNmsOptions o;
+  o.method = SoftNmsMethod::kGaussian;
+  const int64_t count =
+      smax::soft_nms(smax_test::f64_view(boxes, {2, 4}), smax_test::f64_view(scores, {2}),
+                     smax::make_index_view(idx.data(), {2}), smax_test::f64_view(kept.data(), {2}), o);
+  ASSERT_EQ(count, 2);
+  EXPECT_EQ(idx, (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(kept[0], 0.9);
+  // IoU = (0.5 - d) / (0.5 + d) = 307 / 717 (the coordinates are exact).
+  const long double iou = 307.0L / 717.0L;
+  const double want = static_cast<double>((0.8L + 1e-12L) * std::exp(-iou * iou / 0.5L));
+  EXPECT_NEAR(kept[1], want, 4e-16 * want);
+  // The f32 kept scores of the same call are those values rounded once.
+  std::vector<float> kept32(2);
+  smax::soft_nms(smax_test::f64_view(boxes, {2, 4}), smax_test::f64_view(scores, {2}),
+                 smax::make_index_view(idx.data(), {2}), smax::make_view(kept32.data(), {2}), o);
+  EXPECT_EQ(kept32[1], static_cast<float>(kept[1]));
+}
+
 TEST(SamplingSpec, NoiseDefinitionAndRange) {
   // The library's noise helper, the public gumbel_noise and the independent
   // reference agree exactly, on every axis of a strided 3-D tensor.

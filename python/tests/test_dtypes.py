@@ -427,6 +427,7 @@ def test_gumbel_noise_dtypes(name):
 
 @pytest.mark.parametrize("name", DTYPES)
 def test_soft_nms_dtypes(name):
+    from test_sampling import ref_soft_nms
     rng = np.random.default_rng(3)
     xy = rng.uniform(0, 50, (20, 2))
     boxes64 = np.concatenate([xy, xy + rng.uniform(5, 30, (20, 2))], 1)
@@ -437,11 +438,33 @@ def test_soft_nms_dtypes(name):
     assert idx.dtype == torch.int64 and kept.dtype == td
     idx32, kept32 = smax.soft_nms(boxes.float(), scores.float(), method="gaussian")
     assert torch.equal(idx, idx32)
-    assert_within(kept, kept32.double(), name, 2**-24, 0.0, "soft_nms")
+    if name == "float64":  # read exactly, computed and kept in float64
+        ri, rs = ref_soft_nms(boxes64, scores64, "gaussian", 0.5, 0.3, 0.001)
+        np.testing.assert_array_equal(idx.numpy(), ri)
+        np.testing.assert_allclose(kept.numpy(), rs, rtol=1e-15, atol=0)
+    else:
+        assert_within(kept, kept32.double(), name, 2**-24, 0.0, "soft_nms")
     idx_n, kept_n = smax.soft_nms(to_numpy(boxes, name), to_numpy(scores, name),
                                   method="gaussian")
     assert np.array_equal(idx_n, idx.numpy()) and dtype_name(kept_n) == dtype_name(
         np.empty(0, np_dtype(name)))
+
+
+def test_soft_nms_float64_reads_boxes_exactly():
+    """Boxes near 1e6 that differ below float32's spacing there (0.0625):
+    float64 boxes are read exactly, so the selection and the decayed scores
+    are the float64 reference's (rounded to float32 they would not be)."""
+    from test_sampling import ref_soft_nms
+    rng = np.random.default_rng(5)
+    xy = 1e6 + rng.uniform(0, 1, (30, 2))
+    boxes = np.concatenate([xy, xy + rng.uniform(0.2, 0.6, (30, 2))], 1)
+    scores = rng.uniform(0.05, 1, 30)
+    for method in ("gaussian", "linear", "hard"):
+        idx, kept = smax.soft_nms(boxes, scores, method=method)
+        ri, rs = ref_soft_nms(boxes, scores, method, 0.5, 0.3, 0.001)
+        np.testing.assert_array_equal(idx, ri)
+        np.testing.assert_allclose(kept, rs, rtol=1e-14, atol=0)
+        assert kept.dtype == np.float64
 
 
 @pytest.mark.parametrize("name", DTYPES)

@@ -2,7 +2,8 @@
 // Object Detection With One Line of Code", ICCV 2017; reference code
 // bharatsingh430/soft-nms cpu_soft_nms). See include/smax/detection.h.
 //
-// Float64 throughout (IoU, weights, running scores); O(N^2) with a compact
+// Float64 throughout (IoU, weights, running scores; boxes and scores of any
+// dtype read exactly, kept scores rounded once to their view's dtype); O(N^2) with a compact
 // list of the remaining boxes kept in ascending index order, so the strict
 // max picks the lower index on ties. Everything is computed before any
 // output view is written.
@@ -31,11 +32,11 @@ struct Box {
   double x1, y1, x2, y2, area;
 };
 
-// Element (i, j) of a floating view (any storage dtype) as f32.
-float read_f32(const TensorView& v, int64_t i, int64_t j) {
+// Element (i, j) of a floating view (any storage dtype), exactly.
+double read(const TensorView& v, int64_t i, int64_t j) {
   const auto* p = static_cast<const char*>(v.data);
   const int64_t off = i * v.strides[0] + (v.rank > 1 ? j * v.strides[1] : 0);
-  return detail::load_f32(p + off * dtype_size(v.dtype), v.dtype);
+  return detail::load_f64(p + off * dtype_size(v.dtype), v.dtype);
 }
 
 void check_inputs(const TensorView& boxes, const TensorView& scores, const SoftNmsOptions& o) {
@@ -65,7 +66,7 @@ void check_inputs(const TensorView& boxes, const TensorView& scores, const SoftN
 }
 
 void run(const TensorView& boxes, const TensorView& scores, const SoftNmsOptions& o,
-         std::vector<int64_t>& kept, std::vector<float>& kept_scores) {
+         std::vector<int64_t>& kept, std::vector<double>& kept_scores) {
   check_inputs(boxes, scores, o);
   const int64_t n = boxes.shape[0];
   const double one = o.plus_one ? 1.0 : 0.0;
@@ -76,10 +77,10 @@ void run(const TensorView& boxes, const TensorView& scores, const SoftNmsOptions
     alive.reserve(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) {
       Box& x = b[static_cast<size_t>(i)];
-      x.x1 = read_f32(boxes, i, 0);
-      x.y1 = read_f32(boxes, i, 1);
-      x.x2 = read_f32(boxes, i, 2);
-      x.y2 = read_f32(boxes, i, 3);
+      x.x1 = read(boxes, i, 0);
+      x.y1 = read(boxes, i, 1);
+      x.x2 = read(boxes, i, 2);
+      x.y2 = read(boxes, i, 3);
       if (!(std::isfinite(x.x1) && std::isfinite(x.y1) && std::isfinite(x.x2) &&
             std::isfinite(x.y2))) {
         fail(kOp, "box " + std::to_string(i) + " has a non-finite coordinate");
@@ -91,7 +92,7 @@ void run(const TensorView& boxes, const TensorView& scores, const SoftNmsOptions
                   (o.plus_one ? " - 1 (plus_one)" : ""));
       }
       x.area = w * h;
-      const double si = read_f32(scores, i, 0);
+      const double si = read(scores, i, 0);
       if (!std::isfinite(si)) {
         fail(kOp, "score " + std::to_string(i) + " is not finite: " + num(si));
       }
@@ -117,7 +118,7 @@ void run(const TensorView& boxes, const TensorView& scores, const SoftNmsOptions
       alive.resize(w);
       if (best < 0) break;
       kept.push_back(best);
-      kept_scores.push_back(static_cast<float>(s[static_cast<size_t>(best)]));
+      kept_scores.push_back(s[static_cast<size_t>(best)]);
       alive.erase(alive.begin() + static_cast<std::ptrdiff_t>(best_pos));
       const Box& m = b[static_cast<size_t>(best)];
       for (int64_t i : alive) {
@@ -147,7 +148,9 @@ void run(const TensorView& boxes, const TensorView& scores, const SoftNmsOptions
 SoftNmsResult soft_nms(const TensorView& boxes, const TensorView& scores,
                        const SoftNmsOptions& options) {
   SoftNmsResult r;
-  run(boxes, scores, options, r.indices, r.scores);
+  std::vector<double> kept;
+  run(boxes, scores, options, r.indices, kept);
+  r.scores.assign(kept.begin(), kept.end());  // rounded once to f32
   return r;
 }
 
@@ -174,7 +177,7 @@ int64_t soft_nms(const TensorView& boxes, const TensorView& scores, const Tensor
   detail::check_disjoint_or_same(kept_scores, "kept_scores", scores, "scores", op, false);
   detail::check_disjoint_or_same(kept_scores, "kept_scores", indices, "indices", op, false);
   std::vector<int64_t> idx;
-  std::vector<float> sc;
+  std::vector<double> sc;
   run(boxes, scores, options, idx, sc);
   auto* pi = static_cast<int64_t*>(indices.data);
   auto* ps = static_cast<char*>(kept_scores.data);
@@ -182,8 +185,8 @@ int64_t soft_nms(const TensorView& boxes, const TensorView& scores, const Tensor
   const auto count = static_cast<int64_t>(idx.size());
   for (int64_t j = 0; j < n; ++j) {
     pi[j * indices.strides[0]] = j < count ? idx[static_cast<size_t>(j)] : -1;
-    detail::store_f32(ps + j * kept_scores.strides[0] * score_size, kept_scores.dtype,
-                      j < count ? sc[static_cast<size_t>(j)] : 0.0f);
+    detail::store_f64(ps + j * kept_scores.strides[0] * score_size, kept_scores.dtype,
+                      j < count ? sc[static_cast<size_t>(j)] : 0.0);
   }
   return count;
 }
