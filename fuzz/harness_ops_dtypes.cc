@@ -19,15 +19,16 @@
 //    operands overlapping (inputs and outputs live in separate arenas);
 //  * f64 logits of the ops with a float64 path (docs/dtypes.md: cross_entropy,
 //    the sparse normalisers and their losses, the z-losses, softpick,
-//    clipped softmax, StableMax, the re-weighting normalisers and their
-//    backward) only with scale = temperature = 1 and no
+//    clipped softmax, StableMax, the re-weighting normalisers, the samplers
+//    and their backward) only with scale = temperature = 1 and no
 //    additive mask: that path forms t = x * s + mask in double, the f32
 //    oracle fl(fl(x * s) + mask);
-//  * never f64 inputs for ssmax and the softplus normaliser (and their
-//    backward): their float64 paths take c = s ln n and lambda = ln N / ln d
-//    in double, the f32 oracle rounds them to f32 (the float64 paths are
-//    checked against long double oracles in tests/test_rescaled_f64.cc and
-//    tests/test_reweight_f64.cc).
+//  * never f64 inputs for ssmax, the softplus normaliser (and their
+//    backward) and gumbel_softmax: their float64 paths take c = s ln n,
+//    lambda = ln N / ln d and t + g in double, the f32 oracle rounds them to
+//    f32 (the float64 paths are checked against long double oracles in
+//    tests/test_rescaled_f64.cc, test_reweight_f64.cc and
+//    test_sampling_f64.cc).
 #include "harness_ops_internal.h"
 
 namespace smax_fuzz {
@@ -68,7 +69,9 @@ bool has_float64_path(const std::string& name) {
       "sigmoid_normalizer_backward", "power_softmax",
       "power_softmax_backward", "probability_temperature",
       "probability_temperature_backward", "logit_standardization",
-      "logit_standardization_backward"};
+      "logit_standardization_backward", "softmax_topk",
+      "sampling_filter",       "sample",
+      "gumbel_max",            "gumbel_softmax_backward"};
   for (const char* op : kOps) {
     if (name == op) return true;
   }
@@ -79,7 +82,7 @@ bool has_float64_path(const std::string& name) {
 // (see the header).
 bool f64_differs_from_oracle(const std::string& name) {
   return name == "ssmax" || name == "ssmax_backward" || name == "softplus_normalizer" ||
-         name == "softplus_normalizer_backward";
+         name == "softplus_normalizer_backward" || name == "gumbel_softmax";
 }
 
 }  // namespace

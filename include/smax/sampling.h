@@ -32,6 +32,25 @@
 //   indices, which use exact comparisons and float64 noise (one exception:
 //   a top-p cut within 1e-6 of the boundary with top_k off, see
 //   sampling_filter).
+// * float64 (every op here when an input, src / y_soft / dy / noise, is
+//   f64): the same semantics on float64 rows (src/ops/sampling/
+//   sampling_f64.h): logits t = x s + mask in double; top-k and the filters
+//   compare doubles, z = t / T in double; Gumbel-max and sample take the
+//   argmax of t + g (z + g) with t in double (not rounded to f32) and the
+//   same float64 noise g(seed, r, i); gumbel_softmax's soft row is the
+//   float64 softmax of z = fl(fl(t + g) / tau) (g not rounded to f32) and
+//   its backward c y (dy - <dy, y>) with c = s / tau in double; the
+//   probabilities and nucleus masses are e^(z - max) with an exact two-term
+//   argument, summed with compensation; no flush of tiny values. Error vs
+//   exact arithmetic on those values (tests/test_sampling_f64.cc, long
+//   double, every SIMD target): softmax_topk's probabilities (both forms)
+//   and gumbel_softmax's soft row relative 1e-14 (+ 1e-300);
+//   gumbel_softmax_backward softmax_backward's float64 bound
+//   (smax/softmax.h); indices and kept sets equal the exact float64
+//   decisions (a nucleus boundary within ~1e-15 of top_p aside). Cost: the
+//   float64 rows are scalar (top-k by nth_element on the row, the nucleus
+//   by a sort of the visible entries, Gumbel-max evaluating the noise of
+//   every entry within 41 of the max).
 #pragma once
 
 #include <cstdint>

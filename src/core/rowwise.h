@@ -87,6 +87,10 @@ using RowArgs64 = RowArgsOf<double>;
 /// `using T = RowValue<decltype(a)>;`.
 template <class Args>
 using RowValue = typename std::decay_t<Args>::Value;
+/// True for the float64 rows (RowArgs64) of a generic row function's
+/// argument: `if constexpr (kIsF64Row<decltype(a)>)`.
+template <class Args>
+inline constexpr bool kIsF64Row = std::is_same_v<RowValue<Args>, double>;
 
 class Rowwise {
  public:

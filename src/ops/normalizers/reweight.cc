@@ -49,10 +49,6 @@ void fill(T* y, int64_t n, T v) {
 }
 float empty_value(EmptyRow e) { return e == EmptyRow::kNan ? kNaN : 0.0f; }
 
-// True for the float64 rows of a generic row function's argument.
-template <class Args>
-constexpr bool kF64Row = std::is_same_v<RowValue<Args>, double>;
-
 // The row statistics of a row in its type (kernels::RowStats's fields).
 kernels::RowStats stats_of(const float* t, int64_t n) { return kernels::reweight_row_stats(t, n); }
 RowStatsF64 stats_of(const double* t, int64_t n) { return detail::row_stats_f64(t, n); }
@@ -284,7 +280,7 @@ void self_adjust_softmax(const TensorView& src, const TensorView& dst,
                          const SelfAdjustOptions& sa, const SoftmaxOptions& options) {
   forward_rows("self_adjust_softmax", src, "src", dst, options, Prelude::kNone,
       [&](const auto& a, const auto&) {
-    if constexpr (kF64Row<decltype(a)>) {
+    if constexpr (detail::kIsF64Row<decltype(a)>) {
       detail::sa_forward_row_f64(a.in[0], a.n, sa.normalized, a.empty_row, a.out[0], a.out[0]);
     } else {
       const float* t = a.in[0];
@@ -303,7 +299,7 @@ void self_adjust_softmax_backward(const TensorView& src, const TensorView& dy,
                                   const SoftmaxOptions& options) {
   backward_rows("self_adjust_softmax_backward", src, "src", dy, dsrc, options, Prelude::kNone,
       [&](const auto& a, const auto&) {
-    if constexpr (kF64Row<decltype(a)>) {
+    if constexpr (detail::kIsF64Row<decltype(a)>) {
       detail::sa_backward_row_f64(a.in[0], a.in[1], a.n, sa.normalized, sa.grad_through_bounds,
                                   a.scale, a.empty_row, a.scratch, a.out[0]);
     } else {
@@ -350,7 +346,7 @@ void sigmoid_normalizer(const TensorView& src, const TensorView& dst,
       const int64_t count = sig.n_fixed > 0 ? sig.n_fixed : (sig.count_visible ? s.visible : a.n);
       b = -std::log(static_cast<double>(count));
     }
-    if constexpr (kF64Row<decltype(a)>) {
+    if constexpr (detail::kIsF64Row<decltype(a)>) {
       detail::sigmoid_norm_row_f64(a.in[0], a.n, b, a.out[0]);
     } else {
       kernels::sigmoid_norm_row(a.in[0], a.n, static_cast<float>(b), a.out[0]);
@@ -364,7 +360,7 @@ void sigmoid_normalizer_backward(const TensorView& y, const TensorView& dy,
   rw.zero_masked_outputs();
   rw.run_native(0, [&](const auto& a) {
     if (a.n == 0) return;
-    if constexpr (kF64Row<decltype(a)>) {
+    if constexpr (detail::kIsF64Row<decltype(a)>) {
       for (int64_t i = 0; i < a.n; ++i) {
         a.out[0][i] = a.in[1][i] * a.in[0][i] * (1.0 - a.in[0][i]) * a.scale;
       }
@@ -399,7 +395,7 @@ void softplus_normalizer_backward(const TensorView& src, const TensorView& dy,
       std::copy(y, y + a.n, a.out[0]);
       return;
     }
-    if constexpr (kF64Row<decltype(a)>) {
+    if constexpr (detail::kIsF64Row<decltype(a)>) {
       detail::softplus_backward_row_f64(a.in[0], y, a.in[1], a.n, lambda,
                                         a.scale * lambda * sp.power, a.out[0]);
     } else {
@@ -426,7 +422,7 @@ void power_softmax(const TensorView& src, const TensorView& dst, int p,
       uniform_visible(t, a.n, s.visible, y);
       return;
     }
-    if constexpr (kF64Row<decltype(a)>) {
+    if constexpr (detail::kIsF64Row<decltype(a)>) {
       const double S = detail::power_terms_f64(t, a.n, p, M, y);
       for (int64_t i = 0; i < a.n; ++i) y[i] /= S;
     } else {
@@ -451,7 +447,7 @@ void power_softmax_backward(const TensorView& src, const TensorView& dy, const T
       return;
     }
     T* w = a.scratch;
-    if constexpr (kF64Row<decltype(a)>) {
+    if constexpr (detail::kIsF64Row<decltype(a)>) {
       const double S = detail::power_terms_f64(t, a.n, p, M, w);
       const double r = detail::dot_f64(g, w, a.n) / S;
       detail::power_backward_row_f64(t, g, a.n, p, M, r, a.scale * p / (M * S), dx);
@@ -474,7 +470,7 @@ void probability_temperature(const TensorView& p_src, const TensorView& dst, flo
       [&](const auto& a, const auto& s) {
     const auto* t = a.in[0];
     auto* y = a.out[0];
-    if constexpr (kF64Row<decltype(a)>) {
+    if constexpr (detail::kIsF64Row<decltype(a)>) {
       const double S = detail::prob_pow_terms_f64(t, a.n, inv_T, s.max, y);
       for (int64_t i = 0; i < a.n; ++i) y[i] /= S;
     } else {
@@ -492,7 +488,7 @@ void probability_temperature_backward(const TensorView& p_src, const TensorView&
   const double inv_T = 1.0 / static_cast<double>(T);
   backward_rows(op, p_src, "p_src", dy, dsrc, options, Prelude::kProbabilities,
       [&](const auto& a, const auto& s) {
-    if constexpr (kF64Row<decltype(a)>) {
+    if constexpr (detail::kIsF64Row<decltype(a)>) {
       const double M = s.max;
       double* w = a.scratch;
       const double S = detail::prob_pow_terms_f64(a.in[0], a.n, inv_T, M, w);
@@ -520,7 +516,7 @@ void logit_standardization(const TensorView& src, const TensorView& dst,
   check_standardization(op, ls);
   forward_rows(op, src, "src", dst, options, Prelude::kLogits,
       [&](const auto& a, const auto& s) {
-    if constexpr (kF64Row<decltype(a)>) {
+    if constexpr (detail::kIsF64Row<decltype(a)>) {
       const detail::MomentsF64 m = detail::moments_f64(a.in[0], a.n, s.visible, ls.unbiased);
       detail::standardized_softmax_f64(a.in[0], a.n, m, standardize_k(m.sigma, ls), a.empty_row,
                                        a.out[0], a.out[0]);
@@ -546,7 +542,7 @@ void logit_standardization_backward(const TensorView& src, const TensorView& dy,
     Moments m;
     detail::MomentsF64 m64;
     double r;
-    if constexpr (kF64Row<decltype(a)>) {
+    if constexpr (detail::kIsF64Row<decltype(a)>) {
       m64 = detail::moments_f64(t, a.n, s.visible, ls.unbiased);
       m = Moments{0.0, m64.sigma, m64.N};  // the mean is m64's pair
       detail::standardized_softmax_f64(t, a.n, m64, standardize_k(m.sigma, ls), a.empty_row, y,
@@ -561,7 +557,7 @@ void logit_standardization_backward(const TensorView& src, const TensorView& dy,
     double C = 0.0;
     if (m.sigma > 0.0) {
       const double D = static_cast<double>(ls.unbiased ? m.N - 1 : m.N);
-      if constexpr (kF64Row<decltype(a)>) {
+      if constexpr (detail::kIsF64Row<decltype(a)>) {
         C = detail::standardize_hd_f64(t, y, g, a.n, m64, r) / (se * D * m.sigma);
       } else {
         C = kernels::standardize_hd(t, y, g, a.n, m.mu, r) / (se * D * m.sigma);
@@ -571,7 +567,7 @@ void logit_standardization_backward(const TensorView& src, const TensorView& dy,
     // derivative: 0 (documented).
     const double k = se > 0.0 ? 1.0 / (se * ls.temperature) : 0.0;
     const double coef = std::isfinite(k) ? static_cast<double>(a.scale) * k : 0.0;
-    if constexpr (kF64Row<decltype(a)>) {
+    if constexpr (detail::kIsF64Row<decltype(a)>) {
       detail::standardize_backward_row_f64(t, y, g, a.n, m64, r, C, coef, dx);
     } else {
       kernels::standardize_backward_row(t, y, g, a.n, m.mu, r, C, coef, dx);

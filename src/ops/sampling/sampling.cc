@@ -5,7 +5,8 @@
 // grid). Outputs that Rowwise does not model (i64 per-row indices, [.., k]
 // top-k outputs) are validated here before Rowwise::run and written through
 // offsets computed from the row index (RowOut), so a row function still
-// writes only its own row's outputs.
+// writes only its own row's outputs. An f64 input runs the float64 rows of
+// ops/sampling/sampling_f64.h (Rowwise::run_native).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -20,6 +21,7 @@
 #include "core/internal.h"
 #include "core/long_row.h"
 #include "core/rowwise.h"
+#include "ops/sampling/sampling_f64.h"
 #include "ops/sampling/sampling_rows.h"
 #include "core/validate.h"
 #include "smax/error.h"
@@ -117,6 +119,39 @@ kernels::TopkScan topk_row(const float* t, int64_t n, int64_t k, TopkCandidate* 
   return s;
 }
 
+// softmax_topk's f32 row.
+void topk_row_f32(const RowArgs& a, int64_t k, bool renorm, int64_t cap, const RowOut& p,
+                  const RowOut& ix) {
+  float* scratch = a.scratch;
+  TopkCandidate* buf = carve<TopkCandidate>(scratch, cap);
+  const kernels::TopkScan s = topk_row(a.in[0], a.n, k, buf, cap);
+  char* pr = p.at<char>(a.row);
+  int64_t* id = ix.at<int64_t>(a.row);
+  const bool nan_row = std::isnan(s.d);
+  const bool empty = !nan_row && s.max == -kInfF;
+  double norm = 0.0, shift = 0.0;
+  if (renorm && !nan_row && !empty) {
+    shift = buf[0].value;
+    for (int64_t j = 0; j < k; ++j) norm += std::exp(static_cast<double>(buf[j].value) - shift);
+  }
+  for (int64_t j = 0; j < k; ++j) {
+    const double v = buf[j].value;
+    float q;
+    if (nan_row || (empty && a.empty_row == EmptyRow::kNan)) {
+      q = kNaNF;
+    } else if (v == -kInfD) {
+      q = 0.0f;
+    } else if (renorm) {
+      q = static_cast<float>(std::exp(v - shift) / norm);
+    } else {
+      q = static_cast<float>(std::exp(v - s.ref) / s.d);
+    }
+    if (std::fabs(q) < std::numeric_limits<float>::min()) q = 0.0f;  // no denormals
+    detail::store_f32(pr + j * p.axis_stride * p.elem, p.dtype, q);
+    id[j * ix.axis_stride] = buf[j].index;
+  }
+}
+
 void softmax_topk_impl(const TensorView& src, const TensorView& probs, const TensorView& indices,
                        const SoftmaxTopkOptions& topk, const SoftmaxOptions& options) {
   const char* op = "softmax_topk";
@@ -135,34 +170,23 @@ void softmax_topk_impl(const TensorView& src, const TensorView& probs, const Ten
   }
   const bool renorm = topk.renormalize;
   const int64_t cap = topk_cap(k, n);
-  rw.run(floats_for<TopkCandidate>(cap), [&](const RowArgs& a) {
-    float* scratch = a.scratch;
-    TopkCandidate* buf = carve<TopkCandidate>(scratch, cap);
-    const kernels::TopkScan s = topk_row(a.in[0], a.n, k, buf, cap);
-    char* pr = p.at<char>(a.row);
-    int64_t* id = ix.at<int64_t>(a.row);
-    const bool nan_row = std::isnan(s.d);
-    const bool empty = !nan_row && s.max == -kInfF;
-    double norm = 0.0, shift = 0.0;
-    if (renorm && !nan_row && !empty) {
-      shift = buf[0].value;
-      for (int64_t j = 0; j < k; ++j) norm += std::exp(static_cast<double>(buf[j].value) - shift);
-    }
-    for (int64_t j = 0; j < k; ++j) {
-      const double v = buf[j].value;
-      float q;
-      if (nan_row || (empty && a.empty_row == EmptyRow::kNan)) {
-        q = kNaNF;
-      } else if (v == -kInfD) {
-        q = 0.0f;
-      } else if (renorm) {
-        q = static_cast<float>(std::exp(v - shift) / norm);
-      } else {
-        q = static_cast<float>(std::exp(v - s.ref) / s.d);
+  // f32 rows: the candidate buffer; float64 rows: n candidates, k probs, k indices.
+  const int64_t bytes = std::max<int64_t>(4 * floats_for<TopkCandidate>(cap),
+                                          n * int64_t{sizeof(Cand64)} + 16 * k);
+  rw.run_native(bytes, [&](const auto& a) {
+    if constexpr (kIsF64Row<decltype(a)>) {
+      auto* buf = reinterpret_cast<Cand64*>(a.scratch);
+      auto* q = reinterpret_cast<double*>(buf + a.n);
+      auto* ids = reinterpret_cast<int64_t*>(q + k);
+      softmax_topk_row_f64(a.in[0], a.n, k, renorm, a.empty_row, buf, q, ids);
+      char* pr = p.at<char>(a.row);
+      int64_t* id = ix.at<int64_t>(a.row);
+      for (int64_t j = 0; j < k; ++j) {
+        detail::store_f64(pr + j * p.axis_stride * p.elem, p.dtype, q[j]);
+        id[j * ix.axis_stride] = ids[j];
       }
-      if (std::fabs(q) < std::numeric_limits<float>::min()) q = 0.0f;  // no denormals
-      detail::store_f32(pr + j * p.axis_stride * p.elem, p.dtype, q);
-      id[j * ix.axis_stride] = buf[j].index;
+    } else {
+      topk_row_f32(a, k, renorm, cap, p, ix);
     }
   });
 }
@@ -418,6 +442,144 @@ using detail::Kept;
 using detail::RowArgs;
 using detail::Rowwise;
 
+namespace {
+
+// sampling_filter's f32 row: dst (a.out[0]) = z where kept, -inf elsewhere.
+void filter_row_f32_into(const RowArgs& a, const SampleOptions& sample,
+                         const detail::FilterPlan& plan) {
+  const int64_t n = a.n;
+  float* z = a.out[0];
+  float* scratch = a.scratch;
+  auto* buf = detail::carve<kernels::TopkCandidate>(scratch, plan.cap);
+  int64_t* idx = detail::carve<int64_t>(scratch, detail::kChunk);
+  const Kept kept = detail::filter_row(a.in[0], n, sample, plan, z, buf, idx);
+  switch (kept.kind) {
+    case Kept::kNone: std::fill(z, z + n, -detail::kInfF); break;
+    case Kept::kNaN: std::fill(z, z + n, detail::kNaNF); break;
+    case Kept::kAll: break;
+    case Kept::kGreedy: {
+      const float v = a.in[0][kept.index];
+      std::fill(z, z + n, -detail::kInfF);
+      z[kept.index] = v;
+      break;
+    }
+    case Kept::kPrefix:
+      for (int64_t i = 0; i < n; ++i) {
+        if (!kept.keeps(z[i], i)) z[i] = -detail::kInfF;
+      }
+      break;
+  }
+}
+
+// sampling_filter's float64 row (ops/sampling/sampling_f64.h).
+void filter_row_f64_into(const detail::RowArgs64& a, const SampleOptions& sample) {
+  using detail::KeptF64;
+  const int64_t n = a.n;
+  double* z = a.out[0];
+  auto* buf = reinterpret_cast<detail::Cand64*>(a.scratch);
+  const KeptF64 kept = detail::filter_row_f64(a.in[0], n, sample, z, buf);
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  switch (kept.kind) {
+    case KeptF64::kNone: std::fill(z, z + n, -kInf); break;
+    case KeptF64::kNaN: std::fill(z, z + n, std::numeric_limits<double>::quiet_NaN()); break;
+    case KeptF64::kAll: break;
+    case KeptF64::kGreedy: {
+      const double v = a.in[0][kept.index];
+      std::fill(z, z + n, -kInf);
+      z[kept.index] = v;
+      break;
+    }
+    case KeptF64::kPrefix:
+      for (int64_t i = 0; i < n; ++i) {
+        if (!kept.keeps(z[i], i)) z[i] = -kInf;
+      }
+      break;
+  }
+}
+
+// sample's float64 row: Gumbel-max over the kept set (pruned over the masked
+// row when it is large, exactly as the f32 rows).
+int64_t sample_row_f64(const detail::RowArgs64& a, const SampleOptions& sample) {
+  using detail::KeptF64;
+  const int64_t n = a.n;
+  double* z = a.scratch;
+  auto* buf = reinterpret_cast<detail::Cand64*>(z + n);
+  const KeptF64 kept = detail::filter_row_f64(a.in[0], n, sample, z, buf);
+  const auto row = static_cast<uint64_t>(a.row);
+  switch (kept.kind) {
+    case KeptF64::kNone:
+    case KeptF64::kNaN: return -1;
+    case KeptF64::kGreedy: return kept.index;
+    case KeptF64::kAll: return detail::gumbel_argmax_f64(z, n, sample.seed, row);
+    case KeptF64::kPrefix: break;
+  }
+  if (kept.count > detail::kPrefixLoopMax) {
+    for (int64_t i = 0; i < n; ++i) {
+      if (!kept.keeps(z[i], i)) z[i] = -std::numeric_limits<double>::infinity();
+    }
+    return detail::gumbel_argmax_f64(z, n, sample.seed, row);
+  }
+  double best = -std::numeric_limits<double>::infinity();
+  int64_t result = -1;
+  for (int64_t j = 0; j < kept.count; ++j) {
+    const int64_t i = buf[j].index;
+    const double v = buf[j].value + kernels::gumbel(sample.seed, row, static_cast<uint64_t>(i));
+    if (v > best || (v == best && i < result)) {
+      best = v;
+      result = i;
+    }
+  }
+  return result;
+}
+
+// sample's f32 row.
+int64_t sample_row_f32(const RowArgs& a, const SampleOptions& sample,
+                       const detail::FilterPlan& plan) {
+  const uint64_t seed = sample.seed;
+  const int64_t n = a.n;
+  float* scratch = a.scratch;
+  float* z = scratch;
+  scratch += n;
+  auto* buf = detail::carve<kernels::TopkCandidate>(scratch, plan.cap);
+  int64_t* idx = detail::carve<int64_t>(scratch, detail::kChunk);
+  float* ebuf = scratch;  // kChunk floats
+  auto* hbuf = reinterpret_cast<uint32_t*>(scratch + detail::kChunk);  // kChunk words
+  const Kept kept = detail::filter_row(a.in[0], n, sample, plan, z, buf, idx);
+  const auto row = static_cast<uint64_t>(a.row);
+  int64_t result = -1;
+  switch (kept.kind) {
+    case Kept::kNone:
+    case Kept::kNaN: break;
+    case Kept::kGreedy: result = kept.index; break;
+    case Kept::kAll: result = detail::gumbel_argmax(z, n, seed, row, idx, ebuf, hbuf); break;
+    case Kept::kPrefix: {
+      if (!kept.listed || kept.count > detail::kPrefixLoopMax) {
+        // Large kept set: the same argmax over the masked row, with
+        // gumbel_argmax's pruning (exact: the same float64 sums).
+        for (int64_t i = 0; i < n; ++i) {
+          if (!kept.keeps(z[i], i)) z[i] = -detail::kInfF;
+        }
+        result = detail::gumbel_argmax(z, n, seed, row, idx, ebuf, hbuf);
+        break;
+      }
+      double best = -detail::kInfD;
+      for (int64_t j = 0; j < kept.count; ++j) {
+        const int64_t i = buf[j].index;
+        const double v = static_cast<double>(buf[j].value) +
+                         kernels::gumbel(seed, row, static_cast<uint64_t>(i));
+        if (v > best || (v == best && i < result)) {
+          best = v;
+          result = i;
+        }
+      }
+      break;
+    }
+  }
+  return result;
+}
+
+}  // namespace
+
 // ---- softmax_topk ---------------------------------------------------------------
 
 void softmax_topk(const TensorView& src, const TensorView& probs, const TensorView& indices,
@@ -440,29 +602,16 @@ void sampling_filter(const TensorView& src, const TensorView& dst, const SampleO
   Rowwise rw(op, src, "src", true, options);
   detail::check_sample_options(sample, op);
   rw.add_output(dst, "dst");
-  const detail::FilterPlan plan = detail::plan_filter(sample, rw.src().shape[rw.axis()]);
-  rw.run(detail::filter_floats(plan, rw.src().shape[rw.axis()]), [&](const RowArgs& a) {
-    const int64_t n = a.n;
-    float* z = a.out[0];
-    float* scratch = a.scratch;
-    auto* buf = detail::carve<kernels::TopkCandidate>(scratch, plan.cap);
-    int64_t* idx = detail::carve<int64_t>(scratch, detail::kChunk);
-    const Kept kept = detail::filter_row(a.in[0], n, sample, plan, z, buf, idx);
-    switch (kept.kind) {
-      case Kept::kNone: std::fill(z, z + n, -detail::kInfF); break;
-      case Kept::kNaN: std::fill(z, z + n, detail::kNaNF); break;
-      case Kept::kAll: break;
-      case Kept::kGreedy: {
-        const float v = a.in[0][kept.index];
-        std::fill(z, z + n, -detail::kInfF);
-        z[kept.index] = v;
-        break;
-      }
-      case Kept::kPrefix:
-        for (int64_t i = 0; i < n; ++i) {
-          if (!kept.keeps(z[i], i)) z[i] = -detail::kInfF;
-        }
-        break;
+  const int64_t n_row = rw.src().shape[rw.axis()];
+  const detail::FilterPlan plan = detail::plan_filter(sample, n_row);
+  // f32 rows: filter_floats; float64 rows: n candidates.
+  const int64_t bytes = std::max<int64_t>(4 * detail::filter_floats(plan, n_row),
+                                          n_row * int64_t{sizeof(detail::Cand64)});
+  rw.run_native(bytes, [&](const auto& a) {
+    if constexpr (detail::kIsF64Row<decltype(a)>) {
+      filter_row_f64_into(a, sample);
+    } else {
+      filter_row_f32_into(a, sample, plan);
     }
   });
 }
@@ -475,48 +624,15 @@ void sample(const TensorView& src, const TensorView& indices, const SampleOption
   const detail::RowOut out = detail::index_output(rw, indices, "indices", src, options, op);
   const int64_t n_row = rw.src().shape[rw.axis()];
   const detail::FilterPlan plan = detail::plan_filter(sample, n_row);
-  const uint64_t seed = sample.seed;
-  rw.run(detail::filter_floats(plan, n_row), [&](const RowArgs& a) {
-    const int64_t n = a.n;
-    float* scratch = a.scratch;
-    float* z = scratch;
-    scratch += n;
-    auto* buf = detail::carve<kernels::TopkCandidate>(scratch, plan.cap);
-    int64_t* idx = detail::carve<int64_t>(scratch, detail::kChunk);
-    float* ebuf = scratch;  // kChunk floats
-    auto* hbuf = reinterpret_cast<uint32_t*>(scratch + detail::kChunk);  // kChunk words
-    const Kept kept = detail::filter_row(a.in[0], n, sample, plan, z, buf, idx);
-    const auto row = static_cast<uint64_t>(a.row);
-    int64_t result = -1;
-    switch (kept.kind) {
-      case Kept::kNone:
-      case Kept::kNaN: break;
-      case Kept::kGreedy: result = kept.index; break;
-      case Kept::kAll: result = detail::gumbel_argmax(z, n, seed, row, idx, ebuf, hbuf); break;
-      case Kept::kPrefix: {
-        if (!kept.listed || kept.count > detail::kPrefixLoopMax) {
-          // Large kept set: the same argmax over the masked row, with
-          // gumbel_argmax's pruning (exact: the same float64 sums).
-          for (int64_t i = 0; i < n; ++i) {
-            if (!kept.keeps(z[i], i)) z[i] = -detail::kInfF;
-          }
-          result = detail::gumbel_argmax(z, n, seed, row, idx, ebuf, hbuf);
-          break;
-        }
-        double best = -detail::kInfD;
-        for (int64_t j = 0; j < kept.count; ++j) {
-          const int64_t i = buf[j].index;
-          const double v = static_cast<double>(buf[j].value) +
-                           kernels::gumbel(seed, row, static_cast<uint64_t>(i));
-          if (v > best || (v == best && i < result)) {
-            best = v;
-            result = i;
-          }
-        }
-        break;
-      }
+  // f32 rows: filter_floats; float64 rows: z and n candidates.
+  const int64_t bytes = std::max<int64_t>(4 * detail::filter_floats(plan, n_row),
+                                          n_row * int64_t{8 + sizeof(detail::Cand64)});
+  rw.run_native(bytes, [&](const auto& a) {
+    if constexpr (detail::kIsF64Row<decltype(a)>) {
+      *out.at<int64_t>(a.row) = sample_row_f64(a, sample);
+    } else {
+      *out.at<int64_t>(a.row) = sample_row_f32(a, sample, plan);
     }
-    *out.at<int64_t>(a.row) = result;
   });
 }
 
