@@ -17,18 +17,10 @@
 // storage cannot change what the call means:
 //  * table ops (no custom harness), no corruption, no aliasing and no two
 //    operands overlapping (inputs and outputs live in separate arenas);
-//  * f64 logits of the ops with a float64 path (docs/dtypes.md: cross_entropy,
-//    the sparse normalisers and their losses, the z-losses, softpick,
-//    clipped softmax, StableMax, the re-weighting normalisers, the samplers
-//    and their backward) only with scale = temperature = 1 and no
-//    additive mask: that path forms t = x * s + mask in double, the f32
-//    oracle fl(fl(x * s) + mask);
-//  * never f64 inputs for ssmax, the softplus normaliser (and their
-//    backward) and gumbel_softmax: their float64 paths take c = s ln n,
-//    lambda = ln N / ln d and t + g in double, the f32 oracle rounds them to
-//    f32 (the float64 paths are checked against long double oracles in
-//    tests/test_rescaled_f64.cc, test_reweight_f64.cc and
-//    test_sampling_f64.cc).
+//  * f64 inputs of the ops with a float64 path (every table op but the
+//    collapse detector and the integer ops) run in float64 there: their
+//    oracle then models that path (reference::Float64Semantics: logits
+//    x * s + mask and the derived factors in double; float64_oracle).
 #include "harness_ops_internal.h"
 
 namespace smax_fuzz {
@@ -49,43 +41,18 @@ bool eligible(Case& c) {
   return true;
 }
 
-bool has_float64_path(const std::string& name) {
-  static const char* const kOps[] = {
-      "cross_entropy",         "cross_entropy_backward",
-      "sparse_softmax",        "sparse_softmax_backward",
-      "sparsemax",             "entmax15",
-      "entmax_bisect",         "sparsemax_loss",
-      "sparsemax_loss_backward", "entmax15_loss",
-      "entmax15_loss_backward", "entmax_bisect_loss",
-      "entmax_bisect_loss_backward", "sparse_softmax_loss",
-      "sparse_softmax_loss_backward", "z_loss",
-      "z_loss_backward",       "spherical_z_loss",
-      "spherical_z_loss_backward", "softpick",
-      "softpick_backward",     "stablemax",
-      "stablemax_backward",    "stablemax_cross_entropy",
-      "stablemax_cross_entropy_backward", "clipped_softmax",
-      "clipped_softmax_backward", "self_adjust_softmax",
-      "self_adjust_softmax_backward", "sigmoid_normalizer",
-      "sigmoid_normalizer_backward", "power_softmax",
-      "power_softmax_backward", "probability_temperature",
-      "probability_temperature_backward", "logit_standardization",
-      "logit_standardization_backward", "softmax_topk",
-      "sampling_filter",       "sample",
-      "gumbel_max",            "gumbel_softmax_backward"};
-  for (const char* op : kOps) {
-    if (name == op) return true;
-  }
-  return false;
-}
-
-// f64 inputs change what these ops compute beyond the f32 oracle's bound
-// (see the header).
-bool f64_differs_from_oracle(const std::string& name) {
-  return name == "ssmax" || name == "ssmax_backward" || name == "softplus_normalizer" ||
-         name == "softplus_normalizer_backward" || name == "gumbel_softmax";
+// The table ops without a float64 path (docs/dtypes.md): they read f64
+// inputs rounded to f32 and compute in f32, which the f32 oracle models.
+bool lacks_float64_path(const std::string& name) {
+  return name == "softmax_collapse_fraction" || name == "int_softmax" || name == "shiftmax" ||
+         name == "qlinear_softmax";
 }
 
 }  // namespace
+
+bool float64_oracle(const Case& c) {
+  return c.in_dtype == DType::kF64 && !lacks_float64_path(c.op->name);
+}
 
 bool storage_drawn(const Case& c) {
   return c.in_dtype != DType::kF32 || c.out_dtype != DType::kF32;
@@ -95,11 +62,6 @@ void decode_storage(Case& c, Reader& r) {
   const uint8_t b = r.u8();
   if (!eligible(c)) return;
   StorageDraw draw = draw_storage(b);
-  if (draw.in == DType::kF64 && has_float64_path(c.op->name) &&
-      (c.opt.scale != 1.0f || c.opt.temperature != 1.0f || c.add_mask.present)) {
-    draw.in = DType::kF32;
-  }
-  if (draw.in == DType::kF64 && f64_differs_from_oracle(c.op->name)) draw.in = DType::kF32;
   if (!draw.typed()) return;
   c.in_dtype = draw.in;
   c.out_dtype = draw.out;

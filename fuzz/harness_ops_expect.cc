@@ -378,6 +378,7 @@ Expect expect_of(Case& c) {
   Expect ex;
   const OpDef& op = *c.op;
   if (op.ext) {
+    const ref::Float64Semantics semantics(float64_oracle(c));
     smax_cli::ExtCall e = ext_call(c);
     if (op.ext->check_indices || op.name == "softmax_topk") {
       if (op.name == "gumbel_max") {

@@ -222,6 +222,9 @@ void finish_decode(Case& c, Reader& r);
 
 void decode_storage(Case& c, Reader& r);
 bool storage_drawn(const Case& c);
+// True when the case's oracle models the op's float64 path (f64 inputs of
+// an op that has one): expect_of runs the oracle under Float64Semantics.
+bool float64_oracle(const Case& c);
 TensorView typed_view(Case& c, const Operand& o);
 std::vector<double> dense_typed(Case& c, const Operand& o);
 

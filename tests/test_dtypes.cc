@@ -21,6 +21,7 @@
 #include "core/convert.h"
 #include "kernels/dtype_convert.h"
 #include "op_table.h"
+#include "reference/rows.h"
 #include "reference/bounds.h"
 #include "smax/smax.h"
 #include "test_util.h"
@@ -177,17 +178,9 @@ void check_op_dtype(const ExtOp& op, const std::vector<int64_t>& shape, DType dt
   }
   EXPECT_EQ(inst->out_index, f32_index);  // index outputs do not depend on the dtype
   if (!op.reference || op.check_indices) return;
-  // SSMax's, the softplus normaliser's and Gumbel-softmax's float64 paths
-  // take c = s ln n, lambda = ln N / ln d and t + g in double where the f32
-  // oracle rounds them to f32 (a relative change of 2^-24 in the logits):
-  // their float64 results are checked against long double oracles in
-  // tests/test_rescaled_f64.cc, test_reweight_f64.cc and test_sampling_f64.cc
-  // instead.
-  const bool f64_factor = op.name == "ssmax" || op.name == "ssmax_backward" ||
-                          op.name == "softplus_normalizer" ||
-                          op.name == "softplus_normalizer_backward" ||
-                          op.name == "gumbel_softmax";
-  if (dtype == DType::kF64 && f64_factor) return;
+  // f64 inputs take the ops' float64 paths: the oracle models those
+  // (src/reference/rows.h, Float64Semantics).
+  const smax::reference::Float64Semantics semantics(dtype == DType::kF64);
   const std::vector<double> ref = op.reference(inst->call);
   smax::reference::ElementBounds b = smax_cli::op_bounds(op, smax_cli::bound_call_of(inst->call), ref);
   for (int64_t i = 0; i < m; ++i) {

@@ -647,6 +647,18 @@ TEST_P(ReweightF64, SpecialRows) {
       }
     }
   }
+  // Softplus with one visible entry: lambda = ln 1 / ln d = 0 keeps the
+  // masked z at -inf (not -inf * 0 = NaN; fuzz regression).
+  {
+    std::vector<double> one = {-kInf, 6.3125, -kInf}, yo(3, 7.0), dxo(3, 7.0), go = {1.0, 2.0, 3.0};
+    smax::SoftplusNormalizerOptions sp;
+    sp.head_dim = 64;
+    smax::softplus_normalizer(f64_view(one.data(), {3}), f64_view(yo.data(), {3}), sp);
+    EXPECT_EQ(yo, (std::vector<double>{0.0, 1.0, 0.0}));
+    smax::softplus_normalizer_backward(f64_view(one.data(), {3}), f64_view(go.data(), {3}),
+                                       f64_view(dxo.data(), {3}), sp);
+    EXPECT_EQ(dxo, (std::vector<double>{0.0, 0.0, 0.0}));
+  }
   // Probability temperature: a negative entry or +inf -> NaN row; all zero -> policy.
   std::vector<double> p = {0.5, -0.25, 0.25, 0.0, 0.0, 0.0, 0.0, 0.0, 0.5, kInf, 0.0, 0.0};
   std::vector<double> y(p.size(), 7.0);

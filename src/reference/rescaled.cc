@@ -422,8 +422,9 @@ std::vector<double> ssmax(const TensorView& src, const SsmaxOptions& params,
   std::vector<double> s(static_cast<size_t>(R.rows), params.s);
   if (params.s_rows) s = ref_row_values("ssmax", *params.s_rows, R);
   return map_rows(R, [&](int64_t r) {
+    const bool f32 = !float64_semantics();
     return ssmax_row(R.row_copy(r), s[static_cast<size_t>(r)], params.fixed_n, options.empty_row,
-                     true, true);
+                     f32, f32);
   });
 }
 
@@ -439,7 +440,7 @@ std::vector<double> ssmax_backward(const TensorView& src, const TensorView& y,
   return map_rows(R, [&](int64_t r) {
     double d = 0.0;
     Row dx = ssmax_vjp_row(R.row_copy(r), Y.row_copy(r), G.row_copy(r), s[static_cast<size_t>(r)],
-                           params.fixed_n, R.scale, options.empty_row, true, &d);
+                           params.fixed_n, R.scale, options.empty_row, !float64_semantics(), &d);
     if (ds) (*ds)[static_cast<size_t>(r)] = d;
     return dx;
   });

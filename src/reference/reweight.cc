@@ -84,20 +84,28 @@ Row scaled(Row v, double s) {
   return v;
 }
 
-float softplus_lambda(const SoftplusNormalizerOptions& sp, int64_t visible) {
+// lambda = ln N / ln d, rounded to f32 as the op's f32 path does (in double
+// under float64 semantics).
+double softplus_lambda(const SoftplusNormalizerOptions& sp, int64_t visible) {
   if (sp.lambda) return *sp.lambda;
-  return static_cast<float>(std::log(static_cast<double>(visible)) /
-                            std::log(static_cast<double>(sp.head_dim)));
+  const double l = std::log(static_cast<double>(visible)) / std::log(static_cast<double>(sp.head_dim));
+  return float64_semantics() ? l : static_cast<float>(l);
 }
 
-// z = fl(lambda * t) in f32 (like the op), -inf kept.
-Row softplus_z_row(const Row& t, const SoftplusNormalizerOptions& sp, float* lambda_out) {
+// z = fl(lambda * t) in f32 like the op (in double under float64
+// semantics), -inf kept.
+Row softplus_z_row(const Row& t, const SoftplusNormalizerOptions& sp, double* lambda_out) {
   const Stats s = stats(t);
-  const float lambda = softplus_lambda(sp, std::max<int64_t>(s.visible, 1));
+  const double lambda = softplus_lambda(sp, std::max<int64_t>(s.visible, 1));
+  const bool f64 = float64_semantics();
   Row z(t.size());
   for (size_t i = 0; i < t.size(); ++i) {
-    z[i] = t[i] == -kInf ? -kInf
-                         : static_cast<double>(static_cast<float>(t[i]) * lambda);
+    if (t[i] == -kInf) {
+      z[i] = -kInf;
+    } else {
+      z[i] = f64 ? t[i] * lambda
+                 : static_cast<double>(static_cast<float>(t[i]) * static_cast<float>(lambda));
+    }
   }
   *lambda_out = lambda;
   return z;
@@ -420,14 +428,15 @@ std::vector<double> self_adjust_softmax_backward(const TensorView& src, const Te
 std::vector<double> sigmoid_normalizer(const TensorView& src, const SigmoidNormalizerOptions& sig,
                                        const SoftmaxOptions& o) {
   return by_rows("sigmoid_normalizer", src, o, [&](const Row& t, double) {
-    float b;
+    double b;
     if (sig.bias) {
       b = *sig.bias;
     } else {
       const int64_t count = sig.n_fixed > 0    ? sig.n_fixed
                             : sig.count_visible ? std::max<int64_t>(stats(t).visible, 1)
                                                 : static_cast<int64_t>(t.size());
-      b = static_cast<float>(-std::log(static_cast<double>(count)));
+      b = -std::log(static_cast<double>(count));
+      if (!float64_semantics()) b = static_cast<float>(b);
     }
     return sigmoid_norm_row(t, b, o.empty_row);
   });
@@ -454,7 +463,7 @@ std::vector<double> sigmoid_normalizer_backward(const TensorView& y, const Tenso
 std::vector<double> softplus_z(const TensorView& src, const SoftplusNormalizerOptions& sp,
                                const SoftmaxOptions& o) {
   return by_rows("softplus_z", src, o, [&](const Row& t, double) {
-    float lambda = 0.0f;
+    double lambda = 0.0;
     return softplus_z_row(t, sp, &lambda);
   });
 }
@@ -462,7 +471,7 @@ std::vector<double> softplus_z(const TensorView& src, const SoftplusNormalizerOp
 std::vector<double> softplus_normalizer(const TensorView& src, const SoftplusNormalizerOptions& sp,
                                         const SoftmaxOptions& o) {
   return by_rows("softplus_normalizer", src, o, [&](const Row& t, double) {
-    float lambda = 0.0f;
+    double lambda = 0.0;
     const Row z = softplus_z_row(t, sp, &lambda);
     return softplus_norm_row(z, sp.power, o.empty_row);
   });
@@ -473,10 +482,10 @@ std::vector<double> softplus_normalizer_backward(const TensorView& src, const Te
                                                  const SoftmaxOptions& o) {
   return by_rows2("softplus_normalizer_backward", src, dy, o,
                   [&](const Row& t, const Row& g, double s) {
-                    float lambda = 0.0f;
+                    double lambda = 0.0;
                     const Row z = softplus_z_row(t, sp, &lambda);
                     return scaled(softplus_norm_backward_row(z, g, sp.power, o.empty_row),
-                                  s * static_cast<double>(lambda));
+                                  s * lambda);
                   });
 }
 

@@ -59,6 +59,14 @@ std::vector<double> RefRows::scatter(const std::vector<double>& by_row) const {
   return out;
 }
 
+namespace {
+thread_local bool tl_float64 = false;
+}  // namespace
+
+bool float64_semantics() noexcept { return tl_float64; }
+Float64Semantics::Float64Semantics(bool on) : saved_(tl_float64) { tl_float64 = on; }
+Float64Semantics::~Float64Semantics() { tl_float64 = saved_; }
+
 RefRows ref_rows(const char* fn, const TensorView& src, const SoftmaxOptions& options,
                  bool logits) {
   RefRows R;
@@ -72,7 +80,9 @@ RefRows ref_rows(const char* fn, const TensorView& src, const SoftmaxOptions& op
     fail(fn, "scale and temperature must be finite and > 0");
   }
   const float s = options.scale / options.temperature;
-  R.scale = s;
+  const bool f64 = float64_semantics();
+  const double s64 = static_cast<double>(options.scale) / static_cast<double>(options.temperature);
+  R.scale = f64 ? s64 : s;
   const std::vector<double> x = to_dense(src);
   std::vector<double> add, keep;
   std::vector<int64_t> add_shape, keep_shape;
@@ -106,7 +116,14 @@ RefRows ref_rows(const char* fn, const TensorView& src, const SoftmaxOptions& op
     const int64_t o = i / (R.n * inner), j = i % inner;
     const int64_t r = o * inner + j;
     double v = x[static_cast<size_t>(i)];
-    if (logits) {
+    if (logits && f64) {
+      double t = v * s64;
+      if (!add.empty()) t += add[static_cast<size_t>(broadcast_index(add_shape, R.shape, index))];
+      if (!keep.empty() && keep[static_cast<size_t>(broadcast_index(keep_shape, R.shape, index))] == 0.0) {
+        t = -std::numeric_limits<double>::infinity();
+      }
+      v = t;
+    } else if (logits) {
       float t = static_cast<float>(v) * s;
       if (!add.empty()) t = t + static_cast<float>(add[static_cast<size_t>(broadcast_index(add_shape, R.shape, index))]);
       if (!keep.empty() && keep[static_cast<size_t>(broadcast_index(keep_shape, R.shape, index))] == 0.0) {

@@ -8,6 +8,11 @@
 //    t = fl(fl(x * s) + mask) with s = fl(scale / temperature), and -inf
 //    where the bool mask is 0 (exactly SoftmaxOptions' semantics);
 //  * with `logits` false: x itself (saved outputs, upstream gradients).
+// Under Float64Semantics (below) the oracles model the float64 paths the
+// ops take for f64 inputs instead: logits t = x s + mask in double with
+// s = double(scale) / double(temperature), and each oracle's own f32
+// roundings of derived quantities (SSMax's c, softplus's lambda and z, the
+// sigmoid bias, Gumbel-softmax's t + g, the samplers' t / T) kept in double.
 // scatter() puts rows x n values back into the dense row-major logical
 // layout of src's shape (what every oracle returns); map_rows() runs a row
 // oracle over every row and scatters the results.
@@ -22,13 +27,28 @@
 
 namespace smax::reference {
 
+/// True while a Float64Semantics(true) is alive on this thread.
+bool float64_semantics() noexcept;
+/// Scoped switch (thread-local, nests): the oracles called while it is alive
+/// model the float64 paths (`on`) or the f32 ones (`on` false, the default).
+class Float64Semantics {
+ public:
+  explicit Float64Semantics(bool on);
+  ~Float64Semantics();
+  Float64Semantics(const Float64Semantics&) = delete;
+  Float64Semantics& operator=(const Float64Semantics&) = delete;
+
+ private:
+  bool saved_;
+};
+
 struct RefRows {
   int64_t rows = 0;
   int64_t n = 0;
   int axis = 0;
   std::vector<int64_t> shape;   ///< src's logical shape (rank >= 1)
   std::vector<double> values;   ///< rows * n, row r at [r * n, (r + 1) * n)
-  double scale = 1.0;           ///< s as a double (the f32 value)
+  double scale = 1.0;           ///< s as a double (the f32 value; float64 semantics: the double)
 
   const double* row(int64_t r) const { return values.data() + r * n; }
   /// Row r's n values as a vector.

@@ -22,6 +22,13 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 using RowD = std::vector<double>;
 
+// z = fl(fl(t) / T) as the f32 samplers form it; t / T in double under
+// float64 semantics.
+double tempered(double t, float T) {
+  if (float64_semantics()) return t / static_cast<double>(T);
+  return static_cast<float>(static_cast<float>(t) / T);
+}
+
 // Order of the top-k: NaN first, then larger value, then lower index.
 bool before(double a, int64_t ia, double b, int64_t ib) {
   const bool an = std::isnan(a), bn = std::isnan(b);
@@ -93,10 +100,12 @@ GumbelSoftmaxRef gumbel_softmax(const TensorView& src, const GumbelSoftmaxOption
     for (int64_t i = 0; i < R.n; ++i) {
       const double g = gs.noise ? N.row(r)[i]
                                 : gumbel(gs.seed, static_cast<uint64_t>(r), static_cast<uint64_t>(i));
-      const float t = static_cast<float>(R.row(r)[i]);
-      const float zf = (t + static_cast<float>(g)) / tau;
-      z[static_cast<size_t>(i)] = zf;
-      const double zd = static_cast<double>(t) + g;
+      // z = fl(fl(t + fl(g)) / tau) in f32 (float64 semantics: in double).
+      const double t = R.row(r)[i];
+      z[static_cast<size_t>(i)] =
+          float64_semantics() ? (t + g) / tau
+                              : (static_cast<float>(t) + static_cast<float>(g)) / tau;
+      const double zd = t + g;
       if (zd > best) {
         best = zd;
         h = i;
@@ -121,7 +130,8 @@ std::vector<double> gumbel_softmax_backward(const TensorView& y, const TensorVie
   const RefRows Y = ref_rows("gumbel_softmax_backward", y, options, false);
   const RefRows M = ref_rows("gumbel_softmax_backward", y, options, true);  // -inf = masked
   const RefRows G = ref_rows("gumbel_softmax_backward", dy, options, false);
-  const double c = static_cast<float>(static_cast<float>(Y.scale) / tau);
+  const double c = float64_semantics() ? Y.scale / tau
+                                       : static_cast<float>(static_cast<float>(Y.scale) / tau);
   std::vector<double> dx(static_cast<size_t>(Y.rows * Y.n));
   for (int64_t r = 0; r < Y.rows; ++r) {
     double dot = 0.0;
@@ -221,7 +231,7 @@ FilterRef sampling_filter(const TensorView& src, const SampleOptions& so,
     RowD z(static_cast<size_t>(R.n));
     bool bad = false;
     for (int64_t i = 0; i < R.n; ++i) {
-      z[static_cast<size_t>(i)] = static_cast<float>(static_cast<float>(t[i]) / so.temperature);
+      z[static_cast<size_t>(i)] = tempered(t[i], so.temperature);
       if (std::isnan(z[static_cast<size_t>(i)]) || z[static_cast<size_t>(i)] == kInf) bad = true;
     }
     if (bad) {
@@ -286,7 +296,7 @@ std::vector<int64_t> sample(const TensorView& src, const SampleOptions& so,
     int64_t h = -1;
     for (const auto& [i, p] : dist) {
       (void)p;
-      const double z = static_cast<float>(static_cast<float>(R.row(r)[i]) / so.temperature);
+      const double z = tempered(R.row(r)[i], so.temperature);
       const double v = z + gumbel(so.seed, static_cast<uint64_t>(r), static_cast<uint64_t>(i));
       if (v > best || (v == best && i < h)) {
         best = v;

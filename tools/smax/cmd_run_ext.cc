@@ -11,6 +11,7 @@
 #include "commands.h"
 #include "data.h"
 #include "json.h"
+#include "reference/rows.h"
 #include "op_table.h"
 #include "progress.h"
 #include "reference/bounds.h"
@@ -95,6 +96,9 @@ int cmd_run_ext(const ExtOp& op, const Args& args) {
   double max_abs = 0, worst_ratio = 0, worst_got = 0, worst_ref = 0;
   if (check) {
     progress.step("float64 reference");
+    // f64 inputs take the ops' float64 paths: the oracle models those
+    // (logits and derived factors in double, src/reference/rows.h).
+    const smax::reference::Float64Semantics semantics(dtype == smax::DType::kF64);
     const std::vector<double> ref = op.reference(c);
     progress.step("checking against the reference");
     const int64_t m = product(written_shape);

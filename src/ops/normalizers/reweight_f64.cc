@@ -52,6 +52,10 @@ double log_softplus(double z) {
   return z + std::log(log1p_over_x(std::exp(z)));
 }
 
+// z = lambda t with -inf kept (lambda = ln 1 / ln d = 0 for one visible
+// entry: -inf * 0 would be NaN).
+double scaled_z(double t, double lambda) { return t == -kInf ? -kInf : t * lambda; }
+
 // sigmoid(z) / softplus(z) = 1 / ((1 + w) F), w = e^-|z|, F = R(w) (z <= 0)
 // or z + w R(w) (z > 0).
 double sigmoid_over_softplus(double z) {
@@ -177,7 +181,7 @@ bool softplus_row_f64(const double* t, int64_t n, double lambda, double power, d
     const double shift = std::min(zmax, 0.0);
     CompensatedSum S;
     for (int64_t i = 0; i < n; ++i) {
-      const double z = t[i] * lambda;
+      const double z = scaled_z(t[i], lambda);
       y[i] = z == -kInf ? 0.0 : softplus_scaled(z, shift);
       S.add(y[i]);
     }
@@ -185,7 +189,7 @@ bool softplus_row_f64(const double* t, int64_t n, double lambda, double power, d
     for (int64_t i = 0; i < n; ++i) y[i] /= sum;
   } else {
     for (int64_t i = 0; i < n; ++i) {
-      const double z = t[i] * lambda;
+      const double z = scaled_z(t[i], lambda);
       y[i] = z == -kInf ? -kInf : power * log_softplus(z);
     }
     kernels::softmax_row_f64(kernels::F64Op::kSoftmax, y, n, policy, y);
@@ -197,7 +201,7 @@ void softplus_backward_row_f64(const double* t, const double* y, const double* g
                                double lambda, double coef, double* dx) noexcept {
   const double r = dot_f64(g, y, n);
   for (int64_t i = 0; i < n; ++i) {
-    const double z = t[i] * lambda;
+    const double z = scaled_z(t[i], lambda);
     dx[i] = z == -kInf ? 0.0 : coef * y[i] * sigmoid_over_softplus(z) * (g[i] - r);
   }
 }
