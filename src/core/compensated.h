@@ -1,7 +1,8 @@
 // src/core/compensated.h: the scalar float64 helpers of the ops' float64
 // paths (cross_entropy_f64, z_loss_f64, rescaled_f64, clipped softmax, the
-// sparse rows, the re-weighting normalisers): a compensated sum and dot and
-// an exponential of an exact difference.
+// sparse rows, the re-weighting normalisers, linear_cross_entropy_f64): a
+// compensated sum and dot, an exact two-term difference and an exponential
+// of an exact difference.
 // Header-only, noexcept, no allocation.
 #pragma once
 
@@ -30,17 +31,26 @@ inline double dot_f64(const double* g, const double* y, int64_t n) {
   return s.value();
 }
 
-/// e^(t - m) for finite t <= m, the difference taken as an exact two-term
-/// sum hi + lo (TwoSum), so no bits of t - m are lost for any |t - m|:
-/// e^hi (1 + lo), within ~1.5 ulp (std::exp is within 1); 0 below float64's
-/// smallest subnormal.
+/// a - b as an exact two-term sum hi + lo (Knuth's TwoSum of a and -b;
+/// finite a, b, no overflow): hi = fl(a - b).
+struct TwoTerm {
+  double hi, lo;
+};
+inline TwoTerm two_diff(double a, double b) {
+  const double hi = a - b;
+  const double bb = hi - a;
+  return {hi, (a - (hi - bb)) + (-b - bb)};
+}
+
+/// e^(t - m) for finite t, m with t - m <= 709 (no overflow; t <= m in most
+/// uses), the difference taken as an exact two-term sum hi + lo (two_diff),
+/// so no bits of t - m are lost for any |t - m|: e^hi (1 + lo), within
+/// ~1.5 ulp (std::exp is within 1); 0 below float64's smallest subnormal.
 inline double exp_diff_f64(double t, double m) {
-  const double hi = t - m;
-  if (!(hi > -746.0)) return 0.0;
-  const double bb = hi - t;
-  const double lo = (t - (hi - bb)) + (-m - bb);
-  const double e = std::exp(hi);
-  return e + e * lo;
+  if (!(t - m > -746.0)) return 0.0;
+  const TwoTerm x = two_diff(t, m);
+  const double e = std::exp(x.hi);
+  return e + e * x.lo;
 }
 
 }  // namespace smax::detail

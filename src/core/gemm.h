@@ -1,5 +1,6 @@
-// src/core/gemm.h: smax's one SGEMM wrapper (OpenBLAS, Debian libopenblas-dev)
-// and the rule that keeps one thread pool at a time.
+// src/core/gemm.h: smax's GEMM wrappers (OpenBLAS, Debian libopenblas-dev:
+// SGEMM, and DGEMM for the float64 paths) and the rule that keeps one thread
+// pool at a time.
 //
 // The rule: every GEMM smax calls runs on the calling thread. OpenBLAS would
 // otherwise start its own threads inside smax's OpenMP threads (or beside
@@ -7,7 +8,7 @@
 // the two pools fight for the cores: attention and linear cross-entropy ran
 // 16-25x slower at the default thread count than at one thread. smax
 // parallelises a large GEMM itself instead, by splitting C into row or column
-// blocks over its own task grid (sgemm_parallel), which also keeps the bits
+// blocks over its own task grid (sgemm_parallel / dgemm_parallel), which also keeps the bits
 // independent of the thread count (the grid depends on the shape only).
 //
 // OpenBLAS 0.3.21 has one process-wide thread count. BlasOnCallingThread
@@ -26,11 +27,14 @@ namespace smax::detail {
 
 /// A GEMM operand: element (i, k) is p[i * ld + k], or p[k * ld + i] with
 /// trans (a column-major view).
-struct GemmOperand {
-  const float* p = nullptr;
+template <class T>
+struct GemmOperandT {
+  const T* p = nullptr;
   int64_t ld = 1;
   bool trans = false;
 };
+using GemmOperand = GemmOperandT<float>;
+using GemmOperand64 = GemmOperandT<double>;
 
 /// C[M x N] (row-major, ldc) = alpha op(A)[M x K] op(B)[K x N] + beta C, on
 /// the calling thread. K = 0: C = 0 when beta = 0 (else unchanged), like
@@ -45,6 +49,14 @@ void sgemm(int64_t M, int64_t N, int64_t K, float alpha, const GemmOperand& a, c
 void sgemm_parallel(int threads, int64_t M, int64_t N, int64_t K, float alpha, const GemmOperand& a,
                     const GemmOperand& b, float beta, float* c, int64_t ldc);
 
+/// sgemm and sgemm_parallel in float64 (cblas_dgemm; the same contract, the
+/// same split grid, so the same bits for any thread count).
+void dgemm(int64_t M, int64_t N, int64_t K, double alpha, const GemmOperand64& a,
+           const GemmOperand64& b, double beta, double* c, int64_t ldc);
+void dgemm_parallel(int threads, int64_t M, int64_t N, int64_t K, double alpha,
+                    const GemmOperand64& a, const GemmOperand64& b, double beta, double* c,
+                    int64_t ldc);
+
 /// While alive, OpenBLAS runs single-threaded (see the file comment).
 class BlasOnCallingThread {
  public:
@@ -54,7 +66,7 @@ class BlasOnCallingThread {
   BlasOnCallingThread& operator=(const BlasOnCallingThread&) = delete;
 };
 
-/// Test seam: the largest OpenBLAS thread count any sgemm call has seen since
+/// Test seam: the largest OpenBLAS thread count any sgemm / dgemm call has seen since
 /// the last reset (tests assert it is 1 inside parallel regions).
 int blas_threads_seen_max();
 void reset_blas_threads_seen();

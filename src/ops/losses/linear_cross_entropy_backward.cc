@@ -26,14 +26,11 @@
 namespace smax {
 
 namespace detail {
-namespace {
+namespace lce {
 
-using namespace lce;
-
-// dz of one row in place over u (u formed by lce_logits); L the row's LSE,
-// sum_w its smoothing weight sum, g its upstream factor G_r.
+// The f32 gradient row (the float64 one: linear_cross_entropy_f64.cc).
 void grad_row(const Setup& s, float* row, int64_t vc, int64_t v0, int64_t gr, double L,
-              double sum_w, double g) {
+              double sum_w, double g, double* /*scratch*/) {
   const float nanf = std::numeric_limits<float>::quiet_NaN();
   const float ninf = -std::numeric_limits<float>::infinity();
   if (!s.active(gr)) {
@@ -61,7 +58,7 @@ void grad_row(const Setup& s, float* row, int64_t vc, int64_t v0, int64_t gr, do
   // into the factor in float64.
   k.factor = g * A * std::exp(static_cast<double>(k.shift) - L);
   k.b = static_cast<float>(g * s.a / C);
-  k.weight = s.cw(v0);
+  k.weight = s.f32_ops.cw(v0);
   const bool has_y = y >= v0 && y < v0 + vc;
   const float uy = has_y ? row[y - v0] : 0.0f;
   kernels::lce_grad(row, vc, k);
@@ -71,37 +68,182 @@ void grad_row(const Setup& s, float* row, int64_t vc, int64_t v0, int64_t gr, do
   }
 }
 
-// Where the gradient GEMMs write (the outputs or temporaries).
+}  // namespace lce
+
+namespace {
+
+using namespace lce;
+
+// Where the gradient GEMMs write (the outputs or temporaries of T).
+template <class T>
 struct GradTargets {
-  float* dh = nullptr;
+  T* dh = nullptr;
   int64_t dh_ld = 1, dh_rs = 1;  // leading dimension, row step
-  float* dw = nullptr;
+  T* dw = nullptr;
   int64_t dw_ld = 1, dw_rs = 1;
   double* db = nullptr;          // float64 column sums (nullable)
 };
 
 // After a tile holds dz: dbias_v += column sums, dhidden_c (+)= dz · W_v,
 // dweight_v (+)= dz^T · H_c.
-void grad_tile_tail(const Setup& s, Work& w, const Operand& hc, const Operand& wv, int64_t n0,
-                    int64_t nc, int64_t v0, int64_t vc, const GradTargets& t) {
+template <class T>
+void grad_tile_tail(const Setup& s, Work<T>& w, const GemmOperandT<T>& hc,
+                    const GemmOperandT<T>& wv, int64_t n0, int64_t nc, int64_t v0, int64_t vc,
+                    const GradTargets<T>& t) {
   if (t.db != nullptr) {
     // Columns split over tasks; each column summed in token order (float64).
     const int64_t block = 256;
     const int64_t blocks = (vc + block - 1) / block;
     run_parallel(blocks, s.threads, [&](int64_t b) {
       const int64_t j0 = b * block, cnt = std::min(block, vc - j0);
-      for (int64_t r = 0; r < nc; ++r) {
-        kernels::lce_accumulate(w.tile.data() + r * vc + j0, cnt, t.db + v0 + j0);
-      }
+      for (int64_t r = 0; r < nc; ++r) accumulate(w.tile.data() + r * vc + j0, cnt, t.db + v0 + j0);
     });
   }
   if (s.D == 0) return;  // dhidden / dweight have no elements (and may be null)
-  const Operand dz{w.tile.data(), vc, false};
+  const GemmOperandT<T> dz{w.tile.data(), vc, false};
   // dhidden: B(k = class, j = unit) = W[v0 + k, j] (wv as is).
-  gemm(s.threads, nc, s.D, vc, dz, wv, v0 == 0 ? 0.0f : 1.0f, t.dh + n0 * t.dh_rs, t.dh_ld);
+  gemm(s.threads, nc, s.D, vc, dz, wv, v0 == 0 ? T(0) : T(1), t.dh + n0 * t.dh_rs, t.dh_ld);
   // dweight: A(i = class, k = token) = dz[k, i].
-  gemm(s.threads, vc, s.D, nc, transposed(dz), hc, n0 == 0 ? 0.0f : 1.0f, t.dw + v0 * t.dw_rs,
+  gemm(s.threads, vc, s.D, nc, transposed(dz), hc, n0 == 0 ? T(0) : T(1), t.dw + v0 * t.dw_rs,
        t.dw_ld);
+}
+
+// The inputs and outputs of one backward (or fused) call, validated.
+struct Call {
+  bool fused = false, use_lse = false;
+  const std::vector<double>* G = nullptr;       // G_r per row
+  const std::vector<double>* lse_in = nullptr;  // the forward's lse (use_lse)
+  TensorView dhidden, dweight;
+  std::optional<TensorView> dbias;
+  std::vector<double>* db_acc = nullptr;        // V float64 dbias sums
+  std::vector<double>* loss = nullptr;          // fused: per-row loss
+  std::vector<double>* lse = nullptr;           // fused with an lse output (else empty)
+};
+
+// An output matrix [rows, D] for the gradient GEMMs of T: the view itself
+// when it is T with a unit stride along D, else a temporary rounded into it
+// at the end (write_matrix).
+template <class T>
+struct OutMatrix {
+  Layout l;
+  std::vector<T> tmp;
+  OutMatrix(const char* op, const TensorView& v, int64_t rows, int64_t D)
+      : l(layout_of(v, false)) {
+    if (v.dtype != kDTypeOf<T>) l.direct = false;
+    if (!l.direct) tmp = alloc<T>(op, rows * D);
+  }
+  T* data(const TensorView& v) { return l.direct ? static_cast<T*>(v.data) : tmp.data(); }
+  int64_t ld(int64_t D) const { return l.direct ? l.ld : std::max<int64_t>(D, 1); }
+  int64_t row_step(const TensorView& v, int64_t D) const { return l.direct ? v.strides[0] : ld(D); }
+  // Rounds the temporary once into the view.
+  void write(const TensorView& v, int64_t rows, int64_t D) const {
+    if (l.direct || D == 0) return;
+    auto* out = static_cast<char*>(v.data);
+    const int64_t size = dtype_size(v.dtype);
+    const int64_t tld = std::max<int64_t>(D, 1);
+    for (int64_t r = 0; r < rows; ++r) {
+      scatter_row(tmp.data() + r * tld, D, out + r * v.strides[0] * size, v.dtype, v.strides[1]);
+    }
+  }
+};
+
+// The tiles of the backward in element type T (the f32 path or the float64
+// path): statistics (unless the forward's lse is given), dz per tile, the
+// gradient GEMMs; then dhidden / dweight written (dbias, the loss and lse
+// are the caller's, from c.db_acc / c.loss / c.lse).
+template <class T>
+void gradient_pass(const Setup& s, const Call& c) {
+  // Scratch (all before the first write). Gradients accumulate in T: an
+  // output that is not T (or not unit stride along D) is accumulated in a
+  // temporary and rounded once at the end.
+  Work<T> w(s);
+  OutMatrix<T> mh(s.op, c.dhidden, s.N, s.D), mw(s.op, c.dweight, s.V, s.D);
+  std::vector<RowStat> st;
+  std::vector<double> Lrow = alloc<double>(s.op, s.Nc), sumw = alloc<double>(s.op, s.Nc);
+  GradTargets<T> t;
+  t.dh = mh.data(c.dhidden);
+  t.dh_ld = mh.ld(s.D);
+  t.dh_rs = mh.row_step(c.dhidden, s.D);
+  t.dw = mw.data(c.dweight);
+  t.dw_ld = mw.ld(s.D);
+  t.dw_rs = mw.row_step(c.dweight, s.D);
+  t.db = c.dbias ? c.db_acc->data() : nullptr;
+  const Operands<T>& ops = s.ops<T>();
+
+  if (s.D > 0) {
+    // No classes: dz is empty and dhidden = 0; no tokens: dweight = 0.
+    for (int64_t r = 0; r < s.N && s.V == 0; ++r) std::fill(t.dh + r * t.dh_rs, t.dh + r * t.dh_rs + s.D, T(0));
+    for (int64_t j = 0; j < s.V && s.N == 0; ++j) std::fill(t.dw + j * t.dw_rs, t.dw + j * t.dw_rs + s.D, T(0));
+  }
+  auto record = [&](const RowStat& rs, int64_t gr) {
+    if (!c.fused) return;
+    const RowResult res = finalize_row(s, rs, gr);
+    (*c.loss)[static_cast<size_t>(gr)] = res.loss;
+    if (!c.lse->empty()) (*c.lse)[static_cast<size_t>(gr)] = res.L;
+  };
+  const std::vector<double>& G = *c.G;
+
+  for (int64_t n0 = 0; n0 < s.N; n0 += s.Nc) {
+    const int64_t nc = std::min(s.Nc, s.N - n0);
+    const GemmOperandT<T> hc = ops.hm.rows(n0, nc, w.hbuf.data());
+    if (s.V == 0) {
+      RowStat empty;
+      for (int64_t r = 0; r < nc; ++r) record(empty, n0 + r);
+      continue;
+    }
+    if (!c.use_lse && s.Vc >= s.V) {
+      // Whole vocabulary in one tile: statistics and gradient from the same
+      // logits (one GEMM for the logits of these tokens).
+      const GemmOperandT<T> wv = logits_tile(s, w, hc, nc, 0, s.V);
+      StatRequest req;
+      req.sums = s.a > 0.0;
+      for_tile_rows(s, w, nc, s.V, [&](int64_t r, double* scratch) {
+        T* row = w.tile.data() + r * s.V;
+        const int64_t gr = n0 + r;
+        form_logits(s, row, s.V, 0);
+        if (!s.active(gr) && c.lse->empty()) {
+          std::fill(row, row + s.V, T(0));
+          return;
+        }
+        RowStat rs;
+        scan_chunk(s, row, s.V, 0, gr, req, rs, scratch);
+        settle<T>(rs);
+        record(rs, gr);
+        grad_row(s, row, s.V, 0, gr, lse_of(rs), rs.sum_w, G[static_cast<size_t>(gr)], scratch);
+      });
+      grad_tile_tail(s, w, hc, wv, n0, nc, 0, s.V, t);
+      continue;
+    }
+    if (c.use_lse) {
+      for (int64_t r = 0; r < nc; ++r) Lrow[static_cast<size_t>(r)] = (*c.lse_in)[static_cast<size_t>(n0 + r)];
+    } else {
+      StatRequest req;
+      req.sums = s.a > 0.0;
+      req.all_rows = !c.lse->empty();
+      stats_pass(s, w, hc, n0, nc, req, st);
+      for (int64_t r = 0; r < nc; ++r) {
+        const RowStat& rs = st[static_cast<size_t>(r)];
+        Lrow[static_cast<size_t>(r)] = lse_of(rs);
+        sumw[static_cast<size_t>(r)] = rs.sum_w;
+        record(rs, n0 + r);
+      }
+    }
+    for (int64_t v0 = 0; v0 < s.V; v0 += s.Vc) {
+      const int64_t vc = std::min(s.Vc, s.V - v0);
+      const GemmOperandT<T> wv = logits_tile(s, w, hc, nc, v0, vc);
+      for_tile_rows(s, w, nc, vc, [&](int64_t r, double* scratch) {
+        T* row = w.tile.data() + r * vc;
+        const int64_t gr = n0 + r;
+        if (s.active(gr)) form_logits(s, row, vc, v0);
+        grad_row(s, row, vc, v0, gr, Lrow[static_cast<size_t>(r)], sumw[static_cast<size_t>(r)],
+                 G[static_cast<size_t>(gr)], scratch);
+      });
+      grad_tile_tail(s, w, hc, wv, n0, nc, v0, vc, t);
+    }
+  }
+  // Outputs that went through temporaries.
+  mh.write(c.dhidden, s.N, s.D);
+  mw.write(c.dweight, s.V, s.D);
 }
 
 // The backward pass, and with `dst` the fused forward + backward (writes the
@@ -113,8 +255,12 @@ void backward_impl(const char* op, const TensorView& hidden, const TensorView& w
                    const LinearCrossEntropyOptions& lce, const SoftmaxOptions& options,
                    const TensorView* dst) {
   const bool fused = dst != nullptr;
-  // The forward's lse (skips the statistics pass) when label smoothing is off.
-  const bool use_lse = !fused && ce.lse.has_value() && ce.label_smoothing == 0.0f;
+  // The forward's lse (skips the statistics pass) when label smoothing is
+  // off; the float64 path reads it only when it is f64 (an f32 lse would
+  // undo its accuracy: then it is validated and recomputed).
+  const bool lse_given = !fused && ce.lse.has_value() && ce.label_smoothing == 0.0f;
+  const bool f64 = hidden.dtype == DType::kF64 || weight.dtype == DType::kF64;
+  const bool use_lse = lse_given && (!f64 || ce.lse->dtype == DType::kF64);
   Setup s = prepare(op, hidden, weight, target, bias, ce, lce, options, /*whole_vocab=*/!use_lse);
 
   std::vector<std::pair<TensorView, const char*>> outs;
@@ -157,12 +303,14 @@ void backward_impl(const char* op, const TensorView& hidden, const TensorView& w
     for (int64_t r = 0; r < s.N; ++r) G[static_cast<size_t>(r)] = s.active(r) ? g : 0.0;
   }
   std::vector<double> lse_in;
-  if (use_lse) {
-    const RowOut ro = row_view(s, *ce.lse, "lse", false);
-    lse_in = alloc<double>(op, s.N);
-    const auto* p = static_cast<const char*>(ce.lse->data);
-    const int64_t step = ro.strides[0] * dtype_size(ce.lse->dtype);
-    for (int64_t r = 0; r < s.N; ++r) lse_in[static_cast<size_t>(r)] = load_f64(p + r * step, ce.lse->dtype);
+  if (lse_given) {
+    const RowOut ro = row_view(s, *ce.lse, "lse", false);  // validated even when not read
+    if (use_lse) {
+      lse_in = alloc<double>(op, s.N);
+      const auto* p = static_cast<const char*>(ce.lse->data);
+      const int64_t step = ro.strides[0] * dtype_size(ce.lse->dtype);
+      for (int64_t r = 0; r < s.N; ++r) lse_in[static_cast<size_t>(r)] = load_f64(p + r * step, ce.lse->dtype);
+    }
   }
   // Gradient outputs.
   check_matrix(op, dhidden, "dhidden");
@@ -187,121 +335,26 @@ void backward_impl(const char* op, const TensorView& hidden, const TensorView& w
   if (dbias) outs.push_back({*dbias, "dbias"});
   auto ins = input_list(s, target, bias, ce);
   ins.push_back({dloss, "dloss"});
-  if (use_lse) ins.push_back({*ce.lse, "lse"});
+  if (lse_given) ins.push_back({*ce.lse, "lse"});
   check_disjoint(op, outs, ins);
 
-  // Scratch (all before the first write).
-  Work w(s);
-  // Gradients accumulate in f32: an output that is not f32 (or not unit
-  // stride) is accumulated in a temporary and rounded once at the end.
-  Layout lh = layout_of(dhidden, false), lw = layout_of(dweight, false);
-  if (dhidden.dtype != DType::kF32) lh.direct = false;
-  if (dweight.dtype != DType::kF32) lw.direct = false;
-  std::vector<float> dh_tmp = lh.direct ? std::vector<float>() : alloc<float>(op, s.N * s.D);
-  std::vector<float> dw_tmp = lw.direct ? std::vector<float>() : alloc<float>(op, s.V * s.D);
   std::vector<double> db_acc = alloc<double>(op, dbias ? s.V : 0, 0.0);
-  std::vector<RowStat> st;
-  std::vector<double> Lrow = alloc<double>(op, s.Nc), sumw = alloc<double>(op, s.Nc);
   std::vector<double> loss = alloc<double>(op, fused ? s.N : 0), lse(o_lse ? s.N : 0);
-  GradTargets t;
-  t.dh = lh.direct ? static_cast<float*>(dhidden.data) : dh_tmp.data();
-  t.dh_ld = lh.direct ? lh.ld : std::max<int64_t>(s.D, 1);
-  t.dh_rs = lh.direct ? dhidden.strides[0] : t.dh_ld;
-  t.dw = lw.direct ? static_cast<float*>(dweight.data) : dw_tmp.data();
-  t.dw_ld = lw.direct ? lw.ld : std::max<int64_t>(s.D, 1);
-  t.dw_rs = lw.direct ? dweight.strides[0] : t.dw_ld;
-  t.db = dbias ? db_acc.data() : nullptr;
-
-  if (s.D > 0) {
-    // No classes: dz is empty and dhidden = 0; no tokens: dweight = 0.
-    for (int64_t r = 0; r < s.N && s.V == 0; ++r) std::fill(t.dh + r * t.dh_rs, t.dh + r * t.dh_rs + s.D, 0.0f);
-    for (int64_t j = 0; j < s.V && s.N == 0; ++j) std::fill(t.dw + j * t.dw_rs, t.dw + j * t.dw_rs + s.D, 0.0f);
-  }
-  auto record = [&](const RowStat& rs, int64_t gr) {
-    if (!fused) return;
-    const RowResult res = finalize_row(s, rs, gr);
-    loss[static_cast<size_t>(gr)] = res.loss;
-    if (o_lse) lse[static_cast<size_t>(gr)] = res.L;
-  };
-
-  for (int64_t n0 = 0; n0 < s.N; n0 += s.Nc) {
-    const int64_t nc = std::min(s.Nc, s.N - n0);
-    const Operand hc = s.hm.rows(n0, nc, w.hbuf.data());
-    if (s.V == 0) {
-      RowStat empty;
-      for (int64_t r = 0; r < nc; ++r) record(empty, n0 + r);
-      continue;
-    }
-    if (!use_lse && s.Vc >= s.V) {
-      // Whole vocabulary in one tile: statistics and gradient from the same
-      // logits (one GEMM for the logits of these tokens).
-      const Operand wv = logits_tile(s, w, hc, n0, nc, 0, s.V);
-      kernels::LceScanRequest kr;
-      kr.softcap = s.cap;
-      kr.weight = s.cw(0);
-      kr.sums = s.a > 0.0;
-      for_tile_rows(s, nc, s.V, [&](int64_t r) {
-        float* row = w.tile.data() + r * s.V;
-        const int64_t gr = n0 + r;
-        kernels::lce_logits(row, s.V, s.bias, s.scale);
-        if (!s.active(gr) && !o_lse) {
-          std::fill(row, row + s.V, 0.0f);
-          return;
-        }
-        RowStat rs;
-        merge(rs, kernels::lce_scan(row, s.V, kr), 0);
-        if (s.active(gr)) rs.ty = logit_of(s, row[s.lr->target(gr)]);
-        record(rs, gr);
-        grad_row(s, row, s.V, 0, gr, lse_of(rs), rs.sum_w, G[static_cast<size_t>(gr)]);
-      });
-      grad_tile_tail(s, w, hc, wv, n0, nc, 0, s.V, t);
-      continue;
-    }
-    if (use_lse) {
-      for (int64_t r = 0; r < nc; ++r) Lrow[static_cast<size_t>(r)] = lse_in[static_cast<size_t>(n0 + r)];
-    } else {
-      StatRequest req;
-      req.sums = s.a > 0.0;
-      req.all_rows = o_lse.has_value();
-      stats_pass(s, w, hc, n0, nc, req, st);
-      for (int64_t r = 0; r < nc; ++r) {
-        const RowStat& rs = st[static_cast<size_t>(r)];
-        Lrow[static_cast<size_t>(r)] = lse_of(rs);
-        sumw[static_cast<size_t>(r)] = rs.sum_w;
-        record(rs, n0 + r);
-      }
-    }
-    for (int64_t v0 = 0; v0 < s.V; v0 += s.Vc) {
-      const int64_t vc = std::min(s.Vc, s.V - v0);
-      const Operand wv = logits_tile(s, w, hc, n0, nc, v0, vc);
-      const float* bias_v = s.bias != nullptr ? s.bias + v0 : nullptr;
-      for_tile_rows(s, nc, vc, [&](int64_t r) {
-        float* row = w.tile.data() + r * vc;
-        const int64_t gr = n0 + r;
-        if (s.active(gr)) kernels::lce_logits(row, vc, bias_v, s.scale);
-        grad_row(s, row, vc, v0, gr, Lrow[static_cast<size_t>(r)], sumw[static_cast<size_t>(r)],
-                 G[static_cast<size_t>(gr)]);
-      });
-      grad_tile_tail(s, w, hc, wv, n0, nc, v0, vc, t);
-    }
-  }
-
-  // Outputs that went through temporaries.
-  if (!lh.direct) {
-    auto* out = static_cast<char*>(dhidden.data);
-    const int64_t size = dtype_size(dhidden.dtype);
-    for (int64_t r = 0; r < s.N && s.D > 0; ++r) {
-      scatter_row_f32(dh_tmp.data() + r * t.dh_ld, s.D, out + r * dhidden.strides[0] * size,
-                      dhidden.dtype, dhidden.strides[1]);
-    }
-  }
-  if (!lw.direct) {
-    auto* out = static_cast<char*>(dweight.data);
-    const int64_t size = dtype_size(dweight.dtype);
-    for (int64_t j = 0; j < s.V && s.D > 0; ++j) {
-      scatter_row_f32(dw_tmp.data() + j * t.dw_ld, s.D, out + j * dweight.strides[0] * size,
-                      dweight.dtype, dweight.strides[1]);
-    }
+  Call c;
+  c.fused = fused;
+  c.use_lse = use_lse;
+  c.G = &G;
+  c.lse_in = &lse_in;
+  c.dhidden = dhidden;
+  c.dweight = dweight;
+  c.dbias = dbias;
+  c.db_acc = &db_acc;
+  c.loss = &loss;
+  c.lse = &lse;
+  if (s.f64) {
+    gradient_pass<double>(s, c);
+  } else {
+    gradient_pass<float>(s, c);
   }
   if (dbias) {
     auto* out = static_cast<char*>(dbias->data);

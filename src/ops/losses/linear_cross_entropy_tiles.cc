@@ -43,17 +43,40 @@ Layout layout_of(const TensorView& v, bool allow_colmajor) {
   return l;
 }
 
-// C[M x Nn] (row-major, ldc) = op(A)[M x K] · op(B)[K x Nn] + beta C, split
-// into row or column blocks over smax's threads (gemm.h: BLAS itself runs on each
-// calling thread). `a` gives A's element (i, k) as described by Operand; `b`
-// gives B's element (k, j) the same way (row index k).
 void gemm(int threads, int64_t M, int64_t Nn, int64_t K, const Operand& a, const Operand& b,
           float beta, float* c, int64_t ldc) {
   sgemm_parallel(threads, M, Nn, K, 1.0f, a, b, beta, c, ldc);
 }
+void gemm(int threads, int64_t M, int64_t Nn, int64_t K, const GemmOperand64& a,
+          const GemmOperand64& b, double beta, double* c, int64_t ldc) {
+  dgemm_parallel(threads, M, Nn, K, 1.0, a, b, beta, c, ldc);
+}
 
-// The transpose of an operand (element (i, k) of the result = (k, i)).
-Operand transposed(const Operand& o) { return Operand{o.p, o.ld, !o.trans}; }
+namespace {
+
+// hidden / weight as GEMM operands of T, the bias as a contiguous [V] of T
+// (the view itself when it already is), the class weights as T.
+template <class T>
+void fill_operands(Operands<T>& o, const Setup& s, const std::optional<TensorView>& bias,
+                   bool class_weights) {
+  o.hm = InputMatrix<T>(s.hidden);
+  o.wm = InputMatrix<T>(s.weight);
+  if (bias && s.V > 0) {
+    if (bias->dtype == kDTypeOf<T> && (bias->strides[0] == 1 || s.V <= 1)) {
+      o.bias = static_cast<const T*>(bias->data);
+    } else {  // strided or another dtype: a contiguous copy
+      o.bias_copy.resize(static_cast<size_t>(s.V));
+      gather_row(bias->data, bias->dtype, bias->strides[0], s.V, o.bias_copy.data());
+      o.bias = o.bias_copy.data();
+    }
+  }
+  if (class_weights) {
+    o.class_w.resize(static_cast<size_t>(s.V));
+    for (int64_t c = 0; c < s.V; ++c) o.class_w[static_cast<size_t>(c)] = static_cast<T>(s.lr->class_weight(c));
+  }
+}
+
+}  // namespace
 
 void check_matrix(const char* op, const TensorView& v, const char* name) {
   check_float_view(v, op, name);
@@ -108,21 +131,14 @@ Setup prepare(const char* op, const TensorView& hidden, const TensorView& weight
   }
   s.hidden = hidden;
   s.weight = weight;
-  s.hm = InputMatrix(hidden);
-  s.wm = InputMatrix(weight);
+  // The float64 path (include/smax/linear_cross_entropy.h, "float64").
+  s.f64 = hidden.dtype == DType::kF64 || weight.dtype == DType::kF64;
+  s.scale64 = static_cast<double>(options.scale) / static_cast<double>(options.temperature);
   if (bias) {
     check_float_view(*bias, op, "bias");
     if (bias->rank != 1 || bias->shape[0] != s.V) {
       fail(op, "bias " + bias->describe() + " must be [" + std::to_string(s.V) + "] (one per class)");
     }
-    if (bias->dtype == DType::kF32 && (bias->strides[0] == 1 || s.V <= 1)) {
-      s.bias = static_cast<const float*>(bias->data);
-    } else {  // strided or not f32: a contiguous f32 copy
-      s.bias_copy.resize(static_cast<size_t>(s.V));
-      if (s.V > 0) gather_row_f32(bias->data, bias->dtype, bias->strides[0], s.V, s.bias_copy.data());
-      s.bias = s.bias_copy.data();
-    }
-    if (s.V == 0) s.bias = nullptr;
   }
   // Targets and class weights (LossRows validates both against a [N, V] view).
   if (is_floating(target.dtype)) {
@@ -138,11 +154,10 @@ Setup prepare(const char* op, const TensorView& hidden, const TensorView& weight
   fake.strides[1] = 1;
   s.logits_shape = fake;
   s.lr.emplace(op, fake, 1, target, ce.loss);
-  if (ce.loss.weight) {
-    s.class_w.resize(static_cast<size_t>(s.V));
-    for (int64_t c = 0; c < s.V; ++c) {
-      s.class_w[static_cast<size_t>(c)] = static_cast<float>(s.lr->class_weight(c));
-    }
+  if (s.f64) {
+    fill_operands(s.f64_ops, s, bias, ce.loss.weight.has_value());
+  } else {
+    fill_operands(s.f32_ops, s, bias, ce.loss.weight.has_value());
   }
   for (int64_t r = 0; r < s.N; ++r) s.denominator += s.lr->weight(r);
 
@@ -249,7 +264,7 @@ std::vector<std::pair<TensorView, const char*>> input_list(const Setup& s, const
 }
 
 // t_y in float64 from u_y (cross_entropy's logit_at), and d t / d u.
-double logit_of(const Setup& s, float u) {
+double logit_of(const Setup& s, double u) {
   double t = static_cast<double>(u);
   if (s.cap > 0.0f && std::isfinite(t)) {
     t = static_cast<double>(s.cap) * std::tanh(t / static_cast<double>(s.cap));
@@ -257,7 +272,7 @@ double logit_of(const Setup& s, float u) {
   return t;
 }
 
-double cap_deriv(const Setup& s, float u) {
+double cap_deriv(const Setup& s, double u) {
   if (!(s.cap > 0.0f)) return 1.0;
   const double x = std::fabs(static_cast<double>(u) / static_cast<double>(s.cap));
   const double e = std::exp(-2.0 * x);
@@ -322,42 +337,62 @@ RowResult finalize_row(const Setup& s, const RowStat& rs, int64_t gr) {
   return o;
 }
 
-// tile[nc x vc] = logits u of tokens [n0, n0 + nc) over classes [v0, v0 + vc),
-// GEMM then bias and scale (lce_logits) row by row (in parallel).
-Operand logits_tile(const Setup& s, Work& w, const Operand& hc, int64_t n0, int64_t nc,
-                    int64_t v0, int64_t vc) {
-  const Operand wv = s.wm.rows(v0, vc, w.wbuf.data());
+// ---- the f32 row steps (the float64 ones: linear_cross_entropy_f64.cc) ----------
+void form_logits(const Setup& s, float* row, int64_t vc, int64_t v0) {
+  kernels::lce_logits(row, vc, s.f32_ops.bias_at(v0), s.scale);
+}
+
+void scan_chunk(const Setup& s, const float* row, int64_t vc, int64_t v0, int64_t gr,
+                const StatRequest& req, RowStat& st, double* /*scratch*/) {
+  kernels::LceScanRequest kr;
+  kr.softcap = s.cap;
+  kr.weight = s.f32_ops.cw(v0);
+  kr.sums = req.sums;
+  kr.entropy = req.entropy;
+  kr.argmax = req.argmax;
+  merge(st, kernels::lce_scan(row, vc, kr), v0);
+  const int64_t y = s.lr->target(gr);
+  if (s.active(gr) && y >= v0 && y < v0 + vc) st.ty = logit_of(s, row[y - v0]);
+}
+
+void accumulate(const float* x, int64_t n, double* acc) { kernels::lce_accumulate(x, n, acc); }
+
+// ---- tiles --------------------------------------------------------------------------
+template <class T>
+GemmOperandT<T> logits_tile(const Setup& s, Work<T>& w, const GemmOperandT<T>& hc, int64_t nc,
+                            int64_t v0, int64_t vc) {
+  const GemmOperandT<T> wv = s.ops<T>().wm.rows(v0, vc, w.wbuf.data());
   // B(k, j) = W[v0 + j, k]: the transpose of W's operand.
-  gemm(s.threads, nc, vc, s.D, hc, transposed(wv), 0.0f, w.tile.data(), vc);
-  (void)n0;
+  gemm(s.threads, nc, vc, s.D, hc, transposed(wv), T(0), w.tile.data(), vc);
   return wv;
 }
 
-void stats_pass(const Setup& s, Work& w, const Operand& hc, int64_t n0, int64_t nc,
+template <class T>
+void stats_pass(const Setup& s, Work<T>& w, const GemmOperandT<T>& hc, int64_t n0, int64_t nc,
                 const StatRequest& req, std::vector<RowStat>& st) {
   st.assign(static_cast<size_t>(nc), RowStat());
   for (int64_t v0 = 0; v0 < s.V; v0 += s.Vc) {
     const int64_t vc = std::min(s.Vc, s.V - v0);
-    logits_tile(s, w, hc, n0, nc, v0, vc);
-    kernels::LceScanRequest kr;
-    kr.softcap = s.cap;
-    kr.weight = s.cw(v0);
-    kr.sums = req.sums;
-    kr.entropy = req.entropy;
-    kr.argmax = req.argmax;
-    const float* bias = s.bias != nullptr ? s.bias + v0 : nullptr;
-    for_tile_rows(s, nc, vc, [&](int64_t r) {
-      float* row = w.tile.data() + r * vc;
-      kernels::lce_logits(row, vc, bias, s.scale);
+    logits_tile(s, w, hc, nc, v0, vc);
+    for_tile_rows(s, w, nc, vc, [&](int64_t r, double* scratch) {
+      T* row = w.tile.data() + r * vc;
+      form_logits(s, row, vc, v0);
       const int64_t gr = n0 + r;
       if (!req.all_rows && !s.active(gr)) return;
-      RowStat& rs = st[static_cast<size_t>(r)];
-      merge(rs, kernels::lce_scan(row, vc, kr), v0);
-      const int64_t y = s.lr->target(gr);
-      if (s.active(gr) && y >= v0 && y < v0 + vc) rs.ty = logit_of(s, row[y - v0]);
+      scan_chunk(s, row, vc, v0, gr, req, st[static_cast<size_t>(r)], scratch);
     });
   }
+  for (RowStat& rs : st) settle<T>(rs);
 }
+
+template GemmOperand logits_tile(const Setup&, Work<float>&, const GemmOperand&, int64_t,
+                                 int64_t, int64_t);
+template GemmOperand64 logits_tile(const Setup&, Work<double>&, const GemmOperand64&, int64_t,
+                                   int64_t, int64_t);
+template void stats_pass(const Setup&, Work<float>&, const GemmOperand&, int64_t, int64_t,
+                         const StatRequest&, std::vector<RowStat>&);
+template void stats_pass(const Setup&, Work<double>&, const GemmOperand64&, int64_t, int64_t,
+                         const StatRequest&, std::vector<RowStat>&);
 
 }  // namespace lce
 }  // namespace detail

@@ -4,6 +4,13 @@
 // output checks and writes, the per-row statistics merged over vocabulary
 // chunks, and the statistics pass over one tile. Internal to src/ops; in
 // namespace smax::detail::lce.
+//
+// Element type T of the tiles: float (the f32 path: SGEMM, f32 row kernels,
+// kernels/linear_cross_entropy.h) or double (the float64 path, taken when
+// hidden or weight is f64: DGEMM, the float64 row steps of
+// linear_cross_entropy_f64.cc). The tile code (InputMatrix, Work, gemm,
+// logits_tile, stats_pass, the backward's gradient pass) is written once
+// for both; Setup::f64 says which one a call runs.
 #pragma once
 
 #include <algorithm>
@@ -12,13 +19,16 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "kernels/linear_cross_entropy.h"
 #include "core/convert.h"
+#include "core/execution.h"
 #include "core/gemm.h"
 #include "core/internal.h"
+#include "core/loss_rows.h"
 #include "smax/error.h"
 #include "smax/linear_cross_entropy.h"
 #include "smax/tensor.h"
@@ -60,33 +70,51 @@ struct Layout {
 
 Layout layout_of(const TensorView& v, bool allow_colmajor);
 
-// Rows [r0, r0 + rc) of an input matrix as a GEMM operand: direct when the
-// view is f32 with a unit stride, else copied into `buf` (rc x cols,
-// row-major f32; f16 / bf16 / f64 storage is converted there, one tile at
-// a time: the GEMM runs in f32).
+// The storage dtype of element type T, and a strided row read as T (f32:
+// f64 rounds to nearest, narrow widens; double: exact).
+template <class T>
+inline constexpr DType kDTypeOf = std::is_same_v<T, double> ? DType::kF64 : DType::kF32;
+inline void gather_row(const void* base, DType dt, int64_t stride, int64_t n, float* out) {
+  gather_row_f32(base, dt, stride, n, out);
+}
+inline void gather_row(const void* base, DType dt, int64_t stride, int64_t n, double* out) {
+  gather_row_f64(base, dt, stride, n, out);
+}
+inline void scatter_row(const float* in, int64_t n, void* base, DType dt, int64_t stride) {
+  scatter_row_f32(in, n, base, dt, stride);
+}
+inline void scatter_row(const double* in, int64_t n, void* base, DType dt, int64_t stride) {
+  scatter_row_f64(in, n, base, dt, stride);
+}
+
+// Rows [r0, r0 + rc) of an input matrix as a GEMM operand of T: direct when
+// the view's dtype is T's with a unit stride, else copied into `buf` (rc x
+// cols, row-major T; other storage is converted there, one tile at a time:
+// the GEMM runs in T).
+template <class T>
 class InputMatrix {
  public:
   InputMatrix() = default;
   explicit InputMatrix(const TensorView& v) : v_(v), l_(layout_of(v, true)) {
-    if (v.dtype != DType::kF32) l_.direct = false;
+    if (v.dtype != kDTypeOf<T>) l_.direct = false;
   }
   bool direct() const { return l_.direct; }
-  Operand rows(int64_t r0, int64_t rc, float* buf) const {
+  GemmOperandT<T> rows(int64_t r0, int64_t rc, T* buf) const {
+    using Op = GemmOperandT<T>;
     const int64_t cols = v_.shape[1];
     // D = 0: nothing to read, and data may be null (no offset arithmetic on it).
-    if (cols == 0) return Operand{buf, 1, false};
+    if (cols == 0) return Op{buf, 1, false};
     if (l_.direct) {
-      const float* base = static_cast<const float*>(v_.data);
-      return l_.colmajor ? Operand{base + r0 * v_.strides[0], l_.ld, true}
-                         : Operand{base + r0 * v_.strides[0], l_.ld, false};
+      const T* base = static_cast<const T*>(v_.data);
+      return Op{base + r0 * v_.strides[0], l_.ld, l_.colmajor};
     }
     const auto* base = static_cast<const char*>(v_.data);
     const int64_t size = dtype_size(v_.dtype);
     for (int64_t i = 0; i < rc; ++i) {
-      gather_row_f32(base + (r0 + i) * v_.strides[0] * size, v_.dtype, v_.strides[1], cols,
-                     buf + i * cols);
+      gather_row(base + (r0 + i) * v_.strides[0] * size, v_.dtype, v_.strides[1], cols,
+                 buf + i * cols);
     }
-    return Operand{buf, std::max<int64_t>(cols, 1), false};
+    return Op{buf, std::max<int64_t>(cols, 1), false};
   }
 
  private:
@@ -96,13 +124,32 @@ class InputMatrix {
 
 // C[M x Nn] (row-major, ldc) = op(A)[M x K] · op(B)[K x Nn] + beta C, split
 // into row or column blocks over smax's threads (gemm.h: BLAS itself runs on each
-// calling thread). `a` gives A's element (i, k) as described by Operand; `b`
-// gives B's element (k, j) the same way (row index k).
+// calling thread; sgemm_parallel / dgemm_parallel). `a` gives A's element
+// (i, k) as described by Operand; `b` gives B's element (k, j) the same way
+// (row index k).
 void gemm(int threads, int64_t M, int64_t Nn, int64_t K, const Operand& a, const Operand& b,
           float beta, float* c, int64_t ldc);
+void gemm(int threads, int64_t M, int64_t Nn, int64_t K, const GemmOperand64& a,
+          const GemmOperand64& b, double beta, double* c, int64_t ldc);
 
 // The transpose of an operand (element (i, k) of the result = (k, i)).
-Operand transposed(const Operand& o);
+template <class T>
+GemmOperandT<T> transposed(const GemmOperandT<T>& o) {
+  return GemmOperandT<T>{o.p, o.ld, !o.trans};
+}
+
+// The operands of one element type: hidden and weight as GEMM operands, the
+// bias and the class weights as contiguous arrays of T (f32: rounded; the
+// float64 path: exact). Only the running path's are filled (Setup::f64).
+template <class T>
+struct Operands {
+  InputMatrix<T> hm, wm;
+  std::vector<T> bias_copy;   // contiguous bias when not T or not unit stride
+  const T* bias = nullptr;    // contiguous [V] or nullptr
+  std::vector<T> class_w;     // class weights (empty: none)
+  const T* cw(int64_t v0) const { return class_w.empty() ? nullptr : class_w.data() + v0; }
+  const T* bias_at(int64_t v0) const { return bias != nullptr ? bias + v0 : nullptr; }
+};
 
 // ---- validated call ------------------------------------------------------------------
 struct Setup {
@@ -110,22 +157,31 @@ struct Setup {
   int64_t N = 0, D = 0, V = 0;
   int64_t Nc = 1, Vc = 1;
   TensorView hidden, weight;
-  InputMatrix hm, wm;
-  std::vector<float> bias_copy;  // contiguous bias when given with a non-unit stride
-  const float* bias = nullptr;   // contiguous [V] or nullptr
-  std::vector<float> class_w;    // f32 class weights (empty: none)
+  // The float64 path: hidden or weight is f64 (include/smax/linear_cross_entropy.h,
+  // "float64"); then f64_ops is filled, else f32_ops.
+  bool f64 = false;
+  Operands<float> f32_ops;
+  Operands<double> f64_ops;
   std::optional<LossRows> lr;
   TensorView logits_shape;       // fake [N, V] view (shapes only) for row views
   double a = 0.0, zs = 0.0;
   float cap = 0.0f;
-  float scale = 1.0f;
+  float scale = 1.0f;            // the f32 path's s = fl(scale / temperature)
+  double scale64 = 1.0;          // the float64 path's s = double(scale) / double(temperature)
   EmptyRow empty_row = EmptyRow::kZero;
   int threads = 1;
   Reduction reduction = Reduction::kMean;
   EmptyMean empty_mean = EmptyMean::kNan;
   double denominator = 0.0;  // sum of w[target] over non-ignored rows
 
-  const float* cw(int64_t v0) const { return class_w.empty() ? nullptr : class_w.data() + v0; }
+  template <class T>
+  const Operands<T>& ops() const {
+    if constexpr (std::is_same_v<T, double>) {
+      return f64_ops;
+    } else {
+      return f32_ops;
+    }
+  }
   bool active(int64_t r) const { return !lr->ignored(r); }
 };
 
@@ -167,9 +223,10 @@ std::vector<T> alloc(const char* op, int64_t count, T value = T()) {
   }
 }
 
-// t_y in float64 from u_y (cross_entropy's logit_at), and d t / d u.
-double logit_of(const Setup& s, float u);
-double cap_deriv(const Setup& s, float u);
+// t_y in float64 from u_y (cross_entropy's logit_at), and d t / d u
+// (f32 u widen exactly).
+double logit_of(const Setup& s, double u);
+double cap_deriv(const Setup& s, double u);
 
 // Per-row state of the online scan over vocabulary chunks (float64).
 struct RowStat {
@@ -177,13 +234,25 @@ struct RowStat {
   double d = 0.0;
   double s1 = 0.0;   // sum_j e^(t_j - m) (t_j - m)
   double sum_t = 0.0, sum_w = 0.0;
-  float best = -std::numeric_limits<float>::infinity();
+  // The float64 path's Neumaier compensations of d, s1, sum_t and sum_w
+  // (linear_cross_entropy_f64.cc: added in by settle_f64 after the last
+  // chunk; always 0 on the f32 path).
+  double d_c = 0.0, s1_c = 0.0, sum_t_c = 0.0, sum_w_c = 0.0;
+  double best = -kInf;  // max_j t_j (f32 path) or max_j u_j (float64 path)
   int64_t arg = 0;
   double ty = kNan;
   bool nan = false;
 };
 
 void merge(RowStat& st, const kernels::LceScan& sc, int64_t v0);
+
+// The float64 path's compensations added into a row's sums after its last
+// chunk (linear_cross_entropy_f64.cc); nothing to do on the f32 path.
+void settle_f64(RowStat& st);
+template <class T>
+void settle(RowStat& st) {
+  if constexpr (std::is_same_v<T, double>) settle_f64(st);
+}
 
 // L = LSE(t) of a finished row: NaN, -inf (every logit -inf or V = 0) or finite.
 double lse_of(const RowStat& st);
@@ -195,39 +264,84 @@ struct RowResult {
 };
 RowResult finalize_row(const Setup& s, const RowStat& rs, int64_t gr);
 
-// Tiles and copies of one call.
+// Doubles of row scratch the float64 row steps need per tile row of vc
+// classes (linear_cross_entropy_f64.cc: the capped logits t and the terms
+// e^(t - max)); the f32 row kernels need none.
+inline int64_t row_scratch_f64(int64_t vc) { return 2 * vc; }
+
+// Tiles and copies of one call, and (float64 path) one row scratch per
+// thread, all allocated before anything is written.
+template <class T>
 struct Work {
-  std::vector<float> tile;  // Nc x Vc
-  std::vector<float> hbuf;  // Nc x D when hidden is not unit-stride
-  std::vector<float> wbuf;  // Vc x D when weight is not unit-stride
-  Work(const Setup& s) {
-    tile = alloc<float>(s.op, s.Nc * s.Vc);
-    if (!s.hm.direct()) hbuf = alloc<float>(s.op, s.Nc * s.D);
-    if (!s.wm.direct()) wbuf = alloc<float>(s.op, s.Vc * s.D);
+  std::vector<T> tile;  // Nc x Vc
+  std::vector<T> hbuf;  // Nc x D when hidden is not a direct operand
+  std::vector<T> wbuf;  // Vc x D when weight is not a direct operand
+  std::optional<ScratchPool> rows;
+  explicit Work(const Setup& s) {
+    tile = alloc<T>(s.op, s.Nc * s.Vc);
+    if (!s.ops<T>().hm.direct()) hbuf = alloc<T>(s.op, s.Nc * s.D);
+    if (!s.ops<T>().wm.direct()) wbuf = alloc<T>(s.op, s.Vc * s.D);
+    if (std::is_same_v<T, double>) {
+      // ScratchPool counts floats: two per double.
+      rows.emplace(std::max(s.threads, 1), 2 * row_scratch_f64(s.Vc));
+    }
   }
 };
 
-// Runs fn(r) for the rows [0, nc) of a tile of vc columns, in parallel.
-template <typename Fn>
-void for_tile_rows(const Setup& s, int64_t nc, int64_t vc, Fn&& fn) {
+// Runs fn(r, scratch) for the rows [0, nc) of a tile of vc columns, in
+// parallel; scratch: row_scratch_f64(vc) doubles of a leased buffer on the
+// float64 path, nullptr on the f32 path.
+template <class T, typename Fn>
+void for_tile_rows(const Setup& s, Work<T>& w, int64_t nc, int64_t vc, Fn&& fn) {
   const int64_t per = std::max<int64_t>(1, kTaskElements / std::max<int64_t>(vc, 1));
   const int64_t tasks = (nc + per - 1) / per;
   run_parallel(tasks, s.threads, [&](int64_t task) {
     const int64_t end = std::min(nc, (task + 1) * per);
-    for (int64_t r = task * per; r < end; ++r) fn(r);
+    std::optional<ScratchPool::Lease> lease;
+    double* scratch = nullptr;
+    if (w.rows) scratch = lease.emplace(*w.rows).template as<double>();
+    for (int64_t r = task * per; r < end; ++r) fn(r, scratch);
   });
 }
 
-// tile[nc x vc] = logits u of tokens [n0, n0 + nc) over classes [v0, v0 + vc),
-// GEMM then bias and scale (lce_logits) row by row (in parallel).
-Operand logits_tile(const Setup& s, Work& w, const Operand& hc, int64_t n0, int64_t nc,
-                    int64_t v0, int64_t vc);
+// tile[nc x vc] = the GEMM part of the logits of tokens [n0, n0 + nc) over
+// classes [v0, v0 + vc) (the row steps add the bias and scale); returns the
+// weight rows' operand.
+template <class T>
+GemmOperandT<T> logits_tile(const Setup& s, Work<T>& w, const GemmOperandT<T>& hc, int64_t nc,
+                            int64_t v0, int64_t vc);
 
 // The float64 row statistics of tokens [n0, n0 + nc) over the whole vocabulary.
 struct StatRequest {
   bool sums = false, entropy = false, argmax = false, all_rows = false;
 };
-void stats_pass(const Setup& s, Work& w, const Operand& hc, int64_t n0, int64_t nc,
+
+// ---- row steps: one overload per tile element type ------------------------------
+// (f32: the Highway kernels of kernels/linear_cross_entropy.h, in
+// linear_cross_entropy_tiles.cc / _backward.cc; double: linear_cross_entropy_f64.cc.)
+// A tile row holds classes [v0, v0 + vc) of token gr; `scratch` is
+// row_scratch_f64(vc) doubles on the float64 path (unused on the f32 path).
+//
+// u = (z + bias) * s in place (the bias add, then the scale; s = 1: no multiply).
+void form_logits(const Setup& s, float* row, int64_t vc, int64_t v0);
+void form_logits(const Setup& s, double* row, int64_t vc, int64_t v0);
+// Adds the chunk to the row's statistics (and t_y when the chunk holds an
+// active row's target).
+void scan_chunk(const Setup& s, const float* row, int64_t vc, int64_t v0, int64_t gr,
+                const StatRequest& req, RowStat& st, double* scratch);
+void scan_chunk(const Setup& s, const double* row, int64_t vc, int64_t v0, int64_t gr,
+                const StatRequest& req, RowStat& st, double* scratch);
+// dz of the chunk in place over u: L the row's LSE, sum_w its smoothing
+// weight sum, g its upstream factor G_r (0 for inactive rows).
+void grad_row(const Setup& s, float* row, int64_t vc, int64_t v0, int64_t gr, double L,
+              double sum_w, double g, double* scratch);
+void grad_row(const Setup& s, double* row, int64_t vc, int64_t v0, int64_t gr, double L,
+              double sum_w, double g, double* scratch);
+// acc_j += x_j in float64 (dbias: the column sums of dz, row by row).
+void accumulate(const float* x, int64_t n, double* acc);
+void accumulate(const double* x, int64_t n, double* acc);
+template <class T>
+void stats_pass(const Setup& s, Work<T>& w, const GemmOperandT<T>& hc, int64_t n0, int64_t nc,
                 const StatRequest& req, std::vector<RowStat>& st);
 
 }  // namespace lce
