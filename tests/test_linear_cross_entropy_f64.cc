@@ -111,11 +111,52 @@ void check_reduced(LceData& d, const Ref& R) {
 }
 
 struct Grads {
+  int64_t N, D, V;
   std::vector<double> dh, dw, db;
   explicit Grads(const LceCase& c)
-      : dh(static_cast<size_t>(c.N * c.D), 7.0), dw(static_cast<size_t>(c.V * c.D), 7.0),
-        db(static_cast<size_t>(c.V), 7.0) {}
+      : N(c.N), D(c.D), V(c.V), dh(static_cast<size_t>(c.N * c.D), 7.0),
+        dw(static_cast<size_t>(c.V * c.D), 7.0), db(static_cast<size_t>(c.V), 7.0) {}
+  bool same_bits(const Grads& o) const {
+    auto eq = [](const std::vector<double>& a, const std::vector<double>& b) {
+      return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
+    };
+    return eq(dh, o.dh) && eq(dw, o.dw) && eq(db, o.db);
+  }
 };
+
+// hidden, weight and bias of a call (d's own views unless replaced).
+struct Inputs {
+  smax::TensorView h, w;
+  std::optional<smax::TensorView> b;
+};
+Inputs inputs_of(LceData& d) { return {d.hidden(), d.weight(), d.bias()}; }
+
+// linear_cross_entropy_backward (fused: _fused, writing `dst`) of d's
+// target and dloss into f64 gradients.
+Grads gradients(LceData& d, const smax::CrossEntropyOptions& ce, const smax::SoftmaxOptions& o,
+                const Inputs& in, const smax::TensorView* dst = nullptr) {
+  const LceCase& c = d.c;
+  Grads g(c);
+  const smax::TensorView dh = f64_view(g.dh.data(), {c.N, c.D}), dw = f64_view(g.dw.data(), {c.V, c.D}),
+                         db = f64_view(g.db.data(), {c.V});
+  if (dst != nullptr) {
+    smax::linear_cross_entropy_fused(in.h, in.w, d.target(), in.b, *dst, d.dloss_view(), dh, dw, db, ce,
+                                     d.lce(), o);
+  } else {
+    smax::linear_cross_entropy_backward(in.h, in.w, d.target(), in.b, d.dloss_view(), dh, dw, db, ce,
+                                        d.lce(), o);
+  }
+  return g;
+}
+Grads gradients(LceData& d, const smax::CrossEntropyOptions& ce, const smax::TensorView* dst = nullptr) {
+  return gradients(d, ce, d.options(), inputs_of(d), dst);
+}
+
+// The loss output of the fused call: [N] for kNone, else one element.
+smax::TensorView loss_view(const LceCase& c, std::vector<double>& loss) {
+  loss.assign(c.red == smax::Reduction::kNone ? static_cast<size_t>(c.N) : 1, 7.0);
+  return c.red == smax::Reduction::kNone ? f64_view(loss.data(), {c.N}) : f64_view(loss.data(), {});
+}
 
 void check_grads(const LceData& d, const Ref& R, const Grads& g, const std::string& what) {
   for (size_t i = 0; i < g.dh.size(); ++i) {
@@ -134,44 +175,24 @@ void check_grads(const LceData& d, const Ref& R, const Grads& g, const std::stri
 // smoothing) and fused, against the oracle.
 void check_backward(LceData& d, const Ref& R) {
   const LceCase& c = d.c;
-  {
-    Grads g(c);
-    smax::linear_cross_entropy_backward(d.hidden(), d.weight(), d.target(), d.bias(), d.dloss_view(),
-                                        f64_view(g.dh.data(), {c.N, c.D}),
-                                        f64_view(g.dw.data(), {c.V, c.D}),
-                                        f64_view(g.db.data(), {c.V}), d.ce(), d.lce(), d.options());
-    check_grads(d, R, g, "backward");
-  }
+  check_grads(d, R, gradients(d, d.ce()), "backward");
   if (c.a == 0.0f) {
     std::vector<double> lse(static_cast<size_t>(c.N));
     for (int64_t r = 0; r < c.N; ++r) lse[static_cast<size_t>(r)] = static_cast<double>(R.rows[static_cast<size_t>(r)].L);
     smax::CrossEntropyOptions ce = d.ce();
     ce.lse = f64_view(lse.data(), {c.N});
-    Grads g(c);
-    smax::linear_cross_entropy_backward(d.hidden(), d.weight(), d.target(), d.bias(), d.dloss_view(),
-                                        f64_view(g.dh.data(), {c.N, c.D}),
-                                        f64_view(g.dw.data(), {c.V, c.D}),
-                                        f64_view(g.db.data(), {c.V}), ce, d.lce(), d.options());
-    check_grads(d, R, g, "backward with lse");
+    check_grads(d, R, gradients(d, ce), "backward with lse");
   }
-  {
-    Grads g(c);
-    std::vector<double> loss(c.red == smax::Reduction::kNone ? static_cast<size_t>(c.N) : 1, 7.0);
-    const smax::TensorView dst = c.red == smax::Reduction::kNone ? f64_view(loss.data(), {c.N})
-                                                                 : f64_view(loss.data(), {});
-    smax::linear_cross_entropy_fused(d.hidden(), d.weight(), d.target(), d.bias(), dst,
-                                     d.dloss_view(), f64_view(g.dh.data(), {c.N, c.D}),
-                                     f64_view(g.dw.data(), {c.V, c.D}),
-                                     f64_view(g.db.data(), {c.V}), d.ce(), d.lce(), d.options());
-    check_grads(d, R, g, "fused");
-    if (c.red == smax::Reduction::kNone) {
-      for (int64_t r = 0; r < c.N; ++r) {
-        const RowRef& o = R.rows[static_cast<size_t>(r)];
-        EXPECT_TRUE(within(loss[static_cast<size_t>(r)], d.active(r) ? o.loss : 0, o.b_loss, "fused loss"));
-      }
-    } else {
-      EXPECT_TRUE(within(loss[0], R.reduced, R.b_reduced, "fused reduced loss"));
+  std::vector<double> loss;
+  const smax::TensorView dst = loss_view(c, loss);
+  check_grads(d, R, gradients(d, d.ce(), &dst), "fused");
+  if (c.red == smax::Reduction::kNone) {
+    for (int64_t r = 0; r < c.N; ++r) {
+      const RowRef& o = R.rows[static_cast<size_t>(r)];
+      EXPECT_TRUE(within(loss[static_cast<size_t>(r)], d.active(r) ? o.loss : 0, o.b_loss, "fused loss"));
     }
+  } else {
+    EXPECT_TRUE(within(loss[0], R.reduced, R.b_reduced, "fused reduced loss"));
   }
 }
 
@@ -192,6 +213,14 @@ void check_case(const LceCase& c) {
   }
 }
 
+LceCase sized(int64_t N, int64_t D, int64_t V) {
+  LceCase c;
+  c.N = N;
+  c.D = D;
+  c.V = V;
+  return c;
+}
+
 class LceF64 : public TargetTest {};
 
 TEST_P(LceF64, EveryOptionWithinTheFloat64Bound) {
@@ -200,10 +229,7 @@ TEST_P(LceF64, EveryOptionWithinTheFloat64Bound) {
   };
   uint64_t seed = 1;
   for (const Shape& sh : {Shape{1, 1, 1}, Shape{6, 16, 50}, Shape{9, 33, 1000}, Shape{2, 8, 32000}}) {
-    LceCase c;
-    c.N = sh.N;
-    c.D = sh.D;
-    c.V = sh.V;
+    LceCase c = sized(sh.N, sh.D, sh.V);
     c.seed = seed++;
     check_case(c);  // plain
     c.weights = c.ignore = true;
@@ -226,10 +252,7 @@ TEST_P(LceF64, EveryOptionWithinTheFloat64Bound) {
 }
 
 TEST_P(LceF64, TileSizesWithinTheBound) {
-  LceCase base;
-  base.N = 11;
-  base.D = 12;
-  base.V = 300;
+  LceCase base = sized(11, 12, 300);
   base.weights = base.ignore = true;
   base.a = 0.05f;
   base.masked = 2;
@@ -250,10 +273,7 @@ TEST_P(LceF64, TileSizesWithinTheBound) {
 // Logits near 12345.678 with a spread of a few units: rounded to f32 they
 // lose ~1e-3 of their differences; the float64 path keeps ~1e-11.
 TEST_P(LceF64, FarFromZeroLogitsKeepFloat64Accuracy) {
-  LceCase c;
-  c.N = 5;
-  c.D = 8;
-  c.V = 700;
+  LceCase c = sized(5, 8, 700);
   c.b_shift = 12345.678;
   c.b_scale = 3.0;
   check_case(c);
@@ -281,20 +301,9 @@ std::vector<double> run_all(LceData& d, int threads) {
                              f64_view(loss.data(), {c.N}), ce, d.lce(), o);
   for (auto* v : {&loss, &lse, &ent}) out.insert(out.end(), v->begin(), v->end());
   for (int fused = 0; fused < 2; ++fused) {
-    Grads g(c);
-    if (fused) {
-      smax::linear_cross_entropy_fused(d.hidden(), d.weight(), d.target(), d.bias(),
-                                       f64_view(loss.data(), {c.N}), d.dloss_view(),
-                                       f64_view(g.dh.data(), {c.N, c.D}),
-                                       f64_view(g.dw.data(), {c.V, c.D}),
-                                       f64_view(g.db.data(), {c.V}), d.ce(), d.lce(), o);
-      out.insert(out.end(), loss.begin(), loss.end());
-    } else {
-      smax::linear_cross_entropy_backward(d.hidden(), d.weight(), d.target(), d.bias(),
-                                          d.dloss_view(), f64_view(g.dh.data(), {c.N, c.D}),
-                                          f64_view(g.dw.data(), {c.V, c.D}),
-                                          f64_view(g.db.data(), {c.V}), d.ce(), d.lce(), o);
-    }
+    const smax::TensorView dst = f64_view(loss.data(), {c.N});
+    const Grads g = gradients(d, d.ce(), o, inputs_of(d), fused ? &dst : nullptr);
+    if (fused) out.insert(out.end(), loss.begin(), loss.end());
     for (auto* v : {&g.dh, &g.dw, &g.db}) out.insert(out.end(), v->begin(), v->end());
   }
   return out;
@@ -302,10 +311,7 @@ std::vector<double> run_all(LceData& d, int threads) {
 
 TEST_P(LceF64, ThreadsGiveTheSameBits) {
   for (int64_t vc : {0, 100}) {
-    LceCase c;
-    c.N = 70;
-    c.D = 96;
-    c.V = 1500;  // GEMMs above the split threshold: blocks over the threads
+    LceCase c = sized(70, 96, 1500);  // GEMMs above the split threshold: blocks over the threads
     c.weights = c.ignore = true;
     c.a = 0.1f;
     c.cap = 8.0f;
@@ -326,10 +332,7 @@ TEST_P(LceF64, ThreadsGiveTheSameBits) {
 TEST_P(LceF64, FusedGradientsAreTheBackwardBits) {
   for (smax::Reduction red : {smax::Reduction::kNone, smax::Reduction::kMean, smax::Reduction::kSum}) {
     for (int64_t vc : {0, 13}) {
-      LceCase c;
-      c.N = 21;
-      c.D = 10;
-      c.V = 97;
+      LceCase c = sized(21, 10, 97);
       c.weights = c.ignore = true;
       c.a = 0.1f;
       c.zs = 1e-3f;
@@ -339,21 +342,9 @@ TEST_P(LceF64, FusedGradientsAreTheBackwardBits) {
       c.vocab_chunk = vc;
       LceData d(c);
       for (double& v : d.dloss) v = 1.0;
-      Grads gb(c), gf(c);
-      smax::linear_cross_entropy_backward(d.hidden(), d.weight(), d.target(), d.bias(), d.dloss_view(),
-                                          f64_view(gb.dh.data(), {c.N, c.D}),
-                                          f64_view(gb.dw.data(), {c.V, c.D}),
-                                          f64_view(gb.db.data(), {c.V}), d.ce(), d.lce());
-      std::vector<double> loss(d.dloss.size());
-      const smax::TensorView dst = red == smax::Reduction::kNone ? f64_view(loss.data(), {c.N})
-                                                                 : f64_view(loss.data(), {});
-      smax::linear_cross_entropy_fused(d.hidden(), d.weight(), d.target(), d.bias(), dst,
-                                       d.dloss_view(), f64_view(gf.dh.data(), {c.N, c.D}),
-                                       f64_view(gf.dw.data(), {c.V, c.D}),
-                                       f64_view(gf.db.data(), {c.V}), d.ce(), d.lce());
-      EXPECT_EQ(0, std::memcmp(gb.dh.data(), gf.dh.data(), gb.dh.size() * sizeof(double)));
-      EXPECT_EQ(0, std::memcmp(gb.dw.data(), gf.dw.data(), gb.dw.size() * sizeof(double)));
-      EXPECT_EQ(0, std::memcmp(gb.db.data(), gf.db.data(), gb.db.size() * sizeof(double)));
+      std::vector<double> loss;
+      const smax::TensorView dst = loss_view(c, loss);
+      EXPECT_TRUE(gradients(d, d.ce()).same_bits(gradients(d, d.ce(), &dst)));
     }
   }
 }
@@ -362,43 +353,29 @@ TEST_P(LceF64, FusedGradientsAreTheBackwardBits) {
 // bits of the backward without one; an f64 lse is read (a shifted one
 // changes the gradient).
 TEST_P(LceF64, BackwardReadsOnlyAnF64Lse) {
-  LceCase c;
-  c.N = 8;
-  c.D = 6;
-  c.V = 40;
+  LceCase c = sized(8, 6, 40);
   LceData d(c);
   const Ref R = oracle(d);
   auto backward = [&](const std::optional<smax::TensorView>& lse) {
-    Grads g(c);
     smax::CrossEntropyOptions ce = d.ce();
     ce.lse = lse;
-    smax::linear_cross_entropy_backward(d.hidden(), d.weight(), d.target(), d.bias(), d.dloss_view(),
-                                        f64_view(g.dh.data(), {c.N, c.D}),
-                                        f64_view(g.dw.data(), {c.V, c.D}),
-                                        f64_view(g.db.data(), {c.V}), ce);
-    return g;
+    return gradients(d, ce);
   };
   const Grads none = backward(std::nullopt);
   std::vector<float> lse32(static_cast<size_t>(c.N), 3.0f);  // wrong values: not read
-  const Grads g32 = backward(smax::make_view(lse32.data(), {c.N}));
-  EXPECT_EQ(0, std::memcmp(none.dh.data(), g32.dh.data(), none.dh.size() * sizeof(double)));
-  EXPECT_EQ(0, std::memcmp(none.dw.data(), g32.dw.data(), none.dw.size() * sizeof(double)));
+  EXPECT_TRUE(none.same_bits(backward(smax::make_view(lse32.data(), {c.N}))));
   std::vector<double> lse64(static_cast<size_t>(c.N));
   for (int64_t r = 0; r < c.N; ++r) lse64[static_cast<size_t>(r)] = static_cast<double>(R.rows[static_cast<size_t>(r)].L);
   check_grads(d, R, backward(f64_view(lse64.data(), {c.N})), "f64 lse");
   for (double& v : lse64) v += 1.0;  // p scaled by 1/e: read
-  const Grads shifted = backward(f64_view(lse64.data(), {c.N}));
-  EXPECT_NE(0, std::memcmp(none.dh.data(), shifted.dh.data(), none.dh.size() * sizeof(double)));
+  EXPECT_FALSE(none.same_bits(backward(f64_view(lse64.data(), {c.N}))));
 }
 
 // f64 hidden with f32 weight (and the reverse) take the float64 path: the
 // oracle on the f32 values widened, within the float64 bound. An f32 bias
 // is widened exactly.
 TEST_P(LceF64, MixedOperandsTakeTheFloat64Path) {
-  LceCase c;
-  c.N = 7;
-  c.D = 20;
-  c.V = 130;
+  LceCase c = sized(7, 20, 130);
   c.weights = true;
   c.a = 0.1f;
   for (int which = 0; which < 2; ++which) {
@@ -425,21 +402,13 @@ TEST_P(LceF64, MixedOperandsTakeTheFloat64Path) {
       const RowRef& o = R.rows[static_cast<size_t>(r)];
       EXPECT_TRUE(within(loss[static_cast<size_t>(r)], o.loss, o.b_loss, "mixed loss " + std::to_string(which)));
     }
-    Grads g(c);
-    smax::linear_cross_entropy_backward(hv, wv, d.target(), bv, d.dloss_view(),
-                                        f64_view(g.dh.data(), {c.N, c.D}),
-                                        f64_view(g.dw.data(), {c.V, c.D}),
-                                        f64_view(g.db.data(), {c.V}), ce);
-    check_grads(d, R, g, "mixed " + std::to_string(which));
+    check_grads(d, R, gradients(d, ce, d.options(), Inputs{hv, wv, bv}), "mixed " + std::to_string(which));
   }
 }
 
 // f32 / bf16 / f16 outputs of f64 inputs: the float64 results rounded once.
 TEST_P(LceF64, NarrowOutputsAreTheFloat64ResultsRoundedOnce) {
-  LceCase c;
-  c.N = 9;
-  c.D = 11;
-  c.V = 77;
+  LceCase c = sized(9, 11, 77);
   c.ignore = true;
   c.cap = 7.0f;
   LceData d(c);
@@ -447,10 +416,7 @@ TEST_P(LceF64, NarrowOutputsAreTheFloat64ResultsRoundedOnce) {
   smax::CrossEntropyOptions ce = d.ce();
   ce.lse = f64_view(lse.data(), {c.N});
   smax::linear_cross_entropy(d.hidden(), d.weight(), d.target(), d.bias(), f64_view(loss.data(), {c.N}), ce);
-  Grads g(c);
-  smax::linear_cross_entropy_backward(d.hidden(), d.weight(), d.target(), d.bias(), d.dloss_view(),
-                                      f64_view(g.dh.data(), {c.N, c.D}), f64_view(g.dw.data(), {c.V, c.D}),
-                                      f64_view(g.db.data(), {c.V}), d.ce());
+  const Grads g = gradients(d, d.ce());
   for (DType nt : {DType::kF32, DType::kBF16, DType::kF16}) {
     SCOPED_TRACE(smax::dtype_name(nt));
     const int size = smax::dtype_size(nt);
@@ -561,10 +527,7 @@ TEST_P(LceF64, SpecialValuesAndEmptyShapes) {
 
 // Bad input on the float64 path: smax::Error naming the argument, nothing written.
 TEST_P(LceF64, ErrorsWriteNothing) {
-  LceCase c;
-  c.N = 4;
-  c.D = 3;
-  c.V = 6;
+  LceCase c = sized(4, 3, 6);
   LceData d(c);
   std::vector<double> loss(1, 7.0), dh(static_cast<size_t>(c.N * c.D), 7.0), dw(static_cast<size_t>(c.V * c.D), 7.0),
       one(1, 1.0), wrong(static_cast<size_t>(c.V * 2), 1.0);

@@ -7,7 +7,8 @@
 // Contract of every function here
 // -------------------------------
 // * Logits. z_rj = fl(GEMM_rj + bias_j) where GEMM is an f32 SGEMM
-//   (OpenBLAS), then exactly cross_entropy's order: u = fl(z * s),
+//   (OpenBLAS; float64 DGEMM when hidden or weight is f64: "float64" at the
+//   end of this file), then exactly cross_entropy's order: u = fl(z * s),
 //   s = fl(scale / temperature); t = softcap * tanh(u / softcap) when
 //   softcap > 0. SoftmaxOptions' masks are rejected (mask vocabulary entries,
 //   e.g. padding, with a -inf bias: such a class has probability 0, is left
@@ -28,7 +29,8 @@
 //   to a multiple of 16 and >= 16 (a tile of at most 128 MiB and, for
 //   N >= 512, at most 1/32 of the logits), while 32M / V >= 16 (V <= 2M),
 //   else as the forward. Larger token_chunk values make the GEMMs faster
-//   at the cost of memory (4 * token_chunk * V bytes).
+//   at the cost of memory (4 * token_chunk * V bytes; 8 on the float64
+//   path, whose tiles hold doubles on the same grid).
 //   Inputs without a unit stride in either dim are copied one tile at a time
 //   (Nc x D, Vc x D); outputs without a unit stride along D go through a
 //   temporary of their own size.
@@ -144,5 +146,55 @@ void linear_cross_entropy_fused(const TensorView& hidden, const TensorView& weig
                                 const CrossEntropyOptions& ce = {},
                                 const LinearCrossEntropyOptions& lce = {},
                                 const SoftmaxOptions& options = {});
+
+// float64 (hidden or weight f64): the whole computation runs in float64
+// arithmetic. The rule: the float64 path runs when hidden or weight is f64;
+// every other floating operand (the other of the two, bias, class weights,
+// dloss, a given lse) is then read exactly as double, and each output is
+// the float64 value rounded once to its view's dtype (store_f64: f64 exact,
+// f32 / f16 / bf16 rounded once, no double rounding). Calls where neither is
+// f64 run the f32 path above, whatever the other operands' dtypes.
+//   z_rj = fl(DGEMM_rj + b_j), u = fl(z * s) with s = double(scale) /
+//   double(temperature) (the float options' exact values), t = softcap
+//   tanh(u / softcap) in double; DGEMM tiles on the same grid as the f32
+//   path (cblas_dgemm on smax's threads, core/gemm.h: dgemm_parallel); per
+//   chunk the float64 softmax kernel's exact-argument exp and compensated
+//   sum, merged over chunks as compensated sums (linear_cross_entropy_f64.cc);
+//   dz in double (cross_entropy_backward's float64 row formula); dhidden
+//   and dweight accumulated by DGEMM in double, dbias in double, each
+//   rounded once to its output's dtype. The argmax (accuracy) is the first
+//   maximum of u. The backward reads a given lse only when it is f64 (an
+//   f32 lse would undo the float64 accuracy: it is then validated and the
+//   LSE recomputed). Every option, special value, empty shape, error and the
+//   determinism above are as on the f32 path (same bits for any `threads`;
+//   the fused gradients are the bits of the backward without lse for
+//   dloss = 1).
+// Error vs exact arithmetic on the (f64-widened) inputs, enforced by
+// tests/test_linear_cross_entropy_f64.cc against a long double oracle on
+// every SIMD target (1 to 32000 classes, chunks from 1, logits to +-600 and
+// near 12345; measured worst error / bound: 0.07): the f32 bounds above
+// with 1e-14 in place of 4e-6 / 2e-6 and 2^-53 in place of 2^-24, times
+// F = 1 + softcap + (1 + 1 / softcap) max_j |u_rj| with a softcap (the
+// float64 tanh's rounding), F = 1 otherwise:
+//   E_r = s (D + 3) 2^-53 max_j (sum_k |h_rk| |w_jk| + |b_j|)
+// (|z error| <= (D + 3) 2^-53 sum_k |h_rk w_jk| + ...: the DGEMM in any
+// summation order, the bias add and the scale);
+//   loss: 1e-14 F M_r + 2 E_r (w_y (1 + 2 zs |L|) + a W / C);
+//   reduced: the sum (over the mean's denominator) of those plus
+//     (N + 2) 2^-53 sum_r |loss_r| (/ denominator);
+//   lse: 1e-14 F (1 + |L|) + E_r; target_logprob: 1e-14 F (1 + |L| + |t_y|)
+//   + 2 E_r; entropy: 1e-14 F (1 + |L| + max|t| + |H|) + 3 E_r (1 + max|t|);
+//   z_loss: 1e-14 F |z| (1 + |L|) / |L| + 2 zs w_y |L| E_r; accuracy exact
+//   unless the top two u are within 2 E_r;
+//   dz: e_rj = 1e-14 F s cap'_j |G_r| (p_j |A_r| + |B_j|)
+//              + 2.5 s |G_r| p_j (|A_r| + 2 zs w_y) E_r
+//              (+ s |G_r| (p_j |A_r| + |B_j|) E_r / softcap) + 1e-300,
+//   |dhidden_rk - ref| <= sum_j (e_rj + (V + 2) 2^-53 |dz_rj|) |w_jk|,
+//   |dweight_jk - ref| <= sum_r (e_rj + (N + 2) 2^-53 |dz_rj|) |h_rk|,
+//   |dbias_j - ref| <= sum_r (e_rj + (N + 2) 2^-53 |dz_rj|)
+// (B_j includes the target's (1 - a) w_y [j = y]; the 1e-300 is a p_j below
+// float64's underflow). Cost: the DGEMMs (N = 512, D = 1024, V = 32000, one
+// thread, AVX2: forward 2.3x, fused 1.7x the f32 path's time); tiles of
+// doubles (twice the f32 path's extra memory on the same grid).
 
 }  // namespace smax

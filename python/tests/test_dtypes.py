@@ -123,7 +123,7 @@ F64_REWEIGHT = {"self_adjust_softmax", "sigmoid_normalizer", "softplus_normalize
 # float64 gradient strictly (F64_GRAD).
 F64_SAMPLING = {"softmax_topk", "sampling_filter"}
 F64_NATIVE = (F64_SOFTMAX | {"cross_entropy", "z_loss", "spherical_z_loss"} | F64_SPARSE
-              | F64_RESCALED | F64_REWEIGHT | F64_SAMPLING)
+              | F64_RESCALED | F64_REWEIGHT | F64_SAMPLING | {"linear_cross_entropy"})
 F64_GRAD = F64_NATIVE | {"gumbel_softmax"}
 
 
@@ -634,7 +634,8 @@ def test_gradcheck_float64(op):
     F64_NATIVE ops (softmax, log_softmax, logsumexp, cross_entropy, the
     z-losses, the sparse normalisers and their losses, SSMax, softpick,
     clipped softmax, StableMax and its cross-entropy, the re-weighting
-    normalisers, the samplers: F64_GRAD) compute float64 in float64: default
+    normalisers, the samplers, linear_cross_entropy: F64_GRAD) compute
+    float64 in float64: default
     gradcheck (eps=1e-6, atol=1e-5, rtol=1e-3). Every other
     row-wise op computes in float32 arithmetic from float64 storage (the C++
     API: f64 inputs round to f32, outputs round once to f64), so a central
@@ -643,8 +644,9 @@ def test_gradcheck_float64(op):
     then carries ~1e-7 / 1e-3 = 1e-4 of rounding noise and O(eps^2) = 1e-6
     of truncation) and atol = rtol = 1e-3, which is what float32 arithmetic
     supports -- this is the float32 accuracy of the op, not a loosened float64
-    check. attention and linear_cross_entropy compute in float32 too (f32
-    GEMMs): the same eps / atol / rtol; each of their operands:
+    check. attention computes in float32 too (f32 GEMMs): the same eps /
+    atol / rtol; each operand of attention and of linear_cross_entropy
+    (float64 DGEMMs: default tolerances):
     test_gradcheck_attention_and_linear_cross_entropy_operands."""
     needs_softmax(op, "float64")
     gen = torch.Generator().manual_seed(11)

@@ -20,15 +20,19 @@ pytestmark = pytest.mark.usefixtures("torch_seed")
 
 # ---- attention and linear_cross_entropy -----------------------------------------------------
 #
-# Both compute in float32 (f32 GEMMs): a float64 operand is rounded to float32
-# first, float16 / bfloat16 widen exactly, and each output is the float32
-# result rounded once to its dtype. So the float64 reference runs on the
-# rounded inputs (reference_input(): float64 ones rounded to float32) and the
-# bound is the float32 bound of these ops' own tests plus half an ulp of the
-# output dtype: attention rtol 1e-5 / atol 2e-6 (test_attention.py: close()),
-# its gradients 2e-4 of the gradient's scale (grad_close()); linear
-# cross-entropy rtol 1e-4 / atol 1e-5, gradients 2e-4 of the scale
-# (test_losses.py::test_linear_cross_entropy).
+# attention computes in float32 (f32 GEMMs): a float64 operand is rounded to
+# float32 first, float16 / bfloat16 widen exactly, and each output is the
+# float32 result rounded once to its dtype. So the float64 reference runs on
+# the rounded inputs (reference_input(): float64 ones rounded to float32) and
+# the bound is the float32 bound of its own tests plus half an ulp of the
+# output dtype: rtol 1e-5 / atol 2e-6 (test_attention.py: close()), its
+# gradients 2e-4 of the gradient's scale (grad_close()). linear cross-entropy
+# does the same for float32 / float16 / bfloat16 hidden and weight (rtol 1e-4
+# / atol 1e-5, gradients 2e-4 of the scale: test_losses.py::
+# test_linear_cross_entropy); with a float64 hidden or weight it computes in
+# float64 (DGEMMs; include/smax/linear_cross_entropy.h, "float64"): the
+# reference runs on the exact inputs and the bound is 1e-13 (LCE_F64).
+LCE_F64 = 1e-13
 
 ATT_SHAPES = dict(q=(2, 4, 9, 16), k=(2, 2, 13, 16), v=(2, 2, 13, 8))  # GQA, Dv != D
 ATT_MASK = (2, 1, 9, 13)  # an additive mask, broadcast over heads
@@ -175,33 +179,40 @@ def test_linear_cross_entropy_dtypes(name, lib, reduction):
     assert type(loss) is type(h) and type(lse) is type(h)
     assert dtype_name(loss) == dtype_name(h) and dtype_name(lse) == dtype_name(h)
     want, want_lse = lce_ref(h, w, b, name, reduction)
-    assert_within(loss, want, name, 1e-4, 1e-5, "linear_cross_entropy loss")
-    assert_within(lse, want_lse, name, 1e-4, 1e-5, "linear_cross_entropy lse")
+    tol = (LCE_F64, LCE_F64) if name == "float64" else (1e-4, 1e-5)
+    assert_within(loss, want, name, *tol, "linear_cross_entropy loss")
+    assert_within(lse, want_lse, name, *tol, "linear_cross_entropy lse")
 
 
 @pytest.mark.parametrize("name", ["float16", "bfloat16", "float64"])
 def test_linear_cross_entropy_operands_of_mixed_dtypes(name):
     """hidden in `name`, weight float32, bias float64: the loss has hidden's
-    dtype and is the float32 call on the widened operands, rounded once
-    (float64: the loss keeps the float64 row state's digits that a float32
-    loss rounds away, so it is within one float32 ulp of it)."""
+    dtype. float16 / bfloat16 hidden: the float32 call on the widened
+    operands, rounded once. float64 hidden: the float64 path (a float64
+    hidden or weight), every operand read exactly: a float64 reference on
+    the same values within 1e-13, and the reverse (float32 hidden, float64
+    weight) too."""
     h, w, b = lce_inputs("float32")
     hn = h.to(TORCH_DTYPE[name])
     got = smax.linear_cross_entropy(hn, w, LCE_T, b.double(), reduction="none")
     assert got.dtype == TORCH_DTYPE[name]
-    want = smax.linear_cross_entropy(hn.float(), w, LCE_T, b, reduction="none")
     if name == "float64":
-        assert_ulp(got, want, "float32", what="float64 hidden")
+        want = F.cross_entropy(hn @ w.double().t() + b.double(), LCE_T, reduction="none")
+        assert_within(got, want, name, LCE_F64, LCE_F64, "float64 hidden, float32 weight")
+        rev = smax.linear_cross_entropy(h, w.double(), LCE_T, b, reduction="none")
+        assert rev.dtype == torch.float32
+        assert_within(rev, want, "float32", LCE_F64, LCE_F64, "float32 hidden, float64 weight")
     else:
+        want = smax.linear_cross_entropy(hn.float(), w, LCE_T, b, reduction="none")
         assert torch.equal(got, want.to(got.dtype))
 
 
 @pytest.mark.parametrize("name", DTYPES)
 def test_linear_cross_entropy_agrees_with_torch_in_the_dtype(name):
-    """F.cross_entropy(F.linear(h, w, b), t) in the same dtype: float32 /
-    float64 within the float32 bound; float16 / bfloat16 within a few ulps of
-    the dtype at the logits' scale (torch rounds the [N, V] logits to the
-    dtype, smax keeps them in float32)."""
+    """F.cross_entropy(F.linear(h, w, b), t) in the same dtype: float32
+    within the float32 bound, float64 within 1e-13 (both float64); float16 /
+    bfloat16 within a few ulps of the dtype at the logits' scale (torch
+    rounds the [N, V] logits to the dtype, smax keeps them in float32)."""
     h, w, b = lce_inputs(name)
     got = smax.linear_cross_entropy(h, w, LCE_T, b, reduction="none")
     z = F.linear(h, w, b)
@@ -210,6 +221,8 @@ def test_linear_cross_entropy_agrees_with_torch_in_the_dtype(name):
     if name in ("float16", "bfloat16"):
         zmax = z.double().abs().max().item()
         assert_ulp(got, theirs, name, atol=4 * EPS[name] * zmax, what="smax.lce vs torch")
+    elif name == "float64":
+        assert_ulp(got, theirs, name, rtol=LCE_F64, atol=LCE_F64, what="smax.lce vs torch")
     else:
         assert_ulp(got, theirs, name, rtol=1e-4, atol=1e-5, what="smax.lce vs torch")
 
@@ -221,7 +234,8 @@ def test_linear_cross_entropy_gradients_in_dtype(name, label_smoothing):
     the rounded inputs. The forward's lse that the backward reuses stays
     float32 for float16 / bfloat16 hidden (return_lse hands it out in
     hidden's dtype), so each gradient is the float32 result rounded once:
-    the float32 bound plus half an ulp."""
+    the float32 bound plus half an ulp. float64: the float64 path, within
+    1e-13 of the gradient's scale."""
     h, w, b = lce_inputs(name)
     td = TORCH_DTYPE[name]
     for t in (h, w, b):
@@ -233,10 +247,14 @@ def test_linear_cross_entropy_gradients_in_dtype(name, label_smoothing):
     assert (h.grad.dtype, w.grad.dtype, b.grad.dtype) == (td, td, td)
     r = [reference_input(t, name, "linear_cross_entropy").requires_grad_(True)
          for t in (h, w, b)]
-    F.cross_entropy(r[0] @ r[1].t() + r[2], LCE_T, label_smoothing=label_smoothing).backward()
+    # label_smoothing is a float32 option of the C++ API (0.1 is 0.100000001
+    # there): the reference uses that value, which float64 resolves.
+    a32 = float(torch.tensor(label_smoothing, dtype=torch.float32))
+    F.cross_entropy(r[0] @ r[1].t() + r[2], LCE_T, label_smoothing=a32).backward()
+    rel = LCE_F64 if name == "float64" else 2e-4
     for got, ref, what in ((h.grad, r[0].grad, "dhidden"), (w.grad, r[1].grad, "dweight"),
                            (b.grad, r[2].grad, "dbias")):
-        assert_within(got, ref, name, 0.0, 2e-4 * ref.abs().max().item(), f"lce {what}")
+        assert_within(got, ref, name, 0.0, rel * ref.abs().max().item(), f"lce {what}")
     # operands of their own dtypes: each gradient in its input's dtype
     h2 = h.detach().clone().requires_grad_(True)
     w2 = w.detach().float().requires_grad_(True)
@@ -247,11 +265,15 @@ def test_linear_cross_entropy_gradients_in_dtype(name, label_smoothing):
 
 def test_gradcheck_attention_and_linear_cross_entropy_operands():
     """gradcheck in float64 over every differentiable operand (q, k, v with a
-    float64 additive mask and GQA; hidden, weight, bias). These ops compute
+    float64 additive mask and GQA; hidden, weight, bias). attention computes
     in float32 (f32 GEMMs; float64 operands are rounded to float32, outputs
     rounded once to float64), so as in test_gradcheck_float64: eps = 1e-3,
     atol = rtol = 1e-3, the float32 accuracy of the op, not a loosened
-    float64 check."""
+    float64 check. linear_cross_entropy computes float64 in float64 (DGEMMs):
+    default gradcheck tolerances (eps = 1e-6, atol = 1e-5, rtol = 1e-3), with
+    label smoothing, class weights, a z-loss, a softcap and scale /
+    temperature, and without smoothing (the backward then reuses the
+    forward's float64 lse)."""
     gen = torch.Generator().manual_seed(5)
     q = torch.randn(1, 2, 4, 8, dtype=torch.float64, generator=gen).requires_grad_(True)
     k = torch.randn(1, 1, 5, 8, dtype=torch.float64, generator=gen).requires_grad_(True)
@@ -264,7 +286,15 @@ def test_gradcheck_attention_and_linear_cross_entropy_operands():
     w = (torch.randn(11, 6, dtype=torch.float64, generator=gen) * 0.5).requires_grad_(True)
     b = (torch.randn(11, dtype=torch.float64, generator=gen) * 0.1).requires_grad_(True)
     t = torch.tensor([0, 3, 10, 7, 2])
+    cw = torch.rand(11, dtype=torch.float64, generator=gen) + 0.5
     assert torch.autograd.gradcheck(
         lambda a, c, d: st.linear_cross_entropy(a, c, t, d, reduction="none",
                                                 label_smoothing=0.1),
-        (h, w, b), eps=1e-3, atol=1e-3, rtol=1e-3)
+        (h, w, b))
+    assert torch.autograd.gradcheck(
+        lambda a, c, d: st.linear_cross_entropy(a, c, t, d, cw, label_smoothing=0.05,
+                                                lse_square_scale=1e-2, softcap=3.0,
+                                                scale=0.75, temperature=1.25),
+        (h, w, b))
+    assert torch.autograd.gradcheck(
+        lambda a, c, d: st.linear_cross_entropy(a, c, t, d, reduction="sum"), (h, w, b))

@@ -31,40 +31,23 @@ namespace lce {
 // The f32 gradient row (the float64 one: linear_cross_entropy_f64.cc).
 void grad_row(const Setup& s, float* row, int64_t vc, int64_t v0, int64_t gr, double L,
               double sum_w, double g, double* /*scratch*/) {
-  const float nanf = std::numeric_limits<float>::quiet_NaN();
-  const float ninf = -std::numeric_limits<float>::infinity();
-  if (!s.active(gr)) {
-    std::fill(row, row + vc, 0.0f);
-    return;
-  }
-  if (L == -kInf) {  // every logit -inf
-    std::fill(row, row + vc, s.empty_row == EmptyRow::kNan ? nanf : 0.0f);
-    return;
-  }
-  if (!std::isfinite(L) || std::isnan(g)) {  // NaN row or G_r (0 / 0 mean); masked entries stay 0
-    for (int64_t j = 0; j < vc; ++j) row[j] = row[j] == ninf ? 0.0f : nanf;
-    return;
-  }
-  const double C = static_cast<double>(s.V);
-  const int64_t y = s.lr->target(gr);
-  const double wy = s.lr->weight(gr);
-  double A = (1.0 - s.a) * wy + 2.0 * s.zs * wy * L;
-  if (s.a > 0.0) A += s.a / C * sum_w;
+  if (special_grad_row(s, row, vc, gr, L, g)) return;
+  const GradCoeffs c = grad_coeffs(s, gr, L, sum_w);
   kernels::LceGrad k;
   k.softcap = s.cap;
   k.scale = s.scale;
   k.shift = static_cast<float>(L);
   // p_j = e^(t_j - shift) * e^(shift - L): the f32 rounding of L is folded
   // into the factor in float64.
-  k.factor = g * A * std::exp(static_cast<double>(k.shift) - L);
-  k.b = static_cast<float>(g * s.a / C);
+  k.factor = g * c.A * std::exp(static_cast<double>(k.shift) - L);
+  k.b = static_cast<float>(g * s.a / c.C);
   k.weight = s.f32_ops.cw(v0);
-  const bool has_y = y >= v0 && y < v0 + vc;
-  const float uy = has_y ? row[y - v0] : 0.0f;
+  const bool has_y = c.y >= v0 && c.y < v0 + vc;
+  const float uy = has_y ? row[c.y - v0] : 0.0f;
   kernels::lce_grad(row, vc, k);
-  if (has_y && uy != ninf) {
-    const double fix = static_cast<double>(s.scale) * cap_deriv(s, uy) * g * (1.0 - s.a) * wy;
-    row[y - v0] = static_cast<float>(static_cast<double>(row[y - v0]) - fix);
+  if (has_y && uy != -std::numeric_limits<float>::infinity()) {
+    const double fix = static_cast<double>(s.scale) * cap_deriv(s, uy) * g * (1.0 - s.a) * c.wy;
+    row[c.y - v0] = static_cast<float>(static_cast<double>(row[c.y - v0]) - fix);
   }
 }
 

@@ -149,37 +149,20 @@ void settle_f64(RowStat& st) {
 
 void grad_row(const Setup& s, double* u, int64_t n, int64_t v0, int64_t gr, double L,
               double sum_w, double g, double* scratch) {
-  constexpr double nan = kNan;
-  if (!s.active(gr)) {
-    for (int64_t j = 0; j < n; ++j) u[j] = 0.0;
-    return;
-  }
-  if (L == -kInf) {  // every logit -inf
-    const double v = s.empty_row == EmptyRow::kNan ? nan : 0.0;
-    for (int64_t j = 0; j < n; ++j) u[j] = v;
-    return;
-  }
-  if (!std::isfinite(L) || std::isnan(g)) {  // NaN row or G_r; masked entries stay 0
-    for (int64_t j = 0; j < n; ++j) u[j] = u[j] == -kInf ? 0.0 : nan;
-    return;
-  }
+  if (special_grad_row(s, u, n, gr, L, g)) return;
   const double* t = capped(s, u, n, scratch);
   double* e = scratch + n;
   const kernels::F64Terms r = kernels::exp_terms_row_f64(t, n, e);
   if (!(r.sum > 0.0)) {
     // Every t_j -inf (0), or NaN / +inf in a chunk of a row whose given
-    // lse is finite (NaN): the f32 path's special entries.
-    for (int64_t j = 0; j < n; ++j) u[j] = t[j] == -kInf ? 0.0 : nan;
+    // lse is finite (NaN entries; -inf ones 0).
+    for (int64_t j = 0; j < n; ++j) u[j] = t[j] == -kInf ? 0.0 : kNan;
     return;
   }
-  const double C = static_cast<double>(s.V);
-  const int64_t y = s.lr->target(gr);
-  const double wy = s.lr->weight(gr);
-  double A = (1.0 - s.a) * wy + 2.0 * s.zs * wy * L;
-  if (s.a > 0.0) A += s.a / C * sum_w;
-  const double factor = g * A * exp_diff_f64(r.max, L);  // p_j = factor / (g A) * e_j
-  const double b = g * s.a / C;
-  const double target_term = g * (1.0 - s.a) * wy;
+  const GradCoeffs c = grad_coeffs(s, gr, L, sum_w);
+  const double factor = g * c.A * exp_diff_f64(r.max, L);  // p_j = factor / (g A) * e_j
+  const double b = g * s.a / c.C;
+  const double target_term = g * (1.0 - s.a) * c.wy;
   const double* w = s.f64_ops.cw(v0);
   for (int64_t j = 0; j < n; ++j) {
     if (t[j] == -kInf) {
@@ -188,7 +171,7 @@ void grad_row(const Setup& s, double* u, int64_t n, int64_t v0, int64_t gr, doub
     }
     const double p = e[j] == 0.0 ? 0.0 : factor * e[j];  // no inf * 0
     double dt = p - (w != nullptr ? w[j] : 1.0) * b;
-    if (v0 + j == y) dt -= target_term;
+    if (v0 + j == c.y) dt -= target_term;
     u[j] = s.scale64 * cap_deriv(s, u[j]) * dt;  // u[j] (and t[j]) read before written
   }
 }

@@ -357,6 +357,16 @@ void scan_chunk(const Setup& s, const float* row, int64_t vc, int64_t v0, int64_
 
 void accumulate(const float* x, int64_t n, double* acc) { kernels::lce_accumulate(x, n, acc); }
 
+GradCoeffs grad_coeffs(const Setup& s, int64_t gr, double L, double sum_w) {
+  GradCoeffs k;
+  k.C = static_cast<double>(s.V);
+  k.y = s.lr->target(gr);
+  k.wy = s.lr->weight(gr);
+  k.A = (1.0 - s.a) * k.wy + 2.0 * s.zs * k.wy * L;
+  if (s.a > 0.0) k.A += s.a / k.C * sum_w;
+  return k;
+}
+
 // ---- tiles --------------------------------------------------------------------------
 template <class T>
 GemmOperandT<T> logits_tile(const Setup& s, Work<T>& w, const GemmOperandT<T>& hc, int64_t nc,

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -337,6 +338,30 @@ void grad_row(const Setup& s, float* row, int64_t vc, int64_t v0, int64_t gr, do
               double sum_w, double g, double* scratch);
 void grad_row(const Setup& s, double* row, int64_t vc, int64_t v0, int64_t gr, double L,
               double sum_w, double g, double* scratch);
+// The rows whose dz is not the formula, written here (returns true): an
+// inactive row (0), every logit -inf (empty_row: 0 or NaN), a NaN / inf L
+// or a NaN G_r (NaN; -inf entries 0). `row` holds u.
+template <class T>
+bool special_grad_row(const Setup& s, T* row, int64_t vc, int64_t gr, double L, double g) {
+  const T nan = std::numeric_limits<T>::quiet_NaN(), ninf = -std::numeric_limits<T>::infinity();
+  if (!s.active(gr)) {
+    std::fill(row, row + vc, T(0));
+  } else if (L == -kInf) {
+    std::fill(row, row + vc, s.empty_row == EmptyRow::kNan ? nan : T(0));
+  } else if (!std::isfinite(L) || std::isnan(g)) {
+    for (int64_t j = 0; j < vc; ++j) row[j] = row[j] == ninf ? T(0) : nan;
+  } else {
+    return false;
+  }
+  return true;
+}
+// The coefficients of an active row's dz (cross_entropy_backward's):
+// A_r = (1 - a) w_y + (a / C) sum_w + 2 zs w_y L, the target y and w_y.
+struct GradCoeffs {
+  int64_t y = 0;
+  double wy = 0.0, A = 0.0, C = 1.0;
+};
+GradCoeffs grad_coeffs(const Setup& s, int64_t gr, double L, double sum_w);
 // acc_j += x_j in float64 (dbias: the column sums of dz, row by row).
 void accumulate(const float* x, int64_t n, double* acc);
 void accumulate(const double* x, int64_t n, double* acc);
