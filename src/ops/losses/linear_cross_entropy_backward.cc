@@ -105,7 +105,7 @@ struct Call {
 
 // An output matrix [rows, D] for the gradient GEMMs of T: the view itself
 // when it is T with a unit stride along D, else a temporary rounded into it
-// at the end (write_matrix).
+// at the end (write).
 template <class T>
 struct OutMatrix {
   Layout l;

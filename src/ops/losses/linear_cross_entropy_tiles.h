@@ -282,7 +282,7 @@ struct Work {
     tile = alloc<T>(s.op, s.Nc * s.Vc);
     if (!s.ops<T>().hm.direct()) hbuf = alloc<T>(s.op, s.Nc * s.D);
     if (!s.ops<T>().wm.direct()) wbuf = alloc<T>(s.op, s.Vc * s.D);
-    if (std::is_same_v<T, double>) {
+    if constexpr (std::is_same_v<T, double>) {
       // ScratchPool counts floats: two per double.
       rows.emplace(std::max(s.threads, 1), 2 * row_scratch_f64(s.Vc));
     }
@@ -312,7 +312,7 @@ template <class T>
 GemmOperandT<T> logits_tile(const Setup& s, Work<T>& w, const GemmOperandT<T>& hc, int64_t nc,
                             int64_t v0, int64_t vc);
 
-// The float64 row statistics of tokens [n0, n0 + nc) over the whole vocabulary.
+// What stats_pass (and scan_chunk) gather besides the (max, sum) of a row.
 struct StatRequest {
   bool sums = false, entropy = false, argmax = false, all_rows = false;
 };
@@ -365,6 +365,9 @@ GradCoeffs grad_coeffs(const Setup& s, int64_t gr, double L, double sum_w);
 // acc_j += x_j in float64 (dbias: the column sums of dz, row by row).
 void accumulate(const float* x, int64_t n, double* acc);
 void accumulate(const double* x, int64_t n, double* acc);
+
+// The float64 row statistics of tokens [n0, n0 + nc) (hc: their hidden rows)
+// over the whole vocabulary, one vocabulary tile at a time; st[r] settled.
 template <class T>
 void stats_pass(const Setup& s, Work<T>& w, const GemmOperandT<T>& hc, int64_t n0, int64_t nc,
                 const StatRequest& req, std::vector<RowStat>& st);
