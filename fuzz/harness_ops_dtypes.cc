@@ -22,6 +22,7 @@
 //    oracle then models that path (reference::Float64Semantics: logits
 //    x * s + mask and the derived factors in double; float64_oracle).
 #include "harness_ops_internal.h"
+#include "typed_call.h"
 
 namespace smax_fuzz {
 namespace ops_internal {
@@ -41,17 +42,10 @@ bool eligible(Case& c) {
   return true;
 }
 
-// The table ops without a float64 path (docs/dtypes.md): they read f64
-// inputs rounded to f32 and compute in f32, which the f32 oracle models.
-bool lacks_float64_path(const std::string& name) {
-  return name == "softmax_collapse_fraction" || name == "int_softmax" || name == "shiftmax" ||
-         name == "qlinear_softmax";
-}
-
 }  // namespace
 
 bool float64_oracle(const Case& c) {
-  return c.in_dtype == DType::kF64 && !lacks_float64_path(c.op->name);
+  return c.in_dtype == DType::kF64 && smax_cli::has_float64_path(c.op->name);
 }
 
 bool storage_drawn(const Case& c) {

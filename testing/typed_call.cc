@@ -25,6 +25,11 @@ smax::TensorView retyped(const smax::TensorView& v, smax::DType dtype, void* dat
 
 }  // namespace
 
+bool has_float64_path(const std::string& op_name) {
+  return op_name != "softmax_collapse_fraction" && op_name != "int_softmax" &&
+         op_name != "shiftmax" && op_name != "qlinear_softmax";
+}
+
 std::vector<unsigned char> round_to_dtype(float* data, size_t n, smax::DType dtype) {
   const size_t size = static_cast<size_t>(smax::dtype_size(dtype));
   std::vector<unsigned char> bytes(std::max<size_t>(n, 1) * size);

@@ -29,6 +29,11 @@ struct TypedCall {
 /// their inputs and outputs are integers, so f64 / f16 / bf16 views do not
 /// apply to them.
 bool takes_floating_dtypes(const ExtOp& op);
+/// True for the ops that compute in float64 when given f64 inputs (every
+/// table op but the collapse detector and the integer softmaxes;
+/// docs/dtypes.md): their oracle then runs under
+/// reference::Float64Semantics (test_dtypes, `smax run --check`, fuzz).
+bool has_float64_path(const std::string& op_name);
 
 /// --dtype of an integer op (takes_floating_dtypes false): qlinear_softmax
 /// takes u8 (its default) or i8 (the same as --param signed=true, which it

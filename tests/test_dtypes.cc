@@ -180,7 +180,8 @@ void check_op_dtype(const ExtOp& op, const std::vector<int64_t>& shape, DType dt
   if (!op.reference || op.check_indices) return;
   // f64 inputs take the ops' float64 paths: the oracle models those
   // (src/reference/rows.h, Float64Semantics).
-  const smax::reference::Float64Semantics semantics(dtype == DType::kF64);
+  const smax::reference::Float64Semantics semantics(dtype == DType::kF64 &&
+                                                    smax_cli::has_float64_path(op.name));
   const std::vector<double> ref = op.reference(inst->call);
   smax::reference::ElementBounds b = smax_cli::op_bounds(op, smax_cli::bound_call_of(inst->call), ref);
   for (int64_t i = 0; i < m; ++i) {

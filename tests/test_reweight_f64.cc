@@ -431,25 +431,38 @@ TEST_P(ReweightF64, PowerSoftmaxWithinTheFloat64Bound) {
 // ---- probability temperature -------------------------------------------------------------------
 
 TEST_P(ReweightF64, ProbabilityTemperatureWithinTheFloat64Bound) {
-  for (float T : {0.5f, 2.0f, 0.125f}) {
+  // T = 0.7: 1 / T is not exact in double, and the rounding of a = 1 / T
+  // moves (p / M)^a by a u |ln(p / M)| (the bound's log terms).
+  for (float T : {0.5f, 2.0f, 0.125f, 0.7f}) {
     const LD a = 1 / static_cast<LD>(T);
-    auto terms = [&](const std::vector<double>& t, LD* S) {
-      RowLD w(t.size(), 0);
-      *S = 0;
+    // w = p^a, S = sum w, and L_i = |ln(p_i / M)| with Ly = sum_j y_j L_j.
+    struct Terms {
+      RowLD w, L;
+      LD S = 0, Ly = 0;
+    };
+    auto terms = [&](const std::vector<double>& t) {
+      Terms m;
+      m.w.assign(t.size(), 0);
+      m.L.assign(t.size(), 0);
+      LD M = 0;
+      for (double v : t) M = std::max<LD>(M, v);
       for (size_t i = 0; i < t.size(); ++i) {
-        if (t[i] > 0) *S += (w[i] = std::pow(static_cast<LD>(t[i]), a));
+        if (!(t[i] > 0)) continue;
+        m.S += (m.w[i] = std::pow(static_cast<LD>(t[i]), a));
+        m.L[i] = std::fabs(std::log(t[i] / M));
       }
-      return w;
+      for (size_t i = 0; i < t.size(); ++i) m.Ly += m.w[i] / m.S * m.L[i];
+      return m;
     };
     check_op("prob fwd T " + std::to_string(T), 1.0,
         [&](auto x, auto, auto out, auto o) { smax::probability_temperature(x, out, T, o); },
         [&](const std::vector<double>& t, const std::vector<double>&) {
-          LD S;
-          const RowLD w = terms(t, &S);
+          const Terms m = terms(t);
           RowWant r;
-          for (LD v : w) {
-            r.want.push_back(v / S);
-            r.bound.push_back((1e-14L + 2 * a * kU) * v / S + 1e-300);
+          for (size_t i = 0; i < t.size(); ++i) {
+            const LD y = m.w[i] / m.S;
+            r.want.push_back(y);
+            r.bound.push_back((1e-14L + 2 * a * kU * (2 + m.L[i] + m.Ly)) * y + 1e-300);
           }
           return r;
         },
@@ -457,22 +470,25 @@ TEST_P(ReweightF64, ProbabilityTemperatureWithinTheFloat64Bound) {
     check_op("prob bwd T " + std::to_string(T), 1.0,
         [&](auto x, auto g, auto out, auto o) { smax::probability_temperature_backward(x, g, out, T, o); },
         [&](const std::vector<double>& t, const std::vector<double>& g) {
-          LD S;
-          const RowLD w = terms(t, &S);
-          LD r = 0, gy = 0;
-          for (size_t i = 0; i < t.size(); ++i) r += g[i] * w[i] / S, gy += std::fabs(g[i] * w[i] / S);
+          const Terms m = terms(t);
+          auto e = [&](size_t i) { return 2e-14L + 4 * std::max<LD>(a, 1) * kU * (1 + m.L[i] + m.Ly); };
+          LD r = 0, er = 0;  // <g, y> and the bound of its error
+          for (size_t i = 0; i < t.size(); ++i) {
+            const LD y = m.w[i] / m.S;
+            r += g[i] * y;
+            er += std::fabs(g[i]) * y * e(i);
+          }
           RowWant out;
           for (size_t i = 0; i < t.size(); ++i) {
             if (!(t[i] > 0)) {  // masked, or p = 0 (T < 1 here or T > 1: 0 or +-inf)
-              const LD f = !visible(t[i]) || a > 1 ? 0 : (a == 1 ? 1 / S : INFINITY);
+              const LD f = !visible(t[i]) || a > 1 ? 0 : (a == 1 ? 1 / m.S : INFINITY);
               out.want.push_back(f == 0 ? 0 : f * (g[i] - r));
               out.bound.push_back(0);
               continue;
             }
-            const LD c = a * std::pow(static_cast<LD>(t[i]), a - 1) / S;
+            const LD c = a * std::pow(static_cast<LD>(t[i]), a - 1) / m.S;
             out.want.push_back(c * (g[i] - r));
-            out.bound.push_back((2e-14L + 4 * std::max<LD>(a, 1) * kU) * c *
-                                    (std::fabs(g[i] - r) + gy) + 1e-300);
+            out.bound.push_back(c * (e(i) * std::fabs(g[i] - r) + 2 * er) + 1e-300);
           }
           return out;
         },
@@ -667,6 +683,109 @@ TEST_P(ReweightF64, SpecialRows) {
     EXPECT_TRUE(std::isnan(y[static_cast<size_t>(j)]));
     EXPECT_EQ(y[static_cast<size_t>(n + j)], 0.0);
     EXPECT_TRUE(std::isnan(y[static_cast<size_t>(2 * n + j)]));
+  }
+}
+
+// Rows at the ends of float64's range (a review's findings): no overflow,
+// underflow or inf * 0 where the result is an ordinary number.
+TEST_P(ReweightF64, ExtremeMagnitudes) {
+  auto run1 = [](std::vector<double> x, auto&& op) {
+    std::vector<double> y(x.size(), 7.0);
+    op(f64_view(x.data(), {static_cast<int64_t>(x.size())}),
+       f64_view(y.data(), {static_cast<int64_t>(y.size())}));
+    return y;
+  };
+  auto run_bwd = [](std::vector<double> x, std::vector<double> g, auto&& op) {
+    std::vector<double> dx(x.size(), 7.0);
+    const int64_t n = static_cast<int64_t>(x.size());
+    op(f64_view(x.data(), {n}), f64_view(g.data(), {n}), f64_view(dx.data(), {n}));
+    return dx;
+  };
+  // Logit standardisation of subnormal logits, and with eps = 0 at 1e-300.
+  std::vector<double> y = run1({1e-310, -1e-310}, [](auto x, auto o) { smax::logit_standardization(x, o); });
+  EXPECT_NEAR(y[0], 0.5, 1e-15);
+  EXPECT_NEAR(y[1], 0.5, 1e-15);
+  smax::LogitStandardizationOptions tight;
+  tight.eps = 0.0f;
+  tight.temperature = 1e-10f;
+  y = run1({1e-300, -1e-300}, [&](auto x, auto o) { smax::logit_standardization(x, o, tight); });
+  EXPECT_EQ(y, (std::vector<double>{1.0, 0.0}));
+  // Its backward at 1e200 (default eps) and at 1e-170 (eps = 0), against
+  // long double (whose range holds every intermediate).
+  for (const auto& [row, eps] : std::vector<std::pair<std::vector<double>, float>>{
+           {{1e200, 0.0, -3e200}, 1e-7f}, {{1e-170, 0.0, -3e-170}, 0.0f}}) {
+    smax::LogitStandardizationOptions ls;
+    ls.eps = eps;
+    const std::vector<double> g = {1.0, 0.0, 0.0};
+    const std::vector<double> dx = run_bwd(row, g, [&](auto x, auto gv, auto d) {
+      smax::logit_standardization_backward(x, gv, d, ls);
+    });
+    const LD mu = (static_cast<LD>(row[0]) + row[1] + row[2]) / 3;
+    LD ss = 0;
+    for (double v : row) ss += (v - mu) * (v - mu);
+    const LD sigma = std::sqrt(ss / 2), se = sigma + static_cast<LD>(eps);
+    RowLD v(3), h(3);
+    for (int i = 0; i < 3; ++i) v[static_cast<size_t>(i)] = (row[static_cast<size_t>(i)] - mu) / se;
+    LD m = std::max(v[0], std::max(v[1], v[2])), S = 0;
+    for (LD& e : v) S += (e = std::exp(e - m));
+    LD r = 0, C = 0;
+    for (int i = 0; i < 3; ++i) r += g[static_cast<size_t>(i)] * v[static_cast<size_t>(i)] / S;
+    for (int i = 0; i < 3; ++i) {
+      h[static_cast<size_t>(i)] = v[static_cast<size_t>(i)] / S * (g[static_cast<size_t>(i)] - r);
+      C += h[static_cast<size_t>(i)] * (row[static_cast<size_t>(i)] - mu);
+    }
+    C /= se * 2 * sigma;
+    for (int i = 0; i < 3; ++i) {
+      const LD want = (h[static_cast<size_t>(i)] - (row[static_cast<size_t>(i)] - mu) * C) / se;
+      EXPECT_LE(std::fabs(dx[static_cast<size_t>(i)] - want), 1e-12L * std::fabs(want))
+          << "eps " << eps << " i " << i << " got " << dx[static_cast<size_t>(i)];
+    }
+  }
+  // Softplus terms near DBL_MAX (lambda = 1): the sum would overflow.
+  smax::SoftplusNormalizerOptions one;
+  one.lambda = 1.0f;
+  y = run1({1e308, 1e308}, [&](auto x, auto o) { smax::softplus_normalizer(x, o, one); });
+  EXPECT_EQ(y, (std::vector<double>{0.5, 0.5}));
+  // Normalised SA-Softmax with b - a beyond DBL_MAX.
+  y = run1({1e308, -1e308}, [](auto x, auto o) { smax::self_adjust_softmax(x, o, {true, true}); });
+  EXPECT_NEAR(y[0], 1.0, 1e-15);
+  EXPECT_EQ(y[1], 0.0);
+  // Power-Softmax's and probability temperature's coefficients at M = 1e308
+  // and at a subnormal M.
+  std::vector<double> dx = run_bwd({1e308, -1e308}, {1e300, 0.0}, [](auto x, auto g, auto d) {
+    smax::power_softmax_backward(x, g, d, 2);
+  });
+  EXPECT_NEAR(dx[0], 5e-9, 1e-22);
+  EXPECT_NEAR(dx[1], 5e-9, 1e-22);
+  dx = run_bwd({5e-324, 0.0}, {1.0, 1.0}, [](auto x, auto g, auto d) {
+    smax::power_softmax_backward(x, g, d, 2);
+  });
+  EXPECT_EQ(dx, (std::vector<double>{0.0, 0.0}));
+  dx = run_bwd({1e308, 1e308}, {1e300, 0.0}, [](auto x, auto g, auto d) {
+    smax::probability_temperature_backward(x, g, d, 1.0f);
+  });
+  EXPECT_NEAR(dx[0], 2.5e-9, 1e-22);
+  EXPECT_NEAR(dx[1], -2.5e-9, 1e-22);
+  // A subnormal ratio p_1 / M with T = 2: (p / M)^(1/2 - 1) is large, not inf.
+  dx = run_bwd({2.0, 5e-324}, {0.0, 1.0}, [](auto x, auto g, auto d) {
+    smax::probability_temperature_backward(x, g, d, 2.0f);
+  });
+  {
+    const LD a = 0.5L, p0 = 2.0L, p1 = static_cast<LD>(5e-324);  // the subnormal's value
+    const LD S = std::pow(p0, a) + std::pow(p1, a);
+    const LD r = std::pow(p1, a) / S;  // <g, y> with g = (0, 1)
+    const LD want = a * std::pow(p1, a - 1) / S * (1 - r);
+    EXPECT_LE(std::fabs(dx[1] - want), 1e-12L * want) << dx[1];
+  }
+  // The sigmoid's backward from a raw y far outside [0, 1] and a tiny scale.
+  {
+    std::vector<double> yv = {1e160}, gv = {1.0}, d(1);
+    smax::SoftmaxOptions o;
+    o.scale = 1e-30f;
+    smax::sigmoid_normalizer_backward(f64_view(yv.data(), {1}), f64_view(gv.data(), {1}),
+                                      f64_view(d.data(), {1}), o);
+    const LD want = static_cast<LD>(1e-30f) * 1e160L * (1 - 1e160L);
+    EXPECT_LE(std::fabs(d[0] - want), 1e-15L * std::fabs(want)) << d[0];
   }
 }
 

@@ -359,6 +359,39 @@ TEST_P(SamplingF64, SpecialRows) {
   }
 }
 
+// c = s / tau is validated in the type of the path: 1e-30 / 1e30 is a
+// positive double (it underflows f32).
+TEST_P(SamplingF64, GumbelSoftmaxBackwardTinyCoefficient) {
+  std::vector<double> y = {0.5, 0.5}, dy = {1.0, 0.0}, dx(2);
+  smax::SoftmaxOptions o;
+  o.scale = 1e-30f;
+  smax::gumbel_softmax_backward(f64_view(y.data(), {2}), f64_view(dy.data(), {2}),
+                                f64_view(dx.data(), {2}), 1e30f, o);
+  const double c = static_cast<double>(1e-30f) / static_cast<double>(1e30f);
+  EXPECT_NEAR(dx[0], c * 0.25, 1e-15 * c);
+  EXPECT_NEAR(dx[1], -c * 0.25, 1e-15 * c);
+}
+
+// Soft-NMS on f64 boxes whose areas overflow (1e200) or underflow (1e-200):
+// two identical boxes have IoU 1, so hard NMS keeps one.
+TEST_P(SamplingF64, SoftNmsBoxesAtTheEndsOfFloat64) {
+  for (double size : {1e200, 1e-200}) {
+    double boxes[8] = {0, 0, size, size, 0, 0, size, size};
+    double scores[2] = {0.9, 0.8};
+    smax::SoftNmsOptions o;
+    o.method = smax::SoftNmsMethod::kHard;
+    const auto r = smax::soft_nms(f64_view(boxes, {2, 4}), f64_view(scores, {2}), o);
+    EXPECT_EQ(r.indices, (std::vector<int64_t>{0})) << size;
+    o.method = smax::SoftNmsMethod::kLinear;
+    o.iou_threshold = 0.0f;
+    // Half overlap: IoU = (s / 2 * s) / (2 s^2 - s^2 / 2) = 1 / 3.
+    double shifted[8] = {0, 0, size, size, size / 2, 0, size * 1.5, size};
+    const auto q = smax::soft_nms(f64_view(shifted, {2, 4}), f64_view(scores, {2}), o);
+    ASSERT_EQ(q.indices.size(), 2u) << size;
+    EXPECT_NEAR(q.scores[1], 0.8 * (1.0 - 1.0 / 3.0), 1e-7) << size;
+  }
+}
+
 SMAX_INSTANTIATE_PER_TARGET(SamplingF64);
 
 }  // namespace

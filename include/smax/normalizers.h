@@ -513,12 +513,15 @@ void logit_standardization_backward(const TensorView& src, const TensorView& dy,
 // logits t = x s + mask in double (s = double(scale) / double(temperature));
 // the quantities the f32 path rounds to f32 stay in double: the sigmoid's
 // default bias b = -ln n, softplus's lambda = ln N / ln d and
-// z = lambda t, the standardised logits v = (t - mean) k (the mean kept as a
-// two-double pair on a row scaled by a power of two, so logits far from 0
-// keep their deviations, and no sum overflows); softmaxes by the float64
+// z = lambda t, the standardised logits v = ((t - mean) / (std + eps)) / T
+// (the mean kept as a two-double pair on a row scaled by a power of two, so
+// logits far from 0 keep their deviations); softmaxes by the float64
 // softmax kernel, sums and dots compensated, e^(t + b) with an exact
-// two-term argument; no flush of tiny values. Each output is the float64
-// value rounded once to its dtype. Error vs exact arithmetic on those t
+// two-term argument; no flush of tiny values. Rows at the ends of float64's
+// range (logits near 1e308 or subnormal) are scaled by powers of two or
+// divided in an order that keeps every intermediate finite where the result
+// is (tests/test_reweight_f64.cc, ExtremeMagnitudes). Each output is the
+// float64 value rounded once to its dtype. Error vs exact arithmetic on those t
 // (and the op's double b, lambda, z), u = 2^-53, enforced by
 // tests/test_reweight_f64.cc against long double on every SIMD target
 // (rows to 32000, logits to +-600 and at 12345.678 +- 0.01):
@@ -530,9 +533,12 @@ void logit_standardization_backward(const TensorView& src, const TensorView& dy,
 //     the f32 bound with that e_j, 10 u in place of 10 u_f32 and 1e-300;
 //   power_softmax: |ref| max(1e-14, (2p + 4 log2 p + 6) u) + 1e-300; backward:
 //     the f32 bound with kappa = 2 max(1e-14, (2p + 4 log2 p + 6) u);
-//   probability_temperature: (1e-14 + 2 u / T) |ref| + 1e-300; backward:
-//     (2e-14 + 4 max(1/T, 1) u) |c_j| (|dy_j - <dy,y>| + sum |dy y|) + 1e-300
-//     (the one-sided limits at p_j = 0 exactly);
+//   probability_temperature, with a = 1/T, L_i = |ln(p_i / max p)| and
+//     Ly = sum_j y_j L_j (the rounding of a moves (p / M)^a by a u L):
+//     (1e-14 + 2 a u (2 + L_i + Ly)) |ref| + 1e-300; backward, with
+//     e_j = 2e-14 + 4 max(a, 1) u (1 + L_j + Ly): |c_j| (e_j |dy_j - <dy,y>|
+//     + 2 sum_i |dy_i| y_i e_i) + 1e-300 (the one-sided limits at p_j = 0
+//     exactly);
 //   logit_standardization: |ref| (1e-14 + 8 u (|v_i| + sum_j y_j |v_j|)) +
 //     1e-300; backward (docs/normalizers.md): s k (dh_j + |d_j| dC + 4 u
 //     (|h_j| + |d_j C|)) + 1e-300 with e_i the forward's relative bound.

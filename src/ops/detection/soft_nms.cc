@@ -8,7 +8,9 @@
 // max picks the lower index on ties. Everything is computed before any
 // output view is written.
 #include <cmath>
+#include <limits>
 #include <new>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -31,6 +33,39 @@ constexpr const char* kOp = "soft_nms";
 struct Box {
   double x1, y1, x2, y2, area;
 };
+
+// IoU of m and x (widths + one): in place when the areas and the union are
+// normal doubles; otherwise (f64 boxes near 1e200 whose areas overflow, or
+// near 1e-200 whose areas underflow) on the pair's coordinates scaled by
+// 2^-e, e = ilogb of their largest magnitude (IoU is scale-free; `one`
+// scales with them).
+double iou(const Box& m, const Box& x, double one) {
+  auto plain = [](const Box& a, const Box& b, double o, double area_a, double area_b) {
+    const double iw = std::fmin(a.x2, b.x2) - std::fmax(a.x1, b.x1) + o;
+    const double ih = std::fmin(a.y2, b.y2) - std::fmax(a.y1, b.y1) + o;
+    const double inter = (iw > 0.0 && ih > 0.0) ? iw * ih : 0.0;
+    const double uni = area_a + area_b - inter;
+    return std::pair<double, double>{inter, uni};
+  };
+  const auto [inter, uni] = plain(m, x, one, m.area, x.area);
+  constexpr double kMin = std::numeric_limits<double>::min();
+  if (std::isfinite(uni) && uni >= kMin && (inter == 0.0 || inter >= kMin)) return inter / uni;
+  double big = 0.0;
+  for (double v : {m.x1, m.y1, m.x2, m.y2, x.x1, x.y1, x.x2, x.y2}) big = std::fmax(big, std::fabs(v));
+  if (big == 0.0) return 0.0;  // every coordinate 0: zero-area boxes (one = 0)
+  // e: the largest coordinate in [1, 2) (then widths < 4, areas < 16); for
+  // an all-zero-area pair the scaled union is still 0: IoU 0.
+  const int e = std::ilogb(big);
+  auto scaled = [e](const Box& b) {
+    return Box{std::scalbn(b.x1, -e), std::scalbn(b.y1, -e), std::scalbn(b.x2, -e),
+               std::scalbn(b.y2, -e), 0.0};
+  };
+  const Box a = scaled(m), b = scaled(x);
+  const double o = std::scalbn(one, -e);
+  const auto [si, su] = plain(a, b, o, (a.x2 - a.x1 + o) * (a.y2 - a.y1 + o),
+                              (b.x2 - b.x1 + o) * (b.y2 - b.y1 + o));
+  return su > 0.0 ? si / su : 0.0;
+}
 
 // Element (i, j) of a floating view (any storage dtype), exactly.
 double read(const TensorView& v, int64_t i, int64_t j) {
@@ -123,16 +158,12 @@ void run(const TensorView& boxes, const TensorView& scores, const SoftNmsOptions
       const Box& m = b[static_cast<size_t>(best)];
       for (int64_t i : alive) {
         const Box& x = b[static_cast<size_t>(i)];
-        const double iw = std::fmin(m.x2, x.x2) - std::fmax(m.x1, x.x1) + one;
-        const double ih = std::fmin(m.y2, x.y2) - std::fmax(m.y1, x.y1) + one;
-        const double inter = (iw > 0.0 && ih > 0.0) ? iw * ih : 0.0;
-        const double uni = m.area + x.area - inter;
-        const double iou = uni > 0.0 ? inter / uni : 0.0;
+        const double ov = iou(m, x, one);
         double weight = 1.0;
         switch (o.method) {
-          case SoftNmsMethod::kHard: weight = iou > nt ? 0.0 : 1.0; break;
-          case SoftNmsMethod::kLinear: weight = iou > nt ? 1.0 - iou : 1.0; break;
-          case SoftNmsMethod::kGaussian: weight = std::exp(-(iou * iou) / sigma); break;
+          case SoftNmsMethod::kHard: weight = ov > nt ? 0.0 : 1.0; break;
+          case SoftNmsMethod::kLinear: weight = ov > nt ? 1.0 - ov : 1.0; break;
+          case SoftNmsMethod::kGaussian: weight = std::exp(-(ov * ov) / sigma); break;
         }
         s[static_cast<size_t>(i)] *= weight;
       }

@@ -362,7 +362,9 @@ void sigmoid_normalizer_backward(const TensorView& y, const TensorView& dy,
     if (a.n == 0) return;
     if constexpr (detail::kIsF64Row<decltype(a)>) {
       for (int64_t i = 0; i < a.n; ++i) {
-        a.out[0][i] = a.in[1][i] * a.in[0][i] * (1.0 - a.in[0][i]) * a.scale;
+        // The scale first: a raw y far from [0, 1] (y = 1e160) must not
+        // overflow y (1 - y) where the result does not (as the f32 kernel).
+        a.out[0][i] = a.in[1][i] * a.scale * a.in[0][i] * (1.0 - a.in[0][i]);
       }
     } else {
       kernels::sigmoid_norm_backward_row(a.in[0], a.in[1], a.n, a.scale, a.out[0]);
@@ -450,7 +452,7 @@ void power_softmax_backward(const TensorView& src, const TensorView& dy, const T
     if constexpr (detail::kIsF64Row<decltype(a)>) {
       const double S = detail::power_terms_f64(t, a.n, p, M, w);
       const double r = detail::dot_f64(g, w, a.n) / S;
-      detail::power_backward_row_f64(t, g, a.n, p, M, r, a.scale * p / (M * S), dx);
+      detail::power_backward_row_f64(t, g, a.n, p, M, r, a.scale * p / S, dx);
     } else {
       const double S = kernels::power_row(t, a.n, p, M, w);
       const double r = kernels::dot_segment(g, w, a.n) / S;
@@ -493,8 +495,8 @@ void probability_temperature_backward(const TensorView& p_src, const TensorView&
       double* w = a.scratch;
       const double S = detail::prob_pow_terms_f64(a.in[0], a.n, inv_T, M, w);
       const double r = detail::dot_f64(a.in[1], w, a.n) / S;
-      detail::prob_pow_backward_row_f64(a.in[0], a.in[1], a.n, inv_T, M, r,
-                                        a.scale * inv_T / (M * S), a.out[0]);
+      detail::prob_pow_backward_row_f64(a.in[0], a.in[1], a.n, inv_T, M, r, a.scale * inv_T / S,
+                                        a.out[0]);
     } else {
       const float* t = a.in[0];
       const float* g = a.in[1];
@@ -517,9 +519,7 @@ void logit_standardization(const TensorView& src, const TensorView& dst,
   forward_rows(op, src, "src", dst, options, Prelude::kLogits,
       [&](const auto& a, const auto& s) {
     if constexpr (detail::kIsF64Row<decltype(a)>) {
-      const detail::MomentsF64 m = detail::moments_f64(a.in[0], a.n, s.visible, ls.unbiased);
-      detail::standardized_softmax_f64(a.in[0], a.n, m, standardize_k(m.sigma, ls), a.empty_row,
-                                       a.out[0], a.out[0]);
+      detail::standardization_row_f64(a.in[0], a.n, s.visible, ls, a.empty_row, a.out[0]);
     } else {
       standardized_softmax(a, moments(a.in[0], a.n, s.visible, ls.unbiased), ls, a.out[0]);
     }
@@ -534,42 +534,27 @@ void logit_standardization_backward(const TensorView& src, const TensorView& dy,
   check_standardization(op, ls);
   backward_rows(op, src, "src", dy, dsrc, options, Prelude::kLogits,
       [&](const auto& a, const auto& s) {
-    using T = RowValue<decltype(a)>;
-    const T* t = a.in[0];
-    const T* g = a.in[1];
-    T* dx = a.out[0];
-    T* y = a.scratch;
-    Moments m;
-    detail::MomentsF64 m64;
-    double r;
     if constexpr (detail::kIsF64Row<decltype(a)>) {
-      m64 = detail::moments_f64(t, a.n, s.visible, ls.unbiased);
-      m = Moments{0.0, m64.sigma, m64.N};  // the mean is m64's pair
-      detail::standardized_softmax_f64(t, a.n, m64, standardize_k(m.sigma, ls), a.empty_row, y,
-                                       y);
-      r = detail::dot_f64(g, y, a.n);
+      detail::standardization_backward_row_f64(a.in[0], a.in[1], a.n, s.visible, ls, a.scale,
+                                               a.empty_row, a.scratch, a.out[0]);
     } else {
-      m = moments(t, a.n, s.visible, ls.unbiased);
+      const float* t = a.in[0];
+      const float* g = a.in[1];
+      float* dx = a.out[0];
+      float* y = a.scratch;
+      const Moments m = moments(t, a.n, s.visible, ls.unbiased);
       standardized_softmax(a, m, ls, y);
-      r = kernels::dot_segment(g, y, a.n);
-    }
-    const double se = m.sigma + static_cast<double>(ls.eps);
-    double C = 0.0;
-    if (m.sigma > 0.0) {
-      const double D = static_cast<double>(ls.unbiased ? m.N - 1 : m.N);
-      if constexpr (detail::kIsF64Row<decltype(a)>) {
-        C = detail::standardize_hd_f64(t, y, g, a.n, m64, r) / (se * D * m.sigma);
-      } else {
+      const double r = kernels::dot_segment(g, y, a.n);
+      const double se = m.sigma + static_cast<double>(ls.eps);
+      double C = 0.0;
+      if (m.sigma > 0.0) {
+        const double D = static_cast<double>(ls.unbiased ? m.N - 1 : m.N);
         C = kernels::standardize_hd(t, y, g, a.n, m.mu, r) / (se * D * m.sigma);
       }
-    }
-    // k = 1 / ((sigma + eps) T); a constant row with eps = 0 has no finite
-    // derivative: 0 (documented).
-    const double k = se > 0.0 ? 1.0 / (se * ls.temperature) : 0.0;
-    const double coef = std::isfinite(k) ? static_cast<double>(a.scale) * k : 0.0;
-    if constexpr (detail::kIsF64Row<decltype(a)>) {
-      detail::standardize_backward_row_f64(t, y, g, a.n, m64, r, C, coef, dx);
-    } else {
+      // k = 1 / ((sigma + eps) T); a constant row with eps = 0 has no finite
+      // derivative: 0 (documented).
+      const double k = se > 0.0 ? 1.0 / (se * ls.temperature) : 0.0;
+      const double coef = std::isfinite(k) ? static_cast<double>(a.scale) * k : 0.0;
       kernels::standardize_backward_row(t, y, g, a.n, m.mu, r, C, coef, dx);
     }
   });

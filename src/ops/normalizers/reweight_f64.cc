@@ -38,6 +38,18 @@ double pow_int(double x, int e) {
   return result;
 }
 
+// (t / M)^e for 0 < t <= M (M finite): pow of the rounded quotient, or,
+// when the quotient would be subnormal or 0, of the quotient of the
+// mantissas times 2^(e k) (k the exponent difference), so tiny ratios keep
+// their accuracy (and (t / M)^e with e < 0 does not become 1 / 0).
+double pow_ratio(double t, double M, double e) {
+  const double q = t / M;
+  if (q >= std::numeric_limits<double>::min()) return std::pow(q, e);
+  int et = 0, eM = 0;
+  const double mt = std::frexp(t, &et), mM = std::frexp(M, &eM);
+  return std::pow(mt / mM, e) * std::exp2(e * static_cast<double>(et - eM));
+}
+
 // softplus(z) / e^shift for z > -inf (shift = min(max z, 0) <= 0): z > 0
 // (then shift = 0): z + log1p(e^-z); z <= 0: e^(z - shift) R(e^z).
 double softplus_scaled(double z, double shift) {
@@ -93,7 +105,15 @@ SaBoundsF64 sa_bounds_f64(bool normalized, const double* t, int64_t n) noexcept 
     const double lo = std::min(s.min, 0.0);
     const double hi = std::max(s.max, 0.0);
     b.a = lo;
-    b.c = hi > lo ? 1.0 / (hi - lo) : 0.0;
+    if (!(hi > lo)) {
+      b.c = 0.0;
+    } else if (std::isfinite(hi - lo) || !std::isfinite(hi) || !std::isfinite(lo)) {
+      b.c = 1.0 / (hi - lo);
+    } else {  // b - a overflows: halves (see the header)
+      b.halves = true;
+      b.c2 = 1.0 / (0.5 * hi - 0.5 * lo);
+      b.c = 0.5 * b.c2;
+    }
   }
   return b;
 }
@@ -178,11 +198,15 @@ bool softplus_row_f64(const double* t, int64_t n, double lambda, double power, d
     return false;
   }
   if (power == 1.0) {
+    // Terms scaled by e^-shift (rows of very negative z) or, for z_max > 1,
+    // by 2^-E with E = ilogb(z_max) (softplus(z) <= z + 1: the sum of terms
+    // near DBL_MAX would overflow); the quotients are unchanged.
     const double shift = std::min(zmax, 0.0);
+    const int E = zmax > 1.0 ? std::ilogb(zmax) : 0;
     CompensatedSum S;
     for (int64_t i = 0; i < n; ++i) {
       const double z = scaled_z(t[i], lambda);
-      y[i] = z == -kInf ? 0.0 : softplus_scaled(z, shift);
+      y[i] = z == -kInf ? 0.0 : std::scalbn(softplus_scaled(z, shift), -E);
       S.add(y[i]);
     }
     const double sum = S.value();
@@ -220,7 +244,7 @@ double power_terms_f64(const double* t, int64_t n, int p, double M, double* w) n
 void power_backward_row_f64(const double* t, const double* g, int64_t n, int p, double M,
                             double r, double coef, double* dx) noexcept {
   for (int64_t i = 0; i < n; ++i) {
-    dx[i] = t[i] == -kInf ? 0.0 : coef * pow_int(t[i] / M, p - 1) * (g[i] - r);
+    dx[i] = t[i] == -kInf ? 0.0 : ((pow_int(t[i] / M, p - 1) * (g[i] - r)) * coef) / M;
   }
 }
 
@@ -229,7 +253,7 @@ void power_backward_row_f64(const double* t, const double* g, int64_t n, int p, 
 double prob_pow_terms_f64(const double* t, int64_t n, double a, double M, double* w) noexcept {
   CompensatedSum S;
   for (int64_t i = 0; i < n; ++i) {
-    w[i] = t[i] > 0.0 ? std::pow(t[i] / M, a) : 0.0;  // 0 and -inf (masked) give 0
+    w[i] = t[i] > 0.0 ? pow_ratio(t[i], M, a) : 0.0;  // 0 and -inf (masked) give 0
     S.add(w[i]);
   }
   return S.value();
@@ -244,24 +268,34 @@ void prob_pow_backward_row_f64(const double* t, const double* g, int64_t n, doub
       dx[i] = 0.0;
       continue;
     }
-    const double f = t[i] > 0.0 ? std::pow(t[i] / M, am1) : at_zero;
-    dx[i] = coef * f * (g[i] - r);
+    const double f = t[i] > 0.0 ? pow_ratio(t[i], M, am1) : at_zero;
+    dx[i] = ((f * (g[i] - r)) * coef) / M;
   }
 }
 
 // ---- logit standardisation ------------------------------------------------------------------
 
-MomentsF64 moments_f64(const double* t, int64_t n, int64_t visible, bool unbiased) noexcept {
-  MomentsF64 m;
-  m.N = visible;
+namespace {
+
+// Mean and std of the visible entries on the row scaled by 2^-e (e =
+// ilogb of the largest |t|): the mean as a pair hi + lo, the std unscaled.
+struct Moments {
+  double mu_hi = 0.0, mu_lo = 0.0, sigma = 0.0;
+  int e = 0;
+  // t - mean for a visible t: exact scaling by powers of two (scalbn).
+  double dev(double t) const { return std::scalbn((std::scalbn(t, -e) - mu_hi) - mu_lo, e); }
+};
+
+Moments moments(const double* t, int64_t n, int64_t visible, bool unbiased) {
+  Moments m;
   double amax = 0.0;
   for (int64_t i = 0; i < n; ++i) {
     if (t[i] != -kInf) amax = std::max(amax, std::fabs(t[i]));
   }
-  if (amax > 0.0 && std::isfinite(amax)) m.inv_scale = std::ldexp(1.0, -std::ilogb(amax));
+  if (amax > 0.0 && std::isfinite(amax)) m.e = std::ilogb(amax);
   CompensatedSum sum;
   for (int64_t i = 0; i < n; ++i) {
-    if (t[i] != -kInf) sum.add(t[i] * m.inv_scale);
+    if (t[i] != -kInf) sum.add(std::scalbn(t[i], -m.e));
   }
   // mean = (sum + comp) / N as hi + lo: the remainder of the division by an
   // fma (exact), plus the compensation.
@@ -272,35 +306,62 @@ MomentsF64 moments_f64(const double* t, int64_t n, int64_t visible, bool unbiase
     CompensatedSum sq;
     for (int64_t i = 0; i < n; ++i) {
       if (t[i] == -kInf) continue;
-      const double d = (t[i] * m.inv_scale - m.mu_hi) - m.mu_lo;
+      const double d = (std::scalbn(t[i], -m.e) - m.mu_hi) - m.mu_lo;
       sq.add(d * d);
     }
     const double D = static_cast<double>(unbiased ? visible - 1 : visible);
-    m.sigma = std::sqrt(sq.value() / D) / m.inv_scale;
+    m.sigma = std::scalbn(std::sqrt(sq.value() / D), m.e);
   }
   return m;
 }
 
-void standardized_softmax_f64(const double* t, int64_t n, const MomentsF64& m, double k,
-                              EmptyRow policy, double* v, double* y) noexcept {
-  for (int64_t i = 0; i < n; ++i) v[i] = t[i] == -kInf ? -kInf : m.dev(t[i]) * k;
-  kernels::softmax_row_f64(kernels::F64Op::kSoftmax, v, n, policy, y);
-}
-
-double standardize_hd_f64(const double* t, const double* y, const double* g, int64_t n,
-                          const MomentsF64& m, double r) noexcept {
-  CompensatedSum s;
+// y = softmax(v), v_i = ((t_i - mean) / se) / T (0 when sigma = 0).
+void standardized(const double* t, int64_t n, const Moments& m, double se, double T,
+                  EmptyRow policy, double* y) {
   for (int64_t i = 0; i < n; ++i) {
-    if (t[i] != -kInf) s.add(y[i] * (g[i] - r) * m.dev(t[i]));
+    if (t[i] == -kInf) {
+      y[i] = -kInf;
+    } else {
+      y[i] = m.sigma > 0.0 ? (m.dev(t[i]) / se) / T : 0.0;
+    }
   }
-  return s.value();
+  kernels::softmax_row_f64(kernels::F64Op::kSoftmax, y, n, policy, y);
 }
 
-void standardize_backward_row_f64(const double* t, const double* y, const double* g, int64_t n,
-                                  const MomentsF64& m, double r, double C, double coef,
-                                  double* dx) noexcept {
+}  // namespace
+
+void standardization_row_f64(const double* t, int64_t n, int64_t visible,
+                             const LogitStandardizationOptions& ls, EmptyRow policy,
+                             double* y) noexcept {
+  const Moments m = moments(t, n, visible, ls.unbiased);
+  standardized(t, n, m, m.sigma + static_cast<double>(ls.eps), ls.temperature, policy, y);
+}
+
+void standardization_backward_row_f64(const double* t, const double* g, int64_t n,
+                                      int64_t visible, const LogitStandardizationOptions& ls,
+                                      double scale, EmptyRow policy, double* y,
+                                      double* dx) noexcept {
+  const Moments m = moments(t, n, visible, ls.unbiased);
+  const double se = m.sigma + static_cast<double>(ls.eps);
+  const double T = ls.temperature;
+  standardized(t, n, m, se, T, policy, y);
+  const double r = dot_f64(g, y, n);
+  double C = 0.0;
+  if (m.sigma > 0.0) {
+    CompensatedSum hd;  // sum over visible i of y_i (g_i - r) (t_i - mean)
+    for (int64_t i = 0; i < n; ++i) {
+      if (t[i] != -kInf) hd.add(y[i] * (g[i] - r) * m.dev(t[i]));
+    }
+    const double D = static_cast<double>(ls.unbiased ? visible - 1 : visible);
+    C = (hd.value() / m.sigma) / (se * D);
+  }
   for (int64_t i = 0; i < n; ++i) {
-    dx[i] = t[i] == -kInf ? 0.0 : coef * (y[i] * (g[i] - r) - m.dev(t[i]) * C);
+    if (t[i] == -kInf || !(se > 0.0)) {  // a constant row with eps = 0: 0 (documented)
+      dx[i] = 0.0;
+      continue;
+    }
+    const double h = y[i] * (g[i] - r);
+    dx[i] = scale * (((h - (m.sigma > 0.0 ? m.dev(t[i]) * C : 0.0)) / se) / T);
   }
 }
 

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "smax/normalizers.h"
 #include "smax/options.h"
 
 namespace smax::detail {
@@ -40,11 +41,17 @@ RowStatsF64 row_stats_f64(const double* t, int64_t n) noexcept;
 // ---- SA-Softmax -------------------------------------------------------------------
 /// The bounds of the normalised variant: r_i = (t_i - a) c, a = min(min t, 0),
 /// c = 1 / (b - a) with b = max(max t, 0) (c = 0 when b == a). Plain: a = 0,
-/// c = 1 and r_i = t_i.
+/// c = 1 and r_i = t_i. When b - a overflows (logits of both signs near
+/// DBL_MAX) r is formed on halves: (t/2 - a/2) c2, c2 = 1 / (b/2 - a/2), and
+/// c = c2 / 2 (the derivative dr/dt).
 struct SaBoundsF64 {
   bool normalized = false;
-  double a = 0.0, c = 1.0;
-  double r(double t) const { return normalized ? (t - a) * c : t; }
+  bool halves = false;
+  double a = 0.0, c = 1.0, c2 = 2.0;
+  double r(double t) const {
+    if (!normalized) return t;
+    return halves ? (0.5 * t - 0.5 * a) * c2 : (t - a) * c;
+  }
 };
 SaBoundsF64 sa_bounds_f64(bool normalized, const double* t, int64_t n) noexcept;
 /// y_i = r_i p_i, p = softmax(t) (the float64 kernel: NaN / +inf / empty
@@ -83,43 +90,42 @@ void softplus_backward_row_f64(const double* t, const double* y, const double* g
 // ---- Power-Softmax ---------------------------------------------------------------------
 /// w_i = (t_i / M)^p (0 where masked), returns their compensated sum.
 double power_terms_f64(const double* t, int64_t n, int p, double M, double* w) noexcept;
-/// dx_j = coef (t_j / M)^(p - 1) (g_j - r); 0 where masked. dx may equal g.
+/// dx_j = ((t_j / M)^(p - 1) (g_j - r) coef) / M; 0 where masked (coef =
+/// s p / S: no product with M is formed, so M near DBL_MAX or subnormal
+/// neither overflows nor underflows the coefficient). dx may equal g.
 void power_backward_row_f64(const double* t, const double* g, int64_t n, int p, double M,
                             double r, double coef, double* dx) noexcept;
 
 // ---- probability-domain temperature -------------------------------------------------------
-/// w_i = (t_i / M)^a (pow of the rounded quotient), 0 where t_i is 0 or -inf;
-/// returns their compensated sum.
+/// w_i = (t_i / M)^a, 0 where t_i is 0 or -inf; returns their compensated
+/// sum. The quotient q = t_i / M is taken as mantissas and exponents
+/// (frexp) when it would be subnormal, so q^a keeps its accuracy there.
 double prob_pow_terms_f64(const double* t, int64_t n, double a, double M, double* w) noexcept;
-/// dx_j = coef (t_j / M)^(a - 1) (g_j - r); at t_j = 0 the factor is 0
-/// (a > 1), 1 (a == 1) or +inf (a < 1); 0 where masked. dx may equal g.
+/// dx_j = ((t_j / M)^(a - 1) (g_j - r) coef) / M (coef = s a / S); at
+/// t_j = 0 the factor is 0 (a > 1), 1 (a == 1) or +inf (a < 1); 0 where
+/// masked. dx may equal g.
 void prob_pow_backward_row_f64(const double* t, const double* g, int64_t n, double a, double M,
                                double r, double coef, double* dx) noexcept;
 
 // ---- logit standardisation ------------------------------------------------------------------
-/// mean and std over the visible entries (N of them; std 0 for N = 1), taken
-/// on the row scaled by a power of two (inv_scale: the largest |t| in [1, 2))
-/// so that no sum overflows, with the mean kept as a two-double pair
-/// (mu_hi + mu_lo, scaled): the deviations t - mean of logits far from 0
-/// (12345.678 +- 0.01) keep their accuracy, which the backward's C term
-/// needs (one rounding of the mean would be 1e-10 of such a deviation).
-struct MomentsF64 {
-  double mu_hi = 0.0, mu_lo = 0.0, inv_scale = 1.0, sigma = 0.0;
-  int64_t N = 0;
-  /// t - mean (t visible and finite).
-  double dev(double t) const { return ((t * inv_scale - mu_hi) - mu_lo) / inv_scale; }
-};
-MomentsF64 moments_f64(const double* t, int64_t n, int64_t visible, bool unbiased) noexcept;
-/// y = softmax(v), v_i = (t_i - mean) k (-inf stays -inf), by the float64
-/// softmax kernel; `v` holds n doubles of scratch (it may be y).
-void standardized_softmax_f64(const double* t, int64_t n, const MomentsF64& m, double k,
-                              EmptyRow policy, double* v, double* y) noexcept;
-/// sum over visible i of y_i (g_i - r) (t_i - mean) (compensated).
-double standardize_hd_f64(const double* t, const double* y, const double* g, int64_t n,
-                          const MomentsF64& m, double r) noexcept;
-/// dx_j = coef (y_j (g_j - r) - (t_j - mean) C); 0 where masked. dx may equal g.
-void standardize_backward_row_f64(const double* t, const double* y, const double* g, int64_t n,
-                                  const MomentsF64& m, double r, double C, double coef,
-                                  double* dx) noexcept;
+/// logit_standardization's float64 row (y of n doubles): mean and std over
+/// the visible entries (N = visible of them), taken on the row scaled by a
+/// power of two (so no sum overflows or underflows) with the mean kept as a
+/// two-double pair (the deviations t - mean of logits far from 0,
+/// 12345.678 +- 0.01, keep their accuracy, which the backward's C term
+/// needs: one rounding of the mean would be 1e-10 of such a deviation);
+/// v_i = ((t_i - mean) / (std + eps)) / T (0 when std = 0), never a product
+/// that could overflow, then the float64 softmax kernel.
+void standardization_row_f64(const double* t, int64_t n, int64_t visible,
+                             const LogitStandardizationOptions& ls, EmptyRow policy,
+                             double* y) noexcept;
+/// Its VJP: dx_j = s ((h_j - d_j C) / se) / T, h = y (g - <g, y>),
+/// d = t - mean, se = std + eps, C = (sum_i h_i d_i / std) / (se D)
+/// (C = 0 when std = 0; a constant row with eps = 0 gets 0); 0 where
+/// masked. `y` holds n doubles of scratch (not g, not dx).
+void standardization_backward_row_f64(const double* t, const double* g, int64_t n,
+                                      int64_t visible, const LogitStandardizationOptions& ls,
+                                      double scale, EmptyRow policy, double* y,
+                                      double* dx) noexcept;
 
 }  // namespace smax::detail

@@ -168,12 +168,19 @@ void gumbel_softmax_backward(const TensorView& y_soft, const TensorView& dy, con
   if (!(std::isfinite(tau) && tau > 0.0f)) {
     detail::fail(op, "tau must be finite and > 0, got " + detail::num(tau));
   }
-  const float c = rw.scale() / tau;
-  if (!(std::isfinite(c) && c > 0.0f)) {
-    detail::fail(op, "scale / temperature / tau = " + detail::num(rw.scale()) + " / " +
-                         detail::num(tau) + " is not a finite positive f32");
-  }
   rw.add_input(dy, "dy");
+  const float c = rw.scale() / tau;
+  // c = s / tau: an f32 on the f32 path, a double on the float64 one (an f64
+  // y_soft or dy), which must be finite and positive in its own type.
+  const double c64 = static_cast<double>(options.scale) /
+                     static_cast<double>(options.temperature) / static_cast<double>(tau);
+  const bool c_ok = rw.any_input_f64() ? std::isfinite(c64) && c64 > 0.0
+                                       : std::isfinite(c) && c > 0.0f;
+  if (!c_ok) {
+    detail::fail(op, "scale / temperature / tau = " + detail::num(rw.scale()) + " / " +
+                         detail::num(tau) + " is not a finite positive " +
+                         (rw.any_input_f64() ? "double" : "f32"));
+  }
   rw.add_output(dx, "dx");
   rw.zero_masked_outputs();
   rw.run_native(0, [&](const auto& a) {

@@ -87,7 +87,9 @@ void softmax_topk_row_f64(const double* t, int64_t n, int64_t k, bool renorm, Em
 int64_t gumbel_argmax_f64(const double* t, int64_t n, uint64_t seed, uint64_t row) noexcept {
   const Scan s = scan(t, n);
   if (s.special || !(s.max > -kInf)) return -1;
-  const double floor = s.max - kGumbelReach;
+  // Two ulps of max of slack: t_i + g_i rounds, so an entry just below the
+  // reach could still tie the winner after rounding (max near 2^58 and up).
+  const double floor = s.max - kGumbelReach - 2.0 * (std::nextafter(s.max, kInf) - s.max);
   double best = -kInf;
   int64_t result = -1;
   for (int64_t i = 0; i < n; ++i) {
