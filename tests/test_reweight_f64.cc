@@ -91,12 +91,6 @@ RowLD softmax_ld(const RowLD& u) {
   return y;
 }
 
-LD sum_abs(const RowLD& a) {
-  LD s = 0;
-  for (LD v : a) s += std::fabs(v);
-  return s;
-}
-
 // One op's call on f64 views: x [rows, n] -> out, and its row oracle: the
 // wanted row and the elementwise bound, from the row t (the op's logits, in
 // double: x s) and the upstream gradient g of the row.

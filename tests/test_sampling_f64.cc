@@ -281,7 +281,9 @@ TEST_P(SamplingF64, GumbelSoftmaxAndBackwardWithinTheFloat64Bound) {
           ASSERT_LE(std::fabs(static_cast<LD>(ys[at]) - p[static_cast<size_t>(i)]),
                     1e-14L * p[static_cast<size_t>(i)] + 1e-300L)
               << "row " << r << " i " << i;
-          if (hard) ASSERT_EQ(y[at], i == h ? 1.0 : 0.0);
+          if (hard) {
+            ASSERT_EQ(y[at], i == h ? 1.0 : 0.0);
+          }
         }
         // Backward from the op's soft row: dx = c y (dy - <dy, y>), c = 0.75 / tau.
         const double* yr = ys.data() + r * n;
