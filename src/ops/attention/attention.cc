@@ -12,6 +12,7 @@
 #include <limits>
 #include <new>
 #include <string>
+#include <type_traits>
 
 #include "ops/attention/attention_internal.h"
 #include "core/enum_names.h"
@@ -63,28 +64,6 @@ bool all_finite(const Mat& M, int64_t rows, int64_t cols) {
   return true;
 }
 
-// C[M x N] (ldc) = alpha A B + beta C (A: M x K, lda; B: K x N, ldb), or with
-// a_t: A^T where A is stored K x M. Terms whose weight alpha * a is exactly 0
-// are skipped, so a non-finite B entry under a masked score adds 0, not
-// 0 * inf = NaN, while a NaN weight stays NaN even with alpha = 0 (SGEMM
-// skips the product when alpha = 0). The path for non-finite inputs and
-// alpha = 0 (SGEMM otherwise); sums in float in a fixed order.
-void gemm_skip_zero(bool a_t, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
-                    int64_t lda, const float* B, int64_t ldb, float beta, float* C,
-                    int64_t ldc) {
-  for (int64_t i = 0; i < M; ++i) {
-    float* c = C + i * ldc;
-    for (int64_t n = 0; n < N; ++n) c[n] = beta == 0.0f ? 0.0f : beta * c[n];
-    for (int64_t k = 0; k < K; ++k) {
-      const float a = a_t ? A[k * lda + i] : A[i * lda + k];
-      const float w = alpha * a;
-      if (w == 0.0f) continue;
-      const float* b = B + k * ldb;
-      for (int64_t n = 0; n < N; ++n) c[n] += w * b[n];
-    }
-  }
-}
-
 SoftmaxOptions row_options(const Setup& s) {
   SoftmaxOptions so;
   so.threads = 1;
@@ -92,9 +71,36 @@ SoftmaxOptions row_options(const Setup& s) {
   return so;
 }
 
+namespace {
+// A contiguous [rows, n] view of f32 or f64 scratch (T = float or double).
+template <typename T>
+TensorView rows_view(const T* p, int64_t rows, int64_t n) {
+  const int64_t shape[2] = {rows, n};
+  return make_view(const_cast<T*>(p), std::is_same_v<T, double> ? DType::kF64 : DType::kF32, 2,
+                   shape, nullptr);
+}
+
+// SSMax's parameters of head h: the float64 path passes a per-head s given
+// in ssmax_scales exactly (an f64 [1, 1] s_rows; `exact` holds it).
+template <typename T>
+SsmaxOptions ssmax_options(const Setup& s, int64_t h, double* exact) {
+  SsmaxOptions ss;
+  ss.s = s.ssmax_at(h);
+  if constexpr (std::is_same_v<T, double>) {
+    if (!s.ssmax_f64.empty()) {
+      static constexpr int64_t kOne[2] = {1, 1};
+      *exact = s.ssmax_f64[static_cast<size_t>(h)];
+      ss.s_rows = make_view(exact, DType::kF64, 2, kOne, nullptr);
+    }
+  }
+  return ss;
+}
+}  // namespace
+
 // P = normaliser(T) for rows of T ([rows, n], ld = n, contiguous), in place.
-void normalize_rows(const Setup& s, int64_t h, float* t, int64_t rows, int64_t n, int64_t keys) {
-  const TensorView tv = make_view(t, {rows, n});
+template <typename T>
+void normalize_rows(const Setup& s, int64_t h, T* t, int64_t rows, int64_t n, int64_t keys) {
+  const TensorView tv = rows_view(t, rows, n);
   const SoftmaxOptions so = row_options(s);
   switch (s.norm) {
     case AttentionNormalizer::kSoftmax:
@@ -123,9 +129,8 @@ void normalize_rows(const Setup& s, int64_t h, float* t, int64_t rows, int64_t n
       break;
     }
     case AttentionNormalizer::kSsmax: {
-      SsmaxOptions ss;
-      ss.s = s.ssmax_at(h);
-      ssmax(tv, tv, ss, so);
+      double exact = 0;
+      ssmax(tv, tv, ssmax_options<T>(s, h, &exact), so);
       break;
     }
     case AttentionNormalizer::kStablemax:
@@ -144,12 +149,13 @@ void normalize_rows(const Setup& s, int64_t h, float* t, int64_t rows, int64_t n
 }
 
 // dT = VJP of the normaliser at logits T (output P) with upstream dP.
-void normalize_backward_rows(const Setup& s, int64_t h, const float* t, const float* p,
-                             const float* dp, float* dt, int64_t rows, int64_t n) {
-  const TensorView tv = make_view(t, {rows, n});
-  const TensorView pv = make_view(p, {rows, n});
-  const TensorView gv = make_view(dp, {rows, n});
-  const TensorView dv = make_view(dt, {rows, n});
+template <typename T>
+void normalize_backward_rows(const Setup& s, int64_t h, const T* t, const T* p, const T* dp,
+                             T* dt, int64_t rows, int64_t n) {
+  const TensorView tv = rows_view(t, rows, n);
+  const TensorView pv = rows_view(p, rows, n);
+  const TensorView gv = rows_view(dp, rows, n);
+  const TensorView dv = rows_view(dt, rows, n);
   const SoftmaxOptions so = row_options(s);
   switch (s.norm) {
     case AttentionNormalizer::kSoftmax:
@@ -167,9 +173,8 @@ void normalize_backward_rows(const Setup& s, int64_t h, const float* t, const fl
       break;
     }
     case AttentionNormalizer::kSsmax: {
-      SsmaxOptions ss;
-      ss.s = s.ssmax_at(h);
-      ssmax_backward(tv, pv, gv, dv, ss, so);
+      double exact = 0;
+      ssmax_backward(tv, pv, gv, dv, ssmax_options<T>(s, h, &exact), so);
       break;
     }
     case AttentionNormalizer::kStablemax:
@@ -186,6 +191,13 @@ void normalize_backward_rows(const Setup& s, int64_t h, const float* t, const fl
       break;
   }
 }
+
+template void normalize_rows(const Setup&, int64_t, float*, int64_t, int64_t, int64_t);
+template void normalize_rows(const Setup&, int64_t, double*, int64_t, int64_t, int64_t);
+template void normalize_backward_rows(const Setup&, int64_t, const float*, const float*,
+                                      const float*, float*, int64_t, int64_t);
+template void normalize_backward_rows(const Setup&, int64_t, const double*, const double*,
+                                      const double*, double*, int64_t, int64_t);
 
 }  // namespace detail::attn
 
@@ -405,6 +417,9 @@ Setup prepare(const char* op, const TensorView& q, const TensorView& k, const Te
     if (s.H > 0) {
       detail::gather_row_f32(o.sinks->data, o.sinks->dtype, o.sinks->strides[0], s.H,
                              s.sinks_f32.data());
+      s.sinks_f64.resize(static_cast<size_t>(s.H));
+      detail::gather_row_f64(o.sinks->data, o.sinks->dtype, o.sinks->strides[0], s.H,
+                             s.sinks_f64.data());
     }
     s.sinks = s.sinks_f32.data();
   }
@@ -421,6 +436,9 @@ Setup prepare(const char* op, const TensorView& q, const TensorView& k, const Te
     if (s.H > 0) {
       detail::gather_row_f32(o.ssmax_scales->data, o.ssmax_scales->dtype,
                              o.ssmax_scales->strides[0], s.H, s.ssmax_f32.data());
+      s.ssmax_f64.resize(static_cast<size_t>(s.H));
+      detail::gather_row_f64(o.ssmax_scales->data, o.ssmax_scales->dtype,
+                             o.ssmax_scales->strides[0], s.H, s.ssmax_f64.data());
     }
     for (int64_t h = 0; h < s.H; ++h) {
       if (!std::isfinite(s.ssmax_f32[h])) {
@@ -439,12 +457,15 @@ Setup prepare(const char* op, const TensorView& q, const TensorView& k, const Te
     int64_t as[2] = {0, 0};
     detail::broadcast_strides(*o.alibi_slopes, "alibi_slopes", shape_view({s.B, s.H}), op, as);
     s.alibi_f32.resize(static_cast<size_t>(std::max<int64_t>(s.B * s.H, 1)));
+    s.alibi_f64.resize(s.alibi_f32.size());
     const auto* ap = static_cast<const char*>(o.alibi_slopes->data);
     const int64_t asize = dtype_size(o.alibi_slopes->dtype);
     for (int64_t b = 0; b < s.B; ++b) {
       for (int64_t h = 0; h < s.H; ++h) {
-        s.alibi_f32[static_cast<size_t>(b * s.H + h)] =
-            detail::load_f32(ap + (b * as[0] + h * as[1]) * asize, o.alibi_slopes->dtype);
+        const double slope =
+            detail::load_f64(ap + (b * as[0] + h * as[1]) * asize, o.alibi_slopes->dtype);
+        s.alibi_f32[static_cast<size_t>(b * s.H + h)] = static_cast<float>(slope);
+        s.alibi_f64[static_cast<size_t>(b * s.H + h)] = slope;
       }
     }
     s.alibi = s.alibi_f32.data();
@@ -548,7 +569,12 @@ void attention(const TensorView& q, const TensorView& k, const TensorView& v,
     }
   }
   try {
-    run_forward(s, out);
+    // float64 arithmetic when q, k or v is f64 (attention_f64.cc).
+    if (q.dtype == DType::kF64 || k.dtype == DType::kF64 || v.dtype == DType::kF64) {
+      detail::attn::forward_f64(s, out);
+    } else {
+      run_forward(s, out);
+    }
   } catch (const std::bad_alloc&) {
     throw Error(Status::kOutOfMemory, std::string(s.op) + ": out of memory for scratch");
   }
@@ -665,8 +691,17 @@ void attention_backward(const TensorView& q, const TensorView& k, const TensorVi
   try {
     // B = 0 or Hkv = 0: no task; the knobs' gradients are 0. dgate last:
     // backward() can still fail on its scratch before writing anything.
-    detail::attn::backward(s, dout, dq, dk, dv);
-    if (options.dgate) detail::attn::gate_backward(s, dout, *options.dgate);
+    // float64 arithmetic when q, k, v, out or dout is f64 (attention_f64.cc).
+    const bool f64 = q.dtype == DType::kF64 || k.dtype == DType::kF64 ||
+                     v.dtype == DType::kF64 || out.dtype == DType::kF64 ||
+                     dout.dtype == DType::kF64;
+    if (f64) {
+      detail::attn::backward_f64(s, dout, dq, dk, dv);
+      if (options.dgate) detail::attn::gate_backward_f64(s, dout, *options.dgate);
+    } else {
+      detail::attn::backward(s, dout, dq, dk, dv);
+      if (options.dgate) detail::attn::gate_backward(s, dout, *options.dgate);
+    }
   } catch (const std::bad_alloc&) {
     throw Error(Status::kOutOfMemory, std::string(op) + ": out of memory for scratch");
   }

@@ -34,50 +34,6 @@ Mat gated_dout(const Setup& s, const TensorView& dout, int64_t b, int64_t h, int
   return Mat{buf, ld};
 }
 
-// out (rank <= n, broadcast right-aligned against full_shape[0 .. n)) =
-// the sum of `full` (dense, row-major over full_shape) over the dims out
-// broadcasts over, in float64, in row-major order of full; stored through
-// out's strides.
-template <typename T>
-void store_reduced(const std::vector<T>& full, const int64_t* full_shape, int n,
-                   const TensorView& out) {
-  int64_t osh[4] = {1, 1, 1, 1};
-  for (int d = 0; d < out.rank; ++d) osh[n - out.rank + d] = out.shape[d];
-  int64_t on = 1;
-  for (int d = 0; d < n; ++d) on *= osh[d];
-  std::vector<double> acc(static_cast<size_t>(std::max<int64_t>(on, 1)), 0.0);
-  int64_t fn = 1;
-  for (int d = 0; d < n; ++d) fn *= full_shape[d];
-  // Walk full in row-major order with an odometer over its index, moving the
-  // output index by each dim's stride in out (0 where out broadcasts).
-  int64_t ostride[4] = {0, 0, 0, 0}, x[4] = {0, 0, 0, 0};
-  int64_t mul = 1;
-  for (int d = n - 1; d >= 0; --d) {
-    ostride[d] = osh[d] == 1 ? 0 : mul;
-    mul *= osh[d];
-  }
-  int64_t idx = 0;
-  for (int64_t e = 0; e < fn; ++e) {
-    acc[static_cast<size_t>(idx)] += static_cast<double>(full[static_cast<size_t>(e)]);
-    for (int d = n - 1; d >= 0; --d) {
-      idx += ostride[d];
-      if (++x[d] < full_shape[d]) break;
-      idx -= ostride[d] * full_shape[d];
-      x[d] = 0;
-    }
-  }
-  const int64_t size = dtype_size(out.dtype);
-  for (int64_t e = 0; e < on; ++e) {
-    int64_t rem = e, off = 0;
-    for (int d = out.rank - 1; d >= 0; --d) {
-      off += (rem % out.shape[d]) * out.strides[d];
-      rem /= out.shape[d];
-    }
-    store_f32(static_cast<char*>(out.data) + off * size, out.dtype,
-              static_cast<float>(acc[static_cast<size_t>(e)]));
-  }
-}
-
 // Per-(b, h) sums of the logit gradient dT for the learnable knobs, filled
 // by the backward's tasks (each (b, h) belongs to one task), reduced at the
 // end (store_reduced).
@@ -111,29 +67,56 @@ struct BackwardPanels {
   int64_t floats() const { return kt.floats + vt.floats + kr.floats + dtp.floats + pp.floats; }
 };
 
-// One row's dL/ds of SSMax (y = softmax(s ln(n) t) over the n visible
-// logits): ln(n) sum_j t_j g_j, g = y (dy - <dy, y>) the softmax VJP at the
-// scaled logits, in float64 over the visible entries (t = -inf: masked, not
-// a term); NaN for a NaN row, 0 for a row without a visible key.
-double ssmax_row_grad(const float* t, const float* y, const float* dy, int64_t n, bool nan_row) {
-  if (nan_row) return std::numeric_limits<double>::quiet_NaN();
-  double dot = 0;
-  int64_t visible = 0;
-  for (int64_t j = 0; j < n; ++j) {
-    if (t[j] == kNegInff) continue;
-    ++visible;
-    dot += static_cast<double>(y[j]) * dy[j];
+}  // namespace
+
+template <typename T>
+void store_reduced(const std::vector<T>& full, const int64_t* full_shape, int n,
+                   const TensorView& out, bool exact) {
+  int64_t osh[4] = {1, 1, 1, 1};
+  for (int d = 0; d < out.rank; ++d) osh[n - out.rank + d] = out.shape[d];
+  int64_t on = 1;
+  for (int d = 0; d < n; ++d) on *= osh[d];
+  std::vector<double> acc(static_cast<size_t>(std::max<int64_t>(on, 1)), 0.0);
+  int64_t fn = 1;
+  for (int d = 0; d < n; ++d) fn *= full_shape[d];
+  // Walk full in row-major order with an odometer over its index, moving the
+  // output index by each dim's stride in out (0 where out broadcasts).
+  int64_t ostride[4] = {0, 0, 0, 0}, x[4] = {0, 0, 0, 0};
+  int64_t mul = 1;
+  for (int d = n - 1; d >= 0; --d) {
+    ostride[d] = osh[d] == 1 ? 0 : mul;
+    mul *= osh[d];
   }
-  if (visible == 0) return 0.0;
-  double sum = 0;
-  for (int64_t j = 0; j < n; ++j) {
-    if (t[j] == kNegInff) continue;
-    sum += static_cast<double>(t[j]) * static_cast<double>(y[j]) * (static_cast<double>(dy[j]) - dot);
+  int64_t idx = 0;
+  for (int64_t e = 0; e < fn; ++e) {
+    acc[static_cast<size_t>(idx)] += static_cast<double>(full[static_cast<size_t>(e)]);
+    for (int d = n - 1; d >= 0; --d) {
+      idx += ostride[d];
+      if (++x[d] < full_shape[d]) break;
+      idx -= ostride[d] * full_shape[d];
+      x[d] = 0;
+    }
   }
-  return std::log(static_cast<double>(visible)) * sum;
+  const int64_t size = dtype_size(out.dtype);
+  for (int64_t e = 0; e < on; ++e) {
+    int64_t rem = e, off = 0;
+    for (int d = out.rank - 1; d >= 0; --d) {
+      off += (rem % out.shape[d]) * out.strides[d];
+      rem /= out.shape[d];
+    }
+    char* at = static_cast<char*>(out.data) + off * size;
+    if (exact) {
+      store_f64(at, out.dtype, acc[static_cast<size_t>(e)]);
+    } else {
+      store_f32(at, out.dtype, static_cast<float>(acc[static_cast<size_t>(e)]));
+    }
+  }
 }
 
-}  // namespace
+template void store_reduced(const std::vector<float>&, const int64_t*, int, const TensorView&,
+                            bool);
+template void store_reduced(const std::vector<double>&, const int64_t*, int, const TensorView&,
+                            bool);
 
 void gate_backward(const Setup& s, const TensorView& dout, const TensorView& dgate) {
   // The per-element terms dout * a * s (1 - s) over [B, H, Lq, Dv] (each row
@@ -333,7 +316,7 @@ void backward(const Setup& s, const TensorView& dout, const TensorView& dq, cons
         if (k_finite) {
           kernels::attention_gemm_panels(bq, s.D, kend, dT, w, 1, kr, pl.kr.stride, dQ, Dn, false);
         } else {
-          gemm_skip_zero(false, bq, s.D, kend, alpha, dT, w, K.p, K.ld, 0.0f, dQ, Dn);
+          gemm_skip_zero<float>(false, bq, s.D, kend, alpha, dT, w, K.p, K.ld, 0.0f, dQ, Dn);
         }
         for (int64_t r = 0; r < bq && s.D > 0; ++r) {
           scatter_row_f32(dQ + r * Dn, s.D, dqb + (i0 + r) * dq.strides[2] * dtype_size(dq.dtype),
@@ -348,7 +331,7 @@ void backward(const Setup& s, const TensorView& dout, const TensorView& dq, cons
           // [kend, D] block, then added to dK^T.
           thread_local std::vector<float> blk;
           blk.assign(static_cast<size_t>(kend * Dn), 0.0f);
-          gemm_skip_zero(true, kend, s.D, bq, alpha, dT, w, Q.p, Q.ld, 0.0f, blk.data(), Dn);
+          gemm_skip_zero<float>(true, kend, s.D, bq, alpha, dT, w, Q.p, Q.ld, 0.0f, blk.data(), Dn);
           for (int64_t j = 0; j < kend; ++j) {
             for (int64_t c = 0; c < s.D; ++c) dK[c * Lkn + j] += blk[static_cast<size_t>(j * Dn + c)];
           }

@@ -23,6 +23,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <atomic>
 #include <cstdint>
 #include <limits>
@@ -92,10 +93,23 @@ bool all_finite(const Mat& M, int64_t rows, int64_t cols);
 // are skipped, so a non-finite B entry under a masked score adds 0, not
 // 0 * inf = NaN, while a NaN weight stays NaN even with alpha = 0 (SGEMM
 // skips the product when alpha = 0). The path for non-finite inputs and
-// alpha = 0 (SGEMM otherwise); sums in float in a fixed order.
-void gemm_skip_zero(bool a_t, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
-                    int64_t lda, const float* B, int64_t ldb, float beta, float* C,
-                    int64_t ldc);
+// alpha = 0 (SGEMM / DGEMM otherwise); sums in T (float or double) in a
+// fixed order.
+template <typename T>
+void gemm_skip_zero(bool a_t, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t lda,
+                    const T* B, int64_t ldb, T beta, T* C, int64_t ldc) {
+  for (int64_t i = 0; i < M; ++i) {
+    T* c = C + i * ldc;
+    for (int64_t n = 0; n < N; ++n) c[n] = beta == T(0) ? T(0) : beta * c[n];
+    for (int64_t k = 0; k < K; ++k) {
+      const T a = a_t ? A[k * lda + i] : A[i * lda + k];
+      const T w = alpha * a;
+      if (w == T(0)) continue;
+      const T* b = B + k * ldb;
+      for (int64_t n = 0; n < N; ++n) c[n] += w * b[n];
+    }
+  }
+}
 
 /// m[0 .. n) with element stride `stride` as a contiguous row: m itself
 /// when stride == 1, else copied into buf (n elements) and buf returned.
@@ -125,6 +139,9 @@ struct Setup {
   std::vector<float> alibi_f32;  // [B * H]
   const float* alibi = nullptr;
   std::vector<float> ssmax_f32;  // [H] per-head s (ssmax_scales), f32 copies
+  // The same three read exactly (the float64 path, attention_f64.cc):
+  // sinks [H] (empty: none), alibi [B * H] (empty: none), ssmax_scales [H].
+  std::vector<double> sinks_f64, alibi_f64, ssmax_f64;
   // SSMax's s of head h: ssmax_scales[h] when given, else ssmax_s.
   float ssmax_at(int64_t h) const { return ssmax_f32.empty() ? o.ssmax_s : ssmax_f32[h]; }
   AttentionNormalizer norm = AttentionNormalizer::kSoftmax;
@@ -293,12 +310,48 @@ SoftmaxOptions row_options(const Setup& s);
 
 // P = normaliser(T) for rows of T ([rows, n], ld = n, contiguous), in place,
 // of head h. keys: the sequence's key count (keys(b)), the n of sigmoid's
-// default per-sequence bias.
-void normalize_rows(const Setup& s, int64_t h, float* t, int64_t rows, int64_t n, int64_t keys);
+// default per-sequence bias. T = float (the row ops' f32 kernels) or double
+// (their float64 paths; ssmax_scales then exact).
+template <typename T>
+void normalize_rows(const Setup& s, int64_t h, T* t, int64_t rows, int64_t n, int64_t keys);
 
 // dT = VJP of the normaliser (head h) at logits T (output P) with upstream dP.
-void normalize_backward_rows(const Setup& s, int64_t h, const float* t, const float* p,
-                             const float* dp, float* dt, int64_t rows, int64_t n);
+template <typename T>
+void normalize_backward_rows(const Setup& s, int64_t h, const T* t, const T* p, const T* dp,
+                             T* dt, int64_t rows, int64_t n);
+
+// One row's dL/ds of SSMax (y = softmax(s ln(n) t) over the n visible
+// logits): ln(n) sum_j t_j g_j, g = y (dy - <dy, y>) the softmax VJP at the
+// scaled logits, in float64 over the visible entries (t = -inf: masked, not
+// a term); NaN for a NaN row, 0 for a row without a visible key.
+template <typename T>
+double ssmax_row_grad(const T* t, const T* y, const T* dy, int64_t n, bool nan_row) {
+  if (nan_row) return std::numeric_limits<double>::quiet_NaN();
+  double dot = 0;
+  int64_t visible = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    if (t[j] == -std::numeric_limits<T>::infinity()) continue;
+    ++visible;
+    dot += static_cast<double>(y[j]) * static_cast<double>(dy[j]);
+  }
+  if (visible == 0) return 0.0;
+  double sum = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    if (t[j] == -std::numeric_limits<T>::infinity()) continue;
+    sum += static_cast<double>(t[j]) * static_cast<double>(y[j]) *
+           (static_cast<double>(dy[j]) - dot);
+  }
+  return std::log(static_cast<double>(visible)) * sum;
+}
+
+// out (rank <= n, broadcast right-aligned against full_shape[0 .. n)) =
+// the sum of `full` (dense, row-major over full_shape) over the dims out
+// broadcasts over, in float64, in row-major order of full; stored through
+// out's strides, rounded to f32 first (the f32 path's contract) or, with
+// exact, once from the float64 sum to out's dtype (the float64 path).
+template <typename T>
+void store_reduced(const std::vector<T>& full, const int64_t* full_shape, int n,
+                   const TensorView& out, bool exact = false);
 
 // Runs the tasks; row ops called inside may only fail on allocation.
 // with_blas: the tasks call SGEMM (the decode driver's large row chunks),
@@ -343,6 +396,12 @@ void forward_decode(const Setup& s, const TensorView& out);
 void forward_rows(const Setup& s, const TensorView& out);
 void backward(const Setup& s, const TensorView& dout, const TensorView& dq, const TensorView& dk,
               const TensorView& dv);
+// The float64 path (attention_f64.cc): forward, backward and dgate when the
+// inputs are f64 (the dispatch in attention.cc).
+void forward_f64(const Setup& s, const TensorView& out);
+void backward_f64(const Setup& s, const TensorView& dout, const TensorView& dq,
+                  const TensorView& dk, const TensorView& dv);
+void gate_backward_f64(const Setup& s, const TensorView& dout, const TensorView& dgate);
 // dgate = sum over the gate's broadcast dims of dout * a * s (1 - s), s =
 // sigmoid(gate), a = options.ungated_out (attention_backward.cc).
 void gate_backward(const Setup& s, const TensorView& dout, const TensorView& dgate);
