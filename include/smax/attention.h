@@ -223,6 +223,30 @@ struct AttentionOptions {
   std::optional<TensorView> dsigmoid_bias;
 };
 
+/// float64: when q, k or v is f64 (attention_backward: q, k, v, out or
+/// dout), both functions run in float64 arithmetic
+/// (src/ops/attention/attention_f64.cc): every operand read exactly in its
+/// dtype (masks, sinks, ALiBi slopes, ssmax_scales, the gate included),
+/// scalar options as their float values widened (the default scale
+/// 1/sqrt(D) and sigmoid bias -ln n computed in double), logits formed in
+/// double in the order above, the library's row ops on float64 rows, the
+/// products by DGEMM, every output (out, lse, ungated_out, dq, dk, dv and
+/// the knob gradients) rounded once from double to its dtype. One row
+/// driver serves every case (KV cache forms included: the decode grid and
+/// unified_max are f32 performance features; unified_max is ignored).
+/// Empty, NaN and fully masked rows as in f32; bitwise identical results
+/// for any `threads`. Bound (tests/test_attention_f64.cc, every SIMD target,
+/// against a long double oracle): the f32 bounds below with u = 2^-53, the
+/// row op's 2e-6 (softmax's 0) replaced by 1e-14 (power: max(1e-14,
+/// (2p + 4 log2 p + 6) u)), L_acc = Lk and Delta_i = max over visible j of
+/// (D + 2) u |scale| sum_d |q_id k_jd| + 2 u |t_ij| + 4 u softcap:
+///   |out_ic - ref_ic| <= (sens_i Delta_i + 1e-14 + (Lk + 16) u) W_ic + 1e-300;
+///   backward |d - ref| <= (1e-14 + 2 (Lq + Lk + D + Dv) u
+///                          + 4 max_i Delta_i) mag + 1e-300,
+/// with the gate's factor as in f32 (ungated bound times sigmoid(g) plus
+/// 4 u |out|; dgate within 16 u of dout a sigmoid'(g) per term). Measured
+/// worst error / bound 0.04 (forward) and 0.25 (backward).
+///
 /// Forward. out may not overlap q, k, v, the masks or itself.
 /// Bound (softmax; tested per SIMD target against a float64 evaluation from
 /// the same f32 inputs): |out_ic - ref_ic| <= (2 Delta_i + (L_acc + 16) u)

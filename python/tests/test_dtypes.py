@@ -123,7 +123,8 @@ F64_REWEIGHT = {"self_adjust_softmax", "sigmoid_normalizer", "softplus_normalize
 # float64 gradient strictly (F64_GRAD).
 F64_SAMPLING = {"softmax_topk", "sampling_filter"}
 F64_NATIVE = (F64_SOFTMAX | {"cross_entropy", "z_loss", "spherical_z_loss"} | F64_SPARSE
-              | F64_RESCALED | F64_REWEIGHT | F64_SAMPLING | {"linear_cross_entropy"})
+              | F64_RESCALED | F64_REWEIGHT | F64_SAMPLING
+              | {"linear_cross_entropy", "attention"})  # the last two: test_dtypes_attention_lce.py
 F64_GRAD = F64_NATIVE | {"gumbel_softmax"}
 
 
