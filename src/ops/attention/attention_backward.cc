@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/attention.h"
@@ -118,29 +119,60 @@ template void store_reduced(const std::vector<float>&, const int64_t*, int, cons
 template void store_reduced(const std::vector<double>&, const int64_t*, int, const TensorView&,
                             bool);
 
-void gate_backward(const Setup& s, const TensorView& dout, const TensorView& dgate) {
-  // The per-element terms dout * a * s (1 - s) over [B, H, Lq, Dv] (each row
-  // written by one task), then summed over the gate's broadcast dims.
+namespace {
+
+// dgate (T = float: the f32 path; double: the float64 path): the
+// per-element terms dout * a * s (1 - s) over [B, H, Lq, Dv] (each row
+// written by one task; f32: kernels::attention_gate_grad_row; double:
+// s (1 - s) = t / (1 + t)^2, t = e^-|g|), then summed over the gate's
+// broadcast dims (float64 results rounded once).
+template <typename T>
+void gate_backward_in(const Setup& s, const TensorView& dout, const TensorView& dgate) {
+  constexpr bool kF64 = std::is_same_v<T, double>;
+  const auto gather = [&](const char* p, DType dt, int64_t stride, T* row) {
+    if constexpr (kF64) {
+      gather_row_f64(p, dt, stride, s.Dv, row);
+    } else {
+      gather_row_f32(p, dt, stride, s.Dv, row);
+    }
+  };
   const TensorView& a = *s.o.ungated_out;
-  std::vector<float> terms(static_cast<size_t>(s.B * s.H * s.Lq * s.Dv));
+  std::vector<T> terms(static_cast<size_t>(s.B * s.H * s.Lq * s.Dv));
   if (s.Dv > 0) {  // views without elements may have null data
     detail::run_parallel(s.B * s.H * s.Lq, s.threads, [&](int64_t r) {
       const int64_t b = r / (s.H * s.Lq), h = (r / s.Lq) % s.H, i = r % s.Lq;
-      thread_local std::vector<float> buf;
+      thread_local std::vector<T> buf;
       buf.resize(static_cast<size_t>(2 * s.Dv));
-      float* ar = buf.data();
-      float* gr = ar + s.Dv;
-      float* dr = terms.data() + r * s.Dv;
-      gather_row_f32(s.mat_base(dout, b, h) + i * dout.strides[2] * dtype_size(dout.dtype),
-                     dout.dtype, dout.strides[3], s.Dv, dr);
-      gather_row_f32(s.mat_base(a, b, h) + i * a.strides[2] * dtype_size(a.dtype), a.dtype,
-                     a.strides[3], s.Dv, ar);
-      s.gate_row(b, h, i, gr);
-      kernels::attention_gate_grad_row(dr, ar, gr, dr, s.Dv);
+      T* ar = buf.data();
+      T* gr = ar + s.Dv;
+      T* dr = terms.data() + r * s.Dv;
+      gather(s.mat_base(dout, b, h) + i * dout.strides[2] * dtype_size(dout.dtype), dout.dtype,
+             dout.strides[3], dr);
+      gather(s.mat_base(a, b, h) + i * a.strides[2] * dtype_size(a.dtype), a.dtype, a.strides[3],
+             ar);
+      const int64_t off = b * s.gs[0] + h * s.gs[1] + i * s.gs[2];
+      gather(s.gate_data + off * dtype_size(s.gate_dtype), s.gate_dtype, s.gs[3], gr);
+      if constexpr (kF64) {
+        for (int64_t c = 0; c < s.Dv; ++c) {
+          const double t = std::exp(-std::fabs(gr[c]));
+          dr[c] = dr[c] * ar[c] * (t / ((1.0 + t) * (1.0 + t)));
+        }
+      } else {
+        kernels::attention_gate_grad_row(dr, ar, gr, dr, s.Dv);
+      }
     });
   }
   const int64_t full[4] = {s.B, s.H, s.Lq, s.Dv};
-  store_reduced(terms, full, 4, dgate);
+  store_reduced(terms, full, 4, dgate, kF64);
+}
+
+}  // namespace
+
+void gate_backward(const Setup& s, const TensorView& dout, const TensorView& dgate) {
+  gate_backward_in<float>(s, dout, dgate);
+}
+void gate_backward_f64(const Setup& s, const TensorView& dout, const TensorView& dgate) {
+  gate_backward_in<double>(s, dout, dgate);
 }
 
 void backward(const Setup& s, const TensorView& dout, const TensorView& dq, const TensorView& dk,
@@ -250,13 +282,7 @@ void backward(const Setup& s, const TensorView& dout, const TensorView& dq, cons
         normalize_rows(s, h, P, bq, w, s.Lk);
         // NaN rows (a NaN / +inf logit, or an empty row with kNan): NaN output.
         bool nan_rows[kBlockQ];
-        bool any_nan_row = false;
-        for (int64_t r = 0; r < bq; ++r) {
-          bool nan = false;
-          for (int64_t j = 0; j < w && !nan; ++j) nan = std::isnan(P[r * w + j]);
-          nan_rows[r] = nan;
-          any_nan_row = any_nan_row || nan;
-        }
+        const bool any_nan_row = find_nan_rows(P, bq, w, nan_rows);
         if (any_nan_row && kend < s.Lk) {
           // A NaN row is NaN at every key, also at the causally skipped keys
           // [kend, Lk): its NaN reaches their dk / dv through P^T dO and

@@ -21,7 +21,8 @@
 //    chain rule, dQ = scale dT K, dK += scale dT^T Q, dV += P^T dO in double
 //    (DGEMM, a fixed order: the bits do not depend on the thread count),
 //    and the knob gradients (dattn_mask, dsinks, dalibi_slopes,
-//    dsigmoid_bias, dssmax_scales, dgate) summed in double.
+//    dsigmoid_bias, dssmax_scales) summed in double; dgate: gate_backward_f64
+//    (attention_backward.cc, the f32 one's template in double).
 // Empty rows (no visible key) and NaN rows follow the f32 contract
 // (include/smax/attention.h); the bound is its "float64" paragraph.
 #include <algorithm>
@@ -172,22 +173,30 @@ void forward_f64(const Setup& s, const TensorView& out) {
     const int64_t i0 = qb * bqn, bq = std::min(bqn, s.Lq - i0);
     const int64_t kend = s.key_end(b, i0, bq);
     const int64_t w = kend + (sink ? 1 : 0);
-    std::vector<double> K(static_cast<size_t>(std::max<int64_t>(kend, 1) * Dn));
-    std::vector<double> V(static_cast<size_t>(std::max<int64_t>(kend, 1) * Dvn));
-    std::vector<double> Q(static_cast<size_t>(bq * Dn)), O(static_cast<size_t>(bq * Dvn));
-    std::vector<double> T(static_cast<size_t>(bq * std::max<int64_t>(w, 1))), g(Dvn);
-    // Per row: -1 when P V is the output, else the value of every output
-    // element (the empty sum 0 with a sink and no key, the empty_row policy,
-    // NaN for a softmax row with a NaN / +inf logit).
-    std::vector<double> fill(static_cast<size_t>(bq));
-    gather_keys(s, s.k, b, hk, kend, s.D, K.data());
-    gather_keys(s, s.v, b, hk, kend, s.Dv, V.data());
+    // The thread's scratch, reused across its tasks (every element is
+    // written before it is read): K [kend, D], V [kend, Dv], Q, O, T [bq, w],
+    // a gate row, and per row `fill`: -1 when P V is the output, else the
+    // value of every output element (the empty sum 0 with a sink and no key,
+    // the empty_row policy, NaN for a softmax row with a NaN / +inf logit).
+    thread_local std::vector<double> scratch;
+    const int64_t kn = std::max<int64_t>(kend, 1);
+    const int64_t wn = std::max<int64_t>(w, 1);
+    scratch.resize(static_cast<size_t>(kn * (Dn + Dvn) + bq * (Dn + Dvn + wn + 1) + Dvn));
+    double* K = scratch.data();
+    double* V = K + kn * Dn;
+    double* Q = V + kn * Dvn;
+    double* O = Q + bq * Dn;
+    double* T = O + bq * Dvn;
+    double* fill = T + bq * wn;
+    double* g = fill + bq;
+    gather_keys(s, s.k, b, hk, kend, s.D, K);
+    gather_keys(s, s.v, b, hk, kend, s.Dv, V);
     for (int64_t gi = 0; gi < s.G; ++gi) {
       const int64_t h = hk * s.G + gi;
-      gather_rows(s.q, b, h, i0, bq, s.D, Q.data());
-      block_logits(s, scale, b, h, i0, bq, kend, Q.data(), K.data(), T.data(), w);
+      gather_rows(s.q, b, h, i0, bq, s.D, Q);
+      block_logits(s, scale, b, h, i0, bq, kend, Q, K, T, w);
       for (int64_t r = 0; r < bq; ++r) {
-        const double* t = T.data() + r * w;
+        const double* t = T + r * w;
         bool visible = false, bad = false;
         for (int64_t j = 0; j < w; ++j) {
           visible = visible || t[j] != kNegInf;
@@ -205,15 +214,15 @@ void forward_f64(const Setup& s, const TensorView& out) {
                     l.dtype, row_lse(t, w, empty_lse));
         }
       }
-      if (w > 0) normalize_rows(s, h, T.data(), bq, w, s.keys(b));
+      if (w > 0) normalize_rows(s, h, T, bq, w, s.keys(b));
       if (kend > 0 && s.Dv > 0) {
-        dgemm(bq, s.Dv, kend, 1.0, GemmOperand64{T.data(), w, false},
-              GemmOperand64{V.data(), Dvn, false}, 0.0, O.data(), Dvn);
+        dgemm(bq, s.Dv, kend, 1.0, GemmOperand64{T, w, false}, GemmOperand64{V, Dvn, false}, 0.0,
+              O, Dvn);
       }
       for (int64_t r = 0; r < bq; ++r) {
-        double* o = O.data() + r * Dvn;
+        double* o = O + r * Dvn;
         if (!(fill[r] == -1.0)) std::fill(o, o + Dvn, fill[r]);
-        store_out_row(s, out, b, h, i0 + r, o, g.data());
+        store_out_row(s, out, b, h, i0 + r, o, g);
       }
     }
   }, /*with_blas=*/true);
@@ -285,13 +294,7 @@ void backward_f64(const Setup& s, const TensorView& dout, const TensorView& dq,
         std::copy(T.begin(), T.begin() + bq * w, P.begin());
         normalize_rows(s, h, P.data(), bq, w, s.Lk);
         bool nan_rows[kBlockQ];
-        bool any_nan = false;
-        for (int64_t r = 0; r < bq; ++r) {
-          bool nan = false;
-          for (int64_t j = 0; j < w && !nan; ++j) nan = std::isnan(P[r * w + j]);
-          nan_rows[r] = nan;
-          any_nan = any_nan || nan;
-        }
+        const bool any_nan = find_nan_rows(P.data(), bq, w, nan_rows);
         if (any_nan && kend < s.Lk) {
           // A NaN row is NaN at every key, the causally skipped ones too.
           std::fill(dK.begin() + kend * Dn, dK.begin() + s.Lk * Dn, kNaN);
@@ -400,34 +403,6 @@ void backward_f64(const Setup& s, const TensorView& dout, const TensorView& dq,
     const int64_t full[4] = {s.B, s.H, s.Lq, s.Lk};
     store_reduced(klogits, full, 4, *s.o.dattn_mask, true);
   }
-}
-
-void gate_backward_f64(const Setup& s, const TensorView& dout, const TensorView& dgate) {
-  // dout a s (1 - s) per element of [B, H, Lq, Dv] in double (s (1 - s) =
-  // t / (1 + t)^2, t = e^-|g|), summed over the gate's broadcast dims.
-  const TensorView& a = *s.o.ungated_out;
-  std::vector<double> terms(static_cast<size_t>(s.B * s.H * s.Lq * s.Dv));
-  if (s.Dv > 0) {
-    detail::run_parallel(s.B * s.H * s.Lq, s.threads, [&](int64_t r) {
-      const int64_t b = r / (s.H * s.Lq), h = (r / s.Lq) % s.H, i = r % s.Lq;
-      thread_local std::vector<double> buf;
-      buf.resize(static_cast<size_t>(2 * s.Dv));
-      double* ar = buf.data();
-      double* gr = ar + s.Dv;
-      double* dr = terms.data() + r * s.Dv;
-      gather_row_f64(row_ptr(dout, b, h, i), dout.dtype, dout.strides[3], s.Dv, dr);
-      gather_row_f64(row_ptr(a, b, h, i), a.dtype, a.strides[3], s.Dv, ar);
-      const int64_t off = b * s.gs[0] + h * s.gs[1] + i * s.gs[2];
-      gather_row_f64(s.gate_data + off * dtype_size(s.gate_dtype), s.gate_dtype, s.gs[3], s.Dv,
-                     gr);
-      for (int64_t c = 0; c < s.Dv; ++c) {
-        const double t = std::exp(-std::fabs(gr[c]));
-        dr[c] = dr[c] * ar[c] * (t / ((1.0 + t) * (1.0 + t)));
-      }
-    });
-  }
-  const int64_t full[4] = {s.B, s.H, s.Lq, s.Dv};
-  store_reduced(terms, full, 4, dgate, true);
 }
 
 }  // namespace smax::detail::attn

@@ -344,6 +344,21 @@ double ssmax_row_grad(const T* t, const T* y, const T* dy, int64_t n, bool nan_r
   return std::log(static_cast<double>(visible)) * sum;
 }
 
+// nan_rows[r] = row r of P ([bq, w], ld = w) holds a NaN (a NaN / +inf
+// logit, or an empty row with kNan: the row's gradient is NaN); returns
+// whether any row does.
+template <typename T>
+bool find_nan_rows(const T* P, int64_t bq, int64_t w, bool* nan_rows) {
+  bool any = false;
+  for (int64_t r = 0; r < bq; ++r) {
+    bool nan = false;
+    for (int64_t j = 0; j < w && !nan; ++j) nan = std::isnan(P[r * w + j]);
+    nan_rows[r] = nan;
+    any = any || nan;
+  }
+  return any;
+}
+
 // out (rank <= n, broadcast right-aligned against full_shape[0 .. n)) =
 // the sum of `full` (dense, row-major over full_shape) over the dims out
 // broadcasts over, in float64, in row-major order of full; stored through
@@ -396,14 +411,15 @@ void forward_decode(const Setup& s, const TensorView& out);
 void forward_rows(const Setup& s, const TensorView& out);
 void backward(const Setup& s, const TensorView& dout, const TensorView& dq, const TensorView& dk,
               const TensorView& dv);
-// The float64 path (attention_f64.cc): forward, backward and dgate when the
+// The float64 path (attention_f64.cc): forward and backward when the
 // inputs are f64 (the dispatch in attention.cc).
 void forward_f64(const Setup& s, const TensorView& out);
 void backward_f64(const Setup& s, const TensorView& dout, const TensorView& dq,
                   const TensorView& dk, const TensorView& dv);
-void gate_backward_f64(const Setup& s, const TensorView& dout, const TensorView& dgate);
 // dgate = sum over the gate's broadcast dims of dout * a * s (1 - s), s =
-// sigmoid(gate), a = options.ungated_out (attention_backward.cc).
+// sigmoid(gate), a = options.ungated_out (attention_backward.cc); _f64: in
+// double, rounded once (the float64 path).
 void gate_backward(const Setup& s, const TensorView& dout, const TensorView& dgate);
+void gate_backward_f64(const Setup& s, const TensorView& dout, const TensorView& dgate);
 
 }  // namespace smax::detail::attn
