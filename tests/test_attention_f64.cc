@@ -726,6 +726,29 @@ TEST_P(AttentionF64, NanAndFullyMaskedRows) {
   }
 }
 
+// No key at all (Lk = 0): the empty row policy; with a sink the empty sum 0
+// and the sink's lse (as the f32 path).
+TEST_P(AttentionF64, NoKeys) {
+  for (bool sink : {false, true}) {
+    for (smax::EmptyRow policy : {smax::EmptyRow::kZero, smax::EmptyRow::kNan}) {
+      Case c;
+      c.Lk = 0;
+      c.sinks = sink;
+      c.lse = true;
+      c.o.empty_row = policy;
+      const Data d = make_data(c, 4);
+      const Fwd f = run_forward(c, d, 2);
+      const bool nan = policy == smax::EmptyRow::kNan && !sink;
+      for (double o : f.out) EXPECT_TRUE(nan ? std::isnan(o) : o == 0.0) << o;
+      for (size_t r = 0; r < f.lse.size(); ++r) {
+        const double want = sink ? d.sinks[(r / c.Lq) % c.H]
+                            : policy == smax::EmptyRow::kNan ? kNan : -kInf;
+        EXPECT_TRUE(std::isnan(want) ? std::isnan(f.lse[r]) : f.lse[r] == want) << f.lse[r];
+      }
+    }
+  }
+}
+
 SMAX_INSTANTIATE_PER_TARGET(AttentionF64);
 
 }  // namespace
