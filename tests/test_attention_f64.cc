@@ -113,7 +113,9 @@ Data make_data(const Case& c, uint64_t seed) {
   if (c.add) d.add = fill(scores, 0, 0.5, false);
   if (c.keep) {
     d.keep.resize(scores);
-    for (size_t e = 0; e < scores; ++e) d.keep[e] = e % static_cast<size_t>(c.Lk) == 0 || unit(rng) > 0.25;
+    for (size_t e = 0; e < scores; ++e) {
+      d.keep[e] = e % static_cast<size_t>(c.Lk) == 0 || unit(rng) > 0.25;
+    }
   }
   if (c.sinks) d.sinks = fill(c.H, 0, 1, false);
   if (c.alibi) {

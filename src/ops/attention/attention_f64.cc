@@ -304,7 +304,7 @@ void backward_f64(const Setup& s, const TensorView& dout, const TensorView& dq,
           dgemm(bq, kend, s.Dv, 1.0, GemmOperand64{dO.data(), Dvn, false},
                 GemmOperand64{V.data(), Dvn, true}, 0.0, dP.data(), w);
         } else {
-          for (int64_t r = 0; r < bq; ++r) std::fill(dP.begin() + r * w, dP.begin() + r * w + kend, 0.0);
+          std::fill(dP.begin(), dP.begin() + bq * w, 0.0);  // Dv = 0: dP = 0
         }
         if (sink) {
           for (int64_t r = 0; r < bq; ++r) dP[r * w + kend] = 0.0;
