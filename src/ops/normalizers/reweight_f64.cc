@@ -282,8 +282,23 @@ namespace {
 struct Moments {
   double mu_hi = 0.0, mu_lo = 0.0, sigma = 0.0;
   int e = 0;
-  // t - mean for a visible t: exact scaling by powers of two (scalbn).
-  double dev(double t) const { return std::scalbn((std::scalbn(t, -e) - mu_hi) - mu_lo, e); }
+  // 2^-e and 2^e as doubles when both are normal (a multiplication by them
+  // rounds exactly as scalbn does, and costs a multiply, not a call);
+  // scalbn for the subnormal rows (e < -1022).
+  double down = 1.0, up = 1.0;
+  bool multiply = true;
+  void set_exponent(int exponent) {
+    e = exponent;
+    multiply = e >= -1022 && e <= 1022;
+    if (multiply) {
+      down = std::ldexp(1.0, -e);
+      up = std::ldexp(1.0, e);
+    }
+  }
+  double scale_down(double t) const { return multiply ? t * down : std::scalbn(t, -e); }
+  double scale_up(double t) const { return multiply ? t * up : std::scalbn(t, e); }
+  // t - mean for a visible t.
+  double dev(double t) const { return scale_up((scale_down(t) - mu_hi) - mu_lo); }
 };
 
 Moments moments(const double* t, int64_t n, int64_t visible, bool unbiased) {
@@ -292,10 +307,10 @@ Moments moments(const double* t, int64_t n, int64_t visible, bool unbiased) {
   for (int64_t i = 0; i < n; ++i) {
     if (t[i] != -kInf) amax = std::max(amax, std::fabs(t[i]));
   }
-  if (amax > 0.0 && std::isfinite(amax)) m.e = std::ilogb(amax);
+  m.set_exponent(amax > 0.0 && std::isfinite(amax) ? std::ilogb(amax) : 0);
   CompensatedSum sum;
   for (int64_t i = 0; i < n; ++i) {
-    if (t[i] != -kInf) sum.add(std::scalbn(t[i], -m.e));
+    if (t[i] != -kInf) sum.add(m.scale_down(t[i]));
   }
   // mean = (sum + comp) / N as hi + lo: the remainder of the division by an
   // fma (exact), plus the compensation.
@@ -306,11 +321,11 @@ Moments moments(const double* t, int64_t n, int64_t visible, bool unbiased) {
     CompensatedSum sq;
     for (int64_t i = 0; i < n; ++i) {
       if (t[i] == -kInf) continue;
-      const double d = (std::scalbn(t[i], -m.e) - m.mu_hi) - m.mu_lo;
+      const double d = (m.scale_down(t[i]) - m.mu_hi) - m.mu_lo;
       sq.add(d * d);
     }
     const double D = static_cast<double>(unbiased ? visible - 1 : visible);
-    m.sigma = std::scalbn(std::sqrt(sq.value() / D), m.e);
+    m.sigma = m.scale_up(std::sqrt(sq.value() / D));
   }
   return m;
 }
