@@ -319,7 +319,11 @@ TEST_P(LceF64, ThreadsGiveTheSameBits) {
     c.vocab_chunk = vc;
     LceData d(c);
     const std::vector<double> one = run_all(d, 1);
-    for (int threads : {2, 7}) {
+    // 3, not 7: LLVM 14's libomp leaks a hot team's structures when a
+    // 7-thread team is formed on this 2-core machine (LeakSanitizer in the
+    // ASan suite, not every run); 3 threads already split the GEMM blocks
+    // unevenly over more threads than cores.
+    for (int threads : {2, 3}) {
       const std::vector<double> other = run_all(d, threads);
       ASSERT_EQ(one.size(), other.size());
       EXPECT_EQ(0, std::memcmp(one.data(), other.data(), one.size() * sizeof(double)))
