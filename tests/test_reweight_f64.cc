@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "smax/smax.h"
+#include "f64_rows.h"
 #include "test_util.h"
 
 namespace smax_test {
@@ -34,47 +35,6 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
 constexpr double kU = 0x1p-53;  // float64's unit roundoff
 
-// offset + uniform [-spread, spread]; `masked`: about one in six entries
-// -inf (never entry 0).
-std::vector<double> make_rows(int64_t rows, int64_t n, double spread, double offset, bool masked,
-                              uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> u(-spread, spread), unit(0.0, 1.0);
-  std::vector<double> x(static_cast<size_t>(rows * n));
-  for (size_t i = 0; i < x.size(); ++i) {
-    x[i] = offset + u(rng);
-    if (masked && i % static_cast<size_t>(n) != 0 && unit(rng) < 1.0 / 6.0) x[i] = -kInf;
-  }
-  return x;
-}
-
-std::vector<double> normal(size_t count, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<double> d;
-  std::vector<double> g(count);
-  for (double& v : g) v = d(rng);
-  return g;
-}
-
-struct Shape {
-  int64_t n;
-  double spread, offset;
-  bool masked;
-};
-std::vector<Shape> shapes() {
-  std::vector<Shape> v;
-  for (int64_t n : std::vector<int64_t>{1, 7, 100, 1000, 32000}) {
-    v.push_back({n, 1.0, 0.0, false});
-    v.push_back({n, 20.0, 0.0, true});
-    v.push_back({n, 600.0, 0.0, false});
-    v.push_back({n, 0.01, 12345.678, true});
-  }
-  return v;
-}
-std::string describe(const Shape& s) {
-  return "n " + std::to_string(s.n) + " spread " + std::to_string(s.spread) + " offset " +
-         std::to_string(s.offset) + (s.masked ? " masked" : "");
-}
 int64_t rows_of(const Shape& s) { return s.n > 1000 ? 2 : 3; }
 
 bool visible(double t) { return t > -kInf; }
@@ -106,7 +66,7 @@ using Oracle = std::function<RowWant(const std::vector<double>& t, const std::ve
 void check_op(const std::string& name, double scale, const Call& call, const Oracle& oracle,
               const std::function<std::vector<double>(const Shape&, int64_t, uint64_t)>& make,
               uint64_t seed) {
-  for (const Shape& sh : shapes()) {
+  for (const Shape& sh : f64_shapes()) {
     SCOPED_TRACE(name + " " + describe(sh));
     const int64_t rows = rows_of(sh), n = sh.n;
     std::vector<double> x = make(sh, rows, seed++);

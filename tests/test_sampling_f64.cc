@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "smax/smax.h"
+#include "f64_rows.h"
 #include "test_util.h"
 
 namespace smax_test {
@@ -33,38 +34,6 @@ using LD = long double;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
 
-// offset + uniform [-spread, spread]; `masked`: about one in six entries -inf
-// (never entry 0).
-std::vector<double> make_rows(int64_t rows, int64_t n, double spread, double offset, bool masked,
-                              uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> u(-spread, spread), unit(0.0, 1.0);
-  std::vector<double> x(static_cast<size_t>(rows * n));
-  for (size_t i = 0; i < x.size(); ++i) {
-    x[i] = offset + u(rng);
-    if (masked && i % static_cast<size_t>(n) != 0 && unit(rng) < 1.0 / 6.0) x[i] = -kInf;
-  }
-  return x;
-}
-
-struct Shape {
-  int64_t n;
-  double spread, offset;
-  bool masked;
-};
-std::vector<Shape> shapes() {
-  std::vector<Shape> v;
-  for (int64_t n : std::vector<int64_t>{1, 7, 100, 1000, 32000}) {
-    v.push_back({n, 1.0, 0.0, false});
-    v.push_back({n, 20.0, 0.0, true});
-    v.push_back({n, 0.01, 12345.678, true});
-  }
-  return v;
-}
-std::string describe(const Shape& s) {
-  return "n " + std::to_string(s.n) + " spread " + std::to_string(s.spread) + " offset " +
-         std::to_string(s.offset) + (s.masked ? " masked" : "");
-}
 int64_t rows_of(const Shape& s) { return s.n > 1000 ? 3 : 8; }
 
 // The exact float64 noise g(seed, r, i) of a [rows, n] source.
@@ -133,7 +102,7 @@ class SamplingF64 : public TargetTest {};
 
 TEST_P(SamplingF64, SoftmaxTopkIndicesAndProbabilities) {
   uint64_t seed = 1;
-  for (const Shape& sh : shapes()) {
+  for (const Shape& sh : f64_shapes(false)) {
     for (int64_t k : {int64_t{1}, int64_t{5}, sh.n}) {
       for (bool renorm : {false, true}) {
         if (k > sh.n) continue;
@@ -171,7 +140,7 @@ TEST_P(SamplingF64, GumbelMaxIsTheFloat64Argmax) {
   uint64_t seed = 100;
   // Besides the common shapes: logits 1e8 +- 3, where f32's spacing is 8
   // (rounded to f32 the row would collapse to two or three values).
-  std::vector<Shape> all = shapes();
+  std::vector<Shape> all = f64_shapes(false);
   all.push_back({100, 3.0, 1e8, false});
   all.push_back({1000, 3.0, 1e8, true});
   for (const Shape& sh : all) {
@@ -205,7 +174,7 @@ TEST_P(SamplingF64, SamplingFilterAndSampleMatchTheFloat64Reference) {
   const Filter filters[] = {{1.0f, 0, 1.0f}, {0.5f, 5, 1.0f}, {1.0f, 0, 0.9f},
                             {2.0f, 50, 0.75f}, {0.25f, 0, 0.5f}, {0.0f, 0, 1.0f}};
   uint64_t seed = 200;
-  for (const Shape& sh : shapes()) {
+  for (const Shape& sh : f64_shapes(false)) {
     const int64_t rows = rows_of(sh), n = sh.n;
     std::vector<double> x = make_rows(rows, n, sh.spread, sh.offset, sh.masked, seed++);
     for (const Filter& f : filters) {
@@ -246,7 +215,7 @@ TEST_P(SamplingF64, SamplingFilterAndSampleMatchTheFloat64Reference) {
 
 TEST_P(SamplingF64, GumbelSoftmaxAndBackwardWithinTheFloat64Bound) {
   uint64_t seed = 300;
-  for (const Shape& sh : shapes()) {
+  for (const Shape& sh : f64_shapes(false)) {
     for (bool hard : {false, true}) {
       SCOPED_TRACE(describe(sh) + (hard ? " hard" : ""));
       const int64_t rows = rows_of(sh), n = sh.n;
