@@ -86,6 +86,25 @@ inline bool axis_contiguous(const Geometry& g, int k) {
   return g.n == 1 || g.axis_stride[k] == 1;
 }
 
+/// Runs fn(begin, end) over row ranges of at least rows_per_task(n) rows,
+/// about kStreamTasksPerThread ranges per thread: for batched row kernels
+/// that fuse a row's last pass with the next row's first and prefetch the
+/// next row during the compute-bound pass (kernels/softmax_rows.cc), which
+/// stream only within a range. The grid depends on `threads`, so only
+/// kernels whose per-row result does not depend on how rows are grouped may
+/// use it (their bits stay the same for any thread count).
+inline constexpr int64_t kStreamTasksPerThread = 4;
+template <typename Fn>
+void for_each_row_stream(const Geometry& g, int threads, Fn&& fn) {
+  const int64_t slots = kStreamTasksPerThread * std::max(threads, 1);
+  const int64_t per_task = std::max(rows_per_task(g.n), (g.rows + slots - 1) / slots);
+  const int64_t tasks = (g.rows + per_task - 1) / per_task;
+  run_parallel(tasks, threads, [&](int64_t task) {
+    const int64_t begin = task * per_task;
+    fn(begin, std::min(g.rows, begin + per_task));
+  });
+}
+
 /// Rows mode (every operand's axis contiguous): rows of n >= kernels::kSegment
 /// go one at a time to long_row(offsets, threads_for_the_row) (see
 /// for_each_long_row); shorter rows go to runs(count, offsets) in runs of
@@ -100,7 +119,7 @@ void for_each_contiguous_row(const Geometry& g, int threads, LongRow&& long_row,
     });
     return;
   }
-  for_each_row_task(g, threads, [&](int64_t begin, int64_t end) {
+  for_each_row_stream(g, threads, [&](int64_t begin, int64_t end) {
     for_each_run(g, begin, end,
                  [&](int64_t, int64_t count, const int64_t* off) { runs(count, off); });
   });

@@ -38,17 +38,23 @@ struct NoPass {
   HWY_INLINE void Vector(DF /*d*/, size_t /*i*/) const {}
   HWY_INLINE void Tail(DF /*d*/, size_t /*i*/, size_t /*count*/) const {}
 };
-// this compute-bound pass would otherwise leave the memory idle).
-template <bool kStore, class Src, class Exp>
+// sum_i exp(t_i) (exp = ExpRef or ExpDiff), blocked; stores e_i if kStore.
+// `ahead` (nullable): the next row's first element (of type AheadT, the
+// next row's storage), of a row as long as this one; each step prefetches
+// as many bytes of it as the step reads, so the next row's first pass
+// finds it in cache (batched rows beyond L1, where this compute-bound pass
+// would otherwise leave the memory idle).
+template <bool kStore, class Src, class Exp, class AheadT = float>
 HWY_INLINE double ExpSum(const Src& src, size_t n, const Exp& exp,
-                         float* HWY_RESTRICT dst, const float* ahead = nullptr) {
+                         float* HWY_RESTRICT dst, const AheadT* ahead = nullptr) {
   const DF d;
   const size_t N = hn::Lanes(d);
   BlockSum sum(d);
   size_t i = 0;
   for (; i + kUnroll * N <= n; i += kUnroll * N) {
     if (ahead != nullptr) {
-      for (size_t k = 0; k < kUnroll * N; k += 64 / sizeof(float)) hwy::Prefetch(ahead + i + k);
+      const char* next = reinterpret_cast<const char*>(ahead + i);
+      for (size_t k = 0; k < kUnroll * N * sizeof(AheadT); k += 64) hwy::Prefetch(next + k);
     }
     const VF e0 = exp(d, src.Load(d, i));
     const VF e1 = exp(d, src.Load(d, i + N));

@@ -119,10 +119,6 @@ HWY_INLINE bool RowHasNaN(const Src& src, size_t n) {
   return false;
 }
 
-// sum_i exp(t_i) (exp = ExpRef or ExpDiff), blocked; stores e_i if kStore.
-// `ahead` (nullable): the next row's first element, of a row as long as this
-// one; each step prefetches as many bytes of it as the step reads, so the
-// next row's first pass finds it in cache (batched rows beyond L1, where
 // ---- the online scan template ---------------------------------------------------
 // OnlineScanWith(src, n, visitor): one read of the row in steps of kUnroll
 // vectors, with a row-wide reference that moves only when some lane of a

@@ -207,7 +207,8 @@ struct ScratchScaleOutPass {
 template <class Src, class O>
 HWY_INLINE LastPass ThreePassToSum(const Src& src, size_t n, const MinMax& mm, const O& out,
                                    RowOp op, bool reload, EmptyRow policy,
-                                   float* scratch = nullptr) {
+                                   float* scratch = nullptr,
+                                   const typename Src::T* ahead = nullptr) {
   const float m = mm.max;
   if (m == kNegInf) {
     if (RowHasNaN(src, n)) {
@@ -239,7 +240,8 @@ HWY_INLINE LastPass ThreePassToSum(const Src& src, size_t n, const MinMax& mm, c
   }
   double s = 0.0;
   WithSumExp(sum_exp, [&](const auto& exp) {
-    s = store ? ExpSum<true>(src, n, exp, store_to) : ExpSum<false>(src, n, exp, nullptr);
+    s = store ? ExpSum<true>(src, n, exp, store_to, ahead)
+              : ExpSum<false>(src, n, exp, nullptr, ahead);
   });
   if (!(s < std::numeric_limits<double>::infinity())) {
     NanRow(op, out, n);
@@ -294,9 +296,15 @@ HWY_INLINE LastPass ThreePassToSum(const Src& src, size_t n, const MinMax& mm, c
   return {};
 }
 
+// Not inlined: compiled inside the whole row driver (RowsImpl), GCC kept
+// the scan's accumulators on the stack (a load and a store per vector).
+template <class Src, class Pass>
+HWY_NOINLINE MinMax ScanWithPass(const Src& next, size_t n, const Pass& pass) {
+  return RowMinMaxWith(next, n, pass);
+}
 template <class Src, class Pass>
 HWY_INLINE MinMax PassThenScan(const Pass& pass, size_t n, const Src* next) {
-  if (next != nullptr) return RowMinMaxWith(*next, n, pass);
+  if (next != nullptr) return ScanWithPass(*next, n, pass);
   RunPass(n, pass);
   return MinMax{};
 }
@@ -353,14 +361,16 @@ HWY_INLINE void ThreePassRows(int64_t rows, size_t n, const RowAt& row_at, RowOp
   Src src = row_at(0, &out);
   MinMax mm = RowMinMax(src, n);
   for (int64_t r = 0; r < rows; ++r) {
+    // Row r's sum pass prefetches row r + 1 (read next by the fused pass).
+    O next_out{};
+    const Src next = r + 1 < rows ? row_at(r + 1, &next_out) : Src{};
     // Row r's last pass reads the scratch before row r + 1's sum refills it.
-    const LastPass last = ThreePassToSum(src, n, mm, out, op, reload, policy, scratch);
+    const LastPass last =
+        ThreePassToSum(src, n, mm, out, op, reload, policy, scratch, r + 1 < rows ? next.x : nullptr);
     if (r + 1 == rows) {
       FinishRow<Src>(last, src, n, out, nullptr);
       return;
     }
-    O next_out{};
-    const Src next = row_at(r + 1, &next_out);
     mm = FinishRow(last, src, n, out, &next);
     src = next;
     out = next_out;

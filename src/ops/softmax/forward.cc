@@ -255,7 +255,7 @@ void run_narrow_rows_mode(const ForwardCall& c) {
   // (in cache: one exp per element instead of two).
   const bool scratch_row = c.op == ForwardOp::kSoftmax && c.dst_type != DType::kF32;
   ScratchPool pool(scratch_row ? std::max(c.threads, 1) : 0, g.n);
-  for_each_row_task(g, c.threads, [&](int64_t begin, int64_t end) {
+  for_each_row_stream(g, c.threads, [&](int64_t begin, int64_t end) {
     std::optional<ScratchPool::Lease> lease;
     if (scratch_row) lease.emplace(pool);
     for_each_run(g, begin, end, [&](int64_t, int64_t count, const int64_t* off) {
