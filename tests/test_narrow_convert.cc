@@ -95,8 +95,20 @@ TEST_P(NarrowConvert, WideningIsExactForEveryPattern) {
   }
 }
 
-TEST_P(NarrowConvert, NarrowingRoundsToNearestEvenLikeTheScalarDefinition) {
-  const std::vector<uint32_t> bits = narrowing_patterns();
+// AVX512_BF16's vcvtneps2bf16 where the CPU has it, and the integer
+// rounding on the same target (dtype_convert.h, set_bf16_instruction).
+class Bf16InstructionOff {
+ public:
+  Bf16InstructionOff() : previous_(smax::kernels::set_bf16_instruction(false)) {}
+  ~Bf16InstructionOff() { smax::kernels::set_bf16_instruction(previous_); }
+  Bf16InstructionOff(const Bf16InstructionOff&) = delete;
+  Bf16InstructionOff& operator=(const Bf16InstructionOff&) = delete;
+
+ private:
+  bool previous_;
+};
+
+void expect_narrowing_matches_scalar(const std::vector<uint32_t>& bits, const char* path) {
   std::vector<float> in(bits.size());
   for (size_t i = 0; i < bits.size(); ++i) in[i] = f32_from_bits(bits[i]);
   for (DType t : {DType::kBF16, DType::kF16}) {
@@ -107,11 +119,20 @@ TEST_P(NarrowConvert, NarrowingRoundsToNearestEvenLikeTheScalarDefinition) {
       const uint16_t want = scalar_narrow(in[i], t);
       if (out[i] != want) {
         ++bad;
-        ADD_FAILURE() << smax::dtype_name(t) << " f32 0x" << std::hex << bits[i] << ": got 0x"
-                      << out[i] << " want 0x" << want;
+        ADD_FAILURE() << path << " " << smax::dtype_name(t) << " f32 0x" << std::hex << bits[i]
+                      << ": got 0x" << out[i] << " want 0x" << want;
       }
     }
   }
+}
+
+TEST_P(NarrowConvert, NarrowingRoundsToNearestEvenLikeTheScalarDefinition) {
+  const std::vector<uint32_t> bits = narrowing_patterns();
+  expect_narrowing_matches_scalar(bits, smax::kernels::cpu_has_bf16_instruction()
+                                            ? "vcvtneps2bf16 where the target uses it"
+                                            : "integer rounding");
+  Bf16InstructionOff off;
+  expect_narrowing_matches_scalar(bits, "integer rounding");
 }
 
 TEST_P(NarrowConvert, TailsWriteExactlyTheirElements) {

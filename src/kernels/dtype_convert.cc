@@ -11,6 +11,9 @@
 #include <hwy/highway.h>
 
 #include <cstring>
+#if HWY_ARCH_X86 && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
+#endif
 
 #include "kernels/row-inl.h"
 #include "kernels/narrow-inl.h"
@@ -88,6 +91,24 @@ HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 namespace smax::kernels {
+bool cpu_has_bf16_instruction() noexcept {
+#if HWY_ARCH_X86 && (defined(__GNUC__) || defined(__clang__))
+  // CPUID leaf 7, sub-leaf 1, EAX bit 5: AVX512_BF16. The AVX-512 targets
+  // that use it run only where Highway found the OS saving zmm state.
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid_count(7, 1, &a, &b, &c, &d) == 0) return false;
+  return ((a >> 5) & 1u) != 0;
+#else
+  return false;
+#endif
+}
+bool g_bf16_instruction = cpu_has_bf16_instruction();
+bool set_bf16_instruction(bool on) noexcept {
+  const bool previous = g_bf16_instruction;
+  g_bf16_instruction = on && cpu_has_bf16_instruction();
+  return previous;
+}
+
 HWY_EXPORT(WidenRowImpl);
 HWY_EXPORT(NarrowRowImpl);
 

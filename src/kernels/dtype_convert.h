@@ -22,4 +22,15 @@ namespace smax::kernels {
 void widen_row(const void* src, DType dtype, int64_t n, float* dst) noexcept;
 void narrow_row(const float* src, int64_t n, void* dst, DType dtype) noexcept;
 
+/// Whether the AVX-512 targets round f32 -> bf16 with the CPU's
+/// vcvtneps2bf16 (AVX512_BF16: Zen 4, Cooper Lake, Sapphire Rapids and
+/// later) instead of integer ops. Both give the same bits (narrow-inl.h);
+/// on by default where the CPU has the instruction. Tests turn it off to
+/// check the integer path on the same target. Returns the previous setting;
+/// `on` is ignored (false) on CPUs without the instruction. Not thread-safe
+/// against running kernels: set it between calls.
+bool set_bf16_instruction(bool on) noexcept;
+/// Whether the CPU has AVX512_BF16's vcvtneps2bf16 (x86 only; false elsewhere).
+bool cpu_has_bf16_instruction() noexcept;
+
 }  // namespace smax::kernels

@@ -36,6 +36,10 @@
 
 #include "kernels/row-inl.h"
 
+namespace smax::kernels {
+extern bool g_bf16_instruction;  // dtype_convert.cc
+}  // namespace smax::kernels
+
 HWY_BEFORE_NAMESPACE();
 namespace smax::kernels::HWY_NAMESPACE {
 
@@ -106,7 +110,19 @@ HWY_INLINE VU16 LowHalves(hn::Vec<DU32> u) {
   return hn::DemoteTo(dh, hn::BitCast(di, u));
 }
 
-HWY_INLINE VU16 NarrowBf16(VF v) {
+// vcvtneps2bf16 (AVX512_BF16) rounds to nearest even and quiets NaNs as
+// NarrowBf16Integer does ((bits >> 16) | 0x40, sign and top payload kept),
+// but reads f32 subnormal inputs as zero: vectors holding one take the
+// integer path. Used where the CPU has it (dtype_convert.h's
+// set_bf16_instruction; g_bf16_instruction is defined in dtype_convert.cc).
+#undef SMAX_BF16_INSTRUCTION
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+#define SMAX_BF16_INSTRUCTION 1
+#else
+#define SMAX_BF16_INSTRUCTION 0
+#endif
+
+HWY_INLINE VU16 NarrowBf16Integer(VF v) {
   const DU32 du;
   const auto u = hn::BitCast(du, v);
   const auto odd = hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1u));
@@ -116,6 +132,20 @@ HWY_INLINE VU16 NarrowBf16(VF v) {
   const auto a = hn::BitCast(di, hn::And(u, hn::Set(du, 0x7fffffffu)));
   const auto is_nan = hn::RebindMask(du, hn::Gt(a, hn::Set(di, 0x7f800000)));
   return LowHalves(hn::IfThenElse(is_nan, quiet_nan, rounded));
+}
+
+HWY_INLINE VU16 NarrowBf16(VF v) {
+#if SMAX_BF16_INSTRUCTION
+  if (g_bf16_instruction) {
+    // fpclass 0x20: denormal lanes.
+    if (HWY_LIKELY(_mm512_fpclass_ps_mask(v.raw, 0x20) == 0)) {
+      __m256i r;
+      asm("vcvtneps2bf16 %1, %0" : "=v"(r) : "v"(v.raw));
+      return VU16{r};
+    }
+  }
+#endif
+  return NarrowBf16Integer(v);
 }
 
 // f32 -> f16 with integer ops and one f32 add (core/convert.h's f32_to_f16,
@@ -288,6 +318,12 @@ struct Out {
 };
 
 HWY_INLINE bool IsF32Out(const AnyOut& out) { return out.s == Storage::kF32; }
+// Bytes per element of a sink.
+HWY_INLINE size_t OutBytes(const AnyOut& out) { return out.s == Storage::kF32 ? 4 : 2; }
+template <Storage S>
+constexpr size_t OutBytes(const Out<S>&) {
+  return S == Storage::kF32 ? 4 : 2;
+}
 template <Storage S>
 constexpr bool IsF32Out(const Out<S>&) {
   return S == Storage::kF32;

@@ -34,27 +34,54 @@ HWY_INLINE void RunPass(size_t n, const Pass& pass) {
   if (i < n) pass.Tail(d, i, n - i);
 }
 
+// Brings the cache line of p into this core's cache for writing (its
+// read-for-ownership done ahead of the store; a hint, never faults).
+HWY_INLINE void PrefetchForWrite(const void* p) {
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2 && (defined(__GNUC__) || defined(__clang__))
+  asm volatile("prefetchw %0" : : "m"(*static_cast<const char*>(p)));
+#else
+  hwy::Prefetch(p);
+#endif
+}
+
 struct NoPass {
   HWY_INLINE void Vector(DF /*d*/, size_t /*i*/) const {}
   HWY_INLINE void Tail(DF /*d*/, size_t /*i*/, size_t /*count*/) const {}
 };
-// sum_i exp(t_i) (exp = ExpRef or ExpDiff), blocked; stores e_i if kStore.
-// `ahead` (nullable): the next row's first element (of type AheadT, the
-// next row's storage), of a row as long as this one; each step prefetches
-// as many bytes of it as the step reads, so the next row's first pass
-// finds it in cache (batched rows beyond L1, where this compute-bound pass
-// would otherwise leave the memory idle).
-template <bool kStore, class Src, class Exp, class AheadT = float>
+// What a compute-bound pass over a row can bring into cache for the passes
+// after it (batched rows beyond L1, where the exp pass would otherwise
+// leave the memory idle): `next` (nullable), the next row, read by the
+// fused pass that ends this row, of a row as long as this one with
+// `next_bytes` bytes per element; `out` (nullable), this row's output,
+// written by that pass (`out_bytes` per element), prefetched for writing
+// so its read-for-ownership is done before the stores. Each step
+// prefetches as many elements of each as it reads.
+struct RowPrefetch {
+  const void* next = nullptr;
+  size_t next_bytes = 0;
+  void* out = nullptr;
+  size_t out_bytes = 0;
+};
+
+// sum_i exp(t_i) (exp = ExpRef or ExpDiff), blocked; stores e_i if kStore;
+// prefetches as `prefetch` says.
+template <bool kStore, class Src, class Exp>
 HWY_INLINE double ExpSum(const Src& src, size_t n, const Exp& exp,
-                         float* HWY_RESTRICT dst, const AheadT* ahead = nullptr) {
+                         float* HWY_RESTRICT dst, const RowPrefetch& prefetch = {}) {
   const DF d;
   const size_t N = hn::Lanes(d);
   BlockSum sum(d);
+  const char* next = static_cast<const char*>(prefetch.next);
+  const char* out = static_cast<const char*>(prefetch.out);
   size_t i = 0;
   for (; i + kUnroll * N <= n; i += kUnroll * N) {
-    if (ahead != nullptr) {
-      const char* next = reinterpret_cast<const char*>(ahead + i);
-      for (size_t k = 0; k < kUnroll * N * sizeof(AheadT); k += 64) hwy::Prefetch(next + k);
+    if (next != nullptr) {
+      const size_t b = kUnroll * N * prefetch.next_bytes;
+      for (size_t k = 0; k < b; k += 64) hwy::Prefetch(next + i * prefetch.next_bytes + k);
+    }
+    if (out != nullptr) {
+      const size_t b = kUnroll * N * prefetch.out_bytes;
+      for (size_t k = 0; k < b; k += 64) PrefetchForWrite(out + i * prefetch.out_bytes + k);
     }
     const VF e0 = exp(d, src.Load(d, i));
     const VF e1 = exp(d, src.Load(d, i + N));

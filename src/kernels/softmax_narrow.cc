@@ -238,10 +238,20 @@ HWY_INLINE LastPass ThreePassToSum(const Src& src, size_t n, const MinMax& mm, c
     store = op == RowOp::kSoftmax && reload;
     store_to = scratch;
   }
+  // The exp pass prefetches the next row and, where this row's last pass
+  // writes it (softmax and log_softmax, not into the exps' own f32 dst),
+  // this row's output for writing.
+  RowPrefetch prefetch;
+  prefetch.next = ahead;
+  prefetch.next_bytes = sizeof(typename Src::T);
+  if (op != RowOp::kLogSumExp && !(store && store_to == out.F32())) {
+    prefetch.out = out.p;
+    prefetch.out_bytes = OutBytes(out);
+  }
   double s = 0.0;
   WithSumExp(sum_exp, [&](const auto& exp) {
-    s = store ? ExpSum<true>(src, n, exp, store_to, ahead)
-              : ExpSum<false>(src, n, exp, nullptr, ahead);
+    s = store ? ExpSum<true>(src, n, exp, store_to, prefetch)
+              : ExpSum<false>(src, n, exp, nullptr, prefetch);
   });
   if (!(s < std::numeric_limits<double>::infinity())) {
     NanRow(op, out, n);
@@ -296,11 +306,67 @@ HWY_INLINE LastPass ThreePassToSum(const Src& src, size_t n, const MinMax& mm, c
   return {};
 }
 
+// RowMinMaxWith (scan-inl.h) over a plain bf16 row, the same (min, max):
+// a step reads 4N bf16 as two vectors of u32 pairs and widens each into
+// its even (u << 16) and odd (u & 0xffff0000) elements, 1 op per vector
+// instead of vpmovzxwd + shift (min and max do not depend on which lane
+// holds which element). The pass runs on the same 4 vectors per step.
+template <class Pass>
+HWY_INLINE MinMax Bf16MinMaxWith(const uint16_t* HWY_RESTRICT x, size_t n, const Pass& pass) {
+  const DF d;
+  const DU32 du;
+  const size_t N = hn::Lanes(d);
+  const auto high = hn::Set(du, 0xffff0000u);
+  VF m0 = hn::Set(d, kNegInf), m1 = m0, m2 = m0, m3 = m0;
+  VF l0 = hn::Set(d, kInf), l1 = l0, l2 = l0, l3 = l0;
+  size_t i = 0;
+  for (; i + kUnroll * N <= n; i += kUnroll * N) {
+    const auto u0 = hn::LoadU(du, reinterpret_cast<const uint32_t*>(x + i));
+    const auto u1 = hn::LoadU(du, reinterpret_cast<const uint32_t*>(x + i + 2 * N));
+    const VF t0 = hn::BitCast(d, hn::ShiftLeft<16>(u0));
+    const VF t1 = hn::BitCast(d, hn::And(u0, high));
+    const VF t2 = hn::BitCast(d, hn::ShiftLeft<16>(u1));
+    const VF t3 = hn::BitCast(d, hn::And(u1, high));
+    pass.Vector(d, i);
+    pass.Vector(d, i + N);
+    pass.Vector(d, i + 2 * N);
+    pass.Vector(d, i + 3 * N);
+    m0 = hn::Max(m0, t0);
+    m1 = hn::Max(m1, t1);
+    m2 = hn::Max(m2, t2);
+    m3 = hn::Max(m3, t3);
+    l0 = hn::Min(l0, t0);
+    l1 = hn::Min(l1, t1);
+    l2 = hn::Min(l2, t2);
+    l3 = hn::Min(l3, t3);
+  }
+  for (; i + N <= n; i += N) {
+    const VF t = LoadWiden<Storage::kBF16>(x + i);
+    pass.Vector(d, i);
+    m0 = hn::Max(m0, t);
+    l0 = hn::Min(l0, t);
+  }
+  if (i < n) {
+    const VF t = LoadWidenTail<Storage::kBF16>(x + i, n - i);
+    pass.Tail(d, i, n - i);
+    const auto valid = hn::FirstN(d, n - i);
+    m1 = hn::Max(m1, hn::IfThenElse(valid, t, hn::Set(d, kNegInf)));
+    l1 = hn::Min(l1, hn::IfThenElse(valid, t, hn::Set(d, kInf)));
+  }
+  m0 = hn::Max(hn::Max(m0, m1), hn::Max(m2, m3));
+  l0 = hn::Min(hn::Min(l0, l1), hn::Min(l2, l3));
+  return MinMax{ReduceMin(d, l0), ReduceMax(d, m0)};
+}
+
 // Not inlined: compiled inside the whole row driver (RowsImpl), GCC kept
 // the scan's accumulators on the stack (a load and a store per vector).
 template <class Src, class Pass>
 HWY_NOINLINE MinMax ScanWithPass(const Src& next, size_t n, const Pass& pass) {
-  return RowMinMaxWith(next, n, pass);
+  if constexpr (std::is_same_v<Src, RowLogits<Storage::kBF16, true>>) {
+    return Bf16MinMaxWith(next.x, n, pass);
+  } else {
+    return RowMinMaxWith(next, n, pass);
+  }
 }
 template <class Src, class Pass>
 HWY_INLINE MinMax PassThenScan(const Pass& pass, size_t n, const Src* next) {

@@ -94,8 +94,15 @@ HWY_INLINE LastPass ThreePassToSum(const Src& src, size_t n, const MinMax& mm,
   const double shift = use_ref ? nref * kLn2d - static_cast<double>(m) : 0.0;
   const bool store = op == RowOp::kSoftmax && reload;
   auto sum = [&](const auto& exp) {
-    return store ? ExpSum<true>(src, n, exp, dst, ahead)
-                 : ExpSum<false>(src, n, exp, nullptr, ahead);
+    // The next row, and this row's dst where the last pass is the first to
+    // write it (log_softmax; reload softmax writes it in this pass).
+    RowPrefetch prefetch{ahead, sizeof(float), nullptr, 0};
+    if (!store && op != RowOp::kLogSumExp) {
+      prefetch.out = dst;
+      prefetch.out_bytes = sizeof(float);
+    }
+    return store ? ExpSum<true>(src, n, exp, dst, prefetch)
+                 : ExpSum<false>(src, n, exp, nullptr, prefetch);
   };
   const double s = use_ref ? WithRefExp(m, mm.min, nref, sum) : sum(ExpDiff::Make(m));
   if (!(s < std::numeric_limits<double>::infinity())) {
