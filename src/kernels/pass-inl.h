@@ -70,18 +70,27 @@ HWY_INLINE double ExpSum(const Src& src, size_t n, const Exp& exp,
                          float* HWY_RESTRICT dst, const RowPrefetch& prefetch = {}) {
   const DF d;
   const size_t N = hn::Lanes(d);
+  constexpr size_t kStepBytes = kUnroll * kMaxLanes * sizeof(float);
   BlockSum sum(d);
   const char* next = static_cast<const char*>(prefetch.next);
-  const char* out = static_cast<const char*>(prefetch.out);
+  char* out = static_cast<char*>(prefetch.out);
   size_t i = 0;
   for (; i + kUnroll * N <= n; i += kUnroll * N) {
+    // kStepBytes bounds a step's bytes (a constant trip count: unrolled,
+    // not a loop; AVX-512 reads 256 bytes of an f32 row, 128 of a bf16 one).
     if (next != nullptr) {
       const size_t b = kUnroll * N * prefetch.next_bytes;
-      for (size_t k = 0; k < b; k += 64) hwy::Prefetch(next + i * prefetch.next_bytes + k);
+      const char* p = next + i * prefetch.next_bytes;
+      for (size_t k = 0; k < kStepBytes; k += 64) {
+        if (k < b) hwy::Prefetch(p + k);
+      }
     }
     if (out != nullptr) {
       const size_t b = kUnroll * N * prefetch.out_bytes;
-      for (size_t k = 0; k < b; k += 64) PrefetchForWrite(out + i * prefetch.out_bytes + k);
+      char* p = out + i * prefetch.out_bytes;
+      for (size_t k = 0; k < kStepBytes; k += 64) {
+        if (k < b) PrefetchForWrite(p + k);
+      }
     }
     const VF e0 = exp(d, src.Load(d, i));
     const VF e1 = exp(d, src.Load(d, i + N));
