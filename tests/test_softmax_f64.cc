@@ -119,6 +119,68 @@ TEST_P(SoftmaxF64, TermsNearTheMaxKeepEveryBit) {
   expect_log_softmax_row(x.data(), n, l.data());
 }
 
+// Rows whose range max - min (entries above -inf) is just below, at and
+// above the kernel's thresholds: below 32 it drops the TwoSum error term of
+// t - m (the rounding error, <= 2^-49, is what the bound must absorb), up to
+// 708 it takes the normal-range exp; m off the grid of t - m so fl(t - m)
+// is inexact, many entries near the bottom of the range (where that error
+// is largest), -inf entries that must not count in the range, and lengths
+// around the summation's blocks of 8 vectors.
+TEST_P(SoftmaxF64, RowsAtTheRangeThresholds) {
+  std::mt19937_64 rng(21);
+  const double below32 = std::nextafter(32.0, 0.0), above32 = std::nextafter(32.0, 64.0);
+  for (double range : {31.0, below32, 32.0, above32, 708.0, std::nextafter(708.0, 1e3)}) {
+    for (double m : {0.1, 1.0 / 3.0, 1e3 + 0.123, -17.77, 0x1.fffffffffffffp-1}) {
+      for (int64_t n : {2, 5, 63, 64, 65, 129, 1000, 4099}) {
+        SCOPED_TRACE("range " + std::to_string(range) + " m " + std::to_string(m) + " n " +
+                     std::to_string(n));
+        std::uniform_real_distribution<double> near_bottom(m - range, m - range + 1.0);
+        std::uniform_real_distribution<double> any(m - range, m);
+        std::vector<double> x(static_cast<size_t>(n));
+        for (size_t i = 0; i < x.size(); ++i) x[i] = i % 2 ? near_bottom(rng) : any(rng);
+        x[0] = m;
+        x[x.size() - 1] = m - range;
+        if (n > 4) {
+          x[2] = -kInf;
+          for (size_t i = 3; i + 1 < x.size(); i += 7) x[i] = -kInf;
+        }
+        std::vector<double> y(x.size()), l(x.size());
+        double lse = 0;
+        smax::softmax(f64_view(x.data(), {n}), f64_view(y.data(), {n}));
+        smax::log_softmax(f64_view(x.data(), {n}), f64_view(l.data(), {n}));
+        smax::logsumexp(f64_view(x.data(), {n}), f64_view(&lse, {}));
+        expect_softmax_row(x.data(), n, y.data());
+        expect_log_softmax_row(x.data(), n, l.data());
+        const RefRow r = ref_row(x.data(), n);
+        const LD want = r.m + std::log(r.S);
+        EXPECT_LE(static_cast<double>(std::fabs(lse - want)), 1e-14 * (1 + std::fabs(lse)));
+        if (n > 4) {
+          EXPECT_EQ(y[2], 0.0);
+          EXPECT_EQ(l[2], -kInf);
+        }
+        if (testing::Test::HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
+// Every length from 1 to 300 (each tail after the blocks of 8 vectors, on
+// every target's vector width) and three spreads.
+TEST_P(SoftmaxF64, EveryShortLength) {
+  std::mt19937_64 rng(22);
+  for (int64_t n = 1; n <= 300; ++n) {
+    for (double spread : {2.0, 30.0, 700.0}) {
+      SCOPED_TRACE("n " + std::to_string(n) + " spread " + std::to_string(spread));
+      std::vector<double> x = random_row(rng, n, spread), y(x.size()), l(x.size());
+      smax::softmax(f64_view(x.data(), {n}), f64_view(y.data(), {n}));
+      smax::log_softmax(f64_view(x.data(), {n}), f64_view(l.data(), {n}));
+      expect_softmax_row(x.data(), n, y.data());
+      expect_log_softmax_row(x.data(), n, l.data());
+      if (testing::Test::HasFatalFailure()) return;
+    }
+  }
+}
+
 TEST_P(SoftmaxF64, SpecialValues) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   std::vector<double> y(4), l(4);

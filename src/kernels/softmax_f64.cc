@@ -81,31 +81,50 @@ HWY_INLINE void KahanAddInf(VD x, VD& s, VD& c) {
   c = hn::IfThenElseZero(hn::IsFinite(s), c);
 }
 
-// t - m as d + e exactly (TwoSum of t and -m; m finite). Where d is below
-// -1e300 (t = -inf, or a difference that overflows) the error term is set
-// to 0: every use ignores it there (the term underflows to 0, the log value
-// is -inf or beyond any bound's reach), and TwoSum's e would be NaN.
+// t - m as d + e exactly (TwoSum of t and -m; m finite). Where t = -inf
+// (or the difference overflows) e is NaN: every use ignores it there (the
+// exp drops lo beyond its clamp or masks the lane; log_softmax selects
+// -inf for t = -inf and guards an overflowed d).
 struct Diff {
   VD d, e;
 };
-HWY_INLINE Diff TwoDiff(DD dd, VD t, VD m) {
+HWY_INLINE Diff TwoDiff(VD t, VD m) {
   const VD s = hn::Sub(t, m);
   const VD bb = hn::Sub(s, t);
   const VD e = hn::Add(hn::Sub(t, hn::Sub(s, bb)), hn::Sub(hn::Neg(m), bb));
-  return {s, hn::IfThenZeroElse(hn::Lt(s, hn::Set(dd, -1e300)), e)};
+  return {s, e};
 }
 
-// e^(t - m) = e^(d + e) (exp_f64-inl.h), 0 below the underflow (the
-// argument is replaced there, so -inf never reaches the exp). kNormal: the
-// row's finite t - m are all >= kExpNormalMin (ExpNormal, the same bits as
-// ExpSplit there); its lanes below that are -inf ones.
-template <bool kNormal>
-HWY_INLINE VD Term(DD dd, const Diff& x) {
-  const auto under = hn::Lt(x.d, hn::Set(dd, kNormal ? exp_f64::kExpNormalMin : kUnderflow));
-  const VD hi = hn::IfThenElse(under, hn::Set(dd, -1.0), x.d);
-  const VD lo = hn::IfThenZeroElse(under, x.e);
-  const VD ex = kNormal ? exp_f64::ExpNormal(dd, hi, lo) : exp_f64::ExpSplit(dd, hi, lo);
-  return hn::IfThenZeroElse(under, ex);
+// How a row's terms e^(t_i - m) are formed (RowImpl picks one from the
+// scan's max and min over the entries above -inf):
+//  kFast: max - min < kFastRange (so every finite t_i - m is in
+//    (-kFastRange, 0]): d = fl(t_i - m) without its error term, e^d by
+//    ExpFast. The dropped error is at most half an ulp of |d| < 32:
+//    |delta| <= 2^-49 (and <= 2^-53 |d|), a relative error of e^delta - 1
+//    <= 2^-49 in the term (see softmax_f64.h for the bound it leaves).
+//  kNormal: max - min in [kFastRange, -kExpNormalMin]: the exact two-term
+//    difference, ExpNormal (the same bits as ExpSplit there).
+//  kSplit: any other row: the exact difference, ExpSplit (subnormal terms,
+//    0 below about -745.13 by the rounding of the scaled result).
+// -inf entries give exactly 0 (masked lanes).
+enum class Mode { kFast, kNormal, kSplit };
+constexpr double kFastRange = 32.0;
+
+template <Mode M>
+HWY_INLINE VD Term(DD dd, VD t, VD m) {
+  if (M == Mode::kSplit) {
+    const Diff x = TwoDiff(t, m);
+    return exp_f64::ExpSplit(dd, x.d, x.e);  // -inf: clamped, lo dropped: 0
+  }
+  if (M == Mode::kFast) {
+    const VD x = hn::Sub(t, m);
+    // the row's finite t - m are > -32: only -inf lanes fail this
+    const auto live = hn::Ge(x, hn::Set(dd, exp_f64::kExpNormalMin));
+    return hn::IfThenElseZero(live, exp_f64::ExpFast(dd, x));
+  }
+  const Diff x = TwoDiff(t, m);
+  const auto live = hn::Ge(x.d, hn::Set(dd, exp_f64::kExpNormalMin));
+  return hn::IfThenElseZero(live, exp_f64::ExpNormal(dd, x.d, x.e));
 }
 
 struct Scan {
@@ -135,46 +154,63 @@ HWY_INLINE Scan MaxScan(DD d, const double* HWY_RESTRICT t, size_t n) {
   return {mx, mn, !hn::AllFalse(d, nan)};
 }
 
-// S = sum of the row's terms (Kahan, four accumulators; see RowImpl); the
-// terms are stored to out when keep_terms.
-template <bool kNormal>
+// S = sum of the row's terms; the terms are stored to out when keep_terms.
+// Blocks of kBlock vectors are summed plainly as a balanced tree (depth 3:
+// each block sum within (1 + u)^3 - 1 < 3.01 u relative, the terms are >= 0)
+// and the block sums, then the vectors after the last whole block, are
+// added to one per-lane Kahan accumulator (error <= 2u of the sum plus
+// O(n u^2)), whose lanes SumLanes adds with Neumaier's compensation
+// (<= 2u): S within 7.1 u of the exact sum of the computed terms for any n.
+// The grid is fixed by n: the bits do not depend on the alignment.
+constexpr size_t kBlock = 8;
+template <Mode M>
 HWY_INLINE double TermSum(DD d, const double* t, size_t n, VD m, bool keep_terms,
                           double* out) {  // out may be t (no restrict)
   const size_t N = hn::Lanes(d);
-  // Four Kahan accumulators (s_k, c_k), one per vector of a step of four,
-  // so the compensated adds of a step are independent (a single chain runs
-  // at its 4-op latency per vector); the vectors after the last whole step
-  // go to (s0, c0). Merged in a fixed order: the bits depend on n only.
-  VD s0 = hn::Zero(d), c0 = s0, s1 = s0, c1 = s0, s2 = s0, c2 = s0, s3 = s0, c3 = s0;
+  VD s = hn::Zero(d), c = s;
   size_t i = 0;
-  for (; i + 4 * N <= n; i += 4 * N) {
-    const VD e0 = Term<kNormal>(d, TwoDiff(d, hn::LoadU(d, t + i), m));
-    const VD e1 = Term<kNormal>(d, TwoDiff(d, hn::LoadU(d, t + i + N), m));
-    const VD e2 = Term<kNormal>(d, TwoDiff(d, hn::LoadU(d, t + i + 2 * N), m));
-    const VD e3 = Term<kNormal>(d, TwoDiff(d, hn::LoadU(d, t + i + 3 * N), m));
-    KahanAdd(e0, s0, c0);
-    KahanAdd(e1, s1, c1);
-    KahanAdd(e2, s2, c2);
-    KahanAdd(e3, s3, c3);
+  for (; i + kBlock * N <= n; i += kBlock * N) {
+    const VD e0 = Term<M>(d, hn::LoadU(d, t + i), m);
+    const VD e1 = Term<M>(d, hn::LoadU(d, t + i + N), m);
+    const VD e2 = Term<M>(d, hn::LoadU(d, t + i + 2 * N), m);
+    const VD e3 = Term<M>(d, hn::LoadU(d, t + i + 3 * N), m);
+    const VD e4 = Term<M>(d, hn::LoadU(d, t + i + 4 * N), m);
+    const VD e5 = Term<M>(d, hn::LoadU(d, t + i + 5 * N), m);
+    const VD e6 = Term<M>(d, hn::LoadU(d, t + i + 6 * N), m);
+    const VD e7 = Term<M>(d, hn::LoadU(d, t + i + 7 * N), m);
     if (keep_terms) {  // out may be t: these elements were read above
       hn::StoreU(e0, d, out + i);
       hn::StoreU(e1, d, out + i + N);
       hn::StoreU(e2, d, out + i + 2 * N);
       hn::StoreU(e3, d, out + i + 3 * N);
+      hn::StoreU(e4, d, out + i + 4 * N);
+      hn::StoreU(e5, d, out + i + 5 * N);
+      hn::StoreU(e6, d, out + i + 6 * N);
+      hn::StoreU(e7, d, out + i + 7 * N);
     }
+    const VD b = hn::Add(hn::Add(hn::Add(e0, e1), hn::Add(e2, e3)),
+                         hn::Add(hn::Add(e4, e5), hn::Add(e6, e7)));
+    KahanAdd(b, s, c);
   }
   for (; i < n; i += N) {
-    const VD term = Term<kNormal>(d, TwoDiff(d, LoadPad(d, t, i, n, -kInfD), m));
-    KahanAdd(term, s0, c0);
+    const VD term = Term<M>(d, LoadPad(d, t, i, n, -kInfD), m);
+    KahanAdd(term, s, c);
     if (keep_terms) StoreClip(d, term, out, i, n);
   }
-  // (s_k - c_k) are the accumulators' values: the c_k (tiny) are added
-  // plainly, the s_k with compensation.
-  c0 = hn::Add(hn::Add(c0, c1), hn::Add(c2, c3));
-  KahanAdd(s1, s0, c0);
-  KahanAdd(s2, s0, c0);
-  KahanAdd(s3, s0, c0);
-  return SumLanes(d, s0, c0);
+  return SumLanes(d, s, c);
+}
+
+// The mode for a row with max mx and min mn (entries above -inf) and S.
+HWY_INLINE double RowSum(DD d, const double* t, size_t n, double mx, double mn, bool keep_terms,
+                         double* out) {
+  const VD m = hn::Set(d, mx);
+  // fl(mx - mn) < 32 implies mx - mn < 32 (rounding is monotonic).
+  const double range = mx - mn;
+  if (range < kFastRange) return TermSum<Mode::kFast>(d, t, n, m, keep_terms, out);
+  if (range <= -exp_f64::kExpNormalMin) {
+    return TermSum<Mode::kNormal>(d, t, n, m, keep_terms, out);
+  }
+  return TermSum<Mode::kSplit>(d, t, n, m, keep_terms, out);
 }
 
 void RowImpl(F64Op op, const double* t, int64_t n_in, EmptyRow policy, double* out) {
@@ -195,9 +231,7 @@ void RowImpl(F64Op op, const double* t, int64_t n_in, EmptyRow policy, double* o
   // softmax keeps the terms in out (one exp per element); the last pass
   // scales them. out may be t: each element is read before it is written.
   const bool keep_terms = op == F64Op::kSoftmax;
-  const bool normal = sc.min - sc.max >= exp_f64::kExpNormalMin;
-  const double S = normal ? TermSum<true>(d, t, n, m, keep_terms, out)
-                          : TermSum<false>(d, t, n, m, keep_terms, out);  // >= 1
+  const double S = RowSum(d, t, n, sc.max, sc.min, keep_terms, out);  // >= 1
   const double log_s = std::log(S);
   switch (op) {
     case F64Op::kLogSumExp:
@@ -215,8 +249,10 @@ void RowImpl(F64Op op, const double* t, int64_t n_in, EmptyRow policy, double* o
       const VD neg_inf = hn::Set(d, -kInfD);
       for (size_t i = 0; i < n; i += N) {
         const VD v = LoadPad(d, t, i, n, -kInfD);
-        const Diff x = TwoDiff(d, v, m);
-        const VD y = hn::Add(hn::Sub(x.d, ls), x.e);
+        const Diff x = TwoDiff(v, m);
+        // e is NaN where d is -inf (t = -inf, or t - m overflows): d - log S
+        // alone there (-inf)
+        const VD y = hn::Add(hn::Sub(x.d, ls), hn::IfThenZeroElse(hn::Eq(x.d, neg_inf), x.e));
         StoreClip(d, hn::IfThenElse(hn::Eq(v, neg_inf), neg_inf, y), out, i, n);
       }
       return;
@@ -230,11 +266,7 @@ F64Terms TermsImpl(const double* t, int64_t n_in, double* terms) {
   const Scan sc = MaxScan(d, t, n);
   if (sc.nan || sc.max == kInfD) return {sc.max, kNanD};
   if (sc.max == -kInfD) return {sc.max, 0.0};
-  const VD m = hn::Set(d, sc.max);
-  const bool normal = sc.min - sc.max >= exp_f64::kExpNormalMin;
-  const double S = normal ? TermSum<true>(d, t, n, m, true, terms)
-                          : TermSum<false>(d, t, n, m, true, terms);
-  return {sc.max, S};
+  return {sc.max, RowSum(d, t, n, sc.max, sc.min, true, terms)};
 }
 
 void BackwardImpl(bool log, const double* y, const double* dy, int64_t n_in, double s_in,
