@@ -201,7 +201,9 @@ TEST_P(KernelExpF64, FastFormWithinOneAndAHalfUlp) {
     if (!(u <= 1.5) && failures++ < 5) {
       ADD_FAILURE() << "x = " << x[i] << ": got " << y[i] << ", " << u << " ulp";
     }
-    if (x[i] == 0.0) EXPECT_EQ(y[i], 1.0);
+    if (x[i] == 0.0) {
+      EXPECT_EQ(y[i], 1.0);
+    }
   }
   RecordProperty("worst_ulp", std::to_string(worst));
   EXPECT_GT(worst, 0.2) << "suspiciously exact: is the exp under test?";
