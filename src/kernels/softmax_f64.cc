@@ -132,17 +132,33 @@ struct Scan {
   double min;  // of the entries above -inf (+inf when there is none)
   bool nan;
 };
+// Four max / min accumulators (the max and min chains at their latency
+// would bound a single pair); max and min are exact, so the order of the
+// merge does not matter.
 HWY_INLINE Scan MaxScan(DD d, const double* HWY_RESTRICT t, size_t n) {
   const size_t N = hn::Lanes(d);
-  VD m = hn::Set(d, -kInfD);
-  VD lo = hn::Set(d, kInfD);
-  auto nan = hn::Lt(m, m);  // all false
-  for (size_t i = 0; i < n; i += N) {
-    const VD v = LoadPad(d, t, i, n, -kInfD);
-    nan = hn::Or(nan, hn::Not(hn::Eq(v, v)));
+  const VD ninf = hn::Set(d, -kInfD);
+  const VD pinf = hn::Set(d, kInfD);
+  VD m0 = ninf, m1 = ninf, m2 = ninf, m3 = ninf;
+  VD lo0 = pinf, lo1 = pinf, lo2 = pinf, lo3 = pinf;
+  auto nan = hn::Lt(m0, m0);  // all false
+  // lo = min(lo, v) over the lanes above -inf
+  auto step = [&](VD v, VD& m, VD& lo) {
     m = hn::Max(m, v);
-    lo = hn::Min(lo, hn::IfThenElse(hn::Eq(v, hn::Set(d, -kInfD)), hn::Set(d, kInfD), v));
+    lo = hn::IfThenElse(hn::Eq(v, ninf), lo, hn::Min(lo, v));
+    return hn::IsNaN(v);
+  };
+  size_t i = 0;
+  for (; i + 4 * N <= n; i += 4 * N) {
+    const auto n0 = step(hn::LoadU(d, t + i), m0, lo0);
+    const auto n1 = step(hn::LoadU(d, t + i + N), m1, lo1);
+    const auto n2 = step(hn::LoadU(d, t + i + 2 * N), m2, lo2);
+    const auto n3 = step(hn::LoadU(d, t + i + 3 * N), m3, lo3);
+    nan = hn::Or(nan, hn::Or(hn::Or(n0, n1), hn::Or(n2, n3)));
   }
+  for (; i < n; i += N) nan = hn::Or(nan, step(LoadPad(d, t, i, n, -kInfD), m0, lo0));
+  const VD m = hn::Max(hn::Max(m0, m1), hn::Max(m2, m3));
+  const VD lo = hn::Min(hn::Min(lo0, lo1), hn::Min(lo2, lo3));
   HWY_ALIGN double lanes[kMaxLanesD], lanes_lo[kMaxLanesD];
   hn::Store(m, d, lanes);
   hn::Store(lo, d, lanes_lo);
@@ -200,17 +216,26 @@ HWY_INLINE double TermSum(DD d, const double* t, size_t n, VD m, bool keep_terms
   return SumLanes(d, s, c);
 }
 
-// The mode for a row with max mx and min mn (entries above -inf) and S.
-HWY_INLINE double RowSum(DD d, const double* t, size_t n, double mx, double mn, bool keep_terms,
-                         double* out) {
-  const VD m = hn::Set(d, mx);
+// The mode of a row with max mx and min mn (over the entries above -inf).
+HWY_INLINE Mode RowMode(double mx, double mn) {
   // fl(mx - mn) < 32 implies mx - mn < 32 (rounding is monotonic).
   const double range = mx - mn;
-  if (range < kFastRange) return TermSum<Mode::kFast>(d, t, n, m, keep_terms, out);
-  if (range <= -exp_f64::kExpNormalMin) {
-    return TermSum<Mode::kNormal>(d, t, n, m, keep_terms, out);
+  if (range < kFastRange) return Mode::kFast;
+  return range <= -exp_f64::kExpNormalMin ? Mode::kNormal : Mode::kSplit;
+}
+
+// S for the row's mode (terms stored to out when keep_terms).
+HWY_INLINE double RowSum(DD d, Mode mode, const double* t, size_t n, double mx, bool keep_terms,
+                         double* out) {
+  const VD m = hn::Set(d, mx);
+  switch (mode) {
+    case Mode::kFast:
+      return TermSum<Mode::kFast>(d, t, n, m, keep_terms, out);
+    case Mode::kNormal:
+      return TermSum<Mode::kNormal>(d, t, n, m, keep_terms, out);
+    default:
+      return TermSum<Mode::kSplit>(d, t, n, m, keep_terms, out);
   }
-  return TermSum<Mode::kSplit>(d, t, n, m, keep_terms, out);
 }
 
 void RowImpl(F64Op op, const double* t, int64_t n_in, EmptyRow policy, double* out) {
@@ -231,7 +256,8 @@ void RowImpl(F64Op op, const double* t, int64_t n_in, EmptyRow policy, double* o
   // softmax keeps the terms in out (one exp per element); the last pass
   // scales them. out may be t: each element is read before it is written.
   const bool keep_terms = op == F64Op::kSoftmax;
-  const double S = RowSum(d, t, n, sc.max, sc.min, keep_terms, out);  // >= 1
+  const Mode mode = RowMode(sc.max, sc.min);
+  const double S = RowSum(d, mode, t, n, sc.max, keep_terms, out);  // >= 1
   const double log_s = std::log(S);
   switch (op) {
     case F64Op::kLogSumExp:
@@ -247,6 +273,16 @@ void RowImpl(F64Op op, const double* t, int64_t n_in, EmptyRow policy, double* o
     case F64Op::kLogSoftmax: {
       const VD ls = hn::Set(d, log_s);
       const VD neg_inf = hn::Set(d, -kInfD);
+      if (mode == Mode::kFast) {
+        // fl(fl(t - m) - log S): the dropped error of t - m is <= 2^-49
+        // (|t - m| < 32), far inside 1e-14 (1 + |value|); -inf stays -inf
+        // (m finite, no overflow within the range).
+        for (size_t i = 0; i < n; i += N) {
+          const VD v = LoadPad(d, t, i, n, -kInfD);
+          StoreClip(d, hn::Sub(hn::Sub(v, m), ls), out, i, n);
+        }
+        return;
+      }
       for (size_t i = 0; i < n; i += N) {
         const VD v = LoadPad(d, t, i, n, -kInfD);
         const Diff x = TwoDiff(v, m);
@@ -266,7 +302,7 @@ F64Terms TermsImpl(const double* t, int64_t n_in, double* terms) {
   const Scan sc = MaxScan(d, t, n);
   if (sc.nan || sc.max == kInfD) return {sc.max, kNanD};
   if (sc.max == -kInfD) return {sc.max, 0.0};
-  return {sc.max, RowSum(d, t, n, sc.max, sc.min, true, terms)};
+  return {sc.max, RowSum(d, RowMode(sc.max, sc.min), t, n, sc.max, true, terms)};
 }
 
 void BackwardImpl(bool log, const double* y, const double* dy, int64_t n_in, double s_in,
