@@ -265,9 +265,13 @@ void RowImpl(F64Op op, const double* t, int64_t n_in, EmptyRow policy, double* o
       return;
     case F64Op::kSoftmax: {
       const VD inv = hn::Set(d, 1.0 / S);
-      for (size_t i = 0; i < n; i += N) {
-        StoreClip(d, hn::Mul(LoadPad(d, out, i, n, 0.0), inv), out, i, n);
+      size_t i = 0;
+      for (; i + 4 * N <= n; i += 4 * N) {
+        for (size_t k = 0; k < 4 * N; k += N) {
+          hn::StoreU(hn::Mul(hn::LoadU(d, out + i + k), inv), d, out + i + k);
+        }
       }
+      for (; i < n; i += N) StoreClip(d, hn::Mul(LoadPad(d, out, i, n, 0.0), inv), out, i, n);
       return;
     }
     case F64Op::kLogSoftmax: {
@@ -277,9 +281,14 @@ void RowImpl(F64Op op, const double* t, int64_t n_in, EmptyRow policy, double* o
         // fl(fl(t - m) - log S): the dropped error of t - m is <= 2^-49
         // (|t - m| < 32), far inside 1e-14 (1 + |value|); -inf stays -inf
         // (m finite, no overflow within the range).
-        for (size_t i = 0; i < n; i += N) {
-          const VD v = LoadPad(d, t, i, n, -kInfD);
-          StoreClip(d, hn::Sub(hn::Sub(v, m), ls), out, i, n);
+        size_t i = 0;
+        for (; i + 4 * N <= n; i += 4 * N) {  // out may be t: read, then written
+          for (size_t k = 0; k < 4 * N; k += N) {
+            hn::StoreU(hn::Sub(hn::Sub(hn::LoadU(d, t + i + k), m), ls), d, out + i + k);
+          }
+        }
+        for (; i < n; i += N) {
+          StoreClip(d, hn::Sub(hn::Sub(LoadPad(d, t, i, n, -kInfD), m), ls), out, i, n);
         }
         return;
       }
