@@ -17,15 +17,17 @@
 //   per-lane Kahan compensation and the lanes with Neumaier's, in a fixed
 //   order: within 7.1 u of the terms' sum, the error does not grow with n.
 //   softmax_i = term_i * (1 / S) (the terms are kept in out between the
-//   passes: one Exp per element); log_softmax_i = (d_i - log S) + e_i;
-//   logsumexp = m + log S.
+//   passes: one Exp per element); log_softmax_i = (d_i - log S) + e_i
+//   (range-below-32 rows: fl(fl(t_i - m) - log S), within 2^-49 + u |value|
+//   of (t_i - m) - log S); logsumexp = m + log S.
 // Special values as the f32 kernels (kernels.h): NaN anywhere -> NaN row;
 // +inf -> NaN row; all -inf -> `policy` (kZero: softmax 0, log_softmax and
 // logsumexp -inf; kNan: NaN); -inf entries give exactly 0 (log_softmax -inf).
 // Terms below e^-745 are 0 (float64 underflow).
 //
 // Backward (y, dy, dx of n >= 1; dx may equal dy):
-//   softmax:     dx = s * y * (dy - <dy, y>), the dot compensated as above;
+//   softmax:     dx = s * y * (dy - <dy, y>), the dot with per-lane Kahan
+//                compensation on every vector, lanes summed as above;
 //   log_softmax: dx = s * (dy - exp(y) * sum dy), 0 where y = -inf.
 //
 // Error budget of softmax_i = term_i (1 / S), relative, u = 2^-53: the
@@ -59,8 +61,9 @@ void softmax_backward_row_f64(bool log, const double* y, const double* dy, int64
                               double* dx) noexcept;
 /// The float64 losses' sweep of a row of n >= 1 logits t (-inf = masked):
 /// max = max t; when the row holds no NaN, no +inf and some t > -inf,
-/// terms[i] = e^(t_i - max) as in softmax_row_f64 (exact two-term argument;
-/// 0 where t_i = -inf; terms may equal t) and sum = their compensated sum
+/// terms[i] = e^(t_i - max) as in softmax_row_f64 (exact two-term argument,
+/// or fl(t_i - max) alone in a row of range below 32; 0 where t_i = -inf;
+/// terms may equal t) and sum = their compensated sum
 /// (>= 1). Otherwise terms is not written and sum is NaN (NaN or +inf in
 /// the row) or 0 (every t_i = -inf).
 struct F64Terms {
