@@ -170,7 +170,12 @@ HWY_INLINE Scan MaxScan(DD d, const double* HWY_RESTRICT t, size_t n) {
   return {mx, mn, !hn::AllFalse(d, nan)};
 }
 
-// S = sum of the row's terms; the terms are stored to out when keep_terms.
+// What the sum pass stores to out: nothing, the terms (softmax), or
+// fl(t_i - m) (log_softmax of a kFast row: its last pass subtracts log S
+// from them in cache, and the output's stores overlap the exps).
+enum class Keep { kNothing, kTerms, kDiffs };
+
+// S = sum of the row's terms; out receives what `keep` says.
 // Blocks of kBlock vectors are summed plainly as a balanced tree (depth 3:
 // each block sum within (1 + u)^3 - 1 < 3.01 u relative, the terms are >= 0)
 // and the block sums, then the vectors after the last whole block, are
@@ -180,38 +185,31 @@ HWY_INLINE Scan MaxScan(DD d, const double* HWY_RESTRICT t, size_t n) {
 // The grid is fixed by n: the bits do not depend on the alignment.
 constexpr size_t kBlock = 8;
 template <Mode M>
-HWY_INLINE double TermSum(DD d, const double* t, size_t n, VD m, bool keep_terms,
+HWY_INLINE double TermSum(DD d, const double* t, size_t n, VD m, Keep keep,
                           double* out) {  // out may be t (no restrict)
   const size_t N = hn::Lanes(d);
   VD s = hn::Zero(d), c = s;
   size_t i = 0;
   for (; i + kBlock * N <= n; i += kBlock * N) {
-    const VD e0 = Term<M>(d, hn::LoadU(d, t + i), m);
-    const VD e1 = Term<M>(d, hn::LoadU(d, t + i + N), m);
-    const VD e2 = Term<M>(d, hn::LoadU(d, t + i + 2 * N), m);
-    const VD e3 = Term<M>(d, hn::LoadU(d, t + i + 3 * N), m);
-    const VD e4 = Term<M>(d, hn::LoadU(d, t + i + 4 * N), m);
-    const VD e5 = Term<M>(d, hn::LoadU(d, t + i + 5 * N), m);
-    const VD e6 = Term<M>(d, hn::LoadU(d, t + i + 6 * N), m);
-    const VD e7 = Term<M>(d, hn::LoadU(d, t + i + 7 * N), m);
-    if (keep_terms) {  // out may be t: these elements were read above
-      hn::StoreU(e0, d, out + i);
-      hn::StoreU(e1, d, out + i + N);
-      hn::StoreU(e2, d, out + i + 2 * N);
-      hn::StoreU(e3, d, out + i + 3 * N);
-      hn::StoreU(e4, d, out + i + 4 * N);
-      hn::StoreU(e5, d, out + i + 5 * N);
-      hn::StoreU(e6, d, out + i + 6 * N);
-      hn::StoreU(e7, d, out + i + 7 * N);
+    VD v[kBlock], e[kBlock];
+    for (size_t k = 0; k < kBlock; ++k) v[k] = hn::LoadU(d, t + i + k * N);
+    for (size_t k = 0; k < kBlock; ++k) e[k] = Term<M>(d, v[k], m);
+    // out may be t: these elements were read above
+    if (keep == Keep::kTerms) {
+      for (size_t k = 0; k < kBlock; ++k) hn::StoreU(e[k], d, out + i + k * N);
+    } else if (keep == Keep::kDiffs) {
+      for (size_t k = 0; k < kBlock; ++k) hn::StoreU(hn::Sub(v[k], m), d, out + i + k * N);
     }
-    const VD b = hn::Add(hn::Add(hn::Add(e0, e1), hn::Add(e2, e3)),
-                         hn::Add(hn::Add(e4, e5), hn::Add(e6, e7)));
+    const VD b = hn::Add(hn::Add(hn::Add(e[0], e[1]), hn::Add(e[2], e[3])),
+                         hn::Add(hn::Add(e[4], e[5]), hn::Add(e[6], e[7])));
     KahanAdd(b, s, c);
   }
   for (; i < n; i += N) {
-    const VD term = Term<M>(d, LoadPad(d, t, i, n, -kInfD), m);
+    const VD v = LoadPad(d, t, i, n, -kInfD);
+    const VD term = Term<M>(d, v, m);
     KahanAdd(term, s, c);
-    if (keep_terms) StoreClip(d, term, out, i, n);
+    if (keep == Keep::kTerms) StoreClip(d, term, out, i, n);
+    if (keep == Keep::kDiffs) StoreClip(d, hn::Sub(v, m), out, i, n);
   }
   return SumLanes(d, s, c);
 }
@@ -224,17 +222,17 @@ HWY_INLINE Mode RowMode(double mx, double mn) {
   return range <= -exp_f64::kExpNormalMin ? Mode::kNormal : Mode::kSplit;
 }
 
-// S for the row's mode (terms stored to out when keep_terms).
-HWY_INLINE double RowSum(DD d, Mode mode, const double* t, size_t n, double mx, bool keep_terms,
+// S for the row's mode (out receives what `keep` says; kDiffs: kFast only).
+HWY_INLINE double RowSum(DD d, Mode mode, const double* t, size_t n, double mx, Keep keep,
                          double* out) {
   const VD m = hn::Set(d, mx);
   switch (mode) {
     case Mode::kFast:
-      return TermSum<Mode::kFast>(d, t, n, m, keep_terms, out);
+      return TermSum<Mode::kFast>(d, t, n, m, keep, out);
     case Mode::kNormal:
-      return TermSum<Mode::kNormal>(d, t, n, m, keep_terms, out);
+      return TermSum<Mode::kNormal>(d, t, n, m, keep, out);
     default:
-      return TermSum<Mode::kSplit>(d, t, n, m, keep_terms, out);
+      return TermSum<Mode::kSplit>(d, t, n, m, keep, out);
   }
 }
 
@@ -255,9 +253,11 @@ void RowImpl(F64Op op, const double* t, int64_t n_in, EmptyRow policy, double* o
   const VD m = hn::Set(d, sc.max);
   // softmax keeps the terms in out (one exp per element); the last pass
   // scales them. out may be t: each element is read before it is written.
-  const bool keep_terms = op == F64Op::kSoftmax;
   const Mode mode = RowMode(sc.max, sc.min);
-  const double S = RowSum(d, mode, t, n, sc.max, keep_terms, out);  // >= 1
+  const Keep keep = op == F64Op::kSoftmax                                ? Keep::kTerms
+                    : op == F64Op::kLogSoftmax && mode == Mode::kFast ? Keep::kDiffs
+                                                                        : Keep::kNothing;
+  const double S = RowSum(d, mode, t, n, sc.max, keep, out);  // >= 1
   const double log_s = std::log(S);
   switch (op) {
     case F64Op::kLogSumExp:
@@ -278,18 +278,16 @@ void RowImpl(F64Op op, const double* t, int64_t n_in, EmptyRow policy, double* o
       const VD ls = hn::Set(d, log_s);
       const VD neg_inf = hn::Set(d, -kInfD);
       if (mode == Mode::kFast) {
-        // fl(fl(t - m) - log S): the dropped error of t - m is <= 2^-49
-        // (|t - m| < 32), far inside 1e-14 (1 + |value|); -inf stays -inf
-        // (m finite, no overflow within the range).
+        // out holds fl(t - m) (Keep::kDiffs): fl(fl(t - m) - log S). The
+        // dropped error of t - m is <= 2^-49 (|t - m| < 32), far inside
+        // 1e-14 (1 + |value|); -inf stays -inf (m finite).
         size_t i = 0;
-        for (; i + 4 * N <= n; i += 4 * N) {  // out may be t: read, then written
+        for (; i + 4 * N <= n; i += 4 * N) {
           for (size_t k = 0; k < 4 * N; k += N) {
-            hn::StoreU(hn::Sub(hn::Sub(hn::LoadU(d, t + i + k), m), ls), d, out + i + k);
+            hn::StoreU(hn::Sub(hn::LoadU(d, out + i + k), ls), d, out + i + k);
           }
         }
-        for (; i < n; i += N) {
-          StoreClip(d, hn::Sub(hn::Sub(LoadPad(d, t, i, n, -kInfD), m), ls), out, i, n);
-        }
+        for (; i < n; i += N) StoreClip(d, hn::Sub(LoadPad(d, out, i, n, 0.0), ls), out, i, n);
         return;
       }
       for (size_t i = 0; i < n; i += N) {
@@ -311,7 +309,7 @@ F64Terms TermsImpl(const double* t, int64_t n_in, double* terms) {
   const Scan sc = MaxScan(d, t, n);
   if (sc.nan || sc.max == kInfD) return {sc.max, kNanD};
   if (sc.max == -kInfD) return {sc.max, 0.0};
-  return {sc.max, RowSum(d, RowMode(sc.max, sc.min), t, n, sc.max, true, terms)};
+  return {sc.max, RowSum(d, RowMode(sc.max, sc.min), t, n, sc.max, Keep::kTerms, terms)};
 }
 
 void BackwardImpl(bool log, const double* y, const double* dy, int64_t n_in, double s_in,
