@@ -56,7 +56,11 @@ namespace smax::kernels {
 
 enum class F64Op : int { kSoftmax = 0, kLogSoftmax = 1, kLogSumExp = 2 };
 
-void softmax_row_f64(F64Op op, const double* t, int64_t n, EmptyRow policy, double* out) noexcept;
+/// next (optional): the next row's logits, a hint only: logsumexp rows of
+/// n <= 2^15 prefetch its first n doubles during the exp pass (never read
+/// otherwise; the results do not depend on it).
+void softmax_row_f64(F64Op op, const double* t, int64_t n, EmptyRow policy, double* out,
+                     const double* next = nullptr) noexcept;
 void softmax_backward_row_f64(bool log, const double* y, const double* dy, int64_t n, double s,
                               double* dx) noexcept;
 /// The float64 losses' sweep of a row of n >= 1 logits t (-inf = masked):
