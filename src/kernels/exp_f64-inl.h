@@ -5,7 +5,7 @@
 // long double on every target; u = 2^-53):
 //  * ExpSplit(d, hi, lo) = e^(hi + lo) for |lo| <= ulp(hi) (lo: the rounding
 //    error of hi, e.g. the TwoSum error of t - m), within 1.5 ulp where the
-//    result is normal (1.12 ulp by the analysis below); subnormal results by
+//    result is normal (1.16 ulp by the analysis below); subnormal results by
 //    gradual underflow (one rounding); hi is clamped to
 //    [-1100, 1100] first (lo dropped there), where e^hi is 0 / inf;
 //    e^0 = 1 exactly.
@@ -19,18 +19,19 @@
 // r = (hi - k C_hi) + (lo - k C_lo) with C = ln2 / 16, C_hi's low 20 bits
 // zero (k C_hi exact for |k| < 2^20, the difference exact by Sterbenz),
 // |r| <= ln2 / 32 (+ 2^-40 relative slack for the non-FMA rounding of k);
-// e^r = 1 + u, u = r + r^2 q(r) with q of degree 4 (Chebyshev fit on
-// [-1.0005 ln2/32, 1.0005 ln2/32], 1 + u is within 0.26 u of e^r there);
-// p = T_hi + (T_hi u + T_lo) with 2^(j/16) = T_hi + T_lo (two tables of
+// e^r = 1 + w, w = r + r^2 q(r) with q of degree 4 (Chebyshev fit on
+// [-1.0005 ln2/32, 1.0005 ln2/32], 1 + w is within 0.26 u of e^r there);
+// p = T_hi + (T_hi w + T_lo) with 2^(j/16) = T_hi + T_lo (two tables of
 // 16: in-register two-table permutes on AVX-512, gathers elsewhere); result
 // p 2^k_hi (the exponent added to p's bits for normal
 // results; ExpSplit multiplies by 2^k1 2^k2, k1 = floor(k_hi / 2),
 // k2 = k_hi - k1, both normal powers, so only the last product rounds).
-// Error of p against 2^(j/16) e^(r_exact), u = 2^-53: the fit (0.26 u
-// relative), r's and u's roundings (< 2^-59 absolute each), the inner FMA's
-// (<= 2^-58: |T u + T_lo| < 0.05) and T_lo's (2^-106): < 0.31 u relative,
-// plus the final add's rounding (half an ulp): p and p 2^k_hi within
-// 0.5 + 2 * 0.31 = 1.12 ulp.
+// Error of p against 2^(j/16) e^(r_exact), relative, u = 2^-53: the fit
+// (0.26 u), r's rounding (<= 2^-59 absolute: 0.016 u), w's (<= 2^-59, times
+// T_hi / p: 0.016 u), the inner FMA's (<= 2^-58: |T w + T_lo| < 0.05, over
+// p >= 0.97: 0.033 u), T_lo's and C_lo's (< 2^-70): < 0.33 u before the
+// final add, whose rounding is half an ulp (<= u relative): p and p 2^k_hi
+// within 1.33 u relative and 0.5 + 2 * 0.33 = 1.16 ulp.
 //
 // Include after <hwy/highway.h> inside HWY_BEFORE_NAMESPACE / the per-target
 // namespace smax::kernels::HWY_NAMESPACE with `hn` in scope; it has the
@@ -108,9 +109,9 @@ HWY_INLINE Reduced Reduce(D d, V hi, V lo) {
   const V r_hi = hn::NegMulAdd(k, hn::Set(d, kCHi), hi);  // exact
   const V r = kLo ? hn::Add(r_hi, hn::NegMulAdd(k, hn::Set(d, kCLo), lo))
                   : hn::NegMulAdd(k, hn::Set(d, kCLo), r_hi);
-  const V u = hn::MulAdd(hn::Mul(r, r), Poly(d, r), r);  // e^r - 1
+  const V w = hn::MulAdd(hn::Mul(r, r), Poly(d, r), r);  // e^r - 1
   const V th = Table(d, kExp2Hi, kb);
-  return {hn::Add(th, hn::MulAdd(th, u, Table(d, kExp2Lo, kb))), kb};
+  return {hn::Add(th, hn::MulAdd(th, w, Table(d, kExp2Lo, kb))), kb};
 }
 
 // p 2^k_hi for normal results: k_hi added to p's exponent field. kb's bits

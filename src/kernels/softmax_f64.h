@@ -7,7 +7,7 @@
 // (out[0]); out may equal t (in place):
 //   m = max t; d_i = t_i - m as an exact two-term difference d_i + e_i
 //   (TwoSum), e^(t_i - m) = e^(d_i + e_i) by kernels/exp_f64-inl.h (within
-//   1.31 u relative, u = 2^-53: 1.5 ulp; a cheaper form with the same bits when every
+//   1.33 u relative, u = 2^-53: 1.5 ulp; a cheaper form with the same bits when every
 //   finite t_i - m is >= -708), so no bits of t_i - m are lost for any
 //   |t_i - m|; except rows whose range max - min (over the entries above
 //   -inf) is below 32: there d_i = fl(t_i - m) alone (its dropped error
@@ -33,8 +33,8 @@
 // Error budget of softmax_i = term_i (1 / S), relative, u = 2^-53: the
 // argument |delta_i| (0, or <= 2^-49 = 16 u in a range-below-32 row) plus
 // S's weighted mean of the |delta_j| (<= 16 u), the exp of term_i and the
-// weighted exps in S (1.31 u each), S's summation (7.1 u), 1 / S and the
-// product (1 u each): <= 16 + 16 + 2.62 + 7.1 + 2 = 43.8 u = 4.9e-15 (under
+// weighted exps in S (1.33 u each), S's summation (7.1 u), 1 / S and the
+// product (1 u each): <= 16 + 16 + 2.66 + 7.1 + 2 = 43.8 u = 4.9e-15 (under
 // 1.3e-15 when the argument is exact); log_softmax / logsumexp take log S
 // (S within 24.5 u: 2.8e-15 absolute in log S) and the exact d_i + e_i.
 // Bounds (include/smax/softmax.h, "float64"; tests/test_softmax_f64.cc checks
