@@ -197,14 +197,15 @@ HWY_INLINE double TermSum(DD d, const double* t, size_t n, VD m, Keep keep,
         __builtin_prefetch(next + i + k, 0, 3);
       }
     }
-    VD v[kBlock], e[kBlock];
-    for (size_t k = 0; k < kBlock; ++k) v[k] = hn::LoadU(d, t + i + k * N);
-    for (size_t k = 0; k < kBlock; ++k) e[k] = Term<M>(d, v[k], m);
+    VD e[kBlock];
+    for (size_t k = 0; k < kBlock; ++k) e[k] = Term<M>(d, hn::LoadU(d, t + i + k * N), m);
     // out may be t: these elements were read above
     if (keep == Keep::kTerms) {
       for (size_t k = 0; k < kBlock; ++k) hn::StoreU(e[k], d, out + i + k * N);
     } else if (keep == Keep::kDiffs) {
-      for (size_t k = 0; k < kBlock; ++k) hn::StoreU(hn::Sub(v[k], m), d, out + i + k * N);
+      for (size_t k = 0; k < kBlock; ++k) {
+        hn::StoreU(hn::Sub(hn::LoadU(d, t + i + k * N), m), d, out + i + k * N);
+      }
     }
     const VD b = hn::Add(hn::Add(hn::Add(e[0], e[1]), hn::Add(e[2], e[3])),
                          hn::Add(hn::Add(e[4], e[5]), hn::Add(e[6], e[7])));
