@@ -185,6 +185,29 @@ TEST_P(SoftmaxF64, EveryShortLength) {
   }
 }
 
+// One -inf entry at every position of rows up to 140 long (in a whole
+// block of 8 vectors, in the vectors after the blocks, in the padded last
+// vector): rows without -inf skip the lane masks, rows with one must not.
+TEST_P(SoftmaxF64, OneMaskedEntryAnywhere) {
+  std::mt19937_64 rng(23);
+  for (int64_t n = 2; n <= 140; ++n) {
+    for (double spread : {2.0, 100.0}) {
+      const std::vector<double> base = random_row(rng, n, spread);
+      for (int64_t at = 0; at < n; ++at) {
+        SCOPED_TRACE("n " + std::to_string(n) + " at " + std::to_string(at));
+        std::vector<double> x = base, y(x.size()), l(x.size());
+        x[static_cast<size_t>(at)] = -kInf;
+        smax::softmax(f64_view(x.data(), {n}), f64_view(y.data(), {n}));
+        smax::log_softmax(f64_view(x.data(), {n}), f64_view(l.data(), {n}));
+        ASSERT_EQ(y[static_cast<size_t>(at)], 0.0);
+        expect_softmax_row(x.data(), n, y.data());
+        expect_log_softmax_row(x.data(), n, l.data());
+        if (testing::Test::HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
 TEST_P(SoftmaxF64, SpecialValues) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   std::vector<double> y(4), l(4);

@@ -110,7 +110,10 @@ HWY_INLINE Diff TwoDiff(VD t, VD m) {
 enum class Mode { kFast, kNormal, kSplit };
 constexpr double kFastRange = 32.0;
 
-template <Mode M>
+// kMasked: the vector may hold -inf lanes (a row with -inf entries, or the
+// padded tail); else the range alone keeps every lane in the exp's domain
+// (kFast, kNormal) and the lanes are not masked.
+template <Mode M, bool kMasked = true>
 HWY_INLINE VD Term(DD dd, VD t, VD m) {
   if (M == Mode::kSplit) {
     const Diff x = TwoDiff(t, m);
@@ -118,11 +121,13 @@ HWY_INLINE VD Term(DD dd, VD t, VD m) {
   }
   if (M == Mode::kFast) {
     const VD x = hn::Sub(t, m);
+    if (!kMasked) return exp_f64::ExpFast(dd, x);
     // the row's finite t - m are > -32: only -inf lanes fail this
     const auto live = hn::Ge(x, hn::Set(dd, exp_f64::kExpNormalMin));
     return hn::IfThenElseZero(live, exp_f64::ExpFast(dd, x));
   }
   const Diff x = TwoDiff(t, m);
+  if (!kMasked) return exp_f64::ExpNormal(dd, x.d, x.e);
   const auto live = hn::Ge(x.d, hn::Set(dd, exp_f64::kExpNormalMin));
   return hn::IfThenElseZero(live, exp_f64::ExpNormal(dd, x.d, x.e));
 }
@@ -131,6 +136,7 @@ struct Scan {
   double max;
   double min;  // of the entries above -inf (+inf when there is none)
   bool nan;
+  bool neg_inf;  // some entry of the whole vectors from the row start is -inf
 };
 // Four max / min accumulators (the max and min chains at their latency
 // would bound a single pair); max and min are exact, so the order of the
@@ -142,10 +148,13 @@ HWY_INLINE Scan MaxScan(DD d, const double* HWY_RESTRICT t, size_t n) {
   VD m0 = ninf, m1 = ninf, m2 = ninf, m3 = ninf;
   VD lo0 = pinf, lo1 = pinf, lo2 = pinf, lo3 = pinf;
   auto nan = hn::Lt(m0, m0);  // all false
+  auto neg_inf = nan;
   // lo = min(lo, v) over the lanes above -inf
   auto step = [&](VD v, VD& m, VD& lo) {
     m = hn::Max(m, v);
-    lo = hn::IfThenElse(hn::Eq(v, ninf), lo, hn::Min(lo, v));
+    const auto is_ninf = hn::Eq(v, ninf);
+    neg_inf = hn::Or(neg_inf, is_ninf);
+    lo = hn::IfThenElse(is_ninf, lo, hn::Min(lo, v));
     return hn::IsNaN(v);
   };
   size_t i = 0;
@@ -156,7 +165,11 @@ HWY_INLINE Scan MaxScan(DD d, const double* HWY_RESTRICT t, size_t n) {
     const auto n3 = step(hn::LoadU(d, t + i + 3 * N), m3, lo3);
     nan = hn::Or(nan, hn::Or(hn::Or(n0, n1), hn::Or(n2, n3)));
   }
-  for (; i < n; i += N) nan = hn::Or(nan, step(LoadPad(d, t, i, n, -kInfD), m0, lo0));
+  for (; i + N <= n; i += N) nan = hn::Or(nan, step(hn::LoadU(d, t + i), m0, lo0));
+  // (the padded last vector's -inf lanes are not the row's; TermSum masks
+  // every vector after its whole blocks anyway)
+  const bool ninf_in_row = !hn::AllFalse(d, neg_inf);
+  if (i < n) nan = hn::Or(nan, step(LoadPad(d, t, i, n, -kInfD), m0, lo0));
   const VD m = hn::Max(hn::Max(m0, m1), hn::Max(m2, m3));
   const VD lo = hn::Min(hn::Min(lo0, lo1), hn::Min(lo2, lo3));
   HWY_ALIGN double lanes[kMaxLanesD], lanes_lo[kMaxLanesD];
@@ -167,7 +180,7 @@ HWY_INLINE Scan MaxScan(DD d, const double* HWY_RESTRICT t, size_t n) {
     mx = lanes[k] > mx ? lanes[k] : mx;
     mn = lanes_lo[k] < mn ? lanes_lo[k] : mn;
   }
-  return {mx, mn, !hn::AllFalse(d, nan)};
+  return {mx, mn, !hn::AllFalse(d, nan), ninf_in_row};
 }
 
 // What the sum pass stores to out: nothing, the terms (softmax), or
@@ -184,7 +197,7 @@ enum class Keep { kNothing, kTerms, kDiffs };
 // (<= 2u): S within 7.1 u of the exact sum of the computed terms for any n.
 // The grid is fixed by n: the bits do not depend on the alignment.
 constexpr size_t kBlock = 8;
-template <Mode M>
+template <Mode M, bool kMasked>
 HWY_INLINE double TermSum(DD d, const double* t, size_t n, VD m, Keep keep,
                           double* out,  // out may be t (no restrict)
                           const double* next) {
@@ -198,7 +211,9 @@ HWY_INLINE double TermSum(DD d, const double* t, size_t n, VD m, Keep keep,
       }
     }
     VD e[kBlock];
-    for (size_t k = 0; k < kBlock; ++k) e[k] = Term<M>(d, hn::LoadU(d, t + i + k * N), m);
+    for (size_t k = 0; k < kBlock; ++k) {
+      e[k] = Term<M, kMasked>(d, hn::LoadU(d, t + i + k * N), m);
+    }
     // out may be t: these elements were read above
     if (keep == Keep::kTerms) {
       for (size_t k = 0; k < kBlock; ++k) hn::StoreU(e[k], d, out + i + k * N);
@@ -230,16 +245,20 @@ HWY_INLINE Mode RowMode(double mx, double mn) {
 }
 
 // S for the row's mode (out receives what `keep` says; kDiffs: kFast only).
-HWY_INLINE double RowSum(DD d, Mode mode, const double* t, size_t n, double mx, Keep keep,
+// Rows without -inf entries skip the lane masks in their whole blocks (the
+// same bits: the masks select every lane there).
+HWY_INLINE double RowSum(DD d, Mode mode, const Scan& sc, const double* t, size_t n, Keep keep,
                          double* out, const double* next = nullptr) {
-  const VD m = hn::Set(d, mx);
+  const VD m = hn::Set(d, sc.max);
   switch (mode) {
     case Mode::kFast:
-      return TermSum<Mode::kFast>(d, t, n, m, keep, out, next);
+      return sc.neg_inf ? TermSum<Mode::kFast, true>(d, t, n, m, keep, out, next)
+                        : TermSum<Mode::kFast, false>(d, t, n, m, keep, out, next);
     case Mode::kNormal:
-      return TermSum<Mode::kNormal>(d, t, n, m, keep, out, next);
+      return sc.neg_inf ? TermSum<Mode::kNormal, true>(d, t, n, m, keep, out, next)
+                        : TermSum<Mode::kNormal, false>(d, t, n, m, keep, out, next);
     default:
-      return TermSum<Mode::kSplit>(d, t, n, m, keep, out, next);
+      return TermSum<Mode::kSplit, true>(d, t, n, m, keep, out, next);
   }
 }
 
@@ -270,7 +289,7 @@ void RowImpl(F64Op op, const double* t, int64_t n_in, EmptyRow policy, double* o
   // pass) prefetches the next row when the rows in play fit a 1 MiB L2;
   // softmax and log_softmax measured slower with it (their stores' traffic).
   const double* pf = op == F64Op::kLogSumExp && n <= kPrefetchMaxN ? next : nullptr;
-  const double S = RowSum(d, mode, t, n, sc.max, keep, out, pf);  // >= 1
+  const double S = RowSum(d, mode, sc, t, n, keep, out, pf);  // >= 1
   const double log_s = std::log(S);
   switch (op) {
     case F64Op::kLogSumExp:
@@ -322,7 +341,7 @@ F64Terms TermsImpl(const double* t, int64_t n_in, double* terms) {
   const Scan sc = MaxScan(d, t, n);
   if (sc.nan || sc.max == kInfD) return {sc.max, kNanD};
   if (sc.max == -kInfD) return {sc.max, 0.0};
-  return {sc.max, RowSum(d, RowMode(sc.max, sc.min), t, n, sc.max, Keep::kTerms, terms)};
+  return {sc.max, RowSum(d, RowMode(sc.max, sc.min), sc, t, n, Keep::kTerms, terms)};
 }
 
 void BackwardImpl(bool log, const double* y, const double* dy, int64_t n_in, double s_in,
