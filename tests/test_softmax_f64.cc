@@ -73,6 +73,10 @@ void expect_log_softmax_row(const double* t, int64_t n, const double* y) {
   const RefRow r = ref_row(t, n);
   const LD log_s = std::log(r.S);
   for (int64_t i = 0; i < n; ++i) {
+    if (t[i] == -kInf) {  // masked: exactly -inf
+      ASSERT_EQ(y[i], -kInf) << "i " << i << " n " << n;
+      continue;
+    }
     const LD want = (static_cast<LD>(t[i]) - r.m) - log_s;
     const double err = static_cast<double>(std::fabs(static_cast<LD>(y[i]) - want));
     ASSERT_LE(err, 1e-14 * (1.0 + std::fabs(static_cast<double>(want)))) << "i " << i << " n " << n;
@@ -117,6 +121,91 @@ TEST_P(SoftmaxF64, TermsNearTheMaxKeepEveryBit) {
   smax::log_softmax(f64_view(x.data(), {n}), f64_view(l.data(), {n}));
   expect_softmax_row(x.data(), n, y.data());
   expect_log_softmax_row(x.data(), n, l.data());
+}
+
+// Rows whose range max - min (entries above -inf) is just below, at and
+// above the kernel's thresholds: below 32 it drops the TwoSum error term of
+// t - m (the rounding error, <= 2^-49, is what the bound must absorb), up to
+// 708 it takes the normal-range exp; m off the grid of t - m so fl(t - m)
+// is inexact, many entries near the bottom of the range (where that error
+// is largest), -inf entries that must not count in the range, and lengths
+// around the summation's blocks of 8 vectors.
+TEST_P(SoftmaxF64, RowsAtTheRangeThresholds) {
+  std::mt19937_64 rng(21);
+  const double below32 = std::nextafter(32.0, 0.0), above32 = std::nextafter(32.0, 64.0);
+  for (double range : {31.0, below32, 32.0, above32, 708.0, std::nextafter(708.0, 1e3)}) {
+    for (double m : {0.1, 1.0 / 3.0, 1e3 + 0.123, -17.77, 0x1.fffffffffffffp-1}) {
+      for (int64_t n : {2, 5, 63, 64, 65, 129, 1000, 4099}) {
+        SCOPED_TRACE("range " + std::to_string(range) + " m " + std::to_string(m) + " n " +
+                     std::to_string(n));
+        std::uniform_real_distribution<double> near_bottom(m - range, m - range + 1.0);
+        std::uniform_real_distribution<double> any(m - range, m);
+        std::vector<double> x(static_cast<size_t>(n));
+        for (size_t i = 0; i < x.size(); ++i) x[i] = i % 2 ? near_bottom(rng) : any(rng);
+        x[0] = m;
+        x[x.size() - 1] = m - range;
+        if (n > 4) {
+          x[2] = -kInf;
+          for (size_t i = 3; i + 1 < x.size(); i += 7) x[i] = -kInf;
+        }
+        std::vector<double> y(x.size()), l(x.size());
+        double lse = 0;
+        smax::softmax(f64_view(x.data(), {n}), f64_view(y.data(), {n}));
+        smax::log_softmax(f64_view(x.data(), {n}), f64_view(l.data(), {n}));
+        smax::logsumexp(f64_view(x.data(), {n}), f64_view(&lse, {}));
+        expect_softmax_row(x.data(), n, y.data());
+        expect_log_softmax_row(x.data(), n, l.data());
+        const RefRow r = ref_row(x.data(), n);
+        const LD want = r.m + std::log(r.S);
+        EXPECT_LE(static_cast<double>(std::fabs(lse - want)), 1e-14 * (1 + std::fabs(lse)));
+        if (n > 4) {
+          EXPECT_EQ(y[2], 0.0);
+          EXPECT_EQ(l[2], -kInf);
+        }
+        if (testing::Test::HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
+// Every length from 1 to 300 (each tail after the blocks of 8 vectors, on
+// every target's vector width) and three spreads.
+TEST_P(SoftmaxF64, EveryShortLength) {
+  std::mt19937_64 rng(22);
+  for (int64_t n = 1; n <= 300; ++n) {
+    for (double spread : {2.0, 30.0, 700.0}) {
+      SCOPED_TRACE("n " + std::to_string(n) + " spread " + std::to_string(spread));
+      std::vector<double> x = random_row(rng, n, spread), y(x.size()), l(x.size());
+      smax::softmax(f64_view(x.data(), {n}), f64_view(y.data(), {n}));
+      smax::log_softmax(f64_view(x.data(), {n}), f64_view(l.data(), {n}));
+      expect_softmax_row(x.data(), n, y.data());
+      expect_log_softmax_row(x.data(), n, l.data());
+      if (testing::Test::HasFatalFailure()) return;
+    }
+  }
+}
+
+// One -inf entry at every position of rows up to 140 long (in a whole
+// block of 8 vectors, in the vectors after the blocks, in the padded last
+// vector): rows without -inf skip the lane masks, rows with one must not.
+TEST_P(SoftmaxF64, OneMaskedEntryAnywhere) {
+  std::mt19937_64 rng(23);
+  for (int64_t n = 2; n <= 140; ++n) {
+    for (double spread : {2.0, 100.0}) {
+      const std::vector<double> base = random_row(rng, n, spread);
+      for (int64_t at = 0; at < n; ++at) {
+        SCOPED_TRACE("n " + std::to_string(n) + " at " + std::to_string(at));
+        std::vector<double> x = base, y(x.size()), l(x.size());
+        x[static_cast<size_t>(at)] = -kInf;
+        smax::softmax(f64_view(x.data(), {n}), f64_view(y.data(), {n}));
+        smax::log_softmax(f64_view(x.data(), {n}), f64_view(l.data(), {n}));
+        ASSERT_EQ(y[static_cast<size_t>(at)], 0.0);
+        expect_softmax_row(x.data(), n, y.data());
+        expect_log_softmax_row(x.data(), n, l.data());
+        if (testing::Test::HasFatalFailure()) return;
+      }
+    }
+  }
 }
 
 TEST_P(SoftmaxF64, SpecialValues) {

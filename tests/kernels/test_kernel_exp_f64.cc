@@ -10,7 +10,8 @@
 //    normal-range value (one rounding by gradual underflow); 0 below
 //    e^-745.2, +inf above e^709.8; e^0 = 1 exactly (NaN never reaches it:
 //    the kernels handle NaN rows before any exp);
-//  * ExpNormal gives ExpSplit's bits for every hi in [-708, 0].
+//  * ExpNormal gives ExpSplit's bits for every hi in [-708, 0];
+//  * ExpFast(x) (no lo term) = e^x within 1.5 ulp for x in [-708, 0].
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "test_kernel_exp_f64.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
@@ -30,6 +31,14 @@ void KtExpF64(bool normal, const double* hi, const double* lo, size_t n, double*
     const auto h = hn::LoadU(d, hi + i);
     const auto l = hn::LoadU(d, lo + i);
     hn::StoreU(normal ? exp_f64::ExpNormal(d, h, l) : exp_f64::ExpSplit(d, h, l), d, out + i);
+  }
+}
+// out[i] = e^x[i] by ExpFast.
+void KtExpFastF64(const double* x, size_t n, double* out) {
+  const exp_f64::D d;
+  const size_t N = hn::Lanes(d);
+  for (size_t i = 0; i + N <= n; i += N) {
+    hn::StoreU(exp_f64::ExpFast(d, hn::LoadU(d, x + i)), d, out + i);
   }
 }
 size_t KtLanesF64() { return hn::Lanes(exp_f64::D()); }
@@ -52,6 +61,7 @@ HWY_AFTER_NAMESPACE();
 namespace smax::kernels {
 HWY_EXPORT(KtExpF64);
 HWY_EXPORT(KtLanesF64);
+HWY_EXPORT(KtExpFastF64);
 namespace {
 
 using LD = long double;
@@ -166,6 +176,37 @@ TEST_P(KernelExpF64, NormalFormGivesTheSplitFormsBits) {
     ASSERT_EQ(smax_kernel_test::Bits(split[i]), smax_kernel_test::Bits(normal[i]))
         << "x = " << a.hi[i] << " + " << a.lo[i];
   }
+}
+
+TEST_P(KernelExpF64, FastFormWithinOneAndAHalfUlp) {
+  std::mt19937_64 rng(13);
+  std::vector<double> x;
+  std::uniform_real_distribution<double> wide(-708.0, 0.0), near(-32.0, 0.0);
+  for (int k = 0; k < 100000; ++k) x.push_back(wide(rng));
+  for (int k = 0; k < 100000; ++k) x.push_back(near(rng));
+  for (double v = 0x1p-60; v < 1.0; v *= 1.01) x.push_back(-v);
+  for (double v = -708.0; v <= 0.0; v += 0.0137) x.push_back(v);
+  x.push_back(-708.0);
+  x.push_back(0.0);
+  x.push_back(-0.0);
+  const size_t N = HWY_DYNAMIC_DISPATCH(KtLanesF64)();
+  while (x.size() % N != 0) x.push_back(0.0);
+  std::vector<double> y(x.size(), -1.0);
+  HWY_DYNAMIC_DISPATCH(KtExpFastF64)(x.data(), x.size(), y.data());
+  double worst = 0.0;
+  int failures = 0;
+  for (size_t i = 0; i < y.size(); ++i) {
+    const double u = Ulps(y[i], static_cast<LD>(x[i]));
+    worst = std::max(worst, u);
+    if (!(u <= 1.5) && failures++ < 5) {
+      ADD_FAILURE() << "x = " << x[i] << ": got " << y[i] << ", " << u << " ulp";
+    }
+    if (x[i] == 0.0) {
+      EXPECT_EQ(y[i], 1.0);
+    }
+  }
+  RecordProperty("worst_ulp", std::to_string(worst));
+  EXPECT_GT(worst, 0.2) << "suspiciously exact: is the exp under test?";
 }
 
 SMAX_INSTANTIATE_PER_TARGET(KernelExpF64);

@@ -7,7 +7,8 @@
 // A row: t_j = softcap tanh(u_j / softcap) + mask_j (u_j as is without a
 // softcap), then one sweep of the float64 softmax kernel
 // (kernels::exp_terms_row_f64: m = max t, e_j = e^(t_j - m) from the exact
-// two-term t_j - m, S = sum e_j compensated), L = m + log S. Every other sum
+// two-term t_j - m, or fl(t_j - m) in rows of range below 32, within 2^-49;
+// S = sum e_j compensated), L = m + log S. Every other sum
 // (label smoothing's sum w_j t_j, probability targets' sums, the entropy's
 // sum e_j (t_j - m)) is a Neumaier sum in index order. The gradient is
 // s cap'_j (g A e_j / S - w_j (b + b_q q_j)) with the target's -g (1 - a) w_y

@@ -11,7 +11,8 @@
 //
 // Statistics (scan_chunk): per chunk, the float64 softmax kernel's sweep
 // (kernels::exp_terms_row_f64: cm = max t, e_j = e^(t_j - cm) from the exact
-// two-term t_j - cm, their compensated sum S), merged into the row's
+// two-term t_j - cm, or fl(t_j - cm) in chunks of range below 32, within
+// 2^-49; their compensated sum S), merged into the row's
 // reference m: the row sums d = sum e^(t_j - m), s1 = sum e^(t_j - m)
 // (t_j - m) and the smoothing sums sum w_j t_j, sum w_j are Neumaier sums
 // over the chunks (RowStat's *_c compensations, added in by settle_f64 after

@@ -10,8 +10,8 @@
 namespace smax::detail {
 
 /// L = log sum_j e^(t_j) of a float64 row of n >= 1 logits: m + log S with
-/// the float64 softmax kernel's exact-argument terms and compensated sum
-/// (kernels::exp_terms_row_f64). `terms` holds n doubles (written with
+/// the float64 softmax kernel's terms (exact argument, or within 2^-49 of it
+/// in rows of range below 32) and compensated sum (kernels::exp_terms_row_f64). `terms` holds n doubles (written with
 /// e^(t_j - m) when the row is regular). kind: 0 regular, 1 NaN (a NaN or
 /// +inf entry), 2 empty (every entry -inf).
 struct ZRow64 {

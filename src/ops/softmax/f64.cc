@@ -81,7 +81,14 @@ void run_forward_f64(const F64Forward& c) {
       const int64_t count = lse ? 1 : n;
       const bool direct_out = c.dst_type == DType::kF64 && (lse || g.axis_stride[kDst] == 1 || n == 1);
       double* out = direct_out ? reinterpret_cast<double*>(g.at(kDst, off[kDst])) : o_buf;
-      kernels::softmax_row_f64(kernel_op(c.op), t, n, c.empty_row, out);
+      // The next row of a contiguous float64 src (a prefetch hint).
+      const double* next = nullptr;
+      if (lse && row + 1 < end && c.src_type == DType::kF64 && g.axis_stride[kSrc] == 1) {
+        int64_t off_next[kMaxOperands];
+        g.row_offsets(row + 1, off_next);
+        next = reinterpret_cast<const double*>(g.at(kSrc, off_next[kSrc]));
+      }
+      kernels::softmax_row_f64(kernel_op(c.op), t, n, c.empty_row, out, next);
       if (!direct_out) store_row(g, kDst, c.dst_type, off, out, count);
     }
   });
