@@ -11,8 +11,10 @@
 //    subnormal -> +-0, NaN -> quiet NaN with the sign and the top payload
 //    bits kept. Highway 1.0.3's DemoteTo(bf16) truncates and its software
 //    f16 DemoteTo (no F16C) truncates, so bf16 is rounded with integer ops
-//    everywhere, and f16 uses F16C (vcvtps2ph, round to nearest even) on
-//    AVX2 / AVX-512 and an exact integer emulation elsewhere.
+//    (on AVX-512 targets of CPUs with AVX512_BF16, by vcvtneps2bf16, the
+//    same bits: see NarrowBf16), and f16 uses F16C (vcvtps2ph, round to
+//    nearest even) on AVX2 / AVX-512 and an exact integer emulation
+//    elsewhere.
 //  * RowLogits<S>: the Src of load-inl.h (Load, LoadTail with -inf lanes
 //    past the row) for a row of storage S: t = fl(fl(x * scale) + mask) on
 //    the widened x, the same f32 values Logits<> forms from the widened row.

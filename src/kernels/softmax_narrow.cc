@@ -358,12 +358,30 @@ HWY_INLINE MinMax Bf16MinMaxWith(const uint16_t* HWY_RESTRICT x, size_t n, const
   return MinMax{ReduceMin(d, l0), ReduceMax(d, m0)};
 }
 
+// A plain f16 row for the (min, max) scan alone: F16C's widening without
+// WidenF16's NaN re-check (which keeps signalling NaN payloads for the
+// values the kernels compute with; a NaN's payload does not change which
+// row the scan's min and max make NaN).
+struct F16ScanSource {
+  const uint16_t* HWY_RESTRICT x;
+  HWY_INLINE VF Load(DF d, size_t i) const {
+    const hn::Rebind<hwy::float16_t, DF> dh;
+    return hn::PromoteTo(d, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(x + i)));
+  }
+  HWY_INLINE VF LoadTail(DF d, size_t i, size_t count) const {
+    const VF t = LoadWidenTail<Storage::kF16>(x + i, count);
+    return hn::IfThenElse(hn::FirstN(d, count), t, hn::Set(d, kNegInf));
+  }
+};
+
 // Not inlined: compiled inside the whole row driver (RowsImpl), GCC kept
 // the scan's accumulators on the stack (a load and a store per vector).
 template <class Src, class Pass>
 HWY_NOINLINE MinMax ScanWithPass(const Src& next, size_t n, const Pass& pass) {
   if constexpr (std::is_same_v<Src, RowLogits<Storage::kBF16, true>>) {
     return Bf16MinMaxWith(next.x, n, pass);
+  } else if constexpr (std::is_same_v<Src, RowLogits<Storage::kF16, true>> && kHaveF16C) {
+    return RowMinMaxWith(F16ScanSource{next.x}, n, pass);
   } else {
     return RowMinMaxWith(next, n, pass);
   }
