@@ -317,8 +317,9 @@ void gather_logits_any(const ForwardCall& c, const int64_t* off, float* t) {
 // as they are (one scan of y).
 void refine_near_zero_log_softmax(const ForwardCall& c, const int64_t* off, float* y) {
   const int64_t n = c.g.n;
-  float y_max = -std::numeric_limits<float>::infinity();
-  for (int64_t i = 0; i < n; ++i) y_max = y[i] > y_max ? y[i] : y_max;
+  // The row's largest output (SIMD: a scalar loop here cost as much as the
+  // whole f32 log_softmax of a 128256-column row).
+  const float y_max = kernels::minmax_segment(y, nullptr, n, 1.0f).max;
   if (!(y_max > -kernels::kNearZeroLogSumBound)) return;  // also NaN rows
   gather_logits_any(c, off, y);  // the logits again, in place of y
   float m = -std::numeric_limits<float>::infinity();
