@@ -13,6 +13,9 @@
 #include <cstdint>
 #include <cstring>
 #include <vector>
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#endif
 
 #include "core/convert.h"
 #include "kernels/dtype_convert.h"
@@ -134,6 +137,28 @@ TEST_P(NarrowConvert, NarrowingRoundsToNearestEvenLikeTheScalarDefinition) {
   Bf16InstructionOff off;
   expect_narrowing_matches_scalar(bits, "integer rounding");
 }
+
+#if defined(__x86_64__) || defined(__i386__)
+// With MXCSR's denormals-are-zero and flush-to-zero on (as
+// torch.set_flush_denormal(True) leaves them), f32 subnormals still round
+// to their bf16 subnormals: the instruction path's subnormal test must not
+// depend on MXCSR (vfpclassps does; vcvtneps2bf16 flushes them regardless).
+TEST_P(NarrowConvert, NarrowingIgnoresDenormalsAreZero) {
+  std::vector<uint32_t> bits;
+  for (uint32_t u = 1; u < 0x00800000u; u += 997) {
+    bits.push_back(u);
+    bits.push_back(u | 0x80000000u);
+  }
+  for (uint32_t u : {0x007fffffu, 0x00400000u, 0x00008000u, 0x00018000u, 0x00800000u, 0u}) {
+    bits.push_back(u);
+    bits.push_back(u | 0x80000000u);
+  }
+  const unsigned saved = _mm_getcsr();
+  _mm_setcsr(saved | 0x8040u);  // FTZ | DAZ
+  expect_narrowing_matches_scalar(bits, "DAZ + FTZ");
+  _mm_setcsr(saved);
+}
+#endif
 
 TEST_P(NarrowConvert, TailsWriteExactlyTheirElements) {
   smax_test::Rng rng("narrow_convert_tails");

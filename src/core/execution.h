@@ -4,7 +4,9 @@
 //
 // Determinism: the task grid depends only on the shape (never on the thread
 // count), and every task computes its rows exactly as a serial run would, so
-// results are bitwise identical for any number of threads.
+// results are bitwise identical for any number of threads. The one grid that
+// depends on the thread count, for_each_row_stream, serves only row kernels
+// whose per-row bits do not depend on how rows are grouped (see there).
 #pragma once
 
 #include <algorithm>
@@ -108,7 +110,9 @@ void for_each_row_stream(const Geometry& g, int threads, Fn&& fn) {
 /// Rows mode (every operand's axis contiguous): rows of n >= kernels::kSegment
 /// go one at a time to long_row(offsets, threads_for_the_row) (see
 /// for_each_long_row); shorter rows go to runs(count, offsets) in runs of
-/// consecutive rows (for_each_run) over the task grid (for_each_row_task).
+/// consecutive rows (for_each_run) over the streaming grid
+/// (for_each_row_stream: the softmax-family row kernels' bits do not depend
+/// on the grouping).
 template <typename LongRow, typename Runs>
 void for_each_contiguous_row(const Geometry& g, int threads, LongRow&& long_row, Runs&& runs) {
   if (g.n >= kernels::kSegment) {

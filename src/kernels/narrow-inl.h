@@ -115,10 +115,14 @@ HWY_INLINE VU16 LowHalves(hn::Vec<DU32> u) {
 // vcvtneps2bf16 (AVX512_BF16) rounds to nearest even and quiets NaNs as
 // NarrowBf16Integer does ((bits >> 16) | 0x40, sign and top payload kept),
 // but reads f32 subnormal inputs as zero: vectors holding one take the
-// integer path. Used where the CPU has it (dtype_convert.h's
-// set_bf16_instruction; g_bf16_instruction is defined in dtype_convert.cc).
+// integer path. The subnormal test is on the integer bits (vfpclassps
+// follows MXCSR.DAZ, which programs turn on, e.g.
+// torch.set_flush_denormal(True); the conversion ignores MXCSR). Used
+// where the CPU has it (dtype_convert.h's set_bf16_instruction;
+// g_bf16_instruction is defined in dtype_convert.cc).
 #undef SMAX_BF16_INSTRUCTION
-#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+#if (HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL) && \
+    (defined(__GNUC__) || defined(__clang__))
 #define SMAX_BF16_INSTRUCTION 1
 #else
 #define SMAX_BF16_INSTRUCTION 0
@@ -139,8 +143,12 @@ HWY_INLINE VU16 NarrowBf16Integer(VF v) {
 HWY_INLINE VU16 NarrowBf16(VF v) {
 #if SMAX_BF16_INSTRUCTION
   if (g_bf16_instruction) {
-    // fpclass 0x20: denormal lanes.
-    if (HWY_LIKELY(_mm512_fpclass_ps_mask(v.raw, 0x20) == 0)) {
+    // Subnormal lanes: 0 < |bits| < 0x00800000, i.e. |bits| - 1 < 0x007fffff
+    // unsigned.
+    const DU32 du;
+    const auto a = hn::And(hn::BitCast(du, v), hn::Set(du, 0x7fffffffu));
+    const auto sub = hn::Lt(hn::Sub(a, hn::Set(du, 1u)), hn::Set(du, 0x007fffffu));
+    if (HWY_LIKELY(hn::AllFalse(du, sub))) {
       __m256i r;
       asm("vcvtneps2bf16 %1, %0" : "=v"(r) : "v"(v.raw));
       return VU16{r};

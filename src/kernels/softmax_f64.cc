@@ -2,6 +2,7 @@
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/softmax_f64.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/cache_control.h>
 #include <hwy/highway.h>
 #include <hwy/contrib/math/math-inl.h>
 
@@ -207,7 +208,7 @@ HWY_INLINE double TermSum(DD d, const double* t, size_t n, VD m, Keep keep,
   for (; i + kBlock * N <= n; i += kBlock * N) {
     if (next != nullptr) {  // the next row's same block (a hint: into cache)
       for (size_t k = 0; k < kBlock * N; k += 64 / sizeof(double)) {
-        __builtin_prefetch(next + i + k, 0, 3);
+        hwy::Prefetch(next + i + k);
       }
     }
     VD e[kBlock];

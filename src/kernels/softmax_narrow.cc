@@ -378,7 +378,8 @@ struct F16ScanSource {
 // the scan's accumulators on the stack (a load and a store per vector).
 template <class Src, class Pass>
 HWY_NOINLINE MinMax ScanWithPass(const Src& next, size_t n, const Pass& pass) {
-  if constexpr (std::is_same_v<Src, RowLogits<Storage::kBF16, true>>) {
+  // x86 only: the pair loads are u32 loads of 2-byte aligned rows.
+  if constexpr (std::is_same_v<Src, RowLogits<Storage::kBF16, true>> && HWY_ARCH_X86) {
     return Bf16MinMaxWith(next.x, n, pass);
   } else if constexpr (std::is_same_v<Src, RowLogits<Storage::kF16, true>> && kHaveF16C) {
     return RowMinMaxWith(F16ScanSource{next.x}, n, pass);
@@ -443,7 +444,9 @@ HWY_INLINE void ThreePassRows(int64_t rows, size_t n, const RowAt& row_at, RowOp
   if (rows <= 0) return;
   O out{};
   Src src = row_at(0, &out);
-  MinMax mm = RowMinMax(src, n);
+  // The first row's scan is the fused scans' function too, so a row's
+  // (min, max) bits do not depend on where its range starts.
+  MinMax mm = PassThenScan(NoPass{}, n, &src);
   for (int64_t r = 0; r < rows; ++r) {
     // Row r's sum pass prefetches row r + 1 (read next by the fused pass).
     O next_out{};
