@@ -1,7 +1,8 @@
 // tests/test_softmax_narrow_ops.cc: bf16 / f16 (and f64 output) storage
 // through the public softmax API, on every SIMD target: results are
 // round(f32 op on the widened input) bit for bit in rows mode (short rows:
-// the fused kernels; 70000-element rows: the segments on a scratch row;
+// the fused kernels; 70000-element rows: the narrow segment kernels, every
+// algorithm and the special rows;
 // log_softmax rows into bf16 / f16 whose max dominates: within 1 ulp of the
 // exact value instead, and the same bits in every layout),
 // with f32 and narrow additive masks; transposed / padded layouts give the
@@ -91,6 +92,19 @@ using smax_test::ulp_of;
 
 class NarrowOps : public smax_test::TargetTest {};
 
+constexpr smax::Algorithm kAlgorithms[] = {
+    smax::Algorithm::kAuto, smax::Algorithm::kThreePassReload, smax::Algorithm::kTwoPass,
+    smax::Algorithm::kOnline, smax::Algorithm::kThreePassRecompute};
+
+// `want` = the f32 result `ref` rounded to got's dtype.
+T rounded(const T& ref, const T& got) {
+  T want(got.t, got.shape);
+  for (size_t i = 0; i < ref.bytes.size() / 4; ++i) {
+    want.set(static_cast<int64_t>(i), ref.get(static_cast<int64_t>(i)));
+  }
+  return want;
+}
+
 TEST_P(NarrowOps, ResultsAreTheRoundedF32Results) {
   smax_test::Rng rng("narrow_ops_contract");
   for (int64_t n : {1, 37, 1000, 70000}) {
@@ -101,16 +115,17 @@ TEST_P(NarrowOps, ResultsAreTheRoundedF32Results) {
       for (DType dt : {DType::kF32, DType::kBF16, DType::kF16, DType::kF64}) {
         if (st == DType::kF32 && dt == DType::kF32) continue;
         for (Op op : {Op::kSoftmax, Op::kLogSoftmax, Op::kLogSumExp}) {
-          for (smax::Algorithm a : {smax::Algorithm::kAuto, smax::Algorithm::kTwoPass}) {
+          for (smax::Algorithm a : kAlgorithms) {
+            // Every algorithm on the segment grid, the main two elsewhere.
+            if (n < 65536 && a != smax::Algorithm::kAuto && a != smax::Algorithm::kTwoPass) {
+              continue;
+            }
             SoftmaxOptions o;
             o.algorithm = a;
             o.scale = 1.25f;
             const T got = run_2d(op, st, dt, rows, n, x, o);
             const T ref = run_2d(op, DType::kF32, DType::kF32, rows, n, x, o);
-            T want(dt, got.shape);
-            for (size_t i = 0; i < ref.bytes.size() / 4; ++i) {
-              want.set(static_cast<int64_t>(i), ref.get(static_cast<int64_t>(i)));
-            }
+            T want = rounded(ref, got);
             if (op == Op::kLogSoftmax && (dt == DType::kBF16 || dt == DType::kF16)) {
               // Dominant rows: within 1 ulp of the exact value, then taken as is.
               std::vector<float> t(static_cast<size_t>(n));
@@ -160,6 +175,56 @@ TEST_P(NarrowOps, MasksOfEveryTypeGiveTheF32MaskBits) {
     T want(DType::kF16, got.shape);
     for (int64_t i = 0; i < rows * n; ++i) want.set(i, ref.get(i));
     EXPECT_TRUE(same_bits(got, want)) << "mask " << smax::dtype_name(mt);
+  }
+}
+
+// Rows on the segment grid (n >= 65536: read in their own type, no f32
+// copy) with the rows that take the special branches: an empty row, NaN,
+// +inf, |t| beyond the two-pass split and the exact-reduction range, softmax
+// outputs below FLT_MIN (the scale pass's flush), and an f32 additive mask;
+// every algorithm, src bf16 / f16 / f32 into every other type: round(f32).
+TEST_P(NarrowOps, LongRowsWithSpecialValuesGiveTheRoundedF32Results) {
+  smax_test::Rng rng("narrow_ops_long_special");
+  const int64_t n = 70001, rows = 6;
+  std::vector<float> x(static_cast<size_t>(rows * n));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t i = 0; i < n; ++i) {
+      float v = rng.normal(0.0f, 2.0f);
+      if (r == 0) v = -INFINITY;                              // empty row
+      if (r == 1 && i == 66000) v = NAN;                       // NaN in the second segment
+      if (r == 2 && i == 12) v = INFINITY;                     // +inf
+      if (r == 3) v = 3400.0f + v;                             // beyond the exact ranges
+      if (r == 4) v = -static_cast<float>(i % 997) * 0.125f;   // outputs below FLT_MIN
+      x[static_cast<size_t>(r * n + i)] = v;
+    }
+  }
+  T mask(DType::kF32, {n});
+  for (int64_t i = 0; i < n; ++i) mask.set(i, i % 13 == 4 ? -INFINITY : rng.normal());
+  for (DType st : {DType::kF32, DType::kBF16, DType::kF16}) {
+    std::vector<float> xs = x;
+    for (float& v : xs) v = smax::detail::round_to(st, v);
+    for (DType dt : {DType::kF32, DType::kBF16, DType::kF16}) {
+      if (st == DType::kF32 && dt == DType::kF32) continue;
+      for (Op op : {Op::kSoftmax, Op::kLogSoftmax, Op::kLogSumExp}) {
+        // Rows whose max dominates are more accurate than round(f32) for
+        // log_softmax into bf16 / f16 (LogSoftmaxNearZero... covers them):
+        // no row here has a gap above ~1 between its two largest logits.
+        for (smax::Algorithm a : kAlgorithms) {
+          for (bool masked : {false, true}) {
+            if (masked && a != smax::Algorithm::kAuto && a != smax::Algorithm::kTwoPass) continue;
+            SoftmaxOptions o;
+            o.algorithm = a;
+            o.scale = 0.75f;
+            if (masked) o.additive_mask = mask.view();
+            const T got = run_2d(op, st, dt, rows, n, xs, o);
+            const T want = rounded(run_2d(op, DType::kF32, DType::kF32, rows, n, xs, o), got);
+            EXPECT_TRUE(same_bits(got, want))
+                << smax::dtype_name(st) << "->" << smax::dtype_name(dt) << " op "
+                << static_cast<int>(op) << " algo " << static_cast<int>(a) << " mask " << masked;
+          }
+        }
+      }
+    }
   }
 }
 
@@ -259,7 +324,7 @@ TEST_P(NarrowOps, LogSoftmaxNearZeroIsWithinOneUlpOfItsType) {
                                   smax::Algorithm::kTwoPass, smax::Algorithm::kOnline,
                                   smax::Algorithm::kThreePassRecompute}) {
           for (bool transposed : {false, true}) {
-            if (transposed && n != 4000) continue;
+            if (transposed && n != 4000 && n != 70000) continue;
             SoftmaxOptions o;
             o.algorithm = a;
             const T got = run_2d(Op::kLogSoftmax, st, dt, rows, n, x, o, transposed);

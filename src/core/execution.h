@@ -65,16 +65,27 @@ void for_each_row_task(const Geometry& g, int threads, Fn&& fn) {
   });
 }
 
-/// Rows too long for one task: calls fn(row, threads_for_the_row) for every
-/// row, spreading rows over threads when there are enough of them and giving
-/// every thread to each row otherwise. Both give the same bits, because a
-/// long row's result does not depend on its thread count.
+inline constexpr int64_t kStreamTasksPerThread = 4;
+
+/// Rows too long for one task: calls fn(row, threads_for_the_row, next) for
+/// every row, spreading rows over threads when there are enough of them (in
+/// about kStreamTasksPerThread ranges of consecutive rows per thread, each
+/// range on one thread in order) and giving every thread to each row
+/// otherwise. `next` is the row the calling thread computes after this one,
+/// or -1: a prefetch hint. Both give the same bits, because a long row's
+/// result depends neither on its thread count nor on its neighbours.
 template <typename Fn>
 void for_each_long_row(const Geometry& g, int threads, Fn&& fn) {
   if (g.rows >= threads) {
-    run_parallel(g.rows, threads, [&](int64_t row) { fn(row, 1); });
+    const int64_t slots = kStreamTasksPerThread * std::max(threads, 1);
+    const int64_t per_task = (g.rows + slots - 1) / slots;
+    const int64_t tasks = (g.rows + per_task - 1) / per_task;
+    run_parallel(tasks, threads, [&](int64_t task) {
+      const int64_t begin = task * per_task, end = std::min(g.rows, begin + per_task);
+      for (int64_t row = begin; row < end; ++row) fn(row, 1, row + 1 < end ? row + 1 : -1);
+    });
   } else {
-    for (int64_t row = 0; row < g.rows; ++row) fn(row, threads);
+    for (int64_t row = 0; row < g.rows; ++row) fn(row, threads, row + 1 < g.rows ? row + 1 : -1);
   }
 }
 
@@ -95,7 +106,6 @@ inline bool axis_contiguous(const Geometry& g, int k) {
 /// stream only within a range. The grid depends on `threads`, so only
 /// kernels whose per-row result does not depend on how rows are grouped may
 /// use it (their bits stay the same for any thread count).
-inline constexpr int64_t kStreamTasksPerThread = 4;
 template <typename Fn>
 void for_each_row_stream(const Geometry& g, int threads, Fn&& fn) {
   const int64_t slots = kStreamTasksPerThread * std::max(threads, 1);
@@ -108,18 +118,20 @@ void for_each_row_stream(const Geometry& g, int threads, Fn&& fn) {
 }
 
 /// Rows mode (every operand's axis contiguous): rows of n >= kernels::kSegment
-/// go one at a time to long_row(offsets, threads_for_the_row) (see
-/// for_each_long_row); shorter rows go to runs(count, offsets) in runs of
+/// go one at a time to long_row(offsets, threads_for_the_row, next_offsets)
+/// (see for_each_long_row; next_offsets: the next row's, or nullptr); shorter rows go to runs(count, offsets) in runs of
 /// consecutive rows (for_each_run) over the streaming grid
 /// (for_each_row_stream: the softmax-family row kernels' bits do not depend
 /// on the grouping).
 template <typename LongRow, typename Runs>
 void for_each_contiguous_row(const Geometry& g, int threads, LongRow&& long_row, Runs&& runs) {
   if (g.n >= kernels::kSegment) {
-    for_each_long_row(g, threads, [&](int64_t row, int row_threads) {
-      int64_t off[kMaxOperands];
+    for_each_long_row(g, threads, [&](int64_t row, int row_threads, int64_t next) {
+      int64_t off[kMaxOperands], next_off[kMaxOperands];
       g.row_offsets(row, off);
-      long_row(static_cast<const int64_t*>(off), row_threads);
+      if (next >= 0) g.row_offsets(next, next_off);
+      long_row(static_cast<const int64_t*>(off), row_threads,
+               next >= 0 ? static_cast<const int64_t*>(next_off) : nullptr);
     });
     return;
   }

@@ -8,6 +8,7 @@
 
 #include "kernels/kernels.h"
 #include "smax/options.h"
+#include "smax/tensor.h"
 
 namespace smax::detail {
 
@@ -31,8 +32,39 @@ void softmax_row_reload(const float* x, int64_t n, float scale, EmptyRow empty_r
 /// into dst (softmax / log_softmax: n values; logsumexp: one value).
 /// Rows shorter than kSegment use the whole-row kernel; longer rows go
 /// through the segment kernels on up to `threads` threads. dst may equal x.
+/// `next_x` (nullable): the row the caller computes next, of the same type
+/// and length, which the sum pass of a long row prefetches (a hint).
 void forward_row(ForwardOp op, Algorithm algorithm, const float* x, const float* mask, int64_t n,
-                 float scale, EmptyRow empty_row, float* dst, int threads);
+                 float scale, EmptyRow empty_row, float* dst, int threads,
+                 const void* next_x = nullptr);
+
+/// One contiguous row of any storage type (f32, bf16 or f16) for
+/// forward_row_any: the logits t = fl(fl(x * scale) + mask) (mask: an f32
+/// row, nullable), and where the results go.
+struct AnyRowIn {
+  const void* x = nullptr;
+  DType type = DType::kF32;
+  const float* mask = nullptr;
+  float scale = 1.0f;
+};
+struct AnyRowOut {
+  void* p = nullptr;  ///< logsumexp: one value
+  DType type = DType::kF32;
+};
+
+/// forward_row for a row and an output of any storage types (f32 / bf16 /
+/// f16, any mix): the fused narrow kernels, no f32 copy of the row
+/// (kernels/softmax_narrow.h for n < kSegment, kernels/segments_narrow.h
+/// on the segment grid otherwise). Results are round(forward_row on the
+/// widened row) bit for bit, with softmax_narrow.h's one exception
+/// (log_softmax near 0 into bf16 / f16, more accurate), whatever `threads`.
+/// `scratch`: n floats when out.type is not f32 (reload softmax keeps its
+/// exps there; log_softmax rows near 0 their logits), else unused. out.p
+/// may equal x when the types are equal (in place), else must not overlap.
+/// `next_x`: as forward_row's.
+void forward_row_any(ForwardOp op, Algorithm algorithm, const AnyRowIn& in, int64_t n,
+                     EmptyRow empty_row, const AnyRowOut& out, float* scratch, int threads,
+                     const void* next_x = nullptr);
 
 enum class BackwardOp { kSoftmax, kLogSoftmax };
 

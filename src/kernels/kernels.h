@@ -94,10 +94,22 @@ struct SegmentRange {
   float min, max;
 };
 SegmentRange minmax_segment(const float* x, const float* mask, int64_t n, float scale) noexcept;
+/// What a segment's exp pass (compute-bound) may bring into cache for the
+/// passes after it, as hints (never read through, never faults): `next`,
+/// the same segment of the row the caller computes next (`next_bytes` per
+/// element), and `out`, this segment's output that a later pass writes
+/// (`out_bytes` per element), prefetched for writing. Null: nothing.
+struct SegmentPrefetch {
+  const void* next = nullptr;
+  size_t next_bytes = 0;
+  void* out = nullptr;
+  size_t out_bytes = 0;
+};
+
 /// sum_i exp(t_i - shift), blocked; if dst != nullptr also stores
 /// dst_i = exp(t_i - shift). shift is finite.
 double expsum_segment(const float* x, const float* mask, int64_t n, float scale,
-                      float shift, float* dst) noexcept;
+                      float shift, float* dst, const SegmentPrefetch& prefetch = {}) noexcept;
 /// The reference exponent N = round(m log2e) (f32) with which the active
 /// target reduces t itself exactly (ExpRef, exp-inl.h) for a row of max m,
 /// or NaN when |m| is beyond that target's exact range (then use
@@ -109,7 +121,8 @@ float ref_exponent(float m) noexcept;
 /// t_min (the row's min, or any lower bound) picks the exp as the row
 /// kernels do: the table or flush-free exp where no term can be flushed.
 double expsum_ref_segment(const float* x, const float* mask, int64_t n, float scale,
-                          float nref, float m, float t_min, float* dst) noexcept;
+                          float nref, float m, float t_min, float* dst,
+                          const SegmentPrefetch& prefetch = {}) noexcept;
 /// dst_i = exp(t_i - shift) * factor.
 void exp_scale_segment(const float* x, const float* mask, int64_t n, float scale,
                        float shift, float factor, float* dst) noexcept;

@@ -63,6 +63,11 @@ struct RowPrefetch {
   size_t out_bytes = 0;
 };
 
+// The segment kernels' hint (kernels.h) as a RowPrefetch.
+HWY_INLINE RowPrefetch ToRowPrefetch(const SegmentPrefetch& hint) {
+  return RowPrefetch{hint.next, hint.next_bytes, hint.out, hint.out_bytes};
+}
+
 // sum_i exp(t_i) (exp = ExpRef or ExpDiff), blocked; stores e_i if kStore;
 // prefetches as `prefetch` says.
 template <bool kStore, class Src, class Exp>

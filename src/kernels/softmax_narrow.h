@@ -26,7 +26,8 @@
 // f32: those go to kernels.h); the additive mask is f32 (ops convert other
 // masks). f64 outputs and f64 sources are not handled here. Rows are
 // contiguous, 1 <= cols < kSegment (ops send longer rows through the
-// segment kernels on an f32 scratch row). Strides count elements of each
+// segment kernels of kernels/segments_narrow.h, which read and round the
+// same way). Strides count elements of each
 // operand's own type. dst may equal src only when both have the same type.
 #pragma once
 

@@ -31,12 +31,13 @@ SegmentRange MinMaxSegmentImpl(const float* x, const float* mask, int64_t n, flo
 }
 
 double ExpSumSegmentImpl(const float* x, const float* mask, int64_t n, float scale,
-                         float shift, float* dst) {
+                         float shift, float* dst, const SegmentPrefetch& hint) {
   double s = 0.0;
   const ExpDiff e = ExpDiff::Make(shift);
+  const RowPrefetch prefetch = ToRowPrefetch(hint);
   WithLogits(x, mask, scale, [&](const auto& src) {
-    s = dst != nullptr ? ExpSum<true>(src, static_cast<size_t>(n), e, dst)
-                       : ExpSum<false>(src, static_cast<size_t>(n), e, nullptr);
+    s = dst != nullptr ? ExpSum<true>(src, static_cast<size_t>(n), e, dst, prefetch)
+                       : ExpSum<false>(src, static_cast<size_t>(n), e, nullptr, prefetch);
   });
   return s;
 }
@@ -52,13 +53,15 @@ float RefExponentImpl(float m) {
 // The exp is chosen as ThreePassToSum (softmax_rows.cc) does (WithRefExp),
 // from the row's max and min.
 double ExpSumRefSegmentImpl(const float* x, const float* mask, int64_t n, float scale,
-                            float nref, float m, float t_min, float* dst) {
+                            float nref, float m, float t_min, float* dst,
+                            const SegmentPrefetch& hint) {
   double s = 0.0;
   const size_t len = static_cast<size_t>(n);
+  const RowPrefetch prefetch = ToRowPrefetch(hint);
   WithLogits(x, mask, scale, [&](const auto& src) {
     s = WithRefExp(m, t_min, nref, [&](const auto& exp) {
-      return dst != nullptr ? ExpSum<true>(src, len, exp, dst)
-                            : ExpSum<false>(src, len, exp, nullptr);
+      return dst != nullptr ? ExpSum<true>(src, len, exp, dst, prefetch)
+                            : ExpSum<false>(src, len, exp, nullptr, prefetch);
     });
   });
   return s;
@@ -147,13 +150,15 @@ SegmentRange minmax_segment(const float* x, const float* mask, int64_t n, float 
   return HWY_DYNAMIC_DISPATCH(MinMaxSegmentImpl)(x, mask, n, scale);
 }
 double expsum_segment(const float* x, const float* mask, int64_t n, float scale,
-                      float shift, float* dst) noexcept {
-  return HWY_DYNAMIC_DISPATCH(ExpSumSegmentImpl)(x, mask, n, scale, shift, dst);
+                      float shift, float* dst, const SegmentPrefetch& prefetch) noexcept {
+  return HWY_DYNAMIC_DISPATCH(ExpSumSegmentImpl)(x, mask, n, scale, shift, dst, prefetch);
 }
 float ref_exponent(float m) noexcept { return HWY_DYNAMIC_DISPATCH(RefExponentImpl)(m); }
 double expsum_ref_segment(const float* x, const float* mask, int64_t n, float scale,
-                          float nref, float m, float t_min, float* dst) noexcept {
-  return HWY_DYNAMIC_DISPATCH(ExpSumRefSegmentImpl)(x, mask, n, scale, nref, m, t_min, dst);
+                          float nref, float m, float t_min, float* dst,
+                          const SegmentPrefetch& prefetch) noexcept {
+  return HWY_DYNAMIC_DISPATCH(ExpSumRefSegmentImpl)(x, mask, n, scale, nref, m, t_min, dst,
+                                                    prefetch);
 }
 void exp_scale_segment(const float* x, const float* mask, int64_t n, float scale,
                        float shift, float factor, float* dst) noexcept {

@@ -84,7 +84,7 @@ void run_rows_mode(const BackwardCall& c) {
   const Geometry& g = c.g;
   for_each_contiguous_row(
       g, c.threads,
-      [&](const int64_t* off, int threads) {
+      [&](const int64_t* off, int threads, const int64_t* /*next*/) {
         backward_row(c.op, f32_at(g, kY, off[kY]), f32_at(g, kDy, off[kDy]), g.n, c.scale,
                      f32_at(g, kDx, off[kDx]), threads);
       },

@@ -159,10 +159,11 @@ void run_rows_mode(const ForwardCall& c) {
   const Geometry& g = c.g;
   for_each_contiguous_row(
       g, c.threads,
-      [&](const int64_t* off, int threads) {
+      [&](const int64_t* off, int threads, const int64_t* next) {
         forward_row(c.op, c.algorithm, f32_at(g, kSrc, off[kSrc]),
                     c.has_add_mask ? f32_at(g, kAddMask, off[kAddMask]) : nullptr, g.n, c.scale,
-                    c.empty_row, f32_at(g, kDst, off[kDst]), threads);
+                    c.empty_row, f32_at(g, kDst, off[kDst]), threads,
+                    next ? g.at(kSrc, next[kSrc]) : nullptr);
       },
       [&](int64_t count, const int64_t* off) {
         kernels::Rows rows;
@@ -284,6 +285,35 @@ void run_narrow_rows_mode(const ForwardCall& c) {
   });
 }
 
+// Rows mode for rows of n >= kSegment with any storage dtypes but f64:
+// the segment kernels read the row in its type and round each output once
+// (forward_row_any), with no f32 copy of the row; scratch holds a narrow
+// dst's reload exps (in L2 for rows up to ~256K elements).
+bool narrow_long_rows_mode(const ForwardCall& c) {
+  return rows_mode(c) && c.g.n >= kernels::kSegment && c.dst_type != DType::kF64 &&
+         (!c.has_add_mask || c.mask_type == DType::kF32);
+}
+
+void run_narrow_long_rows_mode(const ForwardCall& c) {
+  const Geometry& g = c.g;
+  // One scratch row per row that can run at once (for_each_long_row).
+  const bool scratch_row = c.dst_type != DType::kF32 && c.op != ForwardOp::kLogSumExp;
+  const int64_t concurrent = g.rows >= c.threads ? std::min<int64_t>(c.threads, g.rows) : 1;
+  ScratchPool pool(scratch_row ? static_cast<int>(concurrent) : 0, g.n);
+  for_each_long_row(g, c.threads, [&](int64_t row, int threads, int64_t next) {
+    std::optional<ScratchPool::Lease> lease;
+    if (scratch_row) lease.emplace(pool);
+    int64_t off[kMaxOperands], next_off[kMaxOperands];
+    g.row_offsets(row, off);
+    if (next >= 0) g.row_offsets(next, next_off);
+    const AnyRowIn in{g.at(kSrc, off[kSrc]), c.src_type,
+                      c.has_add_mask ? f32_at(g, kAddMask, off[kAddMask]) : nullptr, c.scale};
+    forward_row_any(c.op, c.algorithm, in, g.n, c.empty_row,
+                    AnyRowOut{g.at(kDst, off[kDst]), c.dst_type}, lease ? lease->data() : nullptr,
+                    threads, next >= 0 ? g.at(kSrc, next_off[kSrc]) : nullptr);
+  });
+}
+
 // Row logits of any storage dtype into f32 scratch: t = fl(fl(x*s) + mask),
 // -inf where the bool mask is 0 (gather_logits with widening).
 void gather_logits_any(const ForwardCall& c, const int64_t* off, float* t) {
@@ -376,6 +406,7 @@ void run_forward(ForwardOp op, const TensorView& src, const TensorView& dst,
   }
   if (!c.all_f32()) {
     if (narrow_rows_mode(c)) return run_narrow_rows_mode(c);
+    if (narrow_long_rows_mode(c)) return run_narrow_long_rows_mode(c);
     return run_converting_gather_mode(c);
   }
   if (rows_mode(c)) return run_rows_mode(c);
