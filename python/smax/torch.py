@@ -45,6 +45,7 @@ from typing import Any, Optional
 import torch
 
 import smax as _smax
+from smax import _library
 from smax._attention import torch_attention as attention
 from smax._autograd import cross_entropy, differentiable, first_order  # noqa: F401
 from smax._route import learnable_logit_scale
@@ -55,7 +56,10 @@ from smax._route import learnable_logit_scale
 _HAND = {"cross_entropy": learnable_logit_scale()(cross_entropy), "attention": attention}
 _OPS = [op.name for op in _smax.op_list() if op.kind == "diff"]
 for _name in _OPS:
-    globals()[_name] = _HAND.get(_name) or differentiable(getattr(_smax, _name))
+    # each op also a torch.library custom op, torch.ops.smax.<name> (smax/_library.py),
+    # which this function emits while torch.compile / torch.export trace it
+    globals()[_name] = _library.routed(
+        _name, _HAND.get(_name) or differentiable(getattr(_smax, _name)))
 del _name
 
 __all__ = ["Softmax", "LogSoftmax", "LogSumExp", "Sparsemax", "Entmax15", "EntmaxBisect",
