@@ -11,8 +11,10 @@ differentiates: ``alpha`` of entmax_bisect and ``s`` of ssmax (per-row values
 summed to the parameter's shape), ``hidden`` / ``weight`` / ``bias`` of
 linear_cross_entropy, and a ``scale`` / ``temperature`` tensor that requires
 grad (``logit_scale_call``: every op's logits are ``x * scale /
-temperature``). Class-index targets, class weights, probability targets and
-noise get no gradient.
+temperature``). The extras of cross_entropy / linear_cross_entropy (but accuracy)
+and gumbel_softmax's soft sample are differentiable too
+(``smax/_extras_grad.py``). Class-index targets, class weights,
+probability targets and noise get no gradient.
 
 The array functions (``smax._ops_*``) call the entry points here (their
 arguments already checked and their option objects built); ``differentiable``
@@ -671,7 +673,8 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Optional[Tensor] = None
     """Differentiable ``smax.cross_entropy``; a drop-in for
     ``F.cross_entropy(input, target, weight, ignore_index=..., reduction=...,
     label_smoothing=...)`` (class-index or probability targets; the gradient
-    flows to ``input`` and a float mask; extras are not differentiable).
+    flows to ``input`` and a float mask; every extra but accuracy is
+    differentiable, smax/_extras_grad.py).
 
     When a gradient is needed the forward is fused with the backward
     (``fused=True``, the default): it also computes d loss / d input for a

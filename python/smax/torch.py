@@ -33,6 +33,13 @@ gradients for hidden / weight / bias. Modules: ``Sparsemax``, ``Entmax15``,
 ``EntmaxBisect``, ``CrossEntropyLoss``, ``SparsemaxLoss``, ``Entmax15Loss``,
 ``EntmaxBisectLoss`` (the entmax package's constructor arguments).
 
+torch.compile / torch.export: every function here is also the custom op
+``torch.ops.smax.<op>`` (``smax/_library.py``: typed schema, fake and
+autograd registrations), which it emits while a graph is traced, so
+``torch.compile(fn, fullgraph=True)`` has no graph break; eager calls run
+the autograd Functions directly. Every returned tensor that can go into a
+loss is differentiable (cross_entropy's extras but accuracy included).
+
 Adding an op: nothing here. Its array function routes a tensor that
 requires grad to an autograd Function of ``smax/_autograd.py`` (the generic
 normaliser / loss Functions need nothing new), and the op list's "diff" kind
