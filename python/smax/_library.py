@@ -36,6 +36,7 @@ is not one tensor of x's shape (add it to ``_N_OUT`` / ``_fake_outputs``).
 from __future__ import annotations
 
 import inspect
+import numbers
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
@@ -144,12 +145,16 @@ def flatten(op: str, values: Sequence[Any]) -> List[Any]:
 
 
 def _coerce(v: Any, type_: str) -> Any:
-    if v is None:
-        return None
+    """A Python / numpy number as the schema type wants it (anything else is
+    passed on, for the op's own type error)."""
+    if v is None or isinstance(v, torch.Tensor):
+        return v
     t = type_.rstrip("?")
-    if t == "float" and isinstance(v, (int, float)) and not isinstance(v, bool):
+    if t == "float" and isinstance(v, numbers.Real):
         return float(v)
-    if t == "bool" and isinstance(v, int):
+    if t == "int" and isinstance(v, numbers.Integral) and not isinstance(v, bool):
+        return int(v)
+    if t == "bool" and isinstance(v, (bool, numbers.Integral)):
         return bool(v)
     return v
 
