@@ -50,7 +50,7 @@ _PAIRS = frozenset({"scale", "temperature", "alpha", "s", "ssmax_s", "sigmoid_bi
 #: (op, arg) pairs of _PAIRS names that are numbers only (attention's softmax scale).
 _NUMBER_ONLY = frozenset({("attention", "scale")})
 #: Eager-only arguments of smax.torch functions (not in the schema).
-_EAGER_ONLY = frozenset({"fused", "inplace_backward"})
+_EAGER_ONLY = frozenset({"inplace_backward"})
 #: Outputs of the ops whose result is not one tensor.
 _N_OUT = {"cross_entropy": 6, "linear_cross_entropy": 6, "gumbel_softmax": 2,
           "softmax_topk": 2}

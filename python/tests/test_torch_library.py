@@ -69,6 +69,36 @@ SAMPLES = {
 }
 
 
+# More calls per op for opcheck: other output shapes and schema paths
+# (probability targets, reduction "none", 3-D inputs, tensor knobs, no seed).
+VARIANTS = [
+    ("cross_entropy", lambda: ((_g(2, 5, 3), torch.softmax(torch.randn(2, 5, 3), 1)),
+                               dict(reduction="none", softcap=2.0, mask=_fmask(1, 5, 1),
+                                    return_entropy=True, return_target_logprob=True))),
+    ("cross_entropy", lambda: ((_g(5), torch.tensor(2)), dict(return_lse=True, fused=False))),
+    ("linear_cross_entropy", lambda: ((_g(4, 3), _g(6, 3, seed=2), _tgt(4, 6), None,
+                                       torch.rand(6)),
+                                      dict(reduction="none", return_z_loss=True,
+                                           lse_square_scale=0.1, return_entropy=True,
+                                           return_target_logprob=True, return_accuracy=True,
+                                           temperature=torch.tensor(2.0, requires_grad=True)))),
+    ("attention", lambda: ((_g(2, 3, 4), _g(2, 5, 4, seed=1), _g(2, 5, 2, seed=2)),
+                           dict(attn_mask=_fmask(3, 5), gate=_g(2, 3, 2, seed=5),
+                                alibi_slopes=_g(2, seed=6), is_causal=True))),
+    ("attention", lambda: ((_g(1, 2, 3, 4), _g(1, 2, 5, 4, seed=1), _g(1, 2, 5, 4, seed=2)),
+                           dict(normalizer="sigmoid",
+                                sigmoid_bias=torch.tensor([-1.0], requires_grad=True)))),
+    ("attention", lambda: ((_g(1, 2, 3, 4), _g(1, 2, 5, 4, seed=1), _g(1, 2, 5, 4, seed=2)),
+                           dict(normalizer="ssmax",
+                                ssmax_s=torch.tensor([0.4, 0.5], requires_grad=True)))),
+    ("gumbel_softmax", lambda: ((_g(3, 6),), dict(hard=True))),
+    ("logsumexp", lambda: ((_g(6),), {})),
+    ("softmax_topk", lambda: ((_g(2, 6, 3), 2, 1), dict(renormalize=True))),
+    ("sparsemax_loss", lambda: ((_g(4, 6), _tgt(4, 6)), dict(weight=torch.rand(6),
+                                                             reduction="none"))),
+]
+
+
 def test_every_differentiable_op_is_registered_and_sampled():
     assert sorted(SAMPLES) == sorted(DIFF_OPS), "add a SAMPLES entry for each new op"
     assert sorted(_library.registered()) == sorted(DIFF_OPS)
@@ -88,6 +118,14 @@ def test_opcheck(op):
     torch.library.opcheck(getattr(torch.ops.smax, op).default, _schema_args(op, args, kwargs))
 
 
+@pytest.mark.parametrize("case", range(len(VARIANTS)),
+                         ids=[f"{op}-{i}" for i, (op, _) in enumerate(VARIANTS)])
+def test_opcheck_variants(case):
+    op, sample = VARIANTS[case]
+    args, kwargs = sample()
+    torch.library.opcheck(getattr(torch.ops.smax, op).default, _schema_args(op, args, kwargs))
+
+
 def _grads(fn, inputs):
     """fn's outputs and the gradients of a random linear function of them."""
     outs = fn(*inputs)
@@ -99,11 +137,16 @@ def _grads(fn, inputs):
     return [o.detach() for o in outs], torch.autograd.grad(total, leaves, allow_unused=True)
 
 
-@pytest.mark.parametrize("op", DIFF_OPS)
-def test_library_op_matches_eager(op):
+CASES = [(op, SAMPLES[op]) for op in DIFF_OPS] + VARIANTS
+
+
+@pytest.mark.parametrize("case", range(len(CASES)),
+                         ids=[f"{op}-{i}" for i, (op, _) in enumerate(CASES)])
+def test_library_op_matches_eager(case):
     """torch.ops.smax.<op> (what compiled graphs run) gives eager's values and
     gradients bit for bit: it runs the same kernels."""
-    args, kwargs = SAMPLES[op]()
+    op, sample = CASES[case]
+    args, kwargs = sample()
     tensors = [a for a in list(args) + list(kwargs.values()) if isinstance(a, torch.Tensor)]
     names = list(kwargs)
 
@@ -121,7 +164,9 @@ def test_library_op_matches_eager(op):
         bound.apply_defaults()
         return _library.call(op, list(bound.arguments.values()))
 
+    torch.manual_seed(0)  # a seed drawn from torch's generator (gumbel_softmax): the same
     out_e, g_e = _grads(eager, tensors)
+    torch.manual_seed(0)
     out_l, g_l = _grads(library, tensors)
     for a, b in zip(out_e, out_l):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
@@ -246,3 +291,15 @@ def test_compile_trains_learnable_knobs_and_lse():
         # Inductor reorders the float32 sums of the torch ops around smax's
         # (the linear layer's backward): equal to float32 rounding, not bitwise.
         torch.testing.assert_close(p.grad, eager[n], rtol=1e-6, atol=1e-8)
+
+
+def test_export_dynamic_batch():
+    class Losses(torch.nn.Module):
+        def forward(self, x, t):
+            return st.cross_entropy(x, t, reduction="none") + st.logsumexp(x, 1)
+
+    n = torch.export.Dim("n")
+    ep = torch.export.export(Losses(), (torch.randn(5, 7), torch.randint(0, 7, (5,))),
+                             dynamic_shapes=({0: n}, {0: n}))
+    x, t = torch.randn(11, 7), torch.randint(0, 7, (11,))
+    torch.testing.assert_close(ep.module()(x, t), Losses()(x, t), rtol=0, atol=0)
