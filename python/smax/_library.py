@@ -13,16 +13,18 @@ One generic mechanism, driven by the op list (``smax.op_list()``, kind
   and ``<name>_t`` (the tensor, else None). It returns a fixed tuple of
   tensors (``_N_OUT``; an extra that was not asked for is an empty tensor),
   which the ``smax.torch`` function unpacks to its usual result.
-* ``smax::<op>_backward(Tensor?[] grads, bool[] needs, <forward args>) ->
-  Tensor[]``: one gradient per tensor argument (an empty tensor where
-  ``needs`` is False). It runs the op's autograd Function of
-  ``smax/_autograd.py`` again on the saved inputs (forward and then the C++
-  backward kernel) and returns ``torch.autograd.grad`` of its outputs: the
-  gradients are exactly eager's, every learnable knob included (a float
-  mask, scale / temperature tensors, alpha, s, linear_cross_entropy's
-  weight and bias, attention's sinks / gate / ...), at the cost of one more
-  forward pass per backward (a custom op's forward cannot hand Python state
-  to its backward; only its tensor inputs are saved).
+* ``smax::<op>_backward(Tensor?[] grads, Tensor[] outputs, bool[] needs,
+  <forward args>) -> Tensor[]``: one gradient per tensor argument (an
+  empty tensor where ``needs`` is False). A custom op's forward cannot hand
+  Python state to its backward, so this rebuilds it: it runs the op's
+  autograd Function of ``smax/_autograd.py`` on the saved inputs and
+  returns ``torch.autograd.grad`` of its outputs (the C++ backward kernel),
+  exactly eager's gradients for every learnable knob (a float mask, scale /
+  temperature tensors, alpha, s, linear_cross_entropy's weight and bias,
+  attention's sinks / gate / ...). The forward kernel is not run again:
+  the saved forward ``outputs`` are replayed (``_common.replaying``),
+  except for the ops of ``_RECOMPUTE``, whose Functions compute more than
+  their outputs (those pay one more forward pass per backward).
 * ``register_fake`` (output shapes and dtypes only, ``_fake_outputs``) for
   both, ``register_autograd`` on the forward.
 
@@ -41,6 +43,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
+from ._common import replaying
+
 #: The ``torch.library`` namespace of smax's ops: ``torch.ops.smax.<op>``.
 NAMESPACE = "smax"
 _LIB = torch.library.Library(NAMESPACE, "DEF")
@@ -54,6 +58,13 @@ _EAGER_ONLY = frozenset({"inplace_backward"})
 #: Outputs of the ops whose result is not one tensor.
 _N_OUT = {"cross_entropy": 6, "linear_cross_entropy": 6, "gumbel_softmax": 2,
           "softmax_topk": 2}
+#: Ops whose backward runs their forward kernel again: their autograd
+#: Function computes more than the generic calls of smax/_common.py (the
+#: fused cross-entropy gradient, attention's pre-gate output, Gumbel's soft
+#: sample, the top-k indices). Every other op's backward replays the saved
+#: forward outputs (``_common.replaying``): no second forward pass.
+_RECOMPUTE = frozenset({"cross_entropy", "linear_cross_entropy", "gumbel_softmax",
+                        "softmax_topk", "attention"})
 #: cross_entropy / linear_cross_entropy's extras, in their order.
 _CE_EXTRAS = ("z_loss", "lse", "entropy", "target_logprob", "accuracy")
 
@@ -295,7 +306,9 @@ def register(op: str, eager: Callable[..., Any]) -> None:
     n_out = _N_OUT.get(op, 1)
     _LIB.define(_schema(op, spec.params))
     bparams = ", ".join(f"{p.type} {p.name}" for p in spec.params)
-    _LIB.define(f"{op}_backward(Tensor?[] grads, bool[] needs, {bparams}) -> Tensor[]")
+    _LIB.define(f"{op}_backward(Tensor?[] grads, Tensor[] outputs, bool[] needs, {bparams}) "
+                f"-> Tensor[]")
+    replay = op not in _RECOMPUTE
 
     def forward(*args: Any) -> Any:
         kw = _unflatten(op, args)
@@ -307,8 +320,8 @@ def register(op: str, eager: Callable[..., Any]) -> None:
         outs = _fake_outputs(op, _unflatten(op, args, detach=False))
         return outs if n_out > 1 else outs[0]
 
-    def backward_impl(grads: List[Optional[torch.Tensor]], needs: List[bool],
-                      *args: Any) -> List[torch.Tensor]:
+    def backward_impl(grads: List[Optional[torch.Tensor]], outputs: List[torch.Tensor],
+                      needs: List[bool], *args: Any) -> List[torch.Tensor]:
         args = list(args)
         leaves = []
         for j, i in enumerate(spec.tensor_idx):
@@ -324,8 +337,13 @@ def register(op: str, eager: Callable[..., Any]) -> None:
             p = spec.params[i]
             if needs[j] and args[i] is not None:
                 kw[p.py] = args[i]
-        with torch.enable_grad():
-            outs = _pack(op, kw, eager(**kw)) if leaves else ()
+        outs: Tuple[torch.Tensor, ...] = ()
+        if leaves:
+            with torch.enable_grad(), replaying([o.detach() for o in outputs]) as pending:
+                outs = _pack(op, kw, eager(**kw))
+            if pending:  # pragma: no cover  (an op that should be in _RECOMPUTE)
+                raise RuntimeError(f"smax::{op}_backward: the forward did not replay its "
+                                   f"saved outputs; add {op!r} to smax._library._RECOMPUTE")
         pairs = [(o, g) for o, g in zip(outs, grads)
                  if g is not None and o.requires_grad]
         got = (torch.autograd.grad([o for o, _ in pairs], leaves, [g for _, g in pairs],
@@ -342,7 +360,8 @@ def register(op: str, eager: Callable[..., Any]) -> None:
                 result.append(torch.empty((0,)))
         return result
 
-    def backward_fake(grads: Any, needs: List[bool], *args: Any) -> List[torch.Tensor]:
+    def backward_fake(grads: Any, outputs: Any, needs: List[bool],
+                      *args: Any) -> List[torch.Tensor]:
         result = []
         for j, i in enumerate(spec.tensor_idx):
             t = args[i]
@@ -351,19 +370,24 @@ def register(op: str, eager: Callable[..., Any]) -> None:
         return result
 
     def setup_context(ctx: Any, inputs: Tuple[Any, ...], output: Any) -> None:
-        ctx.save_for_backward(*[inputs[i] for i in spec.tensor_idx])
+        saved = _outs(op, output) if replay else ()
+        ctx.n_outputs = len(saved)
+        ctx.save_for_backward(*[inputs[i] for i in spec.tensor_idx], *saved)
         ctx.scalars = [None if i in spec.tensor_idx else v for i, v in enumerate(inputs)]
 
     def autograd_backward(ctx: Any, *grads: Any) -> Tuple[Optional[torch.Tensor], ...]:
         args = list(ctx.scalars)
-        for i, t in zip(spec.tensor_idx, ctx.saved_tensors):
+        saved = ctx.saved_tensors
+        n_in = len(saved) - ctx.n_outputs
+        for i, t in zip(spec.tensor_idx, saved[:n_in]):
             args[i] = t
         needs = [bool(ctx.needs_input_grad[i]) and args[i] is not None
                  and args[i].is_floating_point() for i in spec.tensor_idx]
         res: List[Optional[torch.Tensor]] = [None] * len(args)
         if not any(needs):
             return tuple(res)
-        got = getattr(torch.ops.smax, op + "_backward")(list(grads), needs, *args)
+        got = getattr(torch.ops.smax, op + "_backward")(list(grads), list(saved[n_in:]),
+                                                          needs, *args)
         for j, i in enumerate(spec.tensor_idx):
             if needs[j]:
                 res[i] = got[j]

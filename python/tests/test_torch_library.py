@@ -14,6 +14,18 @@ from smax import _library
 DIFF_OPS = [op.name for op in smax.op_list() if op.kind == "diff"]
 
 
+@pytest.fixture(autouse=True)
+def _fresh_compile_caches():
+    """Compile afresh: torch's on-disk AOTAutograd / FX graph caches key on the
+    forward graph, not on a custom op's Python autograd formula, so a graph
+    cached before a change of smax/_library.py would run the old backward."""
+    import torch._functorch.config
+    import torch._inductor.config
+    with torch._functorch.config.patch(enable_autograd_cache=False), \
+            torch._inductor.config.patch(fx_graph_cache=False):
+        yield
+
+
 def _g(*shape, dtype=torch.float32, seed=0):
     gen = torch.Generator().manual_seed(seed)
     return torch.randn(*shape, generator=gen, dtype=dtype).requires_grad_()
