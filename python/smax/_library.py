@@ -30,10 +30,12 @@ One generic mechanism, driven by the op list (``smax.op_list()``, kind
 
 ``smax.torch.<op>`` emits ``torch.ops.smax.<op>`` while torch.compile /
 torch.export trace it (``tracing``), and runs the autograd Functions
-directly in eager mode (same results; no recomputing backward). Adding an
-op: nothing here unless its signature has an argument type ``op_schema``
-does not know (it then fails at import, naming the argument) or its result
-is not one tensor of x's shape (add it to ``_N_OUT`` / ``_fake_outputs``).
+directly in eager mode (the same kernels, so the same bits). Adding an op:
+nothing here unless its signature has an argument type ``op_schema`` does
+not know (it then fails at import, naming the argument), its result is not
+what ``_fake_outputs`` knows (x's shape, a row reduction, a loss), or its
+autograd Function computes more than its outputs (add it to ``_RECOMPUTE``;
+python/tests/test_torch_library.py finds each of these).
 """
 from __future__ import annotations
 
@@ -266,7 +268,8 @@ def _fake_outputs(op: str, kw: Dict[str, Any]) -> Tuple[torch.Tensor, ...]:
     return (x.new_empty(shape),)
 
 
-def _ce_fake(x: torch.Tensor, rows: Tuple[int, ...], kw: Dict[str, Any]) -> Tuple[torch.Tensor, ...]:
+def _ce_fake(x: torch.Tensor, rows: Tuple[int, ...],
+             kw: Dict[str, Any]) -> Tuple[torch.Tensor, ...]:
     reduced = rows if kw["reduction"] == "none" else ()
     shapes = (reduced, rows, rows, rows, reduced)
     extras = [x.new_empty(s if kw.get("return_" + n) else (0,))
