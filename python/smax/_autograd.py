@@ -32,6 +32,7 @@ import torch
 from . import _smax as _C
 from ._extras_grad import cross_entropy_extras_grad, linear_cross_entropy_extras_grad
 from ._common import (
+    _replayed,
     _ce_dim,
     _cross_entropy_fwd,
     _linear_cross_entropy_fwd,
@@ -455,9 +456,13 @@ class _SoftmaxTopk(torch.autograd.Function):
         shape = tuple(x.shape)
         d = _norm_dim(dim, len(shape), "softmax_topk")
         oshape = shape[:d] + (k,) + shape[d + 1:] if shape else (k,)
-        probs = torch.empty(oshape, dtype=x.dtype)
-        idx = torch.empty(oshape, dtype=torch.int64)
-        _C.softmax_topk(x.detach(), probs, idx, k, renormalize, with_options(co, mask=mask))
+        probs = _replayed()  # smax/_library.py's backward: the saved (probs, idx)
+        if probs is not None:
+            idx = _replayed()
+        else:
+            probs = torch.empty(oshape, dtype=x.dtype)
+            idx = torch.empty(oshape, dtype=torch.int64)
+            _C.softmax_topk(x.detach(), probs, idx, k, renormalize, with_options(co, mask=mask))
         ctx.mark_non_differentiable(idx)
         ctx.save_for_backward(x, mask, probs, idx)
         ctx.meta = (d, renormalize)

@@ -23,8 +23,9 @@ One generic mechanism, driven by the op list (``smax.op_list()``, kind
   temperature tensors, alpha, s, linear_cross_entropy's weight and bias,
   attention's sinks / gate / ...). The forward kernel is not run again:
   the saved forward ``outputs`` are replayed (``_common.replaying``),
-  except for the ops of ``_RECOMPUTE``, whose Functions compute more than
-  their outputs (those pay one more forward pass per backward).
+  except for the ops of ``_RECOMPUTE`` / ``_RECOMPUTE_WITH``, whose
+  Functions compute more than their outputs (those pay one more forward
+  pass per backward).
 * ``register_fake`` (output shapes and dtypes only, ``_fake_outputs``) for
   both, ``register_autograd`` on the forward.
 
@@ -61,12 +62,15 @@ _EAGER_ONLY = frozenset({"inplace_backward"})
 _N_OUT = {"cross_entropy": 6, "linear_cross_entropy": 6, "gumbel_softmax": 2,
           "softmax_topk": 2}
 #: Ops whose backward runs their forward kernel again: their autograd
-#: Function computes more than the generic calls of smax/_common.py (the
-#: fused cross-entropy gradient, attention's pre-gate output, Gumbel's soft
-#: sample, the top-k indices). Every other op's backward replays the saved
-#: forward outputs (``_common.replaying``): no second forward pass.
-_RECOMPUTE = frozenset({"cross_entropy", "linear_cross_entropy", "gumbel_softmax",
-                        "softmax_topk", "attention"})
+#: Function computes more than their outputs (the fused cross-entropy
+#: gradient, linear_cross_entropy's lse, Gumbel's soft sample). Every other
+#: op's backward replays the saved forward outputs (``_common.replaying``;
+#: the generic calls of smax/_common.py, softmax_topk's and attention's
+#: Functions take them): no second forward pass.
+_RECOMPUTE = frozenset({"cross_entropy", "linear_cross_entropy", "gumbel_softmax"})
+#: Ops that recompute when this tensor argument is given (attention's gate:
+#: its backward needs the output before the gate, which is not an output).
+_RECOMPUTE_WITH = {"attention": "gate"}
 #: cross_entropy / linear_cross_entropy's extras, in their order.
 _CE_EXTRAS = ("z_loss", "lse", "entropy", "target_logprob", "accuracy")
 
@@ -311,7 +315,11 @@ def register(op: str, eager: Callable[..., Any]) -> None:
     bparams = ", ".join(f"{p.type} {p.name}" for p in spec.params)
     _LIB.define(f"{op}_backward(Tensor?[] grads, Tensor[] outputs, bool[] needs, {bparams}) "
                 f"-> Tensor[]")
-    replay = op not in _RECOMPUTE
+    with_arg = _RECOMPUTE_WITH.get(op)
+    with_idx = [p.name for p in spec.params].index(with_arg) if with_arg else None
+
+    def replays(inputs: Sequence[Any]) -> bool:
+        return op not in _RECOMPUTE and (with_idx is None or inputs[with_idx] is None)
 
     def forward(*args: Any) -> Any:
         kw = _unflatten(op, args)
@@ -373,7 +381,7 @@ def register(op: str, eager: Callable[..., Any]) -> None:
         return result
 
     def setup_context(ctx: Any, inputs: Tuple[Any, ...], output: Any) -> None:
-        saved = _outs(op, output) if replay else ()
+        saved = _outs(op, output) if replays(inputs) else ()
         ctx.n_outputs = len(saved)
         ctx.save_for_backward(*[inputs[i] for i in spec.tensor_idx], *saved)
         ctx.scalars = [None if i in spec.tensor_idx else v for i, v in enumerate(inputs)]
