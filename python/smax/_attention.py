@@ -15,7 +15,8 @@ import numbers
 from typing import Any, Optional, Tuple
 
 from . import _smax as _C
-from ._common import _alloc, _check_out, _opt, _shape_of, _torch_module, _wants_grad, with_options
+from ._common import (_alloc, _check_out, _opt, _replayed, _shape_of, _torch_module,
+                      _wants_grad, with_options)
 
 __all__ = ["attention", "ATTENTION_NORMALIZERS"]
 
@@ -219,14 +220,19 @@ def _function() -> Any:
             # ao.ssmax_scales or a one-element s into ao.ssmax_s.
             ctx.ssmax_scales = ao.ssmax_scales is not None
             shape = (q.shape[0], q.shape[1], q.shape[2], v.shape[3])
-            out = torch.empty(shape, dtype=q.dtype)  # like q (the backward reads it)
-            # With a gate the backward needs the output before it (dgate =
-            # dout * a * sigmoid'(gate)).
-            ungated = None if gate is None else torch.empty(shape, dtype=q.dtype)
             ao = with_options(ao, sinks=sinks, alibi_slopes=alibi)
-            _C.attention(q.detach(), k.detach(), v.detach(), out,
-                         None if mask is None else mask.detach(), None, ao, None, None,
-                         None if gate is None else gate.detach(), ungated)
+            # smax/_library.py's backward replays the saved output (never with a gate)
+            replay = _replayed() if gate is None else None
+            if replay is not None:
+                out, ungated = replay.reshape(shape), None
+            else:
+                out = torch.empty(shape, dtype=q.dtype)  # like q (the backward reads it)
+                # With a gate the backward needs the output before it (dgate =
+                # dout * a * sigmoid'(gate)).
+                ungated = None if gate is None else torch.empty(shape, dtype=q.dtype)
+                _C.attention(q.detach(), k.detach(), v.detach(), out,
+                             None if mask is None else mask.detach(), None, ao, None, None,
+                             None if gate is None else gate.detach(), ungated)
             ctx.save_for_backward(q, k, v, out, mask, sinks, alibi, gate, ungated, bias, ssmax)
             ctx.ao = with_options(ao, sinks=None, alibi_slopes=None, ssmax_scales=None)
             return out

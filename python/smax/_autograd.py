@@ -11,8 +11,10 @@ differentiates: ``alpha`` of entmax_bisect and ``s`` of ssmax (per-row values
 summed to the parameter's shape), ``hidden`` / ``weight`` / ``bias`` of
 linear_cross_entropy, and a ``scale`` / ``temperature`` tensor that requires
 grad (``logit_scale_call``: every op's logits are ``x * scale /
-temperature``). Class-index targets, class weights, probability targets and
-noise get no gradient.
+temperature``). The extras of cross_entropy / linear_cross_entropy (but accuracy)
+and gumbel_softmax's soft sample are differentiable too
+(``smax/_extras_grad.py``). Class-index targets, class weights,
+probability targets and noise get no gradient.
 
 The array functions (``smax._ops_*``) call the entry points here (their
 arguments already checked and their option objects built); ``differentiable``
@@ -28,7 +30,9 @@ import numpy as _np
 import torch
 
 from . import _smax as _C
+from ._extras_grad import cross_entropy_extras_grad, linear_cross_entropy_extras_grad
 from ._common import (
+    _replayed,
     _ce_dim,
     _cross_entropy_fwd,
     _linear_cross_entropy_fwd,
@@ -415,15 +419,23 @@ class _GumbelSoftmax(torch.autograd.Function):
         ctx.co = co
         if not return_soft:
             return out
-        soft = y_soft.detach().clone()
-        ctx.mark_non_differentiable(soft)
-        return out, soft
+        # The soft sample is differentiable too: its gradient is what the
+        # straight-through output's is (both go through y_soft's Jacobian).
+        ctx.set_materialize_grads(False)
+        return out, y_soft.detach().clone()
 
     @staticmethod
     @first_order("gumbel_softmax")
-    def backward(ctx: Any, dy: Tensor, *_: Any) -> Tuple[Optional[Tensor], ...]:
+    def backward(ctx: Any, dy: Optional[Tensor], dsoft: Optional[Tensor] = None
+                 ) -> Tuple[Optional[Tensor], ...]:
         y_soft, mask = ctx.saved_tensors
         tau, dim = ctx.meta
+        if dy is None or dsoft is None:
+            dy = dsoft if dy is None else dy
+            if dy is None:
+                return (None,) * 9
+        else:
+            dy = dy + dsoft
         co = with_options(ctx.co, mask=mask)
         dx = torch.empty(tuple(y_soft.shape), dtype=y_soft.dtype)
         _C.gumbel_softmax_backward(y_soft, dy, dx, float(tau), co)
@@ -444,9 +456,13 @@ class _SoftmaxTopk(torch.autograd.Function):
         shape = tuple(x.shape)
         d = _norm_dim(dim, len(shape), "softmax_topk")
         oshape = shape[:d] + (k,) + shape[d + 1:] if shape else (k,)
-        probs = torch.empty(oshape, dtype=x.dtype)
-        idx = torch.empty(oshape, dtype=torch.int64)
-        _C.softmax_topk(x.detach(), probs, idx, k, renormalize, with_options(co, mask=mask))
+        probs = _replayed()  # smax/_library.py's backward: the saved (probs, idx)
+        if probs is not None:
+            idx = _replayed()
+        else:
+            probs = torch.empty(oshape, dtype=x.dtype)
+            idx = torch.empty(oshape, dtype=torch.int64)
+            _C.softmax_topk(x.detach(), probs, idx, k, renormalize, with_options(co, mask=mask))
         ctx.mark_non_differentiable(idx)
         ctx.save_for_backward(x, mask, probs, idx)
         ctx.meta = (d, renormalize)
@@ -526,14 +542,28 @@ def _with_lse(want: tuple, keep_lse: bool) -> list:
     return w
 
 
+#: The extras of cross_entropy / linear_cross_entropy, in their order.
+_EXTRAS = ("z_loss", "lse", "entropy", "target_logprob", "accuracy")
+
+
 def _loss_and_extras(ctx: Any, loss: Tensor, extras: Sequence[Optional[Tensor]], want: tuple,
                      lse: Optional[Tensor]) -> Any:
     """A cross-entropy forward's result: the loss, then the extras asked for
-    (not differentiable; the lse kept for the backward is handed out as a copy)."""
+    (the lse kept for the backward is handed out as a copy). Every extra but
+    accuracy is differentiable (smax/_extras_grad.py); accuracy is marked
+    non-differentiable. Gradients of unused outputs reach backward as None."""
     outs = [e for e, k in zip(extras, want) if k]
     outs = [e.to(loss.dtype, copy=True) if (e is lse and e is not None) else e for e in outs]
-    ctx.mark_non_differentiable(*outs)
+    if want[4]:
+        ctx.mark_non_differentiable(outs[-1])
+    ctx.set_materialize_grads(False)
+    ctx.extras = tuple(n for n, k in zip(_EXTRAS, want) if k)
     return (loss, *outs) if outs else loss
+
+
+def _extra_grads(ctx: Any, dextras: Sequence[Optional[Tensor]]) -> dict:
+    """{name: incoming gradient} of the differentiable extras that got one."""
+    return {n: g for n, g in zip(ctx.extras, dextras) if g is not None and n != "accuracy"}
 
 
 class _CrossEntropy(torch.autograd.Function):
@@ -567,8 +597,13 @@ class _CrossEntropy(torch.autograd.Function):
         lse = extras[1] if keep_lse else None
         ctx.fused = fused
         ctx.unit_grad = grad
+        ctx.inplace = fused and inplace
+        # The extras' gradients (smax/_extras_grad.py) read the logits and targets.
+        diff_extras = need_grad and any(want[:4])
         if fused:
-            ctx.save_for_backward(None, mask, None, None, None)
+            keep = diff_extras and not inplace
+            ctx.save_for_backward(x if keep else None, mask, target if keep else None,
+                                  weight if keep else None, None)
         else:
             ctx.save_for_backward(x, mask, target, weight, lse)
         ctx.meta = (dim, args)
@@ -577,11 +612,36 @@ class _CrossEntropy(torch.autograd.Function):
 
     @staticmethod
     @first_order("cross_entropy")
-    def backward(ctx: Any, dloss: Tensor, *_: Any) -> Tuple[Optional[Tensor], ...]:
+    def backward(ctx: Any, dloss: Optional[Tensor], *dextras: Any) -> Tuple[Optional[Tensor], ...]:
         x, mask, target, weight, lse = ctx.saved_tensors
         dim, args = ctx.meta
         (ignore_index, reduction, label_smoothing, lse_square_scale, softcap, empty_mean) = args
         co = with_options(ctx.co, mask=mask)
+        gx = _extra_grads(ctx, dextras)
+        dx, dmask = (None, None) if dloss is None else _CrossEntropy._loss_grad(
+            ctx, dloss, x, mask, target, weight, lse, co)
+        if gx:
+            if ctx.inplace:
+                raise RuntimeError(
+                    f"smax.torch.cross_entropy: the gradient of {', '.join(gx)} needs the "
+                    f"logits, which inplace_backward=True overwrote; use inplace_backward=False "
+                    f"to differentiate the extras")
+            ex, em = cross_entropy_extras_grad(
+                x, target, weight, mask, dim, _sigma(co), float(softcap),
+                float(lse_square_scale), int(ignore_index), _reduction(reduction),
+                str(empty_mean), gx)
+            dx = ex.to(x.dtype) if dx is None else (dx.to(ex.dtype) + ex).to(x.dtype)
+            if em is not None and ctx.needs_input_grad[1]:
+                dmask = em.to(mask.dtype) if dmask is None else (dmask + em).to(mask.dtype)
+        return dx, dmask, None, None, None, None, None, None, None, None
+
+    @staticmethod
+    def _loss_grad(ctx: Any, dloss: Tensor, x: Optional[Tensor], mask: Optional[Tensor],
+                   target: Optional[Tensor], weight: Optional[Tensor], lse: Optional[Tensor],
+                   co: Any) -> Tuple[Optional[Tensor], Optional[Tensor]]:
+        """(d / d input, d / d mask) of the loss for the upstream dloss."""
+        dim, args = ctx.meta
+        (ignore_index, reduction, label_smoothing, lse_square_scale, softcap, empty_mean) = args
         if ctx.fused:
             dx = ctx.unit_grad
             if dx is None:
@@ -595,16 +655,14 @@ class _CrossEntropy(torch.autograd.Function):
                 dx.mul_(dloss.unsqueeze(d) if dx.dim() >= 2 else dloss)
             elif float(dloss) != 1.0:
                 dx.mul_(dloss)
-            dmask = _mask_grad(ctx, 1, mask, dx, co)
-            return dx, dmask, None, None, None, None, None, None, None, None
+            return dx, _mask_grad(ctx, 1, mask, dx, co)
         d = _ce_dim(x, dim, "cross_entropy")
         co = with_options(co, dim=d)
         dx = torch.empty(tuple(x.shape), dtype=x.dtype)
         _C.cross_entropy_backward(x.detach(), target, dloss, dx, float(label_smoothing),
                                   float(lse_square_scale), float(softcap), lse,
                                   loss_options(ignore_index, reduction, weight, empty_mean), co)
-        dmask = _mask_grad(ctx, 1, mask, dx, co)
-        return dx, dmask, None, None, None, None, None, None, None, None
+        return dx, _mask_grad(ctx, 1, mask, dx, co)
 
 
 def cross_entropy(input: Tensor, target: Tensor, weight: Optional[Tensor] = None,
@@ -620,7 +678,8 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Optional[Tensor] = None
     """Differentiable ``smax.cross_entropy``; a drop-in for
     ``F.cross_entropy(input, target, weight, ignore_index=..., reduction=...,
     label_smoothing=...)`` (class-index or probability targets; the gradient
-    flows to ``input`` and a float mask; extras are not differentiable).
+    flows to ``input`` and a float mask; every extra but accuracy is
+    differentiable, smax/_extras_grad.py).
 
     When a gradient is needed the forward is fused with the backward
     (``fused=True``, the default): it also computes d loss / d input for a
@@ -674,20 +733,37 @@ class _LinearCrossEntropy(torch.autograd.Function):
 
     @staticmethod
     @first_order("linear_cross_entropy")
-    def backward(ctx: Any, dloss: Tensor, *_: Any) -> Tuple[Optional[Tensor], ...]:
+    def backward(ctx: Any, dloss: Optional[Tensor], *dextras: Any) -> Tuple[Optional[Tensor], ...]:
         hidden, weight, bias, target, ce_weight, lse = ctx.saved_tensors
         (ignore_index, lse_square_scale, label_smoothing, reduction, softcap, token_chunk,
          vocab_chunk, empty_mean) = ctx.meta
-        # each gradient in its input's dtype (the library rounds the f32 result once)
-        dh = torch.empty(tuple(hidden.shape), dtype=hidden.dtype)
-        dw = torch.empty(tuple(weight.shape), dtype=weight.dtype)
         want_db = ctx.needs_input_grad[2]
-        db = torch.empty((weight.shape[0],), dtype=bias.dtype) if want_db else None
-        _C.linear_cross_entropy_backward(
-            hidden.detach(), weight.detach(), target, None if bias is None else bias.detach(),
-            dloss, dh, dw, db, float(label_smoothing), float(lse_square_scale), float(softcap),
-            lse, int(token_chunk), int(vocab_chunk),
-            loss_options(ignore_index, reduction, ce_weight, empty_mean), ctx.co)
+        dh = dw = db = None
+        if dloss is not None:
+            # each gradient in its input's dtype (the library rounds the f32 result once)
+            dh = torch.empty(tuple(hidden.shape), dtype=hidden.dtype)
+            dw = torch.empty(tuple(weight.shape), dtype=weight.dtype)
+            db = torch.empty((weight.shape[0],), dtype=bias.dtype) if want_db else None
+            _C.linear_cross_entropy_backward(
+                hidden.detach(), weight.detach(), target,
+                None if bias is None else bias.detach(), dloss, dh, dw, db,
+                float(label_smoothing), float(lse_square_scale), float(softcap), lse,
+                int(token_chunk), int(vocab_chunk),
+                loss_options(ignore_index, reduction, ce_weight, empty_mean), ctx.co)
+        gx = _extra_grads(ctx, dextras)
+        if gx:  # the extras' gradients (smax/_extras_grad.py)
+            eh, ew, eb = linear_cross_entropy_extras_grad(
+                hidden, weight, bias, target, ce_weight, _sigma(ctx.co), float(softcap),
+                float(lse_square_scale), int(ignore_index), _reduction(reduction),
+                str(empty_mean), gx)
+
+            def add(a: Optional[Tensor], e: Optional[Tensor], like: Optional[Tensor]) -> Any:
+                if e is None or like is None:
+                    return a
+                return e.to(like.dtype) if a is None else (a.to(e.dtype) + e).to(like.dtype)
+
+            dh, dw = add(dh, eh, hidden), add(dw, ew, weight)
+            db = add(db, eb, bias) if want_db else None
         return (dh if ctx.needs_input_grad[0] else None,
                 dw if ctx.needs_input_grad[1] else None, db, None, None, None, None, None)
 

@@ -201,7 +201,8 @@ def cross_entropy(input: Array, target: Array, weight: Any = None, ignore_index:
             z_loss (reduced like the loss, already included in it), per-row
             lse and softmax entropy, per-row log p(target), and the top-1
             accuracy (per row for reduction "none", else the mean over
-            non-ignored rows, or the count for "sum"). Not differentiable.
+            non-ignored rows, or the count for "sum"). With ``smax.torch`` every
+            extra but accuracy is differentiable (accuracy is piecewise constant).
         empty_mean: a mean over zero non-ignored rows gives NaN (PyTorch) or
             0 (``"zero"``).
         scale, temperature, mask, empty_row, threads, out: as ``smax.softmax``

@@ -59,7 +59,8 @@ def gumbel_softmax(logits: Array, tau: float = 1.0, hard: bool = False, dim: int
     always gives the same sample, for any thread count or layout); None draws
     one from torch's (torch inputs) or numpy's global generator. ``noise``: an
     explicit float32 noise array of ``logits``' shape instead.
-    ``return_soft``: also return the soft sample, ``(y, y_soft)``.
+    ``return_soft``: also return the soft sample, ``(y, y_soft)`` (with
+    ``smax.torch`` both are differentiable).
     """
     op = "gumbel_softmax"
     co = softmax_options(op, dim, scale, temperature, None, empty_row, threads)

@@ -33,6 +33,13 @@ gradients for hidden / weight / bias. Modules: ``Sparsemax``, ``Entmax15``,
 ``EntmaxBisect``, ``CrossEntropyLoss``, ``SparsemaxLoss``, ``Entmax15Loss``,
 ``EntmaxBisectLoss`` (the entmax package's constructor arguments).
 
+torch.compile / torch.export: every function here is also the custom op
+``torch.ops.smax.<op>`` (``smax/_library.py``: typed schema, fake and
+autograd registrations), which it emits while a graph is traced, so
+``torch.compile(fn, fullgraph=True)`` has no graph break; eager calls run
+the autograd Functions directly. Every returned tensor that can go into a
+loss is differentiable (cross_entropy's extras but accuracy included).
+
 Adding an op: nothing here. Its array function routes a tensor that
 requires grad to an autograd Function of ``smax/_autograd.py`` (the generic
 normaliser / loss Functions need nothing new), and the op list's "diff" kind
@@ -45,6 +52,7 @@ from typing import Any, Optional
 import torch
 
 import smax as _smax
+from smax import _library
 from smax._attention import torch_attention as attention
 from smax._autograd import cross_entropy, differentiable, first_order  # noqa: F401
 from smax._route import learnable_logit_scale
@@ -55,7 +63,10 @@ from smax._route import learnable_logit_scale
 _HAND = {"cross_entropy": learnable_logit_scale()(cross_entropy), "attention": attention}
 _OPS = [op.name for op in _smax.op_list() if op.kind == "diff"]
 for _name in _OPS:
-    globals()[_name] = _HAND.get(_name) or differentiable(getattr(_smax, _name))
+    # each op also a torch.library custom op, torch.ops.smax.<name> (smax/_library.py),
+    # which this function emits while torch.compile / torch.export trace it
+    globals()[_name] = _library.routed(
+        _name, _HAND.get(_name) or differentiable(getattr(_smax, _name)))
 del _name
 
 __all__ = ["Softmax", "LogSoftmax", "LogSumExp", "Sparsemax", "Entmax15", "EntmaxBisect",
