@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # scripts/test_python.sh: install the Python package (`pip install .`, see
-# docs/python.md), run examples/python/train_tiny.py and the pytest suite in
+# docs/python.md), run examples/python/train_tiny.py, train_tiny_lm.py --quick
+# and the pytest suite in
 # python/tests, printing pytest's summary. Called by scripts/test.sh after
 # CTest. pip-installs the missing test dependencies first (numpy, torch,
 # pytest, nanobind, scikit-build-core, entmax, ml_dtypes, onnx, onnxruntime,
@@ -60,4 +61,5 @@ echo "test_python.sh: installed smax in $(( $(date +%s) - start )) s"
 cd python/tests
 "$PYTHON" -c 'import smax; print("smax", smax.__version__, "from", smax.__file__)'
 "$PYTHON" ../../examples/python/train_tiny.py
+"$PYTHON" ../../examples/python/train_tiny_lm.py --quick
 "$PYTHON" -m pytest -q -p no:cacheprovider -rfE "$@" .

@@ -10,10 +10,10 @@ tiles and online softmax vs. PyTorch's matmul + softmax) and smax's exp
 (<= 2 ulp); through 2 layers these give differences of a few 1e-7 (measured
 on Llama, Qwen2, Qwen2 with a sliding window and Gemma 2: logits <= 3e-7 on
 |logits| <= 0.76, loss <= 5e-7, gradients <= 8e-7 of the tensor's largest),
-so the bounds hold with a >= 10x margin while a real error (a wrong mask, shift or scale) moves values
-by 1e-2 or more. Training: 5 AdamW steps (lr 1e-2) keep the two loss curves
-within 1e-4 relative at every step (measured: 5e-7 after 5 steps, loss
-6.89 -> 4.64 on one repeated batch).
+so the bounds hold with a >= 10x margin while a real error (a wrong mask,
+shift or scale) moves values by 1e-2 or more. Training: 5 AdamW steps (lr
+1e-2) keep the two loss curves within 1e-4 relative at every step
+(measured: 5e-7 after 5 steps, loss 6.89 -> 4.64 on one repeated batch).
 """
 from __future__ import annotations
 

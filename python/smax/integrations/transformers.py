@@ -24,12 +24,13 @@ model instance (its class and other instances are untouched):
 * **loss**: ``model(input_ids, labels=labels)`` computes transformers'
   ``ForCausalLMLoss`` (labels shifted left by one, ``ignore_index=-100``,
   mean over the non-ignored tokens, or sum / ``num_items_in_batch``; the
-  given ``shift_labels`` instead of the shifted labels, as transformers) with ``smax.torch.linear_cross_entropy`` on the
-  decoder's last hidden state and the ``lm_head`` weight (and bias): the
-  ``[tokens, vocab]`` logits are never materialised for the loss.
+  given ``shift_labels`` instead of the shifted labels, as transformers)
+  with ``smax.torch.linear_cross_entropy`` on the decoder's last hidden
+  state and the ``lm_head`` weight (and bias): the ``[tokens, vocab]``
+  logits are never materialised for the loss.
   ``config.final_logit_softcapping`` (Gemma 2), ``config.logit_scale``
-  (Cohere) and ``config.logits_scaling`` (Granite) are applied as the model's
-  own head does. Whether the output still carries logits is
+  (Cohere) and ``config.logits_scaling`` (Granite) are applied as the
+  model's own head does. Whether the output still carries logits is
   ``return_logits``: ``"auto"`` (default) computes them only in eval mode
   (``model.eval()``), so a training step never builds them (Liger-Kernel's
   rule); ``True`` always (the loss stays fused); ``False`` never.
@@ -40,8 +41,10 @@ model instance (its class and other instances are untouched):
 Differences from the eager model (the tests bound them): attention and the
 loss compute in float32 (float64 for float64 models) with other summation
 orders than PyTorch's, so float32 results agree to a few ulps of their
-magnitude, not bitwise; a query row whose keys are all masked (left padding)
-gives 0 where eager gives a uniform average, on positions the loss ignores.
+magnitude, not bitwise; a query row whose keys are all masked (a left-padding
+position) gives 0, as SDPA does, where eager gives an average over the
+masked keys (mask the label of the last padding position, which the shift
+makes predict the first real token).
 Attention dropout is not supported (``ValueError`` when
 ``config.attention_dropout > 0`` in training mode); smax runs on CPU tensors
 only.
