@@ -8,12 +8,14 @@ tensor's largest eager gradient). Why that much and no more: both compute in
 float32, the only differences are summation orders (smax's blocked GEMM
 tiles and online softmax vs. PyTorch's matmul + softmax) and smax's exp
 (<= 2 ulp); through 2 layers these give differences of a few 1e-7 (measured
-on Llama, Qwen2, Qwen2 with a sliding window and Gemma 2: logits <= 3e-7 on
-|logits| <= 0.76, loss <= 5e-7, gradients <= 8e-7 of the tensor's largest),
+on Llama, Qwen2, Qwen2 with a sliding window, Gemma 2, Cohere and Granite:
+logits <= 3e-7 on |logits| <= 0.76, loss <= 5e-7, gradients <= 8e-7 of
+the tensor's largest),
 so the bounds hold with a >= 10x margin while a real error (a wrong mask,
 shift or scale) moves values by 1e-2 or more. Training: 5 AdamW steps (lr
 1e-2) keep the two loss curves within 1e-4 relative at every step
 (measured: 5e-7 after 5 steps, loss 6.89 -> 4.64 on one repeated batch).
+bfloat16 has its own bounds (test_bfloat16_model_within_bf16_rounding).
 """
 from __future__ import annotations
 
@@ -46,6 +48,11 @@ def _config(kind):
         return transformers.Gemma2Config(**common, head_dim=16, sliding_window=8,
                                          attn_logit_softcapping=20.0,
                                          final_logit_softcapping=10.0)
+    if kind == "cohere":  # the head multiplies the logits by logit_scale
+        return transformers.CohereConfig(**common, logit_scale=0.5, bos_token_id=1,
+                                         eos_token_id=2, pad_token_id=0)
+    if kind == "granite":  # the head divides the logits by logits_scaling
+        return transformers.GraniteConfig(**common, logits_scaling=4.0)
     raise AssertionError(kind)
 
 
@@ -79,7 +86,8 @@ def _close_grads(eager, patched):
                                    msg=lambda m, n=name: f"{n}: {m}")
 
 
-@pytest.mark.parametrize("kind", ["llama", "qwen2", "qwen2-sliding", "gemma2"])
+@pytest.mark.parametrize("kind", ["llama", "qwen2", "qwen2-sliding", "gemma2", "cohere",
+                                  "granite"])
 def test_logits_loss_and_gradients_match_eager(kind):
     eager, patched = _pair(kind)
     assert patched.config._attn_implementation == "smax"
@@ -91,6 +99,30 @@ def test_logits_loss_and_gradients_match_eager(kind):
     ref.loss.backward()
     out.loss.backward()
     _close_grads(eager, patched)
+
+
+def test_bfloat16_model_within_bf16_rounding():
+    # bfloat16 (8 bits of mantissa, u = 2^-9): eager rounds Q K^T, the
+    # probabilities and the logits to bf16, smax computes attention and the
+    # loss in float32 from the bf16 operands and rounds once, so the two
+    # differ by the eager path's roundings: measured logits 0.0039 (one bf16
+    # ulp at |logits| ~ 0.7), loss 2e-5 relative (both float32: transformers
+    # upcasts its logits, smax widens the hidden states), gradients 1.3% of
+    # the tensor's largest. Bounds: 4 ulps, 1e-3 relative, 5%.
+    eager, patched = _pair("llama")
+    eager, patched = eager.to(torch.bfloat16), patched.to(torch.bfloat16)
+    ids, mask, labels = _batch()
+    ref = eager(ids, attention_mask=mask, labels=labels)
+    out = patched(ids, attention_mask=mask, labels=labels)
+    assert out.loss.dtype == ref.loss.dtype == torch.float32
+    assert out.logits.dtype == torch.bfloat16
+    torch.testing.assert_close(out.logits.float(), ref.logits.float(), rtol=0, atol=1.6e-2)
+    torch.testing.assert_close(out.loss, ref.loss, rtol=1e-3, atol=0)
+    ref.loss.backward()
+    out.loss.backward()
+    for (name, a), (_, b) in zip(eager.named_parameters(), patched.named_parameters()):
+        scale = float(a.grad.float().abs().max())
+        assert float((a.grad.float() - b.grad.float()).abs().max()) <= 0.05 * scale, name
 
 
 def test_left_padding_logits_match_on_real_tokens():
