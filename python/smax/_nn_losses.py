@@ -18,7 +18,8 @@ import torch
 import smax.torch as _st
 
 __all__ = ["CrossEntropyLoss", "LinearCrossEntropyLoss", "SparsemaxLoss", "Entmax15Loss",
-           "EntmaxBisectLoss", "SparseSoftmaxLoss", "StableMaxCrossEntropyLoss"]
+           "EntmaxBisectLoss", "SparseSoftmaxLoss", "StableMaxCrossEntropyLoss", "ZLoss",
+           "SphericalZLoss"]
 
 
 def _reduction(size_average: Optional[bool], reduce: Optional[bool], reduction: str) -> str:
@@ -271,3 +272,45 @@ class SparseSoftmaxLoss(_LossModule):
         return _st.sparse_softmax_loss(x, target, self.k, -1, ignore_index=self.ignore_index,
                                        reduction=self.reduction, weight=self.weight,
                                        **self.options)
+
+
+class ZLoss(_LossModule):
+    """PaLM's z-loss ``coefficient * logsumexp(x)^2`` per row:
+    ``ZLoss(coefficient=1e-4, weight=None, ignore_index=-100,
+    reduction="mean")``; ``forward(x, target=None)`` (without a target every
+    row counts; with one, ignored rows are skipped and rows weighted by
+    ``weight[target]``)."""
+
+    _fn = "z_loss"
+
+    def __init__(self, coefficient: float = 1e-4, weight: Optional[torch.Tensor] = None,
+                 ignore_index: int = -100, reduction: str = "mean", **options: Any) -> None:
+        super().__init__(weight, ignore_index, reduction, **options)
+        self.coefficient = float(coefficient)
+
+    def forward(self, x: torch.Tensor, target: Optional[torch.Tensor] = None) -> torch.Tensor:
+        return _st.z_loss(x, target, self.coefficient, -1, self.ignore_index, self.reduction,
+                          self.weight, **self.options)
+
+    def extra_repr(self) -> str:
+        return f"coefficient={self.coefficient}, " + super().extra_repr()
+
+
+class SphericalZLoss(_LossModule):
+    """The Z-loss of de Brebisson & Vincent (2016), ``softplus(a (b -
+    z_target)) / a`` on standardised logits: ``SphericalZLoss(a, b,
+    weight=None, ignore_index=-100, reduction="mean")``."""
+
+    _fn = "spherical_z_loss"
+
+    def __init__(self, a: float, b: float, weight: Optional[torch.Tensor] = None,
+                 ignore_index: int = -100, reduction: str = "mean", **options: Any) -> None:
+        super().__init__(weight, ignore_index, reduction, **options)
+        self.a, self.b = float(a), float(b)
+
+    def forward(self, x: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        return _st.spherical_z_loss(x, target, self.a, self.b, -1, self.ignore_index,
+                                    self.reduction, self.weight, **self.options)
+
+    def extra_repr(self) -> str:
+        return f"a={self.a}, b={self.b}, " + super().extra_repr()

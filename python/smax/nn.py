@@ -37,14 +37,32 @@ import torch
 import smax.torch as _st
 from smax._nn_losses import (CrossEntropyLoss, Entmax15Loss, EntmaxBisectLoss,  # noqa: F401
                              LinearCrossEntropyLoss, SparsemaxLoss, SparseSoftmaxLoss,
-                             StableMaxCrossEntropyLoss)
+                             SphericalZLoss, StableMaxCrossEntropyLoss, ZLoss)
 
 __all__ = ["Softmax", "LogSoftmax", "LogSumExp", "Sparsemax", "Entmax15", "EntmaxBisect",
            "SparseSoftmax", "SSMax", "Softpick", "StableMax", "SelfAdjustSoftmax",
            "SigmoidNormalizer", "SoftplusNormalizer", "PowerSoftmax", "ProbabilityTemperature",
            "LogitStandardization", "ClippedSoftmax",
            "CrossEntropyLoss", "LinearCrossEntropyLoss", "SparsemaxLoss", "Entmax15Loss",
-           "EntmaxBisectLoss", "SparseSoftmaxLoss", "StableMaxCrossEntropyLoss"]
+           "EntmaxBisectLoss", "SparseSoftmaxLoss", "StableMaxCrossEntropyLoss", "ZLoss",
+           "SphericalZLoss"]
+
+#: The smax.torch function each module calls: every differentiable normaliser
+#: and loss of the op list has one (python/tests/test_nn.py checks it).
+OP_MODULES = {"softmax": "Softmax", "log_softmax": "LogSoftmax", "logsumexp": "LogSumExp",
+              "sparsemax": "Sparsemax", "entmax15": "Entmax15", "entmax_bisect": "EntmaxBisect",
+              "sparse_softmax": "SparseSoftmax", "ssmax": "SSMax", "softpick": "Softpick",
+              "stablemax": "StableMax", "self_adjust_softmax": "SelfAdjustSoftmax",
+              "sigmoid_normalizer": "SigmoidNormalizer",
+              "softplus_normalizer": "SoftplusNormalizer", "power_softmax": "PowerSoftmax",
+              "probability_temperature": "ProbabilityTemperature",
+              "logit_standardization": "LogitStandardization",
+              "clipped_softmax": "ClippedSoftmax", "cross_entropy": "CrossEntropyLoss",
+              "linear_cross_entropy": "LinearCrossEntropyLoss", "sparsemax_loss": "SparsemaxLoss",
+              "entmax15_loss": "Entmax15Loss", "entmax_bisect_loss": "EntmaxBisectLoss",
+              "sparse_softmax_loss": "SparseSoftmaxLoss",
+              "stablemax_cross_entropy": "StableMaxCrossEntropyLoss", "z_loss": "ZLoss",
+              "spherical_z_loss": "SphericalZLoss"}
 
 
 def _knob(module: torch.nn.Module, name: str, value: Any, learn: bool) -> None:

@@ -41,6 +41,15 @@ def test_smax_torch_names_are_smax_nn_modules():
         st.Nope  # noqa: B018
 
 
+def test_every_differentiable_normalizer_and_loss_has_a_module():
+    import smax
+    ops = {op.name for op in smax.op_list()
+           if op.kind == "diff" and op.group in ("softmax", "normalizers", "losses")}
+    assert set(snn.OP_MODULES) == ops, "an op of the op list without a smax.nn module"
+    for op, name in snn.OP_MODULES.items():
+        assert name in snn.__all__ and hasattr(st, op)
+
+
 @pytest.mark.parametrize("dim", [0, 1, -1])
 def test_softmax_logsoftmax_match_torch_nn(dim):
     x = torch.randn(4, 6, 5)
@@ -188,6 +197,12 @@ def test_state_dict_round_trip():
     assert torch.equal(lce2.weight, lce.weight) and torch.equal(lce2.bias, lce.bias)
 
 
+def test_z_loss_module_without_target():
+    x = torch.randn(5, 7, dtype=torch.float64)
+    close(_grads(snn.ZLoss(1e-2), x),
+          _grads(lambda t: 1e-2 * torch.logsumexp(t, -1).pow(2).mean(), x))
+
+
 def test_repr():
     assert repr(snn.Softmax(dim=1)) == "Softmax(dim=1)"
     assert repr(snn.EntmaxBisect(1.2, learn_alpha=True)) == (
@@ -309,5 +324,8 @@ def test_entmax_loss_modules_and_others():
                     (snn.EntmaxBisectLoss(alpha=1.3), lambda t: st.entmax_bisect_loss(t, y, 1.3)),
                     (snn.SparseSoftmaxLoss(3), lambda t: st.sparse_softmax_loss(t, y, 3)),
                     (snn.StableMaxCrossEntropyLoss(),
-                     lambda t: st.stablemax_cross_entropy(t, y))):
+                     lambda t: st.stablemax_cross_entropy(t, y)),
+                    (snn.ZLoss(1e-3, reduction="sum"),
+                     lambda t: st.z_loss(t, y, 1e-3, reduction="sum")),
+                    (snn.SphericalZLoss(0.5, 1.0), lambda t: st.spherical_z_loss(t, y, 0.5, 1.0))):
         close(_grads(lambda t: mod(t, y), x), _grads(fn, x), rtol=0, atol=0)
