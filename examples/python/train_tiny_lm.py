@@ -130,6 +130,11 @@ def main() -> int:
         print(json.dumps(worker(args.worker, args)))
         return 0
 
+    try:
+        import transformers  # noqa: F401
+    except ImportError:
+        print("train_tiny_lm.py needs transformers: pip install transformers", file=sys.stderr)
+        return 2
     flags = [f"--vocab={args.vocab}", f"--seq={args.seq}", f"--batch={args.batch}",
              f"--hidden={args.hidden}", f"--steps={args.steps}", f"--threads={args.threads}"]
     res = {}

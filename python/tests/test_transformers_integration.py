@@ -187,6 +187,8 @@ def test_hf_loss_options_num_items_shift_labels_return_dict():
     tup = patched(ids, labels=labels, return_dict=False)
     assert isinstance(tup, tuple) and tup[0].ndim == 0 and tup[1].shape == (B, L, VOCAB)
     assert patched(ids).loss is None  # no labels: the model's own forward
+    positional = patched(ids, None, None, None, None, labels)  # labels by position
+    torch.testing.assert_close(positional.loss, eager(ids, labels=labels).loss, **TOL)
 
 
 def test_generate_with_kv_cache_matches_eager():
