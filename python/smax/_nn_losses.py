@@ -16,6 +16,7 @@ from typing import Any, Optional
 import torch
 
 import smax.torch as _st
+from smax._nn_common import _LogitScale
 
 __all__ = ["CrossEntropyLoss", "LinearCrossEntropyLoss", "SparsemaxLoss", "Entmax15Loss",
            "EntmaxBisectLoss", "SparseSoftmaxLoss", "StableMaxCrossEntropyLoss", "ZLoss",
@@ -30,7 +31,7 @@ def _reduction(size_average: Optional[bool], reduce: Optional[bool], reduction: 
     return _red.legacy_get_string(size_average, reduce)
 
 
-class CrossEntropyLoss(torch.nn.Module):
+class CrossEntropyLoss(_LogitScale, torch.nn.Module):
     """``torch.nn.CrossEntropyLoss(weight=None, size_average=None,
     ignore_index=-100, reduce=None, reduction="mean", label_smoothing=0.0)``
     with smax (``smax.torch.cross_entropy``): class-index or probability
@@ -57,12 +58,13 @@ class CrossEntropyLoss(torch.nn.Module):
         self.label_smoothing = label_smoothing
         self.lse_square_scale = lse_square_scale
         self.softcap = softcap
+        self._init_logit_scale(options)
         self.options = options
 
     def forward(self, input: torch.Tensor, target: torch.Tensor) -> Any:
         return _st.cross_entropy(input, target, self.weight, self.ignore_index, self.reduction,
                                  self.label_smoothing, lse_square_scale=self.lse_square_scale,
-                                 softcap=self.softcap, **self.options)
+                                 softcap=self.softcap, **self._logit_scale(), **self.options)
 
     def extra_repr(self) -> str:
         s = f"ignore_index={self.ignore_index}, reduction={self.reduction!r}"
@@ -72,10 +74,11 @@ class CrossEntropyLoss(torch.nn.Module):
             s += f", lse_square_scale={self.lse_square_scale}"
         if self.softcap is not None:
             s += f", softcap={self.softcap}"
+        s += self._logit_scale_repr()
         return s + "".join(f", {k}={v!r}" for k, v in self.options.items())
 
 
-class LinearCrossEntropyLoss(torch.nn.Module):
+class LinearCrossEntropyLoss(_LogitScale, torch.nn.Module):
     """The LM-head loss ``cross_entropy(hidden @ weight.T + bias, target)``
     without materialising the logits (``smax.torch.linear_cross_entropy``).
 
@@ -128,6 +131,7 @@ class LinearCrossEntropyLoss(torch.nn.Module):
         self.label_smoothing = label_smoothing
         self.lse_square_scale = lse_square_scale
         self.softcap = softcap
+        self._init_logit_scale(options)
         self.options = options
 
     def reset_parameters(self) -> None:
@@ -166,7 +170,7 @@ class LinearCrossEntropyLoss(torch.nn.Module):
         res = _st.linear_cross_entropy(
             hidden.reshape(-1, hidden.shape[-1]), w, target.reshape(-1), b, self.ce_weight,
             self.ignore_index, self.lse_square_scale, self.label_smoothing, self.reduction,
-            self.softcap, **self.options)
+            self.softcap, **self._logit_scale(), **self.options)
         if self.reduction == "none":
             if isinstance(res, tuple):
                 return (res[0].reshape(target.shape),) + res[1:]
@@ -185,10 +189,11 @@ class LinearCrossEntropyLoss(torch.nn.Module):
             s += f", lse_square_scale={self.lse_square_scale}"
         if self.softcap is not None:
             s += f", softcap={self.softcap}"
+        s += self._logit_scale_repr()
         return s + "".join(f", {k}={v!r}" for k, v in self.options.items())
 
 
-class _LossModule(torch.nn.Module):
+class _LossModule(_LogitScale, torch.nn.Module):
     """Base of the entmax-package losses: ``[N, C]`` logits, ``[N]`` int64
     targets, class dim -1."""
 
@@ -200,15 +205,19 @@ class _LossModule(torch.nn.Module):
         self.register_buffer("weight", weight)
         self.ignore_index = ignore_index
         self.reduction = reduction
+        self._init_logit_scale(options)
         self.options = options
+
+    def _kw(self) -> dict:
+        return {**self._logit_scale(), **self.options}
 
     def forward(self, x: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         return getattr(_st, self._fn)(x, target, dim=-1, ignore_index=self.ignore_index,
-                                      reduction=self.reduction, weight=self.weight,
-                                      **self.options)
+                                      reduction=self.reduction, weight=self.weight, **self._kw())
 
     def extra_repr(self) -> str:
         return (f"ignore_index={self.ignore_index}, reduction={self.reduction!r}"
+                + self._logit_scale_repr()
                 + "".join(f", {k}={v!r}" for k, v in self.options.items()))
 
 
@@ -254,7 +263,7 @@ class EntmaxBisectLoss(_LossModule):
 
     def forward(self, x: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         return _st.entmax_bisect_loss(x, target, self.alpha, -1, self.n_iter, self.ignore_index,
-                                      self.reduction, self.weight, **self.options)
+                                      self.reduction, self.weight, **self._kw())
 
 
 class SparseSoftmaxLoss(_LossModule):
@@ -271,7 +280,7 @@ class SparseSoftmaxLoss(_LossModule):
     def forward(self, x: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         return _st.sparse_softmax_loss(x, target, self.k, -1, ignore_index=self.ignore_index,
                                        reduction=self.reduction, weight=self.weight,
-                                       **self.options)
+                                       **self._kw())
 
 
 class ZLoss(_LossModule):
@@ -290,7 +299,7 @@ class ZLoss(_LossModule):
 
     def forward(self, x: torch.Tensor, target: Optional[torch.Tensor] = None) -> torch.Tensor:
         return _st.z_loss(x, target, self.coefficient, -1, self.ignore_index, self.reduction,
-                          self.weight, **self.options)
+                          self.weight, **self._kw())
 
     def extra_repr(self) -> str:
         return f"coefficient={self.coefficient}, " + super().extra_repr()
@@ -310,7 +319,7 @@ class SphericalZLoss(_LossModule):
 
     def forward(self, x: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         return _st.spherical_z_loss(x, target, self.a, self.b, -1, self.ignore_index,
-                                    self.reduction, self.weight, **self.options)
+                                    self.reduction, self.weight, **self._kw())
 
     def extra_repr(self) -> str:
         return f"a={self.a}, b={self.b}, " + super().extra_repr()

@@ -20,7 +20,10 @@ per head: ``alpha=torch.full((H, 1, 1), 1.5)``). A knob given as an
 registered as a buffer (it follows ``.to()`` and is in the ``state_dict``).
 Knobs that have no gradient in smax (``SigmoidNormalizer``'s bias,
 ``ProbabilityTemperature``'s ``T``, ``PowerSoftmax``'s ``p`` ...) are plain
-attributes.
+attributes. The loss modules take ``scale`` / ``temperature`` /
+``learn_scale`` / ``learn_temperature`` as keywords the same way.
+``OP_MODULES`` maps each differentiable normaliser and loss of the op list
+to its module.
 
 The losses (``CrossEntropyLoss``, ``LinearCrossEntropyLoss`` and the entmax
 losses) are in ``smax/_nn_losses.py`` and re-exported here. ``smax.torch``
@@ -28,13 +31,13 @@ keeps its module names (``smax.torch.Softmax`` is ``smax.nn.Softmax``).
 """
 from __future__ import annotations
 
-import numbers
 import warnings
 from typing import Any, Dict, Optional
 
 import torch
 
 import smax.torch as _st
+from smax._nn_common import _is_one, _knob, _knob_repr
 from smax._nn_losses import (CrossEntropyLoss, Entmax15Loss, EntmaxBisectLoss,  # noqa: F401
                              LinearCrossEntropyLoss, SparsemaxLoss, SparseSoftmaxLoss,
                              SphericalZLoss, StableMaxCrossEntropyLoss, ZLoss)
@@ -63,27 +66,6 @@ OP_MODULES = {"softmax": "Softmax", "log_softmax": "LogSoftmax", "logsumexp": "L
               "sparse_softmax_loss": "SparseSoftmaxLoss",
               "stablemax_cross_entropy": "StableMaxCrossEntropyLoss", "z_loss": "ZLoss",
               "spherical_z_loss": "SphericalZLoss"}
-
-
-def _knob(module: torch.nn.Module, name: str, value: Any, learn: bool) -> None:
-    """Sets knob ``name`` of ``module``: an ``nn.Parameter`` when ``learn`` (a
-    float becomes a one-element float32 parameter) or when ``value`` already
-    is one, a buffer for another tensor, a plain float otherwise."""
-    if isinstance(value, torch.nn.Parameter):
-        setattr(module, name, value)
-    elif learn:
-        t = value.detach().clone() if isinstance(value, torch.Tensor) else torch.tensor(
-            float(value), dtype=torch.get_default_dtype())
-        if not t.is_floating_point():
-            t = t.to(torch.get_default_dtype())
-        setattr(module, name, torch.nn.Parameter(t))
-    elif isinstance(value, torch.Tensor):
-        module.register_buffer(name, value)
-    elif isinstance(value, numbers.Real) and not isinstance(value, bool):
-        setattr(module, name, float(value))
-    else:
-        raise TypeError(f"smax.nn.{type(module).__name__}: {name} must be a number or a tensor, "
-                        f"got {type(value).__name__}")
 
 
 def _legacy_dim(ndim: int, name: str) -> int:
@@ -134,20 +116,9 @@ class _Normalizer(torch.nn.Module):
         return fn(x, dim=self._dim(x), mask=mask, **self._kwargs(), **self.options)
 
     def extra_repr(self) -> str:
-        parts = [f"dim={self.dim}"]
-        for k in self._knobs:
-            v = getattr(self, k)
-            if isinstance(v, torch.Tensor):
-                kind = "Parameter" if isinstance(v, torch.nn.Parameter) else "buffer"
-                parts.append(f"{k}={kind}{tuple(v.shape)}")
-            elif not (k in ("scale", "temperature") and v == 1.0):
-                parts.append(f"{k}={v!r}")
+        parts = [f"dim={self.dim}"] + _knob_repr(self, self._knobs)
         parts += [f"{k}={v!r}" for k, v in self.options.items()]
         return ", ".join(parts)
-
-
-def _is_one(v: Any) -> bool:
-    return isinstance(v, numbers.Real) and float(v) == 1.0
 
 
 class Softmax(_Normalizer):

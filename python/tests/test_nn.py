@@ -197,6 +197,27 @@ def test_state_dict_round_trip():
     assert torch.equal(lce2.weight, lce.weight) and torch.equal(lce2.bias, lce.bias)
 
 
+def test_loss_modules_learnable_logit_scale():
+    x = torch.randn(6, 9)
+    y = torch.randint(0, 9, (6,))
+    ce = snn.CrossEntropyLoss(label_smoothing=0.1, temperature=2.0, learn_temperature=True)
+    assert [n for n, _ in ce.named_parameters()] == ["temperature"]
+    ce(x, y).backward()
+    t = torch.tensor(2.0, requires_grad=True)
+    F.cross_entropy(x / t, y, label_smoothing=0.1).backward()
+    torch.testing.assert_close(ce.temperature.grad, t.grad, rtol=1e-4, atol=1e-6)
+    lce = snn.LinearCrossEntropyLoss(5, 9, scale=0.5, learn_scale=True)
+    h = torch.randn(6, 5)
+    lce(h, y).backward()
+    s = torch.tensor(0.5, requires_grad=True)
+    F.cross_entropy((h @ lce.weight.detach().T) * s, y).backward()
+    torch.testing.assert_close(lce.scale.grad, s.grad, rtol=1e-4, atol=1e-6)
+    sp = snn.SparsemaxLoss(learn_temperature=True)
+    sp(x, y).backward()
+    assert sp.temperature.grad is not None
+    assert "temperature=Parameter()" in repr(sp) and "scale" not in repr(sp)
+
+
 def test_z_loss_module_without_target():
     x = torch.randn(5, 7, dtype=torch.float64)
     close(_grads(snn.ZLoss(1e-2), x),
