@@ -81,3 +81,19 @@ def test_torch_has_every_diff_op():
     import smax.torch as st
     diff = [op.name for op in smax.op_list() if op.kind == "diff"]
     assert [n for n in st.__all__ if n[0].islower()] == diff
+
+
+def test_integrations_are_optional():
+    """smax.integrations imports none of its integrations, and one whose
+    library is missing raises ImportError naming what to install."""
+    import subprocess
+    import sys
+    code = ("import sys; sys.modules['transformers'] = None\n"
+            "import smax.integrations\n"
+            "try:\n"
+            "    import smax.integrations.transformers\n"
+            "except ImportError as e:\n"
+            "    print(e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert "pip install transformers" in out.stdout, out.stdout + out.stderr
