@@ -24,6 +24,10 @@ Conventions (docs/design.md, "Code blocks in the docs"):
   * The line `<!-- doc-test: skip: REASON -->` just before a fence leaves that
     block out (e.g. the commands that run the whole suite, or install into
     the system), and says why.
+  * The line `<!-- doc-test: requires: MODULE[, MODULE] -->` just before a
+    ```python fence names optional packages the block imports (e.g.
+    transformers): test_docs.py skips the block, saying so, where one is not
+    installed (CI installs them, so it runs there).
 
   scripts/doc_blocks.py fences
   scripts/doc_blocks.py compile --prefix PREFIX [--cc gcc] [--cxx g++] [--work DIR]
@@ -50,6 +54,7 @@ RUNNABLE = {"c", "cpp", "cmake", "sh", "python"}
 KNOWN = RUNNABLE | {"text", "console"}
 ALIASES = {"c++": "cpp", "bash": "sh", "shell": "sh", "py": "python"}
 SKIP_RE = re.compile(r"^<!--\s*doc-test:\s*skip:\s*(.+?)\s*-->\s*$")
+REQUIRES_RE = re.compile(r"^<!--\s*doc-test:\s*requires:\s*(.+?)\s*-->\s*$")
 
 PRELUDE_C = """#include <smax/c/smax.h>
 #include <math.h>
@@ -75,6 +80,7 @@ class Block:
     lang: str  # normalised language ('' when the fence names none)
     code: str
     skip: str | None  # the reason given by a doc-test: skip marker
+    requires: tuple = ()  # the modules named by a doc-test: requires marker
 
     @property
     def where(self) -> str:
@@ -98,17 +104,21 @@ def parse(path: Path) -> list[Block]:
         lang = info.split()[0].lower() if info else ""
         lang = ALIASES.get(lang, lang)
         skip = None
+        requires: tuple = ()
         if i > 0:
             s = SKIP_RE.match(lines[i - 1].strip())
             if s:
                 skip = s.group(1)
+            r = REQUIRES_RE.match(lines[i - 1].strip())
+            if r:
+                requires = tuple(m.strip() for m in r.group(1).split(",") if m.strip())
         body: list[str] = []
         j = i + 1
         while j < len(lines) and not re.match(rf"^\s*{fence}\s*$", lines[j]):
             line = lines[j]
             body.append(line[len(indent):] if line.startswith(indent) else line)
             j += 1
-        blocks.append(Block(path, i + 1, lang, "\n".join(body) + "\n", skip))
+        blocks.append(Block(path, i + 1, lang, "\n".join(body) + "\n", skip, requires))
         i = j + 1
     return blocks
 
@@ -252,7 +262,8 @@ def main() -> int:
         return shell_blocks(args)
     for b in all_blocks():
         if args.lang is None or b.lang == args.lang:
-            print(f"{b.where} {b.lang or '-'}{' skip: ' + b.skip if b.skip else ''}")
+            print(f"{b.where} {b.lang or '-'}{' skip: ' + b.skip if b.skip else ''}"
+                  f"{' requires: ' + ', '.join(b.requires) if b.requires else ''}")
     return 0
 
 

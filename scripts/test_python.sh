@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # scripts/test_python.sh: install the Python package (`pip install .`, see
-# docs/python.md), run examples/python/train_tiny.py and the pytest suite in
+# docs/python.md), run examples/python/train_tiny.py, train_tiny_lm.py --quick
+# and the pytest suite in
 # python/tests, printing pytest's summary. Called by scripts/test.sh after
 # CTest. pip-installs the missing test dependencies first (numpy, torch,
-# pytest, nanobind, scikit-build-core, entmax, ml_dtypes, onnx, onnxruntime);
+# pytest, nanobind, scikit-build-core, entmax, ml_dtypes, onnx, onnxruntime,
+# transformers);
 # nothing when they are all there.
 #
 #   scripts/test_python.sh [pytest options]     # e.g. -k torch  or  -x
@@ -35,8 +37,10 @@ pip_install() {
 
 missing=()
 # ml_dtypes: numpy bfloat16 arrays; onnx + onnxruntime: QLinearSoftmax is
-# compared with ONNX Runtime itself (tests/test_quantized.py).
-for spec in numpy:numpy torch:torch pytest:pytest nanobind:nanobind scikit_build_core:scikit-build-core entmax:entmax ml_dtypes:ml_dtypes onnx:onnx onnxruntime:onnxruntime; do
+# compared with ONNX Runtime itself (tests/test_quantized.py); transformers:
+# the Hugging Face integration (tests/test_transformers_integration.py, the
+# doc blocks of docs/python.md and examples/python/train_tiny_lm.py).
+for spec in numpy:numpy torch:torch pytest:pytest nanobind:nanobind scikit_build_core:scikit-build-core entmax:entmax ml_dtypes:ml_dtypes onnx:onnx onnxruntime:onnxruntime transformers:transformers; do
   "$PYTHON" -c "import ${spec%%:*}" 2>/dev/null || missing+=("${spec#*:}")
 done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -57,4 +61,5 @@ echo "test_python.sh: installed smax in $(( $(date +%s) - start )) s"
 cd python/tests
 "$PYTHON" -c 'import smax; print("smax", smax.__version__, "from", smax.__file__)'
 "$PYTHON" ../../examples/python/train_tiny.py
+"$PYTHON" ../../examples/python/train_tiny_lm.py --quick
 "$PYTHON" -m pytest -q -p no:cacheprovider -rfE "$@" .

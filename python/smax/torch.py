@@ -31,7 +31,8 @@ drop-in for ``F.cross_entropy`` (``st.cross_entropy(logits, target,
 ignore_index=-100, label_smoothing=0.1)``), ``linear_cross_entropy`` gives
 gradients for hidden / weight / bias. Modules: ``Sparsemax``, ``Entmax15``,
 ``EntmaxBisect``, ``CrossEntropyLoss``, ``SparsemaxLoss``, ``Entmax15Loss``,
-``EntmaxBisectLoss`` (the entmax package's constructor arguments).
+``EntmaxBisectLoss`` (the entmax package's constructor arguments): aliases of
+``smax.nn``'s (docs/python.md, "smax.nn").
 
 torch.compile / torch.export: every function here is also the custom op
 ``torch.ops.smax.<op>`` (``smax/_library.py``: typed schema, fake and
@@ -47,9 +48,9 @@ puts it in this module.
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
-import torch
+import torch  # noqa: F401  (smax.torch needs PyTorch: fail here if it is missing)
 
 import smax as _smax
 from smax import _library
@@ -69,145 +70,16 @@ for _name in _OPS:
         _name, _HAND.get(_name) or differentiable(getattr(_smax, _name)))
 del _name
 
-__all__ = ["Softmax", "LogSoftmax", "LogSumExp", "Sparsemax", "Entmax15", "EntmaxBisect",
-           "CrossEntropyLoss", "SparsemaxLoss", "Entmax15Loss", "EntmaxBisectLoss"] + _OPS
+# nn.Modules: defined in smax.nn (smax/nn.py), reached here through __getattr__ below.
+_MODULES = ("Softmax", "LogSoftmax", "LogSumExp", "Sparsemax", "Entmax15", "EntmaxBisect",
+            "CrossEntropyLoss", "SparsemaxLoss", "Entmax15Loss", "EntmaxBisectLoss")
+__all__ = list(_MODULES) + _OPS
 
 
-class Softmax(torch.nn.Module):
-    """``nn.Softmax`` with smax: ``Softmax(dim=-1, **options)``."""
-
-    def __init__(self, dim: int = -1, **options: Any) -> None:
-        super().__init__()
-        self.dim = dim
-        self.options = options
-
-    def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor] = None) -> torch.Tensor:
-        return softmax(x, self.dim, mask=mask, **self.options)
-
-    def extra_repr(self) -> str:
-        return f"dim={self.dim}" + "".join(f", {k}={v!r}" for k, v in self.options.items())
-
-
-class LogSoftmax(Softmax):
-    """``nn.LogSoftmax`` with smax: ``LogSoftmax(dim=-1, **options)``."""
-
-    def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor] = None) -> torch.Tensor:
-        return log_softmax(x, self.dim, mask=mask, **self.options)
-
-
-class LogSumExp(torch.nn.Module):
-    """``torch.logsumexp`` as a module: ``LogSumExp(dim=-1, keepdim=False, **options)``."""
-
-    def __init__(self, dim: int = -1, keepdim: bool = False, **options: Any) -> None:
-        super().__init__()
-        self.dim = dim
-        self.keepdim = keepdim
-        self.options = options
-
-    def forward(self, x: torch.Tensor, mask: Optional[torch.Tensor] = None) -> torch.Tensor:
-        return logsumexp(x, self.dim, self.keepdim, mask=mask, **self.options)
-
-
-# ---- modules of the entmax package / torch.nn ------------------------------------------------
-
-
-class Sparsemax(torch.nn.Module):
-    """``entmax.Sparsemax(dim=-1)`` with smax."""
-
-    def __init__(self, dim: int = -1, **options: Any) -> None:
-        super().__init__()
-        self.dim = dim
-        self.options = options
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return sparsemax(x, self.dim, **self.options)
-
-    def extra_repr(self) -> str:
-        return f"dim={self.dim}"
-
-
-class Entmax15(Sparsemax):
-    """``entmax.Entmax15(dim=-1)`` with smax (exact threshold)."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return entmax15(x, self.dim, **self.options)
-
-
-class EntmaxBisect(torch.nn.Module):
-    """``entmax.EntmaxBisect(alpha=1.5, dim=-1, n_iter=50)`` with smax; alpha may
-    be a tensor / ``nn.Parameter`` (it then gets gradients)."""
-
-    def __init__(self, alpha: Any = 1.5, dim: int = -1, n_iter: int = 50,
-                 **options: Any) -> None:
-        super().__init__()
-        self.alpha = alpha
-        self.dim = dim
-        self.n_iter = n_iter
-        self.options = options
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return entmax_bisect(x, self.alpha, self.dim, self.n_iter, **self.options)
-
-
-class _LossModule(torch.nn.Module):
-    def __init__(self, weight: Optional[torch.Tensor] = None, ignore_index: int = -100,
-                 reduction: str = "elementwise_mean", **options: Any) -> None:
-        super().__init__()
-        self.register_buffer("weight", weight)
-        self.ignore_index = ignore_index
-        self.reduction = reduction
-        self.options = options
-
-
-class SparsemaxLoss(_LossModule):
-    """``entmax.SparsemaxLoss(weight=None, ignore_index=-100,
-    reduction="elementwise_mean")`` with smax (``"mean"`` also accepted).
-    Inputs ``[N, C]`` logits and ``[N]`` int64 targets. Unlike the package,
-    ``ignore_index`` applies whatever its sign (PyTorch's rule)."""
-
-    def forward(self, x: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        return sparsemax_loss(x, target, -1, self.ignore_index, self.reduction, self.weight,
-                              **self.options)
-
-
-class Entmax15Loss(_LossModule):
-    """``entmax.Entmax15Loss`` with smax (see SparsemaxLoss)."""
-
-    def forward(self, x: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        return entmax15_loss(x, target, -1, self.ignore_index, self.reduction, self.weight,
-                             **self.options)
-
-
-class EntmaxBisectLoss(_LossModule):
-    """``entmax.EntmaxBisectLoss(alpha=1.5, n_iter=50, ...)`` with smax."""
-
-    def __init__(self, alpha: Any = 1.5, n_iter: int = 50, weight: Optional[torch.Tensor] = None,
-                 ignore_index: int = -100, reduction: str = "elementwise_mean",
-                 **options: Any) -> None:
-        super().__init__(weight, ignore_index, reduction, **options)
-        self.alpha = alpha
-        self.n_iter = n_iter
-
-    def forward(self, x: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-        return entmax_bisect_loss(x, target, self.alpha, -1, self.n_iter, self.ignore_index,
-                                  self.reduction, self.weight, **self.options)
-
-
-class CrossEntropyLoss(torch.nn.Module):
-    """``torch.nn.CrossEntropyLoss(weight=None, ignore_index=-100,
-    reduction="mean", label_smoothing=0.0)`` with smax; extra keyword options
-    (``lse_square_scale``, ``softcap``, ``scale``, ...) go to
-    ``cross_entropy``."""
-
-    def __init__(self, weight: Optional[torch.Tensor] = None, ignore_index: int = -100,
-                 reduction: str = "mean", label_smoothing: float = 0.0, **options: Any) -> None:
-        super().__init__()
-        self.register_buffer("weight", weight)
-        self.ignore_index = ignore_index
-        self.reduction = reduction
-        self.label_smoothing = label_smoothing
-        self.options = options
-
-    def forward(self, input: torch.Tensor, target: torch.Tensor) -> Any:
-        return cross_entropy(input, target, self.weight, self.ignore_index, self.reduction,
-                             self.label_smoothing, **self.options)
+def __getattr__(name: str) -> Any:
+    """The modules of ``__all__`` live in ``smax.nn`` (imported on first use,
+    since smax.nn imports this module): ``smax.torch.Softmax is smax.nn.Softmax``."""
+    if name in _MODULES:
+        import smax.nn
+        return getattr(smax.nn, name)
+    raise AttributeError(f"module 'smax.torch' has no attribute {name!r}")

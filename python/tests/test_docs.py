@@ -3,7 +3,9 @@
 One case per block (scripts/doc_blocks.py finds them; its docstring has the
 conventions): each block runs in a fresh namespace, in a scratch folder,
 against the installed smax package. A block marked
-`<!-- doc-test: skip: REASON -->` is reported as skipped with its reason.
+`<!-- doc-test: skip: REASON -->` is reported as skipped with its reason; one
+marked `<!-- doc-test: requires: MODULE -->` is skipped where MODULE (an
+optional package such as transformers) is not installed.
 """
 import importlib.util
 import sys
@@ -28,6 +30,8 @@ def test_the_docs_have_python_blocks():
 def test_python_block_runs(block, tmp_path, monkeypatch):
     if block.skip:
         pytest.skip(block.skip)
+    for module in block.requires:
+        pytest.importorskip(module, reason=f"{block.where} needs {module} (an optional package)")
     monkeypatch.chdir(tmp_path)
     code = compile(block.code, block.where, "exec")
     exec(code, {"__name__": "__doc_block__"})
