@@ -13,7 +13,7 @@ string(REGEX REPLACE "([][.+*?^$()|\\\\])" "\\\\\\1" py_re "${PYTHON}")
 set(want
   "^smax: missing peer torch: python module\\(s\\) numpy torch not found by ${py_re} \\(install: ${py_re} -m pip install numpy torch\\)\n"
   "smax: missing peer onnxruntime: python module\\(s\\) numpy onnx onnxruntime not found by ${py_re} \\(install: ${py_re} -m pip install numpy onnx onnxruntime\\)\n"
-  "smax: bench --peers: none of the asked-for peers is available; nothing ran\n$")
+  "smax: bench --peers: none of the asked-for peers is available. nothing ran\n$")
 string(JOIN "" want ${want})
 if(NOT err MATCHES "${want}")
   message(FATAL_ERROR "stderr does not match\n${want}\ngot:\n${err}")
