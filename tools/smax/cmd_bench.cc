@@ -29,6 +29,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <set>
@@ -293,7 +294,9 @@ int cmd_bench(int argc, char** argv, int first) {
   }
 
   const std::string raw = out + "/raw";
-  if (run_process({"mkdir", "-p", raw}, "") != 0) throw UsageError("--out: cannot create '" + raw + "'");
+  std::error_code ec;
+  std::filesystem::create_directories(raw, ec);
+  if (ec) throw UsageError("--out: cannot create '" + raw + "': " + ec.message());
   std::vector<std::string> files;
   auto common = [&](std::vector<std::string> v, const std::string& json) {
     v.insert(v.end(), {"--threads", std::to_string(threads), "--reps", std::to_string(reps)});
