@@ -270,13 +270,14 @@ int cmd_bench(int argc, char** argv, int first) {
   const std::string smax_peers = find_smax_peers();
   const bool want_cpp = want.count("onednn") || want.count("xnnpack");
   const bool have_cpp = want_cpp && is_executable(smax_peers);
-  if (want_cpp && !have_cpp) {
+  if (want_cpp && !have_cpp) {  // one line for both: they come from the one binary
+    std::string peers;
     for (const char* peer : {"onednn", "xnnpack"}) {
-      if (!want.count(peer)) continue;
-      missing.push_back({peer, "smax_peers (smax's own timings, oneDNN, XNNPACK) is not built at " + smax_peers,
-                         "apt-get install libdnnl-dev libxnnpack-dev libpthreadpool-dev, re-run cmake "
-                         "(-DSMAX_BUILD_BENCHMARKS=ON) and build smax_peers; or scripts/bench_peers.sh"});
+      if (want.count(peer)) peers += (peers.empty() ? "" : ", ") + std::string(peer);
     }
+    missing.push_back({peers, "smax_peers (smax's own timings, oneDNN, XNNPACK) is not built at " + smax_peers,
+                       "apt-get install libdnnl-dev libxnnpack-dev libpthreadpool-dev, re-run cmake "
+                       "(-DSMAX_BUILD_BENCHMARKS=ON) and build smax_peers; or scripts/bench_peers.sh"});
   }
   if (plot && (!python_ok || absent.count("matplotlib"))) {
     missing.push_back({"matplotlib", "--plot needs matplotlib, not found by " + python, pip + "matplotlib"});
