@@ -6,7 +6,7 @@
 #   SMAX_OPS                every op, in the list's order
 #   SMAX_OPS_GROUP_<GROUP>  the ops of a group (SOFTMAX, NORMALIZERS, LOSSES,
 #                           SAMPLING, ATTENTION, QUANTIZED)
-#   SMAX_OPS_CLI_<CLI>      the ops by CLI reach (RUN, RUN_UNCHECKED,
+#   SMAX_OPS_CLI_<CLI>      the ops by CLI reach (RUN, RUN_UNCHECKED, RUN_INPUTS,
 #                           ATTENTION, NONE)
 # A line that does not parse is a configure error. Editing the list
 # re-runs the configure step.
@@ -18,7 +18,7 @@ function(smax_read_op_list)
   foreach(_g SOFTMAX NORMALIZERS LOSSES SAMPLING ATTENTION QUANTIZED)
     set(_group_${_g})
   endforeach()
-  foreach(_c RUN RUN_UNCHECKED ATTENTION NONE)
+  foreach(_c RUN RUN_UNCHECKED RUN_INPUTS ATTENTION NONE)
     set(_cli_${_c})
   endforeach()
   foreach(_line IN LISTS _lines)
@@ -33,7 +33,7 @@ function(smax_read_op_list)
   foreach(_g SOFTMAX NORMALIZERS LOSSES SAMPLING ATTENTION QUANTIZED)
     set(SMAX_OPS_GROUP_${_g} ${_group_${_g}} PARENT_SCOPE)
   endforeach()
-  foreach(_c RUN RUN_UNCHECKED ATTENTION NONE)
+  foreach(_c RUN RUN_UNCHECKED RUN_INPUTS ATTENTION NONE)
     set(SMAX_OPS_CLI_${_c} ${_cli_${_c}} PARENT_SCOPE)
   endforeach()
 endfunction()

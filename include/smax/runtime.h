@@ -44,8 +44,8 @@ std::string kernel_name(std::string_view op, std::string_view algorithm = "auto"
 /// One public op, as smax/op_list.inc states it (the meaning of each field
 /// is documented there). Strings are lower case: group "softmax",
 /// "normalizers", "losses", "sampling", "attention" or "quantized"; kind "diff",
-/// "nodiff", "backward" or "fused"; cli "run", "run_unchecked", "attention"
-/// or "none".
+/// "nodiff", "backward" or "fused"; cli "run", "run_unchecked",
+/// "run_inputs", "attention" or "none".
 struct OpInfo {
   const char* name;
   const char* group;

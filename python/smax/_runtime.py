@@ -62,8 +62,8 @@ class OpInfo(NamedTuple):
     ``smax.<name>`` and ``smax.torch.<name>``), "nodiff" (``smax.<name>``),
     "backward" (the VJP of a forward op, reached through ``smax.torch``'s
     autograd) or "fused" (forward and backward in one call); ``cli`` how
-    the ``smax`` command reaches it ("run", "run_unchecked", "attention",
-    "none")."""
+    the ``smax`` command reaches it ("run", "run_unchecked", "run_inputs",
+    "attention", "none")."""
 
     name: str
     group: str

@@ -36,7 +36,7 @@ def test_list_is_well_formed():
     assert {op.group for op in OPS} == {"softmax", "normalizers", "losses", "sampling",
                                         "attention", "quantized"}
     assert {op.kind for op in OPS} <= {"diff", "nodiff", "backward", "fused"}
-    assert {op.cli for op in OPS} <= {"run", "run_unchecked", "attention", "none"}
+    assert {op.cli for op in OPS} <= {"run", "run_unchecked", "run_inputs", "attention", "none"}
     for op in OPS:
         if op.kind == "backward":
             assert op.name.endswith("_backward"), op

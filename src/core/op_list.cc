@@ -21,6 +21,7 @@ const std::vector<OpInfo>& op_list() {
 #define SMAX_OP_LOWER_FUSED "fused"
 #define SMAX_OP_LOWER_RUN "run"
 #define SMAX_OP_LOWER_RUN_UNCHECKED "run_unchecked"
+#define SMAX_OP_LOWER_RUN_INPUTS "run_inputs"
 #define SMAX_OP_LOWER_NONE "none"
 #define SMAX_OP(name, group, kind, cli) \
   OpInfo{#name, SMAX_OP_LOWER_##group, SMAX_OP_LOWER_##kind, SMAX_OP_LOWER_##cli},

@@ -6,8 +6,13 @@
 // "algo", "check", "params": [{"name", "type", "default", "default_text",
 // "doc"[, "choices"]}]}]} where default_text is the default as the CLI prints
 // it ("1e-06", "10", "true")
-// where family is "softmax" (the ops that take --algo) or "table" (testing/op_table.h),
-// loss means the op takes --reduction and check that --check is offered.
+// where family is "softmax" (the ops that take --algo), "table"
+// (testing/op_table.h: one logits tensor) or "inputs" (run_inputs.h: the
+// op's own --shape convention, in "shape_convention"), loss means the op
+// takes --reduction and check that --check is offered; "example_args" is a
+// small run of the op (`smax run --op NAME ARGS...`; the cli.every_op
+// tests run it with --check). Every op of smax/op_list.inc that the CLI
+// runs is listed.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -17,10 +22,14 @@
 #include "commands.h"
 #include "json.h"
 #include "op_table.h"
+#include "run_inputs.h"
 #include "smax/smax.h"
 
 namespace smax_cli {
 namespace {
+
+// A small run of every logits op: an odd shape over a non-last axis.
+constexpr const char* kLogitsExample = R"(["--shape", "3x333x5", "--axis", "1"])";
 
 bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
@@ -63,7 +72,8 @@ int cmd_info_ops(bool json) {
           .boolean("loss", false)
           .boolean("algo", true)
           .boolean("check", true)
-          .raw("params", "[]");
+          .raw("params", "[]")
+          .raw("example_args", kLogitsExample);
       lines.push_back(o.compact());
     }
     for (const ExtOp& op : ext_ops()) {
@@ -75,7 +85,23 @@ int cmd_info_ops(bool json) {
           .boolean("loss", is_loss(op))
           .boolean("algo", false)
           .boolean("check", static_cast<bool>(op.reference))
-          .raw("params", params_json(op.params));
+          .raw("params", params_json(op.params))
+          .raw("example_args", kLogitsExample);
+      lines.push_back(o.compact());
+    }
+    for (const InputsOp& op : inputs_ops()) {
+      JsonObject o;
+      o.str("name", op.name)
+          .str("family", "inputs")
+          .str("summary", op.summary)
+          .boolean("backward", op.name.find("_backward") != std::string::npos ||
+                                   op.name.find("_fused") != std::string::npos)
+          .boolean("loss", op.loss)
+          .boolean("algo", false)
+          .boolean("check", true)
+          .raw("params", "[]")
+          .str("shape_convention", op.convention)
+          .raw("example_args", json_string_array({"--shape", op.example_shape}));
       lines.push_back(o.compact());
     }
     std::string ops = "[\n";
@@ -102,6 +128,13 @@ int cmd_info_ops(bool json) {
       const std::string nv = p.name + "=" + format_param(p, p.fallback);
       std::printf("      %-22s %-5s %s\n", nv.c_str(), param_type_name(p.type), p.doc.c_str());
     }
+  }
+  std::printf("\nops with their own inputs (--shape in the op's convention; no --axis, --algo):\n");
+  for (const InputsOp& op : inputs_ops()) {
+    std::string name = op.name;
+    if (op.loss) name += " [loss]";
+    std::printf("  %-34s %s\n", name.c_str(), op.summary.c_str());
+    std::printf("      --shape %s\n", op.convention.c_str());
   }
   return kExitOk;
 }

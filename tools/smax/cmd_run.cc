@@ -16,6 +16,7 @@
 #include "op_table.h"
 #include "progress.h"
 #include "reference/reference.h"
+#include "run_inputs.h"
 #include "smax/smax.h"
 #include "suggest.h"
 #include "timing.h"
@@ -104,6 +105,13 @@ const std::vector<OptionSpec>& run_option_specs() {
 
 namespace {
 
+bool is_family_op(const std::string& name) {
+  for (Op op : softmax_family()) {
+    if (name == op_name(op)) return true;
+  }
+  return false;
+}
+
 std::string family_list() {
   std::vector<std::string> names;
   for (Op op : softmax_family()) names.push_back(op_name(op));
@@ -153,8 +161,20 @@ void reject_inapplicable(const std::string& op, const ExtOp* ext, const Args& ar
 int cmd_run(int argc, char** argv, int first) {
   const Args args("smax run", run_option_specs(), argc, argv, first);
   const std::string op = args.get("op", "softmax");
+  // Ops with their own inputs (linear_cross_entropy*, attention*): run_inputs.h.
+  if (const InputsOp* in = find_inputs_op(op); in != nullptr) return cmd_run_inputs(*in, args);
   const ExtOp* ext = find_ext_op(op);
-  if (ext == nullptr) parse_op(op);  // unknown op: "did you mean"
+  if (ext == nullptr && !is_family_op(op)) {
+    std::vector<std::string> names;
+    for (const smax::OpInfo& info : smax::op_list()) names.push_back(info.name);
+    const smax::OpInfo* listed = smax::find_op(op);
+    if (listed != nullptr) {  // in the op list, but no CLI runner: a defect of the build
+      throw UsageError("op '" + op + "' is in smax/op_list.inc (cli " + listed->cli +
+                       ") but `smax run` cannot run it yet");
+    }
+    throw UsageError("unknown op '" + op + "'" + did_you_mean(op, names) +
+                     " (`smax info --ops` lists all ops)");
+  }
   reject_inapplicable(op, ext, args);
   // Ops beyond the softmax family go through the op table (testing/op_table.h).
   if (ext != nullptr) return cmd_run_ext(*ext, args);

@@ -21,6 +21,12 @@ int cmd_info_ops(bool json);
 int cmd_run(int argc, char** argv, int first);
 int cmd_compare(int argc, char** argv, int first);
 int cmd_attention(int argc, char** argv, int first);
+/// `smax bench --peers` (cmd_bench.cc).
+int cmd_bench(int argc, char** argv, int first);
+
+/// `smax bench --peers`: something asked for (a peer, matplotlib for
+/// --plot) is missing (each named on stderr with its install command).
+inline constexpr int kExitPeersMissing = 3;
 
 /// Help texts (also printed by `smax help COMMAND` / `smax COMMAND --help`).
 extern const char* const kMainHelp;
@@ -28,6 +34,7 @@ extern const char* const kInfoHelp;
 extern const char* const kRunHelp;
 extern const char* const kCompareHelp;
 extern const char* const kAttentionHelp;  // cmd_attention.cc
+extern const char* const kBenchHelp;      // cmd_bench.cc
 
 /// True when argv[first..argc) contains --help or -h.
 bool wants_help(int argc, char** argv, int first);

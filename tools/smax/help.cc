@@ -12,6 +12,8 @@ commands:
   run        time one op on one shape, optionally checking it against float64
   compare    smax's softmax algorithms vs each other and a naive loop, 1K..32M
   attention  time fused attention (any normaliser, causal, GQA), forward or backward
+  bench      smax against its peers (PyTorch, ONNX Runtime, oneDNN, XNNPACK):
+             `smax bench --peers` runs the peer benchmarks of bench/peers/
   help CMD   help for one command (same as smax CMD --help)
 
 options:
@@ -20,7 +22,8 @@ options:
 
 Exit status: 0 ok, 1 `--check` found errors above the documented bounds,
 2 bad arguments or an error from the library (one line on stderr,
-starting with "smax: error: ").
+starting with "smax: error: "), 3 `smax bench --peers`: a peer asked for
+is missing.
 
 Long runs show a progress line on stderr when it is a terminal
 (SMAX_PROGRESS=1 forces it, SMAX_PROGRESS=0 turns it off).
@@ -47,9 +50,10 @@ GB/s (the op's ideal traffic: softmax/log_softmax 8 bytes per element,
 logsumexp 4, backward 12).
 
   --op OP          softmax (default), log_softmax, logsumexp, softmax_backward,
-                   log_softmax_backward, or any normaliser / loss / sampler
-                   listed by `smax info --ops` (e.g. sparsemax, entmax15,
-                   cross_entropy, softmax_topk)
+                   log_softmax_backward, or any op listed by `smax info --ops`
+                   (e.g. sparsemax, entmax15, cross_entropy, softmax_topk,
+                   linear_cross_entropy, attention, soft_nms: the ops with
+                   their own inputs are listed at the end)
   --param P        op parameters NAME=VALUE[,NAME=VALUE] (e.g. alpha=1.3,n_iter=30);
                    typed: real, int (no fractions), bool (true, false, 1, 0);
                    `smax info --ops` lists each op's parameters; ops without

@@ -10,6 +10,7 @@
 
 #include "args.h"
 #include "commands.h"
+#include "run_inputs.h"
 #include "suggest.h"
 #include "smax/smax.h"
 
@@ -24,19 +25,20 @@ int fail(std::string message) {
   return smax_cli::kExitUsage;
 }
 
-const std::vector<std::string> kCommands = {"info", "run", "compare", "attention", "help"};
+const std::vector<std::string> kCommands = {"info", "run", "compare", "attention", "bench", "help"};
 
 const char* command_help(const std::string& command) {
   if (command == "info") return smax_cli::kInfoHelp;
   if (command == "run") return smax_cli::kRunHelp;
   if (command == "compare") return smax_cli::kCompareHelp;
   if (command == "attention") return smax_cli::kAttentionHelp;
+  if (command == "bench") return smax_cli::kBenchHelp;
   return nullptr;
 }
 
 int dispatch(int argc, char** argv) {
   using namespace smax_cli;
-  if (argc < 2) throw UsageError("no command given (expected info, run, compare or attention; see smax --help)");
+  if (argc < 2) throw UsageError("no command given (expected info, run, compare, attention or bench; see smax --help)");
   const std::string command = argv[1];
   if (command == "--help" || command == "-h") {
     std::fputs(kMainHelp, stdout);
@@ -56,21 +58,24 @@ int dispatch(int argc, char** argv) {
     if (text == nullptr || argc > 3) {
       throw UsageError("help: unknown command '" + std::string(argv[2]) + "'" +
                        did_you_mean(argv[2], kCommands) +
-                       " (expected info, run, compare or attention)");
+                       " (expected info, run, compare, attention or bench)");
     }
     std::fputs(text, stdout);
+    if (std::string(argv[2]) == "run") print_run_inputs_help();
     return kExitOk;
   }
   if (const char* text = command_help(command); text != nullptr && wants_help(argc, argv, 2)) {
     std::fputs(text, stdout);
+    if (command == "run") print_run_inputs_help();
     return kExitOk;
   }
   if (command == "info") return cmd_info(argc, argv, 2);
   if (command == "run") return cmd_run(argc, argv, 2);
   if (command == "compare") return cmd_compare(argc, argv, 2);
   if (command == "attention") return cmd_attention(argc, argv, 2);
+  if (command == "bench") return cmd_bench(argc, argv, 2);
   throw UsageError("unknown command '" + command + "'" + did_you_mean(command, kCommands) +
-                   " (expected info, run, compare or attention; see smax --help)");
+                   " (expected info, run, compare, attention or bench; see smax --help)");
 }
 
 }  // namespace
