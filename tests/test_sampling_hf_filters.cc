@@ -12,6 +12,7 @@
 //    write nothing.
 // The Python side (python/tests/test_sampling.py) compares the kept sets
 // with transformers' own warpers.
+#include "f64_rows.h"
 #include "sampling_util.h"
 
 namespace smax_test {
@@ -54,7 +55,7 @@ std::vector<int64_t> kept_f32(const std::vector<float>& row, const SampleOptions
     }
   }
   // sample draws from the kept set.
-  I64Tensor idx({});
+  I64Tensor idx(std::vector<int64_t>{});
   for (uint64_t seed : {1u, 2u, 3u}) {
     SampleOptions t = s;
     t.seed = seed;
@@ -152,7 +153,7 @@ TEST_P(HfFilters, NegInfAllEqualAndFloorsAboveTheKeptSet) {
   expect_kept(none, opts(2, 0.5f, 0.5f, 3, kKeep), {}, "all -inf");
   Tensor x({5});
   x.fill([](int64_t) { return -kInfF; });
-  I64Tensor idx({});
+  I64Tensor idx(std::vector<int64_t>{});
   smax::sample(x.view(), idx.view(), opts(2, 0.5f, 0.5f, 3, kKeep));
   EXPECT_EQ(idx.at(0), -1);
   // NaN / +inf rows stay NaN rows; greedy ignores the filters.
@@ -269,16 +270,23 @@ TEST_P(HfFilters, Float64RowsVsReference) {
   uint64_t seed = 300;
   for (int64_t n : {7, 64, 1001}) {
     const int64_t rows = 4;
+    // Values exact in f32, so the oracle reads them from an f32 copy and
+    // models the float64 path (Float64Semantics: z = t / T in double).
     std::vector<double> x = make_rows(rows, n, 6.0, 0.0, true, seed++);
-    for (size_t i = 0; i < x.size(); i += 3) x[i] = std::round(x[i]);  // ties
+    for (size_t i = 0; i < x.size(); ++i) {
+      x[i] = i % 3 == 0 ? std::round(x[i]) : static_cast<double>(static_cast<float>(x[i]));
+    }
+    Tensor xf({rows, n});
+    xf.fill([&](int64_t i) { return static_cast<float>(x[static_cast<size_t>(i)]); });
+    const ref::Float64Semantics semantics(true);
     for (const SampleOptions& s : option_grid(n <= 64)) {
       std::vector<double> dst(x.size());
       std::vector<int64_t> idx(static_cast<size_t>(rows));
       const smax::TensorView xv = f64_view(x.data(), {rows, n});
       smax::sampling_filter(xv, f64_view(dst.data(), {rows, n}), s);
       smax::sample(xv, smax::make_index_view(idx.data(), {rows}), s);
-      const auto F = ref::sampling_filter(xv, s, {}, 1e-12);
-      const auto samples = ref::sample(xv, s, {});
+      const auto F = ref::sampling_filter(xf.view(), s, {}, 1e-12);
+      const auto samples = ref::sample(xf.view(), s, {});
       for (int64_t r = 0; r < rows; ++r) {
         if (F.fragile[static_cast<size_t>(r)]) {
           ++fragile;
