@@ -68,10 +68,7 @@ smax::SampleOptions to_sample(const smax_sample_options* p, const char* op) {
         // 0 = the default (all-zero bytes keep 0.5's behaviour); the C++ op
         // rejects negative values, naming min_tokens_to_keep.
         if (c.min_tokens_to_keep != 0) o.min_tokens_to_keep = c.min_tokens_to_keep;
-        if (c.top_k_ties != SMAX_TOP_K_TIES_EXACT && c.top_k_ties != SMAX_TOP_K_TIES_KEEP) {
-          fail(std::string(op) + ": params.top_k_ties has unknown value " +
-               std::to_string(c.top_k_ties));
-        }
+        // Unknown values: the C++ op's error ("top_k_ties has unknown value").
         o.top_k_ties = static_cast<smax::TopKTies>(c.top_k_ties);
         if (c.reserved0 != 0) {
           throw smax::Error(smax::Status::kUnsupported,
