@@ -1,5 +1,5 @@
 // smax/sampling.h: Gumbel noise, Gumbel-softmax, Gumbel-max, fused
-// softmax + top-k, temperature / top-k / top-p sampling. Soft-NMS moved to
+// softmax + top-k, temperature / top-k / top-p / min-p sampling. Soft-NMS moved to
 // smax/detection.h (included here, so code that found it here still does).
 //
 // Common contract of the row-wise functions here
@@ -163,13 +163,13 @@ void softmax_topk(const TensorView& src, const TensorView& probs, const TensorVi
                   int64_t k, const SoftmaxOptions& options = {});
 
 // ---------------------------------------------------------------------------
-// Sampling with temperature, top-k and top-p (nucleus)
+// Sampling with temperature, top-k, top-p (nucleus) and min-p
 // ---------------------------------------------------------------------------
 
 /// How top-k treats entries tied with the k-th largest z.
 enum class TopKTies : int32_t {
-  /// Exactly top_k entries: ties at the boundary by the lower index (smax's
-  /// behaviour before 0.6, and the default).
+  /// Exactly top_k entries: ties at the boundary by the lower index (the
+  /// default, and smax's only behaviour before this option, C ABI 0.6).
   kExact = 0,
   /// Every entry equal to the k-th largest z is kept (more than top_k on
   /// ties): Hugging Face transformers' TopKLogitsWarper,
