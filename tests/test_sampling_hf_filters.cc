@@ -217,11 +217,12 @@ TEST_P(HfFilters, NegInfAllEqualAndFloorsAboveTheKeptSet) {
 
 std::vector<SampleOptions> option_grid(bool small) {
   std::vector<SampleOptions> v;
-  const std::vector<int64_t> ks = small ? std::vector<int64_t>{0, 1, 3, 5} : std::vector<int64_t>{0, 50};
-  const std::vector<float> ps = small ? std::vector<float>{1.0f, 0.9f, 0.3f} : std::vector<float>{1.0f, 0.9f};
-  const std::vector<float> mps = small ? std::vector<float>{0.0f, 0.05f, 0.5f, 1.0f}
-                                       : std::vector<float>{0.0f, 0.1f};
-  const std::vector<int64_t> floors = small ? std::vector<int64_t>{1, 2, 7} : std::vector<int64_t>{1, 3};
+  using I = std::vector<int64_t>;
+  using F = std::vector<float>;
+  const I ks = small ? I{0, 1, 3, 5} : I{0, 50};
+  const F ps = small ? F{1.0f, 0.9f, 0.3f} : F{1.0f, 0.9f};
+  const F mps = small ? F{0.0f, 0.05f, 0.5f, 1.0f} : F{0.0f, 0.1f};
+  const I floors = small ? I{1, 2, 7} : I{1, 3};
   float T = 0.5f;
   for (int64_t k : ks) {
     for (float p : ps) {
@@ -313,8 +314,12 @@ TEST_P(HfFilters, BadValuesNameTheOptionAndWriteNothing) {
     const char* name;
   };
   std::vector<Bad> bad;
-  for (float mp : {kNanF, -0.01f, 1.01f, kInfF}) bad.push_back({opts(0, 1, mp, 1, kExact), "min_p"});
-  for (int64_t fl : {0, -1, -1000}) bad.push_back({opts(3, 1, 0, fl, kExact), "min_tokens_to_keep"});
+  for (float mp : {kNanF, -0.01f, 1.01f, kInfF}) {
+    bad.push_back({opts(0, 1, mp, 1, kExact), "min_p"});
+  }
+  for (int64_t fl : {0, -1, -1000}) {
+    bad.push_back({opts(3, 1, 0, fl, kExact), "min_tokens_to_keep"});
+  }
   bad.push_back({opts(3, 1, 0, 1, static_cast<TopKTies>(2)), "top_k_ties"});
   bad.push_back({opts(3, 1, 0, 1, static_cast<TopKTies>(-1)), "top_k_ties"});
   for (const Bad& b : bad) {

@@ -1,6 +1,7 @@
 // smax/sampling.h: Gumbel noise, Gumbel-softmax, Gumbel-max, fused
-// softmax + top-k, temperature / top-k / top-p / min-p sampling. Soft-NMS moved to
-// smax/detection.h (included here, so code that found it here still does).
+// softmax + top-k, temperature / top-k / top-p / min-p sampling. Soft-NMS
+// moved to smax/detection.h (included here, so code that found it here
+// still does).
 //
 // Common contract of the row-wise functions here
 // ------------------------------------------------------------------

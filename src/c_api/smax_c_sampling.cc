@@ -72,8 +72,9 @@ smax::SampleOptions to_sample(const smax_sample_options* p, const char* op) {
         o.top_k_ties = static_cast<smax::TopKTies>(c.top_k_ties);
         if (c.reserved0 != 0) {
           throw smax::Error(smax::Status::kUnsupported,
-                            std::string(op) + ": params.reserved0 is non-zero (a field of a newer "
-                                              "smax_sample_options that this library does not know)");
+                            std::string(op) +
+                                ": params.reserved0 is non-zero (a field of a newer "
+                                "smax_sample_options that this library does not know)");
         }
       },
       kSampleOptionsV05Size);

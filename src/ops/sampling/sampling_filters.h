@@ -83,7 +83,9 @@ int64_t filter_candidates(C* buf, int64_t count, const SampleOptions& so, Better
       for (int64_t j = 1; j < keep; ++j) z0 = std::max(z0, static_cast<double>(buf[j].value));
     }
     const double lthr = std::log(static_cast<double>(so.min_p));
-    const auto passes = [z0, lthr](const C& c) { return static_cast<double>(c.value) - z0 >= lthr; };
+    const auto passes = [z0, lthr](const C& c) {
+      return static_cast<double>(c.value) - z0 >= lthr;
+    };
     // Sorted: the passing entries are a prefix already (the test is monotone).
     const int64_t pass = (sorted ? std::partition_point(buf, buf + keep, passes)
                                  : std::partition(buf, buf + keep, passes)) -
