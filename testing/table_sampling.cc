@@ -27,6 +27,9 @@ smax::SampleOptions sample_of(const ExtCall& c) {
   o.top_k = static_cast<int64_t>(c.param("top_k"));
   o.top_p = static_cast<float>(c.param("top_p"));
   o.seed = seed_of(c);
+  o.min_p = static_cast<float>(c.param("min_p"));
+  o.min_tokens_to_keep = static_cast<int64_t>(c.param("min_tokens_to_keep"));
+  o.top_k_ties = static_cast<smax::TopKTies>(static_cast<int32_t>(c.param("top_k_ties")));
   return o;
 }
 ExtParam seed_param() {
@@ -102,14 +105,17 @@ void add_sampling_ops(std::vector<ExtOp>& ops) {
   {
     ExtOp op;
     op.name = "sample";
-    op.summary = "one token per row: temperature -> top-k -> top-p -> Gumbel-max";
+    op.summary = "one token per row: temperature -> top-k -> top-p -> min-p -> Gumbel-max";
     op.out_shape = OutShape::kRows;
     op.index_output = true;
     op.check_indices = true;
     op.params = {ExtParam{"temperature", 1, "0 = greedy"}.fuzzed({1, 0, 0.5, 2, 1}, {-1, NAN, INFINITY}),
                  ExtParam{"top_k", 50, "0 = off", ParamType::kInt}.fuzzed({50, 0, 1, 3, 0}, {-1}),
                  ExtParam{"top_p", 0.9, "nucleus mass"}.fuzzed({0.9, 1, 0.5, 0.01, 1}, {0, 1.5, -0.1, NAN}),
-                 seed_param()};
+                 seed_param(),
+                 ExtParam{"min_p", 0, "0 = off; keep p >= min_p * max p"}.fuzzed({0, 0.1, 0.05, 1, 0}, {-0.1, 1.5, NAN}),
+                 ExtParam{"min_tokens_to_keep", 1, "floor of every filter", ParamType::kInt}.fuzzed({1, 2, 1, 5}, {-1}),
+                 ExtParam{"top_k_ties", 0, "0 = exactly top_k, 1 = keep ties with the k-th", ParamType::kInt}.fuzzed({0, 1}, {2, -1})};
     op.run = [](const ExtCall& c) { smax::sample(c.x, c.out_index, sample_of(c), c.options); };
     op.reference = [](const ExtCall& c) { return as_double(ref::sample(c.x, sample_of(c), c.options)); };
     op.c_run = [](const ExtCall& c, const CCall& k) {
@@ -118,6 +124,9 @@ void add_sampling_ops(std::vector<ExtOp>& ops) {
       p.top_k = sample_of(c).top_k;
       p.top_p = sample_of(c).top_p;
       p.seed = sample_of(c).seed;
+      p.min_p = sample_of(c).min_p;
+      p.min_tokens_to_keep = static_cast<int32_t>(sample_of(c).min_tokens_to_keep);
+      p.top_k_ties = static_cast<int32_t>(sample_of(c).top_k_ties);
       return smax_sample(&k.x, &k.out_index, &p, &k.options);
     };
     ops.push_back(op);

@@ -1,6 +1,7 @@
 // smax/sampling.h: Gumbel noise, Gumbel-softmax, Gumbel-max, fused
-// softmax + top-k, temperature / top-k / top-p sampling. Soft-NMS moved to
-// smax/detection.h (included here, so code that found it here still does).
+// softmax + top-k, temperature / top-k / top-p / min-p sampling. Soft-NMS
+// moved to smax/detection.h (included here, so code that found it here
+// still does).
 //
 // Common contract of the row-wise functions here
 // ------------------------------------------------------------------
@@ -163,35 +164,74 @@ void softmax_topk(const TensorView& src, const TensorView& probs, const TensorVi
                   int64_t k, const SoftmaxOptions& options = {});
 
 // ---------------------------------------------------------------------------
-// Sampling with temperature, top-k and top-p (nucleus)
+// Sampling with temperature, top-k, top-p (nucleus) and min-p
 // ---------------------------------------------------------------------------
+
+/// How top-k treats entries tied with the k-th largest z.
+enum class TopKTies : int32_t {
+  /// Exactly top_k entries: ties at the boundary by the lower index (the
+  /// default, and smax's only behaviour before this option, C ABI 0.6).
+  kExact = 0,
+  /// Every entry equal to the k-th largest z is kept (more than top_k on
+  /// ties): Hugging Face transformers' TopKLogitsWarper,
+  /// `scores < torch.topk(scores, k)[0][..., -1, None]` removed.
+  kKeep = 1,
+};
+
+/// "exact" / "keep" (throws smax::Error naming top_k_ties and the bad value).
+TopKTies parse_top_k_ties(std::string_view name);
+/// "exact" / "keep"; "unknown" for other values.
+const char* top_k_ties_name(TopKTies ties) noexcept;
 
 struct SampleOptions {
   /// Sampling temperature T (on top of options.scale / options.temperature):
   /// z_i = fl(t_i / T). T = 0 is greedy: the first index of max t (top_k,
-  /// top_p and the seed are then ignored). Finite and >= 0.
+  /// top_p, min_p and the seed are then ignored). Finite and >= 0.
   float temperature = 1.0f;
-  /// Keep the top_k largest z (ties by the lower index: exactly top_k
-  /// entries). 0 = off; top_k >= n keeps everything. >= 0.
+  /// Keep the max(top_k, min_tokens_to_keep) largest z (ties: top_k_ties).
+  /// 0 = off (min_tokens_to_keep then does not turn it on); a count >= the
+  /// visible entries keeps everything. >= 0.
   int64_t top_k = 0;
   /// Nucleus: keep the shortest prefix (descending z, ties by lower index)
-  /// whose probability mass (softmax over what top-k kept) reaches top_p;
-  /// always at least one entry. 1 = off. In (0, 1].
+  /// whose probability mass (softmax over what top-k kept) reaches top_p,
+  /// and at least min_tokens_to_keep entries of what top-k kept. 1 = off.
+  /// In (0, 1].
   float top_p = 1.0f;
   uint64_t seed = 0;
+  /// Min-p (transformers' MinPLogitsWarper), applied after top-p: keep the
+  /// entries with p_i >= min_p * p_max, decided exactly as
+  ///   fl64(z_i - z_max) >= fl64(log(min_p))   (float64; z_max the row's max)
+  /// and at least min_tokens_to_keep entries of what top-p kept (the best,
+  /// ties by the lower index). 0 = off; in [0, 1] (NaN is an error);
+  /// min_p = 1 keeps the entries equal to the max.
+  float min_p = 0.0f;
+  /// The floor of every filter (transformers' min_tokens_to_keep): top-k
+  /// keeps max(top_k, this), top-p and min-p never cut below
+  /// min(this, entries the previous filter kept). >= 1.
+  int64_t min_tokens_to_keep = 1;
+  /// Ties at the top-k boundary (see TopKTies). kExact or kKeep.
+  TopKTies top_k_ties = TopKTies::kExact;
 };
 
 /// The filtered, tempered logits that `sample` draws from: dst_i = z_i where
-/// element i survives temperature -> top-k -> top-p (the order of Hugging
-/// Face transformers' logits warpers), -inf elsewhere. Greedy (T = 0):
-/// dst = t at the greedy index, -inf elsewhere.
-/// Differences from transformers: ties at the top-k boundary keep exactly
-/// top_k entries (lower index first; transformers keeps every entry equal
-/// to the k-th value); the nucleus uses a stable order (lower index first).
+/// element i survives temperature -> top-k -> top-p -> min-p (the order of
+/// Hugging Face transformers' logits warpers, GenerationMixin.
+/// _get_logits_processor in transformers 5.x), -inf elsewhere. Greedy
+/// (T = 0): dst = t at the greedy index, -inf elsewhere.
+/// The kept set is always a prefix of the row in the order (descending z,
+/// lower index first): each filter cuts that prefix shorter, and the floors
+/// of min_tokens_to_keep take the best entries in that order.
+/// Differences from transformers: with top_k_ties = kExact (the default)
+/// ties at the top-k boundary keep exactly top_k entries (lower index
+/// first; kKeep gives transformers' rule); ties cut by the top-p boundary or
+/// a min_tokens_to_keep floor go by the lower index (transformers' sorts
+/// are unstable there); top-p requires top_p > 0 (transformers accepts 0).
 /// Probability masses for top-p are float64 on the kept candidates; the
-/// full-row normaliser (top_k off) comes from the SIMD online scan (relative
-/// error <= 1e-6), so a row whose cumulative mass lands within 1e-6 of top_p
-/// may keep one entry more or less than exact arithmetic would.
+/// full-row normaliser (top_k off, and none of min_p, min_tokens_to_keep > 1,
+/// kKeep set) comes from the SIMD online scan (relative error <= 1e-6), so a
+/// row whose cumulative mass lands within 1e-6 of top_p may keep one entry
+/// more or less than exact arithmetic would. The top-k and min-p decisions
+/// are exact.
 /// Special values: NaN or +inf in z (also from overflow of t / T) -> NaN row
 /// (greedy: +inf is a valid max; NaN -> NaN row). All masked -> all -inf.
 /// dst may be exactly src (in place).
@@ -202,10 +242,15 @@ struct SampleOptions {
 /// found by bisection with nth_element (expected O(candidates)); no full sort
 /// and no rescans. (If rounding leaves those candidates short of top_p, e.g.
 /// top_p = 1 - 2^-24, the widening top-k loop takes over.)
+/// With min_p > 0, min_tokens_to_keep > 1 (and a filter on) or kKeep (and a
+/// filter on): the visible entries are collected (n candidates of scratch),
+/// top-k is an nth_element, and top-p sorts the top-k set (O(m log m); the
+/// whole visible row with top_k off); min-p is one pass.
 void sampling_filter(const TensorView& src, const TensorView& dst,
                      const SampleOptions& sample = {}, const SoftmaxOptions& options = {});
 
-/// One sample per row from softmax of sampling_filter's output:
+/// One sample per row from softmax of sampling_filter's output (the same
+/// filters, so the sample always lies in sampling_filter's kept set):
 /// indices[r] = argmax over the kept i of ((double) z_i + g(seed, r, i))
 /// (Gumbel-max, lowest index on ties). Greedy for T = 0. -1 for empty,
 /// all-masked and NaN rows (and +inf rows unless greedy). A kept set of more

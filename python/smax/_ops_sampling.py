@@ -120,35 +120,72 @@ def softmax_topk(x: Array, k: int, dim: int = -1, *, renormalize: bool = False,
     return probs, idx
 
 
+_FILTER_DOC = """
+    Filters, in the order of Hugging Face transformers' logits warpers
+    (``GenerationMixin._get_logits_processor``: temperature, top-k, top-p,
+    min-p), with their names and semantics:
+
+    * ``top_k``: keep the ``max(top_k, min_tokens_to_keep)`` largest logits
+      (0 = off). ``top_k_ties="exact"`` (default): exactly that many, ties
+      by the lower index; ``"keep"``: every entry equal to the k-th too
+      (``TopKLogitsWarper``'s rule).
+    * ``top_p``: the shortest prefix (descending, ties by the lower index)
+      of what top-k kept whose probability mass reaches ``top_p``, at least
+      ``min_tokens_to_keep`` entries (``TopPLogitsWarper``). In (0, 1].
+    * ``min_p``: keep the entries with ``p >= min_p * max p`` of what top-p
+      kept, decided exactly as ``z - z_max >= log(min_p)`` in float64, at
+      least ``min_tokens_to_keep`` (``MinPLogitsWarper``). In [0, 1];
+      0 = off.
+    * ``min_tokens_to_keep``: the floor of every filter (>= 1).
+
+    Bad values (``min_p`` NaN or outside [0, 1], ``min_tokens_to_keep < 1``,
+    an unknown ``top_k_ties``) raise ValueError naming the option. The
+    top-k and min-p decisions are exact; top-p's masses are float64 (a cut
+    within 1e-6 of ``top_p`` may move by one entry when only top_p and
+    top_k are set, see include/smax/sampling.h).
+"""
+
+
 def sampling_filter(logits: Array, temperature: float = 1.0, top_k: int = 0,
-                    top_p: float = 1.0, dim: int = -1, *, scale: float = 1.0,
-                    mask: Any = None, threads: int = 0, out: Any = None) -> Array:
-    """The tempered, filtered logits that ``sample`` draws from: ``t / temperature``
-    where an entry survives top-k then top-p (nucleus), -inf elsewhere (the
-    order of Hugging Face's logits warpers; exactly ``top_k`` entries on ties,
-    lower index first). ``temperature == 0``: greedy (only the argmax kept)."""
+                    top_p: float = 1.0, dim: int = -1, *, min_p: float = 0.0,
+                    min_tokens_to_keep: int = 1, top_k_ties: str = "exact",
+                    scale: float = 1.0, mask: Any = None, threads: int = 0,
+                    out: Any = None) -> Array:
     op = "sampling_filter"
     _, _, out = _prep(op, logits, dim, out, what="logits")
     _C.sampling_filter(_arg(logits), _arg(out), float(temperature), int(top_k), float(top_p),
+                       float(min_p), int(min_tokens_to_keep), str(top_k_ties),
                        softmax_options(op, dim, scale, 1.0, mask, "zero", threads))
     return out
 
 
+sampling_filter.__doc__ = """The tempered, filtered logits that ``sample`` draws from:
+    ``t / temperature`` where an entry survives top-k, top-p and min-p, -inf
+    elsewhere. ``temperature == 0``: greedy (only the argmax kept; the
+    filters are ignored).
+""" + _FILTER_DOC
+
+
 def sample(logits: Array, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
-           dim: int = -1, keepdim: bool = False, *, seed: Optional[int] = None,
+           dim: int = -1, keepdim: bool = False, *, min_p: float = 0.0,
+           min_tokens_to_keep: int = 1, top_k_ties: str = "exact", seed: Optional[int] = None,
            scale: float = 1.0, mask: Any = None, threads: int = 0, out: Any = None) -> Array:
-    """One token per row from ``softmax(sampling_filter(logits, ...))`` (temperature,
-    top-k, top-p), by Gumbel-max with the counter-based noise of ``seed``
-    (reproducible for any thread count). int64 indices, ``logits``' shape
-    without ``dim`` (or keepdim); -1 for empty / all-masked / NaN rows.
-    ``temperature == 0`` is greedy."""
     op = "sample"
     shape = _shape_of(logits, "logits", op)
     d = _norm_dim(dim, len(shape), op)
     _, _, out = _prep(op, logits, dim, out, _rows_shape(shape, d, keepdim), "i64", "logits")
     _C.sample(_arg(logits), _arg(out), float(temperature), int(top_k), float(top_p),
+              float(min_p), int(min_tokens_to_keep), str(top_k_ties),
               _seed(seed, logits), softmax_options(op, dim, scale, 1.0, mask, "zero", threads))
     return out
+
+
+sample.__doc__ = """One token per row from ``softmax(sampling_filter(logits, ...))``
+    (temperature, top-k, top-p, min-p), by Gumbel-max with the
+    counter-based noise of ``seed`` (reproducible for any thread count).
+    int64 indices, ``logits``' shape without ``dim`` (or keepdim); -1 for
+    empty / all-masked / NaN rows. ``temperature == 0`` is greedy.
+""" + _FILTER_DOC
 
 
 def soft_nms(boxes: Array, scores: Array, *, method: str = "linear", sigma: float = 0.5,

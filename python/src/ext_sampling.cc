@@ -8,11 +8,22 @@ namespace smax_py __attribute__((visibility("hidden"))) {
 namespace {
 
 /// The SampleOptions of sampling_filter and sample (the seed set by sample).
-smax::SampleOptions sample_params(double temperature, int64_t top_k, double top_p) {
+/// min_p is checked in double first, so a value just above 1 is not rounded
+/// into range by the conversion to float.
+smax::SampleOptions sample_params(const char* op, double temperature, int64_t top_k, double top_p,
+                                  double min_p, int64_t min_tokens_to_keep,
+                                  const std::string& top_k_ties) {
   smax::SampleOptions p;
   p.temperature = static_cast<float>(temperature);
   p.top_k = top_k;
   p.top_p = static_cast<float>(top_p);
+  if (!(min_p >= 0.0 && min_p <= 1.0)) {
+    throw smax::Error(smax::Status::kInvalidArgument,
+                      std::string(op) + ": min_p must be in [0, 1], got " + std::to_string(min_p));
+  }
+  p.min_p = static_cast<float>(min_p);
+  p.min_tokens_to_keep = min_tokens_to_keep;
+  p.top_k_ties = with_op(op, [&] { return smax::parse_top_k_ties(top_k_ties); });
   return p;
 }
 
@@ -92,24 +103,27 @@ void def_sampling(nb::module_& m) {
   m.def(
       "sampling_filter",
       [](const In& x, const Out& out, double temperature, int64_t top_k, double top_p,
-         const Co& co) {
+         double min_p, int64_t min_tokens_to_keep, const std::string& top_k_ties, const Co& co) {
         const char* op = "sampling_filter";
         const Common c = common(op, co);
-        smax::SampleOptions p = sample_params(temperature, top_k, top_p);
+        smax::SampleOptions p =
+            sample_params(op, temperature, top_k, top_p, min_p, min_tokens_to_keep, top_k_ties);
         const auto xv = flt(x, op, "logits");
         const auto ov = flto(out, op, "out");
         nb::gil_scoped_release r;
         smax::sampling_filter(xv, ov, p, c.o);
       },
       nb::arg("x"), nb::arg("out"), nb::arg("temperature"), nb::arg("top_k"), nb::arg("top_p"),
-      nb::arg("co"));
+      nb::arg("min_p"), nb::arg("min_tokens_to_keep"), nb::arg("top_k_ties"), nb::arg("co"));
   m.def(
       "sample",
       [](const In& x, const Out& indices, double temperature, int64_t top_k, double top_p,
+         double min_p, int64_t min_tokens_to_keep, const std::string& top_k_ties,
          nb::handle seed, const Co& co) {
         const char* op = "sample";
         const Common c = common(op, co);
-        smax::SampleOptions p = sample_params(temperature, top_k, top_p);
+        smax::SampleOptions p =
+            sample_params(op, temperature, top_k, top_p, min_p, min_tokens_to_keep, top_k_ties);
         p.seed = seed_of(op, seed);
         const auto xv = flt(x, op, "logits");
         const auto iv = i64o(indices, op, "indices");
@@ -117,7 +131,8 @@ void def_sampling(nb::module_& m) {
         smax::sample(xv, iv, p, c.o);
       },
       nb::arg("x"), nb::arg("indices"), nb::arg("temperature"), nb::arg("top_k"),
-      nb::arg("top_p"), nb::arg("seed"), nb::arg("co"));
+      nb::arg("top_p"), nb::arg("min_p"), nb::arg("min_tokens_to_keep"), nb::arg("top_k_ties"),
+      nb::arg("seed"), nb::arg("co"));
   m.def(
       "soft_nms",
       [](const In& boxes, const In& scores, const Out& indices, const Out& kept_scores,

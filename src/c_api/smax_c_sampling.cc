@@ -1,10 +1,12 @@
 // src/c_api/smax_c_sampling.cc: C ABI of include/smax/sampling.h: Gumbel
 // noise, Gumbel-softmax, Gumbel-max, fused softmax + top-k, temperature /
 // top-k / top-p sampling and Soft-NMS.
+#include <cstddef>
 #include <string>
 
 #include "c_api_internal.h"
 #include "smax/c/smax.h"
+#include "smax/error.h"
 #include "smax/sampling.h"
 
 using namespace smax::capi;
@@ -15,7 +17,22 @@ static_assert(static_cast<int>(SMAX_SOFT_NMS_GAUSSIAN) ==
                       static_cast<int>(smax::SoftNmsMethod::kLinear),
               "soft-NMS method values must mirror smax::SoftNmsMethod");
 
+static_assert(static_cast<int>(SMAX_TOP_K_TIES_EXACT) ==
+                      static_cast<int>(smax::TopKTies::kExact) &&
+                  static_cast<int>(SMAX_TOP_K_TIES_KEEP) ==
+                      static_cast<int>(smax::TopKTies::kKeep),
+              "top-k tie values must mirror smax::TopKTies");
+static_assert(offsetof(smax_sample_options, min_p) == 32 &&
+                  offsetof(smax_sample_options, reserved0) + sizeof(int32_t) ==
+                      sizeof(smax_sample_options) &&
+                  sizeof(smax_sample_options) == 48,
+              "smax_sample_options: version 0.6's fields follow 0.5's 32 bytes, no padding");
+
 namespace {
+
+// The size of version 0.5's struct (before min_p): the smallest struct_size
+// accepted; the later fields then take their defaults.
+constexpr size_t kSampleOptionsV05Size = offsetof(smax_sample_options, min_p);
 
 smax::GumbelSoftmaxOptions to_gumbel(const smax_gumbel_softmax_options* p, const char* op) {
   return from_struct<smax::GumbelSoftmaxOptions>(
@@ -39,13 +56,28 @@ smax::SoftmaxTopkOptions to_topk(const smax_softmax_topk_options* p, int64_t k, 
 }
 
 smax::SampleOptions to_sample(const smax_sample_options* p, const char* op) {
-  return from_struct<smax::SampleOptions>(p, op, "params", "smax_sample_options",
-                                          [](const auto& c, auto& o) {
-                                            o.temperature = c.temperature;
-                                            o.top_k = c.top_k;
-                                            o.top_p = c.top_p;
-                                            o.seed = c.seed;
-                                          });
+  return from_struct<smax::SampleOptions>(
+      p, op, "params", "smax_sample_options",
+      [op](const auto& c, auto& o) {
+        o.temperature = c.temperature;
+        o.top_k = c.top_k;
+        o.top_p = c.top_p;
+        o.seed = c.seed;
+        if (c.struct_size < sizeof(smax_sample_options)) return;  // a 0.5 caller
+        o.min_p = c.min_p;
+        // 0 = the default (all-zero bytes keep 0.5's behaviour); the C++ op
+        // rejects negative values, naming min_tokens_to_keep.
+        if (c.min_tokens_to_keep != 0) o.min_tokens_to_keep = c.min_tokens_to_keep;
+        // Unknown values: the C++ op's error ("top_k_ties has unknown value").
+        o.top_k_ties = static_cast<smax::TopKTies>(c.top_k_ties);
+        if (c.reserved0 != 0) {
+          throw smax::Error(smax::Status::kUnsupported,
+                            std::string(op) +
+                                ": params.reserved0 is non-zero (a field of a newer "
+                                "smax_sample_options that this library does not know)");
+        }
+      },
+      kSampleOptionsV05Size);
 }
 
 smax::SoftNmsOptions to_soft_nms(const smax_soft_nms_options* p, const char* op) {
@@ -86,6 +118,9 @@ void smax_sample_options_init(smax_sample_options* options) {
     o.top_p = d.top_p;
     o.top_k = d.top_k;
     o.seed = d.seed;
+    o.min_p = d.min_p;
+    o.min_tokens_to_keep = static_cast<int32_t>(d.min_tokens_to_keep);
+    o.top_k_ties = static_cast<int32_t>(d.top_k_ties);
   });
 }
 

@@ -241,8 +241,19 @@ FilterRef sampling_filter(const TensorView& src, const SampleOptions& so,
     std::vector<int64_t> order = sorted_order(z.data(), R.n);
     while (!order.empty() && z[static_cast<size_t>(order.back())] == -kInf) order.pop_back();
     if (order.empty()) continue;
-    const bool topk_on = so.top_k > 0 && so.top_k < R.n;
-    if (topk_on && static_cast<int64_t>(order.size()) > so.top_k) order.resize(static_cast<size_t>(so.top_k));
+    // top-k: the K = max(top_k, min_tokens_to_keep) best, and with
+    // TopKTies::kKeep every entry equal to the K-th.
+    const size_t floor_k = static_cast<size_t>(std::max<int64_t>(1, so.min_tokens_to_keep));
+    const int64_t K = std::max<int64_t>(so.top_k, static_cast<int64_t>(floor_k));
+    const bool topk_on = so.top_k > 0 && K < R.n;
+    if (topk_on && static_cast<int64_t>(order.size()) > K) {
+      const double kth = z[static_cast<size_t>(order[static_cast<size_t>(K - 1)])];
+      size_t m = static_cast<size_t>(K);
+      if (so.top_k_ties == TopKTies::kKeep) {
+        while (m < order.size() && z[static_cast<size_t>(order[m])] == kth) ++m;
+      }
+      order.resize(m);
+    }
     const double z0 = z[static_cast<size_t>(order[0])];
     double total = 0.0;
     if (topk_on) {
@@ -259,14 +270,25 @@ FilterRef sampling_filter(const TensorView& src, const SampleOptions& so,
         cum += std::exp(z[static_cast<size_t>(order[j])] - z0);
         if (cum >= target) {
           keep = j + 1;
-          // Fragile: the cut would move if the masses were off by `tolerance`.
-          if (std::fabs(cum - target) <= tolerance * total ||
-              std::fabs(before_j - target) <= tolerance * total) {
+          // Fragile: the cut would move if the masses were off by `tolerance`
+          // (unless the min_tokens_to_keep floor decides).
+          if ((std::fabs(cum - target) <= tolerance * total ||
+               std::fabs(before_j - target) <= tolerance * total) &&
+              j + 1 >= floor_k) {
             F.fragile[static_cast<size_t>(r)] = true;
           }
           break;
         }
       }
+      keep = std::max(keep, std::min(floor_k, order.size()));
+    }
+    // min-p: p_i >= min_p p_max, i.e. z_i - z0 >= log(min_p) (the library's
+    // exact float64 test), never below min(min_tokens_to_keep, keep).
+    if (so.min_p > 0.0f) {
+      const double lthr = std::log(static_cast<double>(so.min_p));
+      size_t pass = 0;
+      while (pass < keep && z[static_cast<size_t>(order[pass])] - z0 >= lthr) ++pass;
+      keep = std::max(pass, std::min(floor_k, keep));
     }
     double mass = 0.0;
     for (size_t j = 0; j < keep; ++j) mass += std::exp(z[static_cast<size_t>(order[j])] - z0);

@@ -137,6 +137,64 @@ void test_sampling(void) {
                  f, 4);
   }
 
+  /* C ABI 0.6: min_p, min_tokens_to_keep, top_k_ties; a 0.5 struct (32 bytes). */
+  {
+    float x[6] = {5.0f, 3.0f, 3.0f, 1.0f, 3.0f, 0.0f}, f[6];
+    int64_t idx = -5;
+    smax_tensor tx = f32_1d(x, 6), tf = f32_1d(f, 6), ti = i64_1d(&idx, 1);
+    smax_sample_options so;
+    smax_sample_options_init(&so);
+    CHECK(so.struct_size == 48 && so.min_p == 0.0f && so.min_tokens_to_keep == 1 &&
+          so.top_k_ties == SMAX_TOP_K_TIES_EXACT && so.reserved0 == 0);
+    so.top_k = 2; /* exact: {0, 1}; keep: every 3 -> {0, 1, 2, 4} */
+    CHECK(smax_sampling_filter(&tx, &tf, &so, NULL) == SMAX_STATUS_OK);
+    CHECK(f[0] == 5.0f && f[1] == 3.0f && isinf(f[2]) && isinf(f[3]) && isinf(f[4]) &&
+          isinf(f[5]));
+    so.top_k_ties = SMAX_TOP_K_TIES_KEEP;
+    CHECK(smax_sampling_filter(&tx, &tf, &so, NULL) == SMAX_STATUS_OK);
+    CHECK(f[0] == 5.0f && f[1] == 3.0f && f[2] == 3.0f && isinf(f[3]) && f[4] == 3.0f &&
+          isinf(f[5]));
+    /* min_p = 1 keeps the max only; min_tokens_to_keep = 2 adds index 1. */
+    smax_sample_options_init(&so);
+    so.min_p = 1.0f;
+    CHECK(smax_sampling_filter(&tx, &tf, &so, NULL) == SMAX_STATUS_OK);
+    CHECK(f[0] == 5.0f && isinf(f[1]) && isinf(f[2]) && isinf(f[4]));
+    CHECK(smax_sample(&tx, &ti, &so, NULL) == SMAX_STATUS_OK && idx == 0);
+    so.min_tokens_to_keep = 2;
+    CHECK(smax_sampling_filter(&tx, &tf, &so, NULL) == SMAX_STATUS_OK);
+    CHECK(f[0] == 5.0f && f[1] == 3.0f && isinf(f[2]) && isinf(f[4]));
+    /* A 0.5 caller: struct_size 32, the new fields are not read. */
+    so.struct_size = 32;
+    CHECK(smax_sampling_filter(&tx, &tf, &so, NULL) == SMAX_STATUS_OK);
+    CHECK(f[0] == 5.0f && f[1] == 3.0f && f[2] == 3.0f && f[3] == 1.0f && f[5] == 0.0f);
+    so.struct_size = 28;
+    fill(f, 6, kSentinel);
+    EXPECT_ERROR(smax_sampling_filter(&tx, &tf, &so, NULL), SMAX_STATUS_INVALID_ARGUMENT,
+                 "struct_size", f, 6);
+    /* Bad values: invalid argument naming the field; nothing written. */
+    smax_sample_options_init(&so);
+    so.min_p = 1.5f;
+    fill(f, 6, kSentinel);
+    EXPECT_ERROR(smax_sampling_filter(&tx, &tf, &so, NULL), SMAX_STATUS_INVALID_ARGUMENT,
+                 "min_p", f, 6);
+    so.min_p = NAN;
+    idx = -5;
+    EXPECT_UNTOUCHED(smax_sample(&tx, &ti, &so, NULL), SMAX_STATUS_INVALID_ARGUMENT, "min_p",
+                     &idx, sizeof idx);
+    smax_sample_options_init(&so);
+    so.min_tokens_to_keep = -1;
+    EXPECT_ERROR(smax_sampling_filter(&tx, &tf, &so, NULL), SMAX_STATUS_INVALID_ARGUMENT,
+                 "min_tokens_to_keep", f, 6);
+    smax_sample_options_init(&so);
+    so.top_k_ties = 2;
+    EXPECT_ERROR(smax_sampling_filter(&tx, &tf, &so, NULL), SMAX_STATUS_INVALID_ARGUMENT,
+                 "top_k_ties", f, 6);
+    smax_sample_options_init(&so);
+    so.reserved0 = 1;
+    EXPECT_ERROR(smax_sampling_filter(&tx, &tf, &so, NULL), SMAX_STATUS_UNSUPPORTED,
+                 "reserved0", f, 6);
+  }
+
   /* Soft-NMS (docs/vectors.md): A = (0,0,10,10; 0.9), B = (0,5,10,15; 0.8). */
   {
     float boxes[2][4] = {{0.0f, 0.0f, 10.0f, 10.0f}, {0.0f, 5.0f, 10.0f, 15.0f}};

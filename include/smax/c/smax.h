@@ -71,7 +71,7 @@ extern "C" {
 
 /** Version of this header; compare with smax_version() at run time. */
 #define SMAX_C_VERSION_MAJOR 0
-#define SMAX_C_VERSION_MINOR 5
+#define SMAX_C_VERSION_MINOR 6
 #define SMAX_C_VERSION_PATCH 0
 
 /** Largest rank a tensor may have (smax::kMaxRank). */
@@ -292,6 +292,12 @@ typedef struct smax_softmax_topk_options {
 } smax_softmax_topk_options;
 void smax_softmax_topk_options_init(smax_softmax_topk_options* options);
 
+/** smax::TopKTies: entries tied with the k-th largest at the top-k boundary. */
+typedef enum smax_top_k_ties {
+  SMAX_TOP_K_TIES_EXACT = 0, /**< exactly top_k entries, the lower index first */
+  SMAX_TOP_K_TIES_KEEP = 1   /**< every entry equal to the k-th (transformers' rule) */
+} smax_top_k_ties;
+
 /** smax::SampleOptions. */
 typedef struct smax_sample_options {
   uint32_t struct_size;
@@ -299,6 +305,11 @@ typedef struct smax_sample_options {
   float top_p;       /**< in (0, 1]; 1 = off (default 1) */
   int64_t top_k;     /**< >= 0; 0 = off (default 0) */
   uint64_t seed;     /**< default 0 */
+  /* ---- version 0.5: struct_size may stop here (32 bytes) ---- */
+  float min_p;                /**< in [0, 1]; 0 = off (default 0): keep p_i >= min_p p_max */
+  int32_t min_tokens_to_keep; /**< >= 1; 0 = the default, 1: the floor of every filter */
+  int32_t top_k_ties;         /**< an smax_top_k_ties value (default EXACT) */
+  int32_t reserved0;          /**< must be 0 (explicit padding: the tail of version 0.6) */
 } smax_sample_options;
 void smax_sample_options_init(smax_sample_options* options);
 

@@ -16,12 +16,14 @@
 #include "kernels/kernels.h"
 #include "kernels/sampling.h"
 #include "core/convert.h"
+#include "core/enum_names.h"
 #include "core/errors.h"
 #include "core/execution.h"
 #include "core/internal.h"
 #include "core/long_row.h"
 #include "core/rowwise.h"
 #include "ops/sampling/sampling_f64.h"
+#include "ops/sampling/sampling_filters.h"
 #include "ops/sampling/sampling_rows.h"
 #include "core/validate.h"
 #include "smax/error.h"
@@ -201,6 +203,16 @@ void check_sample_options(const SampleOptions& so, const char* op) {
   if (!(so.top_p > 0.0f && so.top_p <= 1.0f)) {
     fail(op, "top_p must be in (0, 1], got " + num(so.top_p));
   }
+  if (!(so.min_p >= 0.0f && so.min_p <= 1.0f)) {
+    fail(op, "min_p must be in [0, 1], got " + num(so.min_p));
+  }
+  if (so.min_tokens_to_keep < 1) {
+    fail(op, "min_tokens_to_keep must be >= 1, got " + std::to_string(so.min_tokens_to_keep));
+  }
+  if (so.top_k_ties != TopKTies::kExact && so.top_k_ties != TopKTies::kKeep) {
+    fail(op, "top_k_ties has unknown value " +
+                 std::to_string(static_cast<int32_t>(so.top_k_ties)));
+  }
 }
 
 // What survives the filters in one row.
@@ -220,12 +232,18 @@ struct FilterPlan {
   int64_t cap = 0;
   bool active = false;  // top-k or top-p filters something
   int64_t top_k = 0;    // 0 = off
+  bool general = false;  // filter_candidates (sampling_filters.h) decides
 };
 
 FilterPlan plan_filter(const SampleOptions& so, int64_t n) {
   FilterPlan f;
   f.top_k = (so.top_k > 0 && so.top_k < n) ? so.top_k : 0;
   f.active = f.top_k > 0 || so.top_p < 1.0f;
+  if (uses_general_filter(so)) {
+    f.general = f.active = true;
+    f.cap = n;  // every visible entry is a candidate
+    return f;
+  }
   if (!f.active || n == 0) return f;
   f.cap = f.top_k > 0 ? topk_cap(f.top_k, n) : n;  // top-p alone may need every element
   return f;
@@ -341,6 +359,36 @@ bool nucleus_by_threshold(const float* z, int64_t n, double top_p, const kernels
   return true;
 }
 
+// The f32 rows' use of filter_candidates: the visible entries of z (a row
+// with NaN / +inf is a NaN row) go to buf; float64 masses summed in order.
+struct PlainSum {
+  double s = 0.0;
+  void add(double x) { s += x; }
+  double value() const { return s; }
+};
+
+Kept filter_row_general(const float* z, int64_t n, const SampleOptions& so, TopkCandidate* buf) {
+  Kept kept;
+  const kernels::MaxScan ms = kernels::max_scan(z, n);
+  if (ms.has_nan || ms.max == kInfF) {
+    kept.kind = Kept::kNaN;
+    return kept;
+  }
+  if (!(ms.max > -kInfF)) return kept;  // nothing to sample
+  int64_t count = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (z[i] > -kInfF) buf[count++] = TopkCandidate{z[i], i};
+  }
+  const auto mass = [](float v, double z0) { return std::exp(static_cast<double>(v) - z0); };
+  const int64_t keep = filter_candidates<PlainSum>(buf, count, so, kernels::topk_better, mass);
+  const TopkCandidate& last = worst_candidate(buf, keep, kernels::topk_better);
+  kept.kind = Kept::kPrefix;
+  kept.value = last.value;
+  kept.index = last.index;
+  kept.count = keep;  // buf[0..keep) is exactly the kept set
+  return kept;
+}
+
 // Writes z = fl(t / T) to z (T > 0) and decides the kept set.
 Kept filter_row(const float* t, int64_t n, const SampleOptions& so, const FilterPlan& plan,
                 float* z, TopkCandidate* buf, int64_t* idx) {
@@ -371,6 +419,7 @@ Kept filter_row(const float* t, int64_t n, const SampleOptions& so, const Filter
     }
     return kept;
   }
+  if (plan.general) return filter_row_general(z, n, so, buf);
   const double top_p = so.top_p;
   if (plan.top_k == 0) {
     // top-p alone: (m, d) and NaN from one scan (k = 1), then the candidates
@@ -595,6 +644,14 @@ void softmax_topk(const TensorView& src, const TensorView& probs, const TensorVi
 }
 
 // ---- sampling_filter / sample ---------------------------------------------------
+
+namespace {
+constexpr auto kTopKTiesNames = detail::name_table<TopKTies>(
+    "parse_top_k_ties", "top_k_ties", {{TopKTies::kExact, "exact"}, {TopKTies::kKeep, "keep"}});
+}  // namespace
+
+TopKTies parse_top_k_ties(std::string_view name) { return kTopKTiesNames.parse(name); }
+const char* top_k_ties_name(TopKTies ties) noexcept { return kTopKTiesNames.name(ties); }
 
 void sampling_filter(const TensorView& src, const TensorView& dst, const SampleOptions& sample,
                      const SoftmaxOptions& options) {

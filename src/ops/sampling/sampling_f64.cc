@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "core/compensated.h"
+#include "ops/sampling/sampling_filters.h"
 #include "kernels/sampling.h"
 #include "kernels/softmax_f64.h"
 
@@ -130,6 +131,19 @@ KeptF64 filter_row_f64(const double* t, int64_t n, const SampleOptions& so, doub
     return kept;
   }
   if (s.max == -kInf) return kept;  // nothing to sample
+  if (uses_general_filter(so)) {
+    int64_t count = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      if (z[i] > -kInf) buf[count++] = Cand64{z[i], i};
+    }
+    const int64_t keep = filter_candidates<CompensatedSum>(buf, count, so, better, exp_diff_f64);
+    const Cand64& last = worst_candidate(buf, keep, better);
+    kept.kind = KeptF64::kPrefix;
+    kept.value = last.value;
+    kept.index = last.index;
+    kept.count = keep;  // buf[0..keep) is exactly the kept set
+    return kept;
+  }
   const int64_t top_k = (so.top_k > 0 && so.top_k < n) ? so.top_k : 0;
   if (top_k == 0 && so.top_p >= 1.0f) {
     kept.kind = KeptF64::kAll;
