@@ -228,6 +228,37 @@ TEST_P(NarrowOps, LongRowsWithSpecialValuesGiveTheRoundedF32Results) {
   }
 }
 
+// In place (dst == src, the same narrow type) on the segment grid: every
+// pass reads x[i] before writing dst[i] and every reduction ends before the
+// first write, so the bits are the out-of-place ones; a row whose max
+// dominates takes log_softmax's near-zero refinement in place too.
+TEST_P(NarrowOps, LongRowsInPlaceGiveTheOutOfPlaceBits) {
+  smax_test::Rng rng("narrow_ops_long_in_place");
+  const int64_t n = 70001, rows = 3;
+  std::vector<float> x(static_cast<size_t>(rows * n));
+  for (int64_t i = 0; i < rows * n; ++i) x[static_cast<size_t>(i)] = rng.normal(0.0f, 2.0f);
+  for (int64_t i = 0; i < n; ++i) x[static_cast<size_t>(n + i)] -= 40.0f;  // row 1: max dominates
+  x[static_cast<size_t>(n + 5)] = 0.0f;
+  x[static_cast<size_t>(2 * n + 66000)] = NAN;                            // row 2: NaN
+  for (DType t : {DType::kBF16, DType::kF16}) {
+    for (Op op : {Op::kSoftmax, Op::kLogSoftmax}) {
+      for (smax::Algorithm a : kAlgorithms) {
+        SoftmaxOptions o;
+        o.algorithm = a;
+        o.threads = 2;
+        const T want = run_2d(op, t, t, rows, n, x, o);
+        T buf(t, {rows, n});
+        for (int64_t i = 0; i < rows * n; ++i) buf.set(i, x[static_cast<size_t>(i)]);
+        o.axis = 1;
+        call(op, buf.view(), buf.view(), o);
+        EXPECT_TRUE(same_bits(buf, want))
+            << smax::dtype_name(t) << " op " << static_cast<int>(op) << " algo "
+            << static_cast<int>(a);
+      }
+    }
+  }
+}
+
 TEST_P(NarrowOps, LayoutsAndThreadCountsGiveTheSameBits) {
   smax_test::Rng rng("narrow_ops_layouts");
   for (int64_t n : {33, 1000, 70000}) {

@@ -70,15 +70,17 @@ inline constexpr int64_t kStreamTasksPerThread = 4;
 /// Rows too long for one task: calls fn(row, threads_for_the_row, next) for
 /// every row, spreading rows over threads when there are enough of them (in
 /// about kStreamTasksPerThread ranges of consecutive rows per thread, each
-/// range on one thread in order) and giving every thread to each row
-/// otherwise. `next` is the row the calling thread computes after this one,
+/// range on one thread in order; one row per task when there are fewer
+/// than 2 kStreamTasksPerThread rows per thread, where ranges of 2 would
+/// unbalance the threads more than the prefetch gains) and giving every
+/// thread to each row otherwise. `next` is the row the calling thread computes after this one,
 /// or -1: a prefetch hint. Both give the same bits, because a long row's
 /// result depends neither on its thread count nor on its neighbours.
 template <typename Fn>
 void for_each_long_row(const Geometry& g, int threads, Fn&& fn) {
   if (g.rows >= threads) {
     const int64_t slots = kStreamTasksPerThread * std::max(threads, 1);
-    const int64_t per_task = (g.rows + slots - 1) / slots;
+    const int64_t per_task = g.rows < 2 * slots ? 1 : (g.rows + slots - 1) / slots;
     const int64_t tasks = (g.rows + per_task - 1) / per_task;
     run_parallel(tasks, threads, [&](int64_t task) {
       const int64_t begin = task * per_task, end = std::min(g.rows, begin + per_task);
@@ -119,7 +121,8 @@ void for_each_row_stream(const Geometry& g, int threads, Fn&& fn) {
 
 /// Rows mode (every operand's axis contiguous): rows of n >= kernels::kSegment
 /// go one at a time to long_row(offsets, threads_for_the_row, next_offsets)
-/// (see for_each_long_row; next_offsets: the next row's, or nullptr); shorter rows go to runs(count, offsets) in runs of
+/// (see for_each_long_row; next_offsets: the next row's, or nullptr);
+/// shorter rows go to runs(count, offsets) in runs of
 /// consecutive rows (for_each_run) over the streaming grid
 /// (for_each_row_stream: the softmax-family row kernels' bits do not depend
 /// on the grouping).

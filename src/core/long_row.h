@@ -60,7 +60,11 @@ struct AnyRowOut {
 /// (log_softmax near 0 into bf16 / f16, more accurate), whatever `threads`.
 /// `scratch`: n floats when out.type is not f32 (reload softmax keeps its
 /// exps there; log_softmax rows near 0 their logits), else unused. out.p
-/// may equal x when the types are equal (in place), else must not overlap.
+/// may equal x when the types are equal (in place: every pass that writes
+/// out reads x[i] before writing out[i], and every reduction ends before
+/// the first write), else must not overlap. Two-pass log_softmax into
+/// bf16 / f16 reads the row once more (its (min, max)), to decide whether
+/// the row's max dominates (softmax_narrow.h's near-zero refinement).
 /// `next_x`: as forward_row's.
 void forward_row_any(ForwardOp op, Algorithm algorithm, const AnyRowIn& in, int64_t n,
                      EmptyRow empty_row, const AnyRowOut& out, float* scratch, int threads,

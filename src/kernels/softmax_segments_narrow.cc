@@ -22,6 +22,7 @@ HWY_BEFORE_NAMESPACE();
 namespace smax::kernels::HWY_NAMESPACE {
 namespace {
 
+// kF32, kBF16 or kF16 (segments_narrow.h); the ops never send f64 here.
 HWY_INLINE Storage StorageOfType(DType t) {
   return t == DType::kBF16 ? Storage::kBF16 : t == DType::kF16 ? Storage::kF16 : Storage::kF32;
 }

@@ -288,7 +288,8 @@ void run_narrow_rows_mode(const ForwardCall& c) {
 // Rows mode for rows of n >= kSegment with any storage dtypes but f64:
 // the segment kernels read the row in its type and round each output once
 // (forward_row_any), with no f32 copy of the row; scratch holds a narrow
-// dst's reload exps (in L2 for rows up to ~256K elements).
+// dst's reload exps and the logits of log_softmax rows near 0 (4 n bytes:
+// in L2 for rows up to ~200K elements on a 1 MB L2, else in the LLC).
 bool narrow_long_rows_mode(const ForwardCall& c) {
   return rows_mode(c) && c.g.n >= kernels::kSegment && c.dst_type != DType::kF64 &&
          (!c.has_add_mask || c.mask_type == DType::kF32);
@@ -297,7 +298,10 @@ bool narrow_long_rows_mode(const ForwardCall& c) {
 void run_narrow_long_rows_mode(const ForwardCall& c) {
   const Geometry& g = c.g;
   // One scratch row per row that can run at once (for_each_long_row).
-  const bool scratch_row = c.dst_type != DType::kF32 && c.op != ForwardOp::kLogSumExp;
+  const bool scratch_row =
+      c.dst_type != DType::kF32 &&
+      (c.op == ForwardOp::kLogSoftmax ||
+       (c.op == ForwardOp::kSoftmax && c.algorithm == Algorithm::kThreePassReload));
   const int64_t concurrent = g.rows >= c.threads ? std::min<int64_t>(c.threads, g.rows) : 1;
   ScratchPool pool(scratch_row ? static_cast<int>(concurrent) : 0, g.n);
   for_each_long_row(g, c.threads, [&](int64_t row, int threads, int64_t next) {
