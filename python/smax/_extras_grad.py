@@ -104,7 +104,8 @@ def cross_entropy_extras_grad(x: Tensor, target: Tensor, weight: Optional[Tensor
                 gz = gz * (0.0 if empty_mean == "zero" else float("nan"))
             else:
                 gz = gz / denom
-        dt = dt + per_row(gz * wz * 2.0 * lse_square_scale) * L * p
+        # L * p with p = 0 where L = -inf (a fully masked row): 0, not NaN.
+        dt = dt + per_row(gz * wz * 2.0 * lse_square_scale) * torch.where(p > 0, L * p, 0.0)
     dt = dt.reshape(t.shape)
     dt = dt.movedim(-1, dim) if x.dim() > 0 else dt.reshape(())
     dx = dt * s if dcap is None else dt * s * dcap

@@ -45,6 +45,8 @@ import numbers
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
+from torch._subclasses.fake_tensor import FakeTensor
+from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
 from ._common import replaying
 
@@ -381,6 +383,10 @@ def register(op: str, eager: Callable[..., Any]) -> None:
         return result
 
     def setup_context(ctx: Any, inputs: Tuple[Any, ...], output: Any) -> None:
+        # Outputs nobody differentiates get None, not zeros (as in eager):
+        # an unused extra costs no gradient pass and cannot turn 0 * NaN
+        # into a NaN gradient.
+        ctx.set_materialize_grads(False)
         saved = _outs(op, output) if replays(inputs) else ()
         ctx.n_outputs = len(saved)
         ctx.save_for_backward(*[inputs[i] for i in spec.tensor_idx], *saved)
@@ -415,19 +421,25 @@ def register(op: str, eager: Callable[..., Any]) -> None:
 # ---- routing ------------------------------------------------------------------------------
 
 
+def _traced_tensor(t: Any) -> bool:
+    """A fake, functional or traceable wrapper-subclass tensor (what a trace
+    hands an op). nn.Parameter is a plain Tensor subclass, not one of them:
+    eager calls with parameters stay on the autograd Functions."""
+    if not isinstance(t, torch.Tensor):
+        return False
+    return (isinstance(t, FakeTensor) or is_traceable_wrapper_subclass(t)
+            or torch._is_functional_tensor(t))
+
+
 def tracing(tensors: Sequence[Any]) -> bool:
     """True while torch.compile / torch.export trace (or any tensor is a
-    fake / functional / subclass tensor, or a dispatch mode is active: a
-    make_fx trace): then smax.torch emits torch.ops.smax.<op>."""
+    fake / functional / traceable subclass tensor, or a dispatch mode is
+    active: a make_fx trace): then smax.torch emits torch.ops.smax.<op>."""
     if torch.compiler.is_compiling():
         return True
     if torch._C._len_torch_dispatch_stack() > 0:
         return True
-    for t in tensors:
-        if isinstance(t, torch.Tensor) and (type(t) is not torch.Tensor
-                                            or torch._is_functional_tensor(t)):
-            return True
-    return False
+    return any(_traced_tensor(t) for t in tensors)
 
 
 def call(op: str, values: Sequence[Any]) -> Any:

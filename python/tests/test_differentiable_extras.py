@@ -157,3 +157,42 @@ def test_gumbel_soft_sample_is_differentiable():
 def _gumbel(x, seed):
     import smax
     return smax.gumbel_noise(tuple(x.shape), seed, like=x)
+
+
+@pytest.mark.parametrize("extra", ["z_loss", "lse", "entropy", "target_logprob"])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_fully_masked_ignored_row_gets_finite_gradients(extra, reduction):
+    # A padding row: every class masked and its target ignored. Its z-loss
+    # is 0, so its gradient must be 0 (the z term's L * p is -inf * 0 there).
+    torch.manual_seed(0)
+    x = torch.randn(4, 6, requires_grad=True)
+    target = torch.randint(0, 6, (4,))
+    target[3] = -100
+    mask = torch.ones(4, 6, dtype=torch.bool)
+    mask[3] = False
+    loss, e = st.cross_entropy(x, target, mask=mask, reduction=reduction, lse_square_scale=1e-4,
+                               **{"return_" + extra: True})
+    lv = loss if reduction != "none" else loss[:3].sum()
+    ev = e if e.dim() == 0 else e[:3].sum()  # only the valid rows' extra is used
+    (lv + ev).backward()
+    assert torch.isfinite(x.grad).all()
+    assert torch.equal(x.grad[3], torch.zeros(6))
+
+
+def test_unused_extra_under_compile_gets_no_gradient():
+    # Every target ignored, empty_mean "nan": the unused z_loss extra must not
+    # turn into a 0 * NaN gradient when compiled (eager gives it None).
+    torch.manual_seed(0)
+    x0 = torch.randn(4, 6)
+    t = torch.full((4,), -100)
+
+    def f(x):
+        loss, _ = st.cross_entropy(x, t, return_z_loss=True, lse_square_scale=1e-4)
+        return torch.nan_to_num(loss)
+
+    xe = x0.clone().requires_grad_()
+    f(xe).backward()
+    xc = x0.clone().requires_grad_()
+    torch.compile(f, backend="aot_eager", fullgraph=True)(xc).backward()
+    assert torch.isfinite(xe.grad).all() and torch.isfinite(xc.grad).all()
+    assert torch.equal(xe.grad, xc.grad)

@@ -339,3 +339,22 @@ def test_backward_replays_the_forward(op, monkeypatch):
     weights = torch.randn(out.shape, generator=torch.Generator().manual_seed(5))
     grads = torch.autograd.grad((out * weights).sum(), leaves, allow_unused=True)
     assert any(g is not None and g.abs().sum() > 0 for g in grads)
+
+
+def test_parameters_in_eager_stay_on_the_autograd_functions(monkeypatch):
+    # nn.Parameter is a Tensor subclass but not a traced one: an eager call
+    # with a learnable knob or an owned weight must not take the custom-op
+    # route (which recomputes some forwards in the backward).
+    def refuse(*args, **kwargs):
+        raise AssertionError("eager call routed through torch.ops.smax")
+
+    monkeypatch.setattr(_library, "call", refuse)
+    temperature = torch.nn.Parameter(torch.tensor(1.5))
+    x = torch.randn(3, 7, requires_grad=True)
+    st.softmax(x, dim=-1, temperature=temperature).sum().backward()
+    assert temperature.grad is not None
+    weight = torch.nn.Parameter(torch.randn(11, 5))
+    hidden = torch.randn(4, 5, requires_grad=True)
+    target = torch.randint(0, 11, (4,))
+    st.linear_cross_entropy(hidden, weight, target).backward()
+    assert weight.grad is not None and hidden.grad is not None
