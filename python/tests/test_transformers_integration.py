@@ -224,3 +224,67 @@ def test_unapply_and_errors():
     model = sit.apply(transformers.AutoModelForCausalLM.from_config(cfg)).train()
     with pytest.raises(ValueError, match="dropout=0.1 is not supported"):
         model(_batch()[0])
+
+
+def test_deepcopy_of_patched_model_uses_the_copys_weights():
+    # EMA / reference-model copies: the copy's forward must run the copy's decoder and head
+    eager, patched = _pair("llama")
+    ids, mask, labels = _batch()
+    before = patched(ids, attention_mask=mask, labels=labels).loss
+    clone = copy.deepcopy(patched)
+    assert clone.forward.model is clone and patched.forward.model is patched
+    with torch.no_grad():
+        for p in clone.parameters():
+            p.zero_()
+    # all-zero weights: uniform logits, the loss is log(VOCAB)
+    torch.testing.assert_close(clone(ids, attention_mask=mask, labels=labels).loss,
+                               torch.log(torch.tensor(float(VOCAB))), **TOL)
+    torch.testing.assert_close(patched(ids, attention_mask=mask, labels=labels).loss, before,
+                               rtol=0, atol=0)
+    torch.testing.assert_close(before, eager(ids, attention_mask=mask, labels=labels).loss,
+                               **TOL)
+
+
+def test_resize_token_embeddings_then_loss_uses_the_new_head():
+    eager, patched = _pair("llama")
+    for model in (eager, patched):
+        model.resize_token_embeddings(VOCAB + 24, mean_resizing=False)
+        with torch.no_grad():  # the same new rows in both
+            torch.manual_seed(3)
+            model.lm_head.weight[VOCAB:].normal_()
+    ids, mask, labels = _batch()
+    labels = labels.masked_fill(labels == 5, VOCAB + 20)  # a target only the new head has
+    labels[0, 7] = VOCAB + 20
+    out = patched(ids, attention_mask=mask, labels=labels)
+    torch.testing.assert_close(out.loss, eager(ids, attention_mask=mask, labels=labels).loss,
+                               **TOL)
+    out.loss.backward()
+    assert patched.lm_head.weight.grad.shape == (VOCAB + 24, 64)
+    assert patched.lm_head.weight.grad[VOCAB + 20].abs().sum() > 0
+
+
+def test_torch_save_load_round_trip_of_a_patched_model():
+    import io
+    eager, patched = _pair("llama")
+    buf = io.BytesIO()
+    torch.save(patched, buf)
+    buf.seek(0)
+    loaded = torch.load(buf, weights_only=False)
+    assert loaded.forward.model is loaded and loaded.config._attn_implementation == "smax"
+    ids, mask, labels = _batch()
+    torch.testing.assert_close(loaded(ids, attention_mask=mask, labels=labels).loss,
+                               patched(ids, attention_mask=mask, labels=labels).loss,
+                               rtol=0, atol=0)
+    sit.unapply(loaded)
+    assert "forward" not in vars(loaded) and loaded.config._attn_implementation == "eager"
+
+
+def test_learnable_tensor_attention_options_are_refused():
+    _, patched = _pair("llama")
+    s = torch.nn.Parameter(torch.tensor(0.5))
+    with pytest.raises(TypeError, match=r"attention_options\['ssmax_s'\] is a tensor that "
+                                        "requires grad"):
+        sit.apply(patched, normalizer="ssmax", attention_options={"ssmax_s": s})
+    assert patched._smax_patch  # the earlier patch is left as it was
+    sit.apply(patched, normalizer="ssmax", attention_options={"ssmax_s": 0.5})  # a float is fine
+    assert torch.isfinite(patched(*_batch()[:1], labels=_batch()[2]).loss)

@@ -20,7 +20,10 @@ model instance (its class and other instances are untouched):
   ``smax.ATTENTION_NORMALIZERS`` (the model then computes something else than
   its eager twin: for training with that normaliser), and
   ``attention_options=`` passes other keywords of ``smax.torch.attention``
-  (``ssmax_s``, ``sigmoid_bias``, ``softpick_eps`` ...).
+  (``ssmax_s``, ``sigmoid_bias``, ``softpick_eps`` ...): floats or constant
+  tensors; a tensor that requires grad raises ``TypeError`` (it would not be
+  a registered parameter; to learn it, keep it in a module that owns it,
+  e.g. ``smax.nn.SSMax(learn_s=True)`` in your own attention).
 * **loss**: ``model(input_ids, labels=labels)`` computes transformers'
   ``ForCausalLMLoss`` (labels shifted left by one, ``ignore_index=-100``,
   mean over the non-ignored tokens, or sum / ``num_items_in_batch``; the
@@ -33,8 +36,14 @@ model instance (its class and other instances are untouched):
   model's own head does. Whether the output still carries logits is
   ``return_logits``: ``"auto"`` (default) computes them only in eval mode
   (``model.eval()``), so a training step never builds them (Liger-Kernel's
-  rule); ``True`` always (the loss stays fused); ``False`` never.
-  Without labels the model's own forward runs unchanged.
+  rule); ``True`` always (the loss stays fused); ``False`` never. Without
+  logits, ``return_dict=False`` gives a tuple one entry shorter
+  (``(loss, past_key_values, ...)``: transformers' ``to_tuple`` drops the
+  ``None`` logits). Without labels the model's own forward runs unchanged.
+  The patched ``forward`` (an instance attribute holding only the model)
+  looks the decoder, ``lm_head`` and options up on the model at each call:
+  ``copy.deepcopy(model)`` runs the copy's weights, ``resize_token_embeddings``
+  takes effect and ``torch.save(model)`` / ``pickle`` keep the patch.
 
 ``unapply(model)`` restores the model's forward and attention implementation.
 
@@ -51,7 +60,6 @@ only.
 """
 from __future__ import annotations
 
-import functools
 import inspect
 from typing import Any, Dict, Optional
 
@@ -204,7 +212,7 @@ def _head_logit_options(config: Any) -> Dict[str, Any]:
     return out
 
 
-def _patched_forward(model: Any, return_logits: Any, loss_options: Dict[str, Any]) -> Any:
+def _check_loss_patchable(model: Any) -> None:
     head = model.get_output_embeddings()
     if not isinstance(head, torch.nn.Linear):
         raise NotImplementedError(f"smax: {type(model).__name__}'s output embeddings are "
@@ -213,52 +221,109 @@ def _patched_forward(model: Any, return_logits: Any, loss_options: Dict[str, Any
     if loss_type not in (None, "ForCausalLM") or "_loss_function" in vars(model):
         raise NotImplementedError(f"smax: {type(model).__name__} has loss {loss_type!r} or a "
                                   "custom loss_function; only ForCausalLMLoss is replaced")
+
+
+def _original_forward(model: Any) -> Any:
+    """The forward ``apply`` replaced: an instance-level one it found (an
+    accelerate hook ...) or the class's, bound to ``model``."""
+    saved = (vars(model).get(_PATCH_ATTR) or {}).get("forward")
+    return saved if saved is not None else type(model).forward.__get__(model, type(model))
+
+
+class _PatchedForward:
+    """The instance-level ``forward`` ``apply(loss=...)`` installs.
+
+    It holds only the model it belongs to (``model``) and looks up the
+    decoder, the ``lm_head``, the options (``model._smax_patch``, plain data)
+    and the original forward on each call, so ``copy.deepcopy(model)`` (which
+    deep-copies this object with the model's memo: ``model`` becomes the
+    copy), ``resize_token_embeddings`` and ``torch.save(model)`` /
+    ``pickle`` all see the model's current weights.
+    """
+
+    __slots__ = ("model",)
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+
+    def __getstate__(self) -> Any:
+        return self.model
+
+    def __setstate__(self, model: Any) -> None:
+        self.model = model
+
+    # what inspect.signature / functools / Trainer's signature-column logic see
+    @property
+    def __wrapped__(self) -> Any:
+        return _original_forward(self.model)
+
+    @property
+    def __name__(self) -> str:
+        return "forward"
+
+    @property
+    def __doc__(self) -> Optional[str]:  # type: ignore[override]
+        return getattr(type(self.model).forward, "__doc__", None)
+
+    def __repr__(self) -> str:
+        return f"<smax patched forward of {type(self.model).__name__}>"
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return _smax_forward(self.model, *args, **kwargs)
+
+
+def _smax_forward(model: Any, *args: Any, **kwargs: Any) -> Any:
+    state = vars(model)[_PATCH_ATTR]
+    orig = _original_forward(model)
+    labels_at = state["labels_at"]
+    labels = kwargs.pop("labels", None)
+    if labels is None and len(args) > labels_at:
+        labels, args = args[labels_at], args[:labels_at] + (None,) + args[labels_at + 1:]
+    if labels is None:  # no loss (transformers ignores shift_labels without labels)
+        return orig(*args, **kwargs)
+    _check_loss_patchable(model)
+    head = model.get_output_embeddings()
     decoder = model.get_decoder() if hasattr(model, "get_decoder") else model.base_model
-    orig = model.forward
-    params = list(inspect.signature(orig).parameters)
+    return_logits = state["return_logits"]
+    head_opts = {**_head_logit_options(model.config), **state["loss_options"]}
+    shift_labels = kwargs.pop("shift_labels", None)
+    num_items = kwargs.pop("num_items_in_batch", None)
+    ignore_index = kwargs.pop("ignore_index", -100)
+    return_dict = kwargs.pop("return_dict", None)
+    want_logits = (not model.training) if return_logits == "auto" else bool(return_logits)
+    if not want_logits and state["has_logits_to_keep"] and "logits_to_keep" not in kwargs:
+        kwargs["logits_to_keep"] = torch.empty(0, dtype=torch.long)  # an empty lm_head call
+    seen = []
+    hook = decoder.register_forward_hook(lambda mod, inp, out: seen.append(out))
+    try:
+        out = orig(*args, return_dict=True, **kwargs)
+    finally:
+        hook.remove()
+    if not seen:
+        raise RuntimeError(f"smax: {type(model).__name__}'s decoder was not called")
+    last = seen[-1]
+    hidden = getattr(last, "last_hidden_state", None)
+    hidden = last[0] if hidden is None else hidden
+    loss = causal_lm_loss(hidden, head.weight, labels, head.bias, shift_labels=shift_labels,
+                          num_items_in_batch=num_items, ignore_index=ignore_index, **head_opts)
+    fields = {k: getattr(out, k) for k in out.__dataclass_fields__}
+    fields["loss"] = loss
+    if not want_logits:
+        fields["logits"] = None
+    out = type(out)(**fields)
+    if return_dict is None:
+        return_dict = getattr(model.config, "return_dict", True)
+    return out if return_dict else out.to_tuple()
+
+
+def _loss_patch_state(model: Any, return_logits: Any,
+                      loss_options: Dict[str, Any]) -> Dict[str, Any]:
+    _check_loss_patchable(model)
+    params = list(inspect.signature(model.forward).parameters)
     if "labels" not in params:
         raise NotImplementedError(f"smax: {type(model).__name__}.forward takes no labels")
-    labels_at = params.index("labels")
-    head_opts = {**_head_logit_options(model.config), **loss_options}
-
-    @functools.wraps(orig)
-    def forward(*args: Any, **kwargs: Any) -> Any:
-        labels = kwargs.pop("labels", None)
-        if labels is None and len(args) > labels_at:
-            labels, args = args[labels_at], args[:labels_at] + (None,) + args[labels_at + 1:]
-        if labels is None:  # no loss (transformers ignores shift_labels without labels)
-            return orig(*args, **kwargs)
-        shift_labels = kwargs.pop("shift_labels", None)
-        num_items = kwargs.pop("num_items_in_batch", None)
-        ignore_index = kwargs.pop("ignore_index", -100)
-        return_dict = kwargs.pop("return_dict", None)
-        want_logits = (not model.training) if return_logits == "auto" else bool(return_logits)
-        if not want_logits and "logits_to_keep" in params and "logits_to_keep" not in kwargs:
-            kwargs["logits_to_keep"] = torch.empty(0, dtype=torch.long)  # an empty lm_head call
-        seen = []
-        hook = decoder.register_forward_hook(lambda mod, inp, out: seen.append(out))
-        try:
-            out = orig(*args, return_dict=True, **kwargs)
-        finally:
-            hook.remove()
-        if not seen:
-            raise RuntimeError(f"smax: {type(model).__name__}'s decoder was not called")
-        last = seen[-1]
-        hidden = getattr(last, "last_hidden_state", None)
-        hidden = last[0] if hidden is None else hidden
-        loss = causal_lm_loss(hidden, head.weight, labels, head.bias, shift_labels=shift_labels,
-                              num_items_in_batch=num_items, ignore_index=ignore_index,
-                              **head_opts)
-        fields = {k: getattr(out, k) for k in out.__dataclass_fields__}
-        fields["loss"] = loss
-        if not want_logits:
-            fields["logits"] = None
-        out = type(out)(**fields)
-        if return_dict is None:
-            return_dict = getattr(model.config, "return_dict", True)
-        return out if return_dict else out.to_tuple()
-
-    return forward
+    return {"labels_at": params.index("labels"), "has_logits_to_keep": "logits_to_keep" in params,
+            "return_logits": return_logits, "loss_options": loss_options}
 
 
 # ---- apply / unapply ---------------------------------------------------------------------
@@ -277,7 +342,10 @@ def apply(model: Any, attention: Optional[str] = "smax",
     ``smax.torch.attention``; loss_options: more keywords of
     ``smax.torch.linear_cross_entropy`` (``lse_square_scale`` for a z-loss,
     ``label_smoothing`` ...); return_logits: ``"auto"``, True or False (module
-    docstring). Applying twice replaces the first patch.
+    docstring; without logits a ``return_dict=False`` tuple has no logits
+    slot: ``(loss, past_key_values, ...)``). A tensor in attention_options
+    that requires grad raises ``TypeError`` (it would not be registered with
+    the model). Applying twice replaces the first patch.
     """
     if attention not in ("smax", None):
         raise ValueError(f"smax.integrations.transformers.apply: attention must be 'smax' or "
@@ -294,6 +362,15 @@ def apply(model: Any, attention: Optional[str] = "smax",
     if not isinstance(model, transformers.PreTrainedModel):
         raise TypeError("smax.integrations.transformers.apply: expected a transformers "
                         f"PreTrainedModel, got {type(model).__name__}")
+    for key, value in (attention_options or {}).items():
+        if torch.is_tensor(value) and value.requires_grad:
+            raise TypeError(
+                f"smax.integrations.transformers.apply: attention_options[{key!r}] is a tensor "
+                "that requires grad; apply() does not register it with the model (it would be "
+                "missing from model.parameters() and state_dict, so neither trained nor "
+                "saved). Pass a float (or a constant tensor); to learn it, keep it in a module "
+                "that owns the parameter (e.g. smax.nn.SSMax(learn_s=True) in your own "
+                "attention)")
     unapply(model)
     state: Dict[str, Any] = {}
     if attention is not None:
@@ -303,10 +380,11 @@ def apply(model: Any, attention: Optional[str] = "smax",
         for m in model.modules():
             object.__setattr__(m, _OPTIONS_ATTR, opts)
     if loss is not None:
+        state.update(_loss_patch_state(model, return_logits, dict(loss_options or {})))
         state["forward"] = vars(model).get("forward")
-        object.__setattr__(model, "forward",
-                           _patched_forward(model, return_logits, dict(loss_options or {})))
     object.__setattr__(model, _PATCH_ATTR, state)
+    if loss is not None:
+        object.__setattr__(model, "forward", _PatchedForward(model))
     return model
 
 
