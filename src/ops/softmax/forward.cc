@@ -298,10 +298,12 @@ bool narrow_long_rows_mode(const ForwardCall& c) {
 void run_narrow_long_rows_mode(const ForwardCall& c) {
   const Geometry& g = c.g;
   // One scratch row per row that can run at once (for_each_long_row).
+  // (Two-pass softmax falls back to reload on rows beyond its exact range.)
   const bool scratch_row =
       c.dst_type != DType::kF32 &&
       (c.op == ForwardOp::kLogSoftmax ||
-       (c.op == ForwardOp::kSoftmax && c.algorithm == Algorithm::kThreePassReload));
+       (c.op == ForwardOp::kSoftmax && (c.algorithm == Algorithm::kThreePassReload ||
+                                        c.algorithm == Algorithm::kTwoPass)));
   const int64_t concurrent = g.rows >= c.threads ? std::min<int64_t>(c.threads, g.rows) : 1;
   ScratchPool pool(scratch_row ? static_cast<int>(concurrent) : 0, g.n);
   for_each_long_row(g, c.threads, [&](int64_t row, int threads, int64_t next) {
