@@ -43,6 +43,7 @@ from ._common import (
     _reduction,
     _rows_shape,
     _vjp,
+    def_signature,
     loss_options,
     softmax_options,
     with_options,
@@ -789,19 +790,11 @@ def differentiable(fn: Callable[..., Any]) -> Callable[..., Any]:
     name = fn.__name__
     sig = inspect.signature(fn)
     params = [p for p in sig.parameters.values() if p.name != "out"]
-    defaults = {f"_d{i}": p.default for i, p in enumerate(params)
-                if p.default is not inspect.Parameter.empty}
-    text, call, star = [], [], False
-    for i, p in enumerate(params):
-        if p.kind is p.KEYWORD_ONLY and not star:
-            text.append("*")
-            star = True
-        text.append(p.name + (f"=_d{i}" if f"_d{i}" in defaults else ""))
-        call.append(f"{p.name}={p.name}" if p.kind is p.KEYWORD_ONLY else p.name)
+    text, call, defaults = def_signature(params)
     first = params[0].name
-    src = (f"def {name}({', '.join(text)}):\n"
+    src = (f"def {name}({text}):\n"
            f"    _check({first}, {name!r})\n"
-           f"    return _fn({', '.join(call)})\n")
+           f"    return _fn({call})\n")
     ns: dict = {"_check": _check, "_fn": fn, **defaults}
     exec(src, ns)  # a real signature: inspect, help() and call errors as a def's
     wrapper = ns[name]

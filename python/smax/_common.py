@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import inspect
 import numbers
 import operator
 import sys
@@ -441,3 +442,20 @@ def _seed(seed: Optional[int], like: Any) -> int:
         t = _torch_module()
         return int(t.randint(0, 2**62, (), dtype=t.int64).item())
     return int(_np.random.randint(0, 2**62, dtype=_np.int64))
+
+
+def def_signature(params: Sequence[inspect.Parameter]) -> Tuple[str, str, dict]:
+    """For a wrapper generated with exec (a real def: inspect, help() and
+    call errors as a def's): the parameter list text (``a, b=_d1, *, c=_d2``),
+    the forwarding call's argument text (``a, b, c=c``) and the defaults'
+    namespace (``{"_d1": ..., "_d2": ...}``) for ``params``."""
+    defaults = {f"_d{i}": p.default for i, p in enumerate(params)
+                if p.default is not inspect.Parameter.empty}
+    text, call, star = [], [], False
+    for i, p in enumerate(params):
+        if p.kind is p.KEYWORD_ONLY and not star:
+            text.append("*")
+            star = True
+        text.append(p.name + (f"=_d{i}" if f"_d{i}" in defaults else ""))
+        call.append(f"{p.name}={p.name}" if p.kind is p.KEYWORD_ONLY else p.name)
+    return ", ".join(text), ", ".join(call), defaults

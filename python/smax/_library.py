@@ -48,7 +48,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensor
 from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
-from ._common import replaying
+from ._common import def_signature, replaying
 
 #: The ``torch.library`` namespace of smax's ops: ``torch.ops.smax.<op>``.
 NAMESPACE = "smax"
@@ -462,21 +462,13 @@ def routed(op: str, eager: Callable[..., Any]) -> Callable[..., Any]:
     register(op, eager)
     sig = inspect.signature(eager)
     params = list(sig.parameters.values())
-    defaults = {f"_d{i}": p.default for i, p in enumerate(params)
-                if p.default is not inspect.Parameter.empty}
-    text, call_args, star = [], [], False
-    for i, p in enumerate(params):
-        if p.kind is p.KEYWORD_ONLY and not star:
-            text.append("*")
-            star = True
-        text.append(p.name + (f"=_d{i}" if f"_d{i}" in defaults else ""))
-        call_args.append(f"{p.name}={p.name}" if p.kind is p.KEYWORD_ONLY else p.name)
+    text, call_args, defaults = def_signature(params)
     values = "(" + "".join(p.name + ", " for p in params) + ")"
-    src = (f"def {op}({', '.join(text)}):\n"
+    src = (f"def {op}({text}):\n"
            f"    _v = {values}\n"
            f"    if _tracing(_v):\n"
            f"        return _call({op!r}, _v)\n"
-           f"    return _eager({', '.join(call_args)})\n")
+           f"    return _eager({call_args})\n")
     ns: dict = {"_tracing": tracing, "_call": call, "_eager": eager, **defaults}
     exec(src, ns)  # a real signature: inspect, help() and call errors as a def's
     fn = ns[op]

@@ -31,6 +31,20 @@ def _reduction(size_average: Optional[bool], reduce: Optional[bool], reduction: 
     return _red.legacy_get_string(size_average, reduce)
 
 
+def _cross_entropy_repr(m: Any) -> str:
+    """The cross-entropy options of CrossEntropyLoss / LinearCrossEntropyLoss
+    for extra_repr (the ones that differ from their defaults, then the rest)."""
+    s = f"ignore_index={m.ignore_index}, reduction={m.reduction!r}"
+    if m.label_smoothing:
+        s += f", label_smoothing={m.label_smoothing}"
+    if m.lse_square_scale:
+        s += f", lse_square_scale={m.lse_square_scale}"
+    if m.softcap is not None:
+        s += f", softcap={m.softcap}"
+    s += m._logit_scale_repr()
+    return s + "".join(f", {k}={v!r}" for k, v in m.options.items())
+
+
 class CrossEntropyLoss(_LogitScale, torch.nn.Module):
     """``torch.nn.CrossEntropyLoss(weight=None, size_average=None,
     ignore_index=-100, reduce=None, reduction="mean", label_smoothing=0.0)``
@@ -67,15 +81,7 @@ class CrossEntropyLoss(_LogitScale, torch.nn.Module):
                                  softcap=self.softcap, **self._logit_scale(), **self.options)
 
     def extra_repr(self) -> str:
-        s = f"ignore_index={self.ignore_index}, reduction={self.reduction!r}"
-        if self.label_smoothing:
-            s += f", label_smoothing={self.label_smoothing}"
-        if self.lse_square_scale:
-            s += f", lse_square_scale={self.lse_square_scale}"
-        if self.softcap is not None:
-            s += f", softcap={self.softcap}"
-        s += self._logit_scale_repr()
-        return s + "".join(f", {k}={v!r}" for k, v in self.options.items())
+        return _cross_entropy_repr(self)
 
 
 class LinearCrossEntropyLoss(_LogitScale, torch.nn.Module):
@@ -182,15 +188,7 @@ class LinearCrossEntropyLoss(_LogitScale, torch.nn.Module):
         if self.weight is not None:
             s = (f"in_features={self.weight.shape[1]}, num_classes={self.weight.shape[0]}, "
                  f"bias={self.bias is not None}, ")
-        s += f"ignore_index={self.ignore_index}, reduction={self.reduction!r}"
-        if self.label_smoothing:
-            s += f", label_smoothing={self.label_smoothing}"
-        if self.lse_square_scale:
-            s += f", lse_square_scale={self.lse_square_scale}"
-        if self.softcap is not None:
-            s += f", softcap={self.softcap}"
-        s += self._logit_scale_repr()
-        return s + "".join(f", {k}={v!r}" for k, v in self.options.items())
+        return s + _cross_entropy_repr(self)
 
 
 class _LossModule(_LogitScale, torch.nn.Module):

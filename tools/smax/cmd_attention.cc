@@ -263,8 +263,7 @@ int cmd_attention(int argc, char** argv, int first) {
     throw UsageError("--dist and --data are the same option; give one");
   }
   const Dist dist = parse_dist(args.has("data") ? args.get("data", "") : args.get("dist", "normal"));
-  const int64_t seed = parse_int("--seed", args.get("seed", "1"));
-  if (seed < 0) throw UsageError("--seed: expected an integer >= 0");
+  const uint64_t seed = parse_seed(args.get("seed", "1"));
   if (args.has("reps") && args.has("repeat")) {
     throw UsageError("--reps and --repeat are the same option; give one");
   }
@@ -317,7 +316,7 @@ int cmd_attention(int argc, char** argv, int first) {
   if (page > 0) {  // a shuffled page of the pool for each (sequence, slot)
     table.resize(static_cast<size_t>(B * slots));
     for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>(i);
-    uint64_t x = static_cast<uint64_t>(seed) * 0x9E3779B97F4A7C15ull + 1;
+    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
     for (size_t i = table.size(); i > 1; --i) {
       x ^= x << 13;
       x ^= x >> 7;
@@ -338,7 +337,7 @@ int cmd_attention(int argc, char** argv, int first) {
   vshape[3] = Dv;
 
   Buf q({B, H, Lq, D}), k(kshape), v(vshape), out({B, H, Lq, Dv});
-  const uint64_t s0 = static_cast<uint64_t>(seed) * 4;
+  const uint64_t s0 = seed * 4;
   fill(q.data.data(), q.data.size(), dist, s0);
   fill(k.data.data(), k.data.size(), dist, s0 + 1);
   fill(v.data.data(), v.data.size(), dist, s0 + 2);

@@ -56,9 +56,7 @@ RunConfig parse_run(const Args& args) {
   if (!(c.scale > 0) || !std::isfinite(static_cast<float>(c.scale))) {
     throw UsageError("--scale: expected a finite number > 0, got '" + args.get("scale", "") + "'");
   }
-  const int64_t seed = parse_int("--seed", args.get("seed", "1"));
-  if (seed < 0) throw UsageError("--seed: expected an integer >= 0, got '" + args.get("seed", "") + "'");
-  c.seed = static_cast<uint64_t>(seed);
+  c.seed = parse_seed(args.get("seed", "1"));
   if (args.has("repeat")) c.timing.repeat = parse_repeat("--repeat", args.get("repeat", ""));
   if (args.has("min-time")) c.timing.min_time_s = parse_min_time(args.get("min-time", ""));
   c.check = args.has("check");

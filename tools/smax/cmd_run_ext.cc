@@ -45,8 +45,7 @@ int cmd_run_ext(const ExtOp& op, const Args& args) {
   if (!(scale > 0) || !std::isfinite(static_cast<float>(scale))) {
     throw UsageError("--scale: expected a finite number > 0, got '" + args.get("scale", "") + "'");
   }
-  const int64_t seed = parse_int("--seed", args.get("seed", "1"));
-  if (seed < 0) throw UsageError("--seed: expected an integer >= 0");
+  const uint64_t seed = parse_seed(args.get("seed", "1"));
   TimingConfig timing;
   if (args.has("repeat")) timing.repeat = parse_repeat("--repeat", args.get("repeat", ""));
   if (args.has("min-time")) timing.min_time_s = parse_min_time(args.get("min-time", ""));
@@ -71,7 +70,7 @@ int cmd_run_ext(const ExtOp& op, const Args& args) {
   if (args.has("target")) apply_target(args.get("target", ""));
 
   const int64_t count = product(shape);
-  auto inst = make_instance(op, shape, call, dist, static_cast<uint64_t>(seed));
+  auto inst = make_instance(op, shape, call, dist, seed);
   // --dtype: the inputs are rounded to the dtype (in inst too, so the
   // oracle sees the same values) and the op runs on views of that dtype.
   std::unique_ptr<TypedCall> typed;

@@ -54,6 +54,8 @@ int parse_threads(const std::string& text);
 int parse_repeat(const std::string& what, const std::string& text);
 /// --min-time: seconds in [0, 3600]; throws UsageError otherwise.
 double parse_min_time(const std::string& text);
+/// --seed: an integer >= 0; throws UsageError otherwise.
+uint64_t parse_seed(const std::string& text);
 /// The timing fields of a JSON report, in this order: samples,
 /// calls_per_sample, median_ms, min_ms, max_ms, spread_pct.
 JsonObject& json_timing(JsonObject& o, const Timing& t);

@@ -44,6 +44,12 @@ double parse_min_time(const std::string& text) {
   return t;
 }
 
+uint64_t parse_seed(const std::string& text) {
+  const int64_t seed = parse_int("--seed", text);
+  if (seed < 0) throw UsageError("--seed: expected an integer >= 0, got '" + text + "'");
+  return static_cast<uint64_t>(seed);
+}
+
 JsonObject& json_timing(JsonObject& o, const Timing& t) {
   return o.integer("samples", t.samples)
       .integer("calls_per_sample", t.calls_per_sample)

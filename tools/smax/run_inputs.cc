@@ -121,9 +121,7 @@ int cmd_run_inputs(const InputsOp& op, const Args& args) {
   c.shape = parse_shape(shape_text);
   c.threads = args.has("threads") ? parse_threads(args.get("threads", "")) : smax::max_threads();
   c.dist = parse_dist(args.get("dist", "normal"));
-  const int64_t seed = parse_int("--seed", args.get("seed", "1"));
-  if (seed < 0) throw UsageError("--seed: expected an integer >= 0, got '" + args.get("seed", "") + "'");
-  c.seed = static_cast<uint64_t>(seed);
+  c.seed = parse_seed(args.get("seed", "1"));
   if (args.has("repeat")) c.timing.repeat = parse_repeat("--repeat", args.get("repeat", ""));
   if (args.has("min-time")) c.timing.min_time_s = parse_min_time(args.get("min-time", ""));
   c.check = args.has("check");
