@@ -220,7 +220,8 @@ void decode_rowwise(Case& c, Reader& r) {
       c.params["tau"] = k < 128 ? 1.0 : ch.valid[k % ch.valid.size()];
     }
   } else if (op.custom == Custom::kSamplingFilter) {
-    for (const char* p : {"temperature", "top_k", "top_p", "seed"}) {
+    for (const char* p : {"temperature", "top_k", "top_p", "seed", "min_p", "min_tokens_to_keep",
+                          "top_k_ties"}) {
       const ParamChoice& ch = param_choices(op.name, p);
       const uint8_t k = r.u8();
       if (k >= 246 && !ch.invalid.empty()) {

@@ -384,11 +384,7 @@ Expect expect_of(Case& c) {
       if (op.name == "gumbel_max") {
         ex.ref_index = ref::gumbel_max(e.x, static_cast<uint64_t>(c.params["seed"]), e.options);
       } else if (op.name == "sample") {
-        smax::SampleOptions so;
-        so.temperature = static_cast<float>(c.params["temperature"]);
-        so.top_k = static_cast<int64_t>(c.params["top_k"]);
-        so.top_p = static_cast<float>(c.params["top_p"]);
-        so.seed = static_cast<uint64_t>(c.params["seed"]);
+        const smax::SampleOptions so = sample_options(c);
         ex.ref_index = ref::sample(e.x, so, e.options);
         const ref::FilterRef f = ref::sampling_filter(e.x, so, e.options);
         ex.index_free.assign(ex.ref_index.size(), 0);
@@ -468,11 +464,7 @@ Expect expect_of(Case& c) {
       break;
     }
     case Custom::kSamplingFilter: {
-      smax::SampleOptions so;
-      so.temperature = static_cast<float>(c.params["temperature"]);
-      so.top_k = static_cast<int64_t>(c.params["top_k"]);
-      so.top_p = static_cast<float>(c.params["top_p"]);
-      so.seed = static_cast<uint64_t>(c.params["seed"]);
+      const smax::SampleOptions so = sample_options(c);
       const ref::FilterRef f = ref::sampling_filter(view_of(c, c.x), so, o);
       ex.ref = f.values;
       ex.bound.assign(ex.ref.size(), 0.0);

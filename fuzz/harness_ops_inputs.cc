@@ -229,6 +229,24 @@ smax::EntmaxBisectOptions bisect_options(Case& c) {
   return b;
 }
 
+smax::SampleOptions sample_options(Case& c) {
+  smax::SampleOptions o;
+  auto drawn = [&](const char* name, double fallback) {
+    const auto it = c.params.find(name);
+    return it == c.params.end() ? fallback : it->second;
+  };
+  o.temperature = static_cast<float>(drawn("temperature", o.temperature));
+  o.top_k = static_cast<int64_t>(drawn("top_k", static_cast<double>(o.top_k)));
+  o.top_p = static_cast<float>(drawn("top_p", o.top_p));
+  o.seed = static_cast<uint64_t>(drawn("seed", static_cast<double>(o.seed)));
+  o.min_p = static_cast<float>(drawn("min_p", o.min_p));
+  o.min_tokens_to_keep =
+      static_cast<int64_t>(drawn("min_tokens_to_keep", static_cast<double>(o.min_tokens_to_keep)));
+  o.top_k_ties = static_cast<smax::TopKTies>(
+      static_cast<int32_t>(drawn("top_k_ties", static_cast<double>(o.top_k_ties))));
+  return o;
+}
+
 smax::SsmaxOptions ssmax_options(Case& c) {
   smax::SsmaxOptions o;
   o.s = static_cast<float>(c.params["s"]);
@@ -354,12 +372,7 @@ void invoke(Case& c, const SoftmaxOptions& opt_in, Extra* extra) {
                                     static_cast<float>(k.params["tau"]), opt);
       break;
     case Custom::kSamplingFilter: {
-      smax::SampleOptions so;
-      so.temperature = static_cast<float>(k.params["temperature"]);
-      so.top_k = static_cast<int64_t>(k.params["top_k"]);
-      so.top_p = static_cast<float>(k.params["top_p"]);
-      so.seed = static_cast<uint64_t>(k.params["seed"]);
-      smax::sampling_filter(view_of(k, k.x), view_of(k, k.out), so, opt);
+      smax::sampling_filter(view_of(k, k.x), view_of(k, k.out), sample_options(k), opt);
       break;
     }
     case Custom::kSoftNms:

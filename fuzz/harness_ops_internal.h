@@ -247,6 +247,10 @@ smax::CrossEntropyOptions lce_ce(Case& c);
 SoftmaxOptions full_options(Case& c);
 smax::EntmaxBisectOptions bisect_options(Case& c);
 smax::SsmaxOptions ssmax_options(Case& c);
+/// The sampler options of a sample / sampling_filter case: every filter
+/// the case drew (temperature, top_k, top_p, seed, min_p,
+/// min_tokens_to_keep, top_k_ties; an undrawn one keeps its default).
+smax::SampleOptions sample_options(Case& c);
 smax::reference::SparseLossSpec force_spec(Case& c);
 smax::CrossEntropyOptions ce_options(Case& c, const smax::LossOptions& loss, bool outputs);
 void invoke_variant(Case& c, const smax_cli::ExtCall& e);
