@@ -10,6 +10,7 @@
 #include "smax/normalizers.h"
 #include "smax/sampling.h"
 #include "smax/detection.h"
+#include "smax/distributed.h"
 #include "smax/attention.h"
 #include "smax/logit_scale.h"
 #include "smax/losses.h"
