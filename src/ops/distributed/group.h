@@ -58,7 +58,10 @@ struct Group {
 
 /// The handshake described at the top of this file. `op` is the public name
 /// (e.g. "cross_entropy"); `local_classes` this rank's class count (only
-/// read when validate succeeded).
+/// read when validate succeeded). `agreed` is read AFTER `validate` has run,
+/// so validate may fill in values it computes (e.g. a checksum of the
+/// targets that the ranks must share); on a rejected rank it is sent as it
+/// stands then, and ignored.
 Group begin(Communicator& comm, const char* op, const std::vector<Agreed>& agreed,
             int64_t local_classes, const std::function<void()>& validate);
 
