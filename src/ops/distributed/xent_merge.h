@@ -166,7 +166,7 @@ struct XentMerged {
   double D = 0.0;      ///< sum_k d_k e^(ref_k - M)
   double L = 0.0;      ///< M + log D (finite rows); -inf (empty); NaN (NaN rows)
   double H = 0.0;      ///< entropy (finite rows, fields.entropy)
-  double ty = 0.0, wy = 0.0;
+  double ty = 0.0, wy = 0.0;  ///< the owner's t_y and w_y (1 without weights); 0 without owner
   double sum_t = 0.0, sum_w = 0.0;
   kernels::XentProbSums ps;
   bool hit = false;  ///< accuracy: the global argmax is the target (q's argmax)
@@ -214,7 +214,7 @@ inline XentMerged merge(const XentFields& f, const float* records, int64_t strid
     }
     if (k == owner) {
       m.ty = x.ty;
-      m.wy = x.wy;
+      m.wy = f.weight ? x.wy : 1.0;  // no class weights: w_y = 1
     }
   }
   if (f.accuracy && best_rank >= 0) {
