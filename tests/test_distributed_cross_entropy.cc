@@ -14,7 +14,9 @@
 // nothing.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -209,6 +211,9 @@ Result run_single(const Case& c, const Inputs& in) {
 }
 
 void expect_within(double got, double want, double tol, const std::string& what) {
+  // A bound that is not finite (a special row: L = -inf, the scales inf or
+  // NaN) asks for the exact value.
+  if (!std::isfinite(tol)) tol = 0.0;
   if (std::isnan(want)) {
     EXPECT_TRUE(std::isnan(got)) << what << ": got " << got << ", want NaN";
   } else if (std::isinf(want)) {
@@ -218,8 +223,12 @@ void expect_within(double got, double want, double tol, const std::string& what)
   }
 }
 
-// The logits widened to f32 (exact for bf16 / f16): the oracle's input.
+// The logits as f32, the oracle's input: exact for bf16 / f16; f64 logits
+// are rounded (the oracle then gives only the error scales, and the values
+// come from the single-process float64 op, itself within 1e-14 F of exact
+// arithmetic: tests/test_cross_entropy_f64.cc).
 Dense as_f32(const Dense& x) {
+  if (x.dtype() == DType::kF32) return x;
   Dense out(DType::kF32, x.rows(), x.cols());
   for (int64_t i = 0; i < x.rows() * x.cols(); ++i) out.set(i, x.get(i));
   return out;
@@ -228,23 +237,49 @@ Dense as_f32(const Dense& x) {
 // Sharded result vs the float64 oracle on the whole row (the bounds at the
 // top of cross_entropy_sharded.cc).
 void check_against_oracle(const Case& c, const Inputs& in, const Result& got,
-                          const std::string& what) {
+                          const std::string& what, const Result* one) {
   Outs dummy(c);
   const CrossEntropyOptions ce = ce_options(c, in, dummy, 0, c.V, nullptr);
   const SoftmaxOptions o = sm_options(c, in, 0, c.V);
   const TensorView target = c.probs ? in.q.full() : in.index_view();
   const Dense x32 = as_f32(in.x);
-  const ref::CrossEntropyRef want = ref::cross_entropy(x32.full(), target, ce, o);
-  const double eps = 4e-6 + kX;
+  ref::CrossEntropyRef want = ref::cross_entropy(x32.full(), target, ce, o);
+  // f64 logits: the float64 bound 1e-14 F (losses.h; F = 1 + softcap + (1 +
+  // 1 / softcap) max |u| with a softcap), twice (the oracle is float64
+  // too), and no exchange term (the record is exact); else the f32 bounds.
+  const bool f64 = c.dt == DType::kF64;
+  double umax = 0.0;
+  for (int64_t i = 0; i < c.R * c.V; ++i) {
+    const double u = std::fabs(in.x.get(i) * c.scale / c.temperature);
+    if (std::isfinite(u)) umax = std::max(umax, u);
+  }
+  const double F = c.cap > 0 ? 1 + c.cap + (1 + 1 / c.cap) * umax : 1.0;
+  auto E = [&](double f32_eps) { return f64 ? 2e-14 * F : f32_eps; };
+  const double X = f64 ? 0.0 : kX;
+  const double eps = E(4e-6 + kX);
+  if (f64) {  // values from the single-process op (f32 outputs: 2^-23 more below)
+    for (int64_t r = 0; r < c.R; ++r) {
+      if (c.red == Reduction::kNone) {
+        want.loss.rows[r] = one->outs.dst.get(r);
+        if (c.outputs) want.z[r] = one->outs.z.get(r), want.accuracy[r] = one->outs.acc.get(r);
+      }
+      if (c.outputs) {
+        want.lse[r] = one->outs.lse.get(r);
+        want.entropy[r] = one->outs.ent.get(r);
+        want.target_logprob[r] = one->outs.tlp.get(r);
+      }
+    }
+  }
   std::vector<double> mag(want.loss.rows_mag.size());
   for (size_t r = 0; r < mag.size(); ++r) mag[r] = std::fabs(want.loss.rows_mag[r]);
   if (c.red == Reduction::kNone) {
     for (int64_t r = 0; r < c.R; ++r) {
-      expect_within(got.outs.dst.get(r), want.loss.rows[r], eps * mag[r] + 1e-30,
+      expect_within(got.outs.dst.get(r), want.loss.rows[r],
+                    eps * mag[r] + (f64 ? 0x1p-23 * std::fabs(want.loss.rows[r]) : 0.0) + 1e-30,
                     what + " loss row " + std::to_string(r));
     }
   } else {
-    const double v = want.loss.reduce(want.loss.rows);
+    const double v = f64 ? one->outs.dst.get(0) : want.loss.reduce(want.loss.rows);
     expect_within(got.outs.dst.get(0), v,
                   eps * std::fabs(want.loss.reduce(mag)) + std::ldexp(std::fabs(v), -23) + 1e-30,
                   what + " reduced loss");
@@ -252,19 +287,25 @@ void check_against_oracle(const Case& c, const Inputs& in, const Result& got,
   if (!c.outputs) return;
   for (int64_t r = 0; r < c.R; ++r) {
     const double L = want.lse[r];
-    expect_within(got.outs.lse.get(r), L, 2e-6 * (1 + std::fabs(L)) + kX, what + " lse");
+    // (+ the f32 output's rounding: outputs are f32 whatever the logits)
+    const double o = f64 ? 0x1p-23 : 0.0;
+    expect_within(got.outs.lse.get(r), L, E(2e-6) * (1 + std::fabs(L)) + X + o * std::fabs(L),
+                  what + " lse");
     expect_within(got.outs.ent.get(r), want.entropy[r],
-                  4e-6 * want.entropy_mag[r] + 2 * kX * (1 + std::fabs(L) + want.t_max[r]),
+                  E(4e-6) * want.entropy_mag[r] + 2 * X * (1 + std::fabs(L) + want.t_max[r]) +
+                      o * std::fabs(want.entropy[r]),
                   what + " entropy");
     expect_within(got.outs.tlp.get(r), want.target_logprob[r],
-                  2e-6 * want.target_logprob_mag[r] + kX, what + " target_logprob");
+                  E(2e-6) * want.target_logprob_mag[r] + X + o * std::fabs(want.target_logprob[r]),
+                  what + " target_logprob");
   }
   // z: 4e-6 |z| (1 + |L|) / |L| (+ 2^-24 in L: 2 |z| / |L| 2^-24).
   std::vector<double> zb(static_cast<size_t>(c.R));
   for (int64_t r = 0; r < c.R; ++r) {
     const double L = std::fabs(want.lse[r]);
     zb[r] = L > 0 && std::isfinite(L) && std::isfinite(want.z[r])
-                ? (4e-6 * (1 + L) + 2 * kX) * std::fabs(want.z[r]) / L
+                ? (E(4e-6) * (1 + L) + 2 * X) * std::fabs(want.z[r]) / L +
+                      (f64 ? 0x1p-23 * std::fabs(want.z[r]) : 0.0)
                 : 0.0;
   }
   if (c.red == Reduction::kNone) {
@@ -273,13 +314,13 @@ void check_against_oracle(const Case& c, const Inputs& in, const Result& got,
       expect_within(got.outs.acc.get(r), want.accuracy[r], 0.0, what + " accuracy");
     }
   } else {
-    const double zv = want.loss.reduce(want.z);
+    const double zv = f64 ? one->outs.z.get(0) : want.loss.reduce(want.z);
     expect_within(got.outs.z.get(0), zv,
                   std::fabs(want.loss.reduce(zb)) + std::ldexp(std::fabs(zv), -23) + 1e-30,
                   what + " z_loss");
     double count = 0;
     for (int64_t r = 0; r < c.R; ++r) count += want.loss.active[r] ? 1 : 0;
-    const double av = want.loss.reduce_with(want.accuracy, count);
+    const double av = f64 ? one->outs.acc.get(0) : want.loss.reduce_with(want.accuracy, count);
     expect_within(got.outs.acc.get(0), av, std::ldexp(std::fabs(av), -23), what + " accuracy");
   }
   if (!c.fused) return;
@@ -296,7 +337,9 @@ void check_against_oracle(const Case& c, const Inputs& in, const Result& got,
     const double narrow = c.dt == DType::kBF16 ? 0x1p-8 * std::fabs(gw.dsrc[i])
                           : c.dt == DType::kF16 ? 0x1p-11 * std::fabs(gw.dsrc[i]) + 0x1p-25
                                                 : 0.0;
-    expect_within(got.grad.get(i), gw.dsrc[i], (4e-6 * f + kX) * gw.mag[i] + narrow + 1e-30,
+    const double ge = f64 ? 2e-14 * F : 4e-6 * f + kX;
+    expect_within(got.grad.get(i), f64 ? one->grad.get(i) : gw.dsrc[i],
+                  ge * gw.mag[i] + narrow + 1e-30,
                   what + " grad " + std::to_string(i));
   }
 }
@@ -312,7 +355,7 @@ void check_case(const Case& c) {
       EXPECT_TRUE(got.grad.same_bits(one.grad)) << what << " grad (one rank: bit-equal)";
       continue;
     }
-    check_against_oracle(c, in, got, what);
+    check_against_oracle(c, in, got, what, &one);
   }
 }
 
@@ -365,8 +408,8 @@ TEST(DistributedCrossEntropy, Combinations) {
   }
 }
 
-TEST(DistributedCrossEntropy, NarrowLogits) {
-  for (DType dt : {DType::kBF16, DType::kF16}) {
+TEST(DistributedCrossEntropy, EveryLogitsDtype) {
+  for (DType dt : {DType::kBF16, DType::kF16, DType::kF64}) {
     for (bool probs : {false, true}) {
       Case c;
       c.dt = dt;
@@ -382,13 +425,16 @@ TEST(DistributedCrossEntropy, NarrowLogits) {
 
 TEST(DistributedCrossEntropy, SpecialRowsAndIgnoredRows) {
   for (smax::EmptyRow er : {smax::EmptyRow::kZero, smax::EmptyRow::kNan}) {
-    Case c;
-    c.specials = true;
-    c.empty_row = er;
-    c.red = Reduction::kNone;
-    check_case(c);
-    c.probs = true;
-    check_case(c);
+    for (DType dt : {DType::kF32, DType::kF64}) {
+      Case c;
+      c.dt = dt;
+      c.specials = true;
+      c.empty_row = er;
+      c.red = Reduction::kNone;
+      check_case(c);
+      c.probs = true;
+      check_case(c);
+    }
   }
   for (EmptyMean em : {EmptyMean::kNan, EmptyMean::kZero}) {
     Case c;
@@ -408,7 +454,7 @@ TEST(DistributedCrossEntropy, ARankOwningNoTarget) {
   for (auto& t : in.y) t = t % 5;
   const std::vector<int64_t> sizes = {5, 20, 0, 12};
   const Result got = run_sharded(c, in, sizes);
-  check_against_oracle(c, in, got, "targets on rank 0");
+  check_against_oracle(c, in, got, "targets on rank 0", nullptr);
 }
 
 TEST(DistributedCrossEntropy, BitsDoNotDependOnThreads) {
@@ -434,7 +480,7 @@ TEST(DistributedCrossEntropy, BitsDoNotDependOnThreads) {
 TEST(DistributedCrossEntropy, Backward) {
   for (bool probs : {false, true}) {
     for (Reduction red : {Reduction::kNone, Reduction::kSum, Reduction::kMean}) {
-      for (DType dt : {DType::kF32, DType::kBF16}) {
+      for (DType dt : {DType::kF32, DType::kBF16, DType::kF64}) {
         Case c;
         c.probs = probs;
         c.red = red;
@@ -484,12 +530,18 @@ TEST(DistributedCrossEntropy, Backward) {
             continue;
           }
           const double narrow = dt == DType::kBF16 ? 0x1p-8 : 0.0;
+          double umax = 0.0;
+          for (int64_t i = 0; i < c.R * c.V; ++i) {
+            umax = std::max(umax, std::fabs(in.x.get(i) * c.scale / c.temperature));
+          }
+          const double F = c.cap > 0 ? 1 + c.cap + (1 + 1 / c.cap) * umax : 1.0;
           for (int64_t i = 0; i < c.R * c.V; ++i) {
             const double u = std::fabs(in.x.get(i) * c.scale / c.temperature);
             double f = 1.0 + (c.cap > 0 ? u / c.cap : 0.0);
             if (!gw.t_round.empty()) f += gw.t_round[i];
-            expect_within(got.get(i), gw.dsrc[i],
-                          (4e-6 * f + kX) * gw.mag[i] + narrow * std::fabs(gw.dsrc[i]) + 1e-30,
+            const double ge = dt == DType::kF64 ? 2e-14 * F : 4e-6 * f + kX;
+            expect_within(got.get(i), dt == DType::kF64 ? want.get(i) : gw.dsrc[i],
+                          ge * gw.mag[i] + narrow * std::fabs(gw.dsrc[i]) + 1e-30,
                           what + " " + std::to_string(i));
           }
         }

@@ -34,6 +34,7 @@
 //   | probability targets (ref, d, six sums)      |    56 |
 //   |   + accuracy (best, hit, q's best)          |   +16 |
 //   | z_loss, lse, target_logprob outputs         |    +0 |
+//   | f64 logits: ref, d, t_y (+ q's best) doubles |  +8 (+4) |
 // plus, with class weights and kMean, 8 bytes per rank per call.
 // The backward sends the forward's record without entropy and accuracy.
 //
@@ -49,9 +50,13 @@
 // A| p_j. Accuracy: exact (the first argmax of the whole row). The sums of
 // the record (smoothing, probabilities, entropy) are added in rank order:
 // float64 roundings far below the f32 bounds.
-// Logits: f32, bf16, f16 (Rowwise widens them exactly; the f32 path). f64
-// logits with several ranks are rejected (kInvalidArgument, every rank):
-// the float64 path is not sharded yet.
+// Logits: f32, bf16, f16 (Rowwise widens them exactly; the f32 path), and
+// f64: the float64 rows (cross_entropy_f64.h: ce_shard_scan_f64 /
+// ce_shard_grad_f64, the single-process float64 sweep and gradient on the
+// shard), whose record sends ref, d, t_y and q's best as doubles (+8 bytes
+// plain: 20; the table's other fields unchanged): nothing is rounded on
+// the wire, so the float64 bound (losses.h: 1e-14 F) holds with the
+// merge's few float64 roundings (e^(ref_k - M), the rank-order sums).
 // Determinism: each row is computed by the same code whatever the thread or
 // chunk; merges are in rank order; the bits depend only on the world size
 // and the shard sizes.
@@ -72,6 +77,7 @@
 #include "ops/distributed/sharded_common.h"
 #include "ops/distributed/xent_merge.h"
 #include "ops/losses/cross_entropy.h"
+#include "ops/losses/cross_entropy_f64.h"
 #include "ops/losses/cross_entropy_rows.h"
 #include "smax/distributed.h"
 #include "smax/losses.h"
@@ -142,6 +148,7 @@ std::vector<Agreed> ce_agreed(const char* op, const TensorView& src, const Tenso
 // The record's fields for this call.
 XentFields fields_of(const CeSetup& s, bool entropy, bool accuracy) {
   XentFields f;
+  f.f64 = s.src.dtype == DType::kF64;  // the float64 rows
   f.probs = s.probs;
   f.target = !s.probs;
   f.target_f64 = !s.probs && s.cap > 0.0f;
@@ -237,11 +244,36 @@ void fix_denominator(const Group& g, CeSetup& s) {
   s.red.emplace(s.red->with_denominator(total));
 }
 
-// The chunks of a call: scan, allgather, merge, then `out(row, merged)` on
-// the store pass's rows of the chunk. `records_of` fills the records.
-template <class Out>
-void for_each_chunk(const Group& g, Pass& scan, Pass& store, const XentFields& f, bool entropy,
-                    bool accuracy, Out&& out) {
+// This rank's partial of a float64 row (ce_shard_scan_f64's statistics).
+XentPartial scan_row_f64(const CeSetup& s, const RowArgs64& a, bool active, bool entropy,
+                         bool accuracy) {
+  const bool local = !s.probs && active && s.lr->local(a.row);
+  const int64_t y = local ? s.lr->local_target(a.row) : -1;
+  const CeShardF64 r = ce_shard_scan_f64(s, a, active, y, entropy, accuracy, a.scratch);
+  XentPartial x;
+  x.ref = r.m;
+  x.d = r.S;
+  x.ty = r.ty;
+  x.wy = local ? s.lr->weight(a.row) : 0.0;
+  x.sum_t = r.sum_t;
+  x.sum_w = r.sum_w;
+  x.sum_et = r.sum_et;
+  x.best = r.best;
+  x.q_best = r.q_best;
+  x.hit = r.hit;
+  x.ps = {r.qt, r.q, r.q_masked, r.wqt, r.wq, r.wq_masked};
+  return x;
+}
+
+// Scratch (in row values) of the float64 rows' sweeps.
+int64_t scratch_of(bool f64, int64_t n) { return f64 ? ce_f64_scratch(n) : 0; }
+
+// The chunks of a call: scan (f32 or float64 rows), allgather, merge, then
+// on_chunk(begin, end, merged) (the output pass over the chunk's rows).
+// `stats`: inactive rows are scanned too (lse / entropy outputs).
+template <class OnChunk>
+void for_each_chunk(const Group& g, Pass& scan, const XentFields& f, bool entropy, bool accuracy,
+                    bool stats, OnChunk&& on_chunk) {
   const CeSetup& s = scan.s;
   const int64_t F = f.floats();
   const int64_t chunk = chunk_rows(g, 12);
@@ -250,12 +282,21 @@ void for_each_chunk(const Group& g, Pass& scan, Pass& store, const XentFields& f
     const int64_t count = end - begin;
     std::vector<float> rec(static_cast<size_t>(count * F));
     for (int64_t i = 0; i < count; ++i) pack(f, XentPartial{}, rec.data() + i * F);
-    scan.rw.run_rows<float>(begin, end, 0, [&](const RowArgs& a) {
+    auto scan_fn = [&](const auto& a) {
       const bool active = s.red->active(a.row);
-      const bool stats = entropy || out.wants_inactive_stats();
       if (!active && !stats) return;
-      pack(f, scan_row(s, a, active, entropy, accuracy), rec.data() + (a.row - begin) * F);
-    });
+      float* out = rec.data() + (a.row - begin) * F;
+      if constexpr (kIsF64Row<decltype(a)>) {
+        pack(f, scan_row_f64(s, a, active, entropy, accuracy), out);
+      } else {
+        pack(f, scan_row(s, a, active, entropy, accuracy), out);
+      }
+    };
+    if (f.f64) {
+      scan.rw.run_rows<double>(begin, end, scratch_of(true, g.classes), scan_fn);
+    } else {
+      scan.rw.run_rows<float>(begin, end, 0, scan_fn);
+    }
     const std::vector<float> all = allgather_rows(g, rec);
     std::vector<XentMerged> merged(static_cast<size_t>(count));
     for (int64_t i = 0; i < count; ++i) {
@@ -264,30 +305,38 @@ void for_each_chunk(const Group& g, Pass& scan, Pass& store, const XentFields& f
       if (!s.probs && s.red->active(r)) owner = owner_of(g, s.lr->target(r));
       merged[static_cast<size_t>(i)] = merge(f, all.data() + i * F, count * F, g.size, owner);
     }
-    out.rows(begin, end, merged, store);
+    on_chunk(begin, end, merged);
   }
 }
 
-// The gradient row of row a.row with coefficient g (both passes).
-void sharded_grad_row(const Group& g_, const CeSetup& s, const RowArgs& a, double g,
-                      const XentMerged& m, float* out) {
-  if (!s.red->active(a.row)) {
-    ce_rows::fill(out, a.n, 0.0f);
-    return;
-  }
-  if (a.n == 0) return;
-  if (ce_rows::grad_row_special(s, a, g, m.L, out)) return;
+// The gradient rows of the chunk [begin, end) with coefficients G into the
+// store pass's output 0 (the fused gradient or dsrc).
+void grad_chunk(Pass& store, const XentFields& f, int64_t begin, int64_t end,
+                const std::vector<XentMerged>& merged, const std::vector<double>& G) {
+  const CeSetup& s = store.s;
   const double C = static_cast<double>(s.vocab);
-  const double A = grad_A(m, s.probs, s.a, s.zs, C);
-  const int64_t y = !s.probs && s.lr->local(a.row) ? s.lr->local_target(a.row) : -1;
-  (void)g_;
-  ce_rows::grad_row_with(s, a, g, m.shift, 1.0 / m.D, A, y, m.wy, out);
-}
-
-void reject_f64(const char* op, const TensorView& src) {
-  if (src.dtype == DType::kF64) {
-    fail(op, "f64 logits are not supported by the vocabulary-parallel op with several ranks "
-             "(the float64 path is not sharded); use f32, bf16 or f16 logits");
+  auto fn = [&](const auto& a) {
+    const XentMerged& m = merged[static_cast<size_t>(a.row - begin)];
+    const double g = G[static_cast<size_t>(a.row)];
+    auto* out = a.out[0];
+    if (!s.red->active(a.row)) {
+      for (int64_t j = 0; j < a.n; ++j) out[j] = 0;
+      return;
+    }
+    if (a.n == 0) return;
+    const int64_t y = !s.probs && s.lr->local(a.row) ? s.lr->local_target(a.row) : -1;
+    const double A = m.kind == XentMerged::kFinite ? grad_A(m, s.probs, s.a, s.zs, C) : 0.0;
+    if constexpr (kIsF64Row<decltype(a)>) {
+      ce_shard_grad_f64(s, a, g, m.L, m.M, m.D, A, y, m.wy, out, a.scratch);
+    } else {
+      if (ce_rows::grad_row_special(s, a, g, m.L, out)) return;
+      ce_rows::grad_row_with(s, a, g, m.shift, 1.0 / m.D, A, y, m.wy, out);
+    }
+  };
+  if (f.f64) {
+    store.rw.run_rows<double>(begin, end, scratch_of(true, s.classes), fn);
+  } else {
+    store.rw.run_rows<float>(begin, end, 0, fn);
   }
 }
 
@@ -353,7 +402,6 @@ void cross_entropy(Communicator& comm, const TensorView& src, const TensorView& 
   const Group g = begin(comm, op, agreed, shard_classes(src, options.axis), [&] {
     ce_rows::check_ce_options(op, ce);
     build(kProbeShard);
-    if (comm.size() > 1) reject_f64(op, src);
   });
   if (g.size == 1) {
     scan.reset();
@@ -374,52 +422,38 @@ void cross_entropy(Communicator& comm, const TensorView& src, const TensorView& 
   const std::vector<double> G = fused ? s.red->unit_coefficients() : std::vector<double>();
   const double C = static_cast<double>(s.vocab);
 
-  struct Out {
-    bool stats;
-    const CeSetup* s;
-    const Group* g;
-    bool fused;
-    const std::vector<double>* G;
-    std::vector<double>*loss, *z, *lse, *ent, *tlp, *acc;
-    double C;
-    bool wants_inactive_stats() const { return stats; }
-    void rows(int64_t begin, int64_t end, const std::vector<XentMerged>& merged, Pass& store) {
-      for (int64_t r = begin; r < end; ++r) {
-        const XentMerged& m = merged[static_cast<size_t>(r - begin)];
-        const bool active = s->red->active(r);
-        if (!active && !stats) continue;
-        double L = -kInfD, H = 0.0, loss_r = 0.0, z_r = 0.0, tlp_r = -kInfD, acc_r = 0.0;
-        if (m.kind == XentMerged::kNaN ||
-            (m.kind == XentMerged::kEmpty && s->empty_row == EmptyRow::kNan)) {
-          L = H = loss_r = z_r = tlp_r = acc_r = kNanD;
-        } else if (m.kind == XentMerged::kFinite) {
-          L = m.L;
-          H = m.H;
-          if (active) {
-            const XentRowLoss rl = row_loss(m, s->probs, s->a, s->zs, C);
-            loss_r = rl.loss;
-            z_r = rl.z;
-            tlp_r = rl.tlp;
-            acc_r = m.hit ? 1.0 : 0.0;
-          }
+  const bool stats = lse_rv.has_value() || want_ent;
+  for_each_chunk(g, *scan, f, want_ent, want_acc, stats,
+                 [&](int64_t begin, int64_t end, const std::vector<XentMerged>& merged) {
+    for (int64_t r = begin; r < end; ++r) {
+      const XentMerged& m = merged[static_cast<size_t>(r - begin)];
+      const bool active = s.red->active(r);
+      if (!active && !stats) continue;
+      double L = -kInfD, H = 0.0, loss_r = 0.0, z_r = 0.0, tlp_r = -kInfD, acc_r = 0.0;
+      if (m.kind == XentMerged::kNaN ||
+          (m.kind == XentMerged::kEmpty && s.empty_row == EmptyRow::kNan)) {
+        L = H = loss_r = z_r = tlp_r = acc_r = kNanD;
+      } else if (m.kind == XentMerged::kFinite) {
+        L = m.L;
+        H = m.H;
+        if (active) {
+          const XentRowLoss rl = row_loss(m, s.probs, s.a, s.zs, C);
+          loss_r = rl.loss;
+          z_r = rl.z;
+          tlp_r = rl.tlp;
+          acc_r = m.hit ? 1.0 : 0.0;
         }
-        const size_t ri = static_cast<size_t>(r);
-        (*loss)[ri] = loss_r;
-        (*z)[ri] = z_r;
-        (*lse)[ri] = L;
-        (*ent)[ri] = H;
-        (*tlp)[ri] = active ? tlp_r : 0.0;
-        (*acc)[ri] = active ? acc_r : 0.0;
       }
-      if (!fused) return;
-      const CeSetup& ss = store.s;
-      store.rw.run_rows<float>(begin, end, 0, [&](const RowArgs& a) {
-        const XentMerged& m = merged[static_cast<size_t>(a.row - begin)];
-        sharded_grad_row(*g, ss, a, (*G)[static_cast<size_t>(a.row)], m, a.out[0]);
-      });
+      const size_t ri = static_cast<size_t>(r);
+      loss[ri] = loss_r;
+      z[ri] = z_r;
+      lse[ri] = L;
+      ent[ri] = H;
+      tlp[ri] = active ? tlp_r : 0.0;
+      acc[ri] = active ? acc_r : 0.0;
     }
-  } out{lse_rv.has_value() || want_ent, &s, &g, fused, &G, &loss, &z, &lse, &ent, &tlp, &acc, C};
-  for_each_chunk(g, *scan, *store, f, want_ent, want_acc, out);
+    if (fused) grad_chunk(*store, f, begin, end, merged, G);
+  });
 
   s.red->write(loss, dst);
   if (ce.z_loss) s.red->write(z, *ce.z_loss);
@@ -467,7 +501,6 @@ void cross_entropy_backward(Communicator& comm, const TensorView& src, const Ten
                "pass; pass the gradient as dsrc");
     }
     build(kProbeShard);
-    if (comm.size() > 1) reject_f64(op, src);
   });
   if (g.size == 1) {
     scan.reset();
@@ -481,19 +514,10 @@ void cross_entropy_backward(Communicator& comm, const TensorView& src, const Ten
   fix_denominator(g, store->s);
   const std::vector<double> G = s.red->coefficients(dloss);
   const XentFields f = fields_of(s, false, false);
-  struct Out {
-    const Group* g;
-    const std::vector<double>* G;
-    bool wants_inactive_stats() const { return false; }
-    void rows(int64_t begin, int64_t end, const std::vector<XentMerged>& merged, Pass& store) {
-      const CeSetup& ss = store.s;
-      store.rw.run_rows<float>(begin, end, 0, [&](const RowArgs& a) {
-        const XentMerged& m = merged[static_cast<size_t>(a.row - begin)];
-        sharded_grad_row(*g, ss, a, (*G)[static_cast<size_t>(a.row)], m, a.out[0]);
-      });
-    }
-  } out{&g, &G};
-  for_each_chunk(g, *scan, *store, f, false, false, out);
+  for_each_chunk(g, *scan, f, false, false, false,
+                 [&](int64_t begin, int64_t end, const std::vector<XentMerged>& merged) {
+                   grad_chunk(*store, f, begin, end, merged, G);
+                 });
 }
 
 }  // namespace distributed
