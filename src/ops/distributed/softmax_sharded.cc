@@ -317,7 +317,7 @@ std::optional<DirectRows> direct_rows(ForwardOp op, const TensorView& src_in,
   if (d.g.n > 1 && (d.g.axis_stride[0] != 1 || d.g.axis_stride[1] != 1)) return std::nullopt;
   d.src_type = src.dtype;
   d.dst_type = dst.dtype;
-  d.scale = check_options(o, "softmax");
+  d.scale = check_options(o, forward_name(op));  // validated already: the f32 multiplier
   d.threads = o.threads > 0 ? o.threads : max_threads();
   return d;
 }
@@ -326,7 +326,6 @@ void forward_direct(ForwardOp op, const Group& grp, const DirectRows& d, int64_t
                     EmptyRow empty_row) {
   const int64_t chunk = chunk_rows(grp, 16);
   const int64_t n = d.g.n;
-  const int64_t out_size = dtype_size(d.dst_type);
   for (int64_t begin = 0; begin < rows; begin += chunk) {
     const int64_t end = std::min(rows, begin + chunk);
     const int64_t values = 2 * (end - begin);
@@ -362,7 +361,6 @@ void forward_direct(ForwardOp op, const Group& grp, const DirectRows& d, int64_t
         const float v = is_nan ? std::numeric_limits<float>::quiet_NaN()
                                : (op == ForwardOp::kSoftmax ? 0.0f : -kInfF);
         for (int64_t j = 0; j < n; ++j) store_f32(d.g.at(1, dof + j), d.dst_type, v);
-        (void)out_size;
         return;
       }
       const float shift = static_cast<float>(s.M);
