@@ -57,6 +57,9 @@
 // plain: 20; the table's other fields unchanged): nothing is rounded on
 // the wire, so the float64 bound (losses.h: 1e-14 F) holds with the
 // merge's few float64 roundings (e^(ref_k - M), the rank-order sums).
+// cross_entropy_backward recomputes L with the exchange (it needs the
+// owners' w_y and the merged sums anyway): a given `lse` is validated, not
+// read (as the float64 path of the single-process op does).
 // Determinism: each row is computed by the same code whatever the thread or
 // chunk; merges are in rank order; the bits depend only on the world size
 // and the shard sizes.
