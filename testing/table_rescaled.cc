@@ -6,6 +6,7 @@
 #include "op_table.h"
 #include "reference/rescaled.h"
 #include "smax/rescaled.h"
+#include "smax/runtime.h"
 
 namespace smax_cli {
 namespace {
@@ -67,6 +68,12 @@ const std::vector<ExtParam> kSsmaxParams = {
 const std::vector<ExtParam> kSoftpickParams = {
     ExtParam{"eps", 1e-6, "denominator epsilon"}.fuzzed({1e-6, 0, 1e-8, FLT_MIN, 1, 1e-6},
                                                         {-1, 1e-40, NAN, INFINITY})};
+
+// precision=32|16|-16 of softmax_collapse_fraction.
+smax::Precision collapse_precision(const ExtCall& c) {
+  const double p = c.param("precision");
+  return p == 16 ? smax::Precision::kF16 : p == -16 ? smax::Precision::kBF16 : smax::Precision::kF32;
+}
 
 }  // namespace
 
@@ -209,12 +216,23 @@ void add_rescaled_ops(std::vector<ExtOp>& ops) {
                  OutShape::kRows, false, false, false, {ExtParam{"precision", 32, "32 (f32), 16 (f16) or -16 (bf16)", ParamType::kInt, {32, 16, -16}}.fuzzed({32, 16, -16}, {})},
                  nullptr,
                  [](const ExtCall& c) {
-                   const double p = c.param("precision");
-                   const auto prec = p == 16 ? smax::Precision::kF16
-                                     : p == -16 ? smax::Precision::kBF16 : smax::Precision::kF32;
-                   smax::softmax_collapse_fraction(c.x, prec, c.options, &c.out);
+                   smax::softmax_collapse_fraction(c.x, collapse_precision(c), c.options, &c.out);
                  },
-                 nullptr});
+                 [](const ExtCall& c) {
+                   // 1 / 0 where the flag is decided whatever the f32 exp's last bits;
+                   // 0.5 (either answer passes, bound 0.5 below) where it is not, or
+                   // where the target's lane count (the f32 summation order) is unknown.
+                   const int lanes = ref::f32_lanes_of_target(smax::active_target());
+                   std::vector<double> out;
+                   for (int f : ref::softmax_collapse_flags(c.x, collapse_precision(c), c.options,
+                                                            lanes == 0 ? 1 : lanes)) {
+                     out.push_back(f < 0 || lanes == 0 ? 0.5 : f);
+                   }
+                   return out;
+                 }});
+  ops.back().bounds = [](ref::BoundRows& b) {
+    for (size_t i = 0; i < b.ref.size(); ++i) b.out.bound[i] = b.ref[i] == 0.5 ? 0.5 : 0.0;
+  };
   ops.back().c_run = [](const ExtCall& c, const CCall& k) {
     const double p = c.param("precision");
     const int32_t prec = p == 16 ? SMAX_PRECISION_F16 : p == -16 ? SMAX_PRECISION_BF16 : SMAX_PRECISION_F32;

@@ -143,18 +143,8 @@ TEST_P(Rescaled, StablemaxCrossEntropyZeroWeightSumMean) {
   }
 }
 
-int lanes_of(const std::string& target) {
-  std::string t;
-  for (char ch : target) t += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  if (t.find("avx3") != std::string::npos || t.find("avx512") != std::string::npos) return 16;
-  if (t.find("avx2") != std::string::npos) return 8;
-  if (t.find("sse") != std::string::npos || t.find("emu128") != std::string::npos) return 4;
-  if (t.find("scalar") != std::string::npos) return 1;
-  return 0;
-}
-
 TEST_P(Rescaled, SoftmaxCollapse) {
-  const int lanes = lanes_of(smax::active_target());
+  const int lanes = ref::f32_lanes_of_target(smax::active_target());
   if (lanes == 0) GTEST_SKIP() << "unknown lane count for " << smax::active_target();
   Rng rng("collapse");
   struct Case {

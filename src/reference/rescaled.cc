@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cfloat>
+#include <cctype>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -541,6 +542,16 @@ std::vector<double> stablemax_cross_entropy_backward(const TensorView& src,
     }
     return stablemax_ce_grad_row(R.row_copy(r), tg[k], c * R.scale, options.empty_row);
   });
+}
+
+int f32_lanes_of_target(std::string_view target) {
+  std::string t;
+  for (char ch : target) t += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  if (t.find("avx3") != std::string::npos || t.find("avx512") != std::string::npos) return 16;
+  if (t.find("avx2") != std::string::npos) return 8;
+  if (t.find("sse") != std::string::npos || t.find("emu128") != std::string::npos) return 4;
+  if (t.find("scalar") != std::string::npos) return 1;
+  return 0;
 }
 
 std::vector<int> softmax_collapse_flags(const TensorView& src, Precision precision,

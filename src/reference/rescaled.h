@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "smax/loss.h"
@@ -74,6 +75,11 @@ Row stablemax_ce_grad_row(const Row& t, int64_t target, double coef, EmptyRow po
 /// every exp taken as exp(t - m) in float64 rounded to f32 and then moved
 /// by `perturb` * 4 ulp (perturb -1, 0 or +1) before any further rounding.
 bool collapse_row(const Row& t, Precision precision, int lanes, int perturb);
+/// The f32 lane count of a SIMD target named as smax::active_target() names
+/// it (the summation order softmax_collapse_fraction's f32 answer depends
+/// on): 16 (AVX3 / AVX-512), 8 (AVX2), 4 (SSE*, EMU128), 1 (SCALAR); 0 when
+/// the name is not one of those.
+int f32_lanes_of_target(std::string_view target);
 /// Round-to-nearest-even of a non-negative double to f16 / bf16.
 double round_to(double v, Precision precision);
 

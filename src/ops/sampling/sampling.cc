@@ -25,6 +25,7 @@
 #include "ops/sampling/sampling_f64.h"
 #include "ops/sampling/sampling_filters.h"
 #include "ops/sampling/sampling_rows.h"
+#include "ops/sampling/sampling_topk.h"
 #include "core/validate.h"
 #include "smax/error.h"
 #include "smax/runtime.h"
@@ -54,7 +55,9 @@ constexpr int64_t kPrefixLoopMax = 256;
 
 using kernels::TopkCandidate;
 
-// ---- top-k ------------------------------------------------------------------
+}  // namespace
+
+// ---- top-k (declared in ops/sampling/sampling_topk.h) ----------------------
 
 // The candidate buffer size for k winners in a row of n.
 int64_t topk_cap(int64_t k, int64_t n) {
@@ -120,6 +123,8 @@ kernels::TopkScan topk_row(const float* t, int64_t n, int64_t k, TopkCandidate* 
   }
   return s;
 }
+
+namespace {
 
 // softmax_topk's f32 row.
 void topk_row_f32(const RowArgs& a, int64_t k, bool renorm, int64_t cap, const RowOut& p,
@@ -193,6 +198,8 @@ void softmax_topk_impl(const TensorView& src, const TensorView& probs, const Ten
   });
 }
 
+}  // namespace
+
 // ---- sampling filter ------------------------------------------------------------
 
 void check_sample_options(const SampleOptions& so, const char* op) {
@@ -214,6 +221,8 @@ void check_sample_options(const SampleOptions& so, const char* op) {
                  std::to_string(static_cast<int32_t>(so.top_k_ties)));
   }
 }
+
+namespace {
 
 // What survives the filters in one row.
 struct Kept {

@@ -119,28 +119,33 @@ float prune_threshold(double best) {
 // (philox_hi_words); survivors recompute their full u with the scalar one.
 // So the cost per entry is ~1/2 vector Philox lane plus one SIMD exp.
 int64_t gumbel_argmax(const float* t, int64_t n, uint64_t seed, uint64_t row, int64_t* idx,
-                      float* ebuf, uint32_t* hbuf) {
+                      float* ebuf, uint32_t* hbuf, uint64_t offset) {
   if (n == 0) return -1;
   const kernels::MaxScan ms = kernels::max_scan(t, n);
   if (ms.has_nan || !(ms.max < kInfF) || ms.max == -kInfF) return -1;
   int64_t best_i = kernels::find_first_equal(t, n, ms.max);
-  double best = static_cast<double>(ms.max) + kernels::gumbel(seed, row, static_cast<uint64_t>(best_i));
+  double best = static_cast<double>(ms.max) +
+                kernels::gumbel(seed, row, offset + static_cast<uint64_t>(best_i));
   for (int64_t c0 = 0; c0 < n; c0 += kChunk) {
     const int64_t len = std::min(kChunk, n - c0);
     const int64_t cnt = kernels::select_greater(t + c0, len, prune_threshold(best), idx);
     const bool prune_u = cnt > 16 && std::fabs(best) < 1e5;
+    // Entry c0 + j has the noise index offset + c0 + j: word j + shift of
+    // the pairs from (offset + c0) / 2 on.
+    const int64_t shift = static_cast<int64_t>((offset + static_cast<uint64_t>(c0)) & 1);
     if (prune_u) {
       kernels::exp_scale_segment(t + c0, nullptr, len, 1.0f, static_cast<float>(best), 1.0f, ebuf);
-      kernels::philox_hi_words(seed, row, static_cast<uint64_t>(c0 / 2), (len + 1) / 2, hbuf);
+      kernels::philox_hi_words(seed, row, (offset + c0) / 2, (len + shift + 1) / 2, hbuf);
     }
     for (int64_t j = 0; j < cnt; ++j) {
       const int64_t i = c0 + idx[j];
       if (i == best_i) continue;
       if (prune_u) {
-        const float wf = static_cast<float>((~hbuf[idx[j]]) >> 8) * 0x1p-24f;
+        const float wf = static_cast<float>((~hbuf[idx[j] + shift]) >> 8) * 0x1p-24f;
         if (wf >= 2.0f * ebuf[idx[j]]) continue;
       }
-      const double z = static_cast<double>(t[i]) + kernels::gumbel(seed, row, static_cast<uint64_t>(i));
+      const double z =
+          static_cast<double>(t[i]) + kernels::gumbel(seed, row, offset + static_cast<uint64_t>(i));
       if (z > best || (z == best && i < best_i)) {
         best = z;
         best_i = i;

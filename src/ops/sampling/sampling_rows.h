@@ -74,11 +74,14 @@ int64_t floats_for(int64_t count) {
   return count * static_cast<int64_t>(sizeof(T) / sizeof(float)) + 4;
 }
 
-// argmax_i ((double) t_i + g(seed, row, i)), lowest index on ties; -1 for
-// empty, all -inf, NaN or +inf rows (see sampling_rows.cc for the pruning).
-// idx: kChunk entries, ebuf: kChunk floats, hbuf: kChunk words of scratch.
+// argmax_i ((double) t_i + g(seed, row, offset + i)), lowest index on ties;
+// -1 for empty, all -inf, NaN or +inf rows (see sampling_rows.cc for the
+// pruning). `offset`: the noise index of t[0] (a shard's first global class
+// in the vocabulary-parallel sample; 0 otherwise). idx: kChunk entries,
+// ebuf: kChunk floats, hbuf: kChunk words of scratch (kChunk + 2 when offset
+// is odd).
 int64_t gumbel_argmax(const float* t, int64_t n, uint64_t seed, uint64_t row, int64_t* idx,
-                      float* ebuf, uint32_t* hbuf);
+                      float* ebuf, uint32_t* hbuf, uint64_t offset = 0);
 // The softmax algorithm of a row of n entries (kAuto resolved).
 Algorithm softmax_algorithm(const SoftmaxOptions& o, int64_t n);
 
