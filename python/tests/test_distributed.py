@@ -362,16 +362,33 @@ def check_topk_and_sample(rank: int, world: int) -> None:
     assert torch.equal(i, ir), (i, ir)
     _close(p, pr, 4e-6, 1e-30, "softmax_topk probs")
     _replicated(p, "softmax_topk probs")
-    g = torch.randn(p.shape, generator=_gen(62))
-    (dx,) = torch.autograd.grad(p, x, g)
-    xd = full.double().clone().requires_grad_()
-    (dref,) = torch.autograd.grad(torch.softmax(xd, -1).gather(1, ir), xd, g.double())
-    _close(dx.double(), _slice(dref, sizes, rank), 1e-5, 1e-6, "dsoftmax_topk")
+    pn, _ = sd.softmax_topk(x, 5, renormalize=True, threads=1)
+    _close(pn, smax.softmax_topk(full, 5, renormalize=True)[0], 4e-6, 1e-30, "renormalised")
     for kw in (dict(), dict(top_k=5, temperature=0.7), dict(top_p=0.8), dict(temperature=0.0)):
         s = sd.sample(_slice(full, sizes, rank), seed=99, threads=1, **kw)
         sr = smax.sample(full, seed=99, **kw)
         assert torch.equal(s, sr), (kw, s, sr)
         _replicated(s, f"sample {kw}")
+
+
+def check_topk_gradient(rank: int, world: int) -> None:
+    import smax.distributed as sd
+    _need("sampling")
+    _need("softmax")  # the gradient of the full row's probabilities needs its softmax
+    v = 45
+    sizes = _sizes(v, world, "uneven")
+    full = torch.randn(4, v, generator=_gen(61)) * 2
+    for renormalize in (False, True):
+        x = _slice(full, sizes, rank).clone().requires_grad_()
+        p, i = sd.softmax_topk(x, 5, renormalize=renormalize, threads=1)
+        g = torch.randn(p.shape, generator=_gen(62))
+        (dx,) = torch.autograd.grad(p, x, g)
+        xd = full.double().clone().requires_grad_()
+        z = xd.gather(1, i)
+        pr = torch.softmax(z, -1) if renormalize else torch.softmax(xd, -1).gather(1, i)
+        (dref,) = torch.autograd.grad(pr, xd, g.double())
+        _close(dx.double(), _slice(dref, sizes, rank), 1e-5, 1e-6,
+               f"dsoftmax_topk renormalize={renormalize}")
 
 
 CHECKS = {name[len("check_"):]: fn for name, fn in dict(globals()).items()
