@@ -173,6 +173,34 @@ class Rowwise {
     });
   }
 
+  /// run() restricted to the rows [row_begin, row_end) (clamped to rows()):
+  /// the vocabulary-parallel ops process rows in chunks with a collective
+  /// between two passes over a chunk. Each row gets exactly the same call as
+  /// in run(), so a row's results do not depend on the chunking or on
+  /// `threads`; tasks of rows_per_task(n) rows start at row_begin.
+  template <typename T = float, typename Fn>
+  void run_rows(int64_t row_begin, int64_t row_end, int64_t extra_scratch, Fn&& fn) {
+    static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "T: float or double");
+    finish();
+    row_begin = std::max<int64_t>(row_begin, 0);
+    row_end = std::min(row_end, g_.rows);
+    if (row_end <= row_begin) return;
+    const int64_t n = g_.n;
+    const int64_t per_row = (inputs_ + outputs_) * n + extra_scratch;
+    const int64_t per_task = rows_per_task(n);
+    const int64_t tasks = (row_end - row_begin + per_task - 1) / per_task;
+    const int buffers = static_cast<int>(std::min<int64_t>(std::max(threads_, 1), tasks));
+    constexpr int64_t kFloatsPerValue = sizeof(T) / sizeof(float);
+    ScratchPool pool(buffers, std::max<int64_t>(per_row * kFloatsPerValue, 1));
+    run_parallel(tasks, threads_, [&](int64_t task) {
+      ScratchPool::Lease lease(pool);
+      T* buffer = lease.as<T>();
+      const int64_t begin = row_begin + task * per_task;
+      const int64_t end = std::min(row_end, begin + per_task);
+      for (int64_t row = begin; row < end; ++row) run_row<T>(row, buffer, fn);
+    });
+  }
+
  private:
   void finish();
   enum Transform : uint8_t { kRaw, kLogits, kBoolMasked };
