@@ -255,7 +255,13 @@ class SoftmaxTopk(torch.autograd.Function):
         acc = _acc(x.dtype)
         pk = probs.to(acc)
         gp = dp.to(acc) * pk
+        p = None
+        if not renormalize:  # collective: every rank computes it, an empty shard too
+            p = torch.empty(tuple(x.shape), dtype=x.dtype)
+            _binding("softmax")(comm, x.detach(), p, co)
         n = x.shape[d]
+        if n == 0:
+            return torch.zeros_like(x), None, None, None, None, None, None
         local = idx - offset
         inside = (local >= 0) & (local < n)
         # winners of other shards scatter a 0 onto column 0 (a no-op of scatter_add_)
@@ -265,7 +271,5 @@ class SoftmaxTopk(torch.autograd.Function):
             contrib = torch.where(inside, gp - pk * gp.sum(d, True), torch.zeros_like(gp))
             dt = torch.zeros(tuple(x.shape), dtype=acc).scatter_add_(d, at, contrib)
         else:
-            p = torch.empty(tuple(x.shape), dtype=x.dtype)
-            _binding("softmax")(comm, x.detach(), p, co)
             dt = (p.to(acc) * (-gp.sum(d, True))).scatter_add_(d, at, contrib)
         return (dt * _sigma(co)).to(x.dtype), None, None, None, None, None, None

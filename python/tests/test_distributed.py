@@ -130,7 +130,7 @@ def check_vocab_offset(rank: int, world: int) -> None:
     sd.softmax(x, vocab_offset=off, threads=1)
     wrong = off + (1 if rank == world - 1 else 0)
     _raises_on_every_rank(lambda: sd.softmax(x, vocab_offset=wrong, threads=1), ValueError,
-                          f"rank {world - 1} passed {wrong}")
+                          f"rank {world - 1} passed {sum(sizes[:world - 1]) + 1}")
 
 
 def check_softmax_family(rank: int, world: int) -> None:
@@ -329,7 +329,10 @@ def check_linear_cross_entropy(rank: int, world: int) -> None:
     b_full = torch.randn(v, generator=_gen(53), dtype=torch.float64) * 0.5
     target = torch.randint(0, v, (7,), generator=_gen(54))
     target[0] = -100
-    for dtype in (torch.float32, torch.float64):
+    # float64 is the single-process op's path only: every rank refuses it
+    _raises_on_every_rank(lambda: sd.linear_cross_entropy(
+        h_full, _slice(w_full, sizes, rank, 0), target, threads=1), ValueError, "float64")
+    for dtype in (torch.float32,):
         h = h_full.to(dtype).clone().requires_grad_()
         w = _slice(w_full, sizes, rank, 0).to(dtype).clone().requires_grad_()
         b = _slice(b_full, sizes, rank, 0).to(dtype).clone().requires_grad_()
