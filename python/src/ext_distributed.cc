@@ -129,11 +129,10 @@ void run(dist::Communicator& comm, F&& f) {
   try {
     nb::gil_scoped_release r;
     f();
-  } catch (const CommunicatorRaised&) {
-    py_comm(comm).reraise_pending();
-    throw;
   } catch (...) {
-    py_comm(comm).reraise_pending();  // a smax error after a communicator error: report the first
+    // CommunicatorRaised, or any error after the communicator raised: the
+    // communicator's exception is the one to report.
+    py_comm(comm).reraise_pending();
     throw;
   }
 }
