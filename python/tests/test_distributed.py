@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import math
 import os
 import socket
 import tempfile
@@ -474,3 +475,107 @@ def test_distributed(world: int, check: str) -> None:
     skips = {o for o in outcomes.values() if o.startswith("skip")}
     if skips:
         pytest.skip(skips.pop()[len("skip: "):])
+
+
+# ---- in-process checks: a one-rank Communicator written in Python -----------------------------
+
+
+def _one_rank_comm(calls: list) -> Any:
+    import smax.distributed as sd
+    import threading
+
+    class OneRank(sd.Communicator):
+        """The trivial group of one rank: allgather / alltoall copy send to recv."""
+
+        def __init__(self) -> None:
+            super().__init__()
+
+        def rank(self) -> int:
+            return 0
+
+        def size(self) -> int:
+            return 1
+
+        def allgather(self, send: Any, recv: Any) -> None:
+            calls.append(threading.get_ident())
+            recv[:] = send
+
+        def alltoall(self, send: Any, recv: Any) -> None:
+            calls.append(threading.get_ident())
+            recv[:] = send
+
+    return OneRank()
+
+
+def test_one_rank_is_bit_equal_to_the_single_process_op() -> None:
+    import smax.distributed as sd
+    if "softmax" not in GROUPS:
+        pytest.skip("this build has no vocabulary-parallel softmax ops")
+    calls: list = []
+    comm = _one_rank_comm(calls)
+    x = torch.randn(6, 1000, generator=_gen(71)) * 3
+    assert torch.equal(sd.softmax(x, group=comm), smax.softmax(x))
+    assert torch.equal(sd.log_softmax(x, group=comm), smax.log_softmax(x))
+    assert torch.equal(sd.logsumexp(x, group=comm), smax.logsumexp(x))
+    assert calls, "the Python communicator was never called"
+
+
+def test_the_op_releases_the_gil_and_calls_back_on_the_calling_thread() -> None:
+    """Between its collectives the op scans its shard in C++: a Python thread
+    that waits for the first collective must get to run before the last one,
+    which it can only do when the op released the GIL (a long switch interval
+    keeps the interpreter from handing the GIL over inside the callbacks)."""
+    import sys
+    import threading
+    import smax.distributed as sd
+    if "softmax" not in GROUPS:
+        pytest.skip("this build has no vocabulary-parallel softmax ops")
+    calls: list = []
+    first_done = threading.Event()
+    ran_between: list = []
+
+    class Mirror(sd.Communicator):
+        """Two ranks in one: rank 1 is a copy of rank 0 (the same shard), so
+        the op runs its multi-rank path on the row [x, x]."""
+
+        def __init__(self) -> None:
+            super().__init__()
+
+        def rank(self) -> int:
+            return 0
+
+        def size(self) -> int:
+            return 2
+
+        def allgather(self, send: Any, recv: Any) -> None:
+            calls.append(threading.get_ident())
+            if first_done.is_set():
+                ran_between.append(spun.is_set())
+            recv[: send.size] = send
+            recv[send.size:] = send
+            first_done.set()
+
+        def alltoall(self, send: Any, recv: Any) -> None:
+            raise AssertionError("log_softmax has no alltoall")
+
+    spun = threading.Event()
+
+    def spin() -> None:  # blocked (GIL free) until the first collective, then needs the GIL
+        if first_done.wait(timeout=60):
+            spun.set()
+
+    x = torch.randn(64, 1 << 16, generator=_gen(72))
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(5.0)
+    t = threading.Thread(target=spin)
+    t.start()
+    try:
+        y = sd.log_softmax(x, group=Mirror(), threads=1)
+    finally:
+        first_done.set()
+        t.join()
+        sys.setswitchinterval(old)
+    assert len(calls) >= 2, f"expected the handshake and the records' collectives, got {calls}"
+    assert any(ran_between), "no Python thread ran while the op computed: the GIL was held"
+    assert set(calls) == {threading.get_ident()}, "a collective ran on another thread"
+    _close(y, smax.log_softmax(x) - math.log(2.0), 0, 1e-5, "log_softmax of [x, x]")
