@@ -223,10 +223,12 @@ TEST(DistributedSoftmax, LongRowsUseTheSegmentGrid) {
   // Shards longer than kSegment (2^16): the local state is merged over
   // segments, then over ranks.
   const int64_t V = 150001;
-  const Dense x = random_logits(DType::kF32, 2, V, 3);
-  for (Op op : {Op::kSoftmax, Op::kLogSoftmax, Op::kLogSumExp}) {
-    check_forward(op, x, DType::kF32, {70000, 1, V - 70001}, {}, "long");
-    check_forward(op, x, DType::kF32, {V}, {}, "long P=1");
+  for (DType dt : {DType::kF32, DType::kBF16}) {  // bf16: the direct narrow path
+    const Dense x = random_logits(dt, 2, V, 3);
+    for (Op op : {Op::kSoftmax, Op::kLogSoftmax, Op::kLogSumExp}) {
+      check_forward(op, x, dt, {70000, 1, V - 70001}, {}, "long");
+      check_forward(op, x, dt, {V}, {}, "long P=1");
+    }
   }
 }
 

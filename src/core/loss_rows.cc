@@ -30,9 +30,11 @@ void check_loss_enums(const char* op, const LossOptions& loss) {
 }
 
 LossRows::LossRows(const char* op, const TensorView& src_in, int axis, const TensorView& target,
-                   const LossOptions& options)
+                   const LossOptions& options, ClassShard shard)
     : op_(op), src_(as_rank1_if_scalar(src_in)), axis_(axis) {
   classes_ = src_.shape[axis_];
+  offset_ = shard.vocab < 0 ? 0 : shard.offset;
+  const int64_t vocab = shard.vocab < 0 ? classes_ : shard.vocab;
   ignore_index_ = options.ignore_index;
   reduction_ = options.reduction;
   empty_mean_ = options.empty_mean;
@@ -62,13 +64,14 @@ LossRows::LossRows(const char* op, const TensorView& src_in, int axis, const Ten
   weights_.resize(static_cast<size_t>(rows));
   for_each_reduced_offset(src_, axis_, target_strides_, [&](int64_t r, int64_t off) {
     const int64_t t = tp[off];
-    if (t != ignore_index_ && (t < 0 || t >= classes_)) {
+    if (t != ignore_index_ && (t < 0 || t >= vocab)) {
       fail(op, "target " + std::to_string(t) + " (row " + std::to_string(r) +
-                   ") is outside [0, " + std::to_string(classes_) + ") and is not ignore_index (" +
+                   ") is outside [0, " + std::to_string(vocab) + ") and is not ignore_index (" +
                    std::to_string(ignore_index_) + ")");
     }
     targets_[static_cast<size_t>(r)] = t;
-    const double w = t == ignore_index_ ? 0.0 : class_weights_[static_cast<size_t>(t)];
+    const bool here = t != ignore_index_ && t >= offset_ && t - offset_ < classes_;
+    const double w = here ? class_weights_[static_cast<size_t>(t - offset_)] : 0.0;
     weights_[static_cast<size_t>(r)] = w;
     weight_sum_ += w;
   });

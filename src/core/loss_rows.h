@@ -24,19 +24,37 @@ namespace smax::detail {
 /// `op`: "reduction has unknown value N", then the same for empty_mean).
 void check_loss_enums(const char* op, const LossOptions& loss);
 
+/// The classes of a vocabulary-parallel shard (include/smax/distributed.h):
+/// targets are global class indices in [0, vocab), and the class weights
+/// (options.weight, [classes]) are those of the classes [offset, offset +
+/// classes). vocab < 0: not sharded (offset 0, vocab = classes).
+struct ClassShard {
+  int64_t offset = 0;
+  int64_t vocab = -1;
+};
+
 class LossRows {
  public:
   /// `src` is the logits view (rank >= 1), `axis` its resolved class axis;
   /// `target` i64 with src's shape without the axis (or keepdim).
   LossRows(const char* op, const TensorView& src, int axis, const TensorView& target,
-           const LossOptions& options);
+           const LossOptions& options, ClassShard shard = {});
 
   int64_t rows() const { return static_cast<int64_t>(targets_.size()); }
   int64_t classes() const { return classes_; }
   int64_t target(int64_t row) const { return targets_[static_cast<size_t>(row)]; }
   bool ignored(int64_t row) const { return target(row) == ignore_index_; }
-  /// weight[target] (1 without weights), 0 for ignored rows.
+  /// weight[target] (1 without weights), 0 for ignored rows (sharded: 0 too
+  /// where the target is another shard's class: see local()).
   double weight(int64_t row) const { return weights_[static_cast<size_t>(row)]; }
+  /// Sharded: the row's target is a class of this shard (never for ignored
+  /// rows); always true for non-ignored rows when not sharded.
+  bool local(int64_t row) const {
+    const int64_t t = target(row);
+    return t != ignore_index_ && t >= offset_ && t - offset_ < classes_;
+  }
+  /// The row's target as an index into this shard's classes (local rows).
+  int64_t local_target(int64_t row) const { return target(row) - offset_; }
   /// Class weight of class c (1 without weights).
   double class_weight(int64_t c) const;
   Reduction reduction() const { return reduction_; }
@@ -57,6 +75,7 @@ class LossRows {
   TensorView src_;
   int axis_;
   int64_t classes_;
+  int64_t offset_ = 0;  // sharded: the shard's first global class
   int64_t ignore_index_;
   Reduction reduction_;
   EmptyMean empty_mean_;

@@ -29,6 +29,10 @@
 // logsumexp fl32(M + log D). Backward: the local dot_segment / sum_segment
 // partials summed in float64 (segment order, then rank order), then
 // softmax_backward_segment / log_softmax_backward_segment.
+// bf16 / f16 softmax and log_softmax without masks, the class axis
+// contiguous: the same kernels' any-type versions (kernels/
+// segments_narrow.h) read the row in place and round the output in
+// registers (the same bits as widening through Rowwise, without the copies).
 // float64 path (any f64 input): kernels::exp_terms_row_f64 gives the local
 // (max, compensated sum) and the exact-argument terms; softmax_j =
 // term_j * (e^(m_k - M) / D), log_softmax_j = (t_j - M) - log D; backward
@@ -53,14 +57,20 @@
 #include <vector>
 
 #include "core/compensated.h"
+#include "core/convert.h"
+#include "core/execution.h"
+#include "core/geometry.h"
+#include "core/internal.h"
 #include "core/long_row.h"
 #include "core/rowwise.h"
 #include "core/validate.h"
 #include "kernels/kernels.h"
+#include "kernels/segments_narrow.h"
 #include "kernels/softmax_f64.h"
 #include "ops/distributed/group.h"
 #include "ops/distributed/sharded_common.h"
 #include "smax/distributed.h"
+#include "smax/runtime.h"
 #include "smax/softmax.h"
 
 namespace smax {
@@ -244,6 +254,130 @@ void forward_sharded(ForwardOp op, const Group& g, Rowwise& scan, Rowwise& store
   }
 }
 
+// The direct path of softmax / log_softmax for bf16 / f16 storage (src or
+// dst narrow, neither f64), no masks, the class axis contiguous in src and
+// dst: the segment kernels of kernels/segments_narrow.h read each row in
+// its own type and round the outputs once in registers, so no widened copy
+// of the row is made (the Rowwise path gathers it twice). The same
+// arithmetic as the Rowwise path (t = fl(x * scale), the f32 kernels'
+// partials and outputs): the same bits.
+struct DirectRows {
+  Geometry g;  // operand 0 src, 1 dst
+  DType src_type, dst_type;
+  float scale;
+  int threads;
+  kernels::SegmentIn seg(int64_t row_off, int64_t off, int64_t len) const {
+    kernels::SegmentIn in;
+    in.x = g.at(0, row_off + off);
+    in.type = src_type;
+    in.scale = scale;
+    in.n = len;
+    return in;
+  }
+  kernels::SegmentOut sink(int64_t row_off, int64_t off) const {
+    return {g.at(1, row_off + off), dst_type};
+  }
+  // fn(row, src offset, dst offset) for rows [begin, end) on the row-task grid.
+  template <class Fn>
+  void for_rows(int64_t begin, int64_t end, Fn&& fn) const {
+    const int64_t per_task = rows_per_task(g.n);
+    const int64_t tasks = (end - begin + per_task - 1) / per_task;
+    run_parallel(tasks, threads, [&](int64_t task) {
+      const int64_t b = begin + task * per_task;
+      const int64_t e = std::min(end, b + per_task);
+      int64_t off[kMaxOperands];
+      for (int64_t row = b; row < e; ++row) {
+        g.row_offsets(row, off);
+        fn(row, off[0], off[1]);
+      }
+    });
+  }
+};
+
+std::optional<DirectRows> direct_rows(ForwardOp op, const TensorView& src_in,
+                                      const TensorView& dst_in, const SoftmaxOptions& o,
+                                      int axis) {
+  auto narrow_or_f32 = [](DType t) {
+    return t == DType::kF32 || t == DType::kBF16 || t == DType::kF16;
+  };
+  if (op == ForwardOp::kLogSumExp || o.additive_mask || o.bool_mask) return std::nullopt;
+  if (!narrow_or_f32(src_in.dtype) || !narrow_or_f32(dst_in.dtype)) return std::nullopt;
+  if (src_in.dtype == DType::kF32 && dst_in.dtype == DType::kF32) return std::nullopt;
+  const TensorView src = as_rank1_if_scalar(src_in), dst = as_rank1_if_scalar(dst_in);
+  int64_t strides[kMaxOperands][kMaxRank] = {};
+  for (int d = 0; d < src.rank; ++d) {
+    strides[0][d] = src.strides[d];
+    strides[1][d] = dst.strides[d];
+  }
+  char* bases[kMaxOperands] = {static_cast<char*>(src.data), static_cast<char*>(dst.data),
+                               nullptr, nullptr};
+  const int sizes[kMaxOperands] = {dtype_size(src.dtype), dtype_size(dst.dtype), 4, 4};
+  DirectRows d;
+  d.g = make_geometry(src, axis, 2, bases, sizes, strides);
+  if (d.g.n > 1 && (d.g.axis_stride[0] != 1 || d.g.axis_stride[1] != 1)) return std::nullopt;
+  d.src_type = src.dtype;
+  d.dst_type = dst.dtype;
+  d.scale = check_options(o, forward_name(op));  // validated already: the f32 multiplier
+  d.threads = o.threads > 0 ? o.threads : max_threads();
+  return d;
+}
+
+void forward_direct(ForwardOp op, const Group& grp, const DirectRows& d, int64_t rows,
+                    EmptyRow empty_row) {
+  const int64_t chunk = chunk_rows(grp, 16);
+  const int64_t n = d.g.n;
+  for (int64_t begin = 0; begin < rows; begin += chunk) {
+    const int64_t end = std::min(rows, begin + chunk);
+    const int64_t values = 2 * (end - begin);
+    std::vector<float> rec(static_cast<size_t>(values), 0.0f);
+    for (int64_t i = 0; i < values; i += 2) rec[i] = -kInfF;
+    d.for_rows(begin, end, [&](int64_t row, int64_t so, int64_t) {
+      float m = -kInfF;
+      double sum = 0.0;
+      bool nan = false;
+      for (int64_t off = 0; off < n; off += kSegment) {
+        const kernels::OnlineState st =
+            kernels::online_segment_any(d.seg(so, off, std::min(kSegment, n - off)));
+        if (std::isnan(st.m) || std::isnan(st.d)) {
+          nan = true;
+          break;
+        }
+        const float merged = std::max(m, st.m);
+        if (merged == -kInfF) continue;
+        sum = sum * std::exp(static_cast<double>(m) - merged) +
+              st.d * std::exp(static_cast<double>(st.m) - merged);
+        m = merged;
+      }
+      float* r = rec.data() + 2 * (row - begin);
+      r[0] = m;
+      r[1] = nan || m == kInfF || std::isnan(sum) ? std::numeric_limits<float>::quiet_NaN()
+                                                  : static_cast<float>(sum);
+    });
+    const std::vector<float> all = allgather_rows(grp, rec);
+    d.for_rows(begin, end, [&](int64_t row, int64_t so, int64_t dof) {
+      const RowState s = merge_state(all, values, row - begin, grp.size);
+      if (s.kind != RowState::kFinite) {
+        const bool is_nan = s.kind == RowState::kNaN || empty_row == EmptyRow::kNan;
+        const float v = is_nan ? std::numeric_limits<float>::quiet_NaN()
+                               : (op == ForwardOp::kSoftmax ? 0.0f : -kInfF);
+        for (int64_t j = 0; j < n; ++j) store_f32(d.g.at(1, dof + j), d.dst_type, v);
+        return;
+      }
+      const float shift = static_cast<float>(s.M);
+      const float factor = static_cast<float>(1.0 / s.D);
+      const float log_sum = static_cast<float>(std::log(s.D));
+      for (int64_t off = 0; off < n; off += kSegment) {
+        const int64_t len = std::min(kSegment, n - off);
+        if (op == ForwardOp::kSoftmax) {
+          kernels::exp_scale_segment_any(d.seg(so, off, len), shift, factor, d.sink(dof, off));
+        } else {
+          kernels::log_store_segment_any(d.seg(so, off, len), shift, log_sum, d.sink(dof, off));
+        }
+      }
+    });
+  }
+}
+
 void run_forward(ForwardOp op, Communicator& comm, const TensorView& src, const TensorView& dst,
                  const SoftmaxOptions& options) {
   const char* name = forward_name(op);
@@ -275,7 +409,9 @@ void run_forward(ForwardOp op, Communicator& comm, const TensorView& src, const 
     }
     return;
   }
-  if (scan->any_input_f64()) {
+  if (const auto d = direct_rows(op, src, dst, options, scan->axis())) {
+    forward_direct(op, g, *d, rows, options.empty_row);
+  } else if (scan->any_input_f64()) {
     forward_sharded<double>(op, g, *scan, *store, rows, options.empty_row);
   } else {
     forward_sharded<float>(op, g, *scan, *store, rows, options.empty_row);

@@ -7,9 +7,9 @@
 // A rank's partial of a row (XentPartial) describes its shard only:
 //  * (ref, d): the online state, sum over the shard of e^(t_j - ref) = d
 //    (ref = -inf, d = 0 for an empty or fully masked shard; d NaN when the
-//    shard holds NaN or +inf). ref is an f32 value; d is sent as f32 (one
-//    rounding, 2^-24 relative) or, in the float64 mode (f64 logits), as a
-//    double;
+//    shard holds NaN or +inf). ref is an f32 value sent as f32 and d is sent
+//    as f32 (one rounding, 2^-24 relative); in the float64 mode (f64
+//    logits) both are doubles, exactly;
 //  * t_y, w_y: the target's logit and class weight, from the rank that owns
 //    the target (others send 0; the merge reads the owner's);
 //  * sum_t, sum_w (label smoothing), sum_et (entropy, relative to ref), the
@@ -20,7 +20,7 @@
 // from options every rank agreed on). Floats per row: 2 (ref, d) + target
 // (1, or 2 as a float64 with softcap or f64 logits) + weight 2 + smoothing 4
 // + entropy 2 + accuracy 3 (+1 with probability targets) + probabilities 12;
-// the float64 mode sends d as 2. Float64 fields travel as their exact bit
+// the float64 mode sends ref and d as 2 each and q's best as 2. Float64 fields travel as their exact bit
 // pattern in two float slots, so nothing but d is rounded.
 //
 // The merge (identical arithmetic on every rank, so replicated outputs are
@@ -44,7 +44,7 @@ namespace smax::detail::dist {
 
 /// Which fields a row's record carries.
 struct XentFields {
-  bool f64 = false;         ///< float64 logits: d and t_y as doubles
+  bool f64 = false;         ///< float64 logits: ref, d, t_y and q's best as doubles
   bool target = true;       ///< class-index targets: t_y from the owner
   bool target_f64 = false;  ///< t_y as a float64 (softcap: not an f32 value)
   bool weight = false;      ///< class weights with class-index targets: w_y
@@ -54,12 +54,12 @@ struct XentFields {
   bool probs = false;       ///< probability targets: the six sums
 
   int floats() const {
-    int n = f64 ? 3 : 2;
+    int n = f64 ? 4 : 2;
     if (target) n += (target_f64 || f64) ? 2 : 1;
     if (weight) n += 2;
     if (smoothing) n += 4;
     if (entropy) n += 2;
-    if (accuracy) n += probs ? 4 : 3;
+    if (accuracy) n += 3 + (probs ? (f64 ? 2 : 1) : 0);
     if (probs) n += 12;
     return n;
   }
@@ -67,13 +67,13 @@ struct XentFields {
 
 /// One rank's partial of one row (see the top of this file).
 struct XentPartial {
-  float ref = -std::numeric_limits<float>::infinity();
+  double ref = -std::numeric_limits<double>::infinity();  ///< an f32 value unless f64
   double d = 0.0;
   double ty = 0.0;  ///< owner only
   double wy = 0.0;  ///< owner only
   double sum_t = 0.0, sum_w = 0.0, sum_et = 0.0;
   double best = -std::numeric_limits<double>::infinity();  ///< accuracy
-  float q_best = -std::numeric_limits<float>::infinity();  ///< accuracy, probabilities
+  double q_best = -std::numeric_limits<double>::infinity();  ///< accuracy, probabilities
   bool hit = false;                                         ///< accuracy
   kernels::XentProbSums ps;                                 ///< probabilities
 };
@@ -95,10 +95,11 @@ inline double get_f64(const float*& p) {
 inline void pack(const XentFields& f, const XentPartial& x, float* out) {
   using xent_detail::put_f64;
   float* p = out;
-  *p++ = x.ref;
   if (f.f64) {
+    put_f64(p, x.ref);
     put_f64(p, x.d);
   } else {
+    *p++ = static_cast<float>(x.ref);  // an f32 value: exact
     *p++ = static_cast<float>(x.d);
   }
   if (f.target) {
@@ -117,7 +118,8 @@ inline void pack(const XentFields& f, const XentPartial& x, float* out) {
   if (f.accuracy) {
     put_f64(p, x.best);
     *p++ = x.hit ? 1.0f : 0.0f;
-    if (f.probs) *p++ = x.q_best;
+    if (f.probs && f.f64) put_f64(p, x.q_best);
+    if (f.probs && !f.f64) *p++ = static_cast<float>(x.q_best);  // an f32 value
   }
   if (f.probs) {
     put_f64(p, x.ps.qt);
@@ -134,8 +136,13 @@ inline XentPartial unpack(const XentFields& f, const float* in) {
   using xent_detail::get_f64;
   const float* p = in;
   XentPartial x;
-  x.ref = *p++;
-  x.d = f.f64 ? get_f64(p) : static_cast<double>(*p++);
+  if (f.f64) {
+    x.ref = get_f64(p);
+    x.d = get_f64(p);
+  } else {
+    x.ref = static_cast<double>(*p++);
+    x.d = static_cast<double>(*p++);
+  }
   if (f.target) x.ty = (f.target_f64 || f.f64) ? get_f64(p) : static_cast<double>(*p++);
   if (f.weight) x.wy = get_f64(p);
   if (f.smoothing) {
@@ -146,7 +153,7 @@ inline XentPartial unpack(const XentFields& f, const float* in) {
   if (f.accuracy) {
     x.best = get_f64(p);
     x.hit = *p++ != 0.0f;
-    if (f.probs) x.q_best = *p++;
+    if (f.probs) x.q_best = f.f64 ? get_f64(p) : static_cast<double>(*p++);
   }
   if (f.probs) {
     x.ps.qt = get_f64(p);
@@ -162,11 +169,12 @@ inline XentPartial unpack(const XentFields& f, const float* in) {
 /// A row after the merge of every rank's partial.
 struct XentMerged {
   enum Kind { kFinite, kEmpty, kNaN } kind = kFinite;
-  float shift = 0.0f;  ///< M = max_k ref_k: the gradient's shift (finite rows)
+  double M = 0.0;      ///< max_k ref_k (finite rows)
+  float shift = 0.0f;  ///< M as f32 (exact in the f32 mode): the gradient's shift
   double D = 0.0;      ///< sum_k d_k e^(ref_k - M)
   double L = 0.0;      ///< M + log D (finite rows); -inf (empty); NaN (NaN rows)
   double H = 0.0;      ///< entropy (finite rows, fields.entropy)
-  double ty = 0.0, wy = 0.0;
+  double ty = 0.0, wy = 0.0;  ///< the owner's t_y and w_y (1 without weights); 0 without owner
   double sum_t = 0.0, sum_w = 0.0;
   kernels::XentProbSums ps;
   bool hit = false;  ///< accuracy: the global argmax is the target (q's argmax)
@@ -180,7 +188,7 @@ inline XentMerged merge(const XentFields& f, const float* records, int64_t strid
                         int owner) {
   constexpr double kInf = std::numeric_limits<double>::infinity();
   XentMerged m;
-  float M = -std::numeric_limits<float>::infinity();
+  double M = -kInf;
   bool nan = false;
   for (int k = 0; k < ranks; ++k) {
     const XentPartial x = unpack(f, records + k * stride);
@@ -191,10 +199,10 @@ inline XentMerged merge(const XentFields& f, const float* records, int64_t strid
   int best_rank = -1, q_rank = -1;
   for (int k = 0; k < ranks; ++k) {
     const XentPartial x = unpack(f, records + k * stride);
-    if (!nan && x.ref != -std::numeric_limits<float>::infinity() && x.d != 0.0) {
-      const double e = std::exp(static_cast<double>(x.ref) - static_cast<double>(M));
+    if (!nan && x.ref != -kInf && x.d != 0.0) {
+      const double e = std::exp(x.ref - M);
       D += x.d * e;
-      if (f.entropy) E += e * (x.sum_et + x.d * (static_cast<double>(x.ref) - M));
+      if (f.entropy) E += e * (x.sum_et + x.d * (x.ref - M));
     }
     if (f.smoothing) {
       m.sum_t += x.sum_t;
@@ -214,14 +222,14 @@ inline XentMerged merge(const XentFields& f, const float* records, int64_t strid
     }
     if (k == owner) {
       m.ty = x.ty;
-      m.wy = x.wy;
+      m.wy = f.weight ? x.wy : 1.0;  // no class weights: w_y = 1
     }
   }
   if (f.accuracy && best_rank >= 0) {
     const XentPartial x = unpack(f, records + best_rank * stride);
     m.hit = x.hit && (!f.probs || q_rank == best_rank);
   }
-  if (nan || M == std::numeric_limits<float>::infinity() || std::isnan(D)) {
+  if (nan || M == kInf || std::isnan(D)) {
     m.kind = XentMerged::kNaN;
     m.L = std::numeric_limits<double>::quiet_NaN();
     return m;
@@ -231,10 +239,11 @@ inline XentMerged merge(const XentFields& f, const float* records, int64_t strid
     m.L = -kInf;
     return m;
   }
-  m.shift = M;
+  m.M = M;
+  m.shift = static_cast<float>(M);
   m.D = D;
   const double logd = std::log(D);
-  m.L = static_cast<double>(M) + logd;
+  m.L = M + logd;
   if (f.entropy) m.H = logd - E / D;
   return m;
 }

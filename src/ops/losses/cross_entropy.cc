@@ -16,6 +16,7 @@
 #include "kernels/cross_entropy.h"
 #include "ops/losses/cross_entropy.h"
 #include "ops/losses/cross_entropy_f64.h"
+#include "ops/losses/cross_entropy_rows.h"
 #include "core/convert.h"
 #include "core/errors.h"
 #include "core/loss_rows.h"
@@ -31,6 +32,11 @@ namespace {
 constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
+}  // namespace
+
+// What the sharded cross-entropy shares (ops/losses/cross_entropy_rows.h).
+namespace ce_rows {
+
 void check_ce_options(const char* op, const CrossEntropyOptions& ce) {
   check_ce_scalars(op, ce);
   check_loss_enums(op, ce.loss);
@@ -38,11 +44,13 @@ void check_ce_options(const char* op, const CrossEntropyOptions& ce) {
 
 
 void prepare(CeSetup& s, Rowwise& rw, const LogitsSetup& ls, const TensorView& target,
-             const CrossEntropyOptions& ce) {
+             const CrossEntropyOptions& ce, ClassShard shard) {
   s.src = as_rank1_if_scalar(rw.src());
   s.axis = rw.axis();
   s.classes = s.src.shape[s.axis];
+  s.vocab = shard.vocab < 0 ? s.classes : shard.vocab;
   s.rows = count_rows(s.src, s.axis);
+  s.has_weight = ce.loss.weight.has_value();
   s.a = ce.label_smoothing;
   s.zs = ce.lse_square_scale;
   s.cap = ce.softcap;
@@ -79,7 +87,7 @@ void prepare(CeSetup& s, Rowwise& rw, const LogitsSetup& ls, const TensorView& t
       fail(s.op, std::string("target must be i64 class indices or floating probabilities, got ") +
                      dtype_name(target.dtype));
     }
-    s.lr.emplace(s.op, s.src, s.axis, target, ce.loss);
+    s.lr.emplace(s.op, s.src, s.axis, target, ce.loss, shard);
     if (ce.loss.weight) {
       s.weight.resize(static_cast<size_t>(s.classes));
       s.weight64.resize(static_cast<size_t>(s.classes));
@@ -184,10 +192,12 @@ int64_t accuracy_argmax(const CeSetup& s, const RowArgs& a, const kernels::XentS
   return best < 0 ? sc.argmax : best;
 }
 
+namespace {
 struct Outputs {
   std::optional<RowView> lse, entropy, target_logprob;
   bool z = false, acc = false;
 };
+}  // namespace
 
 // L = LSE(t) from a scan: NaN (NaN / +inf in the row), -inf (every logit
 // masked, or n == 0), else ref + log d.
@@ -195,45 +205,20 @@ double scan_lse(const kernels::XentScan& sc) {
   return std::isnan(sc.d) ? kNan : sc.d == 0.0 ? -kInf : static_cast<double>(sc.ref) + std::log(sc.d);
 }
 
-// The gradient row of an active row (the backward pass and the fused
-// forward share it, so both give the same bits; `out` may be exactly the
-// row of logits a.in[0]: every element is read before it is written): g = G_r, L = LSE(t)
-// (scan_lse or the forward's lse), e^(t_j - shift) * inv_d = p_j, sum_w
-// from the scan (label smoothing), `ps` the probability-target sums when the
-// caller has them (nullptr: computed here; the kernel is deterministic).
-void grad_row(const CeSetup& s, const RowArgs& a, double g, double L, double shift, double inv_d,
-              double sum_w, const kernels::XentProbSums* ps_in, float* out) {
-  if (L == -kInf) {  // every logit masked (or n == 0)
-    fill(out, a.n, s.empty_row == EmptyRow::kNan ? std::numeric_limits<float>::quiet_NaN() : 0.0f);
-    return;
-  }
-  if (!std::isfinite(L) || std::isnan(g)) {  // NaN row, or a NaN G_r (0 / 0 mean, NaN dloss)
-    nan_row(s, a, out);
-    return;
-  }
+void grad_row_with(const CeSetup& s, const RowArgs& a, double g, double shift, double inv_d,
+                   double A, int64_t y, double wy, float* out) {
   const kernels::XentRow row = make_row(s, a);
-  const double C = static_cast<double>(s.classes);
+  const double C = static_cast<double>(s.vocab);
   const float* weight = s.weight.empty() ? nullptr : s.weight.data();
   kernels::XentGrad gr;
   gr.shift = static_cast<float>(shift);
   gr.weight = weight;
   gr.scale = s.scale;
   gr.b = static_cast<float>(g * s.a / C);
-  double A;
-  double wy = 1.0;
-  int64_t y = -1;
   if (s.probs) {
     gr.q = a.in[s.target_input];
     gr.bq = static_cast<float>(g * (1.0 - s.a));
-    const kernels::XentProbSums ps =
-        ps_in != nullptr ? *ps_in : kernels::xent_prob_sums(row, gr.q, weight);
-    A = (1.0 - s.a) * (ps.wq + ps.wq_masked) + 2.0 * s.zs * L;
-  } else {
-    y = s.lr->target(a.row);
-    wy = s.lr->weight(a.row);
-    A = (1.0 - s.a) * wy + 2.0 * s.zs * wy * L;
   }
-  if (s.a > 0.0) A += s.a / C * sum_w;
   gr.factor = g * A * inv_d;
   // The target's term is read before the kernel: `out` may be the logits.
   const bool fix_y = y >= 0 && !masked_at(s, a, y);
@@ -254,6 +239,39 @@ void grad_row(const CeSetup& s, const RowArgs& a, double g, double L, double shi
   if (fix_y) out[y] = static_cast<float>(static_cast<double>(out[y]) - fix);
 }
 
+bool grad_row_special(const CeSetup& s, const RowArgs& a, double g, double L, float* out) {
+  if (L == -kInf) {  // every logit masked (or n == 0)
+    fill(out, a.n, s.empty_row == EmptyRow::kNan ? std::numeric_limits<float>::quiet_NaN() : 0.0f);
+    return true;
+  }
+  if (!std::isfinite(L) || std::isnan(g)) {  // NaN row, or a NaN G_r (0 / 0 mean, NaN dloss)
+    nan_row(s, a, out);
+    return true;
+  }
+  return false;
+}
+
+void grad_row(const CeSetup& s, const RowArgs& a, double g, double L, double shift, double inv_d,
+              double sum_w, const kernels::XentProbSums* ps_in, float* out) {
+  if (grad_row_special(s, a, g, L, out)) return;
+  const double C = static_cast<double>(s.vocab);
+  double A;
+  double wy = 1.0;
+  int64_t y = -1;
+  if (s.probs) {
+    const float* weight = s.weight.empty() ? nullptr : s.weight.data();
+    const kernels::XentProbSums ps =
+        ps_in != nullptr ? *ps_in : kernels::xent_prob_sums(make_row(s, a), a.in[s.target_input], weight);
+    A = (1.0 - s.a) * (ps.wq + ps.wq_masked) + 2.0 * s.zs * L;
+  } else {
+    y = s.lr->target(a.row);
+    wy = s.lr->weight(a.row);
+    A = (1.0 - s.a) * wy + 2.0 * s.zs * wy * L;
+  }
+  if (s.a > 0.0) A += s.a / C * sum_w;
+  grad_row_with(s, a, g, shift, inv_d, A, y, wy, out);
+}
+
 // grad is exactly src (same data, shape and strides).
 bool same_view(const TensorView& a_in, const TensorView& b_in) {
   const TensorView a = as_rank1_if_scalar(a_in), b = as_rank1_if_scalar(b_in);
@@ -264,28 +282,8 @@ bool same_view(const TensorView& a_in, const TensorView& b_in) {
   return true;
 }
 
-// The validated state both passes start from, built in this order: the
-// logits setup (softcap moves the additive mask), a Rowwise over src with
-// those options, then CeSetup via prepare() (targets, weights, reducer).
-// Callers check the options first (check_ce_options and their own checks).
-// Not copyable or movable: rw refers to ls.options.
-struct Pass {
-  LogitsSetup ls;
-  Rowwise rw;
-  CeSetup s;
-  Pass(const char* op, const TensorView& src, const TensorView& target,
-       const CrossEntropyOptions& ce, const SoftmaxOptions& options)
-      : ls(setup_logits(op, src, options, ce.softcap)),
-        rw(op, src, "src", /*src_is_logits=*/true, ls.options) {
-    s.op = op;
-    s.empty_row = options.empty_row;
-    prepare(s, rw, ls, target, ce);
-  }
-  Pass(const Pass&) = delete;
-  Pass& operator=(const Pass&) = delete;
-};
-
-}  // namespace
+}  // namespace ce_rows
+using namespace ce_rows;  // NOLINT: this file's own helpers, named detail:: below
 }  // namespace detail
 
 using detail::RowArgs;

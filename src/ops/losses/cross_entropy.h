@@ -102,10 +102,12 @@ struct CeSetup {
   TensorView src;
   int axis = 0;
   int64_t classes = 0;
+  int64_t vocab = 0;  // label smoothing's C: classes, or V for a vocabulary-parallel shard
   int64_t rows = 0;
   bool probs = false;
   std::optional<LossRows> lr;  // class-index targets
-  std::vector<float> weight;     // f32 class weights (empty: none)
+  std::vector<float> weight;     // f32 class weights (empty: none, or an empty shard)
+  bool has_weight = false;       // class weights given (even for an empty shard)
   std::vector<double> weight64;  // the same weights as read, exactly (the float64 rows)
   double a = 0.0, zs = 0.0;
   float cap = 0.0f;

@@ -220,4 +220,88 @@ void ce_backward_row_f64(const CeSetup& s, const RowArgs64& a, double g, double*
   grad_row(s, a, g, w, t, e, nullptr, out);
 }
 
+CeShardF64 ce_shard_scan_f64(const CeSetup& s, const RowArgs64& a, bool active, int64_t y_local,
+                             bool entropy, bool accuracy, double* work) {
+  CeShardF64 r;
+  double* t = work;
+  double* e = work + a.n;
+  const Sweep w = sweep(s, a, t, e);
+  if (a.n == 0) return r;
+  r.m = w.empty ? -kInf : w.m;
+  r.S = w.nan ? kNan : w.S;
+  if (w.nan) return r;
+  // A fully masked shard (w.empty; its terms are not written) still counts
+  // its targets' probability on masked classes (q_masked, wq_masked).
+  if (entropy && !w.empty) {
+    CompensatedSum h;
+    for (int64_t j = 0; j < a.n; ++j) {
+      if (e[j] != 0.0) h.add(e[j] * (t[j] - w.m));
+    }
+    r.sum_et = h.value();
+  }
+  if (!active) return r;
+  if (s.a > 0.0) {
+    const SmoothSums sm = smooth_sums(s, t, a.n);
+    r.sum_t = sm.t;
+    r.sum_w = sm.w;
+  }
+  const bool by_u = s.cap > 0.0f && s.mask_input < 0;
+  const double* rank_of = by_u ? a.in[0] : t;
+  const int64_t pred = accuracy ? first_argmax(rank_of, a.n) : 0;
+  if (accuracy) r.best = rank_of[pred];
+  if (s.probs) {
+    const ProbSums ps = prob_sums(s, a, t);
+    r.qt = ps.qt, r.q = ps.q, r.q_masked = ps.q_masked;
+    r.wqt = ps.wqt, r.wq = ps.wq, r.wq_masked = ps.wq_masked;
+    if (accuracy) {
+      const double* q = a.in[s.target_input];
+      const int64_t qi = first_argmax(q, a.n);
+      r.q_best = q[qi];
+      r.hit = pred == qi;
+    }
+  } else if (y_local >= 0) {
+    r.ty = t[y_local];
+    r.hit = accuracy && pred == y_local;
+  }
+  return r;
+}
+
+void ce_shard_grad_f64(const CeSetup& s, const RowArgs64& a, double g, double L, double M,
+                       double D, double A, int64_t y_local, double wy, double* out,
+                       double* work) {
+  const int64_t n = a.n;
+  if (n == 0) return;
+  double* t = work;
+  double* e = work + n;
+  form_logits(s, a, t);
+  if (L == -kInf) {  // every logit of every shard masked
+    const double v = s.empty_row == EmptyRow::kNan ? kNan : 0.0;
+    for (int64_t j = 0; j < n; ++j) out[j] = v;
+    return;
+  }
+  if (!std::isfinite(L) || std::isnan(g)) {
+    for (int64_t j = 0; j < n; ++j) out[j] = t[j] == -kInf ? 0.0 : kNan;
+    return;
+  }
+  const kernels::F64Terms loc = kernels::exp_terms_row_f64(t, n, e);
+  const bool none = loc.sum == 0.0;  // this shard fully masked: every p_j = 0
+  const double C = static_cast<double>(s.vocab);
+  const double b = g * s.a / C;
+  const double bq = s.probs ? g * (1.0 - s.a) : 0.0;
+  const double* q = s.probs ? a.in[s.target_input] : nullptr;
+  const double factor = none ? 0.0 : g * A * (std::exp(loc.max - M) / D);
+  const double target_term = g * (1.0 - s.a) * wy;
+  const double* u = a.in[0];
+  for (int64_t j = 0; j < n; ++j) {
+    if (t[j] == -kInf) {
+      out[j] = 0.0;
+      continue;
+    }
+    const double p = none || e[j] == 0.0 ? 0.0 : factor * e[j];  // no inf * 0
+    double dt = p - weight_at(s, j) * (b + (q != nullptr ? bq * q[j] : 0.0));
+    if (j == y_local) dt -= target_term;
+    out[j] = a.scale * cap_deriv(s, u[j]) * dt;  // u[j] read before out[j] (may alias)
+  }
+}
+
 }  // namespace smax::detail

@@ -25,6 +25,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 
 #include "core/rowwise.h"
 #include "ops/losses/cross_entropy.h"
@@ -57,5 +58,35 @@ CeRowF64 ce_forward_row_f64(const CeSetup& s, const RowArgs64& a, bool active, C
 /// rows are the caller's: 0). out may be exactly a.in[0].
 void ce_backward_row_f64(const CeSetup& s, const RowArgs64& a, double g, double* out,
                          double* work);
+
+/// A vocabulary-parallel shard of a float64 row
+/// (ops/distributed/cross_entropy_sharded.cc): this shard's statistics from
+/// one sweep (the row's own t and terms), which the ranks merge.
+///  m, S: max t and the compensated sum of e^(t_j - m) (S NaN: NaN or +inf
+///  here; S = 0: every entry masked, or n = 0); ty: t of the local target
+///  y_local (when >= 0); sum_t, sum_w: label smoothing's sums (a > 0);
+///  sum_et: sum e^(t_j - m) (t_j - m) (entropy); ps: the probability sums;
+///  accuracy: best = the value of the shard's first argmax (of u with a
+///  softcap and no mask, else of t), hit = that argmax is y_local (or q's
+///  first argmax), q_best = q's max.
+struct CeShardF64 {
+  double m = -std::numeric_limits<double>::infinity(), S = 0.0;
+  double ty = 0.0, sum_t = 0.0, sum_w = 0.0, sum_et = 0.0;
+  double qt = 0.0, q = 0.0, q_masked = 0.0, wqt = 0.0, wq = 0.0, wq_masked = 0.0;
+  double best = -std::numeric_limits<double>::infinity();
+  double q_best = -std::numeric_limits<double>::infinity();
+  bool hit = false;
+};
+CeShardF64 ce_shard_scan_f64(const CeSetup& s, const RowArgs64& a, bool active, int64_t y_local,
+                             bool entropy, bool accuracy, double* work);
+
+/// The gradient of this shard's part of an active row with coefficient g,
+/// given the row's global L = M + log D and A (the p_j coefficient), the
+/// local target y_local (-1: another shard's) and w_y: the formula of
+/// grad_row above with p_j = e^(t_j - m) e^(m - M) / D; special rows (L
+/// -inf: empty_row; L NaN or g NaN: NaN, masked entries 0) as there. out
+/// may be exactly a.in[0]; work: ce_f64_scratch(n) doubles.
+void ce_shard_grad_f64(const CeSetup& s, const RowArgs64& a, double g, double L, double M,
+                       double D, double A, int64_t y_local, double wy, double* out, double* work);
 
 }  // namespace smax::detail
