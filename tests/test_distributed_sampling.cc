@@ -248,6 +248,72 @@ TEST(DistributedTopk, ErrorsFailEveryRankAndWriteNothing) {
   EXPECT_NE(message_of(f64[1]).find("float64 src is not supported"), std::string::npos);
 }
 
+// A bool mask on the last shard only (padding classes), and the class axis
+// first ([n_k, rows], axis 0): as the single-process ops on the whole
+// [rows, V] row-major logits with the whole mask.
+TEST(DistributedTopkAndSample, MaskOnOneShardAndAxisZero) {
+  const int64_t rows = 4, V = 50, k = 6;
+  const auto x = random_logits(rows, V, 31, 2.0f);
+  std::vector<uint8_t> mask(static_cast<size_t>(rows * V), 1);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t i = V - 6; i < V; ++i) mask[r * V + i] = 0;
+  }
+  mask[2 * V + V - 7] = 0;
+  smax::SoftmaxOptions full;
+  full.bool_mask = smax::make_bool_view(mask.data(), {rows, V});
+  std::vector<float> ref_p(static_cast<size_t>(rows * k));
+  std::vector<int64_t> ref_i(static_cast<size_t>(rows * k)), ref_s(static_cast<size_t>(rows));
+  smax::softmax_topk(smax::make_view(x.data(), {rows, V}), smax::make_view(ref_p.data(), {rows, k}),
+                     smax::make_index_view(ref_i.data(), {rows, k}), k, full);
+  smax::SampleOptions so;
+  so.seed = 5;
+  so.top_k = 10;
+  so.top_p = 0.9f;
+  smax::sample(smax::make_view(x.data(), {rows, V}), smax::make_index_view(ref_s.data(), {rows}),
+               so, full);
+  for (int P = 1; P <= 4; ++P) {
+    SCOPED_TRACE("P = " + std::to_string(P));
+    const auto sizes = shard_sizes(V, P);
+    std::vector<std::vector<float>> probs(P, std::vector<float>(static_cast<size_t>(k * rows)));
+    std::vector<std::vector<int64_t>> idx(P, std::vector<int64_t>(static_cast<size_t>(k * rows)));
+    std::vector<std::vector<int64_t>> smp(P, std::vector<int64_t>(static_cast<size_t>(rows)));
+    auto errors = run_ranks(P, [&](Communicator& comm, int rank) {
+      int64_t off = 0;
+      for (int q = 0; q < rank; ++q) off += sizes[q];
+      const int64_t n = sizes[rank];
+      std::vector<float> xt(static_cast<size_t>(n * rows));
+      std::vector<uint8_t> mt(static_cast<size_t>(n * rows));
+      for (int64_t i = 0; i < n; ++i) {
+        for (int64_t r = 0; r < rows; ++r) {
+          xt[i * rows + r] = x[r * V + off + i];
+          mt[i * rows + r] = mask[r * V + off + i];
+        }
+      }
+      smax::SoftmaxOptions o;
+      o.axis = 0;
+      if (rank == P - 1) o.bool_mask = smax::make_bool_view(mt.data(), {n, rows});
+      smax::distributed::softmax_topk(comm, smax::make_view(xt.data(), {n, rows}),
+                                      smax::make_view(probs[rank].data(), {k, rows}),
+                                      smax::make_index_view(idx[rank].data(), {k, rows}),
+                                      smax::SoftmaxTopkOptions{k, false}, o);
+      smax::distributed::sample(comm, smax::make_view(xt.data(), {n, rows}),
+                                smax::make_index_view(smp[rank].data(), {rows}), so, o);
+    });
+    for (auto& e : errors) ASSERT_EQ(message_of(e), "");
+    // Every masked class (V - 7 .. V - 1) lies in the last shard.
+    for (int rank = 0; rank < P; ++rank) {
+      EXPECT_EQ(smp[rank], ref_s);
+      for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t j = 0; j < k; ++j) {
+          EXPECT_EQ(idx[rank][j * rows + r], ref_i[r * k + j]);
+          const float want = ref_p[r * k + j];
+          EXPECT_LE(std::fabs(probs[rank][j * rows + r] - want), 4e-6 * want + 2e-36);
+        }
+      }
+    }
+  }
+}
+
 // ---- sample ------------------------------------------------------------------
 
 std::vector<int64_t> sample_single(const std::vector<float>& x, int64_t rows, int64_t V,

@@ -151,8 +151,8 @@ void write_reduced_global(const lce::Setup& s, const GlobalRows& rows,
 // ---- dhidden over the ranks -------------------------------------------------------
 
 namespace {
-// Floats of one round's slab (about 4 MiB per buffer).
-constexpr int64_t kSlabFloats = int64_t{1} << 20;
+// Floats of one round's slab (1 MiB per buffer: the reduction adds ~3.5 MiB).
+constexpr int64_t kSlabFloats = int64_t{1} << 18;
 }  // namespace
 
 ReduceBuffers::ReduceBuffers(const char* op, int ranks, int64_t N, int64_t D) {

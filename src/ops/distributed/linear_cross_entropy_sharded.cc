@@ -39,7 +39,10 @@
 // Memory per rank beyond the outputs: the single-process tiles (the whole-
 // shard tile of Nc x n_k floats for fused / backward without lse, Nc the
 // single-process rule applied to n_k), float64 per-token records (80 N
-// bytes, 80 N P received), and 4 reduction buffers of ~4 MiB.
+// bytes, 80 N P received), and the reduction's buffers (3.5 MiB). Measured
+// (linear_cross_entropy_fused, N = 4096, D = 2048, V = 128256, 2 ranks as
+// threads with 8 threads each, 16-core x86 host, OpenBLAS 0.3.21 on smax's
+// threads): peak extra 49.6 MB per rank = 4.7% of its 1.05 GB logits shard.
 //
 // Paths: f32 arithmetic with f32 / bf16 / f16 operands (widened into the f32
 // tiles as the single-process op does; outputs rounded once). The float64

@@ -144,8 +144,8 @@ void add_softmax_options(std::vector<Agreed>& a, const SoftmaxOptions& o) {
   a.push_back({"scale", bits(o.scale)});
   a.push_back({"temperature", bits(o.temperature)});
   a.push_back({"empty_row", static_cast<int64_t>(o.empty_row)});
-  a.push_back({"additive mask given", o.additive_mask.has_value() ? 1 : 0});
-  a.push_back({"bool mask given", o.bool_mask.has_value() ? 1 : 0});
+  // Masks are per-class data of each shard: a rank may mask (e.g. padding
+  // classes) where another has no mask at all.
 }
 
 void reject_f64(const Rowwise& rw, const char* op) {
