@@ -17,6 +17,8 @@ PACKAGES=(
   libbenchmark-dev  # Google Benchmark (bench/)
   librandom123-dev  # Random123 Philox: the counter-based RNG of the samplers (header-only)
   libopenblas-dev   # SGEMM for the chunks of linear_cross_entropy
+  libopenmpi-dev    # MPI for smax_mpi (smax/mpi.h) and the tests/mpi suite (optional to build)
+  openmpi-bin       # mpirun, which CTest runs the tests/mpi programs with
 )
 
 installed() {

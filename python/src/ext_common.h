@@ -349,6 +349,28 @@ inline smax::EntmaxBisectOptions bisect_params(const char* op, double alpha,
   return p;
 }
 
+/// The SampleOptions of sampling_filter and sample (the seed set by sample;
+/// ext_sampling.cc, ext_distributed.cc).
+/// min_p is checked in double first, so a value just above 1 is not rounded
+/// into range by the conversion to float.
+inline smax::SampleOptions sample_params(const char* op, double temperature, int64_t top_k, double top_p,
+                                  double min_p, int64_t min_tokens_to_keep,
+                                  const std::string& top_k_ties) {
+  smax::SampleOptions p;
+  p.temperature = static_cast<float>(temperature);
+  p.top_k = top_k;
+  p.top_p = static_cast<float>(top_p);
+  if (!(min_p >= 0.0 && min_p <= 1.0)) {
+    throw smax::Error(smax::Status::kInvalidArgument,
+                      std::string(op) + ": min_p must be in [0, 1], got " + std::to_string(min_p));
+  }
+  p.min_p = static_cast<float>(min_p);
+  p.min_tokens_to_keep = min_tokens_to_keep;
+  p.top_k_ties = with_op(op, [&] { return smax::parse_top_k_ties(top_k_ties); });
+  return p;
+}
+
+
 inline smax::CrossEntropyOptions ce_params(double label_smoothing, double lse_square_scale,
                                     double softcap, const smax::LossOptions& l) {
   smax::CrossEntropyOptions ce;

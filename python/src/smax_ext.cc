@@ -32,6 +32,7 @@ void def_sampling(nb::module_& m);
 void def_cross_entropy(nb::module_& m);
 void def_attention(nb::module_& m);
 void def_quantized(nb::module_& m);
+void def_distributed(nb::module_& m);  // the submodule _distributed
 }  // namespace smax_py
 
 namespace {
@@ -251,6 +252,7 @@ NB_MODULE(_smax, m) {
   smax_py::def_cross_entropy(m);
   smax_py::def_attention(m);
   smax_py::def_quantized(m);
+  smax_py::def_distributed(m);
 
   // ---- runtime -------------------------------------------------------------------
   m.def("version", []() { return std::string(smax::version()); });
