@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "distributed_util.h"
+#include "ops/distributed/sharded_common.h"
 #include "reference/cross_entropy.h"
 #include "smax/distributed.h"
 #include "smax/losses.h"
@@ -475,6 +476,29 @@ TEST(DistributedCrossEntropy, BitsDoNotDependOnThreads) {
       EXPECT_TRUE(got.grad.same_bits(first->grad)) << threads;
     }
   }
+}
+
+// Chunks of a few rows (many allgathers per call) give the bits of the
+// default chunking: each row is merged on its own.
+TEST(DistributedCrossEntropy, BitsDoNotDependOnTheChunking) {
+  Case c;
+  c.R = 131;
+  c.V = 3001;
+  c.a = 0.1f;
+  c.weights = true;
+  const Inputs in(c);
+  std::optional<Result> first;
+  for (int64_t chunk : {int64_t{0}, int64_t{4096}, int64_t{100000}}) {
+    smax::detail::dist::set_chunk_bytes(chunk);
+    const Result got = run_sharded(c, in, {1000, 0, 2001});
+    if (!first) {
+      first = got;
+    } else {
+      EXPECT_TRUE(got.outs.same_bits(first->outs)) << chunk;
+      EXPECT_TRUE(got.grad.same_bits(first->grad)) << chunk;
+    }
+  }
+  smax::detail::dist::set_chunk_bytes(0);
 }
 
 TEST(DistributedCrossEntropy, Backward) {

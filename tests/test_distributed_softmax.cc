@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "distributed_util.h"
+#include "ops/distributed/sharded_common.h"
 #include "smax/distributed.h"
 #include "smax/softmax.h"
 
@@ -296,6 +297,30 @@ TEST(DistributedSoftmax, BitsDoNotDependOnThreads) {
   }
   EXPECT_TRUE(outs[1].same_bits(outs[0]));
   EXPECT_TRUE(outs[2].same_bits(outs[0]));
+}
+
+// Chunks of a few rows (many allgathers per call) give the bits of the
+// default chunking: each row is merged on its own.
+TEST(DistributedSoftmax, BitsDoNotDependOnTheChunking) {
+  const int64_t R = 97, V = 2000;
+  const Dense x = random_logits(DType::kF32, R, V, 19);
+  const std::vector<int64_t> sizes = {700, 0, 1300};
+  const auto off = offsets_of(sizes);
+  std::vector<Dense> outs;
+  for (int64_t chunk : {int64_t{0}, int64_t{4096}, int64_t{40000}}) {
+    smax::detail::dist::set_chunk_bytes(chunk);
+    Dense got(DType::kF32, R, V);
+    Dense dx(DType::kF32, R, V);
+    run_ok(3, [&](Communicator& c, int k) {
+      smax::distributed::softmax(c, x.shard(off[k], sizes[k]), got.shard(off[k], sizes[k]));
+      smax::distributed::softmax_backward(c, got.shard(off[k], sizes[k]),
+                                          x.shard(off[k], sizes[k]), dx.shard(off[k], sizes[k]));
+    });
+    outs.push_back(got);
+    outs.push_back(dx);
+  }
+  smax::detail::dist::set_chunk_bytes(0);
+  for (size_t i = 2; i < outs.size(); ++i) EXPECT_TRUE(outs[i].same_bits(outs[i % 2])) << i;
 }
 
 // ---- backward ----------------------------------------------------------------

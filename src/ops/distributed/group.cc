@@ -2,10 +2,12 @@
 // vocabulary-parallel ops (group.h states the contract).
 #include "ops/distributed/group.h"
 
+#include <atomic>
 #include <cstring>
 #include <exception>
 
 #include "core/errors.h"
+#include "ops/distributed/sharded_common.h"
 
 namespace smax::detail::dist {
 namespace {
@@ -40,6 +42,15 @@ int64_t bits(float v) {
   int32_t out;
   std::memcpy(&out, &v, sizeof out);
   return out;
+}
+
+namespace {
+std::atomic<int64_t> g_chunk_bytes{kDefaultChunkBytes};
+}  // namespace
+
+int64_t chunk_bytes() { return g_chunk_bytes.load(std::memory_order_relaxed); }
+void set_chunk_bytes(int64_t bytes) {
+  g_chunk_bytes.store(bytes > 0 ? bytes : kDefaultChunkBytes, std::memory_order_relaxed);
 }
 
 std::string op_name(const char* op) { return std::string(op) + " (vocab-parallel)"; }

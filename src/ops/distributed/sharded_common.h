@@ -22,8 +22,19 @@
 
 namespace smax::detail::dist {
 
-/// Bytes of operands per row a chunk aims to keep in cache.
-inline constexpr int64_t kChunkBytes = int64_t{1} << 20;
+/// Bytes of operands a chunk aims to keep in cache (the last-level cache:
+/// the output pass re-reads the chunk from there). A fixed value, not the
+/// host's cache size: every rank must make the same number of collectives,
+/// and ranks may run on different hosts. 8 MiB: a 64128-class f32 shard
+/// takes 32 rows per chunk, so 4096 rows make 128 allgathers (one per row,
+/// at 1 MiB chunks, cost more in gloo's ~0.1-0.7 ms latency than the
+/// rows' compute). Tests lower it (set_chunk_bytes) to run many chunks.
+inline constexpr int64_t kDefaultChunkBytes = int64_t{8} << 20;
+/// The chunk size in force (kDefaultChunkBytes unless set_chunk_bytes).
+int64_t chunk_bytes();
+/// For tests: every rank of a group must use the same value (in-process
+/// ranks share it). bytes <= 0 restores the default.
+void set_chunk_bytes(int64_t bytes);
 
 /// Appends "rank", "axis (resolved)" and kMaxRank dims (the class axis and
 /// dims past the rank as -1) to `agreed`.
@@ -57,8 +68,9 @@ inline int64_t shard_classes(const TensorView& view, int64_t axis_option) {
 inline int64_t chunk_rows(const Group& g, int64_t bytes_per_class) {
   int64_t widest = 1;
   for (int k = 0; k < g.size; ++k) widest = std::max(widest, g.offsets[k + 1] - g.offsets[k]);
-  const int64_t per_row = widest > kChunkBytes ? kChunkBytes : widest * bytes_per_class;
-  return std::max<int64_t>(1, kChunkBytes / std::max<int64_t>(per_row, 1));
+  const int64_t budget = chunk_bytes();
+  const int64_t per_row = widest > budget ? budget : widest * bytes_per_class;
+  return std::max<int64_t>(1, budget / std::max<int64_t>(per_row, 1));
 }
 
 }  // namespace smax::detail::dist
