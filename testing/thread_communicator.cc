@@ -4,17 +4,22 @@
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
+#include <stdexcept>
+#include <string>
 #include <thread>
 
 namespace smax::testing {
 namespace {
 
-// A reusable barrier (generation counter).
+// A reusable barrier (generation counter) that a rank leaving run_ranks'
+// function (returned or threw) releases: a rank still waiting then throws
+// instead of hanging, which is what a collective mismatch would do under MPI.
 class Barrier {
  public:
   explicit Barrier(int count) : count_(count) {}
   void wait() {
     std::unique_lock<std::mutex> lock(mu_);
+    if (left_) throw std::logic_error(kLeft);
     const long gen = generation_;
     if (++arrived_ == count_) {
       arrived_ = 0;
@@ -22,21 +27,35 @@ class Barrier {
       cv_.notify_all();
       return;
     }
-    cv_.wait(lock, [&] { return generation_ != gen; });
+    cv_.wait(lock, [&] { return generation_ != gen || left_; });
+    if (generation_ == gen) throw std::logic_error(kLeft);
+  }
+  void leave() {
+    std::lock_guard<std::mutex> lock(mu_);
+    left_ = true;
+    cv_.notify_all();
   }
 
  private:
+  static constexpr const char* kLeft =
+      "thread communicator: a rank waits in a collective that another rank left (a collective "
+      "count mismatch, or a rank that threw)";
   std::mutex mu_;
   std::condition_variable cv_;
   int count_;
   int arrived_ = 0;
   long generation_ = 0;
+  bool left_ = false;
 };
 
 struct Shared {
-  explicit Shared(int n) : barrier(n), send(static_cast<size_t>(n)) {}
+  explicit Shared(int n)
+      : barrier(n), send(static_cast<size_t>(n)), bytes(static_cast<size_t>(n)),
+        kind(static_cast<size_t>(n)) {}
   Barrier barrier;
   std::vector<const void*> send;  // each rank's send buffer during a collective
+  std::vector<size_t> bytes;      // and its byte count and kind, checked by every rank
+  std::vector<int> kind;
 };
 
 class ThreadCommunicator final : public distributed::Communicator {
@@ -46,16 +65,14 @@ class ThreadCommunicator final : public distributed::Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   void allgather(const void* send, void* recv, size_t bytes) override {
-    shared_.send[rank_] = send;
-    shared_.barrier.wait();
+    publish(kAllgather, send, bytes);
     for (int k = 0; k < size_; ++k) {
       if (bytes) std::memcpy(static_cast<char*>(recv) + k * bytes, shared_.send[k], bytes);
     }
     shared_.barrier.wait();
   }
   void alltoall(const void* send, void* recv, size_t bytes) override {
-    shared_.send[rank_] = send;
-    shared_.barrier.wait();
+    publish(kAlltoall, send, bytes);
     for (int k = 0; k < size_; ++k) {
       if (bytes) {
         std::memcpy(static_cast<char*>(recv) + k * bytes,
@@ -66,6 +83,28 @@ class ThreadCommunicator final : public distributed::Communicator {
   }
 
  private:
+  static constexpr int kAllgather = 0;
+  static constexpr int kAlltoall = 1;
+  // Publishes this rank's buffer, waits for every rank, and checks that all
+  // called the same collective with the same byte count (under MPI a
+  // mismatch is undefined behaviour or a hang; here every rank throws).
+  void publish(int kind, const void* send, size_t bytes) {
+    shared_.send[rank_] = send;
+    shared_.bytes[rank_] = bytes;
+    shared_.kind[rank_] = kind;
+    shared_.barrier.wait();
+    for (int k = 0; k < size_; ++k) {
+      if (shared_.kind[k] != kind || shared_.bytes[k] != bytes) {
+        throw std::logic_error("thread communicator: collective mismatch: rank " +
+                               std::to_string(rank_) + " calls " + name(kind) + " of " +
+                               std::to_string(bytes) + " bytes, rank " + std::to_string(k) +
+                               " " + name(shared_.kind[k]) + " of " +
+                               std::to_string(shared_.bytes[k]) + " bytes");
+      }
+    }
+  }
+  static const char* name(int kind) { return kind == kAllgather ? "allgather" : "alltoall"; }
+
   Shared& shared_;
   int rank_;
   int size_;
@@ -86,6 +125,7 @@ std::vector<std::exception_ptr> run_ranks(
       } catch (...) {
         errors[r] = std::current_exception();
       }
+      shared.barrier.leave();
     });
   }
   for (auto& t : threads) t.join();

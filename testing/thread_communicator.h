@@ -7,10 +7,11 @@
 // when fn returned). Collectives are blocking and must be called by every
 // rank in the same order, like MPI's; each one is two barriers (publish,
 // copy) around shared buffers, so any number of collectives may follow each
-// other. A rank that exits early (exception) while others wait in a
-// collective would deadlock them, as it would under MPI: that is exactly
-// what the ops' handshake must prevent, and a test of it needs no timeout
-// when the ops are right (the CTest TIMEOUT is the backstop).
+// other. Stricter than MPI, so the tests catch what would hang or corrupt
+// memory there: every rank checks that all called the same collective with
+// the same byte count (else every rank throws std::logic_error naming both),
+// and a rank that leaves fn (returned or threw) releases the others: a rank
+// then waiting in a collective throws instead of hanging.
 #pragma once
 
 #include <exception>

@@ -662,4 +662,30 @@ TEST(DistributedCrossEntropy, MismatchedOptionsOrTargetsFailEveryRankNamingThem)
       "ranks disagree on reduction");
 }
 
+// With softcap, accuracy compares capped float64 logits when an additive mask
+// is given and u otherwise: a mask on some ranks only would compare the two
+// kinds across ranks, so the ranks must agree (an all-zero mask elsewhere).
+TEST(DistributedCrossEntropy, SoftcapWithAMaskOnSomeRanksOnlyFailsEveryRank) {
+  Case c;
+  const Inputs in(c);
+  const std::vector<int64_t> sizes = {18, c.V - 18};
+  const auto off = offsets_of(sizes);
+  std::vector<float> zeros(static_cast<size_t>(c.R * sizes[0]), 0.0f);
+  std::vector<Outs> outs(2, Outs(c));
+  const auto errors = run_ranks(2, [&](Communicator& comm, int k) {
+    CrossEntropyOptions ce = ce_options(c, in, outs[k], off[k], sizes[k], nullptr);
+    ce.softcap = 5.0f;
+    smax::SoftmaxOptions o;
+    if (k == 0) o.additive_mask = smax::make_view(zeros.data(), {c.R, sizes[0]});
+    smax::distributed::cross_entropy(comm, in.x.shard(off[k], sizes[k]), in.index_view(),
+                                     outs[k].red_view(outs[k].dst, c), ce, o);
+  });
+  for (const auto& e : errors) {
+    EXPECT_NE(message_of(e).find("ranks disagree on additive_mask given (with softcap > 0)"),
+              std::string::npos)
+        << message_of(e);
+  }
+  for (const auto& o : outs) EXPECT_EQ(o.dst.get(0), 7.0);
+}
+
 }  // namespace

@@ -85,3 +85,43 @@ TEST(DistributedGroup, RecordsArriveInRankOrder) {
 }
 
 }  // namespace
+
+// The test communicator itself: a collective mismatch, or a rank waiting in a
+// collective another rank left, throws on the ranks involved (the tests of the
+// ops rely on it to turn a would-be MPI hang into a failure).
+namespace {
+
+TEST(DistributedGroup, TheThreadCommunicatorCatchesMismatchedCollectives) {
+  auto errors = run_ranks(2, [&](Communicator& comm, int rank) {
+    char send[16] = {}, recv[32] = {};
+    comm.allgather(send, recv, rank == 0 ? 8 : 16);
+  });
+  for (auto& e : errors) {
+    ASSERT_TRUE(e);
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::logic_error& err) {
+      EXPECT_NE(std::string(err.what()).find("collective mismatch"), std::string::npos);
+    }
+  }
+}
+
+TEST(DistributedGroup, TheThreadCommunicatorReleasesRanksLeftWaiting) {
+  auto errors = run_ranks(3, [&](Communicator& comm, int rank) {
+    char send[4] = {}, recv[12] = {};
+    comm.allgather(send, recv, 4);
+    if (rank == 1) return;  // one collective fewer than the others
+    comm.allgather(send, recv, 4);
+  });
+  EXPECT_FALSE(errors[1]);
+  for (int r : {0, 2}) {
+    ASSERT_TRUE(errors[r]);
+    try {
+      std::rethrow_exception(errors[r]);
+    } catch (const std::logic_error& err) {
+      EXPECT_NE(std::string(err.what()).find("another rank left"), std::string::npos);
+    }
+  }
+}
+
+}  // namespace

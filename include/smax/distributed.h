@@ -34,6 +34,14 @@
 //   single-process op.
 // * Threads: `options.threads` as in the single-process ops (the local work
 //   of each rank); the Communicator's calls are made from the calling thread.
+// * One rank gives the single-process op's bits, except `sample` with top-p
+//   and top-k off, whose nucleus uses exact fixed-point masses here (the same
+//   token for every P; see docs/distributed.md).
+// * Failures after the handshake (a scratch allocation failing on one rank,
+//   a transport error) are not made collective: that rank throws and the
+//   others wait in their next collective until the engine ends them
+//   (MPI_Abort / mpirun, torch.distributed's timeout), as with any MPI
+//   program. Argument errors never reach that point.
 #pragma once
 
 #include <cstddef>

@@ -144,6 +144,12 @@ std::vector<Agreed> ce_agreed(const char* op, const TensorView& src, const Tenso
   a.push_back({"scale", bits(options.scale)});
   a.push_back({"temperature", bits(options.temperature)});
   a.push_back({"empty_row", static_cast<int64_t>(options.empty_row)});
+  // With softcap, accuracy compares the float64 capped logits when an
+  // additive mask is given and u otherwise (best_value): every rank must
+  // send the same kind of value, so with softcap the ranks agree on whether
+  // an additive mask is given (an all-zero mask on the other ranks works).
+  a.push_back({"additive_mask given (with softcap > 0)",
+               ce.softcap > 0.0f && options.additive_mask.has_value() ? 1 : 0});
   a.push_back({"targets (checksum)", target_checksum(op, src, target, ce, options)});
   return a;
 }

@@ -22,6 +22,7 @@ struct Header {
   int64_t status = kStatusOk;
   char op[kOpChars] = {};
   int64_t classes = 0;
+  int64_t chunk_bytes = 0;  // the chunking in force (sharded_common.h): agreed too
   int64_t agreed_count = 0;
   int64_t agreed[kMaxAgreed] = {};
 };
@@ -79,6 +80,7 @@ Group begin(Communicator& comm, const char* op, const std::vector<Agreed>& agree
   }
   std::strncpy(mine.op, op, kOpChars - 1);
   mine.classes = mine.status == kStatusOk ? local_classes : 0;
+  mine.chunk_bytes = chunk_bytes();
   mine.agreed_count = static_cast<int64_t>(agreed.size());
   for (size_t i = 0; i < agreed.size(); ++i) mine.agreed[i] = agreed[i].value;
 
@@ -97,6 +99,13 @@ Group begin(Communicator& comm, const char* op, const std::vector<Agreed>& agree
       fail(name.c_str(), "ranks call different ops: rank " + std::to_string(rank) + " calls " +
                              op_of(mine) + ", rank " + std::to_string(k) + " calls " +
                              op_of(all[k]));
+    }
+  }
+  for (int k = 0; k < size; ++k) {
+    if (all[k].chunk_bytes != all[0].chunk_bytes) {
+      fail(name.c_str(), "ranks disagree on the chunk size (set_chunk_bytes): rank 0 has " +
+                             std::to_string(all[0].chunk_bytes) + ", rank " + std::to_string(k) +
+                             " has " + std::to_string(all[k].chunk_bytes));
     }
   }
   for (size_t i = 0; i < agreed.size(); ++i) {

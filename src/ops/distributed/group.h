@@ -15,6 +15,8 @@
 //  * a different op on some rank -> names the ranks and ops;
 //  * an agreed value differs -> "<op> (vocab-parallel): ranks disagree on
 //    <name>: rank 0 has A, rank k has B".
+// The header also carries the chunk size in force (sharded_common.h), which
+// decides how many collectives an op makes: ranks that disagree fail.
 // The header has the same size whatever the op, so mismatched ops cannot
 // make the allgather itself disagree on its byte count.
 //
@@ -39,7 +41,7 @@ struct Agreed {
   const char* name;
   int64_t value;
 };
-constexpr int kMaxAgreed = 24;
+constexpr int kMaxAgreed = 32;
 
 /// double / float option values as exact int64 bit patterns (for Agreed).
 int64_t bits(double v);

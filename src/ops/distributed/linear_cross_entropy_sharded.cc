@@ -10,10 +10,11 @@
 // tiles.h: the same Setup, tiling, GEMMs, row kernels), only the per-row
 // target logic is the group's (lce_shard_rows.h).
 //
-// Flow. Handshake (group.h): every local check, including all allocations
-// (tiles, temporaries, exchange buffers), runs inside `validate`, so a bad
-// argument or an allocation failure on one rank fails every rank and
-// nothing is written; agreed: N, D, every option that changes the
+// Flow. Handshake (group.h): every local check and the tiles' and
+// temporaries' allocations run inside `validate`, so a bad argument or such
+// an allocation failure on one rank fails every rank and nothing is
+// written (the per-token records and the merge's vectors are allocated
+// after it: distributed.h, "Failures after the handshake"); agreed: N, D, every option that changes the
 // collective flow or the formulas, which optional outputs are given, and a
 // checksum of the targets (then the global range check [0, V) gives the
 // same answer on every rank).
