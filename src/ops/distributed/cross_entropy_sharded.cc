@@ -285,7 +285,7 @@ void for_each_chunk(const Group& g, Pass& scan, const XentFields& f, bool entrop
                     bool stats, OnChunk&& on_chunk) {
   const CeSetup& s = scan.s;
   const int64_t F = f.floats();
-  const int64_t chunk = chunk_rows(g, 12);
+  const int64_t chunk = chunk_rows(g, 12, s.rows);
   for (int64_t begin = 0; begin < s.rows; begin += chunk) {
     const int64_t end = std::min(s.rows, begin + chunk);
     const int64_t count = end - begin;

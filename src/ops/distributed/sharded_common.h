@@ -64,13 +64,24 @@ inline int64_t shard_classes(const TensorView& view, int64_t axis_option) {
   return std::max<int64_t>(view.shape[axis], 0);
 }
 
-/// Rows per chunk (>= 1) for `bytes_per_class` bytes of operands per class.
-inline int64_t chunk_rows(const Group& g, int64_t bytes_per_class) {
+/// At most this many chunks per call (unless a chunk is a single row): each
+/// chunk is one collective, and gloo's latency (~0.1-0.7 ms on one host) times
+/// 4096 / 10 chunks cost more than re-reading a bigger chunk from DRAM
+/// (bench/peers/bench_distributed.py: 411 collectives made the sharded
+/// cross-entropy 1.9x the shard's single-process time).
+inline constexpr int64_t kMaxChunks = 32;
+
+/// Rows per chunk (>= 1) for `bytes_per_class` bytes of operands per class
+/// and `rows` rows (agreed): chunk_bytes() of operands, or rows / kMaxChunks
+/// rows when that is more.
+inline int64_t chunk_rows(const Group& g, int64_t bytes_per_class, int64_t rows) {
   int64_t widest = 1;
   for (int k = 0; k < g.size; ++k) widest = std::max(widest, g.offsets[k + 1] - g.offsets[k]);
   const int64_t budget = chunk_bytes();
   const int64_t per_row = widest > budget ? budget : widest * bytes_per_class;
-  return std::max<int64_t>(1, budget / std::max<int64_t>(per_row, 1));
+  const int64_t by_cache = std::max<int64_t>(1, budget / std::max<int64_t>(per_row, 1));
+  const int64_t by_count = (std::max<int64_t>(rows, 0) + kMaxChunks - 1) / kMaxChunks;
+  return std::max(by_cache, by_count);
 }
 
 }  // namespace smax::detail::dist

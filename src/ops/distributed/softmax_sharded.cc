@@ -180,7 +180,7 @@ template <class T>
 void forward_sharded(ForwardOp op, const Group& g, Rowwise& scan, Rowwise& store, int64_t rows,
                      EmptyRow empty_row) {
   constexpr bool kF64 = std::is_same_v<T, double>;
-  const int64_t chunk = chunk_rows(g, 4 * static_cast<int64_t>(sizeof(T)));
+  const int64_t chunk = chunk_rows(g, 4 * static_cast<int64_t>(sizeof(T)), rows);
   const int64_t n = g.classes;
   for (int64_t begin = 0; begin < rows; begin += chunk) {
     const int64_t end = std::min(rows, begin + chunk);
@@ -324,7 +324,7 @@ std::optional<DirectRows> direct_rows(ForwardOp op, const TensorView& src_in,
 
 void forward_direct(ForwardOp op, const Group& grp, const DirectRows& d, int64_t rows,
                     EmptyRow empty_row) {
-  const int64_t chunk = chunk_rows(grp, 16);
+  const int64_t chunk = chunk_rows(grp, 16, rows);
   const int64_t n = d.g.n;
   for (int64_t begin = 0; begin < rows; begin += chunk) {
     const int64_t end = std::min(rows, begin + chunk);
@@ -424,7 +424,7 @@ template <class T>
 void backward_sharded(BackwardOp op, const Group& g, Rowwise& scan, Rowwise& store,
                       int64_t rows) {
   constexpr bool kF64 = std::is_same_v<T, double>;
-  const int64_t chunk = chunk_rows(g, 3 * static_cast<int64_t>(sizeof(T)));
+  const int64_t chunk = chunk_rows(g, 3 * static_cast<int64_t>(sizeof(T)), rows);
   const bool log = op == BackwardOp::kLogSoftmax;
   for (int64_t begin = 0; begin < rows; begin += chunk) {
     const int64_t end = std::min(rows, begin + chunk);
