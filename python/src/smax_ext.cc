@@ -174,6 +174,13 @@ NB_MODULE(_smax, m) {
       "Low-level bindings of the smax C++ library. Use the `smax` package: these "
       "functions take preallocated outputs, every argument positionally and the "
       "options as SoftmaxOptions / LossOptions / AttentionOptions objects.";
+  // No leak report at interpreter exit: the autograd graph of a tensor still
+  // alive at exit (a module-level `loss` after backward) belongs to torch's
+  // C++ side, which does not free it during finalisation, so the option
+  // objects and communicators its nodes hold outlive the interpreter
+  // legitimately; nanobind would list them as leaks on stderr after every
+  // such script (seen with `torchrun` and plain smax.torch scripts alike).
+  nb::set_leak_warnings(false);
 
   // smax::Error -> ValueError / NotImplementedError / MemoryError / RuntimeError.
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
