@@ -236,26 +236,7 @@ void backward_impl(const char* op, const TensorView& hidden, const TensorView& w
     }
   }
   // Gradient outputs.
-  check_matrix(op, dhidden, "dhidden");
-  if (dhidden.shape[0] != s.N || dhidden.shape[1] != s.D) {
-    fail(op, "dhidden " + dhidden.describe() + " must have hidden's shape " + hidden.describe());
-  }
-  check_no_self_overlap(dhidden, "dhidden", op);
-  check_matrix(op, dweight, "dweight");
-  if (dweight.shape[0] != s.V || dweight.shape[1] != s.D) {
-    fail(op, "dweight " + dweight.describe() + " must have weight's shape " + weight.describe());
-  }
-  check_no_self_overlap(dweight, "dweight", op);
-  if (dbias) {
-    check_float_view(*dbias, op, "dbias");
-    if (dbias->rank != 1 || dbias->shape[0] != s.V) {
-      fail(op, "dbias " + dbias->describe() + " must be [" + std::to_string(s.V) + "]");
-    }
-    check_no_self_overlap(*dbias, "dbias", op);
-  }
-  outs.push_back({dhidden, "dhidden"});
-  outs.push_back({dweight, "dweight"});
-  if (dbias) outs.push_back({*dbias, "dbias"});
+  check_gradient_outputs(op, s, hidden, weight, dhidden, dweight, dbias, outs);
   auto ins = input_list(s, target, bias, ce);
   ins.push_back({dloss, "dloss"});
   if (lse_given) ins.push_back({*ce.lse, "lse"});

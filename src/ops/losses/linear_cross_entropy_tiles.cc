@@ -253,6 +253,32 @@ void check_disjoint(const char* op, const std::vector<std::pair<TensorView, cons
   }
 }
 
+void check_gradient_outputs(const char* op, const Setup& s, const TensorView& hidden,
+                            const TensorView& weight, const TensorView& dhidden,
+                            const TensorView& dweight, const std::optional<TensorView>& dbias,
+                            std::vector<std::pair<TensorView, const char*>>& outs) {
+  check_matrix(op, dhidden, "dhidden");
+  if (dhidden.shape[0] != s.N || dhidden.shape[1] != s.D) {
+    fail(op, "dhidden " + dhidden.describe() + " must have hidden's shape " + hidden.describe());
+  }
+  check_no_self_overlap(dhidden, "dhidden", op);
+  check_matrix(op, dweight, "dweight");
+  if (dweight.shape[0] != s.V || dweight.shape[1] != s.D) {
+    fail(op, "dweight " + dweight.describe() + " must have weight's shape " + weight.describe());
+  }
+  check_no_self_overlap(dweight, "dweight", op);
+  if (dbias) {
+    check_float_view(*dbias, op, "dbias");
+    if (dbias->rank != 1 || dbias->shape[0] != s.V) {
+      fail(op, "dbias " + dbias->describe() + " must be [" + std::to_string(s.V) + "]");
+    }
+    check_no_self_overlap(*dbias, "dbias", op);
+  }
+  outs.push_back({dhidden, "dhidden"});
+  outs.push_back({dweight, "dweight"});
+  if (dbias) outs.push_back({*dbias, "dbias"});
+}
+
 std::vector<std::pair<TensorView, const char*>> input_list(const Setup& s, const TensorView& target,
                                                            const std::optional<TensorView>& bias,
                                                            const CrossEntropyOptions& ce) {

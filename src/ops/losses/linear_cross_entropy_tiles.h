@@ -210,6 +210,15 @@ void write_reduced(const Setup& s, const std::vector<double>& values, double den
 void check_disjoint(const char* op, const std::vector<std::pair<TensorView, const char*>>& outs,
                     const std::vector<std::pair<TensorView, const char*>>& ins);
 
+/// The gradient outputs of the backward ops: dhidden of hidden's shape
+/// [N, D], dweight of weight's shape [V, D] (V: this call's classes), dbias
+/// [V] (optional), each a float matrix / vector without self-overlap; they
+/// are appended to `outs` (for check_disjoint).
+void check_gradient_outputs(const char* op, const Setup& s, const TensorView& hidden,
+                            const TensorView& weight, const TensorView& dhidden,
+                            const TensorView& dweight, const std::optional<TensorView>& dbias,
+                            std::vector<std::pair<TensorView, const char*>>& outs);
+
 std::vector<std::pair<TensorView, const char*>> input_list(const Setup& s, const TensorView& target,
                                                            const std::optional<TensorView>& bias,
                                                            const CrossEntropyOptions& ce);
