@@ -319,26 +319,10 @@ void forward(Communicator& comm, const TensorView& hidden, const TensorView& wei
   const Group g = begin(comm, op, agreed, n_k, [&] {
     prepare_shard(sh, op, hidden, weight, target, bias, ce, lce, options, false);
     const Setup& s = *sh.s;
-    check_reduced(s, dst, "dst");
-    std::vector<std::pair<TensorView, const char*>> outs = {{dst, "dst"}};
-    if (ce.z_loss) {
-      check_reduced(s, *ce.z_loss, "z_loss");
-      outs.push_back({*ce.z_loss, "z_loss"});
-    }
-    if (ce.accuracy) {
-      check_reduced(s, *ce.accuracy, "accuracy");
-      outs.push_back({*ce.accuracy, "accuracy"});
-    }
-    auto row_out = [&](const std::optional<TensorView>& v, const char* name,
-                       std::optional<RowOut>& ro) {
-      if (!v) return;
-      ro = row_view(s, *v, name, true);
-      outs.push_back({*v, name});
-    };
-    row_out(ce.lse, "lse", o_lse);
-    row_out(ce.entropy, "entropy", o_ent);
-    row_out(ce.target_logprob, "target_logprob", o_tlp);
-    check_disjoint(op, outs, input_list(s, target, bias, ce));
+    ForwardOuts fo = check_forward_outputs(op, s, dst, target, bias, ce);
+    o_lse = std::move(fo.lse);
+    o_ent = std::move(fo.entropy);
+    o_tlp = std::move(fo.target_logprob);
     work.emplace(s);
     // begin() reads `agreed` after validate: the checksum of the targets read here.
     agreed.back().value = sh.checksum;

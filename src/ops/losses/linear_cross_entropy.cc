@@ -75,27 +75,10 @@ void linear_cross_entropy(const TensorView& hidden, const TensorView& weight,
   Setup s = prepare(op, hidden, weight, target, bias, ce, lce, options);
 
   // Outputs: shapes, then no overlap with any input or each other.
-  check_reduced(s, dst, "dst");
-  std::vector<std::pair<TensorView, const char*>> outs = {{dst, "dst"}};
-  if (ce.z_loss) {
-    check_reduced(s, *ce.z_loss, "z_loss");
-    outs.push_back({*ce.z_loss, "z_loss"});
-  }
-  if (ce.accuracy) {
-    check_reduced(s, *ce.accuracy, "accuracy");
-    outs.push_back({*ce.accuracy, "accuracy"});
-  }
-  std::optional<RowOut> o_lse, o_ent, o_tlp;
-  auto row_out = [&](const std::optional<TensorView>& v, const char* name,
-                     std::optional<RowOut>& ro) {
-    if (!v) return;
-    ro = row_view(s, *v, name, true);
-    outs.push_back({*v, name});
-  };
-  row_out(ce.lse, "lse", o_lse);
-  row_out(ce.entropy, "entropy", o_ent);
-  row_out(ce.target_logprob, "target_logprob", o_tlp);
-  check_disjoint(op, outs, input_list(s, target, bias, ce));
+  const ForwardOuts fo = check_forward_outputs(op, s, dst, target, bias, ce);
+  const std::optional<RowOut>& o_lse = fo.lse;
+  const std::optional<RowOut>& o_ent = fo.entropy;
+  const std::optional<RowOut>& o_tlp = fo.target_logprob;
 
   const size_t N = static_cast<size_t>(s.N);
   std::vector<double> loss = alloc<double>(op, s.N), z(ce.z_loss ? N : 0), lse(o_lse ? N : 0),

@@ -253,6 +253,33 @@ void check_disjoint(const char* op, const std::vector<std::pair<TensorView, cons
   }
 }
 
+ForwardOuts check_forward_outputs(const char* op, const Setup& s, const TensorView& dst,
+                                  const TensorView& target, const std::optional<TensorView>& bias,
+                                  const CrossEntropyOptions& ce) {
+  check_reduced(s, dst, "dst");
+  std::vector<std::pair<TensorView, const char*>> outs = {{dst, "dst"}};
+  if (ce.z_loss) {
+    check_reduced(s, *ce.z_loss, "z_loss");
+    outs.push_back({*ce.z_loss, "z_loss"});
+  }
+  if (ce.accuracy) {
+    check_reduced(s, *ce.accuracy, "accuracy");
+    outs.push_back({*ce.accuracy, "accuracy"});
+  }
+  ForwardOuts fo;
+  auto row_out = [&](const std::optional<TensorView>& v, const char* name,
+                     std::optional<RowOut>& ro) {
+    if (!v) return;
+    ro = row_view(s, *v, name, true);
+    outs.push_back({*v, name});
+  };
+  row_out(ce.lse, "lse", fo.lse);
+  row_out(ce.entropy, "entropy", fo.entropy);
+  row_out(ce.target_logprob, "target_logprob", fo.target_logprob);
+  check_disjoint(op, outs, input_list(s, target, bias, ce));
+  return fo;
+}
+
 void check_gradient_outputs(const char* op, const Setup& s, const TensorView& hidden,
                             const TensorView& weight, const TensorView& dhidden,
                             const TensorView& dweight, const std::optional<TensorView>& dbias,

@@ -210,6 +210,16 @@ void write_reduced(const Setup& s, const std::vector<double>& values, double den
 void check_disjoint(const char* op, const std::vector<std::pair<TensorView, const char*>>& outs,
                     const std::vector<std::pair<TensorView, const char*>>& ins);
 
+/// The forward's outputs: dst and CrossEntropyOptions' z_loss / accuracy
+/// (reduced), lse / entropy / target_logprob (per row, returned as RowOuts),
+/// checked for shape and disjoint from each other and every input.
+struct ForwardOuts {
+  std::optional<RowOut> lse, entropy, target_logprob;
+};
+ForwardOuts check_forward_outputs(const char* op, const Setup& s, const TensorView& dst,
+                                  const TensorView& target, const std::optional<TensorView>& bias,
+                                  const CrossEntropyOptions& ce);
+
 /// The gradient outputs of the backward ops: dhidden of hidden's shape
 /// [N, D], dweight of weight's shape [V, D] (V: this call's classes), dbias
 /// [V] (optional), each a float matrix / vector without self-overlap; they
