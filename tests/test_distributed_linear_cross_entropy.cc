@@ -133,7 +133,9 @@ DistRun run_dist(const Case& c, const Inputs& in, const Tensor& dloss, int P, Mo
 
 bool same_bits(const Tensor& a, const Tensor& b) {
   const auto x = a.dense(), y = b.dense();
-  return x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
+  // (memcmp must not see the null data() of an empty vector: UBSan.)
+  return x.size() == y.size() &&
+         (x.empty() || std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0);
 }
 
 // dweight / dbias of the whole problem from the ranks' shards.
