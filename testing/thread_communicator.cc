@@ -1,6 +1,8 @@
 // testing/thread_communicator.cc: see thread_communicator.h.
 #include "thread_communicator.h"
 
+#include "smax/error.h"
+
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
@@ -111,6 +113,19 @@ class ThreadCommunicator final : public distributed::Communicator {
 };
 
 }  // namespace
+
+std::string message_of(const std::exception_ptr& e) {
+  if (!e) return "";
+  try {
+    std::rethrow_exception(e);
+  } catch (const Error& err) {
+    return err.what();
+  } catch (const std::exception& err) {
+    return std::string("not an smax::Error: ") + err.what();
+  } catch (...) {
+    return "not an smax::Error";
+  }
+}
 
 std::vector<std::exception_ptr> run_ranks(
     int ranks, const std::function<void(distributed::Communicator& comm, int rank)>& fn) {

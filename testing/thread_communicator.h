@@ -16,6 +16,7 @@
 
 #include <exception>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "smax/distributed.h"
@@ -24,5 +25,10 @@ namespace smax::testing {
 
 std::vector<std::exception_ptr> run_ranks(
     int ranks, const std::function<void(distributed::Communicator& comm, int rank)>& fn);
+
+/// What a rank's exception says: "" for none, what() of an smax::Error,
+/// "not an smax::Error: <what()>" for another std::exception and "not an
+/// smax::Error" for anything else (the tests match on these).
+std::string message_of(const std::exception_ptr& e);
 
 }  // namespace smax::testing

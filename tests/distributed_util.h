@@ -66,17 +66,6 @@ inline std::vector<int64_t> offsets_of(const std::vector<int64_t>& sizes) {
   return off;
 }
 
-inline std::string message_of(const std::exception_ptr& e) {
-  if (!e) return "";
-  try {
-    std::rethrow_exception(e);
-  } catch (const Error& err) {
-    return err.what();
-  } catch (const std::exception& err) {
-    return std::string("not an smax::Error: ") + err.what();
-  }
-}
-
 /// Runs fn on every rank and requires that none threw.
 inline void run_ok(int ranks,
                    const std::function<void(distributed::Communicator&, int)>& fn) {

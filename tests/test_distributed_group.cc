@@ -15,17 +15,7 @@ namespace {
 
 using smax::distributed::Communicator;
 using smax::testing::run_ranks;
-
-std::string message_of(const std::exception_ptr& e) {
-  if (!e) return "";
-  try {
-    std::rethrow_exception(e);
-  } catch (const smax::Error& err) {
-    return err.what();
-  } catch (...) {
-    return "not an smax::Error";
-  }
-}
+using smax::testing::message_of;
 
 TEST(DistributedGroup, ShardLayoutTilesTheClassesInRankOrder) {
   const int64_t counts[] = {5, 0, 7, 3};

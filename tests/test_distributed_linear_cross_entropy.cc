@@ -23,17 +23,7 @@ namespace {
 
 using smax::distributed::Communicator;
 using smax::testing::run_ranks;
-
-std::string message_of(const std::exception_ptr& e) {
-  if (!e) return "";
-  try {
-    std::rethrow_exception(e);
-  } catch (const smax::Error& err) {
-    return err.what();
-  } catch (...) {
-    return "not an smax::Error";
-  }
-}
+using smax::testing::message_of;
 
 // Uneven shards of V classes over P ranks; rank 1 empty when P >= 3.
 std::vector<int64_t> shard_sizes(int64_t V, int P) {

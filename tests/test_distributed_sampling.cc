@@ -31,19 +31,9 @@ bool same_float_bits(const std::vector<float>& a, const std::vector<float>& b) {
 
 using smax::distributed::Communicator;
 using smax::testing::run_ranks;
+using smax::testing::message_of;
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
-
-std::string message_of(const std::exception_ptr& e) {
-  if (!e) return "";
-  try {
-    std::rethrow_exception(e);
-  } catch (const smax::Error& err) {
-    return err.what();
-  } catch (...) {
-    return "not an smax::Error";
-  }
-}
 
 // Shard sizes of V classes over P ranks: uneven, the second rank of >= 3
 // empty.
