@@ -49,6 +49,20 @@ def _acc(dtype: Any) -> Any:
     return torch.float64 if dtype == torch.float64 else torch.float32
 
 
+
+def _loss_outputs(ctx: Any, loss: Tensor, extras: Any, want: Any, keep_lse: bool,
+                  dtype: torch.dtype) -> Any:
+    """The forward's return of the cross-entropies: the loss, then the extras
+    asked for (``want``), non-differentiable. The lse (extras[1]) is also
+    saved for the backward when ``keep_lse``, so the caller gets a copy in
+    ``dtype``."""
+    outs = [e if i != 1 or not keep_lse else e.to(dtype, copy=True)
+            for i, (e, k) in enumerate(zip(extras, want)) if k]
+    for o in outs:
+        ctx.mark_non_differentiable(o)
+    ctx.set_materialize_grads(False)
+    return (loss, *outs) if outs else loss
+
 class Normalize(torch.autograd.Function):
     """softmax / log_softmax: y = op(x) over the whole row; backward
     ``<op>_backward(y, dy)`` (one allgather of a per-row sum)."""
@@ -133,12 +147,7 @@ class CrossEntropy(torch.autograd.Function):
         ctx.meta = (comm, args, lo, co)
         ctx.save_for_backward(None if fused else x, None if fused else target,
                               extras[1] if keep_lse else None)
-        outs = [e if i != 1 or not keep_lse else e.to(x.dtype, copy=True)
-                for i, (e, k) in enumerate(zip(extras, want)) if k]
-        for o in outs:
-            ctx.mark_non_differentiable(o)
-        ctx.set_materialize_grads(False)
-        return (loss, *outs) if outs else loss
+        return _loss_outputs(ctx, loss, extras, want, keep_lse, x.dtype)
 
     @staticmethod
     @first_order("distributed.cross_entropy")
@@ -198,12 +207,7 @@ class LinearCrossEntropy(torch.autograd.Function):
         lse = extras[1] if keep_lse else None
         ctx.save_for_backward(hidden, weight, bias, target, lse)
         ctx.meta = (comm, args, lo, co)
-        outs = [e if i != 1 or not keep_lse else e.to(hidden.dtype, copy=True)
-                for i, (e, k) in enumerate(zip(extras, want)) if k]
-        for o in outs:
-            ctx.mark_non_differentiable(o)
-        ctx.set_materialize_grads(False)
-        return (loss, *outs) if outs else loss
+        return _loss_outputs(ctx, loss, extras, want, keep_lse, hidden.dtype)
 
     @staticmethod
     @first_order("distributed.linear_cross_entropy")
