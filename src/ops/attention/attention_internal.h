@@ -210,6 +210,13 @@ struct Setup {
   void cache_rows(const TensorView& t, int64_t b, int64_t hk, int64_t j0, int64_t n, int64_t cols,
                   float* buf, const float** rows) const {
     const bool direct = rows_in_place(t, cols);
+    if (direct && !paged && cols > 0 && t.data != nullptr) {
+      // The common case (a contiguous cache of f32 rows): one base, a stride
+      // (this runs once per key block of the decode loop).
+      const float* first = reinterpret_cast<const float*>(mat_base(t, b, hk)) + j0 * t.strides[2];
+      for (int64_t j = 0; j < n; ++j) rows[j] = first + j * t.strides[2];
+      return;
+    }
     const int64_t size = dtype_size(t.dtype), need = std::max<int64_t>(cols, 1);
     for (int64_t j = j0; j < j0 + n; ++j) {
       const int64_t slot = paged ? pages[b * max_pages + j / page_size] : b;
