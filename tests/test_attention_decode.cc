@@ -97,7 +97,7 @@ struct Cache {
 
 // Shapes across the decode grid's boundaries: key chunks of 2048 (Lk 2047,
 // 2048, 2049, 4500), row chunks of 64 (G Lq = 128), the in-place kernels'
-// tails (D = 5, 13; Dv != D) and SGEMM's side (G Lq > 16).
+// tails (D = 5, 13; Dv != D) and row chunks of more than 16 rows (G Lq > 16).
 TEST_P(AttentionDecode, ShapesMatchReference) {
   Rng rng(401);
   const std::vector<Shape> shapes = {

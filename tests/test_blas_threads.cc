@@ -40,24 +40,31 @@ std::vector<float> ramp(size_t n, float step) {
   return v;
 }
 
+// The float64 attention (q, k, v in f64) calls DGEMM inside its tasks; the
+// f32 paths (prefill, decode, backward) use smax's own products only.
 void run_attention(int threads, bool backward) {
   const int64_t B = 1, H = 4, L = 96, D = 32;
   const size_t n = static_cast<size_t>(B * H * L * D);
-  std::vector<float> q = ramp(n, 0.03f), k = ramp(n, 0.02f), v = ramp(n, 0.05f), out(n);
+  std::vector<double> q(n), k(n), v(n), out(n);
+  {
+    const std::vector<float> qf = ramp(n, 0.03f), kf = ramp(n, 0.02f), vf = ramp(n, 0.05f);
+    for (size_t i = 0; i < n; ++i) {
+      q[i] = qf[i];
+      k[i] = kf[i];
+      v[i] = vf[i];
+    }
+  }
   smax::AttentionOptions o;
   o.threads = threads;
   o.is_causal = true;
-  auto view = [&](std::vector<float>& x) { return smax::make_view(x.data(), {B, H, L, D}); };
-  // The prefill and the backward use smax's own panel products; the decode
-  // driver's row chunks above 16 rows (G x Lq > 16; here a KV cache form
-  // with Lq = 96) call SGEMM: run that form too.
+  const int64_t shape[4] = {B, H, L, D};
+  auto view = [&](std::vector<double>& x) {
+    return smax::make_view(x.data(), smax::DType::kF64, 4, shape, nullptr);
+  };
   smax::attention(view(q), view(k), view(v), view(out), o);
-  std::vector<int64_t> lens(static_cast<size_t>(B), L);
-  smax::AttentionOptions cache = o;
-  cache.cache_seqlens = smax::make_index_view(lens.data(), {B});
-  smax::attention(view(q), view(k), view(v), view(out), cache);
   if (!backward) return;
-  std::vector<float> dout = ramp(n, 0.01f), dq(n), dk(n), dv(n);
+  std::vector<double> dout(n), dq(n), dk(n), dv(n);
+  for (size_t i = 0; i < n; ++i) dout[i] = 0.01 * static_cast<double>(static_cast<int>(i % 13) - 6);
   smax::attention_backward(view(q), view(k), view(v), view(out), view(dout), view(dq), view(dk),
                            view(dv), o);
 }

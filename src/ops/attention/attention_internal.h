@@ -63,13 +63,6 @@ constexpr int64_t kDecodeBlockK = 128;
 // none within this of phi is recomputed exactly (e^(t - phi) keeps f32's
 // range and precision down to t - phi ~ -87).
 constexpr float kUnifiedMaxSlack = 64.0f;
-// Row chunks up to this many rows use the in-place decode kernels
-// (kernels/attention_decode.cc); larger ones SGEMM (which packs K and V but
-// runs near the FMA peak once the packing is shared by enough rows).
-constexpr int64_t kDecodeKernelRows = 16;
-// Paged KV cache: key blocks stay inside one page (read in place) when pages
-// hold at least this many keys; smaller pages are gathered per block.
-constexpr int64_t kDirectPageKeys = 64;
 
 // A matrix operand for SGEMM: rows with leading dimension ld, unit column stride.
 struct Mat {
@@ -187,19 +180,6 @@ struct Setup {
   int64_t query_position(int64_t b, int64_t i) const {
     return seqlens.empty() ? i : seqlens[b] - Lq + i;
   }
-  // Rows [j0, j0 + n) of k (or v) of kv head hk of sequence b, n <=
-  // key_block_length(j0, n): in place when SGEMM can read them, else gathered
-  // (and widened to f32) into buf ([n, D] or [n, Dv]).
-  int64_t key_block_length(int64_t j0, int64_t n) const {
-    if (paged && page_size >= kDirectPageKeys) return std::min(n, page_size - j0 % page_size);
-    return n;
-  }
-  Mat key_block(int64_t b, int64_t hk, int64_t j0, int64_t n, float* buf) const {
-    return cache_block(k, b, hk, j0, n, D, buf);
-  }
-  Mat value_block(int64_t b, int64_t hk, int64_t j0, int64_t n, float* buf) const {
-    return cache_block(v, b, hk, j0, n, Dv, buf);
-  }
   // Pointers rows[0 .. n) to rows [j0, j0 + n) of k (or v: cols = D or Dv)
   // of kv head hk of sequence b: into the cache (or its pages) when
   // rows_in_place(t, cols), else to their f32 copies gathered into buf
@@ -232,22 +212,6 @@ struct Setup {
         rows[j - j0] = copy;
       }
     }
-  }
-  Mat cache_block(const TensorView& t, int64_t b, int64_t hk, int64_t j0, int64_t n, int64_t cols,
-                  float* buf) const {
-    if (!paged) return matrix(mat_base(t, b, hk), t.dtype, t.strides[2], t.strides[3], j0, n, cols, buf);
-    const int64_t* row = pages.data() + b * max_pages;
-    if (j0 % page_size + n <= page_size) {
-      return matrix(mat_base(t, row[j0 / page_size], hk), t.dtype, t.strides[2], t.strides[3],
-                    j0 % page_size, n, cols, buf);
-    }
-    const int64_t need = std::max<int64_t>(cols, 1);
-    for (int64_t j = j0; j < j0 + n && cols > 0; ++j) {
-      const char* base = mat_base(t, row[j / page_size], hk);
-      gather_row_f32(base + (j % page_size) * t.strides[2] * dtype_size(t.dtype), t.dtype,
-                     t.strides[3], cols, buf + (j - j0) * need);
-    }
-    return Mat{buf, need};
   }
   Mat k_rows(int64_t b, int64_t hk, int64_t n, float* buf) const {
     return matrix(mat_base(k, b, hk), k.dtype, k.strides[2], k.strides[3], 0, n, D, buf);
@@ -376,7 +340,7 @@ void store_reduced(const std::vector<T>& full, const int64_t* full_shape, int n,
                    const TensorView& out, bool exact = false);
 
 // Runs the tasks; row ops called inside may only fail on allocation.
-// with_blas: the tasks call SGEMM (the decode driver's large row chunks),
+// with_blas: the tasks call SGEMM / DGEMM (the float64 path),
 // which must then run on each task's own thread (BlasOnCallingThread; not
 // free: it changes OpenBLAS's thread count and back, so the drivers that
 // use only smax's own products skip it).
