@@ -221,6 +221,59 @@ TEST_P(AttentionGate, Errors) {
   expect_error(o, "dgate", true);
 }
 
+// An element-wise gate's dgate is stored row by row from the tasks (no
+// reduction): the same bits whatever dgate's layout (rank 4 or 3 with B = 1,
+// strided columns), and a gate broadcast over the queries ([B, H, 1, Dv],
+// reduced) equals the float64 sum of the element-wise terms rounded once.
+TEST_P(AttentionGate, DgateLayoutsGiveTheSameBits) {
+  Rng rng(509);
+  const Shape s{1, 4, 2, 9, 50, 8, 12};
+  Problem pr(s, false);
+  pr.fill(rng);
+  Tensor dout({s.B, s.H, s.Lq, s.Dv}), ungated({s.B, s.H, s.Lq, s.Dv});
+  dout.fill([&](int64_t) { return rng.normal(); });
+  Tensor gate4({s.B, s.H, s.Lq, s.Dv});
+  gate4.fill([&](int64_t) { return rng.normal() * 2.0f; });
+  Tensor gate3({s.H, s.Lq, s.Dv});
+  gate3.fill([&](int64_t e) { return gate4.at(e); });
+  auto run = [&](const Tensor& gate, const Tensor& dgate) {
+    AttentionOptions o;
+    o.gate = gate.view();
+    o.ungated_out = ungated.view();
+    smax::attention(pr.q.view(), pr.k.view(), pr.v.view(), pr.out.view(), o);
+    o.dgate = dgate.view();
+    Grads g{Tensor({s.B, s.H, s.Lq, s.D}), Tensor({s.B, s.Hkv, s.Lk, s.D}),
+            Tensor({s.B, s.Hkv, s.Lk, s.Dv})};
+    smax::attention_backward(pr.q.view(), pr.k.view(), pr.v.view(), pr.out.view(), dout.view(),
+                             g.dq.view(), g.dk.view(), g.dv.view(), o);
+    EXPECT_TRUE(dgate.guards_intact());
+    return dgate.dense();
+  };
+  Tensor d4({s.B, s.H, s.Lq, s.Dv}), d3({s.H, s.Lq, s.Dv});
+  Tensor dstrided({s.B, s.H, s.Lq, s.Dv}, permuted_strides({s.B, s.H, s.Lq, s.Dv}, {0, 3, 1, 2}, 1));
+  const auto want = run(gate4, d4);
+  const auto got3 = run(gate3, d3);
+  const auto gots = run(gate4, dstrided);
+  ASSERT_EQ(want.size(), got3.size());
+  EXPECT_EQ(0, std::memcmp(want.data(), got3.data(), want.size() * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(want.data(), gots.data(), want.size() * sizeof(float)));
+  // Broadcast over the queries: the element-wise terms of each column, summed.
+  Tensor gate_b({s.B, s.H, 1, s.Dv}), dgate_b({s.B, s.H, 1, s.Dv});
+  gate_b.fill([&](int64_t) { return rng.normal() * 2.0f; });
+  Tensor gate_full({s.B, s.H, s.Lq, s.Dv}), dfull({s.B, s.H, s.Lq, s.Dv});
+  gate_full.fill([&](int64_t e) { return gate_b.at((e / (s.Lq * s.Dv)) * s.Dv + e % s.Dv); });
+  const auto terms = run(gate_full, dfull);
+  const auto reduced = run(gate_b, dgate_b);
+  for (int64_t h = 0; h < s.H; ++h) {
+    for (int64_t c = 0; c < s.Dv; ++c) {
+      double sum = 0;
+      for (int64_t i = 0; i < s.Lq; ++i) sum += terms[static_cast<size_t>((h * s.Lq + i) * s.Dv + c)];
+      EXPECT_EQ(reduced[static_cast<size_t>(h * s.Dv + c)], static_cast<float>(sum))
+          << "head " << h << " column " << c;
+    }
+  }
+}
+
 SMAX_INSTANTIATE_PER_TARGET(AttentionGate);
 
 }  // namespace

@@ -137,15 +137,25 @@ void gate_backward_in(const Setup& s, const TensorView& dout, const TensorView& 
     }
   };
   const TensorView& a = *s.o.ungated_out;
-  std::vector<T> terms(static_cast<size_t>(s.B * s.H * s.Lq * s.Dv));
+  const int64_t full[4] = {s.B, s.H, s.Lq, s.Dv};
+  // An element-wise gate (dgate has out's shape, right-aligned): every term
+  // is its own sum, stored from the task as store_reduced would store it
+  // (one term, rounded once to dgate's dtype), without the [B, H, Lq, Dv]
+  // scratch and store_reduced's per-element walk.
+  bool direct = dgate.rank >= 1 && dgate.rank <= 4;
+  for (int d = 0; d < 4 && direct; ++d) {
+    const int od = d - (4 - dgate.rank);  // dgate's dim for full dim d (< 0: none, extent 1)
+    direct = (od < 0 ? 1 : dgate.shape[od]) == full[d];
+  }
+  std::vector<T> terms(direct ? 0 : static_cast<size_t>(s.B * s.H * s.Lq * s.Dv));
   if (s.Dv > 0) {  // views without elements may have null data
     detail::run_parallel(s.B * s.H * s.Lq, s.threads, [&](int64_t r) {
       const int64_t b = r / (s.H * s.Lq), h = (r / s.Lq) % s.H, i = r % s.Lq;
       thread_local std::vector<T> buf;
-      buf.resize(static_cast<size_t>(2 * s.Dv));
+      buf.resize(static_cast<size_t>(3 * s.Dv));
       T* ar = buf.data();
       T* gr = ar + s.Dv;
-      T* dr = terms.data() + r * s.Dv;
+      T* dr = direct ? gr + s.Dv : terms.data() + r * s.Dv;
       gather(s.mat_base(dout, b, h) + i * dout.strides[2] * dtype_size(dout.dtype), dout.dtype,
              dout.strides[3], dr);
       gather(s.mat_base(a, b, h) + i * a.strides[2] * dtype_size(a.dtype), a.dtype, a.strides[3],
@@ -160,9 +170,20 @@ void gate_backward_in(const Setup& s, const TensorView& dout, const TensorView& 
       } else {
         kernels::attention_gate_grad_row(dr, ar, gr, dr, s.Dv);
       }
+      if (!direct) return;
+      const int64_t index[3] = {b, h, i};
+      int64_t at = 0;  // the row's offset in dgate (elements); dims of extent 1 add 0
+      for (int d = 0; d + 1 < dgate.rank; ++d) at += index[3 - (dgate.rank - 1) + d] * dgate.strides[d];
+      char* row = static_cast<char*>(dgate.data) + at * dtype_size(dgate.dtype);
+      const int64_t stride = dgate.strides[dgate.rank - 1];
+      if constexpr (kF64) {
+        scatter_row_f64(dr, s.Dv, row, dgate.dtype, stride);
+      } else {
+        scatter_row_f32(dr, s.Dv, row, dgate.dtype, stride);
+      }
     });
   }
-  const int64_t full[4] = {s.B, s.H, s.Lq, s.Dv};
+  if (direct) return;
   store_reduced(terms, full, 4, dgate, kF64);
 }
 
