@@ -154,8 +154,19 @@ inline double backward_rel(const ref::AttentionProblem& p, const ref::AttentionR
 double g_bwd_worst = 0;
 std::string g_bwd_worst_what;
 
+// True when attention_backward can take the softmax from options.lse (the
+// forward's), FlashAttention-2's tiles: the softmax normaliser, f32 out.
+inline bool lse_backward_case(const Problem& pr, const AttentionOptions& o) {
+  return o.normalizer == AttentionNormalizer::kSoftmax && pr.out.view().dtype == smax::DType::kF32 &&
+         !o.cache_seqlens && !o.block_table;
+}
+
 // Backward bound: rel = 2e-6 + 2 (Lq + Lk + D + Dv) u + 4 max_i Delta_i, times the
-// reference magnitudes.
+// reference magnitudes. Softmax: also with the forward's lse given to the
+// backward (the tiled backward from lse; its extra roundings:
+// ref::attention_backward_lse_extra), which falls back to the full-row
+// backward, bit for bit, where a task does not qualify (non-finite q / k, a
+// NaN row).
 inline ::testing::AssertionResult check_backward_case(Problem& pr, const AttentionOptions& o, Rng& rng,
                                                const std::string& what) {
   smax::attention(pr.q.view(), pr.k.view(), pr.v.view(), pr.out.view(), o);
@@ -167,7 +178,7 @@ inline ::testing::AssertionResult check_backward_case(Problem& pr, const Attenti
   }
   const auto p = ref::attention_problem(pr.q.view(), pr.k.view(), pr.v.view(), o);
   const auto want = ref::attention_backward(p, to_dense(dout.view()));
-  const double rel = backward_rel(p, ref::attention_forward(p));
+  const auto fwd = ref::attention_forward(p);
   const double before = g_bwd_worst;
   struct Note {
     const double& before;
@@ -176,11 +187,30 @@ inline ::testing::AssertionResult check_backward_case(Problem& pr, const Attenti
       if (g_bwd_worst > before) g_bwd_worst_what = what;
     }
   } note{before, what};
-  auto a = check_grad(g.dq.dense(), want.dq, want.dq_mag, rel, what + " dq", &g_bwd_worst);
-  if (!a) return a;
-  a = check_grad(g.dk.dense(), want.dk, want.dk_mag, rel, what + " dk", &g_bwd_worst);
-  if (!a) return a;
-  return check_grad(g.dv.dense(), want.dv, want.dv_mag, rel, what + " dv", &g_bwd_worst);
+  auto check = [&](const Grads& got, double rel, const std::string& w) {
+    auto a = check_grad(got.dq.dense(), want.dq, want.dq_mag, rel, w + " dq", &g_bwd_worst);
+    if (!a) return a;
+    a = check_grad(got.dk.dense(), want.dk, want.dk_mag, rel, w + " dk", &g_bwd_worst);
+    if (!a) return a;
+    return check_grad(got.dv.dense(), want.dv, want.dv_mag, rel, w + " dv", &g_bwd_worst);
+  };
+  auto a = check(g, backward_rel(p, fwd), what);
+  if (!a || !lse_backward_case(pr, o)) return a;
+  Tensor lse({pr.s.B, pr.s.H, pr.s.Lq});
+  Tensor out2({pr.s.B, pr.s.H, pr.s.Lq, pr.s.Dv});
+  AttentionOptions ol = o;
+  ol.lse = lse.view();
+  smax::attention(pr.q.view(), pr.k.view(), pr.v.view(), out2.view(), ol);
+  Grads gl{Tensor({pr.s.B, pr.s.H, pr.s.Lq, pr.s.D}, {}, 2),
+           Tensor({pr.s.B, pr.s.Hkv, pr.s.Lk, pr.s.D}, {}, 1),
+           Tensor({pr.s.B, pr.s.Hkv, pr.s.Lk, pr.s.Dv}, {}, 3)};
+  smax::attention_backward(pr.q.view(), pr.k.view(), pr.v.view(), out2.view(), dout.view(),
+                           gl.dq.view(), gl.dk.view(), gl.dv.view(), ol);
+  if (!gl.dq.guards_intact() || !gl.dk.guards_intact() || !gl.dv.guards_intact() ||
+      !lse.guards_intact()) {
+    return ::testing::AssertionFailure() << what << " (from lse): guards";
+  }
+  return check(gl, backward_rel(p, fwd, ref::attention_backward_lse_extra(p)), what + " (from lse)");
 }
 
 class Attention : public TargetTest {};

@@ -178,6 +178,35 @@ void AttentionScaleRowImpl(float* o, int64_t n_, float a) {
   for (; j < n; ++j) o[j] *= a;  // same single rounding as the vector multiply
 }
 
+void AttentionExpShiftRowImpl(float* t, int64_t n_, float lse) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  const size_t n = static_cast<size_t>(n_);
+  const ExpDiff e = ExpDiff::Make(lse);
+  size_t j = 0;
+  for (; j + N <= n; j += N) hn::StoreU(e(d, hn::LoadU(d, t + j)), d, t + j);
+  if (j < n) {
+    const size_t c = n - j;
+    HWY_ALIGN float tb[kMaxLanes];
+    for (size_t k = 0; k < N; ++k) tb[k] = kNegInf;
+    std::memcpy(tb, t + j, c * sizeof(float));
+    hn::Store(e(d, hn::Load(d, tb)), d, tb);
+    std::memcpy(t + j, tb, c * sizeof(float));
+  }
+}
+
+void AttentionSoftmaxGradRowImpl(const float* p, float* dp, int64_t n_, float delta) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  const size_t n = static_cast<size_t>(n_);
+  const VF vd = hn::Set(d, delta);
+  size_t j = 0;
+  for (; j + N <= n; j += N) {
+    hn::StoreU(hn::Mul(hn::LoadU(d, p + j), hn::Sub(hn::LoadU(d, dp + j), vd)), d, dp + j);
+  }
+  for (; j < n; ++j) dp[j] = p[j] * (dp[j] - delta);  // the same two roundings
+}
+
 void AttentionSoftcapGradRowImpl(const float* s, float* dt, int64_t n_, float scale,
                                  float cap) {
   const DF d;
@@ -267,6 +296,15 @@ HWY_EXPORT(AttentionLogitsRowImpl);
 HWY_EXPORT(AttentionLogitsOnlineStepImpl);
 HWY_EXPORT(AttentionScaleRowImpl);
 HWY_EXPORT(AttentionSoftcapGradRowImpl);
+HWY_EXPORT(AttentionExpShiftRowImpl);
+HWY_EXPORT(AttentionSoftmaxGradRowImpl);
+
+void attention_exp_shift_row(float* t, int64_t n, float lse) noexcept {
+  if (n > 0) HWY_DYNAMIC_DISPATCH(AttentionExpShiftRowImpl)(t, n, lse);
+}
+void attention_softmax_grad_row(const float* p, float* dp, int64_t n, float delta) noexcept {
+  if (n > 0) HWY_DYNAMIC_DISPATCH(AttentionSoftmaxGradRowImpl)(p, dp, n, delta);
+}
 HWY_EXPORT(AttentionGateRowImpl);
 HWY_EXPORT(AttentionGateGradRowImpl);
 

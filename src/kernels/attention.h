@@ -45,6 +45,15 @@ OnlineStep attention_logits_online_step(float* s, int64_t n, const AttentionLogi
 /// o_j *= a (n entries).
 void attention_scale_row(float* o, int64_t n, float a) noexcept;
 
+/// The backward from a saved lse (FlashAttention-2), in place over a row of
+/// logits: t_j -> p_j = e^(t_j - lse) (the online step's exp, with the exact
+/// difference; -inf and differences below ~-87 give 0). lse finite.
+void attention_exp_shift_row(float* t, int64_t n, float lse) noexcept;
+/// In place over dP: dp_j -> p_j (dp_j - delta), the softmax VJP with
+/// delta = <dO, O> = sum_j p_j dp_j given (one rounding each for the
+/// difference and the product).
+void attention_softmax_grad_row(const float* p, float* dp, int64_t n, float delta) noexcept;
+
 /// dt_j *= 1 - tanh(fl(s_j * scale) / cap)^2 (the softcap chain rule), in place;
 /// dt_j = 0 stays exactly 0 whatever s_j (NaN scores under a mask); NaN stays NaN.
 void attention_softcap_grad_row(const float* s, float* dt, int64_t n, float scale,

@@ -109,5 +109,13 @@ std::vector<double> attention_forward_bounds(const AttentionProblem& p, const At
 /// roundings a caller adds (the gate's 2).
 double attention_backward_rel(const AttentionProblem& p, const AttentionResult& r,
                               int64_t extra = 0);
+/// The `extra` of attention_backward_rel for the softmax backward from a
+/// saved lse (options.lse given to attention_backward; FlashAttention-2's):
+/// delta_i = <dO_i, O_i> from the rounded output carries the forward's row
+/// error E_i = 2 Delta_i + (L_acc + 16) u (the 2 Delta_i within 4 max
+/// Delta), and P = e^(t - lse) the rounding of lse (|lse| <= max |t| +
+/// max |sink| + ln(Lk + 1); max |t| within Delta): ceil((L_acc + 16) / 2) +
+/// ceil((max |sink| + ln(Lk + 2) + 4) / 2).
+int64_t attention_backward_lse_extra(const AttentionProblem& p);
 
 }  // namespace smax::reference

@@ -170,4 +170,12 @@ double attention_backward_rel(const AttentionProblem& p, const AttentionResult& 
   return base + 2.0 * static_cast<double>(p.Lq + p.Lk + p.D + p.Dv + extra) * kU + 4 * dmax;
 }
 
+int64_t attention_backward_lse_extra(const AttentionProblem& p) {
+  const double lacc = 512.0 + static_cast<double>(p.Lk) / 512.0;
+  double sink = 0;
+  for (double x : p.sinks) sink = std::max(sink, std::abs(x));
+  return static_cast<int64_t>(std::ceil((lacc + 16) / 2) +
+                              std::ceil((sink + std::log(static_cast<double>(p.Lk) + 2) + 4) / 2));
+}
+
 }  // namespace smax::reference

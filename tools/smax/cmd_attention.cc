@@ -137,6 +137,9 @@ with --seqlens each sequence's keys and bottom-right positions).
   --softcap X      t = X tanh(t / X), X > 0 (default 0 = off)
   --scale X        multiplies <q, k> (default 1/sqrt(D))
   --backward       time attention_backward (dq, dk, dv from dout ~ N(0,1))
+  --lse            (softmax) give the forward's lse to the backward: P = e^(t - lse)
+                   and delta = <dout, out> in key-block tiles (FlashAttention-2's
+                   backward; f32 only, else the full-row backward runs)
   --threads N      threads, 1..4096 (default: smax::max_threads())
   --target T       cap the SIMD target: avx3, avx2, sse4, ssse3, scalar
   --dist D         q, k, v entries: normal (default), normal:MEAN,STD, uniform:LO,HI
@@ -170,7 +173,7 @@ with --seqlens each sequence's keys and bottom-right positions).
 int cmd_attention(int argc, char** argv, int first) {
   const Args args("smax attention",
                   {{"shape", true}, {"kv-heads", true}, {"normalizer", true}, {"causal", false},
-                   {"softcap", true}, {"scale", true}, {"backward", false}, {"threads", true},
+                   {"softcap", true}, {"scale", true}, {"backward", false}, {"lse", false}, {"threads", true},
                    {"target", true}, {"dist", true}, {"data", true}, {"seed", true},
                    {"reps", true}, {"repeat", true}, {"min-time", true}, {"check", false},
                    {"format", true}, {"sigmoid-bias-mode", true}, {"dtype", true},
@@ -345,6 +348,13 @@ int cmd_attention(int argc, char** argv, int first) {
       dv(backward ? vshape : std::vector<int64_t>{0});
   if (backward) fill(dout.data.data(), dout.data.size(), Dist{}, s0 + 3);
   for (Buf* b : {&q, &k, &v, &out, &dout, &dq, &dk, &dv}) b->retype(dtype);
+  const bool with_lse = args.has("lse");
+  if (with_lse && (!backward || o.normalizer != smax::AttentionNormalizer::kSoftmax)) {
+    throw UsageError("--lse: the backward of the softmax normalizer only (with --backward)");
+  }
+  std::vector<float> lse(with_lse ? static_cast<size_t>(B * H * Lq) : 0);
+  const int64_t lse_shape[3] = {B, H, Lq};
+  if (with_lse) o.lse = smax::make_view(lse.data(), smax::DType::kF32, 3, lse_shape, nullptr);
   smax::attention(q.view(), k.view(), v.view(), out.view(), o);  // validates; out for backward
   out.sync_from_typed();
 
@@ -402,7 +412,7 @@ int cmd_attention(int argc, char** argv, int first) {
       std::vector<double> g(dout.data.begin(), dout.data.end());
       const auto want = ref::attention_backward(p, g);
       progress.step("checking dq, dk, dv against the reference");
-      rel = ref::attention_backward_rel(p, r);
+      rel = ref::attention_backward_rel(p, r, with_lse ? ref::attention_backward_lse_extra(p) : 0);
       auto grad = [&](const char* what, const std::vector<float>& got,
                       const std::vector<double>& w, const std::vector<double>& mag) {
         for (size_t i = 0; i < w.size(); ++i) {

@@ -615,6 +615,7 @@ void attention_backward(const TensorView& q, const TensorView& k, const TensorVi
   auto inputs = input_list(s);
   inputs.push_back({&out, "out"});
   inputs.push_back({&dout, "dout"});
+  if (options.lse) inputs.push_back({&*options.lse, "lse"});
   // The learnable knobs' gradients (optional outputs).
   const auto knob = [&](const std::optional<TensorView>& d, const char* name, bool ok,
                         const char* why) {
@@ -699,7 +700,7 @@ void attention_backward(const TensorView& q, const TensorView& k, const TensorVi
       detail::attn::backward_f64(s, dout, dq, dk, dv);
       if (options.dgate) detail::attn::gate_backward_f64(s, dout, *options.dgate);
     } else {
-      detail::attn::backward(s, dout, dq, dk, dv);
+      detail::attn::backward(s, out, dout, dq, dk, dv);
       if (options.dgate) detail::attn::gate_backward(s, dout, *options.dgate);
     }
   } catch (const std::bad_alloc&) {

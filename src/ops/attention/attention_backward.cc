@@ -11,14 +11,11 @@
 #include <vector>
 
 #include "kernels/attention.h"
+#include "ops/attention/attention_backward_tiles.h"
 #include "ops/attention/attention_internal.h"
 
 namespace smax::detail::attn {
-namespace {
 
-// Rows [i0, i0 + bq) of the upstream gradient of the ungated output,
-// fl(dout * s), s = sigmoid(gate) in f32 (kernels::attention_gate_row), into
-// buf.
 Mat gated_dout(const Setup& s, const TensorView& dout, int64_t b, int64_t h, int64_t i0,
                int64_t bq, float* buf) {
   const int64_t ld = std::max<int64_t>(s.Dv, 1);
@@ -35,16 +32,7 @@ Mat gated_dout(const Setup& s, const TensorView& dout, int64_t b, int64_t h, int
   return Mat{buf, ld};
 }
 
-// Per-(b, h) sums of the logit gradient dT for the learnable knobs, filled
-// by the backward's tasks (each (b, h) belongs to one task), reduced at the
-// end (store_reduced).
-struct KnobGrads {
-  std::vector<double> sink, alibi, bias, ssmax;  // [B * H] each, when requested
-  std::vector<float> logits;                     // [B, H, Lq, Lk] dT, for dattn_mask
-  bool any() const {
-    return !sink.empty() || !alibi.empty() || !bias.empty() || !ssmax.empty() || !logits.empty();
-  }
-};
+namespace {
 
 // A K x N right operand of kernels::attention_gemm_panels: panels of 16
 // columns, each K rows of 16 floats.
@@ -196,8 +184,8 @@ void gate_backward_f64(const Setup& s, const TensorView& dout, const TensorView&
   gate_backward_in<double>(s, dout, dgate);
 }
 
-void backward(const Setup& s, const TensorView& dout, const TensorView& dq, const TensorView& dk,
-              const TensorView& dv) {
+void backward(const Setup& s, const TensorView& out, const TensorView& dout, const TensorView& dq,
+              const TensorView& dk, const TensorView& dv) {
   const int64_t bqn = s.row_block();
   const int64_t nqb = (s.Lq + bqn - 1) / bqn;
   const bool sink = s.sinks != nullptr;
@@ -229,6 +217,7 @@ void backward(const Setup& s, const TensorView& dout, const TensorView& dq, cons
     }
     kg.logits.assign(bh * static_cast<size_t>(per), 0.0f);
   }
+  const bool lse_path = backward_lse_applies(s, out);
   run_tasks(s, s.B * s.Hkv, total, [&](int64_t task, float* buf) {
     const int64_t hk = task % s.Hkv, b = task / s.Hkv;
     Carve c(buf);
@@ -271,7 +260,14 @@ void backward(const Setup& s, const TensorView& dout, const TensorView& dq, cons
     // go through gemm_skip_zero, as does scale = 0 (whose alpha = 0 keeps a
     // NaN weight NaN).
     const bool k_finite = s.scale != 0.0f && all_finite(K, s.Lk, s.D);
-    for (int64_t g = 0; g < s.G; ++g) {
+    // The softmax from the forward's lse, in tiles (attention_backward_lse.cc),
+    // when the task qualifies; else P for the full key row below.
+    const bool from_lse =
+        lse_path && k_finite &&
+        backward_lse_task(s, out, dout, dq, b, hk,
+                          TaskPanels{kt, vt, kr, pl.kt.stride, pl.vt.stride, pl.kr.stride}, dK, dV,
+                          Lkn, kg);
+    for (int64_t g = 0; g < s.G && !from_lse; ++g) {
       const int64_t h = hk * s.G + g;
       for (int64_t qb = 0; qb < nqb; ++qb) {
         const int64_t i0 = qb * bqn, bq = std::min(bqn, s.Lq - i0);

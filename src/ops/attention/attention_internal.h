@@ -45,6 +45,7 @@ namespace smax::detail::attn {
 using detail::ScratchPool;
 constexpr float kNaNf = std::numeric_limits<float>::quiet_NaN();
 constexpr float kNegInff = -std::numeric_limits<float>::infinity();
+constexpr float kInff = std::numeric_limits<float>::infinity();
 constexpr int64_t kBlockQ = 64;    // query rows per task (row driver, backward)
 // Query rows per block of the softmax prefill driver (scores [64 x 512]
 // stay in L2; measured against 60, 96 and 120 rows, 256-key blocks).
@@ -380,8 +381,10 @@ void finish_row(const Setup& s, const TensorView& out, int64_t b, int64_t h, int
 void forward_softmax(const Setup& s, const TensorView& out);
 void forward_decode(const Setup& s, const TensorView& out);
 void forward_rows(const Setup& s, const TensorView& out);
-void backward(const Setup& s, const TensorView& dout, const TensorView& dq, const TensorView& dk,
-              const TensorView& dv);
+// out: the forward's output (read by the softmax backward from options.lse,
+// attention_backward_lse.cc).
+void backward(const Setup& s, const TensorView& out, const TensorView& dout, const TensorView& dq,
+              const TensorView& dk, const TensorView& dv);
 // The float64 path (attention_f64.cc): forward and backward when the
 // inputs are f64 (the dispatch in attention.cc).
 void forward_f64(const Setup& s, const TensorView& out);
