@@ -157,8 +157,8 @@ std::string g_bwd_worst_what;
 // True when attention_backward can take the softmax from options.lse (the
 // forward's), FlashAttention-2's tiles: the softmax normaliser, f32 out.
 inline bool lse_backward_case(const Problem& pr, const AttentionOptions& o) {
-  return o.normalizer == AttentionNormalizer::kSoftmax && pr.out.view().dtype == smax::DType::kF32 &&
-         !o.cache_seqlens && !o.block_table;
+  return o.normalizer == AttentionNormalizer::kSoftmax &&
+         pr.out.view().dtype == smax::DType::kF32 && !o.cache_seqlens && !o.block_table;
 }
 
 // Backward bound: rel = 2e-6 + 2 (Lq + Lk + D + Dv) u + 4 max_i Delta_i, times the
@@ -167,8 +167,8 @@ inline bool lse_backward_case(const Problem& pr, const AttentionOptions& o) {
 // ref::attention_backward_lse_extra), which falls back to the full-row
 // backward, bit for bit, where a task does not qualify (non-finite q / k, a
 // NaN row).
-inline ::testing::AssertionResult check_backward_case(Problem& pr, const AttentionOptions& o, Rng& rng,
-                                               const std::string& what) {
+inline ::testing::AssertionResult check_backward_case(Problem& pr, const AttentionOptions& o,
+                                                      Rng& rng, const std::string& what) {
   smax::attention(pr.q.view(), pr.k.view(), pr.v.view(), pr.out.view(), o);
   Tensor dout({pr.s.B, pr.s.H, pr.s.Lq, pr.s.Dv});
   dout.fill([&](int64_t) { return rng.normal(); });
@@ -210,7 +210,8 @@ inline ::testing::AssertionResult check_backward_case(Problem& pr, const Attenti
       !lse.guards_intact()) {
     return ::testing::AssertionFailure() << what << " (from lse): guards";
   }
-  return check(gl, backward_rel(p, fwd, ref::attention_backward_lse_extra(p)), what + " (from lse)");
+  return check(gl, backward_rel(p, fwd, ref::attention_backward_lse_extra(p)),
+               what + " (from lse)");
 }
 
 class Attention : public TargetTest {};

@@ -29,6 +29,65 @@ TEST_P(Attention, BackwardEveryNormalizer) {
   std::printf("backward worst err/bound = %.3g (%s)\n", g_bwd_worst, g_bwd_worst_what.c_str());
 }
 
+// The softmax backward from the forward's lse (every case of
+// check_backward_case runs it too): the same bits for any thread count; a
+// task with a non-finite k entry falls back to the full-row backward bit
+// for bit (only that task: the other batch's task still runs from lse); a
+// gate (delta from ungated_out, dO gated) within the bound.
+TEST_P(Attention, BackwardFromLse) {
+  Rng rng(421);
+  const Shape s{2, 4, 2, 130, 260, 24, 16};  // 3 query tiles, 3 key tiles per head
+  Problem pr(s, false);
+  pr.fill(rng);
+  Tensor lse({s.B, s.H, s.Lq}), dout({s.B, s.H, s.Lq, s.Dv});
+  dout.fill([&](int64_t) { return rng.normal(); });
+  AttentionOptions o;
+  o.is_causal = true;
+  o.lse = lse.view();
+  smax::attention(pr.q.view(), pr.k.view(), pr.v.view(), pr.out.view(), o);
+  std::vector<std::vector<float>> first;
+  for (int threads : {1, 2, 3}) {
+    o.threads = threads;
+    const Grads g = run_backward(pr, dout, o);
+    const std::vector<std::vector<float>> got = {g.dq.dense(), g.dk.dense(), g.dv.dense()};
+    if (first.empty()) first = got;
+    for (size_t t = 0; t < got.size(); ++t) {
+      EXPECT_EQ(0, std::memcmp(first[t].data(), got[t].data(), got[t].size() * sizeof(float)))
+          << "threads " << threads << " output " << t;
+    }
+  }
+  // A NaN in k of batch 1, kv head 0, visible: that task (b = 1, hk = 0)
+  // falls back (the same bits as without lse); the task (0, 0) does not
+  // (its gradients differ from the full-row ones in the last bits).
+  pr.k.at(((1 * s.Hkv + 0) * s.Lk + 3) * s.D + 2) = NAN;
+  AttentionOptions plain = o;
+  plain.lse.reset();
+  smax::attention(pr.q.view(), pr.k.view(), pr.v.view(), pr.out.view(), o);
+  const Grads from_lse = run_backward(pr, dout, o), full_row = run_backward(pr, dout, plain);
+  const auto a = from_lse.dk.dense(), b = full_row.dk.dense();
+  const size_t task = static_cast<size_t>(s.Lk * s.D), nan_task = 2 * task;  // (1, 0)
+  EXPECT_EQ(0, std::memcmp(a.data() + nan_task, b.data() + nan_task, task * sizeof(float)));
+  EXPECT_NE(0, std::memcmp(a.data(), b.data(), task * sizeof(float)));
+  // A gate: delta = <dO s, ungated_out>.
+  Problem pg(s, false);
+  pg.fill(rng);
+  Tensor gate({s.B, s.H, s.Lq, s.Dv}), ungated({s.B, s.H, s.Lq, s.Dv});
+  gate.fill([&](int64_t) { return rng.normal() * 2.0f; });
+  AttentionOptions og;
+  og.gate = gate.view();
+  og.ungated_out = ungated.view();
+  og.lse = lse.view();
+  smax::attention(pg.q.view(), pg.k.view(), pg.v.view(), pg.out.view(), og);
+  const Grads gg = run_backward(pg, dout, og);
+  const auto p = ref::attention_problem(pg.q.view(), pg.k.view(), pg.v.view(), og);
+  const auto want = ref::attention_backward(p, to_dense(dout.view()));
+  const double rel =
+      backward_rel(p, ref::attention_forward(p), 2 + ref::attention_backward_lse_extra(p));
+  EXPECT_TRUE(check_grad(gg.dq.dense(), want.dq, want.dq_mag, rel, "gated dq from lse"));
+  EXPECT_TRUE(check_grad(gg.dk.dense(), want.dk, want.dk_mag, rel, "gated dk from lse"));
+  EXPECT_TRUE(check_grad(gg.dv.dense(), want.dv, want.dv_mag, rel, "gated dv from lse"));
+}
+
 // Softplus with logits so negative that softplus(lambda t) underflows to 0
 // in float64 (lambda t < -745): the oracle's sigmoid(z) / softplus(z) was
 // 0 / 0 there (found by the attention fuzz harness); the ratio's limit is 1

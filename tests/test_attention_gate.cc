@@ -250,7 +250,8 @@ TEST_P(AttentionGate, DgateLayoutsGiveTheSameBits) {
     return dgate.dense();
   };
   Tensor d4({s.B, s.H, s.Lq, s.Dv}), d3({s.H, s.Lq, s.Dv});
-  Tensor dstrided({s.B, s.H, s.Lq, s.Dv}, permuted_strides({s.B, s.H, s.Lq, s.Dv}, {0, 3, 1, 2}, 1));
+  Tensor dstrided({s.B, s.H, s.Lq, s.Dv},
+                  permuted_strides({s.B, s.H, s.Lq, s.Dv}, {0, 3, 1, 2}, 1));
   const auto want = run(gate4, d4);
   const auto got3 = run(gate3, d3);
   const auto gots = run(gate4, dstrided);
@@ -267,7 +268,9 @@ TEST_P(AttentionGate, DgateLayoutsGiveTheSameBits) {
   for (int64_t h = 0; h < s.H; ++h) {
     for (int64_t c = 0; c < s.Dv; ++c) {
       double sum = 0;
-      for (int64_t i = 0; i < s.Lq; ++i) sum += terms[static_cast<size_t>((h * s.Lq + i) * s.Dv + c)];
+      for (int64_t i = 0; i < s.Lq; ++i) {
+        sum += terms[static_cast<size_t>((h * s.Lq + i) * s.Dv + c)];
+      }
       EXPECT_EQ(reduced[static_cast<size_t>(h * s.Dv + c)], static_cast<float>(sum))
           << "head " << h << " column " << c;
     }

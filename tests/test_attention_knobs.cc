@@ -92,54 +92,65 @@ TEST_P(AttentionKnobs, GradientsMatchReference) {
     o.alibi_slopes = slopes.view();
     if (softmax) o.sinks = sinks.view();
     if (kc.n == AttentionNormalizer::kSigmoid) o.sigmoid_bias = -1.5f;
-    smax::attention(pr.q.view(), pr.k.view(), pr.v.view(), pr.out.view(), o);
-    Tensor dout({s.B, s.H, s.Lq, s.Dv});
-    dout.fill([&](int64_t) { return rng.normal(); });
-    Grads g{Tensor({s.B, s.H, s.Lq, s.D}), Tensor({s.B, s.Hkv, s.Lk, s.D}),
-            Tensor({s.B, s.Hkv, s.Lk, s.Dv})};
-    AttentionOptions ob = o;
-    ob.dattn_mask = dmask.view();
-    ob.dalibi_slopes = dslopes.view();
-    if (softmax) ob.dsinks = dsinks.view();
-    if (kc.n == AttentionNormalizer::kSigmoid) ob.dsigmoid_bias = dbias.view();
-    for (Tensor* t : {&dmask, &dsinks, &dslopes, &dbias}) t->poison();
-    smax::attention_backward(pr.q.view(), pr.k.view(), pr.v.view(), pr.out.view(), dout.view(),
-                             g.dq.view(), g.dk.view(), g.dv.view(), ob);
-    for (Tensor* t : {&dmask, &dsinks, &dslopes, &dbias}) ASSERT_TRUE(t->guards_intact());
-    // dq, dk, dv are the same as without the knob outputs.
-    Grads g0 = run_backward(pr, dout, o);
-    EXPECT_EQ(g.dq.dense(), g0.dq.dense());
-    EXPECT_EQ(g.dk.dense(), g0.dk.dense());
+    // Softmax: also from the forward's lse (the tiled backward).
+    Tensor lse({s.B, s.H, s.Lq});
+    for (bool with_lse : {false, true}) {
+      if (with_lse && !softmax) break;
+      if (with_lse) o.lse = lse.view();
+      smax::attention(pr.q.view(), pr.k.view(), pr.v.view(), pr.out.view(), o);
+      Tensor dout({s.B, s.H, s.Lq, s.Dv});
+      dout.fill([&](int64_t) { return rng.normal(); });
+      Grads g{Tensor({s.B, s.H, s.Lq, s.D}), Tensor({s.B, s.Hkv, s.Lk, s.D}),
+              Tensor({s.B, s.Hkv, s.Lk, s.Dv})};
+      AttentionOptions ob = o;
+      ob.dattn_mask = dmask.view();
+      ob.dalibi_slopes = dslopes.view();
+      if (softmax) ob.dsinks = dsinks.view();
+      if (kc.n == AttentionNormalizer::kSigmoid) ob.dsigmoid_bias = dbias.view();
+      for (Tensor* t : {&dmask, &dsinks, &dslopes, &dbias}) t->poison();
+      smax::attention_backward(pr.q.view(), pr.k.view(), pr.v.view(), pr.out.view(), dout.view(),
+                               g.dq.view(), g.dk.view(), g.dv.view(), ob);
+      for (Tensor* t : {&dmask, &dsinks, &dslopes, &dbias}) ASSERT_TRUE(t->guards_intact());
+      // dq, dk, dv are the same as without the knob outputs.
+      Grads g0 = run_backward(pr, dout, o);
+      EXPECT_EQ(g.dq.dense(), g0.dq.dense());
+      EXPECT_EQ(g.dk.dense(), g0.dk.dense());
 
-    const auto p = ref::attention_problem(pr.q.view(), pr.k.view(), pr.v.view(), o);
-    const auto want = ref::attention_backward(p, to_dense(dout.view()));
-    const double rel = backward_rel(p, ref::attention_forward(p));
-    const std::string what = shape_name(s) + " " + smax::attention_normalizer_name(kc.n);
-    const std::vector<int64_t> full = {s.B, s.H, s.Lq, s.Lk};
-    // dattn_mask: dt summed over the mask's broadcast dims.
-    EXPECT_TRUE(near_all(dmask.dense(), reduce(want.dt, full, mshape),
-                         reduce(want.dt_mag, full, mshape), rel, what + " dattn_mask"));
-    // dalibi_slopes: sum of dt * -|i - j|; dsigmoid_bias: sum of dt.
-    std::vector<double> da(want.dt.size()), dam(want.dt.size());
-    for (size_t e = 0; e < da.size(); ++e) {
-      const int64_t j = static_cast<int64_t>(e) % s.Lk, i = (static_cast<int64_t>(e) / s.Lk) % s.Lq;
-      da[e] = -want.dt[e] * static_cast<double>(std::abs(i - j));
-      dam[e] = want.dt_mag[e] * static_cast<double>(std::abs(i - j));
-    }
-    // Per (b, h) first (the slopes are [B, H] or [H], left of [Lq, Lk]).
-    const std::vector<int64_t> bh = {s.B, s.H};
-    EXPECT_TRUE(near_all(dslopes.dense(), reduce(reduce(da, full, {s.B, s.H, 1, 1}), bh, ashape),
-                         reduce(reduce(dam, full, {s.B, s.H, 1, 1}), bh, ashape), rel,
-                         what + " dalibi_slopes"));
-    if (kc.n == AttentionNormalizer::kSigmoid) {
-      EXPECT_TRUE(near_all(dbias.dense(), reduce(want.dt, full, {1}), reduce(want.dt_mag, full, {1}),
-                           rel, what + " dsigmoid_bias"));
-    }
-    if (softmax) {
-      const std::vector<int64_t> rows = {s.B, s.H, s.Lq};
-      EXPECT_TRUE(near_all(dsinks.dense(), reduce(reduce(want.dsink, rows, {s.B, s.H, 1}), bh, {s.H}),
-                           reduce(reduce(want.dsink_mag, rows, {s.B, s.H, 1}), bh, {s.H}), rel,
-                           what + " dsinks"));
+      const auto p = ref::attention_problem(pr.q.view(), pr.k.view(), pr.v.view(), o);
+      const auto want = ref::attention_backward(p, to_dense(dout.view()));
+      const double rel = backward_rel(p, ref::attention_forward(p),
+                                      with_lse ? ref::attention_backward_lse_extra(p) : 0);
+      const std::string what = shape_name(s) + " " + smax::attention_normalizer_name(kc.n) +
+                               (with_lse ? " (from lse)" : "");
+      const std::vector<int64_t> full = {s.B, s.H, s.Lq, s.Lk};
+      // dattn_mask: dt summed over the mask's broadcast dims.
+      EXPECT_TRUE(near_all(dmask.dense(), reduce(want.dt, full, mshape),
+                           reduce(want.dt_mag, full, mshape), rel, what + " dattn_mask"));
+      // dalibi_slopes: sum of dt * -|i - j|; dsigmoid_bias: sum of dt.
+      std::vector<double> da(want.dt.size()), dam(want.dt.size());
+      for (size_t e = 0; e < da.size(); ++e) {
+        const int64_t j = static_cast<int64_t>(e) % s.Lk;
+        const int64_t i = (static_cast<int64_t>(e) / s.Lk) % s.Lq;
+        da[e] = -want.dt[e] * static_cast<double>(std::abs(i - j));
+        dam[e] = want.dt_mag[e] * static_cast<double>(std::abs(i - j));
+      }
+      // Per (b, h) first (the slopes are [B, H] or [H], left of [Lq, Lk]).
+      const std::vector<int64_t> bh = {s.B, s.H};
+      EXPECT_TRUE(near_all(dslopes.dense(), reduce(reduce(da, full, {s.B, s.H, 1, 1}), bh, ashape),
+                           reduce(reduce(dam, full, {s.B, s.H, 1, 1}), bh, ashape), rel,
+                           what + " dalibi_slopes"));
+      if (kc.n == AttentionNormalizer::kSigmoid) {
+        EXPECT_TRUE(near_all(dbias.dense(), reduce(want.dt, full, {1}),
+                             reduce(want.dt_mag, full, {1}),
+                             rel, what + " dsigmoid_bias"));
+      }
+      if (softmax) {
+        const std::vector<int64_t> rows = {s.B, s.H, s.Lq};
+        EXPECT_TRUE(near_all(dsinks.dense(),
+                             reduce(reduce(want.dsink, rows, {s.B, s.H, 1}), bh, {s.H}),
+                             reduce(reduce(want.dsink_mag, rows, {s.B, s.H, 1}), bh, {s.H}), rel,
+                             what + " dsinks"));
+      }
     }
   }
 }

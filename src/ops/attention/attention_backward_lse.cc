@@ -134,7 +134,9 @@ bool backward_lse_task(const Setup& s, const TensorView& out, const TensorView& 
                                        panels.kt + panel * panels.kt_stride, panels.kt_stride,
                                        T, tk, false);
         if (s.cap > 0.0f) {
-          for (int64_t r = 0; r < bq; ++r) std::memcpy(w.raw.data() + r * n, T + r * tk, n * sizeof(float));
+          for (int64_t r = 0; r < bq; ++r) {
+            std::memcpy(w.raw.data() + r * n, T + r * tk, n * sizeof(float));
+          }
         }
         for (int64_t r = 0; r < bq; ++r) {
           float* t = T + r * tk;
@@ -142,7 +144,8 @@ bool backward_lse_task(const Setup& s, const TensorView& out, const TensorView& 
             std::fill(t, t + n, 0.0f);
             continue;
           }
-          kernels::attention_logits_row(t, n, s.logits(b, h, i0 + r, j0, n, w.add.data(), w.keep.data()));
+          kernels::attention_logits_row(
+              t, n, s.logits(b, h, i0 + r, j0, n, w.add.data(), w.keep.data()));
           kernels::attention_exp_shift_row(t, n, lse_r[r]);
         }
         // dV_j^T += dO_i^T P (P packed as the right operand, K = bq).
@@ -177,15 +180,17 @@ bool backward_lse_task(const Setup& s, const TensorView& out, const TensorView& 
         }
         if (s.cap > 0.0f) {
           for (int64_t r = 0; r < bq; ++r) {
-            kernels::attention_softcap_grad_row(w.raw.data() + r * n, dT + r * tk, n, s.scale, s.cap);
+            kernels::attention_softcap_grad_row(w.raw.data() + r * n, dT + r * tk, n, s.scale,
+                                                s.cap);
           }
         }
         if (s.scale != 1.0f) {
           for (int64_t r = 0; r < bq; ++r) kernels::attention_scale_row(dT + r * tk, n, s.scale);
         }
         // dQ_i += dT K_j (K's rows j0.. of its panels); dK_j^T += Q_i^T dT.
-        kernels::attention_gemm_panels(bq, D, n, dT, tk, 1, panels.kr + j0 * kernels::kAttentionPanel,
-                                       panels.kr_stride, w.dq.data() + (g * Lq + i0) * D, D, true);
+        kernels::attention_gemm_panels(bq, D, n, dT, tk, 1,
+                                       panels.kr + j0 * kernels::kAttentionPanel, panels.kr_stride,
+                                       w.dq.data() + (g * Lq + i0) * D, D, true);
         kernels::attention_pack_rows(dT, tk, bq, n, w.pt.data(), pstride);
         kernels::attention_gemm_panels(D, n, bq, q, 1, Q[g].ld, w.pt.data(), pstride, dK + j0, ld,
                                        true);
