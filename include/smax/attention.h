@@ -150,6 +150,7 @@ struct AttentionOptions {
   std::optional<TensorView> ssmax_scales;
   /// Optional output f32 [B, H, Lq] (softmax only): log of the denominator,
   /// m + log d (sink included). -inf for empty rows (kZero), NaN for NaN rows.
+  /// attention_backward's optional input: that forward's lse (see there).
   std::optional<TensorView> lse;
   EmptyRow empty_row = EmptyRow::kZero;
   int threads = 0;  ///< 0 = smax::max_threads(); results do not depend on it
@@ -268,10 +269,18 @@ void attention(const TensorView& q, const TensorView& k, const TensorView& v,
 /// Backward: given q, k, v, the saved forward output `out` and the upstream
 /// gradient `dout` (both [B, H, Lq, Dv]), writes dq [B, H, Lq, D], dk
 /// [B, Hkv, Lk, D], dv [B, Hkv, Lk, Dv] (overwritten, not accumulated).
-/// P is recomputed per query block from q and k (options.lse is ignored);
-/// `out` is validated but only used through the recomputed P:
+/// P is recomputed per query block from q and k:
 ///   dV = P^T dO, dP = dO V^T, dT = normaliser VJP (softmax: P (dP - <dP, P>)),
 ///   dS = dT * softcap'(.), dQ = scale dS K, dK = scale dS^T Q.
+/// Softmax with options.lse (f32, the forward's lse) and an f32 `out` (with
+/// a gate: ungated_out): FlashAttention-2's backward, P = e^(t - lse) and
+/// <dP, P> = <dO, out> (out = P V), in tiles of 64 queries x 128 keys that
+/// stay in cache; lse and out must be that forward's (other values give
+/// other gradients, as in FlashAttention). A (batch, kv head) whose q or k
+/// has a non-finite entry, or whose lse is NaN / +inf, takes the full-row
+/// backward above; f16 / bf16 lse or out always do (<dO, out> would carry
+/// their rounding). Without lse (or with another normaliser) `out` is
+/// validated but only used through the recomputed P.
 /// GQA: dk / dv sum over the G query heads of each kv head, in head order.
 /// Masked entries contribute exactly 0. Outputs may not overlap inputs or
 /// each other. A fully masked query row gives dq = 0 and no dk / dv share
@@ -287,7 +296,10 @@ void attention(const TensorView& q, const TensorView& k, const TensorView& v,
 /// P + p |t|^(p-1) / S, and 2e-6 becomes max(2e-6, 2 kappa(p))), the
 /// softcap factor f = 1 - tanh^2 becomes f + 1/4 (its absolute f32 error,
 /// <= 8 u, is not relative to f) and dv's P_ij becomes w_ij: the size of
-/// what rounding can perturb. (Measured worst error / bound: 0.05.)
+/// what rounding can perturb. (Measured worst error / bound: 0.05.) From
+/// lse, 2 (Lq + Lk + D + Dv) u gains 2 e u, e =
+/// reference::attention_backward_lse_extra: the forward's row error in
+/// <dO, out> ((L_acc + 16) u) and lse's rounding in P.
 void attention_backward(const TensorView& q, const TensorView& k, const TensorView& v,
                         const TensorView& out, const TensorView& dout, const TensorView& dq,
                         const TensorView& dk, const TensorView& dv,

@@ -223,6 +223,7 @@ def _function() -> Any:
             ao = with_options(ao, sinks=sinks, alibi_slopes=alibi)
             # smax/_library.py's backward replays the saved output (never with a gate)
             replay = _replayed() if gate is None else None
+            lse = None
             if replay is not None:
                 out, ungated = replay.reshape(shape), None
             else:
@@ -230,17 +231,22 @@ def _function() -> Any:
                 # With a gate the backward needs the output before it (dgate =
                 # dout * a * sigmoid'(gate)).
                 ungated = None if gate is None else torch.empty(shape, dtype=q.dtype)
+                # Softmax in f32: the forward's lse lets the backward run from it
+                # (P = e^(t - lse), delta = <dout, out>: FlashAttention-2's tiles).
+                if ao.normalizer == "softmax" and q.dtype == torch.float32:
+                    lse = torch.empty(shape[:3], dtype=torch.float32)
                 _C.attention(q.detach(), k.detach(), v.detach(), out,
-                             None if mask is None else mask.detach(), None, ao, None, None,
+                             None if mask is None else mask.detach(), lse, ao, None, None,
                              None if gate is None else gate.detach(), ungated)
-            ctx.save_for_backward(q, k, v, out, mask, sinks, alibi, gate, ungated, bias, ssmax)
+            ctx.save_for_backward(q, k, v, out, mask, sinks, alibi, gate, ungated, bias, ssmax,
+                                  lse)
             ctx.ao = with_options(ao, sinks=None, alibi_slopes=None, ssmax_scales=None)
             return out
 
         @staticmethod
         @first_order("attention")
         def backward(ctx: Any, dout: Any) -> Tuple[Optional[Any], ...]:
-            q, k, v, out, mask, sinks, alibi, gate, ungated, bias, ssmax = ctx.saved_tensors
+            q, k, v, out, mask, sinks, alibi, gate, ungated, bias, ssmax, lse = ctx.saved_tensors
             ao = with_options(ctx.ao, sinks=sinks, alibi_slopes=alibi,
                               ssmax_scales=ssmax if ctx.ssmax_scales else None)
             dq = torch.empty(q.shape, dtype=q.dtype)  # each gradient in its input's dtype
@@ -262,7 +268,7 @@ def _function() -> Any:
                                   dk, dv, None if mask is None else mask.detach(), ao,
                                   None if gate is None else gate.detach(), ungated, dgate,
                                   dmask, dsinks, dalibi,
-                                  None if dbias is None else dbias.reshape(-1), ds_out)
+                                  None if dbias is None else dbias.reshape(-1), ds_out, lse)
             return dq, dk, dv, dmask, dsinks, dalibi, dgate, dbias, dssmax, None
 
     _FUNCTION = _Attention

@@ -112,9 +112,11 @@ void def_attention(nb::module_& m) {
          const std::optional<In>& ungated_out, const std::optional<Out>& dgate,
          const std::optional<Out>& dattn_mask, const std::optional<Out>& dsinks,
          const std::optional<Out>& dalibi_slopes, const std::optional<Out>& dsigmoid_bias,
-         const std::optional<Out>& dssmax_scales) {
+         const std::optional<Out>& dssmax_scales, const std::optional<In>& lse) {
         const char* op = "attention_backward";
         AttnArgs a = attn_options(op, mask, ao);
+        // The forward's lse (softmax): the backward from it (FlashAttention-2's).
+        if (lse) a.o.lse = flt(*lse, op, "lse");
         if (gate) a.o.gate = flt(*gate, op, "gate");
         if (ungated_out) a.o.ungated_out = flt(*ungated_out, op, "ungated_out");
         a.o.dgate = opt_flto(dgate, op, "dgate");
@@ -140,7 +142,7 @@ void def_attention(nb::module_& m) {
       nb::arg("dgate").none() = nb::none(), nb::arg("dattn_mask").none() = nb::none(),
       nb::arg("dsinks").none() = nb::none(), nb::arg("dalibi_slopes").none() = nb::none(),
       nb::arg("dsigmoid_bias").none() = nb::none(),
-      nb::arg("dssmax_scales").none() = nb::none());
+      nb::arg("dssmax_scales").none() = nb::none(), nb::arg("lse").none() = nb::none());
 }
 
 }  // namespace smax_py
