@@ -43,7 +43,9 @@ std::string call(const Case& c, Operands& ops, const AttentionOptions& o0, int* 
     o.ssmax_scales = ops.ssmax.view;
     if (c.backward) o.dssmax_scales = ops.dssmax.view;
   }
-  if (c.lse && !c.backward) o.lse = ops.lse.view;
+  // The backward takes the forward's lse (computed before the call under
+  // test, with out): the softmax backward from it.
+  if (c.lse) o.lse = ops.lse.view;
   *status = 0;
   if (c.capi) {
     smax_tensor seqlens = smax_cli::c_tensor(ops.seqlens.view),
@@ -324,8 +326,10 @@ void run_attention_one(const uint8_t* data, size_t size) {
       c.o.threads = -1;
     }
   }
-  if (c.corruption == kLseNonSoftmax && c.backward) c.corruption = kLseShape;  // lse unused there
-  if ((c.corruption == kLseShape || c.corruption == kLseAliasesOut) && c.backward) {
+  // The backward's lse is an input: a wrong shape or a non-softmax
+  // normaliser is rejected as in the forward; "aliases out" is the
+  // forward's (an output), so the backward tests another error.
+  if (c.corruption == kLseAliasesOut && c.backward) {
     c.corruption = kBadThreads;
     c.o.threads = -1;
   }
@@ -549,10 +553,11 @@ void run_attention_one(const uint8_t* data, size_t size) {
   };
   smax::set_max_target(c.target);
 
-  // The backward with a gate reads the forward's ungated output: computed
-  // here by the forward (into out and ungated_out, which the backward only
-  // reads), before the call under test.
-  if (c.backward && c.gate) {
+  // The backward with a gate reads the forward's ungated output, and with
+  // lse the forward's lse and out: computed here by the forward (into out,
+  // ungated_out and lse, which the backward only reads), before the call
+  // under test.
+  if (c.backward && (c.gate || c.lse)) {
     Case fc = c;
     fc.backward = false;
     fc.capi = false;
@@ -695,7 +700,9 @@ void run_attention_one(const uint8_t* data, size_t size) {
       std::vector<double> g;
       for (float x : dense(o.dout)) g.push_back(x);
       const auto want = ref::attention_backward(p, g);
-      const double rel = ref::attention_backward_rel(p, fr, c.gate ? 2 : 0);
+      const int64_t extra =
+          (c.gate ? 2 : 0) + (c.lse ? ref::attention_backward_lse_extra(p) : 0);
+      const double rel = ref::attention_backward_rel(p, fr, extra);
       auto grad = [&](const char* what, const Buf& b, const std::vector<double>& w,
                       const std::vector<double>& mag) {
         const std::vector<float> got = dense(b);
