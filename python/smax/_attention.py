@@ -208,7 +208,8 @@ def _function() -> Any:
     from ._autograd import first_order
 
     class _Attention(torch.autograd.Function):
-        """out = attention(q, k, v); backward recomputes P (first order only)."""
+        """out = attention(q, k, v); the backward recomputes P, or for the f32
+        softmax takes it from the saved lse (first order only)."""
 
         @staticmethod
         def forward(ctx: Any, q: Any, k: Any, v: Any, mask: Any, sinks: Any, alibi: Any,

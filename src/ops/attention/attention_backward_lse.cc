@@ -45,7 +45,8 @@ float lse_at(const TensorView& lse, int64_t b, int64_t h, int64_t i) {
   return p[b * lse.strides[0] + h * lse.strides[1] + i * lse.strides[2]];
 }
 
-// One task's scratch (thread-local: reused by the task's thread).
+// One task's scratch: its q, dO, dQ, lse and delta rows [G, Lq] and the
+// tiles (allocated per task: a few MB at most per task, freed after it).
 struct LseScratch {
   std::vector<float> q, dout, dq, lse, delta, t, dp, raw, add, pt, pp;
   std::vector<uint8_t> keep;
@@ -66,7 +67,7 @@ bool backward_lse_task(const Setup& s, const TensorView& out, const TensorView& 
   const int64_t G = s.G, Lq = s.Lq, D = s.D, Dv = s.Dv;
   const TensorView& lse = *s.o.lse;
   const TensorView& o_view = s.has_gate ? *s.o.ungated_out : out;
-  thread_local LseScratch w;
+  LseScratch w;
   // Qualify first: finite lse (-inf: a row without a visible key) and q.
   w.lse.resize(static_cast<size_t>(G * Lq));
   for (int64_t g = 0; g < G; ++g) {
