@@ -9,10 +9,12 @@ docs/attention.md.
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 import numbers
-from typing import Any, Optional, Tuple
+import threading
+from typing import Any, Iterator, List, Optional, Tuple
 
 from . import _smax as _C
 from ._common import (_alloc, _check_out, _opt, _replayed, _shape_of, _torch_module,
@@ -196,6 +198,32 @@ def attention(q: Any, k: Any, v: Any, attn_mask: Any = None, dropout_p: float = 
 # ---- torch autograd --------------------------------------------------------------------
 
 _FUNCTION: Any = None
+_LSE_CAPTURE = threading.local()
+
+
+@contextlib.contextmanager
+def capturing_lse() -> Iterator[List[Any]]:
+    """Within the block, the attention autograd forward appends the lse it
+    saved for its backward (f32 softmax; else None) to the yielded list:
+    smax/_library.py makes it the custom op's second output, so that its
+    backward, which replays the saved outputs, runs from lse as eager does."""
+    slot: List[Any] = []
+    previous = getattr(_LSE_CAPTURE, "slot", None)
+    _LSE_CAPTURE.slot = slot
+    try:
+        yield slot
+    finally:
+        _LSE_CAPTURE.slot = previous
+
+
+def lse_shape(q: Any, v: Any, normalizer: str) -> Optional[Tuple[int, ...]]:
+    """The shape of the lse smax.torch.attention saves ([B, H, Lq]; 3-D
+    inputs are [1, H, Lq]), or None where it saves none (not softmax / f32)."""
+    import torch
+    if normalizer != "softmax" or q.dtype != torch.float32:
+        return None
+    shape = tuple(q.shape) if q.dim() == 4 else (1,) + tuple(q.shape)
+    return shape[:3]
 
 
 def _function() -> Any:
@@ -227,6 +255,9 @@ def _function() -> Any:
             lse = None
             if replay is not None:
                 out, ungated = replay.reshape(shape), None
+                saved_lse = _replayed()  # the custom op's second output (smax/_library.py)
+                if saved_lse is not None and saved_lse.numel() > 0:
+                    lse = saved_lse.reshape(shape[:3])
             else:
                 out = torch.empty(shape, dtype=q.dtype)  # like q (the backward reads it)
                 # With a gate the backward needs the output before it (dgate =
@@ -241,6 +272,9 @@ def _function() -> Any:
                              None if gate is None else gate.detach(), ungated)
             ctx.save_for_backward(q, k, v, out, mask, sinks, alibi, gate, ungated, bias, ssmax,
                                   lse)
+            slot = getattr(_LSE_CAPTURE, "slot", None)
+            if slot is not None:
+                slot.append(lse)
             ctx.ao = with_options(ao, sinks=None, alibi_slopes=None, ssmax_scales=None)
             return out
 

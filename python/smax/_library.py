@@ -48,6 +48,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensor
 from torch.utils._python_dispatch import is_traceable_wrapper_subclass
 
+from ._attention import capturing_lse, lse_shape
 from ._common import def_signature, replaying
 
 #: The ``torch.library`` namespace of smax's ops: ``torch.ops.smax.<op>``.
@@ -62,7 +63,7 @@ _NUMBER_ONLY = frozenset({("attention", "scale")})
 _EAGER_ONLY = frozenset({"inplace_backward"})
 #: Outputs of the ops whose result is not one tensor.
 _N_OUT = {"cross_entropy": 6, "linear_cross_entropy": 6, "gumbel_softmax": 2,
-          "softmax_topk": 2}
+          "softmax_topk": 2, "attention": 2}
 #: Ops whose backward runs their forward kernel again: their autograd
 #: Function computes more than their outputs (the fused cross-entropy
 #: gradient, linear_cross_entropy's lse, Gumbel's soft sample). Every other
@@ -213,7 +214,20 @@ def _pack(op: str, kw: Dict[str, Any], res: Any) -> Tuple[torch.Tensor, ...]:
         return res, res.new_empty((0,))
     if op == "softmax_topk":
         return tuple(res)
+    if op == "attention":  # (out, lse) from _run_eager
+        return res
     return (res,)
+
+
+def _run_eager(op: str, eager: Callable[..., Any], kw: Dict[str, Any]) -> Any:
+    """eager(**kw); for attention (out, lse): the lse its autograd forward
+    saved (f32 softmax), else an empty f32 tensor, as _fake_outputs says."""
+    if op != "attention":
+        return eager(**kw)
+    with capturing_lse() as slot:
+        out = eager(**kw)
+    lse = slot[0] if slot else None
+    return out, (lse if lse is not None else torch.empty((0,), dtype=torch.float32))
 
 
 def unpack(op: str, kw: Dict[str, Any], outs: Any) -> Any:
@@ -225,6 +239,8 @@ def unpack(op: str, kw: Dict[str, Any], outs: Any) -> Any:
         return (outs[0], outs[1]) if kw.get("return_soft") else outs[0]
     if op == "softmax_topk":
         return outs[0], outs[1]
+    if op == "attention":  # the lse output is the backward's, not the user's
+        return outs[0]
     return outs
 
 
@@ -245,9 +261,11 @@ def _rows(shape: Tuple[int, ...], d: int, keepdim: bool = False) -> Tuple[int, .
 
 def _fake_outputs(op: str, kw: Dict[str, Any]) -> Tuple[torch.Tensor, ...]:
     """Empty tensors of the shapes and dtypes smax::<op> returns (no data)."""
-    if op == "attention":
+    if op == "attention":  # out, and the lse its backward starts from (or empty)
         q, v = kw["q"], kw["v"]
-        return (q.new_empty(tuple(q.shape[:-1]) + (v.shape[-1],)),)
+        lse = lse_shape(q, v, kw.get("normalizer", "softmax"))
+        return (q.new_empty(tuple(q.shape[:-1]) + (v.shape[-1],)),
+                q.new_empty(lse if lse is not None else (0,), dtype=torch.float32))
     if op == "linear_cross_entropy":
         h = kw["hidden"]
         rows = tuple(h.shape[:1])
@@ -326,7 +344,7 @@ def register(op: str, eager: Callable[..., Any]) -> None:
     def forward(*args: Any) -> Any:
         kw = _unflatten(op, args)
         with torch.no_grad():
-            outs = _pack(op, kw, eager(**kw))
+            outs = _pack(op, kw, _run_eager(op, eager, kw))
         return outs if n_out > 1 else outs[0]
 
     def forward_fake(*args: Any) -> Any:
@@ -353,7 +371,7 @@ def register(op: str, eager: Callable[..., Any]) -> None:
         outs: Tuple[torch.Tensor, ...] = ()
         if leaves:
             with torch.enable_grad(), replaying([o.detach() for o in outputs]) as pending:
-                outs = _pack(op, kw, eager(**kw))
+                outs = _pack(op, kw, _run_eager(op, eager, kw))
             if pending:  # pragma: no cover  (an op that should be in _RECOMPUTE)
                 raise RuntimeError(f"smax::{op}_backward: the forward did not replay its "
                                    f"saved outputs; add {op!r} to smax._library._RECOMPUTE")
