@@ -46,6 +46,7 @@ std::string call(const Case& c, Operands& ops, const AttentionOptions& o0, int* 
   // The backward takes the forward's lse (computed before the call under
   // test, with out): the softmax backward from it.
   if (c.lse) o.lse = ops.lse.view;
+  o.backward_from_lse = c.lse && c.backward;  // (the C ABI has no such field: it ignores lse)
   *status = 0;
   if (c.capi) {
     smax_tensor seqlens = smax_cli::c_tensor(ops.seqlens.view),

@@ -200,6 +200,7 @@ inline ::testing::AssertionResult check_backward_case(Problem& pr, const Attenti
   Tensor out2({pr.s.B, pr.s.H, pr.s.Lq, pr.s.Dv});
   AttentionOptions ol = o;
   ol.lse = lse.view();
+  ol.backward_from_lse = true;
   smax::attention(pr.q.view(), pr.k.view(), pr.v.view(), out2.view(), ol);
   Grads gl{Tensor({pr.s.B, pr.s.H, pr.s.Lq, pr.s.D}, {}, 2),
            Tensor({pr.s.B, pr.s.Hkv, pr.s.Lk, pr.s.D}, {}, 1),

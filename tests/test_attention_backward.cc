@@ -44,6 +44,7 @@ TEST_P(Attention, BackwardFromLse) {
   AttentionOptions o;
   o.is_causal = true;
   o.lse = lse.view();
+  o.backward_from_lse = true;
   smax::attention(pr.q.view(), pr.k.view(), pr.v.view(), pr.out.view(), o);
   std::vector<std::vector<float>> first;
   for (int threads : {1, 2, 3}) {
@@ -62,6 +63,8 @@ TEST_P(Attention, BackwardFromLse) {
   pr.k.at(((1 * s.Hkv + 0) * s.Lk + 3) * s.D + 2) = NAN;
   AttentionOptions plain = o;
   plain.lse.reset();
+  EXPECT_THROW(run_backward(pr, dout, plain), smax::Error);  // backward_from_lse without lse
+  plain.backward_from_lse = false;
   smax::attention(pr.q.view(), pr.k.view(), pr.v.view(), pr.out.view(), o);
   const Grads from_lse = run_backward(pr, dout, o), full_row = run_backward(pr, dout, plain);
   const auto a = from_lse.dk.dense(), b = full_row.dk.dense();
@@ -77,6 +80,7 @@ TEST_P(Attention, BackwardFromLse) {
   og.gate = gate.view();
   og.ungated_out = ungated.view();
   og.lse = lse.view();
+  og.backward_from_lse = true;
   smax::attention(pg.q.view(), pg.k.view(), pg.v.view(), pg.out.view(), og);
   const Grads gg = run_backward(pg, dout, og);
   const auto p = ref::attention_problem(pg.q.view(), pg.k.view(), pg.v.view(), og);

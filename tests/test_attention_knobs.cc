@@ -96,7 +96,10 @@ TEST_P(AttentionKnobs, GradientsMatchReference) {
     Tensor lse({s.B, s.H, s.Lq});
     for (bool with_lse : {false, true}) {
       if (with_lse && !softmax) break;
-      if (with_lse) o.lse = lse.view();
+      if (with_lse) {
+        o.lse = lse.view();
+        o.backward_from_lse = true;
+      }
       smax::attention(pr.q.view(), pr.k.view(), pr.v.view(), pr.out.view(), o);
       Tensor dout({s.B, s.H, s.Lq, s.Dv});
       dout.fill([&](int64_t) { return rng.normal(); });

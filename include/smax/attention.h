@@ -150,8 +150,14 @@ struct AttentionOptions {
   std::optional<TensorView> ssmax_scales;
   /// Optional output f32 [B, H, Lq] (softmax only): log of the denominator,
   /// m + log d (sink included). -inf for empty rows (kZero), NaN for NaN rows.
-  /// attention_backward's optional input: that forward's lse (see there).
+  /// attention_backward's optional input: that forward's lse, used with
+  /// backward_from_lse (see attention_backward).
   std::optional<TensorView> lse;
+  /// attention_backward, softmax: start from options.lse, which must be the
+  /// forward's lse, and from `out`, the forward's output (FlashAttention-2's
+  /// backward, docs/attention.md). false (default): lse is not read by the
+  /// backward. smax.torch.attention sets it for the lse it saved.
+  bool backward_from_lse = false;
   EmptyRow empty_row = EmptyRow::kZero;
   int threads = 0;  ///< 0 = smax::max_threads(); results do not depend on it
   /// KV cache (decoding, forward only; docs/attention.md "Decoding with a KV
@@ -272,15 +278,16 @@ void attention(const TensorView& q, const TensorView& k, const TensorView& v,
 /// P is recomputed per query block from q and k:
 ///   dV = P^T dO, dP = dO V^T, dT = normaliser VJP (softmax: P (dP - <dP, P>)),
 ///   dS = dT * softcap'(.), dQ = scale dS K, dK = scale dS^T Q.
-/// Softmax with options.lse (f32, the forward's lse) and an f32 `out` (with
-/// a gate: ungated_out): FlashAttention-2's backward, P = e^(t - lse) and
-/// <dP, P> = <dO, out> (out = P V), in tiles of 64 queries x 128 keys that
-/// stay in cache; lse and out must be that forward's (other values give
-/// other gradients, as in FlashAttention). A (batch, kv head) whose q or k
-/// has a non-finite entry, or whose lse is NaN / +inf, takes the full-row
-/// backward above; f16 / bf16 lse or out always do (<dO, out> would carry
-/// their rounding). Without lse (or with another normaliser) `out` is
-/// validated but only used through the recomputed P.
+/// Softmax with options.backward_from_lse, options.lse (f32, the forward's
+/// lse) and an f32 `out` (with a gate: ungated_out): FlashAttention-2's
+/// backward, P = e^(t - lse) and <dP, P> = <dO, out> (out = P V), in tiles
+/// of 64 queries x 128 keys that stay in cache; lse and out must be that
+/// forward's (other values give other gradients, as in FlashAttention). A
+/// (batch, kv head) whose q or k has a non-finite entry, or whose lse is
+/// NaN / +inf, takes the full-row backward above; so does every call with a
+/// non-f32 lse or out (<dO, out> would carry their rounding), D = 0, Dv = 0
+/// or scale = 0, and the float64 path. Otherwise `out` is validated but
+/// only used through the recomputed P.
 /// GQA: dk / dv sum over the G query heads of each kv head, in head order.
 /// Masked entries contribute exactly 0. Outputs may not overlap inputs or
 /// each other. A fully masked query row gives dq = 0 and no dk / dv share

@@ -116,7 +116,10 @@ void def_attention(nb::module_& m) {
         const char* op = "attention_backward";
         AttnArgs a = attn_options(op, mask, ao);
         // The forward's lse (softmax): the backward from it (FlashAttention-2's).
-        if (lse) a.o.lse = flt(*lse, op, "lse");
+        if (lse) {
+          a.o.lse = flt(*lse, op, "lse");
+          a.o.backward_from_lse = true;
+        }
         if (gate) a.o.gate = flt(*gate, op, "gate");
         if (ungated_out) a.o.ungated_out = flt(*ungated_out, op, "ungated_out");
         a.o.dgate = opt_flto(dgate, op, "dgate");

@@ -354,7 +354,10 @@ int cmd_attention(int argc, char** argv, int first) {
   }
   std::vector<float> lse(with_lse ? static_cast<size_t>(B * H * Lq) : 0);
   const int64_t lse_shape[3] = {B, H, Lq};
-  if (with_lse) o.lse = smax::make_view(lse.data(), smax::DType::kF32, 3, lse_shape, nullptr);
+  if (with_lse) {
+    o.lse = smax::make_view(lse.data(), smax::DType::kF32, 3, lse_shape, nullptr);
+    o.backward_from_lse = true;
+  }
   smax::attention(q.view(), k.view(), v.view(), out.view(), o);  // validates; out for backward
   out.sync_from_typed();
 

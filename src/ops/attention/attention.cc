@@ -615,6 +615,9 @@ void attention_backward(const TensorView& q, const TensorView& k, const TensorVi
   auto inputs = input_list(s);
   inputs.push_back({&out, "out"});
   inputs.push_back({&dout, "dout"});
+  if (options.backward_from_lse && !options.lse) {
+    fail(op, "backward_from_lse needs options.lse, the forward's lse");
+  }
   if (options.lse) inputs.push_back({&*options.lse, "lse"});
   // The learnable knobs' gradients (optional outputs).
   const auto knob = [&](const std::optional<TensorView>& d, const char* name, bool ok,

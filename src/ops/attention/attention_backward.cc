@@ -197,7 +197,10 @@ void backward(const Setup& s, const TensorView& out, const TensorView& dout, con
   const int64_t dqf = bqn * std::max(Dn, Dvn), dkf = Dn * Lkn, dvf = Dvn * Lkn, mf = Lkn;
   const int64_t keepf = Lkn / 4 + 1;
   const BackwardPanels pl(s, bqn);
-  const int64_t total = qf + kf + vf + of + 5 * tf + dqf + dkf + dvf + mf + pl.floats() + keepf;
+  const bool lse_path = backward_lse_applies(s, out);
+  const int64_t lsef = lse_path ? backward_lse_scratch_floats(s) : 0;
+  const int64_t total =
+      qf + kf + vf + of + 5 * tf + dqf + dkf + dvf + mf + pl.floats() + lsef + keepf;
   const float empty_grad = s.o.empty_row == EmptyRow::kNan && !sink ? kNaNf : 0.0f;
   KnobGrads kg;
   const size_t bh = static_cast<size_t>(s.B * s.H);
@@ -217,7 +220,6 @@ void backward(const Setup& s, const TensorView& out, const TensorView& dout, con
     }
     kg.logits.assign(bh * static_cast<size_t>(per), 0.0f);
   }
-  const bool lse_path = backward_lse_applies(s, out);
   run_tasks(s, s.B * s.Hkv, total, [&](int64_t task, float* buf) {
     const int64_t hk = task % s.Hkv, b = task / s.Hkv;
     Carve c(buf);
@@ -239,6 +241,7 @@ void backward(const Setup& s, const TensorView& out, const TensorView& dout, con
     float* kr = c.take(pl.kr.floats);
     float* dtp = c.take(pl.dtp.floats);
     float* pp = c.take(pl.pp.floats);
+    float* lse_scratch = c.take(lsef);
     uint8_t* keepbuf = c.take_bytes_rest();
     // dK^T [D, Lk] and dV^T [Dv, Lk] (leading dimension Lkn).
     std::fill(dK, dK + dkf, 0.0f);
@@ -263,10 +266,10 @@ void backward(const Setup& s, const TensorView& out, const TensorView& dout, con
     // The softmax from the forward's lse, in tiles (attention_backward_lse.cc),
     // when the task qualifies; else P for the full key row below.
     const bool from_lse =
-        lse_path && k_finite &&
-        backward_lse_task(s, out, dout, dq, b, hk,
+        lse_path &&
+        backward_lse_task(s, out, dout, dq, b, hk, K,
                           TaskPanels{kt, vt, kr, pl.kt.stride, pl.vt.stride, pl.kr.stride}, dK, dV,
-                          Lkn, kg);
+                          Lkn, kg, lse_scratch);
     for (int64_t g = 0; g < s.G && !from_lse; ++g) {
       const int64_t h = hk * s.G + g;
       for (int64_t qb = 0; qb < nqb; ++qb) {

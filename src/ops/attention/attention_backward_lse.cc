@@ -8,16 +8,21 @@
 // driver (attention_backward.cc) keeps [64, Lk] rows of T, P, dP and dT,
 // which leave L2 once Lk passes a few thousand keys.
 //
-// Per task (batch, kv head), key blocks outer: for each key block j, its
-// dK^T / dV^T columns stay hot while every (query head g, query block i) of
-// the task passes:
+// Per task (batch, kv head), for each query head g and query block i (in
+// order), over the key blocks j up to the block's causal limit:
 //   S = Q_i K_j^T -> t (the logit transform) -> P = e^(t - lse)
 //   dV_j^T += dO_i^T P;   dP = dO_i V_j^T;   dT = P (dP - delta)
 //   (knob gradients from dT; softcap chain rule; dT *= scale)
 //   dQ_i += dT K_j;       dK_j^T += Q_i^T dT
 // all with kernels::attention_gemm_panels on the panels the task packed
-// once. dQ_i sums its key blocks in order, dK_j / dV_j their (g, i) in
+// once. dQ_i (a tile) sums its key blocks in order and is stored after
+// them; dK^T / dV^T (the task's [D, Lk] accumulators) sum their (g, i) in
 // order: the bits depend on the shapes only, never on the thread count.
+// (The first version ran key blocks outer, keeping dK_j / dV_j hot instead
+// of dQ_i: within the noise of this order on the shapes measured, 1 thread,
+// B 1, H 8, L 4096, D 64 and L 2048, D 128, and it needs a [G, Lq, D] dQ
+// accumulator per task, ~48 MB at G 4, L 8192, D 128, where this order
+// needs tiles only.)
 //
 // Accuracy: P from an f32 lse moves by up to |lse| u relative (within the
 // 4 max Delta term of the backward bound); delta from the rounded output
@@ -27,7 +32,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <vector>
 
 #include "kernels/attention.h"
 #include "ops/attention/attention_backward_tiles.h"
@@ -39,104 +43,113 @@ namespace {
 constexpr int64_t kTileQ = 64;   // queries per tile
 constexpr int64_t kTileK = 128;  // keys per tile (a multiple of the panel width)
 
-// The f32 value of element (b, h, i) of a [B, H, Lq(, ...)] view's row start.
+// The f32 value of element (b, h, i) of lse [B, H, Lq].
 float lse_at(const TensorView& lse, int64_t b, int64_t h, int64_t i) {
   const auto* p = static_cast<const float*>(lse.data);
   return p[b * lse.strides[0] + h * lse.strides[1] + i * lse.strides[2]];
 }
 
-// One task's scratch: its q, dO, dQ, lse and delta rows [G, Lq] and the
-// tiles (allocated per task: a few MB at most per task, freed after it).
-struct LseScratch {
-  std::vector<float> q, dout, dq, lse, delta, t, dp, raw, add, pt, pp;
-  std::vector<uint8_t> keep;
+// The pieces of a task's scratch, in carve order (floats).
+struct LseLayout {
+  int64_t tq, q, o, dq, rows, tile, panels, add, keep;
+  explicit LseLayout(const Setup& s) {
+    tq = std::max<int64_t>(std::min(kTileQ, s.Lq), 1);
+    q = tq * std::max<int64_t>(s.D, 1);
+    o = tq * std::max<int64_t>(s.Dv, 1);
+    dq = q;
+    rows = tq;                                    // lse, delta, a row of out: each
+    tile = tq * kTileK;                           // T / P, dP / dT, the raw scores
+    panels = tq * kTileK;                         // dT and P packed (K = tq rows)
+    add = kTileK;
+    keep = kTileK / 4 + 1;
+  }
+  int64_t total(int64_t Dv) const {
+    return q + o + dq + 2 * rows + std::max<int64_t>(Dv, 1) + 3 * tile + 2 * panels + add + keep;
+  }
 };
 
 }  // namespace
 
 bool backward_lse_applies(const Setup& s, const TensorView& out) {
-  if (s.norm != AttentionNormalizer::kSoftmax || !s.o.lse) return false;
+  if (s.norm != AttentionNormalizer::kSoftmax || !s.o.lse || !s.o.backward_from_lse) return false;
   const TensorView& o = s.has_gate ? *s.o.ungated_out : out;
   return s.o.lse->dtype == DType::kF32 && o.dtype == DType::kF32 && s.D > 0 && s.Dv > 0 &&
          s.scale != 0.0f;
 }
 
+int64_t backward_lse_scratch_floats(const Setup& s) { return LseLayout(s).total(s.Dv); }
+
 bool backward_lse_task(const Setup& s, const TensorView& out, const TensorView& dout,
-                       const TensorView& dq, int64_t b, int64_t hk, const TaskPanels& panels,
-                       float* dK, float* dV, int64_t ld, KnobGrads& kg) {
+                       const TensorView& dq, int64_t b, int64_t hk, const Mat& K,
+                       const TaskPanels& panels, float* dK, float* dV, int64_t ld, KnobGrads& kg,
+                       float* scratch) {
   const int64_t G = s.G, Lq = s.Lq, D = s.D, Dv = s.Dv;
   const TensorView& lse = *s.o.lse;
   const TensorView& o_view = s.has_gate ? *s.o.ungated_out : out;
-  LseScratch w;
-  // Qualify first: finite lse (-inf: a row without a visible key) and q.
-  w.lse.resize(static_cast<size_t>(G * Lq));
-  for (int64_t g = 0; g < G; ++g) {
-    for (int64_t i = 0; i < Lq; ++i) {
-      const float x = lse_at(lse, b, hk * G + g, i);
-      if (std::isnan(x) || x == kInff) return false;
-      w.lse[static_cast<size_t>(g * Lq + i)] = x;
-    }
-  }
-  w.q.resize(static_cast<size_t>(G * Lq * D));
-  std::vector<Mat> Q(static_cast<size_t>(G)), dO(static_cast<size_t>(G));
-  for (int64_t g = 0; g < G; ++g) {
-    Q[g] = s.q_rows(b, hk * G + g, 0, Lq, w.q.data() + g * Lq * D);
-    if (!all_finite(Q[g], Lq, D)) return false;
-  }
-  // dO (gated: dout * sigmoid(gate)), delta_i = <dO_i, O_i> in float64.
-  w.dout.resize(static_cast<size_t>(G * Lq * Dv));
-  w.delta.resize(static_cast<size_t>(G * Lq));
-  std::vector<float> orow(static_cast<size_t>(Dv));
+  // Qualify first, before anything is written: finite k, q and lse (-inf:
+  // a row without a visible key; NaN / +inf: a NaN row).
+  if (!all_finite(K, s.Lk, D)) return false;
+  const LseLayout L(s);
+  Carve c(scratch);
+  float* qbuf = c.take(L.q);
+  float* obuf = c.take(L.o);
+  float* dQ = c.take(L.dq);
+  float* lse_r = c.take(L.rows);
+  float* delta_r = c.take(L.rows);
+  float* orow = c.take(std::max<int64_t>(Dv, 1));
+  float* T = c.take(L.tile);
+  float* dT = c.take(L.tile);
+  float* raw = c.take(L.tile);
+  float* pt = c.take(L.panels);
+  float* pp = c.take(L.panels);
+  float* addbuf = c.take(L.add);
+  uint8_t* keepbuf = c.take_bytes_rest();
+  const int64_t tq = L.tq, tk = kTileK;
+  const int64_t pstride = tq * kernels::kAttentionPanel;  // K = tq rows per panel
   for (int64_t g = 0; g < G; ++g) {
     const int64_t h = hk * G + g;
-    float* buf = w.dout.data() + g * Lq * Dv;
-    dO[g] = s.has_gate ? gated_dout(s, dout, b, h, 0, Lq, buf)
-                       : matrix(s.mat_base(dout, b, h), dout.dtype, dout.strides[2],
-                                dout.strides[3], 0, Lq, Dv, buf);
-    const char* obase = s.mat_base(o_view, b, h);
     for (int64_t i = 0; i < Lq; ++i) {
-      gather_row_f32(obase + i * o_view.strides[2] * dtype_size(o_view.dtype), o_view.dtype,
-                     o_view.strides[3], Dv, orow.data());
-      const float* d = dO[g].p + i * dO[g].ld;
-      double acc = 0;
-      for (int64_t c = 0; c < Dv; ++c) acc += static_cast<double>(d[c]) * orow[c];
-      w.delta[static_cast<size_t>(g * Lq + i)] = static_cast<float>(acc);
+      const float x = lse_at(lse, b, h, i);
+      if (std::isnan(x) || x == kInff) return false;
+    }
+    for (int64_t i0 = 0; i0 < Lq; i0 += tq) {
+      const int64_t bq = std::min(tq, Lq - i0);
+      if (!all_finite(s.q_rows(b, h, i0, bq, qbuf), bq, D)) return false;
     }
   }
-  const int64_t tq = std::min(kTileQ, Lq), tk = kTileK;
-  w.dq.assign(static_cast<size_t>(G * Lq * D), 0.0f);
-  w.t.resize(static_cast<size_t>(tq * tk));
-  w.dp.resize(static_cast<size_t>(tq * tk));
-  if (s.cap > 0.0f) w.raw.resize(static_cast<size_t>(tq * tk));
-  w.add.resize(static_cast<size_t>(tk));
-  w.keep.resize(static_cast<size_t>(tk));
-  const int64_t pstride = tq * kernels::kAttentionPanel;  // K = tq rows per panel
-  const int64_t pfloats = pstride * (tk / kernels::kAttentionPanel);
-  w.pt.resize(static_cast<size_t>(pfloats));
-  w.pp.resize(static_cast<size_t>(pfloats));
-  float* T = w.t.data();
-  float* dT = w.dp.data();
   const bool knobs = kg.any();
-  for (int64_t j0 = 0; j0 < s.Lk; j0 += tk) {
-    const int64_t panel = j0 / kernels::kAttentionPanel;
-    for (int64_t g = 0; g < G; ++g) {
-      const int64_t h = hk * G + g;
-      const size_t at = static_cast<size_t>(b * s.H + h);
-      for (int64_t i0 = 0; i0 < Lq; i0 += tq) {
-        const int64_t bq = std::min(tq, Lq - i0);
-        const int64_t kend = s.key_end(b, i0, bq);
-        if (kend <= j0) continue;  // causal: no row of the block sees these keys
+  for (int64_t g = 0; g < G; ++g) {
+    const int64_t h = hk * G + g;
+    const size_t at = static_cast<size_t>(b * s.H + h);
+    char* dq_base = s.mat_base(dq, b, h);
+    const char* o_base = s.mat_base(o_view, b, h);
+    for (int64_t i0 = 0; i0 < Lq; i0 += tq) {
+      const int64_t bq = std::min(tq, Lq - i0);
+      const Mat Q = s.q_rows(b, h, i0, bq, qbuf);
+      const Mat dO = s.has_gate ? gated_dout(s, dout, b, h, i0, bq, obuf)
+                                : matrix(s.mat_base(dout, b, h), dout.dtype, dout.strides[2],
+                                         dout.strides[3], i0, bq, Dv, obuf);
+      // lse and delta_i = <dO_i, O_i> (float64) of the block's rows.
+      for (int64_t r = 0; r < bq; ++r) {
+        lse_r[r] = lse_at(lse, b, h, i0 + r);
+        gather_row_f32(o_base + (i0 + r) * o_view.strides[2] * dtype_size(o_view.dtype),
+                       o_view.dtype, o_view.strides[3], Dv, orow);
+        const float* d = dO.p + r * dO.ld;
+        double acc = 0;
+        for (int64_t cc = 0; cc < Dv; ++cc) acc += static_cast<double>(d[cc]) * orow[cc];
+        delta_r[r] = static_cast<float>(acc);
+      }
+      std::fill(dQ, dQ + bq * D, 0.0f);
+      const int64_t kend = s.key_end(b, i0, bq);
+      for (int64_t j0 = 0; j0 < kend; j0 += tk) {
         const int64_t n = std::min(tk, kend - j0);
-        const float* q = Q[g].p + i0 * Q[g].ld;
-        const float* d_o = dO[g].p + i0 * dO[g].ld;
-        const float* lse_r = w.lse.data() + g * Lq + i0;
-        const float* delta_r = w.delta.data() + g * Lq + i0;
-        kernels::attention_gemm_panels(bq, n, D, q, Q[g].ld, 1,
+        const int64_t panel = j0 / kernels::kAttentionPanel;
+        kernels::attention_gemm_panels(bq, n, D, Q.p, Q.ld, 1,
                                        panels.kt + panel * panels.kt_stride, panels.kt_stride,
                                        T, tk, false);
         if (s.cap > 0.0f) {
           for (int64_t r = 0; r < bq; ++r) {
-            std::memcpy(w.raw.data() + r * n, T + r * tk, n * sizeof(float));
+            std::memcpy(raw + r * n, T + r * tk, n * sizeof(float));
           }
         }
         for (int64_t r = 0; r < bq; ++r) {
@@ -145,16 +158,14 @@ bool backward_lse_task(const Setup& s, const TensorView& out, const TensorView& 
             std::fill(t, t + n, 0.0f);
             continue;
           }
-          kernels::attention_logits_row(
-              t, n, s.logits(b, h, i0 + r, j0, n, w.add.data(), w.keep.data()));
+          kernels::attention_logits_row(t, n, s.logits(b, h, i0 + r, j0, n, addbuf, keepbuf));
           kernels::attention_exp_shift_row(t, n, lse_r[r]);
         }
         // dV_j^T += dO_i^T P (P packed as the right operand, K = bq).
-        kernels::attention_pack_rows(T, tk, bq, n, w.pp.data(), pstride);
-        kernels::attention_gemm_panels(Dv, n, bq, d_o, 1, dO[g].ld, w.pp.data(), pstride,
-                                       dV + j0, ld, true);
+        kernels::attention_pack_rows(T, tk, bq, n, pp, pstride);
+        kernels::attention_gemm_panels(Dv, n, bq, dO.p, 1, dO.ld, pp, pstride, dV + j0, ld, true);
         // dP = dO_i V_j^T, then dT = P (dP - delta) in place.
-        kernels::attention_gemm_panels(bq, n, Dv, d_o, dO[g].ld, 1,
+        kernels::attention_gemm_panels(bq, n, Dv, dO.p, dO.ld, 1,
                                        panels.vt + panel * panels.vt_stride, panels.vt_stride,
                                        dT, tk, false);
         for (int64_t r = 0; r < bq; ++r) {
@@ -181,8 +192,7 @@ bool backward_lse_task(const Setup& s, const TensorView& out, const TensorView& 
         }
         if (s.cap > 0.0f) {
           for (int64_t r = 0; r < bq; ++r) {
-            kernels::attention_softcap_grad_row(w.raw.data() + r * n, dT + r * tk, n, s.scale,
-                                                s.cap);
+            kernels::attention_softcap_grad_row(raw + r * n, dT + r * tk, n, s.scale, s.cap);
           }
         }
         if (s.scale != 1.0f) {
@@ -191,29 +201,20 @@ bool backward_lse_task(const Setup& s, const TensorView& out, const TensorView& 
         // dQ_i += dT K_j (K's rows j0.. of its panels); dK_j^T += Q_i^T dT.
         kernels::attention_gemm_panels(bq, D, n, dT, tk, 1,
                                        panels.kr + j0 * kernels::kAttentionPanel, panels.kr_stride,
-                                       w.dq.data() + (g * Lq + i0) * D, D, true);
-        kernels::attention_pack_rows(dT, tk, bq, n, w.pt.data(), pstride);
-        kernels::attention_gemm_panels(D, n, bq, q, 1, Q[g].ld, w.pt.data(), pstride, dK + j0, ld,
-                                       true);
+                                       dQ, D, true);
+        kernels::attention_pack_rows(dT, tk, bq, n, pt, pstride);
+        kernels::attention_gemm_panels(D, n, bq, Q.p, 1, Q.ld, pt, pstride, dK + j0, ld, true);
       }
-    }
-  }
-  // The sink's logit gradient: p_sink (0 - delta), p_sink = e^(sink - lse).
-  for (int64_t g = 0; g < G && !kg.sink.empty(); ++g) {
-    const int64_t h = hk * G + g;
-    const size_t at = static_cast<size_t>(b * s.H + h);
-    for (int64_t i = 0; i < Lq; ++i) {
-      const float l = w.lse[static_cast<size_t>(g * Lq + i)];
-      if (l == kNegInff) continue;
-      const double ps = std::exp(static_cast<double>(s.sink(h)) - l);
-      kg.sink[at] -= ps * static_cast<double>(w.delta[static_cast<size_t>(g * Lq + i)]);
-    }
-  }
-  for (int64_t g = 0; g < G; ++g) {
-    char* base = s.mat_base(dq, b, hk * G + g);
-    for (int64_t i = 0; i < Lq; ++i) {
-      scatter_row_f32(w.dq.data() + (g * Lq + i) * D, D,
-                      base + i * dq.strides[2] * dtype_size(dq.dtype), dq.dtype, dq.strides[3]);
+      // The sink's logit gradient: p_sink (0 - delta), p_sink = e^(sink - lse).
+      for (int64_t r = 0; r < bq && !kg.sink.empty(); ++r) {
+        if (lse_r[r] == kNegInff) continue;
+        const double ps = std::exp(static_cast<double>(s.sink(h)) - lse_r[r]);
+        kg.sink[at] -= ps * static_cast<double>(delta_r[r]);
+      }
+      for (int64_t r = 0; r < bq; ++r) {
+        scatter_row_f32(dQ + r * D, D, dq_base + (i0 + r) * dq.strides[2] * dtype_size(dq.dtype),
+                        dq.dtype, dq.strides[3]);
+      }
     }
   }
   return true;

@@ -37,21 +37,26 @@ struct TaskPanels {
   int64_t kt_stride, vt_stride, kr_stride;
 };
 
-// True when the backward of every (b, h) row can start from options.lse
-// (P = e^(t - lse)) and delta = <dO, O> from the forward's output: the
+// True when the backward can start from options.lse (P = e^(t - lse)) and
+// delta = <dO, O> from the forward's output: options.backward_from_lse, the
 // softmax normaliser, an f32 lse and f32 out (ungated_out with a gate),
 // 0 < D, Dv and a nonzero scale. backward_lse_task decides per task the
 // rest (finite q, k and lse).
 bool backward_lse_applies(const Setup& s, const TensorView& out);
+// The floats of scratch backward_lse_task takes (tiles of 64 x 128: a few
+// hundred KB whatever the shapes).
+int64_t backward_lse_scratch_floats(const Setup& s);
 
 // The backward of task (b, hk) from the saved lse, into dq (stored) and
 // the transposed dK^T [D, ld] / dV^T [Dv, ld] accumulators (zeroed by the
-// caller) and kg. Returns false, having written nothing, when the task does
-// not qualify: a non-finite entry of k or of the task's q rows (whose
-// masked products must be skipped, attention_backward.cc), or a NaN / +inf
-// lse (a NaN row). The order of every sum is fixed by the shapes.
+// caller) and kg; K: the task's key rows [Lk, D]. Returns false, having
+// written nothing but scratch, when the task does not qualify: a
+// non-finite entry of k or of the task's q rows (whose masked products
+// must be skipped, attention_backward.cc), or a NaN / +inf lse (a NaN row).
+// The order of every sum is fixed by the shapes.
 bool backward_lse_task(const Setup& s, const TensorView& out, const TensorView& dout,
-                       const TensorView& dq, int64_t b, int64_t hk, const TaskPanels& panels,
-                       float* dK, float* dV, int64_t ld, KnobGrads& kg);
+                       const TensorView& dq, int64_t b, int64_t hk, const Mat& K,
+                       const TaskPanels& panels, float* dK, float* dV, int64_t ld, KnobGrads& kg,
+                       float* scratch);
 
 }  // namespace smax::detail::attn
