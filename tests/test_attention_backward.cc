@@ -71,6 +71,30 @@ TEST_P(Attention, BackwardFromLse) {
   const size_t task = static_cast<size_t>(s.Lk * s.D), nan_task = 2 * task;  // (1, 0)
   EXPECT_EQ(0, std::memcmp(a.data() + nan_task, b.data() + nan_task, task * sizeof(float)));
   EXPECT_NE(0, std::memcmp(a.data(), b.data(), task * sizeof(float)));
+  // A NaN key that a bool mask hides from every row: lse stays finite, but
+  // the task must still fall back (the masked products are skipped there,
+  // where the tiles' dQ += dT K would take 0 * NaN): finite dq, the
+  // full-row bits.
+  {
+    Problem pm(s, false);
+    pm.fill(rng);
+    pm.k.at(((0 * s.Hkv + 1) * s.Lk + 200) * s.D + 5) = NAN;  // (b 0, hk 1, key 200)
+    Array<uint8_t> keep({s.B, s.H, s.Lq, s.Lk});
+    keep.fill([&](int64_t e) { return static_cast<uint8_t>(e % s.Lk != 200); });
+    AttentionOptions om = o;
+    om.threads = 1;
+    om.attn_mask = keep.view();
+    smax::attention(pm.q.view(), pm.k.view(), pm.v.view(), pm.out.view(), om);
+    AttentionOptions fm = om;
+    fm.lse.reset();
+    fm.backward_from_lse = false;
+    const Grads gl = run_backward(pm, dout, om), gf = run_backward(pm, dout, fm);
+    for (float x : gl.dq.dense()) ASSERT_TRUE(std::isfinite(x));
+    const auto ql = gl.dq.dense(), qf = gf.dq.dense();
+    const size_t head_rows = static_cast<size_t>(s.Lq * s.D);  // (b 0, hk 1): heads 2, 3
+    EXPECT_EQ(0, std::memcmp(ql.data() + 2 * head_rows, qf.data() + 2 * head_rows,
+                             2 * head_rows * sizeof(float)));
+  }
   // A gate: delta = <dO s, ungated_out>.
   Problem pg(s, false);
   pg.fill(rng);

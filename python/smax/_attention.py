@@ -216,7 +216,7 @@ def capturing_lse() -> Iterator[List[Any]]:
         _LSE_CAPTURE.slot = previous
 
 
-def lse_shape(q: Any, v: Any, normalizer: str) -> Optional[Tuple[int, ...]]:
+def lse_shape(q: Any, normalizer: str) -> Optional[Tuple[int, ...]]:
     """The shape of the lse smax.torch.attention saves ([B, H, Lq]; 3-D
     inputs are [1, H, Lq]), or None where it saves none (not softmax / f32)."""
     import torch

@@ -263,7 +263,7 @@ def _fake_outputs(op: str, kw: Dict[str, Any]) -> Tuple[torch.Tensor, ...]:
     """Empty tensors of the shapes and dtypes smax::<op> returns (no data)."""
     if op == "attention":  # out, and the lse its backward starts from (or empty)
         q, v = kw["q"], kw["v"]
-        lse = lse_shape(q, v, kw.get("normalizer", "softmax"))
+        lse = lse_shape(q, kw.get("normalizer", "softmax"))
         return (q.new_empty(tuple(q.shape[:-1]) + (v.shape[-1],)),
                 q.new_empty(lse if lse is not None else (0,), dtype=torch.float32))
     if op == "linear_cross_entropy":

@@ -6,14 +6,17 @@
 // packing K and V into its panel layout (a copy of every key and value row,
 // for a product that uses each element once or a few times). These kernels
 // read the rows where they are:
-// * Scores: tiles of 4 rows x 2 keys (2 x 4 for a row pair, 1 x 8 for a
-//   single row), 8 vector accumulators over D (FMA), then a transposed
+// * Scores: tiles of 4 rows x 4 keys on targets with 32 vector registers
+//   (kWideRegisterFile), else 4 x 2 (2 x 4 for a row pair, 1 x 8 for a
+//   single row): 8 or 16 vector accumulators over D (FMA), then a transposed
 //   reduction that sums four accumulators at once (vectors of 4+ lanes; the
 //   key tail and the scalar target: one horizontal sum each); a key is
 //   loaded once per tile of rows.
 // * P V: key sub-blocks of kValueKeys rows (which stay in L1 while every row
-//   tile and column strip passes over them); tiles of 4 rows x 2 vectors of
-//   columns, accumulated in registers from O, keys in order, stored back.
+//   tile and column strip passes over them); tiles of 4 rows x 4 vectors of
+//   columns (kWideRegisterFile) or x 2, accumulated in registers from O,
+//   keys in order, stored back.
+// * Prefetches into L2 (PrefetchRow) keep the memory stream going.
 // The order of every sum is fixed by the shapes (not the data or threads);
 // D and Dv tails use zero-padded loads.
 #undef HWY_TARGET_INCLUDE
@@ -52,7 +55,11 @@ constexpr bool kWideRegisterFile = false;
 // with prefetches into L1, 77 ns into L2, 50 ns for a plain read; the L2 to
 // L1 refill is the hardware's).
 HWY_INLINE void PrefetchRow(const float* p, size_t n) {
+#if defined(__GNUC__) || defined(__clang__)
   for (size_t c = 0; c < n; c += 16) __builtin_prefetch(p + c, 0, 2);
+#else
+  for (size_t c = 0; c < n; c += 16) hwy::Prefetch(p + c);  // (into L1: no hint)
+#endif
 }
 
 HWY_INLINE VF LoadPart(DF d, const float* p, size_t c, size_t count) {
@@ -198,9 +205,10 @@ void AttentionDecodeScoresImpl(const float* q, int64_t rows_, int64_t ldq,
   size_t j = 0;
 #if HWY_TARGET != HWY_SCALAR && !HWY_HAVE_SCALABLE
   {
-    // Groups of keys with the transposed reduction: tiles of 2 rows x 4
-    // keys (8 accumulators: enough independent FMA chains to cover their
-    // latency); a single row takes 8 keys at a time for the same reason.
+    // Groups of 4 keys with the transposed reduction: tiles of 4 rows x 4
+    // keys (wide register files) or two of 4 x 2, 2 rows x 4 keys (8+
+    // accumulators: enough independent FMA chains to cover their latency);
+    // a single row takes 8 keys at a time for the same reason.
     const size_t step = rows == 1 ? 8 : 4;
     for (; j + step <= n; j += step) {
       PrefetchShare(pf, j, std::min(n, j + step), n);

@@ -159,6 +159,8 @@ void gate_backward_in(const Setup& s, const TensorView& dout, const TensorView& 
         kernels::attention_gate_grad_row(dr, ar, gr, dr, s.Dv);
       }
       if (!direct) return;
+      // + 0: a -0 term stored as +0, as store_reduced's 0 + term gives.
+      for (int64_t c = 0; c < s.Dv; ++c) dr[c] += T(0);
       const int64_t index[3] = {b, h, i};
       int64_t at = 0;  // the row's offset in dgate (elements); dims of extent 1 add 0
       for (int d = 0; d + 1 < dgate.rank; ++d) at += index[3 - (dgate.rank - 1) + d] * dgate.strides[d];
