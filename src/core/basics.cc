@@ -97,11 +97,14 @@ TensorView make_view(void* data, DType dtype, int rank, const int64_t* shape,
   if (strides != nullptr) {
     for (int d = 0; d < rank; ++d) view.strides[d] = strides[d];
   } else {
-    // Row-major; sizes are validated later, so saturate instead of overflowing.
+    // Row-major; sizes are validated later, so a stride that would overflow
+    // stays at its last value (saturates) instead. (An overflow test, not
+    // a division per dim: this runs on every call that makes its views.)
     int64_t stride = 1;
     for (int d = rank - 1; d >= 0; --d) {
       view.strides[d] = stride;
-      if (shape[d] > 0 && stride <= INT64_MAX / shape[d]) stride *= shape[d];
+      int64_t next = 0;
+      if (shape[d] > 0 && !__builtin_mul_overflow(stride, shape[d], &next)) stride = next;
     }
   }
   return view;
