@@ -110,8 +110,10 @@ HWY_INLINE RowPrefetch ToRowPrefetch(const SegmentPrefetch& hint) {
 // sum_i exp(t_i) (exp = ExpRef or ExpDiff), blocked; stores e_i if kStore;
 // prefetches as `prefetch` says.
 template <bool kStore, class Src, class Exp>
-HWY_INLINE double ExpSum(const Src& src, size_t n, const Exp& exp,
+HWY_INLINE double ExpSum(const Src& src_ref, size_t n, const Exp& exp_ref,
                          float* HWY_RESTRICT dst, const RowPrefetch& prefetch = {}) {
+  const Src src = src_ref;
+  const Exp exp = exp_ref;
   const DF d;
   const size_t N = hn::Lanes(d);
   constexpr size_t kStepBytes = kUnroll * kMaxLanes * sizeof(float);
