@@ -25,6 +25,12 @@
 // compute those as (t_i - m) - log1p(s1) (kernels/softmax_narrow.h).
 // An f64 src takes the float64 path instead (ops/softmax/f64.h: float64
 // kernels, masks of any floating dtype, any dst dtype).
+// Before all of it, the short path (try_short_rows): dense f32 src and dst
+// over the last axis, no masks, work that fits one task. There, building
+// the geometry (a zeroed and copied ~1 KB struct) and asking for the thread
+// count cost more than the kernel of a 1024-element row; the short path
+// checks what prepare would, runs the same kernel call and gives the same
+// bits (docs/design.md, "Short rows").
 #include <algorithm>
 #include <cmath>
 #include <limits>
