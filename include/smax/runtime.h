@@ -59,7 +59,8 @@ const OpInfo* find_op(std::string_view name);
 
 // ---- threads ---------------------------------------------------------------
 
-/// Default thread count (hardware concurrency unless changed).
+/// Default thread count: unless changed, the processors this process may
+/// run on, counted at the first call (as OpenMP counts its default once).
 int max_threads();
 /// Change the default thread count used when options.threads == 0 (>= 1).
 void set_max_threads(int threads);

@@ -55,8 +55,11 @@ int64_t llc_bytes() {
 }  // namespace
 
 Algorithm choose_algorithm(const std::string& op, int64_t cols) {
+  return choose_forward_algorithm(op == "softmax" || op == "log_softmax", cols);
+}
+
+Algorithm choose_forward_algorithm(bool writes_row, int64_t cols) {
   const int64_t row_bytes = cols * int64_t{sizeof(float)};
-  const bool writes_row = op == "softmax" || op == "log_softmax";
   const int64_t footprint = writes_row ? 2 * row_bytes : row_bytes;
   // Half the LLC: the other half holds the neighbours' rows and other data.
   return footprint <= llc_bytes() / 2 ? Algorithm::kThreePassReload : Algorithm::kTwoPass;

@@ -21,4 +21,8 @@ void run_parallel(int64_t n_tasks, int threads, const std::function<void(int64_t
 /// cache sizes of this machine (thresholds: docs/design.md).
 Algorithm choose_algorithm(const std::string& op, int64_t cols);
 
+/// choose_algorithm without the op's name: `writes_row` for softmax and
+/// log_softmax (a working set of src + dst), false for logsumexp (src).
+Algorithm choose_forward_algorithm(bool writes_row, int64_t cols);
+
 }  // namespace smax::detail

@@ -51,16 +51,40 @@ HWY_INLINE float RowMax(const Src& src, size_t n) {
 // (over another row of n elements) runs in the same loop; the scan's loads
 // and accumulator order do not depend on it, so the result is the same bits
 // as RowMinMax's.
+// The loads start at the first element aligned to the vector size (a head
+// of fewer elements first: pass-inl.h, HeadToAlign). That changes which
+// accumulator an element meets, which changes nothing: a min or max is the
+// same value in any order, except which of +0 / -0 or whether a NaN comes
+// out, and neither changes an output (a zero max or min gives the same
+// exps, sums and differences; a NaN anywhere makes the row's sum NaN, and
+// every user turns the row into NaN whatever max and min say).
 struct MinMax {
   float min, max;
 };
+// The address a row source's loads start from, for HeadToAlign: the f32
+// logits (Logits), nullptr (no peel) for any other source.
+template <class Src>
+HWY_INLINE const void* SrcAlignTarget(const Src& /*src*/) {
+  return nullptr;
+}
+template <bool kMask, bool kScale>
+HWY_INLINE const void* SrcAlignTarget(const Logits<kMask, kScale>& src) {
+  return src.x;
+}
 template <class Src, class Pass>
 HWY_INLINE MinMax RowMinMaxWith(const Src& src, size_t n, const Pass& pass) {
   const DF d;
   const size_t N = hn::Lanes(d);
   VF m0 = hn::Set(d, kNegInf), m1 = m0, m2 = m0, m3 = m0;
   VF l0 = hn::Set(d, kInf), l1 = l0, l2 = l0, l3 = l0;
-  size_t i = 0;
+  size_t i = HeadToAlign(d, SrcAlignTarget(src), n);
+  if (i != 0) {
+    // Lanes past the head are -inf: fine for the max; +inf for the min.
+    const VF t = src.LoadTail(d, 0, i);
+    PassHead(pass, i);
+    m2 = t;
+    l2 = hn::IfThenElse(hn::FirstN(d, i), t, hn::Set(d, kInf));
+  }
   for (; i + kUnroll * N <= n; i += kUnroll * N) {
     const VF t0 = src.Load(d, i), t1 = src.Load(d, i + N);
     const VF t2 = src.Load(d, i + 2 * N), t3 = src.Load(d, i + 3 * N);

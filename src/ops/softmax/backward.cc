@@ -9,6 +9,8 @@
 // mode with conversion (y and dy widened into a per-row scratch, the f32
 // row kernel or segments, dx rounded from the scratch). An f64 y or dy
 // takes the float64 path instead (ops/softmax/f64.h).
+// Dense f32 calls that fit one task skip the geometry (try_short_rows, as
+// forward.cc's).
 #include <algorithm>
 
 #include "kernels/kernels.h"
@@ -16,6 +18,7 @@
 #include "kernels/softmax_narrow.h"
 #include "ops/softmax/f64.h"
 #include "core/convert.h"
+#include "core/dense_rows.h"
 #include "core/execution.h"
 #include "core/geometry.h"
 #include "core/internal.h"
@@ -207,9 +210,50 @@ void run_converting_gather_mode(const BackwardCall& c) {
   });
 }
 
+// ---- the short path ------------------------------------------------------------
+
+// forward.cc's try_short_rows for the backward ops: y, dy and dx dense
+// row-major f32 of one shape, over the last axis, rows that fit one task of
+// the grid. Runs the rows kernel on the calling thread (rows mode's single
+// task: the same call, the same bits); returns false, having written
+// nothing, for every other call (the general path validates and raises).
+bool try_short_rows(BackwardOp op, const TensorView& y, const TensorView& dy,
+                    const TensorView& dx, const SoftmaxOptions& options) {
+  if (y.rank < 1) return false;
+  const int64_t numel = dense_f32_numel(y);
+  if (numel <= 0 || dense_f32_numel(dy) != numel || dense_f32_numel(dx) != numel) return false;
+  if (options.axis != -1 && options.axis != y.rank - 1) return false;
+  if (dy.rank != y.rank || dx.rank != y.rank) return false;
+  for (int d = 0; d < y.rank; ++d) {
+    if (dy.shape[d] != y.shape[d] || dx.shape[d] != y.shape[d]) return false;
+  }
+  const int64_t n = y.shape[y.rank - 1];
+  const int64_t rows = numel / n;
+  if (n >= kernels::kSegment || rows > rows_per_task(n)) return false;
+  // check_disjoint_or_same: dx may be exactly dy (both dense, one shape),
+  // never overlap y.
+  const int64_t bytes = 4 * numel;
+  if (dx.data != dy.data && bytes_overlap(dx.data, bytes, dy.data, bytes)) return false;
+  if (bytes_overlap(dx.data, bytes, y.data, bytes)) return false;
+  kernels::BackwardRows r;
+  r.scale = check_options(options, op == BackwardOp::kSoftmax ? "softmax_backward"
+                                                              : "log_softmax_backward");
+  r.y = static_cast<const float*>(y.data);
+  r.y_stride = n;
+  r.dy = static_cast<const float*>(dy.data);
+  r.dy_stride = n;
+  r.dx = static_cast<float*>(dx.data);
+  r.dx_stride = n;
+  r.rows = rows;
+  r.cols = n;
+  rows_kernel(op, r);
+  return true;
+}
+
 void run_backward(BackwardOp op, const TensorView& y, const TensorView& dy, const TensorView& dx,
                   const SoftmaxOptions& options) {
   ensure_runtime_initialized();
+  if (try_short_rows(op, y, dy, dx, options)) return;
   const BackwardCall c = prepare(op, y, dy, dx, options);
   if (c.g.rows == 0 || c.g.n == 0) return;
   if (c.y_type == DType::kF64 || c.dy_type == DType::kF64) {  // float64 arithmetic (ops/softmax/f64.h)

@@ -25,6 +25,12 @@
 // compute those as (t_i - m) - log1p(s1) (kernels/softmax_narrow.h).
 // An f64 src takes the float64 path instead (ops/softmax/f64.h: float64
 // kernels, masks of any floating dtype, any dst dtype).
+// Before all of it, the short path (try_short_rows): dense f32 src and dst
+// over the last axis, no masks, work that fits one task. There, building
+// the geometry (a zeroed and copied ~1 KB struct) and asking for the thread
+// count cost more than the kernel of a 1024-element row; the short path
+// checks what prepare would, runs the same kernel call and gives the same
+// bits (docs/design.md, "Short rows").
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -35,6 +41,7 @@
 #include "kernels/softmax_narrow.h"
 #include "ops/softmax/f64.h"
 #include "core/convert.h"
+#include "core/dense_rows.h"
 #include "core/execution.h"
 #include "core/geometry.h"
 #include "core/internal.h"
@@ -133,8 +140,9 @@ ForwardCall prepare(ForwardOp op, const TensorView& src_in, const TensorView& ds
   call.g = make_geometry(src, axis, kMaxOperands, bases, sizes, strides);
   call.empty_row = options.empty_row;
   call.threads = options.threads > 0 ? options.threads : max_threads();
-  call.algorithm = options.algorithm == Algorithm::kAuto ? choose_algorithm(name, call.g.n)
-                                                         : options.algorithm;
+  call.algorithm = options.algorithm == Algorithm::kAuto
+                       ? choose_forward_algorithm(op != ForwardOp::kLogSumExp, call.g.n)
+                       : options.algorithm;
   return call;
 }
 
@@ -388,9 +396,72 @@ void run_converting_gather_mode(const ForwardCall& c) {
   });
 }
 
+// ---- the short path ------------------------------------------------------------
+
+// Whether `dst` has src's shape (softmax, log_softmax) or src's shape
+// without its last dim or with it of size 1 (logsumexp).
+bool dst_shape_fits(ForwardOp op, const TensorView& src, const TensorView& dst) {
+  int dims = src.rank;
+  if (op == ForwardOp::kLogSumExp) {
+    if (dst.rank == src.rank) {
+      if (dst.shape[src.rank - 1] != 1) return false;
+    } else if (dst.rank != src.rank - 1) {
+      return false;
+    }
+    dims = src.rank - 1;
+  } else if (dst.rank != src.rank) {
+    return false;
+  }
+  for (int d = 0; d < dims; ++d) {
+    if (dst.shape[d] != src.shape[d]) return false;
+  }
+  return true;
+}
+
+// Calls of dense row-major f32 src and dst, no masks, over the last axis,
+// whose rows fit one task of the grid (rows <= rows_per_task(n), n <
+// kSegment): what prepare + rows mode would run on the calling thread, the
+// rows kernel on all rows at once (the same call, so the same bits), without
+// building a Geometry and without asking for the thread count. Returns false,
+// having written nothing, for every other call, valid or not
+// (core/dense_rows.h): the general path then validates it in full and
+// raises its errors. The checks here are prepare's, in its order where they
+// can fail (views, then options), so an error is the one prepare raises.
+bool try_short_rows(ForwardOp op, const TensorView& src, const TensorView& dst,
+                    const SoftmaxOptions& options) {
+  if (options.additive_mask || options.bool_mask || src.rank < 1) return false;
+  const int64_t src_numel = dense_f32_numel(src);
+  const int64_t dst_numel = src_numel > 0 ? dense_f32_numel(dst) : -1;
+  if (dst_numel < 0) return false;
+  if (options.axis != -1 && options.axis != src.rank - 1) return false;
+  if (!dst_shape_fits(op, src, dst)) return false;
+  const int64_t n = src.shape[src.rank - 1];
+  const int64_t rows = src_numel / n;
+  if (n >= kernels::kSegment || rows > rows_per_task(n)) return false;
+  // check_disjoint_or_same: exact in-place aliasing (same data, shape and
+  // strides: both dense) is allowed for softmax / log_softmax only.
+  const bool in_place = op != ForwardOp::kLogSumExp && src.data == dst.data;
+  if (!in_place && bytes_overlap(src.data, 4 * src_numel, dst.data, 4 * dst_numel)) return false;
+  kernels::Rows r;
+  r.scale = check_options(options, op_name(op));  // throws as prepare does
+  r.src = static_cast<const float*>(src.data);
+  r.src_stride = n;
+  r.dst = static_cast<float*>(dst.data);
+  r.dst_stride = op == ForwardOp::kLogSumExp ? 1 : n;
+  r.rows = rows;
+  r.cols = n;
+  r.empty_row = options.empty_row;
+  const Algorithm algorithm = options.algorithm == Algorithm::kAuto
+                                  ? choose_forward_algorithm(op != ForwardOp::kLogSumExp, n)
+                                  : options.algorithm;
+  rows_kernel(op, r, algorithm);
+  return true;
+}
+
 void run_forward(ForwardOp op, const TensorView& src, const TensorView& dst,
                  const SoftmaxOptions& options) {
   ensure_runtime_initialized();
+  if (try_short_rows(op, src, dst, options)) return;
   const ForwardCall c = prepare(op, src, dst, options);
   if (c.g.rows == 0) return;
   if (c.g.n == 0) {
