@@ -115,7 +115,8 @@ double attention_backward_rel(const AttentionProblem& p, const AttentionResult& 
 /// error E_i = 2 Delta_i + (L_acc + 16) u (the 2 Delta_i within 4 max
 /// Delta), and P = e^(t - lse) the rounding of lse (|lse| <= max |t| +
 /// max |sink| + ln(Lk + 1); max |t| within Delta): ceil((L_acc + 16) / 2) +
-/// ceil((max |sink| + ln(Lk + 2) + 4) / 2).
+/// ceil((max |sink| + ln(Lk + 2) + 4) / 2), over the finite sinks, at most
+/// 1e15.
 int64_t attention_backward_lse_extra(const AttentionProblem& p);
 
 }  // namespace smax::reference

@@ -172,10 +172,16 @@ double attention_backward_rel(const AttentionProblem& p, const AttentionResult& 
 
 int64_t attention_backward_lse_extra(const AttentionProblem& p) {
   const double lacc = 512.0 + static_cast<double>(p.Lk) / 512.0;
+  // Finite sinks only: a -inf sink adds nothing to lse, and a +inf one
+  // makes its rows NaN (those take the full-row backward). Capped so that
+  // a huge sink cannot overflow the count (the bound is then vacuous).
   double sink = 0;
-  for (double x : p.sinks) sink = std::max(sink, std::abs(x));
-  return static_cast<int64_t>(std::ceil((lacc + 16) / 2) +
-                              std::ceil((sink + std::log(static_cast<double>(p.Lk) + 2) + 4) / 2));
+  for (double x : p.sinks) {
+    if (std::isfinite(x)) sink = std::max(sink, std::abs(x));
+  }
+  const double e = std::ceil((lacc + 16) / 2) +
+                   std::ceil((sink + std::log(static_cast<double>(p.Lk) + 2) + 4) / 2);
+  return static_cast<int64_t>(std::min(e, 1e15));
 }
 
 }  // namespace smax::reference
