@@ -3,6 +3,7 @@
 #define HWY_TARGET_INCLUDE "floors.cc"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
+#include <hwy/cache_control.h>
 #include <hwy/contrib/math/math-inl.h>
 
 #include "floors.h"
@@ -57,6 +58,25 @@ void ReadWriteFloorImpl(const float* HWY_RESTRICT src, float* HWY_RESTRICT dst, 
   for (; i < n; ++i) dst[i] = src[i];
 }
 
+void StreamCopyFloorImpl(const float* HWY_RESTRICT src, float* HWY_RESTRICT dst, size_t n) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  size_t i = 0;
+  // Scalar head up to dst's first vector-aligned element (Stream needs it).
+  while (i < n && reinterpret_cast<uintptr_t>(dst + i) % (N * sizeof(float)) != 0) {
+    dst[i] = src[i];
+    ++i;
+  }
+  for (; i + 4 * N <= n; i += 4 * N) {
+    hn::Stream(hn::LoadU(d, src + i), d, dst + i);
+    hn::Stream(hn::LoadU(d, src + i + N), d, dst + i + N);
+    hn::Stream(hn::LoadU(d, src + i + 2 * N), d, dst + i + 2 * N);
+    hn::Stream(hn::LoadU(d, src + i + 3 * N), d, dst + i + 3 * N);
+  }
+  for (; i < n; ++i) dst[i] = src[i];
+  hwy::FlushStream();
+}
+
 float ExpFloorImpl(const float* HWY_RESTRICT src, size_t n) {
   size_t i;
   return SumSteps(src, n, &i, ExpOf{});
@@ -72,6 +92,7 @@ namespace smax_bench {
 HWY_EXPORT(ReadFloorImpl);
 HWY_EXPORT(ReadWriteFloorImpl);
 HWY_EXPORT(ExpFloorImpl);
+HWY_EXPORT(StreamCopyFloorImpl);
 HWY_EXPORT(TargetImpl);
 
 float read_floor(const float* src, size_t n) { return HWY_DYNAMIC_DISPATCH(ReadFloorImpl)(src, n); }
@@ -79,6 +100,9 @@ void read_write_floor(const float* src, float* dst, size_t n) {
   HWY_DYNAMIC_DISPATCH(ReadWriteFloorImpl)(src, dst, n);
 }
 float exp_floor(const float* src, size_t n) { return HWY_DYNAMIC_DISPATCH(ExpFloorImpl)(src, n); }
+void stream_copy_floor(const float* src, float* dst, size_t n) {
+  HWY_DYNAMIC_DISPATCH(StreamCopyFloorImpl)(src, dst, n);
+}
 const char* floor_target() { return HWY_DYNAMIC_DISPATCH(TargetImpl)(); }
 }  // namespace smax_bench
 #endif

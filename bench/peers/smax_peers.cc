@@ -301,8 +301,47 @@ struct Record {
   int axis = 0, threads = 1;
   int64_t elements = 0, axis_len = 0;
   double ns_per_elem = NAN, ns_min = NAN, floor_ns = NAN, max_err = NAN;
+  double copy_ns = NAN;  // one-sweep copy floor: faster of regular and streaming stores
   int samples = 0;
 };
+
+// The host, for tables read side by side: CPU model (/proc/cpuinfo), L2
+// and L3 sizes (sysfs, cpu0), smax's streaming-store choice.
+std::string host_line() {
+  std::string model = "unknown CPU";
+  if (FILE* f = std::fopen("/proc/cpuinfo", "r")) {
+    char line[512];
+    while (std::fgets(line, sizeof line, f) != nullptr) {
+      if (std::strncmp(line, "model name", 10) == 0) {
+        const char* colon = std::strchr(line, ':');
+        if (colon != nullptr) model = colon + 2;
+        while (!model.empty() && (model.back() == '\n' || model.back() == ' ')) model.pop_back();
+        break;
+      }
+    }
+    std::fclose(f);
+  }
+  auto cache = [](int level) {
+    for (int index = 0; index < 8; ++index) {
+      const std::string dir =
+          "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/";
+      FILE* f = std::fopen((dir + "level").c_str(), "r");
+      if (f == nullptr) continue;
+      int found = 0;
+      const bool ok = std::fscanf(f, "%d", &found) == 1;
+      std::fclose(f);
+      if (!ok || found != level) continue;
+      char size[64] = "?";
+      if (FILE* s = std::fopen((dir + "size").c_str(), "r")) {
+        if (std::fscanf(s, "%63s", size) != 1) std::strcpy(size, "?");
+        std::fclose(s);
+      }
+      return std::string(size);
+    }
+    return std::string("?");
+  };
+  return model + ", L2 " + cache(2) + " per core, L3 " + cache(3);
+}
 
 std::string num(double v) {
   if (std::isnan(v)) return "null";
@@ -357,6 +396,7 @@ int main(int argc, char** argv) {
   bool failed = false;
   std::fprintf(stderr, "smax_peers: %zu cases, threads=%d, reps=%d, smax target %s\n",
                cases.size(), threads, reps, std::string(smax::active_target()).c_str());
+  std::fprintf(stderr, "host: %s\n", host_line().c_str());
   for (const Case& c : cases) {
     const int64_t n = c.elements();
     const std::vector<float> x = smax_bench::logits(static_cast<size_t>(n), 1);
@@ -402,6 +442,14 @@ int main(int argc, char** argv) {
     // Floor buffers.
     std::vector<float> fsrc = x, fdst(static_cast<size_t>(n));
     float sink = 0;
+    // One-sweep copy floors (one read + one write of the tensor): regular
+    // and streaming stores, timed in the same rounds.
+    auto copy_fn = [&] {
+      smax_bench::read_write_floor(fsrc.data(), fdst.data(), static_cast<size_t>(n));
+    };
+    auto stream_copy_fn = [&] {
+      smax_bench::stream_copy_floor(fsrc.data(), fdst.data(), static_cast<size_t>(n));
+    };
     auto floor_fn = [&] {
       sink += smax_bench::read_floor(fsrc.data(), static_cast<size_t>(n));
       if (c.op != "logsumexp") {
@@ -414,19 +462,26 @@ int main(int argc, char** argv) {
       if (runners[k]) calls[k] = calibrate([&] { runners[k]->run(); }, min_s);
     }
     const int floor_calls = calibrate(floor_fn, min_s);
+    const int copy_calls = calibrate(copy_fn, min_s);
+    const int stream_copy_calls = calibrate(stream_copy_fn, min_s);
     std::vector<std::vector<double>> samples(runners.size());
-    std::vector<double> floor_samples;
+    std::vector<double> floor_samples, copy_samples, stream_copy_samples;
     for (int rep = 0; rep < reps; ++rep) {
       floor_samples.push_back(time_calls(floor_fn, floor_calls));
+      copy_samples.push_back(time_calls(copy_fn, copy_calls));
+      stream_copy_samples.push_back(time_calls(stream_copy_fn, stream_copy_calls));
       for (size_t j = 0; j < runners.size(); ++j) {
         const size_t k = (j + static_cast<size_t>(rep)) % runners.size();  // rotate the order
         if (runners[k]) samples[k].push_back(time_calls([&] { runners[k]->run(); }, calls[k]));
       }
     }
     const double floor_ns = median(floor_samples) * 1e9 / static_cast<double>(n);
+    const double copy_ns =
+        std::min(median(copy_samples), median(stream_copy_samples)) * 1e9 / static_cast<double>(n);
     for (size_t k = 0; k < runners.size(); ++k) {
       Record& r = recs[k];
       r.floor_ns = floor_ns;
+      r.copy_ns = copy_ns;
       if (runners[k]) {
         r.samples = static_cast<int>(samples[k].size());
         r.ns_per_elem = median(samples[k]) * 1e9 / static_cast<double>(n);
@@ -434,21 +489,29 @@ int main(int argc, char** argv) {
                    static_cast<double>(n);
       }
       if (r.lib == "smax" && r.status == "ok" && !(r.max_err <= 2e-6)) failed = true;
-      std::fprintf(stderr, "  %-11s %-16s axis %d %-8s %-11s %8s ns/elem  err %s\n", r.op.c_str(),
-                   r.shape.c_str(), r.axis, r.lib.c_str(), r.status.c_str(),
-                   num(r.ns_per_elem).c_str(), num(r.max_err).c_str());
+      char of_copy[32] = "";
+      if (!std::isnan(r.ns_per_elem)) {
+        std::snprintf(of_copy, sizeof of_copy, "%.2fx copy", r.ns_per_elem / copy_ns);
+      }
+      std::fprintf(stderr, "  %-11s %-16s axis %d %-8s %-11s %8s ns/elem %-11s err %s\n",
+                   r.op.c_str(), r.shape.c_str(), r.axis, r.lib.c_str(), r.status.c_str(),
+                   num(r.ns_per_elem).c_str(), of_copy, num(r.max_err).c_str());
       records.push_back(r);
     }
     (void)sink;
   }
+
+  std::fprintf(stderr, "smax streaming stores: %s\n", smax::streaming_stores().c_str());
 
   // Output: JSON (list of records) and CSV.
   std::string json = "{\"harness\": \"smax_peers\", \"smax_version\": \"" +
                      std::string(smax::version()) + "\", \"smax_target\": \"" +
                      std::string(smax::active_target()) + "\", \"floor_target\": \"" +
                      smax_bench::floor_target() + "\", \"threads\": " + std::to_string(threads) +
-                     ", \"records\": [\n";
-  std::string csv = "op,shape,axis,lib,threads,status,ns_per_elem,ns_min,floor_ns,max_err,elements\n";
+                     ", \"host\": \"" + host_line() + "\", \"streaming_stores\": \"" +
+                     smax::streaming_stores() + "\", \"records\": [\n";
+  std::string csv =
+      "op,shape,axis,lib,threads,status,ns_per_elem,ns_min,floor_ns,copy_ns,max_err,elements\n";
   for (size_t i = 0; i < records.size(); ++i) {
     const Record& r = records[i];
     json += "  {\"op\": \"" + r.op + "\", \"shape\": \"" + r.shape + "\", \"axis\": " +
@@ -456,12 +519,13 @@ int main(int argc, char** argv) {
             ", \"elements\": " + std::to_string(r.elements) + ", \"lib\": \"" + r.lib +
             "\", \"threads\": " + std::to_string(r.threads) + ", \"status\": \"" + r.status +
             "\", \"ns_per_elem\": " + num(r.ns_per_elem) + ", \"ns_min\": " + num(r.ns_min) +
-            ", \"floor_ns\": " + num(r.floor_ns) + ", \"max_err\": " + num(r.max_err) +
+            ", \"floor_ns\": " + num(r.floor_ns) + ", \"copy_ns\": " + num(r.copy_ns) +
+            ", \"max_err\": " + num(r.max_err) +
             ", \"samples\": " + std::to_string(r.samples) + ", \"note\": \"" + r.note + "\"}" +
             (i + 1 < records.size() ? ",\n" : "\n");
     csv += r.op + "," + r.shape + "," + std::to_string(r.axis) + "," + r.lib + "," +
            std::to_string(r.threads) + "," + r.status + "," + num(r.ns_per_elem) + "," +
-           num(r.ns_min) + "," + num(r.floor_ns) + "," + num(r.max_err) + "," +
+           num(r.ns_min) + "," + num(r.floor_ns) + "," + num(r.copy_ns) + "," + num(r.max_err) + "," +
            std::to_string(r.elements) + "\n";
   }
   json += "]}\n";

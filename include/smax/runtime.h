@@ -39,6 +39,20 @@ void set_max_target(std::string_view name);
 std::string kernel_name(std::string_view op, std::string_view algorithm = "auto",
                         int64_t cols = 32000);
 
+/// Whether large batched outputs are written with streaming (non-temporal)
+/// stores on this host: "stream" or "regular" once decided, "measuring"
+/// before (the first calls whose input + output exceed the last-level cache
+/// time both kinds; the results are the same bits either way), "forced on"
+/// / "forced off" when the environment variable SMAX_STREAM_STORES
+/// (on | off | auto, read once per process) sets it. docs/design.md,
+/// "Streaming stores".
+std::string streaming_stores();
+/// Sets the choice for this process: "on" (every batched log_softmax and
+/// backward call streams, whatever its size), "off", or "auto" (back to the
+/// measurement, which starts over). Replaces SMAX_STREAM_STORES. Throws
+/// smax::Error for any other word. Call it between calls.
+void set_streaming_stores(std::string_view mode);
+
 // ---- the op list -------------------------------------------------------------
 
 /// One public op, as smax/op_list.inc states it (the meaning of each field

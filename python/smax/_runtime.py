@@ -20,7 +20,10 @@ def info() -> Dict[str, Any]:
     best first); ``supported_targets`` (those this CPU runs, after any cap);
     ``active_target`` (what kernels dispatch to now); ``max_threads`` (the
     default thread count); ``kernels`` (op -> kernel name for a row of 32000
-    with ``algorithm="auto"``).
+    with ``algorithm="auto"``); ``streaming_stores`` (whether large batched
+    log_softmax / backward outputs use streaming stores on this host:
+    "stream", "regular", "measuring", "forced on" or "forced off";
+    docs/design.md, "Streaming stores").
     """
     ops = ("softmax", "log_softmax", "logsumexp", "softmax_backward", "log_softmax_backward")  # noqa: E501
     return {
@@ -30,6 +33,7 @@ def info() -> Dict[str, Any]:
         "active_target": _C.active_target(),
         "max_threads": _C.max_threads(),
         "kernels": {op: _C.kernel_name(op) for op in ops},
+        "streaming_stores": _C.streaming_stores(),
     }
 
 

@@ -268,6 +268,9 @@ NB_MODULE(_smax, m) {
   m.def("active_target", &smax::active_target);
   m.def("set_max_target", [](const std::string& name) { smax::set_max_target(name); },
         nb::arg("name"));
+  m.def("streaming_stores", &smax::streaming_stores);
+  m.def("set_streaming_stores",
+        [](const std::string& mode) { smax::set_streaming_stores(mode); }, nb::arg("mode"));
   m.def("kernel_name",
         [](const std::string& op, const std::string& algorithm, int64_t cols) {
           return smax::kernel_name(op, algorithm, cols);

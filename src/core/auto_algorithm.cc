@@ -19,6 +19,7 @@
 #include <string>
 
 #include "core/internal.h"
+#include "core/stream_stores.h"
 
 namespace smax::detail {
 namespace {
@@ -42,7 +43,7 @@ int64_t sysfs_cache_bytes(int level) {
 
 // Last-level cache size. sysfs first: glibc's sysconf has been seen to report
 // a 320 MiB L3 on a 32 MiB EPYC VM.
-int64_t llc_bytes() {
+int64_t llc_bytes_once() {
   static const int64_t bytes = [] {
     int64_t value = sysfs_cache_bytes(3);
     if (value <= 0) value = sysfs_cache_bytes(2);
@@ -54,6 +55,8 @@ int64_t llc_bytes() {
 
 }  // namespace
 
+int64_t last_level_cache_bytes() { return llc_bytes_once(); }
+
 Algorithm choose_algorithm(const std::string& op, int64_t cols) {
   return choose_forward_algorithm(op == "softmax" || op == "log_softmax", cols);
 }
@@ -62,7 +65,7 @@ Algorithm choose_forward_algorithm(bool writes_row, int64_t cols) {
   const int64_t row_bytes = cols * int64_t{sizeof(float)};
   const int64_t footprint = writes_row ? 2 * row_bytes : row_bytes;
   // Half the LLC: the other half holds the neighbours' rows and other data.
-  return footprint <= llc_bytes() / 2 ? Algorithm::kThreePassReload : Algorithm::kTwoPass;
+  return footprint <= last_level_cache_bytes() / 2 ? Algorithm::kThreePassReload : Algorithm::kTwoPass;
 }
 
 }  // namespace smax::detail

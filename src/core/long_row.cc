@@ -42,6 +42,7 @@ struct SegmentedRow {
   AnyRowIn in;
   AnyRowOut out;
   const void* next_x = nullptr;  // the next row's x (a prefetch hint), nullable
+  bool stream = false;           // f32 log_softmax stores streamed (kernels.h)
 
   bool f32_in() const { return in.type == DType::kF32; }
   bool f32_io() const { return f32_in() && out.type == DType::kF32; }
@@ -74,7 +75,7 @@ struct SegmentedRow {
       p.next_bytes = dtype_size(in.type);
       p.next = static_cast<const char*>(next_x) + off * static_cast<int64_t>(p.next_bytes);
     }
-    if (out_written) {
+    if (out_written && !(stream && f32_io())) {  // streamed stores read no line
       p.out = sink(off).p;
       p.out_bytes = dtype_size(out.type);
     }
@@ -109,7 +110,8 @@ struct SegmentedRow {
   }
   void log_store(int64_t off, int64_t len, float shift, float log_sum) const {
     if (f32_io()) {
-      kernels::log_store_segment(x(off), mask(off), len, in.scale, shift, log_sum, dst(off));
+      kernels::log_store_segment(x(off), mask(off), len, in.scale, shift, log_sum, dst(off),
+                                 stream);
     } else {
       kernels::log_store_segment_any(seg(off, len), shift, log_sum, sink(off));
     }
@@ -382,14 +384,15 @@ void softmax_row_reload(const float* x, int64_t n, float scale, EmptyRow empty_r
 }
 
 void forward_row(ForwardOp op, Algorithm algorithm, const float* x, const float* mask, int64_t n,
-                 float scale, EmptyRow empty_row, float* dst, int threads, const void* next_x) {
+                 float scale, EmptyRow empty_row, float* dst, int threads, const void* next_x,
+                 bool stream) {
   if (n < kSegment) {
     rows_kernel(op, one_row(x, mask, n, scale, empty_row, dst), algorithm);
     return;
   }
   segmented_forward(op, algorithm,
                     SegmentedRow{AnyRowIn{x, DType::kF32, mask, scale}, AnyRowOut{dst, DType::kF32},
-                                 next_x},
+                                 next_x, stream},
                     n, empty_row, nullptr, threads);
 }
 

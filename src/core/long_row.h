@@ -34,9 +34,12 @@ void softmax_row_reload(const float* x, int64_t n, float scale, EmptyRow empty_r
 /// through the segment kernels on up to `threads` threads. dst may equal x.
 /// `next_x` (nullable): the row the caller computes next, of the same type
 /// and length, which the sum pass of a long row prefetches (a hint).
+/// `stream`: a long row's log_softmax store pass uses streaming stores
+/// (core/stream_stores.h; the same bits; ignored by other ops and by rows
+/// shorter than a segment, which the caller batches instead).
 void forward_row(ForwardOp op, Algorithm algorithm, const float* x, const float* mask, int64_t n,
                  float scale, EmptyRow empty_row, float* dst, int threads,
-                 const void* next_x = nullptr);
+                 const void* next_x = nullptr, bool stream = false);
 
 /// One contiguous row of any storage type (f32, bf16 or f16) for
 /// forward_row_any: the logits t = fl(fl(x * scale) + mask) (mask: an f32

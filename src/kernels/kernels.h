@@ -67,6 +67,12 @@ struct Rows {
   int64_t cols = 0;
   float scale = 1.0f;
   EmptyRow empty_row = EmptyRow::kZero;
+  /// Whether the last pass of three-pass log_softmax rows writes dst with
+  /// streaming (non-temporal) stores, for outputs too large to stay in cache
+  /// (core/stream_stores.h decides). The bits are the same either way. A row
+  /// too short for an aligned peel is stored as usual; other ops ignore it.
+  /// The kernel fences its streaming stores before it returns.
+  bool stream_stores = false;
 };
 
 /// Algorithm must not be kAuto (ops resolve it).
@@ -144,8 +150,10 @@ inline bool softmax_outputs_normal(float t_min, float m, int64_t n) {
          kLogFltMin + 0.01;
 }
 /// dst_i = (t_i - shift) - log_sum   (log-softmax, in that order).
+/// `stream`: dst written with streaming stores (as Rows::stream_stores;
+/// a segment too short for the aligned peel is stored as usual; fenced).
 void log_store_segment(const float* x, const float* mask, int64_t n, float scale,
-                       float shift, float log_sum, float* dst) noexcept;
+                       float shift, float log_sum, float* dst, bool stream = false) noexcept;
 
 /// Online normaliser state: the segment's sum is d * e^m (identity: m = -inf,
 /// d = 0).
@@ -213,6 +221,11 @@ struct BackwardRows {
   int64_t rows = 0;
   int64_t cols = 0;
   float scale = 1.0f;
+  /// Whether dx is written with streaming (non-temporal) stores, as
+  /// Rows::stream_stores (core/stream_stores.h decides; the same bits
+  /// either way); rows whose dx is not aligned to the vector are stored as
+  /// usual. The kernel fences its streaming stores before it returns.
+  bool stream_stores = false;
 };
 void softmax_backward_rows(const BackwardRows& rows) noexcept;
 void log_softmax_backward_rows(const BackwardRows& rows) noexcept;

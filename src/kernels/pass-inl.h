@@ -248,8 +248,35 @@ HWY_INLINE void ScaleInPlace(float* HWY_RESTRICT dst, size_t n, float factor) {
   RunPass(n, ScalePass<kFlush>{dst, factor});
 }
 
+// A full output vector of a last pass: a regular store, or with kStream a
+// streaming (non-temporal) one, which writes the line to memory without
+// first reading it (no read-for-ownership) and without keeping it in cache:
+// one DRAM sweep saved per output that is not read again soon (batched rows
+// whose output exceeds the last-level cache; kernels.h, Rows::stream_stores).
+// kStream needs p aligned to the vector (StreamAligned below says when a pass
+// may use it) and a hwy::FlushStream() before other threads read the
+// output.
+template <bool kStream>
+HWY_INLINE void StoreOut(VF v, DF d, float* HWY_RESTRICT p) {
+  if constexpr (kStream) {
+    hn::Stream(v, d, p);
+  } else {
+    hn::StoreU(v, d, p);
+  }
+}
+
+// Whether a streamed pass over n elements of `dst` (its loop aligned on dst:
+// RunPass, and RowMinMaxWith for a streaming pass) stores every full vector
+// at an aligned address: dst is float-aligned and the row long enough for
+// the peel (HeadToAlign).
+HWY_INLINE bool StreamAligned(const void* dst, size_t n) {
+  const DF d;
+  if (hn::Lanes(d) == 1) return true;
+  return reinterpret_cast<uintptr_t>(dst) % sizeof(float) == 0 && n >= kPeelMinVectors * hn::Lanes(d);
+}
+
 // dst_i = (t_i - shift) - log_sum, in that order.
-template <class Src>
+template <class Src, bool kStream = false>
 struct LogPass {
   const Src& src;
   float* HWY_RESTRICT dst;
@@ -258,16 +285,22 @@ struct LogPass {
     return hn::Sub(hn::Sub(t, hn::Set(d, shift)), hn::Set(d, log_sum));
   }
   HWY_INLINE void Vector(DF d, size_t i) const {
-    hn::StoreU(Apply(d, src.Load(d, i)), d, dst + i);
+    StoreOut<kStream>(Apply(d, src.Load(d, i)), d, dst + i);
   }
   HWY_INLINE void Tail(DF d, size_t i, size_t count) const {
     StoreTail(d, Apply(d, src.LoadTail(d, i, count)), dst + i, count);
   }
 };
-template <class Src>
-HWY_INLINE const void* PassAlignTarget(const LogPass<Src>& pass) {
+template <class Src, bool kStream>
+HWY_INLINE const void* PassAlignTarget(const LogPass<Src, kStream>& pass) {
   return pass.dst;
 }
+// Whether a pass streams its stores (StoreOut<true>): a fused scan then
+// aligns its loop on the pass's output, not on its own row (RowMinMaxWith).
+template <class Pass>
+constexpr bool kPassStreams = false;
+template <class Src>
+constexpr bool kPassStreams<LogPass<Src, true>> = true;
 template <class Src>
 HWY_INLINE void LogStore(const Src& src, size_t n, float shift, float log_sum,
                          float* HWY_RESTRICT dst) {

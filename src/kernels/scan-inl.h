@@ -52,7 +52,9 @@ HWY_INLINE float RowMax(const Src& src, size_t n) {
 // and accumulator order do not depend on it, so the result is the same bits
 // as RowMinMax's.
 // The loads start at the first element aligned to the vector size (a head
-// of fewer elements first: pass-inl.h, HeadToAlign). That changes which
+// of fewer elements first: pass-inl.h, HeadToAlign), or, when the pass
+// streams its stores, at the first element where the pass's output is
+// aligned (streaming stores must be). That changes which
 // accumulator an element meets, which changes nothing: a min or max is the
 // same value in any order, except which of +0 / -0 or whether a NaN comes
 // out, and neither changes an output (a zero max or min gives the same
@@ -77,7 +79,7 @@ HWY_INLINE MinMax RowMinMaxWith(const Src& src, size_t n, const Pass& pass) {
   const size_t N = hn::Lanes(d);
   VF m0 = hn::Set(d, kNegInf), m1 = m0, m2 = m0, m3 = m0;
   VF l0 = hn::Set(d, kInf), l1 = l0, l2 = l0, l3 = l0;
-  size_t i = HeadToAlign(d, SrcAlignTarget(src), n);
+  size_t i = HeadToAlign(d, kPassStreams<Pass> ? PassAlignTarget(pass) : SrcAlignTarget(src), n);
   if (i != 0) {
     // Lanes past the head are -inf: fine for the max; +inf for the min.
     const VF t = src.LoadTail(d, 0, i);

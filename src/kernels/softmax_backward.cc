@@ -95,10 +95,27 @@ struct SoftmaxGradFn {
 // log_softmax's step (dx = (dy - exp(y) * sum) * scale, 0 where y = -inf):
 // LogSoftmaxStep, demote-inl.h.
 
-// red64: the reduction in float64; red = its f32 rounding.
-template <bool kLog>
+// The next row of a batch (y and dy, nullable): the store sweep, which reads
+// this row from L2, prefetches as many bytes of each as it reads, so that
+// the next row's reduction finds them in cache.
+struct NextRow {
+  const float* y = nullptr;
+  const float* dy = nullptr;
+  HWY_INLINE void Prefetch(size_t i, size_t count) const {
+    if (y == nullptr) return;
+    for (size_t k = 0; k < count * sizeof(float); k += 64) {
+      hwy::Prefetch(reinterpret_cast<const char*>(y + i) + k);
+      hwy::Prefetch(reinterpret_cast<const char*>(dy + i) + k);
+    }
+  }
+};
+
+// red64: the reduction in float64; red = its f32 rounding. kStream: dx is
+// written with streaming stores (pass-inl.h, StoreOut; dx must be aligned
+// to the vector: GradStreams).
+template <bool kLog, bool kStream = false>
 HWY_INLINE void GradStore(const float* HWY_RESTRICT y, const float* dy, size_t n,
-                          double red64, float scale, float* dx) {
+                          double red64, float scale, float* dx, const NextRow& next = {}) {
   const DF d;
   const size_t N = hn::Lanes(d);
   const float red = static_cast<float>(red64);
@@ -107,12 +124,13 @@ HWY_INLINE void GradStore(const float* HWY_RESTRICT y, const float* dy, size_t n
   auto sweep = [&](auto f) {
     size_t i = 0;
     for (; i + 2 * N <= n; i += 2 * N) {
+      next.Prefetch(i, 2 * N);
       const VF g0 = f(hn::LoadU(d, y + i), hn::LoadU(d, dy + i));
       const VF g1 = f(hn::LoadU(d, y + i + N), hn::LoadU(d, dy + i + N));
-      hn::StoreU(g0, d, dx + i);
-      hn::StoreU(g1, d, dx + i + N);
+      StoreOut<kStream>(g0, d, dx + i);
+      StoreOut<kStream>(g1, d, dx + i + N);
     }
-    for (; i + N <= n; i += N) hn::StoreU(f(hn::LoadU(d, y + i), hn::LoadU(d, dy + i)), d, dx + i);
+    for (; i + N <= n; i += N) StoreOut<kStream>(f(hn::LoadU(d, y + i), hn::LoadU(d, dy + i)), d, dx + i);
     if (i < n) {
       // Padding lanes (zeros) are computed but never stored.
       const VF vy = LoadTailZero(d, y + i, n - i);
@@ -129,18 +147,21 @@ HWY_INLINE void GradStore(const float* HWY_RESTRICT y, const float* dy, size_t n
     const SoftmaxGradFn grad = SoftmaxGradFn::Make(scale);
     size_t i = 0;
     for (; i + 2 * N <= n; i += 2 * N) {
+      next.Prefetch(i, 2 * N);
       const VF y0 = hn::LoadU(d, y + i), y1 = hn::LoadU(d, y + i + N);
       const VF g0 = hn::Sub(hn::LoadU(d, dy + i), vr), g1 = hn::Sub(hn::LoadU(d, dy + i + N), vr);
       const VF p0 = hn::Mul(y0, g0), p1 = hn::Mul(y1, g1);
       if (HWY_LIKELY(hn::AllFalse(d, hn::Or(grad.Risk(y0, g0, p0), grad.Risk(y1, g1, p1))))) {
-        hn::StoreU(hn::Mul(p0, vs), d, dx + i);
-        hn::StoreU(hn::Mul(p1, vs), d, dx + i + N);
+        StoreOut<kStream>(hn::Mul(p0, vs), d, dx + i);
+        StoreOut<kStream>(hn::Mul(p1, vs), d, dx + i + N);
       } else {
-        hn::StoreU(SoftmaxGradF64(y0, g0, grad.scale), d, dx + i);
-        hn::StoreU(SoftmaxGradF64(y1, g1, grad.scale), d, dx + i + N);
+        StoreOut<kStream>(SoftmaxGradF64(y0, g0, grad.scale), d, dx + i);
+        StoreOut<kStream>(SoftmaxGradF64(y1, g1, grad.scale), d, dx + i + N);
       }
     }
-    for (; i + N <= n; i += N) hn::StoreU(grad(hn::LoadU(d, y + i), hn::LoadU(d, dy + i), vr), d, dx + i);
+    for (; i + N <= n; i += N) {
+      StoreOut<kStream>(grad(hn::LoadU(d, y + i), hn::LoadU(d, dy + i), vr), d, dx + i);
+    }
     if (i < n) {
       // Padding lanes (zeros) are computed but never stored.
       const VF g = grad(LoadTailZero(d, y + i, n - i), LoadTailZero(d, dy + i, n - i), vr);
@@ -149,8 +170,19 @@ HWY_INLINE void GradStore(const float* HWY_RESTRICT y, const float* dy, size_t n
   }
 }
 
+// Whether a row's store sweep streams: the batch asks for it
+// (BackwardRows::stream_stores) and dx is aligned to the vector (the sweep
+// has no peel: its f32 / float64 choice is made per pair of vectors from
+// element 0, so a peel would move lanes between pairs and change bits).
+HWY_INLINE bool GradStreams(bool stream_stores, const float* dx) {
+  const size_t bytes = hn::Lanes(DF()) * sizeof(float);
+  return stream_stores && reinterpret_cast<uintptr_t>(dx) % bytes == 0;
+}
+
 // Every row of r: the reduction (softmax: dot = sum dy * y; log-softmax:
-// sum = sum dy, both BlockedDot), then GradStore<kLog>.
+// sum = sum dy, both BlockedDot), then GradStore<kLog>, which prefetches the
+// next row of the batch when rows are beyond L1 (kGradPrefetchMinCols).
+constexpr size_t kGradPrefetchMinCols = 8192;
 template <bool kLog>
 HWY_INLINE void GradRows(const BackwardRows& r) {
   const size_t n = static_cast<size_t>(r.cols);
@@ -158,9 +190,18 @@ HWY_INLINE void GradRows(const BackwardRows& r) {
     const float* y = r.y + row * r.y_stride;
     const float* dy = r.dy + row * r.dy_stride;
     float* dx = r.dx + row * r.dx_stride;
+    NextRow next;
+    if (row + 1 < r.rows && n >= kGradPrefetchMinCols) {
+      next = NextRow{y + r.y_stride, dy + r.dy_stride};
+    }
     const double reduced = BlockedDot(dy, kLog ? nullptr : y, n);
-    GradStore<kLog>(y, dy, n, reduced, r.scale, dx);
+    if (GradStreams(r.stream_stores, dx)) {
+      GradStore<kLog, true>(y, dy, n, reduced, r.scale, dx, next);
+    } else {
+      GradStore<kLog>(y, dy, n, reduced, r.scale, dx, next);
+    }
   }
+  if (r.stream_stores) hwy::FlushStream();
 }
 
 void SoftmaxBackwardRowsImpl(const BackwardRows& r) { GradRows<false>(r); }

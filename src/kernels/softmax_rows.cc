@@ -74,7 +74,8 @@ struct LastPass {
 template <class Src>
 HWY_INLINE LastPass ThreePassToSum(const Src& src, size_t n, const MinMax& mm,
                                    float* HWY_RESTRICT dst, RowOp op, bool reload,
-                                   EmptyRow policy, const float* ahead = nullptr) {
+                                   EmptyRow policy, const float* ahead = nullptr,
+                                   bool stream = false) {
   const float m = mm.max;
   if (m == kNegInf) {
     if (RowHasNaN(src, n)) {
@@ -95,9 +96,11 @@ HWY_INLINE LastPass ThreePassToSum(const Src& src, size_t n, const MinMax& mm,
   const bool store = op == RowOp::kSoftmax && reload;
   auto sum = [&](const auto& exp) {
     // The next row, and this row's dst where the last pass is the first to
-    // write it (log_softmax; reload softmax writes it in this pass).
+    // write it with regular stores (log_softmax and recompute softmax;
+    // reload softmax writes it in this pass; a streamed last pass needs no
+    // read-for-ownership).
     RowPrefetch prefetch{ahead, sizeof(float), nullptr, 0};
-    if (!store && op != RowOp::kLogSumExp) {
+    if (!store && op != RowOp::kLogSumExp && !stream) {
       prefetch.out = dst;
       prefetch.out_bytes = sizeof(float);
     }
@@ -152,15 +155,18 @@ HWY_INLINE MinMax PassThenScan(const Pass& pass, size_t n, const Src* next) {
   return MinMax{};
 }
 
+// `stream`: the log pass stores with streaming stores (the row's dst is
+// aligned for them: RowStreams).
 template <class Src>
 HWY_INLINE MinMax FinishRow(const LastPass& last, const Src& src, size_t n,
-                            float* HWY_RESTRICT dst, const Src* next) {
+                            float* HWY_RESTRICT dst, const Src* next, bool stream = false) {
   switch (last.kind) {
     case LastPass::Kind::kScale:
       return PassThenScan(ScalePass<true>{dst, last.a}, n, next);
     case LastPass::Kind::kScaleNoFlush:
       return PassThenScan(ScalePass<false>{dst, last.a}, n, next);
     case LastPass::Kind::kLog:
+      if (stream) return PassThenScan(LogPass<Src, true>{src, dst, last.a, last.b}, n, next);
       return PassThenScan(LogPass<Src>{src, dst, last.a, last.b}, n, next);
     case LastPass::Kind::kNone:
       break;
@@ -186,24 +192,35 @@ constexpr size_t kPrefetchMinCols = 8192;
 // (min, max) scan, and its exp pass prefetches row r+1's logits. Rows of
 // one batch never overlap another row's dst (the ops check dst against
 // src / mask: disjoint or the same view).
+// Whether a row's last pass streams its stores: the batch asks for it
+// (Rows::stream_stores), the pass is log_softmax's (reload softmax's exp
+// pass has already brought dst into cache: a streamed scale pass would save
+// no traffic; measured slower with the exps in a scratch row instead, see
+// docs/benchmarking.md), and dst lets the pass peel to an aligned vector
+// (a streamed pass aligns its loop on dst: scan-inl.h, RowMinMaxWith).
+HWY_INLINE bool RowStreams(bool stream_stores, RowOp op, const float* dst, size_t n) {
+  return stream_stores && op == RowOp::kLogSoftmax && StreamAligned(dst, n);
+}
+
 template <class Src, class RowAt>
 HWY_INLINE void ThreePassRows(int64_t rows, size_t n, const RowAt& row_at, RowOp op,
-                              bool reload, EmptyRow policy) {
+                              bool reload, EmptyRow policy, bool stream_stores) {
   if (rows <= 0) return;
   float* dst = nullptr;
   Src src = row_at(0, &dst);
   MinMax mm = RowMinMax(src, n);
   for (int64_t r = 0; r < rows; ++r) {
+    const bool stream = RowStreams(stream_stores, op, dst, n);
     if (r + 1 == rows) {
-      const LastPass last = ThreePassToSum(src, n, mm, dst, op, reload, policy);
-      FinishRow<Src>(last, src, n, dst, nullptr);
+      const LastPass last = ThreePassToSum(src, n, mm, dst, op, reload, policy, nullptr, stream);
+      FinishRow<Src>(last, src, n, dst, nullptr, stream);
       return;
     }
     float* next_dst = nullptr;
     const Src next = row_at(r + 1, &next_dst);
     const LastPass last = ThreePassToSum(src, n, mm, dst, op, reload, policy,
-                                         n >= kPrefetchMinCols ? next.x : nullptr);
-    mm = FinishRow(last, src, n, dst, &next);
+                                         n >= kPrefetchMinCols ? next.x : nullptr, stream);
+    mm = FinishRow(last, src, n, dst, &next, stream);
     src = next;
     dst = next_dst;
   }
@@ -284,6 +301,7 @@ HWY_INLINE void SingleElementRows(const Rows& rows, RowOp op) {
 HWY_NOINLINE void RowsImpl(const Rows& rows, Algorithm algorithm, RowOp op) {
   const size_t n = static_cast<size_t>(rows.cols);
   if (n == 1) return SingleElementRows(rows, op);
+  const bool stream = rows.stream_stores && op == RowOp::kLogSoftmax;
   WithLogits(rows.src, rows.mask, rows.scale, [&](const auto& proto) {
     using Src = std::decay_t<decltype(proto)>;
     auto row_at = [&](int64_t r, float** dst) {
@@ -306,13 +324,18 @@ HWY_NOINLINE void RowsImpl(const Rows& rows, Algorithm algorithm, RowOp op) {
         }
         return;
       case Algorithm::kThreePassRecompute:
-        return ThreePassRows<Src>(rows.rows, n, row_at, op, /*reload=*/false, rows.empty_row);
+        return ThreePassRows<Src>(rows.rows, n, row_at, op, /*reload=*/false, rows.empty_row,
+                                  stream);
       case Algorithm::kThreePassReload:
       case Algorithm::kAuto:  // ops resolve kAuto; reload is the safe default
       default:
-        return ThreePassRows<Src>(rows.rows, n, row_at, op, /*reload=*/true, rows.empty_row);
+        return ThreePassRows<Src>(rows.rows, n, row_at, op, /*reload=*/true, rows.empty_row,
+                                  stream);
     }
   });
+  // Streaming stores are weakly ordered: fence them before the caller
+  // (another thread, after the task grid's join) reads dst.
+  if (stream) hwy::FlushStream();
 }
 
 void SoftmaxRowsImpl(const Rows& rows, Algorithm algorithm) {

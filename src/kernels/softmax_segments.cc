@@ -8,6 +8,8 @@
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
+#include <type_traits>
+
 #include "kernels/row-inl.h"
 #include "kernels/kernels.h"
 
@@ -83,9 +85,16 @@ void ScaleSegmentNormalImpl(float* dst, int64_t n, float factor) {
 }
 
 void LogStoreSegmentImpl(const float* x, const float* mask, int64_t n, float scale,
-                         float shift, float log_sum, float* dst) {
+                         float shift, float log_sum, float* dst, bool stream) {
+  const size_t count = static_cast<size_t>(n);
   WithLogits(x, mask, scale, [&](const auto& src) {
-    LogStore(src, static_cast<size_t>(n), shift, log_sum, dst);
+    using Src = std::decay_t<decltype(src)>;
+    if (stream && StreamAligned(dst, count)) {
+      RunPass(count, LogPass<Src, true>{src, dst, shift, log_sum});
+      hwy::FlushStream();
+    } else {
+      LogStore(src, count, shift, log_sum, dst);
+    }
   });
 }
 
@@ -171,8 +180,8 @@ void scale_segment_normal(float* dst, int64_t n, float factor) noexcept {
   HWY_DYNAMIC_DISPATCH(ScaleSegmentNormalImpl)(dst, n, factor);
 }
 void log_store_segment(const float* x, const float* mask, int64_t n, float scale,
-                       float shift, float log_sum, float* dst) noexcept {
-  HWY_DYNAMIC_DISPATCH(LogStoreSegmentImpl)(x, mask, n, scale, shift, log_sum, dst);
+                       float shift, float log_sum, float* dst, bool stream) noexcept {
+  HWY_DYNAMIC_DISPATCH(LogStoreSegmentImpl)(x, mask, n, scale, shift, log_sum, dst, stream);
 }
 OnlineState online_segment(const float* x, const float* mask, int64_t n,
                            float scale) noexcept {

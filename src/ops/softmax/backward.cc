@@ -23,6 +23,7 @@
 #include "core/geometry.h"
 #include "core/internal.h"
 #include "core/long_row.h"
+#include "core/stream_stores.h"
 #include "core/validate.h"
 #include "smax/error.h"
 #include "smax/runtime.h"
@@ -83,8 +84,17 @@ BackwardCall prepare(BackwardOp op, const TensorView& y_in, const TensorView& dy
   return call;
 }
 
+// Streaming stores for dx (core/stream_stores.h), by the footprint of the
+// call's batched rows (y + dy + dx); long rows (segments) never stream.
+StoreChoice rows_mode_stores(const BackwardCall& c) {
+  if (c.g.n >= kernels::kSegment) return StoreChoice::kRegular;
+  const int64_t numel = c.g.rows * c.g.n;  // fits int64 with 4 bytes each (validated)
+  return choose_stores(numel < INT64_MAX / 12 ? numel * 12 : INT64_MAX);
+}
+
 void run_rows_mode(const BackwardCall& c) {
   const Geometry& g = c.g;
+  const StoreChoice stores = rows_mode_stores(c);
   for_each_contiguous_row(
       g, c.threads,
       [&](const int64_t* off, int threads, const int64_t* /*next*/) {
@@ -99,10 +109,17 @@ void run_rows_mode(const BackwardCall& c) {
         rows.dy_stride = run_stride(g, kDy);
         rows.dx = f32_at(g, kDx, off[kDx]);
         rows.dx_stride = run_stride(g, kDx);
-        rows.rows = count;
         rows.cols = g.n;
         rows.scale = c.scale;
-        rows_kernel(c.op, rows);
+        run_with_stores(stores, count, g.n, [&](int64_t first, int64_t part, bool stream) {
+          kernels::BackwardRows r = rows;
+          r.y += first * rows.y_stride;
+          r.dy += first * rows.dy_stride;
+          r.dx += first * rows.dx_stride;
+          r.rows = part;
+          r.stream_stores = stream;
+          rows_kernel(c.op, r);
+        });
       });
 }
 

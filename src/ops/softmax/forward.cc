@@ -46,6 +46,7 @@
 #include "core/geometry.h"
 #include "core/internal.h"
 #include "core/long_row.h"
+#include "core/stream_stores.h"
 #include "core/validate.h"
 #include "smax/error.h"
 #include "smax/runtime.h"
@@ -163,15 +164,31 @@ int column_dim(const ForwardCall& c) {
   return -1;
 }
 
+// Streaming stores (core/stream_stores.h) for the batched three-pass
+// log_softmax kernels (the only ones that use them: kernels.h,
+// Rows::stream_stores), by the footprint of the call's rows (src + dst).
+StoreChoice rows_mode_stores(const ForwardCall& c) {
+  const bool three_pass = c.algorithm == Algorithm::kThreePassReload ||
+                          c.algorithm == Algorithm::kThreePassRecompute;
+  if (c.op != ForwardOp::kLogSoftmax || !three_pass) {
+    return StoreChoice::kRegular;
+  }
+  const int64_t numel = c.g.rows * c.g.n;  // fits int64 with 4 bytes each (validated)
+  return choose_stores(numel < INT64_MAX / 8 ? numel * 8 : INT64_MAX);
+}
+
 void run_rows_mode(const ForwardCall& c) {
   const Geometry& g = c.g;
+  const StoreChoice stores = rows_mode_stores(c);
   for_each_contiguous_row(
       g, c.threads,
       [&](const int64_t* off, int threads, const int64_t* next) {
-        forward_row(c.op, c.algorithm, f32_at(g, kSrc, off[kSrc]),
-                    c.has_add_mask ? f32_at(g, kAddMask, off[kAddMask]) : nullptr, g.n, c.scale,
-                    c.empty_row, f32_at(g, kDst, off[kDst]), threads,
-                    next ? g.at(kSrc, next[kSrc]) : nullptr);
+        run_with_stores(stores, 1, g.n, [&](int64_t, int64_t, bool stream) {
+          forward_row(c.op, c.algorithm, f32_at(g, kSrc, off[kSrc]),
+                      c.has_add_mask ? f32_at(g, kAddMask, off[kAddMask]) : nullptr, g.n,
+                      c.scale, c.empty_row, f32_at(g, kDst, off[kDst]), threads,
+                      next ? g.at(kSrc, next[kSrc]) : nullptr, stream);
+        });
       },
       [&](int64_t count, const int64_t* off) {
         kernels::Rows rows;
@@ -183,11 +200,18 @@ void run_rows_mode(const ForwardCall& c) {
           rows.mask = f32_at(g, kAddMask, off[kAddMask]);
           rows.mask_stride = run_stride(g, kAddMask);
         }
-        rows.rows = count;
         rows.cols = g.n;
         rows.scale = c.scale;
         rows.empty_row = c.empty_row;
-        rows_kernel(c.op, rows, c.algorithm);
+        run_with_stores(stores, count, g.n, [&](int64_t first, int64_t part, bool stream) {
+          kernels::Rows r = rows;
+          r.src += first * rows.src_stride;
+          r.dst += first * rows.dst_stride;
+          if (r.mask != nullptr) r.mask += first * rows.mask_stride;
+          r.rows = part;
+          r.stream_stores = stream;
+          rows_kernel(c.op, r, c.algorithm);
+        });
       });
 }
 

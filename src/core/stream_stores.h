@@ -1,0 +1,82 @@
+// src/core/stream_stores.h: whether log_softmax (three-pass, f32, rows
+// mode) and the softmax / log_softmax backward (batched rows) write their
+// outputs with streaming (non-temporal) stores (kernels.h,
+// Rows::stream_stores, BackwardRows::stream_stores, log_store_segment).
+//
+// Why: a row that fits L2 is read from DRAM once and its output written
+// once; with regular stores the write first reads the destination line
+// (read-for-ownership), so the op moves three streams, not two. Streaming
+// stores skip that read, but they also skip the cache: a caller that reads
+// the output right back from the last-level cache then pays a DRAM read.
+// So they are used only for calls whose footprint (inputs + output)
+// exceeds the last-level cache, and
+// only where this host gains from them: the choice is made at run time, by
+// timing the first large calls both ways (see stream_stores.cc). Results are
+// the same bits either way.
+//
+// SMAX_STREAM_STORES=on|off|auto (read once per process) forces the choice
+// (on: every such call streams, whatever its size; for tests and
+// benchmarks) or leaves it to the measurement (auto, the default);
+// smax::set_streaming_stores (smax/runtime.h) replaces it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+
+namespace smax::detail {
+
+/// How a call should store: kRegular, kStream, or kMeasure (this call is
+/// one of the timed samples: the caller alternates both kinds over its rows
+/// and reports each through record_store_sample).
+enum class StoreChoice { kRegular, kStream, kMeasure };
+
+/// The choice for a call whose operands span `footprint_bytes` in all.
+StoreChoice choose_stores(int64_t footprint_bytes) noexcept;
+
+/// One timed sample of the measurement: `elements` written in `seconds`
+/// with streaming stores or not. Thread-safe; the decision is taken once
+/// enough samples of both kinds are in.
+void record_store_sample(bool stream, int64_t elements, double seconds) noexcept;
+
+/// The decision so far, for benchmarks and the CLI: "stream", "regular",
+/// "measuring", or "forced on" / "forced off" (SMAX_STREAM_STORES).
+const char* store_choice_state() noexcept;
+
+/// Runs `count` rows of `cols` elements as kernel(first, rows, stream) as
+/// `choice` says: all with or without streaming stores, or (kMeasure) in
+/// two timed halves, one each way, reported to record_store_sample; which
+/// half streams alternates per thread, so neither kind always runs first.
+/// A single row (count == 1: a long row) is one timed sample of the kind
+/// whose turn it is on this thread.
+template <typename Kernel>
+void run_with_stores(StoreChoice choice, int64_t count, int64_t cols, Kernel&& kernel) {
+  thread_local bool stream_first = false;
+  if (choice == StoreChoice::kMeasure && count == 1) {
+    // One row (a long row): one timed sample, the kind alternating per row.
+    stream_first = !stream_first;
+    const auto start = std::chrono::steady_clock::now();
+    kernel(int64_t{0}, count, stream_first);
+    const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+    record_store_sample(stream_first, cols, took.count());
+    return;
+  }
+  if (choice != StoreChoice::kMeasure || count < 2) {
+    kernel(int64_t{0}, count, choice == StoreChoice::kStream);
+    return;
+  }
+  stream_first = !stream_first;
+  const int64_t half = count / 2;
+  const int64_t first[2] = {0, half}, rows[2] = {half, count - half};
+  for (int k = 0; k < 2; ++k) {
+    const bool stream = (k == 0) == stream_first;
+    const auto start = std::chrono::steady_clock::now();
+    kernel(first[k], rows[k], stream);
+    const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+    record_store_sample(stream, rows[k] * cols, took.count());
+  }
+}
+
+/// Last-level cache size in bytes (sysfs first; auto_algorithm.cc).
+int64_t last_level_cache_bytes();
+
+}  // namespace smax::detail

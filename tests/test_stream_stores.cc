@@ -1,0 +1,186 @@
+// tests/test_stream_stores.cc: streaming (non-temporal) stores of batched
+// log_softmax and of the softmax / log_softmax backward
+// (core/stream_stores.h) change no bit:
+//  * forced on vs forced off (smax::set_streaming_stores), on 1 and 2
+//    threads, for rows long enough to stream and rows too short for the
+//    aligned peel, at every offset of dst within a vector (0..16 floats past
+//    a 64-byte boundary, src at another offset: a streamed pass aligns its
+//    loop on dst), with masks and scales, NaN, -inf and signed zeros;
+//  * the measurement ("auto") reaches a decision after a few calls whose
+//    footprint exceeds the last-level cache, with the same bits meanwhile;
+//  * long rows (the segment kernels' log store) likewise;
+//  * an unknown mode is an error naming it.
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/stream_stores.h"
+#include "smax/smax.h"
+#include "test_util.h"
+
+namespace smax_test {
+namespace {
+
+std::vector<float> values(int kind, size_t count, Rng& rng) {
+  std::vector<float> x(count);
+  for (auto& v : x) {
+    const double u = rng.uniform(0.0f, 1.0f);
+    switch (kind) {
+      case 0: v = static_cast<float>(16.0 * u - 8.0); break;
+      case 1: v = static_cast<float>(1300.0 * u - 1000.0); break;
+      case 2: v = u < 0.1 ? -kInfF : static_cast<float>(10.0 * u); break;
+      case 3: v = u < 0.001 ? kNanF : static_cast<float>(u); break;
+      default: v = u < 0.3 ? (u < 0.15 ? 0.0f : -0.0f) : static_cast<float>(-8.0 * u); break;
+    }
+  }
+  return x;
+}
+constexpr int kKinds = 5;
+
+bool same_bits(const float* a, const float* b, size_t count) {
+  return std::memcmp(a, b, count * sizeof(float)) == 0;
+}
+
+// Restores "auto" whatever a test forced.
+struct ModeGuard {
+  ~ModeGuard() { smax::set_streaming_stores("auto"); }
+};
+
+// A [rows, n] operand at `offset` floats past a 64-byte boundary.
+struct Placed {
+  std::vector<float> storage;
+  float* data;
+  Placed(size_t count, size_t offset) : storage(count + 32) {
+    auto address = reinterpret_cast<uintptr_t>(storage.data());
+    const size_t lead = (64 - address % 64) % 64 / sizeof(float);
+    data = storage.data() + lead + offset;
+  }
+};
+
+class StreamStores : public TargetTest {};
+
+// log_softmax, softmax_backward and log_softmax_backward with streaming
+// forced on give the bits of forced off.
+TEST_P(StreamStores, SameBitsOnAndOff) {
+  ModeGuard guard;
+  Rng rng(seed_for("StreamStores.SameBitsOnAndOff"));
+  struct Shape {
+    int64_t rows, n;
+  };
+  // Batched rows, rows too short for the peel, and long rows (segments:
+  // n >= 65536, a last segment of 100).
+  const Shape shapes[] = {{7, 4096}, {5, 9000}, {9, 255}, {4, 33}, {3, 16}, {6, 1}, {2, 65636}};
+  for (const Shape& shape : shapes) {
+    const size_t count = static_cast<size_t>(shape.rows * shape.n);
+    const int64_t dims[2] = {shape.rows, shape.n};
+    for (int kind = 0; kind < kKinds; ++kind) {
+      const std::vector<float> x = values(kind, count, rng);
+      std::vector<float> dyv(count);
+      for (auto& v : dyv) v = rng.uniform(-2.0f, 2.0f);
+      for (size_t offset : {size_t{0}, size_t{3}, size_t{8}, size_t{16}}) {
+        for (int threads : {1, 2}) {
+          for (bool scaled : {false, true}) {
+            SCOPED_TRACE(testing::Message() << shape.rows << "x" << shape.n << " kind " << kind
+                                            << " offset " << offset << " threads " << threads
+                                            << " scaled " << scaled);
+            smax::SoftmaxOptions o;
+            o.threads = threads;
+            if (scaled) o.scale = 0.75f;
+            Placed src(count, (offset + 5) % 16), out[2] = {{count, offset}, {count, offset}};
+            Placed grad[2] = {{count, offset}, {count, offset}}, dy(count, (offset + 9) % 16);
+            std::memcpy(src.data, x.data(), count * sizeof(float));
+            std::memcpy(dy.data, dyv.data(), count * sizeof(float));
+            auto view = [&](float* p) {
+              return smax::make_view(p, smax::DType::kF32, 2, dims, nullptr);
+            };
+            for (int k = 0; k < 2; ++k) {
+              smax::set_streaming_stores(k == 0 ? "off" : "on");
+              smax::log_softmax(view(src.data), view(out[k].data), o);
+            }
+            ASSERT_TRUE(same_bits(out[0].data, out[1].data, count)) << "log_softmax";
+            for (bool log : {false, true}) {
+              for (int k = 0; k < 2; ++k) {
+                smax::set_streaming_stores(k == 0 ? "off" : "on");
+                if (log) {
+                  smax::log_softmax_backward(view(out[0].data), view(dy.data), view(grad[k].data), o);
+                } else {
+                  smax::softmax_backward(view(out[0].data), view(dy.data), view(grad[k].data), o);
+                }
+              }
+              ASSERT_TRUE(same_bits(grad[0].data, grad[1].data, count))
+                  << (log ? "log_softmax_backward" : "softmax_backward");
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// With an additive mask (another Logits instantiation of the streamed pass).
+TEST_P(StreamStores, SameBitsWithMask) {
+  ModeGuard guard;
+  Rng rng(seed_for("StreamStores.SameBitsWithMask"));
+  const int64_t rows = 6, n = 5000;
+  const size_t count = static_cast<size_t>(rows * n);
+  const int64_t dims[2] = {rows, n};
+  const std::vector<float> x = values(0, count, rng);
+  std::vector<float> mask(count);
+  for (auto& v : mask) v = rng.uniform(0.0f, 1.0f) < 0.2f ? -kInfF : rng.uniform(-1.0f, 1.0f);
+  std::vector<float> out[2] = {std::vector<float>(count), std::vector<float>(count)};
+  for (int k = 0; k < 2; ++k) {
+    smax::set_streaming_stores(k == 0 ? "off" : "on");
+    smax::SoftmaxOptions o;
+    o.additive_mask = smax::make_view(mask.data(), smax::DType::kF32, 2, dims, nullptr);
+    smax::log_softmax(smax::make_view(const_cast<float*>(x.data()), smax::DType::kF32, 2, dims, nullptr),
+                      smax::make_view(out[k].data(), smax::DType::kF32, 2, dims, nullptr), o);
+  }
+  EXPECT_TRUE(same_bits(out[0].data(), out[1].data(), count));
+}
+
+SMAX_INSTANTIATE_PER_TARGET(StreamStores);
+
+// "auto" measures the first calls whose input + output exceed the
+// last-level cache and then decides; the bits never change.
+TEST(StreamStoresAuto, DecidesAfterLargeCalls) {
+  ModeGuard guard;
+  smax::set_streaming_stores("off");
+  const int64_t llc = smax::detail::last_level_cache_bytes();
+  // Rows of 8192 floats, footprint (src + dst) 1.25x the LLC.
+  const int64_t n = 8192;
+  const int64_t rows = (llc * 5 / 4) / (8 * n) + 1;
+  const size_t count = static_cast<size_t>(rows * n);
+  const int64_t dims[2] = {rows, n};
+  Rng rng(seed_for("StreamStoresAuto"));
+  std::vector<float> x = values(0, count, rng), expected(count), y(count);
+  auto view = [&](float* p) { return smax::make_view(p, smax::DType::kF32, 2, dims, nullptr); };
+  smax::SoftmaxOptions o;
+  o.threads = 1;
+  smax::log_softmax(view(x.data()), view(expected.data()), o);
+  EXPECT_EQ(smax::streaming_stores(), "forced off");
+  smax::set_streaming_stores("auto");
+  EXPECT_EQ(smax::streaming_stores(), "measuring");
+  int calls = 0;
+  for (; calls < 20 && smax::streaming_stores() == "measuring"; ++calls) {
+    std::memset(y.data(), 0xff, count * sizeof(float));
+    smax::log_softmax(view(x.data()), view(y.data()), o);
+    ASSERT_TRUE(same_bits(expected.data(), y.data(), count)) << "call " << calls;
+  }
+  const std::string state = smax::streaming_stores();
+  EXPECT_TRUE(state == "stream" || state == "regular") << state << " after " << calls;
+  // A call whose footprint fits the LLC is never measured nor streamed.
+  smax::set_streaming_stores("auto");
+  const int64_t small_dims[2] = {4, n};
+  smax::log_softmax(smax::make_view(x.data(), smax::DType::kF32, 2, small_dims, nullptr),
+                    smax::make_view(y.data(), smax::DType::kF32, 2, small_dims, nullptr), o);
+  EXPECT_EQ(smax::streaming_stores(), "measuring");
+}
+
+TEST(StreamStoresErrors, UnknownModeIsNamed) {
+  ModeGuard guard;
+  EXPECT_TRUE(throws_invalid([] { smax::set_streaming_stores("sometimes"); }, "sometimes"));
+  EXPECT_TRUE(throws_invalid([] { smax::set_streaming_stores("ON"); }, "ON"));
+}
+
+}  // namespace
+}  // namespace smax_test
