@@ -24,7 +24,7 @@ import time
 import torch
 
 import smax
-from smax import _C
+from smax import _smax as _C
 
 
 def time_calls(fn, calls):

@@ -12,7 +12,10 @@
 //    sample; the reported time is the median sample (ns per element).
 //  * floor: in the same rounds, the memory floor of the op on this machine:
 //    read_floor (one read of the source) + read_write_floor (read + write
-//    of a row) for softmax / log_softmax, read_floor alone for logsumexp.
+//    of a row) for softmax / log_softmax, read_floor alone for logsumexp;
+//    and the one-sweep copy floor (copy_ns): the faster of a copy with
+//    regular stores and one with streaming stores. With --threads N the
+//    floors run on N threads.
 //  * error against the float64 reference (src/reference): softmax max
 //    relative error over outputs >= 1e-30; log_softmax / logsumexp max of
 //    |y - ref| / (1 + |ref|), the library's documented bounds (2e-6).
@@ -439,22 +442,37 @@ int main(int argc, char** argv) {
       runners.push_back(std::move(runner));
       recs.push_back(r);
     }
-    // Floor buffers.
+    // Floor buffers. With --threads N the floors run on N threads (OpenMP,
+    // N chunks of whole cache lines), the bandwidth N cores can draw.
     std::vector<float> fsrc = x, fdst(static_cast<size_t>(n));
     float sink = 0;
+    auto chunked = [&](auto&& fn) {
+      const int64_t per = ((n + threads - 1) / threads + 15) / 16 * 16;
+#pragma omp parallel for num_threads(threads) schedule(static)
+      for (int k = 0; k < threads; ++k) {
+        const int64_t begin = std::min<int64_t>(n, k * per), end = std::min<int64_t>(n, begin + per);
+        if (end > begin) fn(k, static_cast<size_t>(begin), static_cast<size_t>(end - begin));
+      }
+    };
     // One-sweep copy floors (one read + one write of the tensor): regular
     // and streaming stores, timed in the same rounds.
     auto copy_fn = [&] {
-      smax_bench::read_write_floor(fsrc.data(), fdst.data(), static_cast<size_t>(n));
+      chunked([&](int, size_t b, size_t len) {
+        smax_bench::read_write_floor(fsrc.data() + b, fdst.data() + b, len);
+      });
     };
     auto stream_copy_fn = [&] {
-      smax_bench::stream_copy_floor(fsrc.data(), fdst.data(), static_cast<size_t>(n));
+      chunked([&](int, size_t b, size_t len) {
+        smax_bench::stream_copy_floor(fsrc.data() + b, fdst.data() + b, len);
+      });
     };
     auto floor_fn = [&] {
-      sink += smax_bench::read_floor(fsrc.data(), static_cast<size_t>(n));
-      if (c.op != "logsumexp") {
-        smax_bench::read_write_floor(fsrc.data(), fdst.data(), static_cast<size_t>(n));
-      }
+      std::vector<float> partial(static_cast<size_t>(threads), 0.0f);
+      chunked([&](int k, size_t b, size_t len) {
+        partial[static_cast<size_t>(k)] = smax_bench::read_floor(fsrc.data() + b, len);
+      });
+      for (float p : partial) sink += p;  // keeps the sums alive
+      if (c.op != "logsumexp") copy_fn();
     };
     const double min_s = quick ? 1e-4 : 2e-3;
     std::vector<int> calls(runners.size(), 0);

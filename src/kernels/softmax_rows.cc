@@ -188,20 +188,20 @@ HWY_INLINE void ThreePassRow(const Src& src, size_t n, float* HWY_RESTRICT dst,
 // the hardware prefetcher alone (1000x1000: no change measured).
 constexpr size_t kPrefetchMinCols = 8192;
 
-// Batched three-pass rows: row r's last pass shares its loop with row r+1's
-// (min, max) scan, and its exp pass prefetches row r+1's logits. Rows of
-// one batch never overlap another row's dst (the ops check dst against
-// src / mask: disjoint or the same view).
 // Whether a row's last pass streams its stores: the batch asks for it
 // (Rows::stream_stores), the pass is log_softmax's (reload softmax's exp
 // pass has already brought dst into cache: a streamed scale pass would save
-// no traffic; measured slower with the exps in a scratch row instead, see
-// docs/benchmarking.md), and dst lets the pass peel to an aligned vector
+// no traffic; with the exps in a scratch row instead it measured no faster:
+// docs/design.md, "Streaming stores"), and dst lets the pass peel to an aligned vector
 // (a streamed pass aligns its loop on dst: scan-inl.h, RowMinMaxWith).
 HWY_INLINE bool RowStreams(bool stream_stores, RowOp op, const float* dst, size_t n) {
   return stream_stores && op == RowOp::kLogSoftmax && StreamAligned(dst, n);
 }
 
+// Batched three-pass rows: row r's last pass shares its loop with row r+1's
+// (min, max) scan, and its exp pass prefetches row r+1's logits. Rows of
+// one batch never overlap another row's dst (the ops check dst against
+// src / mask: disjoint or the same view).
 template <class Src, class RowAt>
 HWY_INLINE void ThreePassRows(int64_t rows, size_t n, const RowAt& row_at, RowOp op,
                               bool reload, EmptyRow policy, bool stream_stores) {
