@@ -3,13 +3,16 @@
 // (core/stream_stores.h) change no bit:
 //  * forced on vs forced off (smax::set_streaming_stores), on 1 and 2
 //    threads, for rows long enough to stream and rows too short for the
-//    aligned peel, at every offset of dst within a vector (0..16 floats past
-//    a 64-byte boundary, src at another offset: a streamed pass aligns its
-//    loop on dst), with masks and scales, NaN, -inf and signed zeros;
+//    aligned peel, with dst 0, 3, 8 and 16 floats past a 64-byte boundary
+//    (src at another offset: a streamed pass aligns its loop on dst), with
+//    masks and scales, NaN, -inf and signed zeros; log_softmax runs the
+//    three-pass reload algorithm explicitly (the one that streams), whatever
+//    this host's cache sizes make of "auto";
 //  * the measurement ("auto") reaches a decision after a few calls whose
 //    footprint exceeds the last-level cache, with the same bits meanwhile;
 //  * long rows (the segment kernels' log store) likewise;
 //  * an unknown mode is an error naming it.
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -86,6 +89,8 @@ TEST_P(StreamStores, SameBitsOnAndOff) {
             smax::SoftmaxOptions o;
             o.threads = threads;
             if (scaled) o.scale = 0.75f;
+            smax::SoftmaxOptions forward = o;
+            forward.algorithm = smax::Algorithm::kThreePassReload;
             Placed src(count, (offset + 5) % 16), out[2] = {{count, offset}, {count, offset}};
             Placed grad[2] = {{count, offset}, {count, offset}}, dy(count, (offset + 9) % 16);
             std::memcpy(src.data, x.data(), count * sizeof(float));
@@ -95,7 +100,7 @@ TEST_P(StreamStores, SameBitsOnAndOff) {
             };
             for (int k = 0; k < 2; ++k) {
               smax::set_streaming_stores(k == 0 ? "off" : "on");
-              smax::log_softmax(view(src.data), view(out[k].data), o);
+              smax::log_softmax(view(src.data), view(out[k].data), forward);
             }
             ASSERT_TRUE(same_bits(out[0].data, out[1].data, count)) << "log_softmax";
             for (bool log : {false, true}) {
@@ -131,6 +136,7 @@ TEST_P(StreamStores, SameBitsWithMask) {
   for (int k = 0; k < 2; ++k) {
     smax::set_streaming_stores(k == 0 ? "off" : "on");
     smax::SoftmaxOptions o;
+    o.algorithm = smax::Algorithm::kThreePassReload;
     o.additive_mask = smax::make_view(mask.data(), smax::DType::kF32, 2, dims, nullptr);
     smax::log_softmax(smax::make_view(const_cast<float*>(x.data()), smax::DType::kF32, 2, dims, nullptr),
                       smax::make_view(out[k].data(), smax::DType::kF32, 2, dims, nullptr), o);
@@ -146,9 +152,12 @@ TEST(StreamStoresAuto, DecidesAfterLargeCalls) {
   ModeGuard guard;
   smax::set_streaming_stores("off");
   const int64_t llc = smax::detail::last_level_cache_bytes();
-  // Rows of 8192 floats, footprint (src + dst) 1.25x the LLC.
+  // Rows of 8192 floats, footprint (src + dst) >= 1.25x the LLC and >= 2^23
+  // elements, so that every call gives each kind half its elements in 4
+  // timed samples (1 thread: 4 tasks) and the decision (6 samples and 2^23
+  // elements of each kind) comes within 3 calls on any host.
   const int64_t n = 8192;
-  const int64_t rows = (llc * 5 / 4) / (8 * n) + 1;
+  const int64_t rows = std::max((llc * 5 / 4) / (8 * n) + 1, (int64_t{1} << 23) / n);
   const size_t count = static_cast<size_t>(rows * n);
   const int64_t dims[2] = {rows, n};
   Rng rng(seed_for("StreamStoresAuto"));
@@ -156,6 +165,7 @@ TEST(StreamStoresAuto, DecidesAfterLargeCalls) {
   auto view = [&](float* p) { return smax::make_view(p, smax::DType::kF32, 2, dims, nullptr); };
   smax::SoftmaxOptions o;
   o.threads = 1;
+  o.algorithm = smax::Algorithm::kThreePassReload;
   smax::log_softmax(view(x.data()), view(expected.data()), o);
   EXPECT_EQ(smax::streaming_stores(), "forced off");
   smax::set_streaming_stores("auto");
@@ -168,12 +178,16 @@ TEST(StreamStoresAuto, DecidesAfterLargeCalls) {
   }
   const std::string state = smax::streaming_stores();
   EXPECT_TRUE(state == "stream" || state == "regular") << state << " after " << calls;
-  // A call whose footprint fits the LLC is never measured nor streamed.
+  EXPECT_LE(calls, 6);
+  // A footprint within the LLC is never measured nor streamed, whatever was
+  // decided; beyond it, the decision holds.
+  EXPECT_EQ(smax::detail::choose_stores(llc), smax::detail::StoreChoice::kRegular);
+  EXPECT_EQ(smax::detail::choose_stores(llc + 1), state == "stream"
+                                                      ? smax::detail::StoreChoice::kStream
+                                                      : smax::detail::StoreChoice::kRegular);
   smax::set_streaming_stores("auto");
-  const int64_t small_dims[2] = {4, n};
-  smax::log_softmax(smax::make_view(x.data(), smax::DType::kF32, 2, small_dims, nullptr),
-                    smax::make_view(y.data(), smax::DType::kF32, 2, small_dims, nullptr), o);
-  EXPECT_EQ(smax::streaming_stores(), "measuring");
+  EXPECT_EQ(smax::detail::choose_stores(llc), smax::detail::StoreChoice::kRegular);
+  EXPECT_EQ(smax::detail::choose_stores(llc + 1), smax::detail::StoreChoice::kMeasure);
 }
 
 TEST(StreamStoresErrors, UnknownModeIsNamed) {

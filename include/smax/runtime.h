@@ -44,13 +44,15 @@ std::string kernel_name(std::string_view op, std::string_view algorithm = "auto"
 /// before (the first calls whose input + output exceed the last-level cache
 /// time both kinds; the results are the same bits either way), "forced on"
 /// / "forced off" when the environment variable SMAX_STREAM_STORES
-/// (on | off | auto, read once per process) sets it. docs/design.md,
-/// "Streaming stores".
+/// (on | off | auto, read once per process; other values count as auto)
+/// sets it. docs/design.md, "Streaming stores".
 std::string streaming_stores();
-/// Sets the choice for this process: "on" (every batched log_softmax and
-/// backward call streams, whatever its size), "off", or "auto" (back to the
-/// measurement, which starts over). Replaces SMAX_STREAM_STORES. Throws
-/// smax::Error for any other word. Call it between calls.
+/// Sets the choice for this process: "on" (every call that can stream
+/// does, whatever its size: f32 three-pass log_softmax rows of >= 128
+/// elements, and the backward's batched rows shorter than 65536 whose dx
+/// rows are 64-byte aligned), "off", or "auto" (back to the measurement,
+/// which starts over). Replaces SMAX_STREAM_STORES. Throws smax::Error for
+/// any other word. Call it between calls.
 void set_streaming_stores(std::string_view mode);
 
 // ---- the op list -------------------------------------------------------------

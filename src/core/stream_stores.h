@@ -14,9 +14,10 @@
 // timing the first large calls both ways (see stream_stores.cc). Results are
 // the same bits either way.
 //
-// SMAX_STREAM_STORES=on|off|auto (read once per process) forces the choice
-// (on: every such call streams, whatever its size; for tests and
-// benchmarks) or leaves it to the measurement (auto, the default);
+// SMAX_STREAM_STORES=on|off|auto (read once per process; any other value
+// counts as auto) forces the choice (on: every call that can stream does,
+// whatever its size; for tests and benchmarks) or leaves it to the
+// measurement (auto, the default);
 // smax::set_streaming_stores (smax/runtime.h) replaces it.
 #pragma once
 
@@ -31,7 +32,18 @@ namespace smax::detail {
 enum class StoreChoice { kRegular, kStream, kMeasure };
 
 /// The choice for a call whose operands span `footprint_bytes` in all.
+/// Callers ask only for calls whose rows can stream (see kStreamMinCols and
+/// the ops' conditions), so that a measured "streaming" sample streams.
 StoreChoice choose_stores(int64_t footprint_bytes) noexcept;
+
+/// Rows of at least this many elements reach an aligned vector with the
+/// passes' peel on every target (pass-inl.h, kPeelMinVectors = 8 vectors;
+/// AVX3: 16 lanes), which a streamed log pass needs.
+inline constexpr int64_t kStreamMinCols = 128;
+
+/// Bytes to which an output's rows must all be aligned where a kernel
+/// streams without a peel (the backward sweep): the widest vector.
+inline constexpr int64_t kStreamAlignBytes = 64;
 
 /// One timed sample of the measurement: `elements` written in `seconds`
 /// with streaming stores or not. Thread-safe; the decision is taken once

@@ -103,6 +103,8 @@ struct NextRow {
   const float* dy = nullptr;
   HWY_INLINE void Prefetch(size_t i, size_t count) const {
     if (y == nullptr) return;
+    // Steps shorter than a line (SSE4, EMU128, SCALAR): once per line.
+    if (count * sizeof(float) < 64 && (i * sizeof(float)) % 64 != 0) return;
     for (size_t k = 0; k < count * sizeof(float); k += 64) {
       hwy::Prefetch(reinterpret_cast<const char*>(y + i) + k);
       hwy::Prefetch(reinterpret_cast<const char*>(dy + i) + k);

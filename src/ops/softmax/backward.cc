@@ -88,6 +88,16 @@ BackwardCall prepare(BackwardOp op, const TensorView& y_in, const TensorView& dy
 // call's batched rows (y + dy + dx); long rows (segments) never stream.
 StoreChoice rows_mode_stores(const BackwardCall& c) {
   if (c.g.n >= kernels::kSegment) return StoreChoice::kRegular;
+  // The sweep streams only rows whose dx is vector-aligned (no peel:
+  // kernels/softmax_backward.cc, GradStreams): ask only when every row's is.
+  if (reinterpret_cast<uintptr_t>(c.g.at(kDx, 0)) % kStreamAlignBytes != 0) {
+    return StoreChoice::kRegular;
+  }
+  for (int b = 0; b < c.g.batch_dims; ++b) {
+    if (c.g.batch_stride[kDx][b] % (kStreamAlignBytes / int64_t{sizeof(float)}) != 0) {
+      return StoreChoice::kRegular;
+    }
+  }
   const int64_t numel = c.g.rows * c.g.n;  // fits int64 with 4 bytes each (validated)
   return choose_stores(numel < INT64_MAX / 12 ? numel * 12 : INT64_MAX);
 }
