@@ -22,7 +22,7 @@ NOT_OPS = {"info", "set_max_target", "set_max_threads", "max_threads", "kernel_n
 # Functions of smax._smax that are not ops (the runtime calls).
 EXT_NOT_OPS = {"version", "compiled_targets", "supported_targets", "active_target",
                "set_max_target", "max_threads", "set_max_threads", "kernel_name", "op_list",
-               "logit_scale_gradients"}
+               "streaming_stores", "set_streaming_stores", "logit_scale_gradients"}
 # "diff" ops without a "<op>_backward" binding: their autograd Function computes
 # the gradient from another op.
 DIFF_WITHOUT_BACKWARD = {
