@@ -21,24 +21,6 @@ namespace {
 
 enum class Fwd { kSoftmax, kLogSoftmax, kLogSumExp };
 
-// Row contents: uniform, wide (flushes), with -inf, with NaN, with zeros of
-// both signs at the max, all -inf but one zero.
-std::vector<float> row_values(int kind, int64_t count, Rng& rng) {
-  std::vector<float> x(static_cast<size_t>(count));
-  for (auto& v : x) {
-    const double u = rng.uniform(0.0f, 1.0f);
-    switch (kind) {
-      case 0: v = static_cast<float>(16.0 * u - 8.0); break;
-      case 1: v = static_cast<float>(1300.0 * u - 1000.0); break;
-      case 2: v = u < 0.1 ? -kInfF : static_cast<float>(10.0 * u); break;
-      case 3: v = u < 0.02 ? kNanF : static_cast<float>(u); break;
-      case 4: v = u < 0.3 ? (u < 0.15 ? 0.0f : -0.0f) : static_cast<float>(-8.0 * u); break;
-      default: v = u < 0.2 ? (u < 0.1 ? 0.0f : -0.0f) : -kInfF; break;
-    }
-  }
-  return x;
-}
-constexpr int kKinds = 6;
 
 void run_forward(Fwd op, const TensorView& src, const TensorView& dst, const SoftmaxOptions& o) {
   switch (op) {
@@ -61,7 +43,7 @@ TEST_P(ShortRows, ForwardMatchesTheGeneralPath) {
                                   Algorithm::kOnline};
   for (int64_t n : {1, 3, 16, 17, 100, 1000, 1024, 1027, 4096, 16383}) {
     for (int64_t rows : {int64_t{1}, int64_t{3}, std::min<int64_t>(9, 65536 / n)}) {
-      const std::vector<float> x = row_values(static_cast<int>((n + rows) % kKinds), rows * n, rng);
+      const std::vector<float> x = adversarial_row(static_cast<int>((n + rows) % kAdversarialRowKinds), rows * n, rng);
       for (Fwd op : {Fwd::kSoftmax, Fwd::kLogSoftmax, Fwd::kLogSumExp}) {
         for (Algorithm a : algorithms) {
           SoftmaxOptions o;
@@ -104,8 +86,8 @@ TEST_P(ShortRows, BackwardMatchesTheGeneralPath) {
   Rng rng(seed_for());
   for (int64_t n : {1, 5, 16, 1000, 1024, 4097}) {
     for (int64_t rows : {int64_t{1}, int64_t{4}}) {
-      std::vector<float> logits = row_values(0, rows * n, rng), y(logits.size());
-      std::vector<float> dy = row_values(0, rows * n, rng);
+      std::vector<float> logits = adversarial_row(0, rows * n, rng), y(logits.size());
+      std::vector<float> dy = adversarial_row(0, rows * n, rng);
       for (bool log : {false, true}) {
         const TensorView lv = smax::make_view(logits.data(), {rows, n});
         const TensorView yv = smax::make_view(y.data(), {rows, n});
@@ -148,10 +130,10 @@ TEST_P(ShortRows, BitsDoNotDependOnAlignment) {
   Rng rng(seed_for());
   constexpr int64_t kMaxOffset = 16;  // floats: 64 bytes
   for (int64_t n : {100, 1000, 1024, 4099}) {
-    for (int kind = 0; kind < kKinds; ++kind) {
+    for (int kind = 0; kind < kAdversarialRowKinds; ++kind) {
       const int64_t rows = 3;
-      const std::vector<float> x = row_values(kind, rows * n, rng);
-      const std::vector<float> dy = row_values(0, rows * n, rng);
+      const std::vector<float> x = adversarial_row(kind, rows * n, rng);
+      const std::vector<float> dy = adversarial_row(0, rows * n, rng);
       std::vector<float> first[5];
       for (int64_t offset = 0; offset <= kMaxOffset; ++offset) {
         // 64-byte aligned storage (vector's), shifted by `offset` floats.

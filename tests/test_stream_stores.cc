@@ -24,21 +24,6 @@
 namespace smax_test {
 namespace {
 
-std::vector<float> values(int kind, size_t count, Rng& rng) {
-  std::vector<float> x(count);
-  for (auto& v : x) {
-    const double u = rng.uniform(0.0f, 1.0f);
-    switch (kind) {
-      case 0: v = static_cast<float>(16.0 * u - 8.0); break;
-      case 1: v = static_cast<float>(1300.0 * u - 1000.0); break;
-      case 2: v = u < 0.1 ? -kInfF : static_cast<float>(10.0 * u); break;
-      case 3: v = u < 0.001 ? kNanF : static_cast<float>(u); break;
-      default: v = u < 0.3 ? (u < 0.15 ? 0.0f : -0.0f) : static_cast<float>(-8.0 * u); break;
-    }
-  }
-  return x;
-}
-constexpr int kKinds = 5;
 
 bool same_bits(const float* a, const float* b, size_t count) {
   return std::memcmp(a, b, count * sizeof(float)) == 0;
@@ -76,8 +61,8 @@ TEST_P(StreamStores, SameBitsOnAndOff) {
   for (const Shape& shape : shapes) {
     const size_t count = static_cast<size_t>(shape.rows * shape.n);
     const int64_t dims[2] = {shape.rows, shape.n};
-    for (int kind = 0; kind < kKinds; ++kind) {
-      const std::vector<float> x = values(kind, count, rng);
+    for (int kind = 0; kind < kAdversarialRowKinds; ++kind) {
+      const std::vector<float> x = adversarial_row(kind, static_cast<int64_t>(count), rng);
       std::vector<float> dyv(count);
       for (auto& v : dyv) v = rng.uniform(-2.0f, 2.0f);
       for (size_t offset : {size_t{0}, size_t{3}, size_t{8}, size_t{16}}) {
@@ -129,7 +114,7 @@ TEST_P(StreamStores, SameBitsWithMask) {
   const int64_t rows = 6, n = 5000;
   const size_t count = static_cast<size_t>(rows * n);
   const int64_t dims[2] = {rows, n};
-  const std::vector<float> x = values(0, count, rng);
+  const std::vector<float> x = adversarial_row(0, static_cast<int64_t>(count), rng);
   std::vector<float> mask(count);
   for (auto& v : mask) v = rng.uniform(0.0f, 1.0f) < 0.2f ? -kInfF : rng.uniform(-1.0f, 1.0f);
   std::vector<float> out[2] = {std::vector<float>(count), std::vector<float>(count)};
@@ -161,7 +146,8 @@ TEST(StreamStoresAuto, DecidesAfterLargeCalls) {
   const size_t count = static_cast<size_t>(rows * n);
   const int64_t dims[2] = {rows, n};
   Rng rng(seed_for("StreamStoresAuto"));
-  std::vector<float> x = values(0, count, rng), expected(count), y(count);
+  std::vector<float> x = adversarial_row(0, static_cast<int64_t>(count), rng);
+  std::vector<float> expected(count), y(count);
   auto view = [&](float* p) { return smax::make_view(p, smax::DType::kF32, 2, dims, nullptr); };
   smax::SoftmaxOptions o;
   o.threads = 1;

@@ -101,6 +101,26 @@ class Rng {
   std::mt19937_64 gen_;
 };
 
+// Row contents by `kind` (0..kAdversarialRowKinds-1): uniform on [-8, 8),
+// wide (flushes), with -inf, with NaN, with zeros of both signs at the max,
+// all -inf but zeros of both signs.
+inline std::vector<float> adversarial_row(int kind, int64_t count, Rng& rng) {
+  std::vector<float> x(static_cast<size_t>(count));
+  for (auto& v : x) {
+    const double u = rng.uniform(0.0f, 1.0f);
+    switch (kind) {
+      case 0: v = static_cast<float>(16.0 * u - 8.0); break;
+      case 1: v = static_cast<float>(1300.0 * u - 1000.0); break;
+      case 2: v = u < 0.1 ? -kInfF : static_cast<float>(10.0 * u); break;
+      case 3: v = u < 0.02 ? kNanF : static_cast<float>(u); break;
+      case 4: v = u < 0.3 ? (u < 0.15 ? 0.0f : -0.0f) : static_cast<float>(-8.0 * u); break;
+      default: v = u < 0.2 ? (u < 0.1 ? 0.0f : -0.0f) : -kInfF; break;
+    }
+  }
+  return x;
+}
+inline constexpr int kAdversarialRowKinds = 6;
+
 // ---------------------------------------------------------------------------
 // Tensors
 // ---------------------------------------------------------------------------
