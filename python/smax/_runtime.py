@@ -7,7 +7,7 @@ from typing import Any, Dict, List, NamedTuple, Optional
 from . import _smax as _C
 
 __all__ = ["info", "set_max_target", "set_max_threads", "max_threads", "kernel_name",
-           "op_list", "OpInfo"]
+           "op_list", "OpInfo", "streaming_stores", "set_streaming_stores"]
 
 __version__: str = _C.version()
 
@@ -47,6 +47,28 @@ def set_max_target(name: Optional[str]) -> None:
     variable ``SMAX_MAX_TARGET`` does the same at start-up.
     """
     _C.set_max_target("" if name is None else str(name))
+
+
+def streaming_stores() -> str:
+    """Whether large batched outputs are written with streaming
+    (non-temporal) stores on this host: ``"stream"`` or ``"regular"`` once
+    decided, ``"measuring"`` before (the first calls whose input and output
+    exceed the last-level cache time both kinds), ``"forced on"`` /
+    ``"forced off"`` when :func:`set_streaming_stores` or the environment
+    variable ``SMAX_STREAM_STORES`` sets it. The results are the same bits
+    either way (docs/design.md, "Streaming stores")."""
+    return str(_C.streaming_stores())
+
+
+def set_streaming_stores(mode: str) -> None:
+    """Force streaming stores ``"on"`` or ``"off"`` for this process, or go
+    back to the run-time measurement with ``"auto"`` (it starts over).
+    Raises ``ValueError`` for any other value. Call it between calls, not
+    while other threads run smax ops."""
+    if not isinstance(mode, str):
+        raise TypeError(f"set_streaming_stores: mode must be a str "
+                        f"('on', 'off' or 'auto'), got {type(mode).__name__}")
+    _C.set_streaming_stores(mode)
 
 
 def set_max_threads(n: int) -> None:

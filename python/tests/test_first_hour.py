@@ -15,7 +15,8 @@ F32 = np.float32
 
 # Public names that are not ops (constants, and the op list's record type).
 CONSTANTS = {"ALGORITHMS", "EMPTY_ROW_POLICIES", "REDUCTIONS", "ATTENTION_NORMALIZERS", "OpInfo"}
-RUNTIME = {"info", "set_max_target", "set_max_threads", "max_threads", "kernel_name", "op_list"}
+RUNTIME = {"info", "set_max_target", "set_max_threads", "max_threads", "kernel_name", "op_list",
+           "streaming_stores", "set_streaming_stores"}
 
 
 def _inputs(lib):

@@ -343,6 +343,32 @@ def test_threads_setting():
         smax.set_max_threads(0)
 
 
+def test_streaming_stores_setting(rng):
+    """Forced on and off give the same bits (log_softmax streams rows of >= 128
+    elements, the backward its 64-byte aligned dx rows); bad modes raise and
+    change nothing; "auto" starts the measurement over."""
+    x = rng.standard_normal((6, 4096)).astype(F32)
+    dy = rng.standard_normal((6, 4096)).astype(F32)
+    out = {}
+    try:
+        for mode in ("on", "off"):
+            smax.set_streaming_stores(mode)
+            assert smax.streaming_stores() == f"forced {mode}"
+            assert smax.info()["streaming_stores"] == f"forced {mode}"
+            y = smax.log_softmax(x)
+            out[mode] = (y, smax.log_softmax_backward(y, dy))
+        assert np.array_equal(out["on"][0], out["off"][0])
+        assert np.array_equal(out["on"][1], out["off"][1])
+        with pytest.raises(ValueError, match="sometimes"):
+            smax.set_streaming_stores("sometimes")
+        with pytest.raises(TypeError, match="str"):
+            smax.set_streaming_stores(1)
+        assert smax.streaming_stores() == "forced off"
+    finally:
+        smax.set_streaming_stores("auto")
+    assert smax.streaming_stores() == "measuring"
+
+
 # ---- GIL ---------------------------------------------------------------------------------------
 
 

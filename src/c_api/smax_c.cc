@@ -322,6 +322,23 @@ smax_status smax_set_max_threads(int32_t threads) {
   return guarded([&] { smax::set_max_threads(threads); });
 }
 
+const char* smax_streaming_stores(void) {
+  std::string state;
+  if (guarded([&] { state = smax::streaming_stores(); }) != SMAX_STATUS_OK) return "";
+  return string_result(state);
+}
+
+smax_status smax_set_streaming_stores(const char* mode) {
+  return guarded([&] {
+    if (mode == nullptr) {
+      throw smax::Error(smax::Status::kInvalidArgument,
+                        "smax_set_streaming_stores: mode is NULL (expected \"on\", \"off\" or "
+                        "\"auto\")");
+    }
+    smax::set_streaming_stores(mode);
+  });
+}
+
 const char* smax_version(void) { return smax::version(); }
 
 }  // extern "C"

@@ -171,7 +171,7 @@ void test_every_function_links(void) {
       (any_fn)smax_linear_cross_entropy_options_init,
       (any_fn)smax_last_error, (any_fn)smax_status_name, (any_fn)smax_active_target,
       (any_fn)smax_set_max_target, (any_fn)smax_max_threads, (any_fn)smax_set_max_threads,
-      (any_fn)smax_version,
+      (any_fn)smax_version, (any_fn)smax_streaming_stores, (any_fn)smax_set_streaming_stores,
       (any_fn)smax_attention_options_init, (any_fn)smax_attention_normalizer_name,
       (any_fn)smax_attention_normalizer_parse, (any_fn)smax_logit_scale_gradients};
   size_t i;
@@ -215,4 +215,17 @@ void test_runtime(void) {
   CHECK(strstr(smax_last_error(), "threads") != NULL);
   CHECK(smax_set_max_threads(3) == SMAX_STATUS_OK);
   CHECK(smax_max_threads() == 3);
+
+  /* Streaming stores: forced either way, bad words rejected, back to auto. */
+  CHECK(smax_set_streaming_stores("off") == SMAX_STATUS_OK);
+  CHECK(strcmp(smax_streaming_stores(), "forced off") == 0);
+  CHECK(smax_set_streaming_stores("on") == SMAX_STATUS_OK);
+  CHECK(strcmp(smax_streaming_stores(), "forced on") == 0);
+  CHECK(smax_set_streaming_stores("sometimes") == SMAX_STATUS_INVALID_ARGUMENT);
+  CHECK(strstr(smax_last_error(), "sometimes") != NULL);
+  CHECK(smax_set_streaming_stores(NULL) == SMAX_STATUS_INVALID_ARGUMENT);
+  CHECK(strstr(smax_last_error(), "NULL") != NULL);
+  CHECK(strcmp(smax_streaming_stores(), "forced on") == 0);
+  CHECK(smax_set_streaming_stores("auto") == SMAX_STATUS_OK);
+  CHECK(strcmp(smax_streaming_stores(), "measuring") == 0);
 }

@@ -44,6 +44,8 @@ int cmd_info(int argc, char** argv, int first) {
   const std::vector<std::string> supported = smax::supported_targets();
   const std::string active = smax::active_target();
   const char* env_cap = std::getenv("SMAX_MAX_TARGET");
+  const std::string stores = smax::streaming_stores();
+  const char* env_stores = std::getenv("SMAX_STREAM_STORES");
 
   std::vector<std::string> have, missing;
   for (const auto& [name, present] : features) (present ? have : missing).push_back(name);
@@ -72,6 +74,8 @@ int cmd_info(int argc, char** argv, int first) {
         .raw("supported_targets", json_string_array(supported))
         .str("active_target", active)
         .raw("max_target_env", env_cap ? json_string(env_cap) : "null")
+        .str("streaming_stores", stores)
+        .raw("stream_stores_env", env_stores ? json_string(env_stores) : "null")
         .raw("kernels_auto", kernels.pretty(2));
     std::printf("%s\n", out.pretty().c_str());
     return kExitOk;
@@ -90,6 +94,12 @@ int cmd_info(int argc, char** argv, int first) {
   std::printf("           supported: %s\n", join(supported, " ").c_str());
   std::printf("           active:    %s%s%s%s\n", active.c_str(),
               env_cap ? " (SMAX_MAX_TARGET=" : "", env_cap ? env_cap : "", env_cap ? ")" : "");
+  // Streaming stores: decided by the first large batched calls of a process
+  // (docs/design.md, "Streaming stores"), so a fresh `smax info` says
+  // "measuring" unless SMAX_STREAM_STORES forces it.
+  std::printf("stores     streaming: %s%s%s%s\n", stores.c_str(),
+              env_stores ? " (SMAX_STREAM_STORES=" : "", env_stores ? env_stores : "",
+              env_stores ? ")" : "");
   std::printf("kernels    with --algo auto, by row length n:\n");
   for (const char* op : kOps) {
     bool first_line = true;

@@ -687,6 +687,18 @@ smax_status smax_set_max_target(const char* name);
 int32_t smax_max_threads(void);
 /** Changes the default thread count (>= 1, else SMAX_STATUS_INVALID_ARGUMENT). */
 smax_status smax_set_max_threads(int32_t threads);
+/** Whether large batched outputs are written with streaming (non-temporal)
+ *  stores on this host: "stream" or "regular" once decided, "measuring"
+ *  before, "forced on" / "forced off" when SMAX_STREAM_STORES or
+ *  smax_set_streaming_stores() sets it (docs/design.md, "Streaming stores";
+ *  the results are the same bits either way). The pointer stays valid until
+ *  the next smax call on this thread. Since C ABI 0.7. */
+const char* smax_streaming_stores(void);
+/** Sets that choice for this process: "on", "off" or "auto" (back to the
+ *  run-time measurement). Any other word, or NULL, gives
+ *  SMAX_STATUS_INVALID_ARGUMENT and changes nothing. Not thread-safe
+ *  against ops in flight. Since C ABI 0.7. */
+smax_status smax_set_streaming_stores(const char* mode);
 /** Library version, "MAJOR.MINOR.PATCH". */
 const char* smax_version(void);
 
