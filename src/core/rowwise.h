@@ -52,6 +52,7 @@
 #include "core/convert.h"
 #include "core/execution.h"
 #include "core/geometry.h"
+#include "core/stream_stores.h"
 #include "smax/options.h"
 #include "smax/tensor.h"
 
@@ -76,6 +77,9 @@ struct RowArgsOf {
   int64_t row_index[kMaxRowInputs] = {};  ///< i64 row inputs (targets)
   T* row_out[kMaxRowOutputs] = {};      ///< one value each (nullptr if not declared)
   T* scratch = nullptr;                 ///< extra_scratch(n) values, uninitialised
+  /// out[0] may be written with streaming stores: the op asked for them
+  /// (Rowwise::set_stores) and out[0] is the output itself, not scratch.
+  bool stream_out = false;
   /// s = scale / temperature: rounded to f32 (RowArgs), or
   /// double(scale) / double(temperature) (RowArgs64)
   T scale = 1;
@@ -149,6 +153,13 @@ class Rowwise {
     }
   }
 
+  /// How run() lets row functions store out[0] (core/stream_stores.h): the
+  /// op's choose_stores for the call (kRegular unless set). With kMeasure
+  /// each task runs its rows in two timed halves, one with
+  /// RowArgs::stream_out and one without; the op asks only where its row
+  /// function does stream when told to, and the bits are the same.
+  void set_stores(StoreChoice choice) { stores_ = choice; }
+
   /// Runs fn(RowArgsOf<T>&) for every row, in parallel on the fixed task
   /// grid: T = float (RowArgs, f32 arithmetic) or double (RowArgs64).
   /// `extra_scratch` values per row are passed in RowArgs::scratch. Throws
@@ -169,7 +180,11 @@ class Rowwise {
     for_each_row_task(g_, threads_, [&](int64_t begin, int64_t end) {
       ScratchPool::Lease lease(pool);
       T* buffer = lease.as<T>();
-      for (int64_t row = begin; row < end; ++row) run_row<T>(row, buffer, fn);
+      run_with_stores(stores_, end - begin, n, [&](int64_t first, int64_t count, bool stream) {
+        for (int64_t row = begin + first; row < begin + first + count; ++row) {
+          run_row<T>(row, buffer, fn, stream);
+        }
+      });
     });
   }
 
@@ -212,7 +227,7 @@ class Rowwise {
   void zero_masked(const int64_t* off, double* out_row) const;
 
   template <typename T, typename Fn>
-  void run_row(int64_t row, T* buffer, Fn& fn) const {
+  void run_row(int64_t row, T* buffer, Fn& fn, bool stream = false) const {
     constexpr bool kF64 = std::is_same_v<T, double>;
     constexpr DType kNative = kF64 ? DType::kF64 : DType::kF32;
     int64_t off[kMaxOperands];
@@ -254,6 +269,7 @@ class Rowwise {
         next += n;
       }
       scatter_to[k] = direct ? nullptr : dst;  // written through scratch
+      if (k == 0) a.stream_out = stream && direct;
     }
     for (int k = 0; k < row_inputs_; ++k) {
       const int op = row_input_operand_[k];
@@ -307,6 +323,7 @@ class Rowwise {
   int threads_ = 1;
   bool finished_ = false;
   bool zero_masked_outputs_ = false;
+  StoreChoice stores_ = StoreChoice::kRegular;
 
   // Declared operands, in declaration order (views kept for overlap checks).
   struct Decl {

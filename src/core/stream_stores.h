@@ -1,7 +1,9 @@
 // src/core/stream_stores.h: whether log_softmax (three-pass, f32, rows
-// mode) and the softmax / log_softmax backward (batched rows) write their
-// outputs with streaming (non-temporal) stores (kernels.h,
-// Rows::stream_stores, BackwardRows::stream_stores, log_store_segment).
+// mode), the softmax / log_softmax backward (batched rows) and the
+// cross-entropy gradient (class-index targets) write their outputs with
+// streaming (non-temporal) stores (kernels.h, Rows::stream_stores,
+// BackwardRows::stream_stores, log_store_segment; kernels/cross_entropy.h,
+// XentGrad::stream, through Rowwise::set_stores).
 //
 // Why: a row that fits L2 is read from DRAM once and its output written
 // once; with regular stores the write first reads the destination line

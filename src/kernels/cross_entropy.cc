@@ -214,23 +214,33 @@ int64_t XentNearMaxImpl(const XentRow& row, float threshold, int64_t* idx, int64
   return count;
 }
 
+// Streaming stores only for class-index targets (no q): the LM-head case
+// the ops ask it for (ops/losses/cross_entropy.cc); probability targets
+// store as usual (fewer instantiations).
 void XentGradImpl(const XentRow& row, const XentGrad& g, float* dst) {
   const size_t n = static_cast<size_t>(row.n);
+  const bool stream = g.stream && g.q == nullptr && StreamAligned(dst, n);
   WithSrc(row, [&](const auto& src) {
     if (g.weight != nullptr) {
       if (g.q != nullptr) {
-        GradExp<true, true>(src, n, g.shift, g.factor, g.b, g.bq, g.weight, g.q, g.scale, dst);
+        GradExp<true, true, false>(src, n, g.shift, g.factor, g.b, g.bq, g.weight, g.q, g.scale, dst);
+      } else if (stream) {
+        GradExp<true, false, true>(src, n, g.shift, g.factor, g.b, g.bq, g.weight, g.q, g.scale, dst);
       } else {
-        GradExp<true, false>(src, n, g.shift, g.factor, g.b, g.bq, g.weight, g.q, g.scale, dst);
+        GradExp<true, false, false>(src, n, g.shift, g.factor, g.b, g.bq, g.weight, g.q, g.scale, dst);
       }
     } else {
       if (g.q != nullptr) {
-        GradExp<false, true>(src, n, g.shift, g.factor, g.b, g.bq, g.weight, g.q, g.scale, dst);
+        GradExp<false, true, false>(src, n, g.shift, g.factor, g.b, g.bq, g.weight, g.q, g.scale, dst);
+      } else if (stream) {
+        GradExp<false, false, true>(src, n, g.shift, g.factor, g.b, g.bq, g.weight, g.q, g.scale, dst);
       } else {
-        GradExp<false, false>(src, n, g.shift, g.factor, g.b, g.bq, g.weight, g.q, g.scale, dst);
+        GradExp<false, false, false>(src, n, g.shift, g.factor, g.b, g.bq, g.weight, g.q, g.scale, dst);
       }
     }
   });
+  // Streaming stores are weakly ordered: fence them before the caller reads dst.
+  if (stream) hwy::FlushStream();
 }
 
 }  // namespace smax::kernels::HWY_NAMESPACE

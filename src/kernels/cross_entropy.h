@@ -62,6 +62,9 @@ XentProbSums xent_prob_sums(const XentRow& row, const float* q, const float* wei
 /// or 1, q nullable (0); dst_j = 0 where t_j = -inf. `shift` finite.
 /// dst may be exactly row.x (in place: each element is read before it is
 /// written); it must not overlap mask, weight or q, nor x otherwise.
+/// `stream`: write dst with streaming (non-temporal) stores where the kernel
+/// can (no q, dst float-aligned, n >= 8 vectors; the kernel fences before
+/// it returns); the same bits either way (core/stream_stores.h).
 struct XentGrad {
   float shift = 0.0f;
   double factor = 0.0;
@@ -70,6 +73,7 @@ struct XentGrad {
   const float* weight = nullptr;
   const float* q = nullptr;
   float scale = 1.0f;
+  bool stream = false;
 };
 void xent_grad(const XentRow& row, const XentGrad& g, float* dst) noexcept;
 

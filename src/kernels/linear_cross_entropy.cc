@@ -172,9 +172,9 @@ void LceGradImpl(float* u, int64_t n64, const LceGrad& g) {
   if (n == 0) return;
   WithSrc(u, nullptr, g.softcap, [&](const auto& src) {
     if (g.weight != nullptr) {
-      GradExp<true, false>(src, n, g.shift, g.factor, g.b, 0.0f, g.weight, nullptr, g.scale, u);
+      GradExp<true, false, false>(src, n, g.shift, g.factor, g.b, 0.0f, g.weight, nullptr, g.scale, u);
     } else {
-      GradExp<false, false>(src, n, g.shift, g.factor, g.b, 0.0f, nullptr, nullptr, g.scale, u);
+      GradExp<false, false, false>(src, n, g.shift, g.factor, g.b, 0.0f, nullptr, nullptr, g.scale, u);
     }
   });
 }

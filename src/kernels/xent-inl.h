@@ -179,8 +179,11 @@ struct CarriedSum {
 
 // ---- gradient --------------------------------------------------------------------
 // dst_j = scale cap'_j (e^(t_j - shift) factor - (b + bq q_j) w_j), 0 where
-// t_j = -inf (kW: w_j given, else 1; kQ: q_j given, else 0).
-template <bool kW, bool kQ, class Src, class Exp>
+// t_j = -inf (kW: w_j given, else 1; kQ: q_j given, else 0). kStream: the
+// full vectors are written with streaming stores (pass-inl.h, StoreOut),
+// after a head up to dst's first aligned vector (StreamAligned(dst, n) must
+// hold); each element is computed alone, so the bits are the same.
+template <bool kW, bool kQ, bool kStream, class Src, class Exp>
 HWY_INLINE void GradT(const Src& src, size_t n, const Exp& exp, float factor, float b, float bq,
                       const float* HWY_RESTRICT w, const float* HWY_RESTRICT q, float scale,
                       float* dst) {  // dst may be exactly the logits (src.x)
@@ -210,7 +213,19 @@ HWY_INLINE void GradT(const Src& src, size_t n, const Exp& exp, float factor, fl
   };
   const VF one = hn::Set(d, 1.0f);
   const VF zero = hn::Zero(d);
+  // The c < N elements from i, as one partial vector (the head and the tail).
+  auto partial = [&](size_t i, size_t c) {
+    VF a;
+    const VF t = src.LoadTail2(d, i, c, &a);
+    const VF g = f(t, a, kW ? LoadTailZero(d, w + i, c) : one,
+                   kQ ? LoadTailZero(d, q + i, c) : zero);
+    StoreTail(d, g, dst + i, c);
+  };
   size_t i = 0;
+  if constexpr (kStream) {
+    i = HeadToAlign(d, dst, n);
+    if (i != 0) partial(0, i);
+  }
   // In place (dst == src.x): each vector is loaded before it is stored.
   for (; i + 2 * N <= n; i += 2 * N) {
     VF a0, a1;
@@ -219,30 +234,23 @@ HWY_INLINE void GradT(const Src& src, size_t n, const Exp& exp, float factor, fl
     const VF g0 = f(t0, a0, kW ? hn::LoadU(d, w + i) : one, kQ ? hn::LoadU(d, q + i) : zero);
     const VF g1 = f(t1, a1, kW ? hn::LoadU(d, w + i + N) : one,
                     kQ ? hn::LoadU(d, q + i + N) : zero);
-    hn::StoreU(g0, d, dst + i);
-    hn::StoreU(g1, d, dst + i + N);
+    StoreOut<kStream>(g0, d, dst + i);
+    StoreOut<kStream>(g1, d, dst + i + N);
   }
   for (; i + N <= n; i += N) {
     VF a;
     const VF t = src.Load2(d, i, &a);
-    hn::StoreU(f(t, a, kW ? hn::LoadU(d, w + i) : one, kQ ? hn::LoadU(d, q + i) : zero), d,
-               dst + i);
+    StoreOut<kStream>(
+        f(t, a, kW ? hn::LoadU(d, w + i) : one, kQ ? hn::LoadU(d, q + i) : zero), d, dst + i);
   }
-  if (i < n) {
-    const size_t c = n - i;
-    VF a;
-    const VF t = src.LoadTail2(d, i, c, &a);
-    const VF g = f(t, a, kW ? LoadTailZero(d, w + i, c) : one,
-                   kQ ? LoadTailZero(d, q + i, c) : zero);
-    StoreTail(d, g, dst + i, c);
-  }
+  if (i < n) partial(i, n - i);
 }
 
 // GradT with e^(t - shift) for an arbitrary finite shift: ExpRef with
 // N = round(shift log2e) and e^(N ln2 - shift) folded into the factor in
 // float64 (as pass-inl.h's ExpShiftScaleStore) when |shift| <= kRefMaxAbs,
 // else ExpDiff.
-template <bool kW, bool kQ, class Src>
+template <bool kW, bool kQ, bool kStream, class Src>
 HWY_INLINE void GradExp(const Src& src, size_t n, float shift, double factor, float b, float bq,
                         const float* HWY_RESTRICT w, const float* HWY_RESTRICT q, float scale,
                         float* dst) {
@@ -250,11 +258,11 @@ HWY_INLINE void GradExp(const Src& src, size_t n, float shift, double factor, fl
     const float nref = std::nearbyint(shift * kLog2e);
     const float f = static_cast<float>(
         factor * std::exp(static_cast<double>(nref) * kLn2d - static_cast<double>(shift)));
-    GradT<kW, kQ>(src, n, ExpRef::Make(nref, FlushExtra(std::fabs(f))), f, b, bq, w, q, scale,
+    GradT<kW, kQ, kStream>(src, n, ExpRef::Make(nref, FlushExtra(std::fabs(f))), f, b, bq, w, q, scale,
                   dst);
   } else {
     const float f = static_cast<float>(factor);
-    GradT<kW, kQ>(src, n, ExpDiff::Make(shift, FlushExtra(std::fabs(f))), f, b, bq, w, q, scale,
+    GradT<kW, kQ, kStream>(src, n, ExpDiff::Make(shift, FlushExtra(std::fabs(f))), f, b, bq, w, q, scale,
                   dst);
   }
 }

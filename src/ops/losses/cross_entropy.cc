@@ -220,6 +220,7 @@ void grad_row_with(const CeSetup& s, const RowArgs& a, double g, double shift, d
     gr.bq = static_cast<float>(g * (1.0 - s.a));
   }
   gr.factor = g * A * inv_d;
+  gr.stream = a.stream_out && out == a.out[0];
   // The target's term is read before the kernel: `out` may be the logits.
   const bool fix_y = y >= 0 && !masked_at(s, a, y);
   const double fix =
@@ -280,6 +281,24 @@ bool same_view(const TensorView& a_in, const TensorView& b_in) {
     if (a.shape[d] != b.shape[d] || a.strides[d] != b.strides[d]) return false;
   }
   return true;
+}
+
+// How the gradient rows (a Rowwise output, out[0]) are stored
+// (core/stream_stores.h): asked only where every row's kernel streams when
+// told to, so that a measured streamed sample is one: f32 logits and
+// gradient, the gradient contiguous along the axis and not the logits
+// themselves (those go through scratch), class-index targets (the
+// probability-target kernel does not stream), rows of >= kStreamMinCols.
+// The footprint is the logits plus the gradient.
+StoreChoice grad_stores(const CeSetup& s, const Rowwise& rw, const TensorView& grad) {
+  const int64_t n = rw.row_length();
+  if (s.src.dtype != DType::kF32 || grad.dtype != DType::kF32 || s.probs ||
+      n < kStreamMinCols || same_view(grad, s.src) || grad.rank == 0 ||
+      grad.strides[rw.axis()] != 1) {
+    return StoreChoice::kRegular;
+  }
+  const int64_t numel = rw.rows() * n;
+  return choose_stores(numel < INT64_MAX / 8 ? numel * 8 : INT64_MAX);
 }
 
 }  // namespace ce_rows
@@ -465,6 +484,7 @@ void cross_entropy(const TensorView& src, const TensorView& target, const Tensor
   if (f64) {
     rw.run<double>(detail::ce_f64_scratch(s.classes) + (in_place ? s.classes : 0), row_fn);
   } else {
+    if (fused && !in_place) rw.set_stores(detail::grad_stores(s, rw, *ce.grad));
     rw.run(in_place ? s.classes : 0, row_fn);
   }
 
@@ -520,6 +540,7 @@ void cross_entropy_backward(const TensorView& src, const TensorView& target,
     });
     return;
   }
+  rw.set_stores(detail::grad_stores(s, rw, dsrc));
   rw.run(0, [&](const RowArgs& a) {
     const int64_t r = a.row;
     float* out = a.out[0];
