@@ -9,7 +9,8 @@
 //    three-pass reload algorithm explicitly (the one that streams), whatever
 //    this host's cache sizes make of "auto";
 //  * the measurement ("auto") reaches a decision after a few calls whose
-//    footprint exceeds the last-level cache, with the same bits meanwhile;
+//    footprint exceeds the last-level cache, with the same bits meanwhile,
+//    for log_softmax's site alone (each site decides on its own);
 //  * long rows (the segment kernels' log store) likewise;
 //  * an unknown mode is an error naming it.
 #include <algorithm>
@@ -153,27 +154,41 @@ TEST(StreamStoresAuto, DecidesAfterLargeCalls) {
   o.threads = 1;
   o.algorithm = smax::Algorithm::kThreePassReload;
   smax::log_softmax(view(x.data()), view(expected.data()), o);
+  using smax::detail::StoreChoice;
+  using smax::detail::StoreSite;
+  auto site_state = [](StoreSite site) { return std::string(smax::detail::store_site_state(site)); };
   EXPECT_EQ(smax::streaming_stores(), "forced off");
+  EXPECT_EQ(site_state(StoreSite::kLogSoftmax), "forced off");
   smax::set_streaming_stores("auto");
-  EXPECT_EQ(smax::streaming_stores(), "measuring");
+  EXPECT_EQ(smax::streaming_stores(),
+            "log_softmax=measuring, backward=measuring, cross_entropy=measuring");
   int calls = 0;
-  for (; calls < 20 && smax::streaming_stores() == "measuring"; ++calls) {
+  for (; calls < 20 && site_state(StoreSite::kLogSoftmax) == "measuring"; ++calls) {
     std::memset(y.data(), 0xff, count * sizeof(float));
     smax::log_softmax(view(x.data()), view(y.data()), o);
     ASSERT_TRUE(same_bits(expected.data(), y.data(), count)) << "call " << calls;
   }
-  const std::string state = smax::streaming_stores();
+  const std::string state = site_state(StoreSite::kLogSoftmax);
   EXPECT_TRUE(state == "stream" || state == "regular") << state << " after " << calls;
   EXPECT_LE(calls, 6);
+  // Each site decides on its own: log_softmax's calls left the others measuring.
+  EXPECT_EQ(site_state(StoreSite::kBackward), "measuring");
+  EXPECT_EQ(site_state(StoreSite::kCrossEntropy), "measuring");
+  EXPECT_EQ(smax::streaming_stores(), "log_softmax=" + state +
+                                          ", backward=measuring, cross_entropy=measuring");
   // A footprint within the LLC is never measured nor streamed, whatever was
   // decided; beyond it, the decision holds.
-  EXPECT_EQ(smax::detail::choose_stores(llc), smax::detail::StoreChoice::kRegular);
-  EXPECT_EQ(smax::detail::choose_stores(llc + 1), state == "stream"
-                                                      ? smax::detail::StoreChoice::kStream
-                                                      : smax::detail::StoreChoice::kRegular);
+  EXPECT_EQ(smax::detail::choose_stores(StoreSite::kLogSoftmax, llc), StoreChoice::kRegular);
+  EXPECT_EQ(smax::detail::choose_stores(StoreSite::kLogSoftmax, llc + 1),
+            state == "stream" ? StoreChoice::kStream : StoreChoice::kRegular);
+  EXPECT_EQ(smax::detail::choose_stores(StoreSite::kBackward, llc + 1), StoreChoice::kMeasure);
   smax::set_streaming_stores("auto");
-  EXPECT_EQ(smax::detail::choose_stores(llc), smax::detail::StoreChoice::kRegular);
-  EXPECT_EQ(smax::detail::choose_stores(llc + 1), smax::detail::StoreChoice::kMeasure);
+  EXPECT_EQ(smax::detail::choose_stores(StoreSite::kLogSoftmax, llc), StoreChoice::kRegular);
+  EXPECT_EQ(smax::detail::choose_stores(StoreSite::kLogSoftmax, llc + 1), StoreChoice::kMeasure);
+  smax::set_streaming_stores("on");
+  EXPECT_EQ(smax::detail::choose_stores(StoreSite::kCrossEntropy, 1), StoreChoice::kStream);
+  smax::set_streaming_stores("off");
+  EXPECT_EQ(smax::detail::choose_stores(StoreSite::kCrossEntropy, llc + 1), StoreChoice::kRegular);
 }
 
 TEST(StreamStoresErrors, UnknownModeIsNamed) {

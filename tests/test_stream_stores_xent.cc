@@ -7,10 +7,14 @@
 // -inf / signed-zero data, and the options that change the kernel's
 // instantiation or its coefficients: class weights, label smoothing with a
 // softcap, an additive mask, z-loss, ignored rows. Probability targets never
-// stream (checked too: the same bits).
+// stream (checked too: the same bits). And "auto" decides the
+// cross-entropy site from its own calls, leaving the others measuring.
+#include <algorithm>
 #include <cstring>
+#include <string>
 #include <vector>
 
+#include "core/stream_stores.h"
 #include "smax/smax.h"
 #include "test_util.h"
 
@@ -130,6 +134,52 @@ TEST_P(StreamStoresXent, SameBitsOnAndOff) {
 }
 
 SMAX_INSTANTIATE_PER_TARGET(StreamStoresXent);
+
+// "auto": cross_entropy_backward calls whose logits + gradient exceed the
+// last-level cache are measured and decide the cross-entropy site within a
+// few calls, with the same bits meanwhile; the other sites keep measuring.
+TEST(StreamStoresXentAuto, DecidesOnItsOwn) {
+  ModeGuard guard;
+  using smax::detail::StoreSite;
+  const int64_t llc = smax::detail::last_level_cache_bytes();
+  const int64_t n = 8192;
+  const int64_t rows = std::max((llc * 5 / 4) / (8 * n) + 1, (int64_t{1} << 23) / n);
+  const size_t count = static_cast<size_t>(rows * n);
+  const int64_t dims[2] = {rows, n};
+  const int64_t rows_dim[1] = {rows};
+  Rng rng(seed_for("StreamStoresXentAuto"));
+  const std::vector<float> x = adversarial_row(0, static_cast<int64_t>(count), rng);
+  std::vector<int64_t> target(static_cast<size_t>(rows));
+  for (size_t r = 0; r < target.size(); ++r) target[r] = static_cast<int64_t>(r * 7919 % n);
+  std::vector<float> dloss(static_cast<size_t>(rows), 0.5f), expected(count), grad(count);
+  auto view = [&](const float* p) {
+    return smax::make_view(const_cast<float*>(p), smax::DType::kF32, 2, dims, nullptr);
+  };
+  const smax::TensorView tgt =
+      smax::make_view(target.data(), smax::DType::kI64, 1, rows_dim, nullptr);
+  const smax::TensorView dl =
+      smax::make_view(dloss.data(), smax::DType::kF32, 1, rows_dim, nullptr);
+  smax::CrossEntropyOptions ce;
+  ce.loss.reduction = smax::Reduction::kNone;
+  smax::SoftmaxOptions o;
+  o.threads = 1;
+  smax::set_streaming_stores("off");
+  smax::cross_entropy_backward(view(x.data()), tgt, dl, view(expected.data()), ce, o);
+  smax::set_streaming_stores("auto");
+  auto state = [](StoreSite site) { return std::string(smax::detail::store_site_state(site)); };
+  int calls = 0;
+  for (; calls < 20 && state(StoreSite::kCrossEntropy) == "measuring"; ++calls) {
+    std::memset(grad.data(), 0xff, count * sizeof(float));
+    smax::cross_entropy_backward(view(x.data()), tgt, dl, view(grad.data()), ce, o);
+    ASSERT_EQ(std::memcmp(expected.data(), grad.data(), count * sizeof(float)), 0)
+        << "call " << calls;
+  }
+  const std::string decided = state(StoreSite::kCrossEntropy);
+  EXPECT_TRUE(decided == "stream" || decided == "regular") << decided << " after " << calls;
+  EXPECT_LE(calls, 6);
+  EXPECT_EQ(state(StoreSite::kLogSoftmax), "measuring");
+  EXPECT_EQ(state(StoreSite::kBackward), "measuring");
+}
 
 }  // namespace
 }  // namespace smax_test

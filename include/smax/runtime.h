@@ -40,19 +40,21 @@ std::string kernel_name(std::string_view op, std::string_view algorithm = "auto"
                         int64_t cols = 32000);
 
 /// Whether large batched outputs are written with streaming (non-temporal)
-/// stores on this host: "stream" or "regular" once decided, "measuring"
-/// before (the first calls whose input + output exceed the last-level cache
-/// time both kinds; the results are the same bits either way), "forced on"
-/// / "forced off" when the environment variable SMAX_STREAM_STORES
-/// (on | off | auto, read once per process; other values count as auto)
-/// sets it. docs/design.md, "Streaming stores".
+/// stores on this host, decided for each kernel that can stream on its
+/// own: "log_softmax=S, backward=S, cross_entropy=S", each S "stream" or
+/// "regular" once decided, "measuring" before (the first calls of that
+/// kernel whose input + output exceed the last-level cache time both
+/// kinds; the results are the same bits either way); "forced on" /
+/// "forced off" when set_streaming_stores or the environment variable
+/// SMAX_STREAM_STORES (on | off | auto, read once per process; other
+/// values count as auto) sets it. docs/design.md, "Streaming stores".
 std::string streaming_stores();
 /// Sets the choice for this process: "on" (every call that can stream
 /// does, whatever its size: f32 three-pass log_softmax rows of >= 128
 /// elements, the backward's batched rows shorter than 65536 whose dx
 /// rows are 64-byte aligned, and the f32 cross-entropy gradient of rows of
 /// >= 128 class-index logits), "off", or "auto" (back to the measurement,
-/// which starts over). Replaces SMAX_STREAM_STORES. Throws smax::Error for
+/// which starts over for every kernel). Replaces SMAX_STREAM_STORES. Throws smax::Error for
 /// any other word. Call it between calls.
 void set_streaming_stores(std::string_view mode);
 

@@ -21,9 +21,8 @@ def info() -> Dict[str, Any]:
     ``active_target`` (what kernels dispatch to now); ``max_threads`` (the
     default thread count); ``kernels`` (op -> kernel name for a row of 32000
     with ``algorithm="auto"``); ``streaming_stores`` (whether large batched
-    log_softmax / backward outputs use streaming stores on this host:
-    "stream", "regular", "measuring", "forced on" or "forced off";
-    docs/design.md, "Streaming stores").
+    log_softmax, backward and cross-entropy gradient outputs use streaming
+    stores on this host: :func:`streaming_stores`).
     """
     ops = ("softmax", "log_softmax", "logsumexp", "softmax_backward", "log_softmax_backward")  # noqa: E501
     return {
@@ -51,12 +50,14 @@ def set_max_target(name: Optional[str]) -> None:
 
 def streaming_stores() -> str:
     """Whether large batched outputs are written with streaming
-    (non-temporal) stores on this host: ``"stream"`` or ``"regular"`` once
-    decided, ``"measuring"`` before (the first calls whose input and output
-    exceed the last-level cache time both kinds), ``"forced on"`` /
-    ``"forced off"`` when :func:`set_streaming_stores` or the environment
-    variable ``SMAX_STREAM_STORES`` sets it. The results are the same bits
-    either way (docs/design.md, "Streaming stores")."""
+    (non-temporal) stores on this host, decided per kernel:
+    ``"log_softmax=S, backward=S, cross_entropy=S"``, each ``S``
+    ``"stream"`` or ``"regular"`` once decided, ``"measuring"`` before (the
+    first calls of that kernel whose input and output exceed the last-level
+    cache time both kinds); ``"forced on"`` / ``"forced off"`` when
+    :func:`set_streaming_stores` or the environment variable
+    ``SMAX_STREAM_STORES`` sets it. The results are the same bits either
+    way (docs/design.md, "Streaming stores")."""
     return str(_C.streaming_stores())
 
 

@@ -154,11 +154,15 @@ class Rowwise {
   }
 
   /// How run() lets row functions store out[0] (core/stream_stores.h): the
-  /// op's choose_stores for the call (kRegular unless set). With kMeasure
-  /// each task runs its rows in two timed halves, one with
-  /// RowArgs::stream_out and one without; the op asks only where its row
-  /// function does stream when told to, and the bits are the same.
-  void set_stores(StoreChoice choice) { stores_ = choice; }
+  /// op's choose_stores(site, ...) for the call (kRegular unless set). With
+  /// kMeasure each task runs its rows in two timed halves, one with
+  /// RowArgs::stream_out and one without, reported for `site`; the op asks
+  /// only where its row function does stream when told to, and the bits are
+  /// the same.
+  void set_stores(StoreSite site, StoreChoice choice) {
+    store_site_ = site;
+    stores_ = choice;
+  }
 
   /// Runs fn(RowArgsOf<T>&) for every row, in parallel on the fixed task
   /// grid: T = float (RowArgs, f32 arithmetic) or double (RowArgs64).
@@ -180,11 +184,12 @@ class Rowwise {
     for_each_row_task(g_, threads_, [&](int64_t begin, int64_t end) {
       ScratchPool::Lease lease(pool);
       T* buffer = lease.as<T>();
-      run_with_stores(stores_, end - begin, n, [&](int64_t first, int64_t count, bool stream) {
+      auto rows = [&](int64_t first, int64_t count, bool stream) {
         for (int64_t row = begin + first; row < begin + first + count; ++row) {
           run_row<T>(row, buffer, fn, stream);
         }
-      });
+      };
+      run_with_stores(store_site_, stores_, end - begin, n, rows);
     });
   }
 
@@ -324,6 +329,7 @@ class Rowwise {
   bool finished_ = false;
   bool zero_masked_outputs_ = false;
   StoreChoice stores_ = StoreChoice::kRegular;
+  StoreSite store_site_ = StoreSite::kCrossEntropy;  // meaningful only with stores_ set
 
   // Declared operands, in declaration order (views kept for overlap checks).
   struct Decl {

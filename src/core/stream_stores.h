@@ -5,6 +5,12 @@
 // BackwardRows::stream_stores, log_store_segment; kernels/cross_entropy.h,
 // XentGrad::stream, through Rowwise::set_stores).
 //
+// Each of those sites (StoreSite) is decided on its own: on the Zen 4 VM
+// log_softmax and the backward gain 10-25% from streaming while the
+// cross-entropy gradient loses 12% (its stores follow a compute-bound scan
+// that overlaps the regular stores' write-backs; docs/design.md, "Streaming
+// stores"), so one process-wide answer would be wrong for one of them.
+//
 // Why: a row that fits L2 is read from DRAM once and its output written
 // once; with regular stores the write first reads the destination line
 // (read-for-ownership), so the op moves three streams, not two. Streaming
@@ -33,10 +39,21 @@ namespace smax::detail {
 /// and reports each through record_store_sample).
 enum class StoreChoice { kRegular, kStream, kMeasure };
 
-/// The choice for a call whose operands span `footprint_bytes` in all.
-/// Callers ask only for calls whose rows can stream (see kStreamMinCols and
-/// the ops' conditions), so that a measured "streaming" sample streams.
-StoreChoice choose_stores(int64_t footprint_bytes) noexcept;
+/// The kernels that can stream, each measured and decided on its own.
+enum class StoreSite : int {
+  kLogSoftmax = 0,    ///< three-pass log_softmax's log pass (rows and long rows)
+  kBackward = 1,      ///< softmax_backward / log_softmax_backward batched rows
+  kCrossEntropy = 2,  ///< the cross-entropy gradient (fused or backward)
+};
+inline constexpr int kStoreSites = 3;
+/// "log_softmax", "backward", "cross_entropy".
+const char* store_site_name(StoreSite site) noexcept;
+
+/// The choice for a call of `site` whose operands span `footprint_bytes` in
+/// all. Callers ask only for calls whose rows can stream (see
+/// kStreamMinCols and the ops' conditions), so that a measured "streaming"
+/// sample streams.
+StoreChoice choose_stores(StoreSite site, int64_t footprint_bytes) noexcept;
 
 /// Rows of at least this many elements reach an aligned vector with the
 /// passes' peel on every target (pass-inl.h, kPeelMinVectors = 8 vectors;
@@ -47,14 +64,14 @@ inline constexpr int64_t kStreamMinCols = 128;
 /// streams without a peel (the backward sweep): the widest vector.
 inline constexpr int64_t kStreamAlignBytes = 64;
 
-/// One timed sample of the measurement: `elements` written in `seconds`
-/// with streaming stores or not. Thread-safe; the decision is taken once
-/// enough samples of both kinds are in.
-void record_store_sample(bool stream, int64_t elements, double seconds) noexcept;
+/// One timed sample of `site`'s measurement: `elements` written in
+/// `seconds` with streaming stores or not. Thread-safe; the site's decision
+/// is taken once enough samples of both kinds are in.
+void record_store_sample(StoreSite site, bool stream, int64_t elements, double seconds) noexcept;
 
-/// The decision so far, for benchmarks and the CLI: "stream", "regular",
-/// "measuring", or "forced on" / "forced off" (SMAX_STREAM_STORES).
-const char* store_choice_state() noexcept;
+/// `site`'s decision so far: "stream", "regular", "measuring", or
+/// "forced on" / "forced off" (SMAX_STREAM_STORES, set_streaming_stores).
+const char* store_site_state(StoreSite site) noexcept;
 
 /// Runs `count` rows of `cols` elements as kernel(first, rows, stream) as
 /// `choice` says: all with or without streaming stores, or (kMeasure) in
@@ -63,7 +80,8 @@ const char* store_choice_state() noexcept;
 /// A single row (count == 1: a long row) is one timed sample of the kind
 /// whose turn it is on this thread.
 template <typename Kernel>
-void run_with_stores(StoreChoice choice, int64_t count, int64_t cols, Kernel&& kernel) {
+void run_with_stores(StoreSite site, StoreChoice choice, int64_t count, int64_t cols,
+                     Kernel&& kernel) {
   thread_local bool stream_first = false;
   if (choice == StoreChoice::kMeasure && count == 1) {
     // One row (a long row): one timed sample, the kind alternating per row.
@@ -71,7 +89,7 @@ void run_with_stores(StoreChoice choice, int64_t count, int64_t cols, Kernel&& k
     const auto start = std::chrono::steady_clock::now();
     kernel(int64_t{0}, count, stream_first);
     const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
-    record_store_sample(stream_first, cols, took.count());
+    record_store_sample(site, stream_first, cols, took.count());
     return;
   }
   if (choice != StoreChoice::kMeasure || count < 2) {
@@ -86,7 +104,7 @@ void run_with_stores(StoreChoice choice, int64_t count, int64_t cols, Kernel&& k
     const auto start = std::chrono::steady_clock::now();
     kernel(first[k], rows[k], stream);
     const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
-    record_store_sample(stream, rows[k] * cols, took.count());
+    record_store_sample(site, stream, rows[k] * cols, took.count());
   }
 }
 

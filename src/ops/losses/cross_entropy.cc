@@ -297,8 +297,8 @@ StoreChoice grad_stores(const CeSetup& s, const Rowwise& rw, const TensorView& g
       grad.strides[rw.axis()] != 1) {
     return StoreChoice::kRegular;
   }
-  const int64_t numel = rw.rows() * n;
-  return choose_stores(numel < INT64_MAX / 8 ? numel * 8 : INT64_MAX);
+  const int64_t numel = s.rows * n;  // (rw.rows() is known only once it runs)
+  return choose_stores(StoreSite::kCrossEntropy, numel < INT64_MAX / 8 ? numel * 8 : INT64_MAX);
 }
 
 }  // namespace ce_rows
@@ -484,7 +484,9 @@ void cross_entropy(const TensorView& src, const TensorView& target, const Tensor
   if (f64) {
     rw.run<double>(detail::ce_f64_scratch(s.classes) + (in_place ? s.classes : 0), row_fn);
   } else {
-    if (fused && !in_place) rw.set_stores(detail::grad_stores(s, rw, *ce.grad));
+    if (fused && !in_place) {
+      rw.set_stores(detail::StoreSite::kCrossEntropy, detail::grad_stores(s, rw, *ce.grad));
+    }
     rw.run(in_place ? s.classes : 0, row_fn);
   }
 
@@ -540,7 +542,7 @@ void cross_entropy_backward(const TensorView& src, const TensorView& target,
     });
     return;
   }
-  rw.set_stores(detail::grad_stores(s, rw, dsrc));
+  rw.set_stores(detail::StoreSite::kCrossEntropy, detail::grad_stores(s, rw, dsrc));
   rw.run(0, [&](const RowArgs& a) {
     const int64_t r = a.row;
     float* out = a.out[0];

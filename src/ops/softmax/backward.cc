@@ -86,6 +86,9 @@ BackwardCall prepare(BackwardOp op, const TensorView& y_in, const TensorView& dy
 
 // Streaming stores for dx (core/stream_stores.h), by the footprint of the
 // call's batched rows (y + dy + dx); long rows (segments) never stream.
+// The streaming-store site these calls are measured and decided as.
+constexpr StoreSite kSite = StoreSite::kBackward;
+
 StoreChoice rows_mode_stores(const BackwardCall& c) {
   if (c.g.n >= kernels::kSegment) return StoreChoice::kRegular;
   // The sweep streams only rows whose dx is vector-aligned (no peel:
@@ -99,7 +102,7 @@ StoreChoice rows_mode_stores(const BackwardCall& c) {
     }
   }
   const int64_t numel = c.g.rows * c.g.n;  // fits int64 with 4 bytes each (validated)
-  return choose_stores(numel < INT64_MAX / 12 ? numel * 12 : INT64_MAX);
+  return choose_stores(kSite, numel < INT64_MAX / 12 ? numel * 12 : INT64_MAX);
 }
 
 void run_rows_mode(const BackwardCall& c) {
@@ -121,7 +124,7 @@ void run_rows_mode(const BackwardCall& c) {
         rows.dx_stride = run_stride(g, kDx);
         rows.cols = g.n;
         rows.scale = c.scale;
-        run_with_stores(stores, count, g.n, [&](int64_t first, int64_t part, bool stream) {
+        run_with_stores(kSite, stores, count, g.n, [&](int64_t first, int64_t part, bool stream) {
           kernels::BackwardRows r = rows;
           r.y += first * rows.y_stride;
           r.dy += first * rows.dy_stride;

@@ -167,6 +167,9 @@ int column_dim(const ForwardCall& c) {
 // Streaming stores (core/stream_stores.h) for the batched three-pass
 // log_softmax kernels (the only ones that use them: kernels.h,
 // Rows::stream_stores), by the footprint of the call's rows (src + dst).
+// The streaming-store site these calls are measured and decided as.
+constexpr StoreSite kSite = StoreSite::kLogSoftmax;
+
 StoreChoice rows_mode_stores(const ForwardCall& c) {
   const bool three_pass = c.algorithm == Algorithm::kThreePassReload ||
                           c.algorithm == Algorithm::kThreePassRecompute;
@@ -179,7 +182,7 @@ StoreChoice rows_mode_stores(const ForwardCall& c) {
     return StoreChoice::kRegular;
   }
   const int64_t numel = c.g.rows * c.g.n;  // fits int64 with 4 bytes each (validated)
-  return choose_stores(numel < INT64_MAX / 8 ? numel * 8 : INT64_MAX);
+  return choose_stores(kSite, numel < INT64_MAX / 8 ? numel * 8 : INT64_MAX);
 }
 
 void run_rows_mode(const ForwardCall& c) {
@@ -188,7 +191,7 @@ void run_rows_mode(const ForwardCall& c) {
   for_each_contiguous_row(
       g, c.threads,
       [&](const int64_t* off, int threads, const int64_t* next) {
-        run_with_stores(stores, 1, g.n, [&](int64_t, int64_t, bool stream) {
+        run_with_stores(kSite, stores, 1, g.n, [&](int64_t, int64_t, bool stream) {
           forward_row(c.op, c.algorithm, f32_at(g, kSrc, off[kSrc]),
                       c.has_add_mask ? f32_at(g, kAddMask, off[kAddMask]) : nullptr, g.n,
                       c.scale, c.empty_row, f32_at(g, kDst, off[kDst]), threads,
@@ -208,7 +211,7 @@ void run_rows_mode(const ForwardCall& c) {
         rows.cols = g.n;
         rows.scale = c.scale;
         rows.empty_row = c.empty_row;
-        run_with_stores(stores, count, g.n, [&](int64_t first, int64_t part, bool stream) {
+        run_with_stores(kSite, stores, count, g.n, [&](int64_t first, int64_t part, bool stream) {
           kernels::Rows r = rows;
           r.src += first * rows.src_stride;
           r.dst += first * rows.dst_stride;
