@@ -11,7 +11,7 @@
 //  * the measurement ("auto") reaches a decision after a few calls whose
 //    footprint exceeds the last-level cache, with the same bits meanwhile,
 //    for log_softmax's site alone (each site decides on its own);
-//  * long rows (the segment kernels' log store) likewise;
+//  * long rows (the segment kernels' log store and backward sweep) likewise;
 //  * an unknown mode is an error naming it.
 #include <algorithm>
 #include <cstring>

@@ -51,8 +51,8 @@ std::string kernel_name(std::string_view op, std::string_view algorithm = "auto"
 std::string streaming_stores();
 /// Sets the choice for this process: "on" (every call that can stream
 /// does, whatever its size: f32 three-pass log_softmax rows of >= 128
-/// elements, the backward's batched rows shorter than 65536 whose dx
-/// rows are 64-byte aligned, and the f32 cross-entropy gradient of rows of
+/// elements, the backward's rows (batched or long) whose dx rows are
+/// 64-byte aligned, and the f32 cross-entropy gradient of rows of
 /// >= 128 class-index logits), "off", or "auto" (back to the measurement,
 /// which starts over for every kernel). Replaces SMAX_STREAM_STORES. Throws smax::Error for
 /// any other word. Call it between calls.

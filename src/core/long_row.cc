@@ -435,7 +435,7 @@ void rows_kernel(BackwardOp op, const kernels::BackwardRows& rows) {
 }
 
 void backward_row(BackwardOp op, const float* y, const float* dy, int64_t n, float scale,
-                  float* dx, int threads) {
+                  float* dx, int threads, bool stream) {
   if (n < kSegment) {
     kernels::BackwardRows rows;
     rows.y = y;
@@ -444,6 +444,7 @@ void backward_row(BackwardOp op, const float* y, const float* dy, int64_t n, flo
     rows.rows = 1;
     rows.cols = n;
     rows.scale = scale;
+    rows.stream_stores = stream;
     rows_kernel(op, rows);
     return;
   }
@@ -458,9 +459,10 @@ void backward_row(BackwardOp op, const float* y, const float* dy, int64_t n, flo
   const double reduced = total;
   for_segments(n, threads, [&](int64_t off, int64_t len) {
     if (op == BackwardOp::kSoftmax) {
-      kernels::softmax_backward_segment(y + off, dy + off, len, reduced, scale, dx + off);
+      kernels::softmax_backward_segment(y + off, dy + off, len, reduced, scale, dx + off, stream);
     } else {
-      kernels::log_softmax_backward_segment(y + off, dy + off, len, reduced, scale, dx + off);
+      kernels::log_softmax_backward_segment(y + off, dy + off, len, reduced, scale, dx + off,
+                                            stream);
     }
   });
 }

@@ -78,8 +78,10 @@ enum class BackwardOp { kSoftmax, kLogSoftmax };
 /// Runs the whole-row backward kernel of `op` on `rows` (no segments).
 void rows_kernel(BackwardOp op, const kernels::BackwardRows& rows);
 
-/// Backward of one contiguous row (dx may equal dy).
+/// Backward of one contiguous row (dx may equal dy). `stream`: dx written
+/// with streaming stores where it is vector-aligned (core/stream_stores.h);
+/// the same bits.
 void backward_row(BackwardOp op, const float* y, const float* dy, int64_t n, float scale,
-                  float* dx, int threads);
+                  float* dx, int threads, bool stream = false);
 
 }  // namespace smax::detail

@@ -232,13 +232,16 @@ void log_softmax_backward_rows(const BackwardRows& rows) noexcept;
 
 double dot_segment(const float* a, const float* b, int64_t n) noexcept;
 double sum_segment(const float* a, int64_t n) noexcept;
-/// dx = scale * y * (dy - dot), dot the row's float64 reduction (used as f32)
+/// dx = scale * y * (dy - dot), dot the row's float64 reduction (used as f32).
+/// `stream`: dx written with streaming stores where dx is vector-aligned
+/// (else as usual), fenced before the call returns; the same bits.
 void softmax_backward_segment(const float* y, const float* dy, int64_t n, double dot,
-                              float scale, float* dx) noexcept;
+                              float scale, float* dx, bool stream = false) noexcept;
 /// dx = scale * (dy - exp(y) * sum), 0 where y = -inf; sum the row's float64
-/// sum of dy (f32 unless it is beyond f32: then the segment runs in float64)
+/// sum of dy (f32 unless it is beyond f32: then the segment runs in float64).
+/// `stream` as above.
 void log_softmax_backward_segment(const float* y, const float* dy, int64_t n, double sum,
-                                  float scale, float* dx) noexcept;
+                                  float scale, float* dx, bool stream = false) noexcept;
 
 struct BackwardColumns {
   const float* y = nullptr;

@@ -215,13 +215,24 @@ double DotSegmentImpl(const float* a, const float* b, int64_t n) {
 double SumSegmentImpl(const float* a, int64_t n) {
   return BlockedDot(a, nullptr, static_cast<size_t>(n));
 }
+// A segment of a long row (its reduction done); streamed where dx is aligned.
+template <bool kLog>
+HWY_INLINE void GradSegment(const float* y, const float* dy, int64_t n, double red, float scale,
+                            float* dx, bool stream) {
+  if (GradStreams(stream, dx)) {
+    GradStore<kLog, true>(y, dy, static_cast<size_t>(n), red, scale, dx);
+    hwy::FlushStream();
+  } else {
+    GradStore<kLog>(y, dy, static_cast<size_t>(n), red, scale, dx);
+  }
+}
 void SoftmaxBackwardSegmentImpl(const float* y, const float* dy, int64_t n, double dot,
-                                float scale, float* dx) {
-  GradStore<false>(y, dy, static_cast<size_t>(n), dot, scale, dx);
+                                float scale, float* dx, bool stream) {
+  GradSegment<false>(y, dy, n, dot, scale, dx, stream);
 }
 void LogSoftmaxBackwardSegmentImpl(const float* y, const float* dy, int64_t n, double sum,
-                                   float scale, float* dx) {
-  GradStore<true>(y, dy, static_cast<size_t>(n), sum, scale, dx);
+                                   float scale, float* dx, bool stream) {
+  GradSegment<true>(y, dy, n, sum, scale, dx, stream);
 }
 
 // Columns: one vector of `cnt` adjacent columns at a time; per-lane blocked
@@ -327,12 +338,12 @@ double sum_segment(const float* a, int64_t n) noexcept {
   return HWY_DYNAMIC_DISPATCH(SumSegmentImpl)(a, n);
 }
 void softmax_backward_segment(const float* y, const float* dy, int64_t n, double dot,
-                              float scale, float* dx) noexcept {
-  HWY_DYNAMIC_DISPATCH(SoftmaxBackwardSegmentImpl)(y, dy, n, dot, scale, dx);
+                              float scale, float* dx, bool stream) noexcept {
+  HWY_DYNAMIC_DISPATCH(SoftmaxBackwardSegmentImpl)(y, dy, n, dot, scale, dx, stream);
 }
 void log_softmax_backward_segment(const float* y, const float* dy, int64_t n, double sum,
-                                  float scale, float* dx) noexcept {
-  HWY_DYNAMIC_DISPATCH(LogSoftmaxBackwardSegmentImpl)(y, dy, n, sum, scale, dx);
+                                  float scale, float* dx, bool stream) noexcept {
+  HWY_DYNAMIC_DISPATCH(LogSoftmaxBackwardSegmentImpl)(y, dy, n, sum, scale, dx, stream);
 }
 void softmax_backward_columns(const BackwardColumns& cols) noexcept {
   HWY_DYNAMIC_DISPATCH(SoftmaxBackwardColumnsImpl)(cols);

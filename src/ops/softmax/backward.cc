@@ -85,12 +85,13 @@ BackwardCall prepare(BackwardOp op, const TensorView& y_in, const TensorView& dy
 }
 
 // Streaming stores for dx (core/stream_stores.h), by the footprint of the
-// call's batched rows (y + dy + dx); long rows (segments) never stream.
+// call's rows (y + dy + dx), batched or long (segments: every segment of an
+// aligned row starts aligned, kSegment being a multiple of 16 floats).
 // The streaming-store site these calls are measured and decided as.
 constexpr StoreSite kSite = StoreSite::kBackward;
 
 StoreChoice rows_mode_stores(const BackwardCall& c) {
-  if (c.g.n >= kernels::kSegment) return StoreChoice::kRegular;
+  static_assert(kernels::kSegment % (kStreamAlignBytes / sizeof(float)) == 0);
   // The sweep streams only rows whose dx is vector-aligned (no peel:
   // kernels/softmax_backward.cc, GradStreams): ask only when every row's is.
   if (reinterpret_cast<uintptr_t>(c.g.at(kDx, 0)) % kStreamAlignBytes != 0) {
@@ -111,8 +112,10 @@ void run_rows_mode(const BackwardCall& c) {
   for_each_contiguous_row(
       g, c.threads,
       [&](const int64_t* off, int threads, const int64_t* /*next*/) {
-        backward_row(c.op, f32_at(g, kY, off[kY]), f32_at(g, kDy, off[kDy]), g.n, c.scale,
-                     f32_at(g, kDx, off[kDx]), threads);
+        run_with_stores(kSite, stores, 1, g.n, [&](int64_t, int64_t, bool stream) {
+          backward_row(c.op, f32_at(g, kY, off[kY]), f32_at(g, kDy, off[kDy]), g.n, c.scale,
+                       f32_at(g, kDx, off[kDx]), threads, stream);
+        });
       },
       [&](int64_t count, const int64_t* off) {
         kernels::BackwardRows rows;
