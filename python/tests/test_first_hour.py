@@ -46,6 +46,7 @@ def _inputs(lib):
         "name": None,
         "n": smax.max_threads(),
         "op": "softmax",
+        "mode": "auto",
     }
     vals["input"] = vals["logits"] = vals["x"]
     if lib is not np:

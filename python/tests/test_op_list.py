@@ -17,6 +17,7 @@ BY_NAME = {op.name: op for op in OPS}
 # Public names of smax that are not ops.
 NOT_OPS = {"info", "set_max_target", "set_max_threads", "max_threads", "kernel_name",
            "op_list", "OpInfo", "ALGORITHMS", "EMPTY_ROW_POLICIES", "REDUCTIONS",
+           "streaming_stores", "set_streaming_stores",
            "ATTENTION_NORMALIZERS",
            "logit_scale_gradients"}  # a helper of every op's backward, not an op
 # Functions of smax._smax that are not ops (the runtime calls).
