@@ -62,7 +62,7 @@ std::vector<Case> parse_cases(const std::string& text) {
     if (end == std::string::npos) end = text.size();
     const std::string item = text.substr(start, end - start);
     Case c;
-    const size_t colon = item.find(':'), x = item.find('x');
+    const size_t colon = item.find(':'), x = item.find('x', colon);
     if (colon == std::string::npos || x == std::string::npos || x < colon) {
       std::fprintf(stderr, "smax_bench_stores: bad case '%s' (op:RxC)\n", item.c_str());
       std::exit(2);
