@@ -14,8 +14,12 @@
 //    read_floor (one read of the source) + read_write_floor (read + write
 //    of a row) for softmax / log_softmax, read_floor alone for logsumexp;
 //    and the one-sweep copy floor (copy_ns): the faster of a copy with
-//    regular stores and one with streaming stores. With --threads N the
-//    floors run on N threads.
+//    regular stores and one with streaming stores; and the exp floor
+//    (exp_ns): smax's logsumexp over L1-resident rows of 4096 (one exp per
+//    element, nothing stored, no memory traffic), what computing each exp
+//    once costs with this library's exp on these cores, so that no
+//    algorithm of the softmax family here can run below max(copy_ns,
+//    exp_ns). With --threads N the floors run on N threads.
 //  * error against the float64 reference (src/reference): softmax max
 //    relative error over outputs >= 1e-30; log_softmax / logsumexp max of
 //    |y - ref| / (1 + |ref|), the library's documented bounds (2e-6).
@@ -305,6 +309,7 @@ struct Record {
   int64_t elements = 0, axis_len = 0;
   double ns_per_elem = NAN, ns_min = NAN, floor_ns = NAN, max_err = NAN;
   double copy_ns = NAN;  // one-sweep copy floor: faster of regular and streaming stores
+  double exp_ns = NAN;   // exp floor: logsumexp of L1-resident rows, per element
   int samples = 0;
 };
 
@@ -474,6 +479,30 @@ int main(int argc, char** argv) {
       for (float p : partial) sink += p;  // keeps the sums alive
       if (c.op != "logsumexp") copy_fn();
     };
+    // The exp floor: every thread runs logsumexp over its own 4096 floats
+    // (16 KB: L1) kExpRepeats times, nothing stored but one float per call.
+    constexpr int64_t kExpRow = 4096;
+    constexpr int kExpRepeats = 16;
+    std::vector<std::vector<float>> exp_rows(static_cast<size_t>(threads));
+    std::vector<float> exp_out(static_cast<size_t>(threads) * 16);
+    for (int k = 0; k < threads; ++k) {
+      exp_rows[static_cast<size_t>(k)].assign(x.begin(), x.begin() + std::min<int64_t>(n, kExpRow));
+      exp_rows[static_cast<size_t>(k)].resize(kExpRow, 0.0f);
+    }
+    auto exp_fn = [&] {
+#pragma omp parallel for num_threads(threads) schedule(static)
+      for (int k = 0; k < threads; ++k) {
+        const int64_t row_dims[2] = {1, kExpRow}, out_dims[1] = {1};
+        smax::SoftmaxOptions one;
+        one.threads = 1;
+        const smax::TensorView xv = smax::make_view(exp_rows[static_cast<size_t>(k)].data(),
+                                                    smax::DType::kF32, 2, row_dims, nullptr);
+        const smax::TensorView yv = smax::make_view(exp_out.data() + 16 * k, smax::DType::kF32,
+                                                    1, out_dims, nullptr);
+        for (int rep = 0; rep < kExpRepeats; ++rep) smax::logsumexp(xv, yv, one);
+      }
+    };
+    const double exp_elements = static_cast<double>(threads) * kExpRepeats * kExpRow;
     const double min_s = quick ? 1e-4 : 2e-3;
     std::vector<int> calls(runners.size(), 0);
     for (size_t k = 0; k < runners.size(); ++k) {
@@ -482,12 +511,14 @@ int main(int argc, char** argv) {
     const int floor_calls = calibrate(floor_fn, min_s);
     const int copy_calls = calibrate(copy_fn, min_s);
     const int stream_copy_calls = calibrate(stream_copy_fn, min_s);
+    const int exp_calls = calibrate(exp_fn, min_s);
     std::vector<std::vector<double>> samples(runners.size());
-    std::vector<double> floor_samples, copy_samples, stream_copy_samples;
+    std::vector<double> floor_samples, copy_samples, stream_copy_samples, exp_samples;
     for (int rep = 0; rep < reps; ++rep) {
       floor_samples.push_back(time_calls(floor_fn, floor_calls));
       copy_samples.push_back(time_calls(copy_fn, copy_calls));
       stream_copy_samples.push_back(time_calls(stream_copy_fn, stream_copy_calls));
+      exp_samples.push_back(time_calls(exp_fn, exp_calls));
       for (size_t j = 0; j < runners.size(); ++j) {
         const size_t k = (j + static_cast<size_t>(rep)) % runners.size();  // rotate the order
         if (runners[k]) samples[k].push_back(time_calls([&] { runners[k]->run(); }, calls[k]));
@@ -496,10 +527,12 @@ int main(int argc, char** argv) {
     const double floor_ns = median(floor_samples) * 1e9 / static_cast<double>(n);
     const double copy_ns =
         std::min(median(copy_samples), median(stream_copy_samples)) * 1e9 / static_cast<double>(n);
+    const double exp_ns = median(exp_samples) * 1e9 / exp_elements;
     for (size_t k = 0; k < runners.size(); ++k) {
       Record& r = recs[k];
       r.floor_ns = floor_ns;
       r.copy_ns = copy_ns;
+      r.exp_ns = exp_ns;
       if (runners[k]) {
         r.samples = static_cast<int>(samples[k].size());
         r.ns_per_elem = median(samples[k]) * 1e9 / static_cast<double>(n);
@@ -507,13 +540,16 @@ int main(int argc, char** argv) {
                    static_cast<double>(n);
       }
       if (r.lib == "smax" && r.status == "ok" && !(r.max_err <= 2e-6)) failed = true;
-      char of_copy[32] = "";
+      // The case's floor: the copy (memory) or the exp (compute), the larger.
+      char of_floor[48] = "";
       if (!std::isnan(r.ns_per_elem)) {
-        std::snprintf(of_copy, sizeof of_copy, "%.2fx copy", r.ns_per_elem / copy_ns);
+        const bool compute = exp_ns > copy_ns;
+        std::snprintf(of_floor, sizeof of_floor, "%.2fx %s floor", r.ns_per_elem / std::max(copy_ns, exp_ns),
+                      compute ? "exp" : "copy");
       }
-      std::fprintf(stderr, "  %-11s %-16s axis %d %-8s %-11s %8s ns/elem %-11s err %s\n",
+      std::fprintf(stderr, "  %-11s %-16s axis %d %-8s %-11s %8s ns/elem %-17s err %s\n",
                    r.op.c_str(), r.shape.c_str(), r.axis, r.lib.c_str(), r.status.c_str(),
-                   num(r.ns_per_elem).c_str(), of_copy, num(r.max_err).c_str());
+                   num(r.ns_per_elem).c_str(), of_floor, num(r.max_err).c_str());
       records.push_back(r);
     }
     (void)sink;
@@ -529,7 +565,8 @@ int main(int argc, char** argv) {
                      ", \"host\": \"" + host_line() + "\", \"streaming_stores\": \"" +
                      smax::streaming_stores() + "\", \"records\": [\n";
   std::string csv =
-      "op,shape,axis,lib,threads,status,ns_per_elem,ns_min,floor_ns,copy_ns,max_err,elements\n";
+      "op,shape,axis,lib,threads,status,ns_per_elem,ns_min,floor_ns,copy_ns,exp_ns,max_err,"
+      "elements\n";
   for (size_t i = 0; i < records.size(); ++i) {
     const Record& r = records[i];
     json += "  {\"op\": \"" + r.op + "\", \"shape\": \"" + r.shape + "\", \"axis\": " +
@@ -538,12 +575,14 @@ int main(int argc, char** argv) {
             "\", \"threads\": " + std::to_string(r.threads) + ", \"status\": \"" + r.status +
             "\", \"ns_per_elem\": " + num(r.ns_per_elem) + ", \"ns_min\": " + num(r.ns_min) +
             ", \"floor_ns\": " + num(r.floor_ns) + ", \"copy_ns\": " + num(r.copy_ns) +
+            ", \"exp_ns\": " + num(r.exp_ns) +
             ", \"max_err\": " + num(r.max_err) +
             ", \"samples\": " + std::to_string(r.samples) + ", \"note\": \"" + r.note + "\"}" +
             (i + 1 < records.size() ? ",\n" : "\n");
     csv += r.op + "," + r.shape + "," + std::to_string(r.axis) + "," + r.lib + "," +
            std::to_string(r.threads) + "," + r.status + "," + num(r.ns_per_elem) + "," +
-           num(r.ns_min) + "," + num(r.floor_ns) + "," + num(r.copy_ns) + "," + num(r.max_err) + "," +
+           num(r.ns_min) + "," + num(r.floor_ns) + "," + num(r.copy_ns) + "," + num(r.exp_ns) + "," +
+           num(r.max_err) + "," +
            std::to_string(r.elements) + "\n";
   }
   json += "]}\n";
