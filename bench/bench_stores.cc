@@ -144,7 +144,7 @@ int main(int argc, char** argv) {
     const size_t count = static_cast<size_t>(c.rows * c.cols);
     const int64_t dims[2] = {c.rows, c.cols};
     const int64_t row_dims[1] = {c.rows};
-    Aligned x(count), y(count), dy(count), out(count);
+    Aligned x(count), y(count), log_y(count), dy(count), out(count);
     smax_bench::fill_logits(x.data, count, 1);
     smax_bench::fill_logits(dy.data, count, 2);
     std::vector<int64_t> target(static_cast<size_t>(c.rows));
@@ -161,7 +161,8 @@ int main(int argc, char** argv) {
         smax::make_view(dloss.data(), smax::DType::kF32, 1, row_dims, nullptr);
     smax::SoftmaxOptions o;
     o.threads = threads;
-    smax::softmax(view(x.data), view(y.data), o);  // y: the backward's softmax output
+    smax::softmax(view(x.data), view(y.data), o);  // the backward ops' forward outputs
+    smax::log_softmax(view(x.data), view(log_y.data), o);
     smax::CrossEntropyOptions ce;
     ce.loss.reduction = smax::Reduction::kNone;
     smax::CrossEntropyOptions ce_grad = ce;
@@ -174,7 +175,9 @@ int main(int argc, char** argv) {
     } else if (c.op == "softmax_backward") {
       call = [&] { smax::softmax_backward(view(y.data), view(dy.data), view(out.data), o); };
     } else if (c.op == "log_softmax_backward") {
-      call = [&] { smax::log_softmax_backward(view(y.data), view(dy.data), view(out.data), o); };
+      call = [&] {
+        smax::log_softmax_backward(view(log_y.data), view(dy.data), view(out.data), o);
+      };
     } else if (c.op == "cross_entropy") {
       call = [&] { smax::cross_entropy(view(x.data), tgt, loss_view, ce_grad, o); };
     } else if (c.op == "cross_entropy_backward") {

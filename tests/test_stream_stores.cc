@@ -25,40 +25,26 @@
 namespace smax_test {
 namespace {
 
-
 bool same_bits(const float* a, const float* b, size_t count) {
   return std::memcmp(a, b, count * sizeof(float)) == 0;
 }
-
-// Restores "auto" whatever a test forced.
-struct ModeGuard {
-  ~ModeGuard() { smax::set_streaming_stores("auto"); }
-};
-
-// A [rows, n] operand at `offset` floats past a 64-byte boundary.
-struct Placed {
-  std::vector<float> storage;
-  float* data;
-  Placed(size_t count, size_t offset) : storage(count + 32) {
-    auto address = reinterpret_cast<uintptr_t>(storage.data());
-    const size_t lead = (64 - address % 64) % 64 / sizeof(float);
-    data = storage.data() + lead + offset;
-  }
-};
 
 class StreamStores : public TargetTest {};
 
 // log_softmax, softmax_backward and log_softmax_backward with streaming
 // forced on give the bits of forced off.
 TEST_P(StreamStores, SameBitsOnAndOff) {
-  ModeGuard guard;
+  StreamModeGuard guard;
   Rng rng(seed_for("StreamStores.SameBitsOnAndOff"));
   struct Shape {
     int64_t rows, n;
   };
   // Batched rows, rows too short for the peel, and long rows (segments:
-  // n >= 65536, a last segment of 100).
-  const Shape shapes[] = {{7, 4096}, {5, 9000}, {9, 255}, {4, 33}, {3, 16}, {6, 1}, {2, 65636}};
+  // n >= 65536, a last segment of 100 or 112). The backward streams only
+  // calls whose dx rows are all 64-byte aligned: {7, 4096} and {2, 65648}
+  // at offset 0 (16 floats per row); the others check the regular path.
+  const Shape shapes[] = {{7, 4096}, {5, 9000}, {9, 255}, {4, 33},
+                          {3, 16},   {6, 1},    {2, 65636}, {2, 65648}};
   for (const Shape& shape : shapes) {
     const size_t count = static_cast<size_t>(shape.rows * shape.n);
     const int64_t dims[2] = {shape.rows, shape.n};
@@ -77,8 +63,8 @@ TEST_P(StreamStores, SameBitsOnAndOff) {
             if (scaled) o.scale = 0.75f;
             smax::SoftmaxOptions forward = o;
             forward.algorithm = smax::Algorithm::kThreePassReload;
-            Placed src(count, (offset + 5) % 16), out[2] = {{count, offset}, {count, offset}};
-            Placed grad[2] = {{count, offset}, {count, offset}}, dy(count, (offset + 9) % 16);
+            PlacedFloats src(count, (offset + 5) % 16), out[2] = {{count, offset}, {count, offset}};
+            PlacedFloats grad[2] = {{count, offset}, {count, offset}}, dy(count, (offset + 9) % 16);
             std::memcpy(src.data, x.data(), count * sizeof(float));
             std::memcpy(dy.data, dyv.data(), count * sizeof(float));
             auto view = [&](float* p) {
@@ -110,7 +96,7 @@ TEST_P(StreamStores, SameBitsOnAndOff) {
 
 // With an additive mask (another Logits instantiation of the streamed pass).
 TEST_P(StreamStores, SameBitsWithMask) {
-  ModeGuard guard;
+  StreamModeGuard guard;
   Rng rng(seed_for("StreamStores.SameBitsWithMask"));
   const int64_t rows = 6, n = 5000;
   const size_t count = static_cast<size_t>(rows * n);
@@ -135,7 +121,7 @@ SMAX_INSTANTIATE_PER_TARGET(StreamStores);
 // "auto" measures the first calls whose input + output exceed the
 // last-level cache and then decides; the bits never change.
 TEST(StreamStoresAuto, DecidesAfterLargeCalls) {
-  ModeGuard guard;
+  StreamModeGuard guard;
   smax::set_streaming_stores("off");
   const int64_t llc = smax::detail::last_level_cache_bytes();
   // Rows of 8192 floats, footprint (src + dst) >= 1.25x the LLC and >= 2^23
@@ -192,7 +178,7 @@ TEST(StreamStoresAuto, DecidesAfterLargeCalls) {
 }
 
 TEST(StreamStoresErrors, UnknownModeIsNamed) {
-  ModeGuard guard;
+  StreamModeGuard guard;
   EXPECT_TRUE(throws_invalid([] { smax::set_streaming_stores("sometimes"); }, "sometimes"));
   EXPECT_TRUE(throws_invalid([] { smax::set_streaming_stores("ON"); }, "ON"));
 }

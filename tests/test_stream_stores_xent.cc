@@ -21,22 +21,6 @@
 namespace smax_test {
 namespace {
 
-// Restores "auto" whatever a test forced.
-struct ModeGuard {
-  ~ModeGuard() { smax::set_streaming_stores("auto"); }
-};
-
-// `count` floats at `offset` floats past a 64-byte boundary.
-struct Placed {
-  std::vector<float> storage;
-  float* data;
-  Placed(size_t count, size_t offset) : storage(count + 32) {
-    auto address = reinterpret_cast<uintptr_t>(storage.data());
-    const size_t lead = (64 - address % 64) % 64 / sizeof(float);
-    data = storage.data() + lead + offset;
-  }
-};
-
 enum class Variant { kPlain, kWeights, kSmoothCap, kMask, kZLoss, kProbs };
 constexpr Variant kVariants[] = {Variant::kPlain, Variant::kWeights, Variant::kSmoothCap,
                                  Variant::kMask, Variant::kZLoss, Variant::kProbs};
@@ -44,7 +28,7 @@ constexpr Variant kVariants[] = {Variant::kPlain, Variant::kWeights, Variant::kS
 class StreamStoresXent : public TargetTest {};
 
 TEST_P(StreamStoresXent, SameBitsOnAndOff) {
-  ModeGuard guard;
+  StreamModeGuard guard;
   Rng rng(seed_for("StreamStoresXent.SameBitsOnAndOff"));
   struct Shape {
     int64_t rows, n;
@@ -71,7 +55,7 @@ TEST_P(StreamStoresXent, SameBitsOnAndOff) {
     for (auto& v : dloss) v = rng.uniform(-2.0f, 2.0f);
     for (int kind = 0; kind < kAdversarialRowKinds; ++kind) {
       const std::vector<float> x = adversarial_row(kind, static_cast<int64_t>(count), rng);
-      Placed src(count, 5);
+      PlacedFloats src(count, 5);
       std::memcpy(src.data, x.data(), count * sizeof(float));
       for (Variant variant : kVariants) {
         for (size_t offset : {size_t{0}, size_t{3}, size_t{8}}) {
@@ -107,8 +91,8 @@ TEST_P(StreamStoresXent, SameBitsOnAndOff) {
                 tgt = view(probs.data());
                 break;
             }
-            Placed grad[2] = {{count, offset}, {count, offset}};
-            Placed fused[2] = {{count, offset}, {count, offset}};
+            PlacedFloats grad[2] = {{count, offset}, {count, offset}};
+            PlacedFloats fused[2] = {{count, offset}, {count, offset}};
             std::vector<float> loss(static_cast<size_t>(shape.rows));
             for (int k = 0; k < 2; ++k) {
               smax::set_streaming_stores(k == 0 ? "off" : "on");
@@ -139,7 +123,7 @@ SMAX_INSTANTIATE_PER_TARGET(StreamStoresXent);
 // last-level cache are measured and decide the cross-entropy site within a
 // few calls, with the same bits meanwhile; the other sites keep measuring.
 TEST(StreamStoresXentAuto, DecidesOnItsOwn) {
-  ModeGuard guard;
+  StreamModeGuard guard;
   using smax::detail::StoreSite;
   const int64_t llc = smax::detail::last_level_cache_bytes();
   const int64_t n = 8192;

@@ -121,6 +121,23 @@ inline std::vector<float> adversarial_row(int kind, int64_t count, Rng& rng) {
 }
 inline constexpr int kAdversarialRowKinds = 6;
 
+// `count` floats starting `offset` floats past a 64-byte boundary (the
+// streaming-store tests place outputs at chosen alignments).
+struct PlacedFloats {
+  std::vector<float> storage;
+  float* data;
+  PlacedFloats(size_t count, size_t offset) : storage(count + 32) {
+    const auto address = reinterpret_cast<uintptr_t>(storage.data());
+    const size_t lead = (64 - address % 64) % 64 / sizeof(float);
+    data = storage.data() + lead + offset;
+  }
+};
+
+// Restores smax::set_streaming_stores("auto") whatever a test forced.
+struct StreamModeGuard {
+  ~StreamModeGuard() { smax::set_streaming_stores("auto"); }
+};
+
 // ---------------------------------------------------------------------------
 // Tensors
 // ---------------------------------------------------------------------------

@@ -16,10 +16,12 @@
 //    and the one-sweep copy floor (copy_ns): the faster of a copy with
 //    regular stores and one with streaming stores; and the exp floor
 //    (exp_ns): smax's logsumexp over L1-resident rows of 4096 (one exp per
-//    element, nothing stored, no memory traffic), what computing each exp
-//    once costs with this library's exp on these cores, so that no
-//    algorithm of the softmax family here can run below max(copy_ns,
-//    exp_ns). With --threads N the floors run on N threads.
+//    element, nothing stored, no memory traffic; its max scan, sum and
+//    call overhead included, a few % of it), what computing each exp once
+//    costs with this library's exp on these cores: an estimate of the
+//    compute floor, as copy_ns is of the memory floor, so that the
+//    algorithms of the softmax family here cannot run much below
+//    max(copy_ns, exp_ns). With --threads N the floors run on N threads.
 //  * error against the float64 reference (src/reference): softmax max
 //    relative error over outputs >= 1e-30; log_softmax / logsumexp max of
 //    |y - ref| / (1 + |ref|), the library's documented bounds (2e-6).

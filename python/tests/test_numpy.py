@@ -345,7 +345,8 @@ def test_threads_setting():
 
 def test_streaming_stores_setting(rng):
     """Forced on and off give the same bits (log_softmax streams rows of >= 128
-    elements, the backward its 64-byte aligned dx rows); bad modes raise and
+    elements, the backward its dx rows when they are all 64-byte aligned,
+    as numpy's allocation may or may not make them); bad modes raise and
     change nothing; "auto" starts every site's measurement over."""
     x = rng.standard_normal((6, 4096)).astype(F32)
     dy = rng.standard_normal((6, 4096)).astype(F32)

@@ -1,5 +1,5 @@
 // src/core/stream_stores.h: whether log_softmax (three-pass, f32, rows
-// mode), the softmax / log_softmax backward (batched rows) and the
+// mode), the softmax / log_softmax backward (batched and long rows) and the
 // cross-entropy gradient (class-index targets) write their outputs with
 // streaming (non-temporal) stores (kernels.h, Rows::stream_stores,
 // BackwardRows::stream_stores, log_store_segment; kernels/cross_entropy.h,
@@ -42,7 +42,7 @@ enum class StoreChoice { kRegular, kStream, kMeasure };
 /// The kernels that can stream, each measured and decided on its own.
 enum class StoreSite : int {
   kLogSoftmax = 0,    ///< three-pass log_softmax's log pass (rows and long rows)
-  kBackward = 1,      ///< softmax_backward / log_softmax_backward batched rows
+  kBackward = 1,      ///< softmax_backward / log_softmax_backward rows (batched, segments)
   kCrossEntropy = 2,  ///< the cross-entropy gradient (fused or backward)
 };
 inline constexpr int kStoreSites = 3;

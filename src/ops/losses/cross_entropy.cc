@@ -289,7 +289,10 @@ bool same_view(const TensorView& a_in, const TensorView& b_in) {
 // gradient, the gradient contiguous along the axis and not the logits
 // themselves (those go through scratch), class-index targets (the
 // probability-target kernel does not stream), rows of >= kStreamMinCols.
-// The footprint is the logits plus the gradient.
+// (Rows that end early store as usual even then: ignored targets, empty or
+// NaN rows, factors beyond f32; a batch with many of them measures partly
+// regular stores as streamed, which can only favour "regular".) The
+// footprint is the logits plus the gradient.
 StoreChoice grad_stores(const CeSetup& s, const Rowwise& rw, const TensorView& grad) {
   const int64_t n = rw.row_length();
   if (s.src.dtype != DType::kF32 || grad.dtype != DType::kF32 || s.probs ||

@@ -84,12 +84,12 @@ BackwardCall prepare(BackwardOp op, const TensorView& y_in, const TensorView& dy
   return call;
 }
 
-// Streaming stores for dx (core/stream_stores.h), by the footprint of the
-// call's rows (y + dy + dx), batched or long (segments: every segment of an
-// aligned row starts aligned, kSegment being a multiple of 16 floats).
 // The streaming-store site these calls are measured and decided as.
 constexpr StoreSite kSite = StoreSite::kBackward;
 
+// Streaming stores for dx (core/stream_stores.h), by the footprint of the
+// call's rows (y + dy + dx), batched or long (segments: every segment of an
+// aligned row starts aligned, kSegment being a multiple of 16 floats).
 StoreChoice rows_mode_stores(const BackwardCall& c) {
   static_assert(kernels::kSegment % (kStreamAlignBytes / sizeof(float)) == 0);
   // The sweep streams only rows whose dx is vector-aligned (no peel:
