@@ -5,8 +5,8 @@
 //
 //   smax_bench_stores [--threads N] [--reps R] [--cases op:RxC,...]
 //
-// ops: log_softmax (three-pass reload, the algorithm that streams),
-// softmax_backward, log_softmax_backward, cross_entropy (the forward with
+// ops: softmax, log_softmax (three-pass reload, the algorithm that
+// streams), softmax_backward, log_softmax_backward, cross_entropy (the forward with
 // its fused gradient, class-index targets), cross_entropy_backward.
 // Every round runs "off" and "on" (SMAX_STREAM_STORES's two forced modes,
 // set with smax::set_streaming_stores; which goes first alternates) for
@@ -35,7 +35,7 @@
 namespace {
 
 const char* kDefaultCases =
-    "log_softmax:256x32000,softmax_backward:256x32000,log_softmax_backward:256x32000,"
+    "softmax:256x32000,log_softmax:256x32000,softmax_backward:256x32000,log_softmax_backward:256x32000,"
     "softmax_backward:64x128256,log_softmax_backward:64x128256,cross_entropy:256x32000,"
     "cross_entropy_backward:256x32000";
 
@@ -102,11 +102,12 @@ double median(std::vector<double> v) {
 // The decided state of the kernel `op` runs, from smax::streaming_stores().
 std::string site_state(const std::string& op) {
   const std::string site = op.rfind("cross_entropy", 0) == 0 ? "cross_entropy"
-                           : op == "log_softmax"             ? "log_softmax"
-                                                             : "backward";
-  const std::string all = smax::streaming_stores();
-  const size_t at = all.find(site + "=");
-  if (at == std::string::npos) return all;
+                           : op == "log_softmax" || op == "softmax" ? op
+                                                                    : "backward";
+  const std::string all = ", " + smax::streaming_stores();
+  size_t at = all.find(", " + site + "=");
+  if (at == std::string::npos) return all.substr(2);
+  at += 2;
   const size_t end = all.find(',', at);
   return all.substr(at + site.size() + 1, end == std::string::npos ? std::string::npos
                                                                       : end - at - site.size() - 1);
@@ -168,9 +169,11 @@ int main(int argc, char** argv) {
     smax::CrossEntropyOptions ce_grad = ce;
     ce_grad.grad = view(out.data);
     std::function<void()> call;
-    if (c.op == "log_softmax") {
-      smax::SoftmaxOptions reload = o;
-      reload.algorithm = smax::Algorithm::kThreePassReload;
+    smax::SoftmaxOptions reload = o;
+    reload.algorithm = smax::Algorithm::kThreePassReload;
+    if (c.op == "softmax") {
+      call = [&, reload] { smax::softmax(view(x.data), view(out.data), reload); };
+    } else if (c.op == "log_softmax") {
       call = [&, reload] { smax::log_softmax(view(x.data), view(out.data), reload); };
     } else if (c.op == "softmax_backward") {
       call = [&] { smax::softmax_backward(view(y.data), view(dy.data), view(out.data), o); };

@@ -1,16 +1,17 @@
 // tests/test_stream_stores.cc: streaming (non-temporal) stores of batched
-// log_softmax and of the softmax / log_softmax backward
+// softmax and log_softmax and of the softmax / log_softmax backward
 // (core/stream_stores.h) change no bit:
 //  * forced on vs forced off (smax::set_streaming_stores), on 1 and 2
 //    threads, for rows long enough to stream and rows too short for the
 //    aligned peel, with dst 0, 3, 8 and 16 floats past a 64-byte boundary
 //    (src at another offset: a streamed pass aligns its loop on dst), with
-//    masks and scales, NaN, -inf and signed zeros; log_softmax runs the
-//    three-pass reload algorithm explicitly (the one that streams), whatever
-//    this host's cache sizes make of "auto";
+//    masks and scales, NaN, -inf and signed zeros; softmax and log_softmax
+//    run the three-pass reload algorithm explicitly (the one that streams),
+//    whatever this host's cache sizes make of "auto";
 //  * the measurement ("auto") reaches a decision after a few calls whose
 //    footprint exceeds the last-level cache, with the same bits meanwhile,
-//    for log_softmax's site alone (each site decides on its own);
+//    for softmax's and log_softmax's sites, each alone (each site decides
+//    on its own);
 //  * long rows (the segment kernels' log store and backward sweep) likewise;
 //  * an unknown mode is an error naming it.
 #include <algorithm>
@@ -31,8 +32,8 @@ bool same_bits(const float* a, const float* b, size_t count) {
 
 class StreamStores : public TargetTest {};
 
-// log_softmax, softmax_backward and log_softmax_backward with streaming
-// forced on give the bits of forced off.
+// softmax, log_softmax, softmax_backward and log_softmax_backward with
+// streaming forced on give the bits of forced off.
 TEST_P(StreamStores, SameBitsOnAndOff) {
   StreamModeGuard guard;
   Rng rng(seed_for("StreamStores.SameBitsOnAndOff"));
@@ -72,6 +73,11 @@ TEST_P(StreamStores, SameBitsOnAndOff) {
             };
             for (int k = 0; k < 2; ++k) {
               smax::set_streaming_stores(k == 0 ? "off" : "on");
+              smax::softmax(view(src.data), view(out[k].data), forward);
+            }
+            ASSERT_TRUE(same_bits(out[0].data, out[1].data, count)) << "softmax";
+            for (int k = 0; k < 2; ++k) {
+              smax::set_streaming_stores(k == 0 ? "off" : "on");
               smax::log_softmax(view(src.data), view(out[k].data), forward);
             }
             ASSERT_TRUE(same_bits(out[0].data, out[1].data, count)) << "log_softmax";
@@ -104,22 +110,31 @@ TEST_P(StreamStores, SameBitsWithMask) {
   const std::vector<float> x = adversarial_row(0, static_cast<int64_t>(count), rng);
   std::vector<float> mask(count);
   for (auto& v : mask) v = rng.uniform(0.0f, 1.0f) < 0.2f ? -kInfF : rng.uniform(-1.0f, 1.0f);
-  std::vector<float> out[2] = {std::vector<float>(count), std::vector<float>(count)};
-  for (int k = 0; k < 2; ++k) {
-    smax::set_streaming_stores(k == 0 ? "off" : "on");
-    smax::SoftmaxOptions o;
-    o.algorithm = smax::Algorithm::kThreePassReload;
-    o.additive_mask = smax::make_view(mask.data(), smax::DType::kF32, 2, dims, nullptr);
-    smax::log_softmax(smax::make_view(const_cast<float*>(x.data()), smax::DType::kF32, 2, dims, nullptr),
-                      smax::make_view(out[k].data(), smax::DType::kF32, 2, dims, nullptr), o);
+  for (bool log : {false, true}) {
+    std::vector<float> out[2] = {std::vector<float>(count), std::vector<float>(count)};
+    for (int k = 0; k < 2; ++k) {
+      smax::set_streaming_stores(k == 0 ? "off" : "on");
+      smax::SoftmaxOptions o;
+      o.algorithm = smax::Algorithm::kThreePassReload;
+      o.additive_mask = smax::make_view(mask.data(), smax::DType::kF32, 2, dims, nullptr);
+      const smax::TensorView src =
+          smax::make_view(const_cast<float*>(x.data()), smax::DType::kF32, 2, dims, nullptr);
+      const smax::TensorView dst = smax::make_view(out[k].data(), smax::DType::kF32, 2, dims, nullptr);
+      if (log) {
+        smax::log_softmax(src, dst, o);
+      } else {
+        smax::softmax(src, dst, o);
+      }
+    }
+    EXPECT_TRUE(same_bits(out[0].data(), out[1].data(), count)) << (log ? "log_softmax" : "softmax");
   }
-  EXPECT_TRUE(same_bits(out[0].data(), out[1].data(), count));
 }
 
 SMAX_INSTANTIATE_PER_TARGET(StreamStores);
 
 // "auto" measures the first calls whose input + output exceed the
-// last-level cache and then decides; the bits never change.
+// last-level cache and then decides; the bits never change. Softmax and
+// log_softmax each decide on their own.
 TEST(StreamStoresAuto, DecidesAfterLargeCalls) {
   StreamModeGuard guard;
   smax::set_streaming_stores("off");
@@ -139,38 +154,57 @@ TEST(StreamStoresAuto, DecidesAfterLargeCalls) {
   smax::SoftmaxOptions o;
   o.threads = 1;
   o.algorithm = smax::Algorithm::kThreePassReload;
-  smax::log_softmax(view(x.data()), view(expected.data()), o);
   using smax::detail::StoreChoice;
   using smax::detail::StoreSite;
   auto site_state = [](StoreSite site) { return std::string(smax::detail::store_site_state(site)); };
   EXPECT_EQ(smax::streaming_stores(), "forced off");
   EXPECT_EQ(site_state(StoreSite::kLogSoftmax), "forced off");
-  smax::set_streaming_stores("auto");
-  EXPECT_EQ(smax::streaming_stores(),
-            "log_softmax=measuring, backward=measuring, cross_entropy=measuring");
-  int calls = 0;
-  for (; calls < 20 && site_state(StoreSite::kLogSoftmax) == "measuring"; ++calls) {
-    std::memset(y.data(), 0xff, count * sizeof(float));
-    smax::log_softmax(view(x.data()), view(y.data()), o);
-    ASSERT_TRUE(same_bits(expected.data(), y.data(), count)) << "call " << calls;
+  EXPECT_EQ(site_state(StoreSite::kSoftmax), "forced off");
+  for (bool log : {true, false}) {
+    SCOPED_TRACE(log ? "log_softmax" : "softmax");
+    const StoreSite site = log ? StoreSite::kLogSoftmax : StoreSite::kSoftmax;
+    const StoreSite other = log ? StoreSite::kSoftmax : StoreSite::kLogSoftmax;
+    auto call = [&](float* out) {
+      if (log) {
+        smax::log_softmax(view(x.data()), view(out), o);
+      } else {
+        smax::softmax(view(x.data()), view(out), o);
+      }
+    };
+    smax::set_streaming_stores("off");
+    call(expected.data());
+    smax::set_streaming_stores("auto");
+    EXPECT_EQ(smax::streaming_stores(),
+              "softmax=measuring, log_softmax=measuring, backward=measuring, "
+              "cross_entropy=measuring");
+    int calls = 0;
+    for (; calls < 20 && site_state(site) == "measuring"; ++calls) {
+      std::memset(y.data(), 0xff, count * sizeof(float));
+      call(y.data());
+      ASSERT_TRUE(same_bits(expected.data(), y.data(), count)) << "call " << calls;
+    }
+    const std::string state = site_state(site);
+    EXPECT_TRUE(state == "stream" || state == "regular") << state << " after " << calls;
+    EXPECT_LE(calls, 6);
+    // Each site decides on its own: this op's calls left the others measuring.
+    EXPECT_EQ(site_state(other), "measuring");
+    EXPECT_EQ(site_state(StoreSite::kBackward), "measuring");
+    EXPECT_EQ(site_state(StoreSite::kCrossEntropy), "measuring");
+    EXPECT_EQ(smax::streaming_stores(),
+              log ? "softmax=measuring, log_softmax=" + state +
+                        ", backward=measuring, cross_entropy=measuring"
+                  : "softmax=" + state +
+                        ", log_softmax=measuring, backward=measuring, cross_entropy=measuring");
+    // A footprint within the LLC is never measured nor streamed, whatever was
+    // decided; beyond it, the decision holds.
+    EXPECT_EQ(smax::detail::choose_stores(site, llc), StoreChoice::kRegular);
+    EXPECT_EQ(smax::detail::choose_stores(site, llc + 1),
+              state == "stream" ? StoreChoice::kStream : StoreChoice::kRegular);
+    EXPECT_EQ(smax::detail::choose_stores(other, llc + 1), StoreChoice::kMeasure);
+    smax::set_streaming_stores("auto");
+    EXPECT_EQ(smax::detail::choose_stores(site, llc), StoreChoice::kRegular);
+    EXPECT_EQ(smax::detail::choose_stores(site, llc + 1), StoreChoice::kMeasure);
   }
-  const std::string state = site_state(StoreSite::kLogSoftmax);
-  EXPECT_TRUE(state == "stream" || state == "regular") << state << " after " << calls;
-  EXPECT_LE(calls, 6);
-  // Each site decides on its own: log_softmax's calls left the others measuring.
-  EXPECT_EQ(site_state(StoreSite::kBackward), "measuring");
-  EXPECT_EQ(site_state(StoreSite::kCrossEntropy), "measuring");
-  EXPECT_EQ(smax::streaming_stores(), "log_softmax=" + state +
-                                          ", backward=measuring, cross_entropy=measuring");
-  // A footprint within the LLC is never measured nor streamed, whatever was
-  // decided; beyond it, the decision holds.
-  EXPECT_EQ(smax::detail::choose_stores(StoreSite::kLogSoftmax, llc), StoreChoice::kRegular);
-  EXPECT_EQ(smax::detail::choose_stores(StoreSite::kLogSoftmax, llc + 1),
-            state == "stream" ? StoreChoice::kStream : StoreChoice::kRegular);
-  EXPECT_EQ(smax::detail::choose_stores(StoreSite::kBackward, llc + 1), StoreChoice::kMeasure);
-  smax::set_streaming_stores("auto");
-  EXPECT_EQ(smax::detail::choose_stores(StoreSite::kLogSoftmax, llc), StoreChoice::kRegular);
-  EXPECT_EQ(smax::detail::choose_stores(StoreSite::kLogSoftmax, llc + 1), StoreChoice::kMeasure);
   smax::set_streaming_stores("on");
   EXPECT_EQ(smax::detail::choose_stores(StoreSite::kCrossEntropy, 1), StoreChoice::kStream);
   smax::set_streaming_stores("off");

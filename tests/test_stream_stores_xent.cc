@@ -161,6 +161,7 @@ TEST(StreamStoresXentAuto, DecidesOnItsOwn) {
   const std::string decided = state(StoreSite::kCrossEntropy);
   EXPECT_TRUE(decided == "stream" || decided == "regular") << decided << " after " << calls;
   EXPECT_LE(calls, 6);
+  EXPECT_EQ(state(StoreSite::kSoftmax), "measuring");
   EXPECT_EQ(state(StoreSite::kLogSoftmax), "measuring");
   EXPECT_EQ(state(StoreSite::kBackward), "measuring");
 }

@@ -41,7 +41,8 @@ std::string kernel_name(std::string_view op, std::string_view algorithm = "auto"
 
 /// Whether large batched outputs are written with streaming (non-temporal)
 /// stores on this host, decided for each kernel that can stream on its
-/// own: "log_softmax=S, backward=S, cross_entropy=S", each S "stream" or
+/// own: "softmax=S, log_softmax=S, backward=S, cross_entropy=S", each S
+/// "stream" or
 /// "regular" once decided, "measuring" before (the first calls of that
 /// kernel whose input + output exceed the last-level cache time both
 /// kinds; the results are the same bits either way); "forced on" /

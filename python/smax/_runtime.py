@@ -51,7 +51,7 @@ def set_max_target(name: Optional[str]) -> None:
 def streaming_stores() -> str:
     """Whether large batched outputs are written with streaming
     (non-temporal) stores on this host, decided per kernel:
-    ``"log_softmax=S, backward=S, cross_entropy=S"``, each ``S``
+    ``"softmax=S, log_softmax=S, backward=S, cross_entropy=S"``, each ``S``
     ``"stream"`` or ``"regular"`` once decided, ``"measuring"`` before (the
     first calls of that kernel whose input and output exceed the last-level
     cache time both kinds); ``"forced on"`` / ``"forced off"`` when

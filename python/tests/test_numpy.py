@@ -344,8 +344,8 @@ def test_threads_setting():
 
 
 def test_streaming_stores_setting(rng):
-    """Forced on and off give the same bits (log_softmax streams rows of >= 128
-    elements, the backward its dx rows when they are all 64-byte aligned,
+    """Forced on and off give the same bits (softmax and log_softmax stream
+    rows of >= 128 elements, the backward its dx rows when they are all 64-byte aligned,
     as numpy's allocation may or may not make them); bad modes raise and
     change nothing; "auto" starts every site's measurement over."""
     x = rng.standard_normal((6, 4096)).astype(F32)
@@ -357,9 +357,10 @@ def test_streaming_stores_setting(rng):
             assert smax.streaming_stores() == f"forced {mode}"
             assert smax.info()["streaming_stores"] == f"forced {mode}"
             y = smax.log_softmax(x)
-            out[mode] = (y, smax.log_softmax_backward(y, dy))
+            out[mode] = (y, smax.log_softmax_backward(y, dy), smax.softmax(x))
         assert np.array_equal(out["on"][0], out["off"][0])
         assert np.array_equal(out["on"][1], out["off"][1])
+        assert np.array_equal(out["on"][2], out["off"][2])
         with pytest.raises(ValueError, match="sometimes"):
             smax.set_streaming_stores("sometimes")
         with pytest.raises(TypeError, match="str"):
@@ -367,7 +368,9 @@ def test_streaming_stores_setting(rng):
         assert smax.streaming_stores() == "forced off"
     finally:
         smax.set_streaming_stores("auto")
-    assert smax.streaming_stores() == "log_softmax=measuring, backward=measuring, cross_entropy=measuring"
+    assert smax.streaming_stores() == (
+        "softmax=measuring, log_softmax=measuring, backward=measuring, cross_entropy=measuring"
+    )
 
 
 # ---- GIL ---------------------------------------------------------------------------------------

@@ -72,6 +72,8 @@ Site& site_of(StoreSite site) {
 
 const char* store_site_name(StoreSite site) noexcept {
   switch (site) {
+    case StoreSite::kSoftmax:
+      return "softmax";
     case StoreSite::kLogSoftmax:
       return "log_softmax";
     case StoreSite::kBackward:

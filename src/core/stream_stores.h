@@ -1,5 +1,5 @@
-// src/core/stream_stores.h: whether log_softmax (three-pass, f32, rows
-// mode), the softmax / log_softmax backward (batched and long rows) and the
+// src/core/stream_stores.h: whether softmax (three-pass reload, f32, batched
+// rows), log_softmax (three-pass, f32, rows mode), the softmax / log_softmax backward (batched and long rows) and the
 // cross-entropy gradient (class-index targets) write their outputs with
 // streaming (non-temporal) stores (kernels.h, Rows::stream_stores,
 // BackwardRows::stream_stores, log_store_segment; kernels/cross_entropy.h,
@@ -41,12 +41,13 @@ enum class StoreChoice { kRegular, kStream, kMeasure };
 
 /// The kernels that can stream, each measured and decided on its own.
 enum class StoreSite : int {
-  kLogSoftmax = 0,    ///< three-pass log_softmax's log pass (rows and long rows)
-  kBackward = 1,      ///< softmax_backward / log_softmax_backward rows (batched, segments)
-  kCrossEntropy = 2,  ///< the cross-entropy gradient (fused or backward)
+  kSoftmax = 0,       ///< reload softmax's scale pass from a scratch row (batched rows)
+  kLogSoftmax = 1,    ///< three-pass log_softmax's log pass (rows and long rows)
+  kBackward = 2,      ///< softmax_backward / log_softmax_backward rows (batched, segments)
+  kCrossEntropy = 3,  ///< the cross-entropy gradient (fused or backward)
 };
-inline constexpr int kStoreSites = 3;
-/// "log_softmax", "backward", "cross_entropy".
+inline constexpr int kStoreSites = 4;
+/// "softmax", "log_softmax", "backward", "cross_entropy".
 const char* store_site_name(StoreSite site) noexcept;
 
 /// The choice for a call of `site` whose operands span `footprint_bytes` in

@@ -67,12 +67,17 @@ struct Rows {
   int64_t cols = 0;
   float scale = 1.0f;
   EmptyRow empty_row = EmptyRow::kZero;
-  /// Whether the last pass of three-pass log_softmax rows writes dst with
-  /// streaming (non-temporal) stores, for outputs too large to stay in cache
+  /// Whether the last pass of three-pass log_softmax rows, and of three-pass
+  /// reload softmax rows given `scratch`, writes dst with streaming
+  /// (non-temporal) stores, for outputs too large to stay in cache
   /// (core/stream_stores.h decides). The bits are the same either way. A row
   /// too short for an aligned peel is stored as usual; other ops ignore it.
   /// The kernel fences its streaming stores before it returns.
   bool stream_stores = false;
+  /// Reload softmax with stream_stores: a row of `cols` floats (disjoint from
+  /// src, dst and mask) that receives the exps, so that dst is written once,
+  /// by the streamed scale pass. nullptr: softmax does not stream.
+  float* scratch = nullptr;
 };
 
 /// Algorithm must not be kAuto (ops resolve it).

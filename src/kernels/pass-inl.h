@@ -301,6 +301,40 @@ template <class Pass>
 constexpr bool kPassStreams = false;
 template <class Src>
 constexpr bool kPassStreams<LogPass<Src, true>> = true;
+
+// dst_i = from_i * factor: ScalePass (the same products and flush) reading
+// another row, for reload softmax whose exps sit in a scratch row in cache
+// so that dst is written once, with kStream by streaming stores
+// (kernels.h, Rows::scratch).
+template <bool kFlush, bool kStream>
+struct ScaleCopyPass {
+  const float* HWY_RESTRICT from;
+  float* HWY_RESTRICT dst;
+  float factor;
+  HWY_INLINE VF Apply(DF d, VF v) const { return ScalePass<kFlush>{dst, factor}.Apply(d, v); }
+  HWY_INLINE void Vector(DF d, size_t i) const {
+    StoreOut<kStream>(Apply(d, hn::LoadU(d, from + i)), d, dst + i);
+  }
+  HWY_INLINE void Tail(DF d, size_t i, size_t count) const {
+    StoreTail(d, Apply(d, LoadTailZero(d, from + i, count)), dst + i, count);
+  }
+  HWY_INLINE void Head(size_t count) const {
+    for (size_t k = 0; k < count; ++k) {
+      const float y = from[k] * factor;
+      dst[k] = kFlush && std::fabs(y) < std::numeric_limits<float>::min() ? 0.0f : y;
+    }
+  }
+};
+template <bool kFlush, bool kStream>
+HWY_INLINE void PassHead(const ScaleCopyPass<kFlush, kStream>& pass, size_t count) {
+  pass.Head(count);
+}
+template <bool kFlush, bool kStream>
+HWY_INLINE const void* PassAlignTarget(const ScaleCopyPass<kFlush, kStream>& pass) {
+  return pass.dst;
+}
+template <bool kFlush>
+constexpr bool kPassStreams<ScaleCopyPass<kFlush, true>> = true;
 template <class Src>
 HWY_INLINE void LogStore(const Src& src, size_t n, float shift, float log_sum,
                          float* HWY_RESTRICT dst) {

@@ -69,13 +69,17 @@ struct LastPass {
   Kind kind = Kind::kNone;
   float a = 0.0f;  // kScale*: 1 / sum; kLog: the shift m
   float b = 0.0f;  // kLog: log sum
+  const float* from = nullptr;  // kScale*: the exps, when not in dst (scratch)
 };
 
+// `exps`: where reload softmax's exp pass stores e_i (dst, or a scratch row
+// when the last pass streams dst; nullptr means dst).
 template <class Src>
 HWY_INLINE LastPass ThreePassToSum(const Src& src, size_t n, const MinMax& mm,
                                    float* HWY_RESTRICT dst, RowOp op, bool reload,
                                    EmptyRow policy, const float* ahead = nullptr,
-                                   bool stream = false) {
+                                   bool stream = false, float* exps = nullptr) {
+  if (exps == nullptr) exps = dst;
   const float m = mm.max;
   if (m == kNegInf) {
     if (RowHasNaN(src, n)) {
@@ -104,7 +108,7 @@ HWY_INLINE LastPass ThreePassToSum(const Src& src, size_t n, const MinMax& mm,
       prefetch.out = dst;
       prefetch.out_bytes = sizeof(float);
     }
-    return store ? ExpSum<true>(src, n, exp, dst, prefetch)
+    return store ? ExpSum<true>(src, n, exp, exps, prefetch)
                  : ExpSum<false>(src, n, exp, nullptr, prefetch);
   };
   const double s = use_ref ? WithRefExp(m, mm.min, nref, sum) : sum(ExpDiff::Make(m));
@@ -117,7 +121,8 @@ HWY_INLINE LastPass ThreePassToSum(const Src& src, size_t n, const MinMax& mm,
       const float inv = static_cast<float>(1.0 / s);
       if (reload) {
         const bool normal = softmax_outputs_normal(mm.min, m, static_cast<int64_t>(n));
-        return LastPass{normal ? LastPass::Kind::kScaleNoFlush : LastPass::Kind::kScale, inv};
+        return LastPass{normal ? LastPass::Kind::kScaleNoFlush : LastPass::Kind::kScale, inv,
+                        0.0f, exps == dst ? nullptr : exps};
       }
       if (use_ref) {
         // The sum's exp where it can be (the table exp has no flush, so the
@@ -155,15 +160,24 @@ HWY_INLINE MinMax PassThenScan(const Pass& pass, size_t n, const Src* next) {
   return MinMax{};
 }
 
-// `stream`: the log pass stores with streaming stores (the row's dst is
-// aligned for them: RowStreams).
+// `stream`: the log pass, or the scale pass from a scratch row
+// (LastPass::from), stores with streaming stores (the row's dst is aligned
+// for them: RowStreams).
 template <class Src>
 HWY_INLINE MinMax FinishRow(const LastPass& last, const Src& src, size_t n,
                             float* HWY_RESTRICT dst, const Src* next, bool stream = false) {
   switch (last.kind) {
     case LastPass::Kind::kScale:
+      if (last.from != nullptr) {
+        if (stream) return PassThenScan(ScaleCopyPass<true, true>{last.from, dst, last.a}, n, next);
+        return PassThenScan(ScaleCopyPass<true, false>{last.from, dst, last.a}, n, next);
+      }
       return PassThenScan(ScalePass<true>{dst, last.a}, n, next);
     case LastPass::Kind::kScaleNoFlush:
+      if (last.from != nullptr) {
+        if (stream) return PassThenScan(ScaleCopyPass<false, true>{last.from, dst, last.a}, n, next);
+        return PassThenScan(ScaleCopyPass<false, false>{last.from, dst, last.a}, n, next);
+      }
       return PassThenScan(ScalePass<false>{dst, last.a}, n, next);
     case LastPass::Kind::kLog:
       if (stream) return PassThenScan(LogPass<Src, true>{src, dst, last.a, last.b}, n, next);
@@ -189,37 +203,45 @@ HWY_INLINE void ThreePassRow(const Src& src, size_t n, float* HWY_RESTRICT dst,
 constexpr size_t kPrefetchMinCols = 8192;
 
 // Whether a row's last pass streams its stores: the batch asks for it
-// (Rows::stream_stores), the pass is log_softmax's (reload softmax's exp
-// pass has already brought dst into cache: a streamed scale pass would save
-// no traffic; with the exps in a scratch row instead it measured no faster:
-// docs/design.md, "Streaming stores"), and dst lets the pass peel to an aligned vector
-// (a streamed pass aligns its loop on dst: scan-inl.h, RowMinMaxWith).
-HWY_INLINE bool RowStreams(bool stream_stores, RowOp op, const float* dst, size_t n) {
-  return stream_stores && op == RowOp::kLogSoftmax && StreamAligned(dst, n);
+// (Rows::stream_stores), the pass is log_softmax's log pass or reload
+// softmax's scale pass with the exps in a scratch row (Rows::scratch: then
+// the exp pass leaves dst alone and the scale pass writes it once), and dst
+// lets the pass peel to an aligned vector (a streamed pass aligns its loop
+// on dst: scan-inl.h, RowMinMaxWith).
+HWY_INLINE bool RowStreams(bool stream_stores, RowOp op, bool reload, const float* scratch,
+                           const float* dst, size_t n) {
+  const bool streamable =
+      op == RowOp::kLogSoftmax || (op == RowOp::kSoftmax && reload && scratch != nullptr);
+  return stream_stores && streamable && StreamAligned(dst, n);
 }
 
 // Batched three-pass rows: row r's last pass shares its loop with row r+1's
 // (min, max) scan, and its exp pass prefetches row r+1's logits. Rows of
 // one batch never overlap another row's dst (the ops check dst against
 // src / mask: disjoint or the same view).
+// `scratch` (nullable, n floats): reload softmax's exps for rows whose scale
+// pass streams dst.
 template <class Src, class RowAt>
 HWY_INLINE void ThreePassRows(int64_t rows, size_t n, const RowAt& row_at, RowOp op,
-                              bool reload, EmptyRow policy, bool stream_stores) {
+                              bool reload, EmptyRow policy, bool stream_stores,
+                              float* scratch) {
   if (rows <= 0) return;
   float* dst = nullptr;
   Src src = row_at(0, &dst);
   MinMax mm = RowMinMax(src, n);
   for (int64_t r = 0; r < rows; ++r) {
-    const bool stream = RowStreams(stream_stores, op, dst, n);
+    const bool stream = RowStreams(stream_stores, op, reload, scratch, dst, n);
+    float* exps = stream && op == RowOp::kSoftmax ? scratch : dst;
     if (r + 1 == rows) {
-      const LastPass last = ThreePassToSum(src, n, mm, dst, op, reload, policy, nullptr, stream);
+      const LastPass last =
+          ThreePassToSum(src, n, mm, dst, op, reload, policy, nullptr, stream, exps);
       FinishRow<Src>(last, src, n, dst, nullptr, stream);
       return;
     }
     float* next_dst = nullptr;
     const Src next = row_at(r + 1, &next_dst);
     const LastPass last = ThreePassToSum(src, n, mm, dst, op, reload, policy,
-                                         n >= kPrefetchMinCols ? next.x : nullptr, stream);
+                                         n >= kPrefetchMinCols ? next.x : nullptr, stream, exps);
     mm = FinishRow(last, src, n, dst, &next, stream);
     src = next;
     dst = next_dst;
@@ -301,7 +323,8 @@ HWY_INLINE void SingleElementRows(const Rows& rows, RowOp op) {
 HWY_NOINLINE void RowsImpl(const Rows& rows, Algorithm algorithm, RowOp op) {
   const size_t n = static_cast<size_t>(rows.cols);
   if (n == 1) return SingleElementRows(rows, op);
-  const bool stream = rows.stream_stores && op == RowOp::kLogSoftmax;
+  const bool stream = rows.stream_stores &&
+                      (op == RowOp::kLogSoftmax || (op == RowOp::kSoftmax && rows.scratch));
   WithLogits(rows.src, rows.mask, rows.scale, [&](const auto& proto) {
     using Src = std::decay_t<decltype(proto)>;
     auto row_at = [&](int64_t r, float** dst) {
@@ -325,12 +348,12 @@ HWY_NOINLINE void RowsImpl(const Rows& rows, Algorithm algorithm, RowOp op) {
         return;
       case Algorithm::kThreePassRecompute:
         return ThreePassRows<Src>(rows.rows, n, row_at, op, /*reload=*/false, rows.empty_row,
-                                  stream);
+                                  stream, rows.scratch);
       case Algorithm::kThreePassReload:
       case Algorithm::kAuto:  // ops resolve kAuto; reload is the safe default
       default:
         return ThreePassRows<Src>(rows.rows, n, row_at, op, /*reload=*/true, rows.empty_row,
-                                  stream);
+                                  stream, rows.scratch);
     }
   });
   // Streaming stores are weakly ordered: fence them before the caller

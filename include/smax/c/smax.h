@@ -688,7 +688,7 @@ int32_t smax_max_threads(void);
 /** Changes the default thread count (>= 1, else SMAX_STATUS_INVALID_ARGUMENT). */
 smax_status smax_set_max_threads(int32_t threads);
 /** Whether large batched outputs are written with streaming (non-temporal)
- *  stores on this host, per kernel: "log_softmax=S, backward=S,
+ *  stores on this host, per kernel: "softmax=S, log_softmax=S, backward=S,
  *  cross_entropy=S" with S "stream" or "regular" once decided, "measuring"
  *  before; "forced on" / "forced off" when SMAX_STREAM_STORES or
  *  smax_set_streaming_stores() sets it (docs/design.md, "Streaming stores";

@@ -165,33 +165,47 @@ int column_dim(const ForwardCall& c) {
 }
 
 // Streaming stores (core/stream_stores.h) for the batched three-pass
-// log_softmax kernels (the only ones that use them: kernels.h,
-// Rows::stream_stores), by the footprint of the call's rows (src + dst).
-// The streaming-store site these calls are measured and decided as.
-constexpr StoreSite kSite = StoreSite::kLogSoftmax;
+// log_softmax kernels and the batched reload softmax kernels (kernels.h,
+// Rows::stream_stores, Rows::scratch), by the footprint of the call's rows
+// (src + dst). The streaming-store site these calls are measured and
+// decided as: softmax and log_softmax each on their own.
+StoreSite store_site(const ForwardCall& c) {
+  return c.op == ForwardOp::kSoftmax ? StoreSite::kSoftmax : StoreSite::kLogSoftmax;
+}
 
 StoreChoice rows_mode_stores(const ForwardCall& c) {
-  const bool three_pass = c.algorithm == Algorithm::kThreePassReload ||
-                          c.algorithm == Algorithm::kThreePassRecompute;
-  // Rows the streamed log pass can peel to an aligned vector (else the
-  // kernel stores as usual, and a measurement would time regular stores
-  // twice).
+  // log_softmax streams its log pass in both three-pass algorithms, long
+  // rows' segments included; softmax streams the scale pass of reload rows
+  // shorter than a segment (their exps in a scratch row in cache).
+  const bool streams =
+      c.op == ForwardOp::kLogSoftmax
+          ? c.algorithm == Algorithm::kThreePassReload ||
+                c.algorithm == Algorithm::kThreePassRecompute
+          : c.op == ForwardOp::kSoftmax && c.algorithm == Algorithm::kThreePassReload &&
+                c.g.n < kernels::kSegment;
+  // Rows the streamed pass can peel to an aligned vector (else the kernel
+  // stores as usual, and a measurement would time regular stores twice).
   const bool peelable = c.g.n >= kStreamMinCols &&
                         reinterpret_cast<uintptr_t>(c.g.at(kDst, 0)) % sizeof(float) == 0;
-  if (c.op != ForwardOp::kLogSoftmax || !three_pass || !peelable) {
-    return StoreChoice::kRegular;
-  }
+  if (!streams || !peelable) return StoreChoice::kRegular;
   const int64_t numel = c.g.rows * c.g.n;  // fits int64 with 4 bytes each (validated)
-  return choose_stores(kSite, numel < INT64_MAX / 8 ? numel * 8 : INT64_MAX);
+  return choose_stores(store_site(c), numel < INT64_MAX / 8 ? numel * 8 : INT64_MAX);
 }
 
 void run_rows_mode(const ForwardCall& c) {
   const Geometry& g = c.g;
   const StoreChoice stores = rows_mode_stores(c);
+  const StoreSite site = store_site(c);
+  // Streamed softmax keeps each row's exps in a scratch row (one per thread
+  // that can run at once), allocated before anything is written, and
+  // 64-byte aligned (the exp pass stores it from element 0).
+  const bool scratch_row = c.op == ForwardOp::kSoftmax && stores != StoreChoice::kRegular;
+  constexpr int64_t kAlignFloats = kStreamAlignBytes / sizeof(float);
+  ScratchPool pool(scratch_row ? std::max(c.threads, 1) : 0, g.n + kAlignFloats);
   for_each_contiguous_row(
       g, c.threads,
       [&](const int64_t* off, int threads, const int64_t* next) {
-        run_with_stores(kSite, stores, 1, g.n, [&](int64_t, int64_t, bool stream) {
+        run_with_stores(site, stores, 1, g.n, [&](int64_t, int64_t, bool stream) {
           forward_row(c.op, c.algorithm, f32_at(g, kSrc, off[kSrc]),
                       c.has_add_mask ? f32_at(g, kAddMask, off[kAddMask]) : nullptr, g.n,
                       c.scale, c.empty_row, f32_at(g, kDst, off[kDst]), threads,
@@ -211,7 +225,14 @@ void run_rows_mode(const ForwardCall& c) {
         rows.cols = g.n;
         rows.scale = c.scale;
         rows.empty_row = c.empty_row;
-        run_with_stores(kSite, stores, count, g.n, [&](int64_t first, int64_t part, bool stream) {
+        std::optional<ScratchPool::Lease> lease;
+        if (scratch_row) lease.emplace(pool);
+        if (lease) {
+          const auto address = reinterpret_cast<uintptr_t>(lease->data());
+          rows.scratch = lease->data() + (kStreamAlignBytes - address % kStreamAlignBytes) %
+                                             kStreamAlignBytes / sizeof(float);
+        }
+        run_with_stores(site, stores, count, g.n, [&](int64_t first, int64_t part, bool stream) {
           kernels::Rows r = rows;
           r.src += first * rows.src_stride;
           r.dst += first * rows.dst_stride;
