@@ -74,11 +74,19 @@ struct Rows {
   /// too short for an aligned peel is stored as usual; other ops ignore it.
   /// The kernel fences its streaming stores before it returns.
   bool stream_stores = false;
-  /// Reload softmax with stream_stores: a row of `cols` floats (disjoint from
-  /// src, dst and mask) that receives the exps, so that dst is written once,
-  /// by the streamed scale pass. nullptr: softmax does not stream.
+  /// Reload softmax with stream_stores: softmax_stream_scratch_floats(cols)
+  /// floats, 64-byte aligned, disjoint from src, dst and mask, that receive
+  /// the exps (two rows, alternating: the batch is pipelined, a row's
+  /// streamed scale pass running inside the next row's exp pass), so that
+  /// dst is written once. nullptr: softmax does not stream.
   float* scratch = nullptr;
 };
+/// Floats of one scratch row of Rows::scratch (a multiple of 256 bytes, so
+/// the second row stays aligned) and of the whole scratch.
+constexpr int64_t stream_scratch_row_floats(int64_t cols) { return (cols + 63) / 64 * 64; }
+constexpr int64_t softmax_stream_scratch_floats(int64_t cols) {
+  return 2 * stream_scratch_row_floats(cols);
+}
 
 /// Algorithm must not be kAuto (ops resolve it).
 void softmax_rows(const Rows& rows, Algorithm algorithm) noexcept;

@@ -108,10 +108,16 @@ HWY_INLINE RowPrefetch ToRowPrefetch(const SegmentPrefetch& hint) {
 }
 
 // sum_i exp(t_i) (exp = ExpRef or ExpDiff), blocked; stores e_i if kStore;
-// prefetches as `prefetch` says.
-template <bool kStore, class Src, class Exp>
+// prefetches as `prefetch` says. `side`: a pass over another row of n
+// elements run in the same loop, vector by vector from element 0 (no peel:
+// its stores must be fine at the offsets of this row's lanes), e.g. the
+// previous row's streamed scale pass, so that its DRAM writes overlap the
+// exps (softmax_rows.cc, pipelined rows). The sum does not depend on it.
+template <bool kStore, class Src, class Exp, class Side = NoPass>
 HWY_INLINE double ExpSum(const Src& src_ref, size_t n, const Exp& exp_ref,
-                         float* HWY_RESTRICT dst, const RowPrefetch& prefetch = {}) {
+                         float* HWY_RESTRICT dst, const RowPrefetch& prefetch = {},
+                         const Side& side_ref = Side{}) {
+  const Side side = side_ref;
   const Src src = src_ref;
   const Exp exp = exp_ref;
   const DF d;
@@ -142,6 +148,10 @@ HWY_INLINE double ExpSum(const Src& src_ref, size_t n, const Exp& exp_ref,
     const VF e1 = exp(d, src.Load(d, i + N));
     const VF e2 = exp(d, src.Load(d, i + 2 * N));
     const VF e3 = exp(d, src.Load(d, i + 3 * N));
+    side.Vector(d, i);
+    side.Vector(d, i + N);
+    side.Vector(d, i + 2 * N);
+    side.Vector(d, i + 3 * N);
     if (kStore) {
       hn::StoreU(e0, d, dst + i);
       hn::StoreU(e1, d, dst + i + N);
@@ -153,11 +163,13 @@ HWY_INLINE double ExpSum(const Src& src_ref, size_t n, const Exp& exp_ref,
   unsigned k = 0;
   for (; i + N <= n; i += N, ++k) {
     const VF e = exp(d, src.Load(d, i));
+    side.Vector(d, i);
     if (kStore) hn::StoreU(e, d, dst + i);
     sum.Add1(e, k);
   }
   if (i < n) {
     const VF e = ExpTail(exp, d, src.LoadTail(d, i, n - i));
+    side.Tail(d, i, n - i);
     if (kStore) StoreTail(d, e, dst + i, n - i);
     sum.Add1(e, k);
   }

@@ -73,12 +73,17 @@ struct LastPass {
 };
 
 // `exps`: where reload softmax's exp pass stores e_i (dst, or a scratch row
-// when the last pass streams dst; nullptr means dst).
+// when the last pass streams dst; nullptr means dst). `side` (nullable):
+// the previous row's streamed scale pass, run inside reload softmax's exp
+// pass (ExpSum's side pass; PipelinedSoftmaxRows); *side_ran says whether
+// it ran (a row that ends early has no exp pass).
+using SideScale = ScaleCopyPass<false, true>;
 template <class Src>
 HWY_INLINE LastPass ThreePassToSum(const Src& src, size_t n, const MinMax& mm,
                                    float* HWY_RESTRICT dst, RowOp op, bool reload,
                                    EmptyRow policy, const float* ahead = nullptr,
-                                   bool stream = false, float* exps = nullptr) {
+                                   bool stream = false, float* exps = nullptr,
+                                   const SideScale* side = nullptr, bool* side_ran = nullptr) {
   if (exps == nullptr) exps = dst;
   const float m = mm.max;
   if (m == kNegInf) {
@@ -107,6 +112,10 @@ HWY_INLINE LastPass ThreePassToSum(const Src& src, size_t n, const MinMax& mm,
     if (!store && op != RowOp::kLogSumExp && !stream) {
       prefetch.out = dst;
       prefetch.out_bytes = sizeof(float);
+    }
+    if (store && side != nullptr) {
+      *side_ran = true;
+      return ExpSum<true>(src, n, exp, exps, prefetch, *side);
     }
     return store ? ExpSum<true>(src, n, exp, exps, prefetch)
                  : ExpSum<false>(src, n, exp, nullptr, prefetch);
@@ -248,6 +257,62 @@ HWY_INLINE void ThreePassRows(int64_t rows, size_t n, const RowAt& row_at, RowOp
   }
 }
 
+// Batched reload softmax with streaming stores, pipelined over rows: row
+// r's exps go to a scratch row (two, alternating), and its scale pass
+// (scratch -> dst, streamed) runs inside row r+1's exp pass (ExpSum's side
+// pass), which also prefetches row r+2's logits; then row r+2's (min, max)
+// scan runs alone, from cache. So the DRAM traffic of every row (one read of
+// its logits, one streamed write of its output) overlaps the compute-bound
+// exps of another, instead of the store-bound scale pass carrying the
+// writes and the next row's read with the FP pipes idle.
+// Only rows whose dst is vector-aligned pipeline (the side pass runs on
+// ExpSum's lanes from element 0, no peel; its stores are streamed); a row
+// with an unaligned dst, or whose outputs may need the flush (kScale), runs
+// its own last pass as ThreePassRows does. Bits: the same passes, the same
+// values, only in another order (the scale pass is elementwise).
+// Zen 4 VM, 1 thread, ns per element, regular -> streamed without the
+// pipeline (the scale pass fused with the next row's scan) -> pipelined,
+// one process, interleaved: 2000x4000 0.79 -> 0.68 -> 0.54, 1000x8192
+// 0.54 -> 0.51 -> 0.43, 256x32000 0.52 -> 0.53 -> 0.47; 128x60000 (four
+// rows no longer fit the 1 MiB L2) 0.57 -> 0.55 -> 0.55.
+template <class Src, class RowAt>
+HWY_INLINE void PipelinedSoftmaxRows(int64_t rows, size_t n, const RowAt& row_at,
+                                     EmptyRow policy, float* scratch) {
+  if (rows <= 0) return;
+  const DF d;
+  const size_t vector_bytes = hn::Lanes(d) * sizeof(float);
+  const auto row_floats = static_cast<size_t>(stream_scratch_row_floats(static_cast<int64_t>(n)));
+  float* const buffers[2] = {scratch, scratch + row_floats};
+  float* dst = nullptr;
+  Src src = row_at(0, &dst);
+  MinMax mm = RowMinMax(src, n);
+  SideScale pending{nullptr, nullptr, 0.0f};  // the previous row's scale pass
+  for (int64_t r = 0; r < rows; ++r) {
+    float* next_dst = nullptr;
+    const bool has_next = r + 1 < rows;
+    const Src next = has_next ? row_at(r + 1, &next_dst) : src;
+    float* exps = buffers[r & 1];
+    bool side_ran = false;
+    const LastPass last = ThreePassToSum(
+        src, n, mm, dst, RowOp::kSoftmax, /*reload=*/true, policy,
+        has_next ? next.x : nullptr, /*stream=*/true, exps,
+        pending.dst != nullptr ? &pending : nullptr, &side_ran);
+    if (pending.dst != nullptr && !side_ran) RunPass(n, pending);
+    pending.dst = nullptr;
+    if (last.kind == LastPass::Kind::kScaleNoFlush &&
+        reinterpret_cast<uintptr_t>(dst) % vector_bytes == 0) {
+      pending = SideScale{last.from, dst, last.a};
+    } else {
+      FinishRow<Src>(last, src, n, dst, nullptr, StreamAligned(dst, n));
+    }
+    if (!has_next) break;
+    mm = RowMinMax(next, n);
+    src = next;
+    dst = next_dst;
+  }
+  if (pending.dst != nullptr) RunPass(n, pending);
+}
+
 // Two-pass: pass 1 is TwoPassScan (scan-inl.h); out-of-range rows (|max| >
 // kRefMaxAbs, +inf, NaN) are recomputed with the three-pass algorithm.
 template <class Src>
@@ -352,6 +417,9 @@ HWY_NOINLINE void RowsImpl(const Rows& rows, Algorithm algorithm, RowOp op) {
       case Algorithm::kThreePassReload:
       case Algorithm::kAuto:  // ops resolve kAuto; reload is the safe default
       default:
+        if (op == RowOp::kSoftmax && stream) {
+          return PipelinedSoftmaxRows<Src>(rows.rows, n, row_at, rows.empty_row, rows.scratch);
+        }
         return ThreePassRows<Src>(rows.rows, n, row_at, op, /*reload=*/true, rows.empty_row,
                                   stream, rows.scratch);
     }

@@ -196,12 +196,14 @@ void run_rows_mode(const ForwardCall& c) {
   const Geometry& g = c.g;
   const StoreChoice stores = rows_mode_stores(c);
   const StoreSite site = store_site(c);
-  // Streamed softmax keeps each row's exps in a scratch row (one per thread
-  // that can run at once), allocated before anything is written, and
-  // 64-byte aligned (the exp pass stores it from element 0).
+  // Streamed softmax keeps its rows' exps in scratch (kernels.h,
+  // Rows::scratch; one per thread that can run at once), allocated before
+  // anything is written, and 64-byte aligned (the exp pass stores it from
+  // element 0).
   const bool scratch_row = c.op == ForwardOp::kSoftmax && stores != StoreChoice::kRegular;
   constexpr int64_t kAlignFloats = kStreamAlignBytes / sizeof(float);
-  ScratchPool pool(scratch_row ? std::max(c.threads, 1) : 0, g.n + kAlignFloats);
+  ScratchPool pool(scratch_row ? std::max(c.threads, 1) : 0,
+                   kernels::softmax_stream_scratch_floats(g.n) + kAlignFloats);
   for_each_contiguous_row(
       g, c.threads,
       [&](const int64_t* off, int threads, const int64_t* next) {
