@@ -41,11 +41,16 @@ TEST_P(StreamStores, SameBitsOnAndOff) {
     int64_t rows, n;
   };
   // Batched rows, rows too short for the peel, and long rows (segments:
-  // n >= 65536, a last segment of 100 or 112). The backward streams only
-  // calls whose dx rows are all 64-byte aligned: {7, 4096} and {2, 65648}
-  // at offset 0 (16 floats per row); the others check the regular path.
-  const Shape shapes[] = {{7, 4096}, {5, 9000}, {9, 255}, {4, 33},
-                          {3, 16},   {6, 1},    {2, 65636}, {2, 65648}};
+  // n >= 65536, a last segment of 100 or 112). Calls that fit one task of
+  // the grid take the short path, which never streams (core/dense_rows.h):
+  // the batched shapes have more rows than a task (rows_per_task(n) =
+  // 65536 / n) so that they stream. {40, 4096} has every dst row 64-byte
+  // aligned at offsets 0 and 16 (softmax's pipelined path; the backward
+  // streams only such calls, and {2, 65648}); {9, 9000} alternates aligned
+  // and unaligned rows (36000 bytes each); {4, 33} and {3, 16} are too
+  // short for the peel.
+  const Shape shapes[] = {{40, 4096}, {9, 9000}, {300, 255}, {4, 33},
+                          {3, 16},    {6, 1},    {2, 65636}, {2, 65648}};
   for (const Shape& shape : shapes) {
     const size_t count = static_cast<size_t>(shape.rows * shape.n);
     const int64_t dims[2] = {shape.rows, shape.n};
