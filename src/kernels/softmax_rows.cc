@@ -77,7 +77,37 @@ struct LastPass {
 // the previous row's streamed scale pass, run inside reload softmax's exp
 // pass (ExpSum's side pass; PipelinedSoftmaxRows); *side_ran says whether
 // it ran (a row that ends early has no exp pass).
-using SideScale = ScaleCopyPass<false, true>;
+// The side pass: dst_j = from_j * factor (ScalePass<false>'s products) for
+// the full vectors j = head + i (i = the exp pass's vector offsets from 0)
+// that fit the row, streamed: `head` elements bring dst + head to a vector
+// boundary, so the streaming stores are aligned wherever dst starts (f32
+// rows at malloc's 16-byte alignment included). Finish() stores what the
+// vectors leave, [0, head) and the last partial vector, one at a time.
+struct SideScale {
+  const float* HWY_RESTRICT from = nullptr;
+  float* HWY_RESTRICT dst = nullptr;
+  float factor = 0.0f;
+  size_t head = 0, n = 0;
+  HWY_INLINE void Vector(DF d, size_t i) const {
+    const size_t j = head + i;
+    if (j + hn::Lanes(d) <= n) {
+      hn::Stream(hn::Mul(hn::LoadU(d, from + j), hn::Set(d, factor)), d, dst + j);
+    }
+  }
+  HWY_INLINE void Tail(DF /*d*/, size_t /*i*/, size_t /*count*/) const {}
+  HWY_INLINE void Finish() const {
+    const size_t lanes = hn::Lanes(DF());
+    const size_t end = head + (n - head) / lanes * lanes;
+    for (size_t k = 0; k < head; ++k) dst[k] = from[k] * factor;
+    for (size_t k = end; k < n; ++k) dst[k] = from[k] * factor;
+  }
+  // On its own (the row whose exp pass it was to share ended early).
+  HWY_INLINE void Run() const {
+    const DF d;
+    for (size_t i = 0; i < n; i += hn::Lanes(d)) Vector(d, i);
+    Finish();
+  }
+};
 template <class Src>
 HWY_INLINE LastPass ThreePassToSum(const Src& src, size_t n, const MinMax& mm,
                                    float* HWY_RESTRICT dst, RowOp op, bool reload,
@@ -265,11 +295,11 @@ HWY_INLINE void ThreePassRows(int64_t rows, size_t n, const RowAt& row_at, RowOp
 // its logits, one streamed write of its output) overlaps the compute-bound
 // exps of another, instead of the store-bound scale pass carrying the
 // writes and the next row's read with the FP pipes idle.
-// Only rows whose dst is vector-aligned pipeline (the side pass runs on
-// ExpSum's lanes from element 0, no peel; its stores are streamed); a row
-// with an unaligned dst, or whose outputs may need the flush (kScale), runs
-// its own last pass as ThreePassRows does. Bits: the same passes, the same
-// values, only in another order (the scale pass is elementwise).
+// The side pass runs on ExpSum's vector offsets from element 0, shifted by
+// the head that aligns dst (SideScale); a row whose outputs may need the
+// flush (kScale, rare) runs its own last pass as ThreePassRows does. Bits:
+// the same passes, the same values, only in another order (the scale pass
+// is elementwise).
 // Zen 4 VM, 1 thread, ns per element, regular -> streamed without the
 // pipeline (the scale pass fused with the next row's scan) -> pipelined,
 // one process, interleaved: 2000x4000 0.79 -> 0.68 -> 0.54, 1000x8192
@@ -280,13 +310,12 @@ HWY_INLINE void PipelinedSoftmaxRows(int64_t rows, size_t n, const RowAt& row_at
                                      EmptyRow policy, float* scratch) {
   if (rows <= 0) return;
   const DF d;
-  const size_t vector_bytes = hn::Lanes(d) * sizeof(float);
   const auto row_floats = static_cast<size_t>(stream_scratch_row_floats(static_cast<int64_t>(n)));
   float* const buffers[2] = {scratch, scratch + row_floats};
   float* dst = nullptr;
   Src src = row_at(0, &dst);
   MinMax mm = RowMinMax(src, n);
-  SideScale pending{nullptr, nullptr, 0.0f};  // the previous row's scale pass
+  SideScale pending;  // the previous row's scale pass (dst nullptr: none)
   for (int64_t r = 0; r < rows; ++r) {
     float* next_dst = nullptr;
     const bool has_next = r + 1 < rows;
@@ -297,11 +326,16 @@ HWY_INLINE void PipelinedSoftmaxRows(int64_t rows, size_t n, const RowAt& row_at
         src, n, mm, dst, RowOp::kSoftmax, /*reload=*/true, policy,
         has_next ? next.x : nullptr, /*stream=*/true, exps,
         pending.dst != nullptr ? &pending : nullptr, &side_ran);
-    if (pending.dst != nullptr && !side_ran) RunPass(n, pending);
+    if (pending.dst != nullptr) {
+      if (side_ran) {
+        pending.Finish();
+      } else {
+        pending.Run();
+      }
+    }
     pending.dst = nullptr;
-    if (last.kind == LastPass::Kind::kScaleNoFlush &&
-        reinterpret_cast<uintptr_t>(dst) % vector_bytes == 0) {
-      pending = SideScale{last.from, dst, last.a};
+    if (last.kind == LastPass::Kind::kScaleNoFlush && StreamAligned(dst, n)) {
+      pending = SideScale{last.from, dst, last.a, HeadToAlign(d, dst, n), n};
     } else {
       FinishRow<Src>(last, src, n, dst, nullptr, StreamAligned(dst, n));
     }
@@ -310,7 +344,7 @@ HWY_INLINE void PipelinedSoftmaxRows(int64_t rows, size_t n, const RowAt& row_at
     src = next;
     dst = next_dst;
   }
-  if (pending.dst != nullptr) RunPass(n, pending);
+  if (pending.dst != nullptr) pending.Run();
 }
 
 // Two-pass: pass 1 is TwoPassScan (scan-inl.h); out-of-range rows (|max| >
