@@ -202,8 +202,8 @@ void run_rows_mode(const ForwardCall& c) {
   // element 0).
   const bool scratch_row = c.op == ForwardOp::kSoftmax && stores != StoreChoice::kRegular;
   constexpr int64_t kAlignFloats = kStreamAlignBytes / sizeof(float);
-  ScratchPool pool(scratch_row ? std::max(c.threads, 1) : 0,
-                   kernels::softmax_stream_scratch_floats(g.n) + kAlignFloats);
+  const int64_t scratch_floats = kernels::softmax_stream_scratch_floats(g.n) + kAlignFloats;
+  ScratchPool pool(scratch_row ? std::max(c.threads, 1) : 0, scratch_floats);
   for_each_contiguous_row(
       g, c.threads,
       [&](const int64_t* off, int threads, const int64_t* next) {
@@ -230,6 +230,11 @@ void run_rows_mode(const ForwardCall& c) {
         std::optional<ScratchPool::Lease> lease;
         if (scratch_row) lease.emplace(pool);
         if (lease) {
+          // Fault the scratch's pages in first (a store per 4 KiB page): a
+          // fresh allocation's first touch would otherwise be charged to
+          // the streamed half of a measured call (stream_stores.h) and bias
+          // the decision against streaming.
+          for (int64_t k = 0; k < scratch_floats; k += 1024) lease->data()[k] = 0.0f;
           const auto address = reinterpret_cast<uintptr_t>(lease->data());
           rows.scratch = lease->data() + (kStreamAlignBytes - address % kStreamAlignBytes) %
                                              kStreamAlignBytes / sizeof(float);
