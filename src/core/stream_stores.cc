@@ -63,6 +63,8 @@ struct Site {
   }
 };
 
+std::atomic<unsigned> measured_calls{0};
+
 Site& site_of(StoreSite site) {
   static Site sites[kStoreSites];
   return sites[static_cast<int>(site)];
@@ -100,8 +102,13 @@ StoreChoice choose_stores(StoreSite site, int64_t footprint_bytes) noexcept {
     case kDecidedRegular:
       return StoreChoice::kRegular;
     default:
+      measured_calls.fetch_add(1, std::memory_order_relaxed);
       return StoreChoice::kMeasure;
   }
+}
+
+bool measured_call_parity() noexcept {
+  return (measured_calls.load(std::memory_order_relaxed) & 1u) != 0;
 }
 
 void record_store_sample(StoreSite site, bool stream, int64_t elements, double seconds) noexcept {
