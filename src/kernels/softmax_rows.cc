@@ -300,11 +300,12 @@ HWY_INLINE void ThreePassRows(int64_t rows, size_t n, const RowAt& row_at, RowOp
 // flush (kScale, rare) runs its own last pass as ThreePassRows does. Bits:
 // the same passes, the same values, only in another order (the scale pass
 // is elementwise).
-// Zen 4 VM, 1 thread, ns per element, regular -> streamed without the
-// pipeline (the scale pass fused with the next row's scan) -> pipelined,
-// one process, interleaved: 2000x4000 0.79 -> 0.68 -> 0.54, 1000x8192
-// 0.54 -> 0.51 -> 0.43, 256x32000 0.52 -> 0.53 -> 0.47; 128x60000 (four
-// rows no longer fit the 1 MiB L2) 0.57 -> 0.55 -> 0.55.
+// EPYC VM (AVX2, 512 KiB L2 per core), 1 thread, ns per element, regular
+// -> streamed without the pipeline (the scale pass fused with the next
+// row's scan) -> pipelined, one process, interleaved: 2000x4000 0.79 ->
+// 0.68 -> 0.54, 1000x8192 0.54 -> 0.51 -> 0.43, 256x32000 0.52 -> 0.53 ->
+// 0.47; 128x60000 (four rows of 240 KB no longer fit L2) 0.57 -> 0.55 ->
+// 0.55 (docs/benchmarking.md, "Softmax streamed and pipelined").
 template <class Src, class RowAt>
 HWY_INLINE void PipelinedSoftmaxRows(int64_t rows, size_t n, const RowAt& row_at,
                                      EmptyRow policy, float* scratch) {
