@@ -25,9 +25,10 @@ Conventions (docs/design.md, "Code blocks in the docs"):
     block out (e.g. the commands that run the whole suite, or install into
     the system), and says why.
   * The line `<!-- doc-test: requires: MODULE[, MODULE] -->` just before a
-    ```python fence names optional packages the block imports (e.g.
-    transformers): test_docs.py skips the block, saying so, where one is not
-    installed (CI installs them, so it runs there).
+    ```python or ```sh fence names optional Python packages the block
+    imports or runs (e.g. transformers, torch): test_docs.py and `shell`
+    skip the block, saying so, where one is not installed (scripts/test.sh
+    installs them before CTest, so they run in CI).
 
   scripts/doc_blocks.py fences
   scripts/doc_blocks.py compile --prefix PREFIX [--cc gcc] [--cxx g++] [--work DIR]
@@ -39,6 +40,7 @@ as FILE:LINE.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import re
 import shutil
@@ -220,6 +222,10 @@ def shell_blocks(args) -> int:
     failures = checked = 0
     for b in all_blocks():
         if b.lang != "sh" or b.skip:
+            continue
+        absent = [m for m in b.requires if importlib.util.find_spec(m) is None]
+        if absent:
+            print(f"skip {b.where} (sh): requires {', '.join(absent)}, not installed")
             continue
         checked += 1
         try:

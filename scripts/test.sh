@@ -16,6 +16,12 @@ scripts/build.sh
 BUILD_DIR=${BUILD_DIR:-build}
 JOBS=${JOBS:-2}
 rc=0
+# The Python test dependencies (torch, transformers, ...) first: some CTest
+# tests run doc blocks that import them (docs.shell_blocks), and would skip
+# those blocks on a machine without them.
+if [ "${SMAX_PYTHON:-1}" != 0 ]; then
+  SMAX_PYTHON_DEPS_ONLY=1 scripts/test_python.sh || rc=1
+fi
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j"$JOBS" "$@" || rc=$?
 
 # ---- Python package (docs/python.md): pip install . + pytest; SMAX_PYTHON=0 skips it.

@@ -9,7 +9,9 @@
 # nothing when they are all there.
 #
 #   scripts/test_python.sh [pytest options]     # e.g. -k torch  or  -x
-# Environment: PYTHON (python3), JOBS (2, build parallelism).
+# Environment: PYTHON (python3), JOBS (2, build parallelism),
+#              SMAX_PYTHON_DEPS_ONLY=1 (install the dependencies, nothing else:
+#              scripts/test.sh does so before CTest).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -48,6 +50,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   pip_install "${missing[@]}"
 else
   echo "test_python.sh: all Python test dependencies are installed"
+fi
+
+# SMAX_PYTHON_DEPS_ONLY=1: only the dependencies (scripts/test.sh, before CTest).
+if [ "${SMAX_PYTHON_DEPS_ONLY:-0}" = 1 ]; then
+  exit 0
 fi
 
 # The build tree persists in build-python/<wheel tag>/ (pyproject.toml), so
