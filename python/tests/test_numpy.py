@@ -348,8 +348,10 @@ def test_streaming_stores_setting(rng):
     rows of >= 128 elements, the backward its dx rows when they are all 64-byte aligned,
     as numpy's allocation may or may not make them); bad modes raise and
     change nothing; "auto" starts every site's measurement over."""
-    x = rng.standard_normal((6, 4096)).astype(F32)
-    dy = rng.standard_normal((6, 4096)).astype(F32)
+    # 40 rows: more than one task of the grid (16 rows of 4096), so the
+    # calls leave the short path, which never streams.
+    x = rng.standard_normal((40, 4096)).astype(F32)
+    dy = rng.standard_normal((40, 4096)).astype(F32)
     out = {}
     try:
         for mode in ("on", "off"):

@@ -107,9 +107,7 @@ StoreChoice choose_stores(StoreSite site, int64_t footprint_bytes) noexcept {
   }
 }
 
-bool measured_call_parity() noexcept {
-  return (measured_calls.load(std::memory_order_relaxed) & 1u) != 0;
-}
+unsigned measured_call_id() noexcept { return measured_calls.load(std::memory_order_relaxed); }
 
 void record_store_sample(StoreSite site, bool stream, int64_t elements, double seconds) noexcept {
   if (elements <= 0 || !(seconds > 0.0)) return;

@@ -70,14 +70,15 @@ inline constexpr int64_t kStreamAlignBytes = 64;
 /// is taken once enough samples of both kinds are in.
 void record_store_sample(StoreSite site, bool stream, int64_t elements, double seconds) noexcept;
 
-/// Parity of the number of calls choose_stores has told to measure, of any
-/// site. run_with_stores mixes it into which half of a task streams first:
-/// the first half of a call pays for what ran before it (e.g. the write-back
-/// of another op's dirty output), and with an even number of tasks per
-/// thread a per-thread alternation alone would give that half the same kind
-/// in every call (seen: softmax decided "regular" when interleaved with
-/// oneDNN, "stream" alone).
-bool measured_call_parity() noexcept;
+/// The number of calls choose_stores has told to measure, of any site.
+/// run_with_stores starts each call's samples on a thread with the kind this
+/// number's parity gives, then alternates: the first sample of a call pays
+/// for what ran before it (e.g. the write-back of another op's dirty
+/// output), and a per-thread alternation alone gives that sample the same
+/// kind in every call whenever a thread runs an even number of samples per
+/// call (seen: softmax decided "regular" when interleaved with oneDNN,
+/// "stream" alone), while a parity XOR alone does so for an odd number.
+unsigned measured_call_id() noexcept;
 
 /// `site`'s decision so far: "stream", "regular", "measuring", or
 /// "forced on" / "forced off" (SMAX_STREAM_STORES, set_streaming_stores).
@@ -87,17 +88,24 @@ const char* store_site_state(StoreSite site) noexcept;
 /// `choice` says: all with or without streaming stores, or (kMeasure) in
 /// two timed halves, one each way, reported to record_store_sample; which
 /// half streams alternates per task on each thread and per measured call
-/// (measured_call_parity), so neither kind always runs first.
+/// (measured_call_id), so neither kind always runs first.
 /// A single row (count == 1: a long row) is one timed sample of the kind
 /// whose turn it is on this thread.
 template <typename Kernel>
 void run_with_stores(StoreSite site, StoreChoice choice, int64_t count, int64_t cols,
                      Kernel&& kernel) {
   thread_local bool toggle = false;
+  thread_local unsigned last_call = 0;
+  auto next_kind = [&] {
+    const unsigned call = measured_call_id();
+    toggle = call != last_call ? (call & 1u) != 0 : !toggle;
+    last_call = call;
+    return toggle;
+  };
   if (choice == StoreChoice::kMeasure && count == 1) {
-    // One row (a long row): one timed sample, the kind alternating per row.
-    toggle = !toggle;
-    const bool stream = toggle != measured_call_parity();
+    // One row (a long row): one timed sample, the kind alternating per row
+    // and per call.
+    const bool stream = next_kind();
     const auto start = std::chrono::steady_clock::now();
     kernel(int64_t{0}, count, stream);
     const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
@@ -108,8 +116,7 @@ void run_with_stores(StoreSite site, StoreChoice choice, int64_t count, int64_t 
     kernel(int64_t{0}, count, choice == StoreChoice::kStream);
     return;
   }
-  toggle = !toggle;
-  const bool stream_first = toggle != measured_call_parity();
+  const bool stream_first = next_kind();
   const int64_t half = count / 2;
   const int64_t first[2] = {0, half}, rows[2] = {half, count - half};
   for (int k = 0; k < 2; ++k) {
