@@ -25,8 +25,14 @@ fi
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j"$JOBS" "$@" || rc=$?
 
 # ---- Python package (docs/python.md): pip install . + pytest; SMAX_PYTHON=0 skips it.
+# The package links the static library just built (SMAX_PREBUILT_LIBRARY,
+# CMakeLists.txt) rather than compiling it a second time.
 if [ "${SMAX_PYTHON:-1}" != 0 ]; then
-  scripts/test_python.sh || rc=1
+  prebuilt=()
+  if [ -f "$BUILD_DIR/libsmax.a" ] && grep -q '^SMAX_BUILD_SHARED:BOOL=OFF$' "$BUILD_DIR/CMakeCache.txt"; then
+    prebuilt=(SMAX_PREBUILT_LIBRARY="$(cd "$BUILD_DIR" && pwd)/libsmax.a")
+  fi
+  env "${prebuilt[@]}" scripts/test_python.sh || rc=1
 fi
 
 # The sanitizer suites (ASan+UBSan over the whole suite, TSan over the

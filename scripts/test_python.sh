@@ -11,7 +11,10 @@
 #   scripts/test_python.sh [pytest options]     # e.g. -k torch  or  -x
 # Environment: PYTHON (python3), JOBS (2, build parallelism),
 #              SMAX_PYTHON_DEPS_ONLY=1 (install the dependencies, nothing else:
-#              scripts/test.sh does so before CTest).
+#              scripts/test.sh does so before CTest);
+#              SMAX_PREBUILT_LIBRARY=/abs/path/libsmax.a (link that static
+#              library, built from this tree, instead of compiling it again:
+#              scripts/test.sh passes its own; see CMakeLists.txt).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -59,7 +62,11 @@ fi
 
 # The build tree persists in build-python/<wheel tag>/ (pyproject.toml), so
 # this only recompiles what changed.
-echo "test_python.sh: pip install . (library + extension)"
+if [ -n "${SMAX_PREBUILT_LIBRARY:-}" ]; then
+  echo "test_python.sh: pip install . (extension, linking $SMAX_PREBUILT_LIBRARY)"
+else
+  echo "test_python.sh: pip install . (library + extension)"
+fi
 start=$(date +%s)
 CMAKE_BUILD_PARALLEL_LEVEL=$JOBS "$PYTHON" -m pip install "${PIP_FLAGS[@]}" --no-build-isolation --no-deps -q .
 echo "test_python.sh: installed smax in $(( $(date +%s) - start )) s"

@@ -45,10 +45,11 @@ TEST_P(StreamStores, SameBitsOnAndOff) {
   // the grid take the short path, which never streams (core/dense_rows.h):
   // the batched shapes have more rows than a task (rows_per_task(n) =
   // 65536 / n) so that they stream. {40, 4096} has every dst row 64-byte
-  // aligned at offsets 0 and 16 (softmax's pipelined path; the backward
-  // streams only such calls, and {2, 65648}); {9, 9000} alternates aligned
-  // and unaligned rows (36000 bytes each); {4, 33} and {3, 16} are too
-  // short for the peel.
+  // aligned at offsets 0 and 16 (the backward streams only such calls, and
+  // {2, 65648}); softmax's pipelined path streams from the head that aligns
+  // dst, so the offsets 3 and 8 exercise its head and tail stores; {9, 9000}
+  // alternates aligned and unaligned rows (36000 bytes each); {4, 33} and
+  // {3, 16} are too short for the peel.
   const Shape shapes[] = {{40, 4096}, {9, 9000}, {300, 255}, {4, 33},
                           {3, 16},    {6, 1},    {2, 65636}, {2, 65648}};
   for (const Shape& shape : shapes) {

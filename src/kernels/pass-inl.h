@@ -238,13 +238,14 @@ struct ScalePass {
   HWY_INLINE void Tail(DF d, size_t i, size_t count) const {
     StoreTail(d, Apply(d, LoadTailZero(d, dst + i, count)), dst + i, count);
   }
-  // Apply on elements [0, count), one at a time (the same IEEE product and
-  // flush test as a lane).
+  // One element: the same IEEE product and flush test as a lane.
+  static HWY_INLINE float Scalar(float v, float factor) {
+    const float y = v * factor;
+    return kFlush && std::fabs(y) < std::numeric_limits<float>::min() ? 0.0f : y;
+  }
+  // Apply on elements [0, count), one at a time.
   HWY_INLINE void Head(size_t count) const {
-    for (size_t k = 0; k < count; ++k) {
-      const float y = dst[k] * factor;
-      dst[k] = kFlush && std::fabs(y) < std::numeric_limits<float>::min() ? 0.0f : y;
-    }
+    for (size_t k = 0; k < count; ++k) dst[k] = Scalar(dst[k], factor);
   }
 };
 template <bool kFlush>
@@ -331,10 +332,7 @@ struct ScaleCopyPass {
     StoreTail(d, Apply(d, LoadTailZero(d, from + i, count)), dst + i, count);
   }
   HWY_INLINE void Head(size_t count) const {
-    for (size_t k = 0; k < count; ++k) {
-      const float y = from[k] * factor;
-      dst[k] = kFlush && std::fabs(y) < std::numeric_limits<float>::min() ? 0.0f : y;
-    }
+    for (size_t k = 0; k < count; ++k) dst[k] = ScalePass<kFlush>::Scalar(from[k], factor);
   }
 };
 template <bool kFlush, bool kStream>

@@ -242,45 +242,36 @@ HWY_INLINE void ThreePassRow(const Src& src, size_t n, float* HWY_RESTRICT dst,
 constexpr size_t kPrefetchMinCols = 8192;
 
 // Whether a row's last pass streams its stores: the batch asks for it
-// (Rows::stream_stores), the pass is log_softmax's log pass or reload
-// softmax's scale pass with the exps in a scratch row (Rows::scratch: then
-// the exp pass leaves dst alone and the scale pass writes it once), and dst
-// lets the pass peel to an aligned vector (a streamed pass aligns its loop
-// on dst: scan-inl.h, RowMinMaxWith).
-HWY_INLINE bool RowStreams(bool stream_stores, RowOp op, bool reload, const float* scratch,
-                           const float* dst, size_t n) {
-  const bool streamable =
-      op == RowOp::kLogSoftmax || (op == RowOp::kSoftmax && reload && scratch != nullptr);
-  return stream_stores && streamable && StreamAligned(dst, n);
+// (Rows::stream_stores), the pass is log_softmax's (streamed reload softmax
+// runs PipelinedSoftmaxRows instead), and dst lets the pass peel to an
+// aligned vector (a streamed pass aligns its loop on dst: scan-inl.h,
+// RowMinMaxWith).
+HWY_INLINE bool RowStreams(bool stream_stores, RowOp op, const float* dst, size_t n) {
+  return stream_stores && op == RowOp::kLogSoftmax && StreamAligned(dst, n);
 }
 
 // Batched three-pass rows: row r's last pass shares its loop with row r+1's
 // (min, max) scan, and its exp pass prefetches row r+1's logits. Rows of
 // one batch never overlap another row's dst (the ops check dst against
 // src / mask: disjoint or the same view).
-// `scratch` (nullable, n floats): reload softmax's exps for rows whose scale
-// pass streams dst.
 template <class Src, class RowAt>
 HWY_INLINE void ThreePassRows(int64_t rows, size_t n, const RowAt& row_at, RowOp op,
-                              bool reload, EmptyRow policy, bool stream_stores,
-                              float* scratch) {
+                              bool reload, EmptyRow policy, bool stream_stores) {
   if (rows <= 0) return;
   float* dst = nullptr;
   Src src = row_at(0, &dst);
   MinMax mm = RowMinMax(src, n);
   for (int64_t r = 0; r < rows; ++r) {
-    const bool stream = RowStreams(stream_stores, op, reload, scratch, dst, n);
-    float* exps = stream && op == RowOp::kSoftmax ? scratch : dst;
+    const bool stream = RowStreams(stream_stores, op, dst, n);
     if (r + 1 == rows) {
-      const LastPass last =
-          ThreePassToSum(src, n, mm, dst, op, reload, policy, nullptr, stream, exps);
+      const LastPass last = ThreePassToSum(src, n, mm, dst, op, reload, policy, nullptr, stream);
       FinishRow<Src>(last, src, n, dst, nullptr, stream);
       return;
     }
     float* next_dst = nullptr;
     const Src next = row_at(r + 1, &next_dst);
     const LastPass last = ThreePassToSum(src, n, mm, dst, op, reload, policy,
-                                         n >= kPrefetchMinCols ? next.x : nullptr, stream, exps);
+                                         n >= kPrefetchMinCols ? next.x : nullptr, stream);
     mm = FinishRow(last, src, n, dst, &next, stream);
     src = next;
     dst = next_dst;
@@ -448,7 +439,7 @@ HWY_NOINLINE void RowsImpl(const Rows& rows, Algorithm algorithm, RowOp op) {
         return;
       case Algorithm::kThreePassRecompute:
         return ThreePassRows<Src>(rows.rows, n, row_at, op, /*reload=*/false, rows.empty_row,
-                                  stream, rows.scratch);
+                                  stream);
       case Algorithm::kThreePassReload:
       case Algorithm::kAuto:  // ops resolve kAuto; reload is the safe default
       default:
@@ -456,7 +447,7 @@ HWY_NOINLINE void RowsImpl(const Rows& rows, Algorithm algorithm, RowOp op) {
           return PipelinedSoftmaxRows<Src>(rows.rows, n, row_at, rows.empty_row, rows.scratch);
         }
         return ThreePassRows<Src>(rows.rows, n, row_at, op, /*reload=*/true, rows.empty_row,
-                                  stream, rows.scratch);
+                                  stream);
     }
   });
   // Streaming stores are weakly ordered: fence them before the caller
