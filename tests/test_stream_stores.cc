@@ -15,7 +15,9 @@
 //  * long rows (the segment kernels' log store and backward sweep) likewise;
 //  * an unknown mode is an error naming it.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -133,6 +135,78 @@ TEST_P(StreamStores, SameBitsWithMask) {
       }
     }
     EXPECT_TRUE(same_bits(out[0].data(), out[1].data(), count)) << (log ? "log_softmax" : "softmax");
+  }
+}
+
+// Rows that end early or take their own scale pass, after every other kind
+// of row: pipelined softmax (softmax_rows.cc, PipelinedSoftmaxRows) leaves
+// a row's scale pass pending until the next row's exp pass, so a NaN row,
+// an empty row (all -inf: both policies), a row with +inf, a row whose
+// outputs need the flush below FLT_MIN (its own scale pass), a one-hot row
+// and an ordinary row each follow each other kind at least once (a de
+// Bruijn-like cycle through all ordered pairs), first and last in a range
+// included. Streamed and regular runs give the same bits, on 1 and 2
+// threads, at dst offsets that do and do not align the rows.
+TEST_P(StreamStores, SoftmaxPipelineAroundRowsThatEndEarly) {
+  StreamModeGuard guard;
+  Rng rng(seed_for("StreamStores.SoftmaxPipelineAroundRowsThatEndEarly"));
+  constexpr int kKinds = 6;
+  std::vector<int> order;  // every ordered pair (a, b) of kinds appears as consecutive rows
+  for (int a = 0; a < kKinds; ++a) {
+    for (int b = 0; b < kKinds; ++b) {
+      order.push_back(a);
+      order.push_back(b);
+    }
+  }
+  const int64_t rows = static_cast<int64_t>(order.size()), n = 3001;  // > rows_per_task(n) = 21
+  const size_t count = static_cast<size_t>(rows * n);
+  std::vector<float> x(count);
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = x.data() + r * n;
+    for (int64_t i = 0; i < n; ++i) {
+      switch (order[static_cast<size_t>(r)]) {
+        case 0: row[i] = rng.uniform(-8.0f, 8.0f); break;                      // ordinary
+        case 1: row[i] = i == n / 2 ? std::numeric_limits<float>::quiet_NaN() : rng.uniform(-8.0f, 8.0f); break;  // NaN
+        case 2: row[i] = -kInfF; break;                                        // empty
+        case 3: row[i] = i == 7 ? kInfF : rng.uniform(-8.0f, 8.0f); break;      // +inf
+        case 4: row[i] = rng.uniform(-150.0f, 0.0f); break;                    // flushes
+        case 5: row[i] = i == n - 1 ? 0.0f : -kInfF; break;                    // one-hot
+      }
+    }
+  }
+  const int64_t dims[2] = {rows, n};
+  for (size_t offset : {size_t{0}, size_t{3}}) {
+    for (int threads : {1, 2}) {
+      for (smax::EmptyRow empty : {smax::EmptyRow::kZero, smax::EmptyRow::kNan}) {
+        SCOPED_TRACE(testing::Message() << "offset " << offset << " threads " << threads
+                                        << " empty " << smax::empty_row_name(empty));
+        PlacedFloats src(count, 5), out[2] = {{count, offset}, {count, offset}};
+        std::memcpy(src.data, x.data(), count * sizeof(float));
+        smax::SoftmaxOptions o;
+        o.threads = threads;
+        o.algorithm = smax::Algorithm::kThreePassReload;
+        o.empty_row = empty;
+        for (int k = 0; k < 2; ++k) {
+          smax::set_streaming_stores(k == 0 ? "off" : "on");
+          smax::softmax(smax::make_view(src.data, smax::DType::kF32, 2, dims, nullptr),
+                        smax::make_view(out[k].data, smax::DType::kF32, 2, dims, nullptr), o);
+        }
+        EXPECT_TRUE(same_bits(out[0].data, out[1].data, count));
+        // The streamed run's constant rows hold their constants (a pending
+        // scale pass must not write over them, nor they over it).
+        for (int64_t r = 0; r < rows; ++r) {
+          const float* y = out[1].data + r * n;
+          const int kind = order[static_cast<size_t>(r)];
+          if (kind == 1 || kind == 3 || (kind == 2 && empty == smax::EmptyRow::kNan)) {
+            EXPECT_TRUE(std::isnan(y[0]) && std::isnan(y[n - 1])) << "row " << r;
+          } else if (kind == 2) {
+            EXPECT_TRUE(y[0] == 0.0f && y[n - 1] == 0.0f) << "row " << r;
+          } else if (kind == 5) {
+            EXPECT_TRUE(y[n - 1] == 1.0f && y[0] == 0.0f) << "row " << r;
+          }
+        }
+      }
+    }
   }
 }
 
