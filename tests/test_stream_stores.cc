@@ -12,7 +12,9 @@
 //    footprint exceeds the last-level cache, with the same bits meanwhile,
 //    for softmax's and log_softmax's sites, each alone (each site decides
 //    on its own);
-//  * long rows (the segment kernels' log store and backward sweep) likewise;
+//  * long rows (the segment kernels' log store and backward sweep) likewise,
+//    and a site whose calls give one sample each (one long row) decides;
+//  * pipelined softmax around rows that end early or scale on their own;
 //  * an unknown mode is an error naming it.
 #include <algorithm>
 #include <cmath>
@@ -166,7 +168,9 @@ TEST_P(StreamStores, SoftmaxPipelineAroundRowsThatEndEarly) {
     for (int64_t i = 0; i < n; ++i) {
       switch (order[static_cast<size_t>(r)]) {
         case 0: row[i] = rng.uniform(-8.0f, 8.0f); break;                      // ordinary
-        case 1: row[i] = i == n / 2 ? std::numeric_limits<float>::quiet_NaN() : rng.uniform(-8.0f, 8.0f); break;  // NaN
+        case 1:  // NaN
+          row[i] = i == n / 2 ? std::numeric_limits<float>::quiet_NaN() : rng.uniform(-8.0f, 8.0f);
+          break;
         case 2: row[i] = -kInfF; break;                                        // empty
         case 3: row[i] = i == 7 ? kInfF : rng.uniform(-8.0f, 8.0f); break;      // +inf
         case 4: row[i] = rng.uniform(-150.0f, 0.0f); break;                    // flushes
@@ -289,6 +293,42 @@ TEST(StreamStoresAuto, DecidesAfterLargeCalls) {
   EXPECT_EQ(smax::detail::choose_stores(StoreSite::kCrossEntropy, 1), StoreChoice::kStream);
   smax::set_streaming_stores("off");
   EXPECT_EQ(smax::detail::choose_stores(StoreSite::kCrossEntropy, llc + 1), StoreChoice::kRegular);
+}
+
+// One long row per call is one timed sample per call (the calling thread
+// runs it): the kinds must still alternate from call to call (each call's
+// first sample on a thread takes the kind of the call's parity), or the
+// site would never see both kinds and never decide. log_softmax (its long
+// rows stream their log pass) decides after exactly kMinSamples calls of
+// each kind, 12 in all, with the same bits meanwhile.
+TEST(StreamStoresAuto, OneSamplePerCallStillDecides) {
+  StreamModeGuard guard;
+  const int64_t llc = smax::detail::last_level_cache_bytes();
+  // Footprint (src + dst) >= 1.25x the LLC; 6 samples cover >= 2^23 elements.
+  const int64_t n = std::max(llc * 5 / 4 / 8 + 1, int64_t{1} << 21);
+  const size_t count = static_cast<size_t>(n);
+  Rng rng(seed_for("StreamStoresAuto.OneSamplePerCall"));
+  std::vector<float> x = adversarial_row(0, n, rng);
+  std::vector<float> expected(count), y(count);
+  const smax::TensorView src = smax::make_view(x.data(), {1, n});
+  smax::SoftmaxOptions o;
+  o.threads = 1;
+  o.algorithm = smax::Algorithm::kThreePassReload;
+  smax::set_streaming_stores("off");
+  smax::log_softmax(src, smax::make_view(expected.data(), {1, n}), o);
+  smax::set_streaming_stores("auto");
+  using smax::detail::StoreSite;
+  int calls = 0;
+  for (; calls < 30 && std::string(smax::detail::store_site_state(StoreSite::kLogSoftmax)) ==
+                           "measuring";
+       ++calls) {
+    std::memset(y.data(), 0xff, count * sizeof(float));
+    smax::log_softmax(src, smax::make_view(y.data(), {1, n}), o);
+    ASSERT_TRUE(same_bits(expected.data(), y.data(), count)) << "call " << calls;
+  }
+  const std::string state = smax::detail::store_site_state(StoreSite::kLogSoftmax);
+  EXPECT_TRUE(state == "stream" || state == "regular") << state << " after " << calls;
+  EXPECT_EQ(calls, 12);
 }
 
 TEST(StreamStoresErrors, UnknownModeIsNamed) {
