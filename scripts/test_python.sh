@@ -64,6 +64,14 @@ fi
 # this only recompiles what changed.
 if [ -n "${SMAX_PREBUILT_LIBRARY:-}" ]; then
   echo "test_python.sh: pip install . (extension, linking $SMAX_PREBUILT_LIBRARY)"
+  # The plain `pip install .` configuration (library + module) still
+  # configures; its compile is the main build's, less tests and tools.
+  cfg=$(mktemp -d)
+  env -u SMAX_PREBUILT_LIBRARY cmake -S . -B "$cfg" -DSMAX_BUILD_PYTHON=ON -DSMAX_BUILD_TESTS=OFF \
+    -DSMAX_BUILD_BENCHMARKS=OFF -DSMAX_BUILD_TOOLS=OFF -DSMAX_BUILD_MPI=OFF \
+    -DPython_EXECUTABLE="$(command -v "$PYTHON")" >/dev/null
+  rm -rf "$cfg"
+  echo "test_python.sh: the plain pip install . configuration configures"
 else
   echo "test_python.sh: pip install . (library + extension)"
 fi
