@@ -26,10 +26,11 @@ ctest --test-dir "$BUILD_DIR" --output-on-failure -j"$JOBS" "$@" || rc=$?
 
 # ---- Python package (docs/python.md): pip install . + pytest; SMAX_PYTHON=0 skips it.
 # The package links the static library just built (SMAX_PREBUILT_LIBRARY,
-# CMakeLists.txt) rather than compiling it a second time.
+# CMakeLists.txt, which compiles the library instead where that build's
+# settings do not suit the module) rather than compiling it a second time.
 if [ "${SMAX_PYTHON:-1}" != 0 ]; then
   prebuilt=()
-  if [ -f "$BUILD_DIR/libsmax.a" ] && grep -q '^SMAX_BUILD_SHARED:BOOL=OFF$' "$BUILD_DIR/CMakeCache.txt"; then
+  if [ -f "$BUILD_DIR/libsmax.a" ]; then
     prebuilt=(SMAX_PREBUILT_LIBRARY="$(cd "$BUILD_DIR" && pwd)/libsmax.a")
   fi
   env "${prebuilt[@]}" scripts/test_python.sh || rc=1
