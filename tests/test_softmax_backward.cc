@@ -7,6 +7,7 @@
 //   softmax:     |dx - ref| <= 2e-6 s |y| (|dy| + |<dy,y>|) + 1e-30
 //   log_softmax: |dx - ref| <= 2e-6 s (|dy| + e^y |sum dy| + e^y sum |dy|) + 1e-30
 // with exact zeros where y = 0 (softmax) or y = -inf (log_softmax).
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -124,6 +125,70 @@ TEST_P(Backward, MaskedEntriesGetExactZero) {
   for (int64_t i = 0; i < 2 * n; ++i) {
     if (ly.at(i) == -kInfF) {
       EXPECT_EQ(dx.at(i), 0.0f) << "log_softmax_backward " << i;
+    }
+  }
+}
+
+// Batched rows of >= 1024 are pipelined (kernels/softmax_backward.cc,
+// NextRowReduce: each row's store sweep also computes the next row's
+// reduction): every row must get the bits it gets when computed alone, on
+// every target. Row lengths around the pipeline's threshold and the
+// kernels' vector tails; adversarial y and dy (NaN, -inf, huge values that
+// take the float64 path, flushing values); rows strided apart; in place
+// (dx = dy) and out of place; regular and streamed stores; 1 and 2 threads.
+TEST_P(Backward, PipelinedRowsSameBitsAsOneRowCalls) {
+  StreamModeGuard guard;
+  Rng rng("Backward.PipelinedRowsSameBitsAsOneRowCalls");
+  const int64_t rows = 7;
+  for (int64_t n : {1023, 1024, 1025, 1031, 4093, 8200, 16391, 32000}) {
+    const int64_t stride = (n + 9 + 15) / 16 * 16;  // rows 64-byte aligned: they may stream
+    const size_t count = static_cast<size_t>(rows * stride);
+    for (int kind = 0; kind < kAdversarialRowKinds; ++kind) {
+      const std::vector<float> y = adversarial_row(kind, static_cast<int64_t>(count), rng);
+      const std::vector<float> dy =
+          adversarial_row((kind + 1) % kAdversarialRowKinds, static_cast<int64_t>(count), rng);
+      for (Op op : kBackwardOps) {
+        auto run = [&](const float* yp, const float* dyp, float* dxp, int64_t r, int64_t s,
+                       int threads) {
+          SoftmaxOptions o;
+          o.threads = threads;
+          const smax::TensorView yv = smax::make_view(yp, {r, n}, {s, 1});
+          const smax::TensorView dyv = smax::make_view(dyp, {r, n}, {s, 1});
+          const smax::TensorView dxv = smax::make_view(dxp, {r, n}, {s, 1});
+          if (op == Op::kSoftmaxBackward) {
+            smax::softmax_backward(yv, dyv, dxv, o);
+          } else {
+            smax::log_softmax_backward(yv, dyv, dxv, o);
+          }
+        };
+        // Each row alone (one row: nothing to pipeline).
+        std::vector<float> alone(count, 0.0f);
+        smax::set_streaming_stores("off");
+        for (int64_t r = 0; r < rows; ++r) {
+          run(y.data() + r * stride, dy.data() + r * stride, alone.data() + r * stride, 1, stride, 1);
+        }
+        for (const char* mode : {"off", "on"}) {
+          for (bool in_place : {false, true}) {
+            for (int threads : {1, 2}) {
+              SCOPED_TRACE(testing::Message() << op_name(op) << " n " << n << " kind " << kind
+                                              << " stores " << mode << " in place " << in_place
+                                              << " threads " << threads);
+              smax::set_streaming_stores(mode);
+              PlacedFloats ys(count, 0), dys(count, 0), dxs(count, 0);
+              std::memcpy(ys.data, y.data(), count * sizeof(float));
+              std::memcpy(dys.data, dy.data(), count * sizeof(float));
+              float* dx = in_place ? dys.data : dxs.data;
+              run(ys.data, dys.data, dx, rows, stride, threads);
+              for (int64_t r = 0; r < rows; ++r) {
+                ASSERT_EQ(std::memcmp(dx + r * stride, alone.data() + r * stride,
+                                      static_cast<size_t>(n) * sizeof(float)),
+                          0)
+                    << "row " << r;
+              }
+            }
+          }
+        }
+      }
     }
   }
 }

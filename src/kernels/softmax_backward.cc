@@ -95,29 +95,69 @@ struct SoftmaxGradFn {
 // log_softmax's step (dx = (dy - exp(y) * sum) * scale, 0 where y = -inf):
 // LogSoftmaxStep, demote-inl.h.
 
-// The next row of a batch (y and dy, nullable): the store sweep, which reads
-// this row from L2, prefetches as many bytes of each as it reads, so that
-// the next row's reduction finds them in cache.
-struct NextRow {
-  const float* y = nullptr;
-  const float* dy = nullptr;
-  HWY_INLINE void Prefetch(size_t i, size_t count) const {
-    if (y == nullptr) return;
-    // Steps shorter than a line (SSE4, EMU128, SCALAR): once per line.
-    if (count * sizeof(float) < 64 && (i * sizeof(float)) % 64 != 0) return;
-    for (size_t k = 0; k < count * sizeof(float); k += 64) {
-      hwy::Prefetch(reinterpret_cast<const char*>(y + i) + k);
-      hwy::Prefetch(reinterpret_cast<const char*>(dy + i) + k);
+// What a row's store sweep does beside its own work, once per step of two
+// vectors at element i (GradStore's main loops: i = 0, 2N, 4N, ... while
+// i + 2N <= n).
+//
+// NoSide: nothing (a row whose next row is in cache or absent).
+struct NoSide {
+  HWY_INLINE void Step(size_t /*i*/) const {}
+};
+
+// NextRowReduce: the next row's reduction (softmax: <dy, y>; log-softmax:
+// sum dy), accumulated exactly as BlockedDot does (acc0 takes the vector at
+// i, acc1 the one at i + N; Finish adds BlockedDot's tail steps in its
+// order), so the result is BlockedDot's bit for bit. The rows are pipelined:
+// the next row's two DRAM streams are read by the sweep that stores this
+// row, which reads its own y and dy from cache, so the stores, the loads
+// from DRAM and the float64 products overlap in one loop instead of a
+// load-bound reduction sweep followed by a store-bound one. `a` = the next
+// dy, `b` = the next y (nullptr: log-softmax's plain sum). The next row's
+// inputs must not overlap this row's dx (ops: dx is exactly dy or disjoint
+// from y and dy, and its rows do not overlap).
+struct NextRowReduce {
+  // Defined here so that it is compiled for the target (the implicit one
+  // would not be, and F64Acc's constructor is target code).
+  HWY_INLINE NextRowReduce(const float* next_a, const float* next_b) : a(next_a), b(next_b) {}
+  const float* a;
+  const float* b;
+  F64Acc acc0, acc1;
+  HWY_INLINE void Add(F64Acc& acc, size_t i) {
+    const DF d;
+    if (b != nullptr) {
+      acc.AddProduct(d, hn::LoadU(d, a + i), hn::LoadU(d, b + i));
+    } else {
+      acc.Add(d, hn::LoadU(d, a + i));
     }
+  }
+  HWY_INLINE void Step(size_t i) {
+    Add(acc0, i);
+    Add(acc1, i + hn::Lanes(DF()));
+  }
+  // BlockedDot's steps after its main loop, from i = n rounded down to 2N.
+  HWY_INLINE double Finish(size_t n) {
+    const DF d;
+    const size_t N = hn::Lanes(d);
+    size_t i = n / (2 * N) * (2 * N);
+    for (; i + N <= n; i += N) Add(acc0, i);
+    if (i < n) {
+      const VF va = LoadTailZero(d, a + i, n - i);
+      if (b != nullptr) {
+        acc1.AddProduct(d, va, LoadTailZero(d, b + i, n - i));
+      } else {
+        acc1.Add(d, va);
+      }
+    }
+    return acc0.Total(d) + acc1.Total(d);
   }
 };
 
 // red64: the reduction in float64; red = its f32 rounding. kStream: dx is
 // written with streaming stores (pass-inl.h, StoreOut; dx must be aligned
 // to the vector: GradStreams).
-template <bool kLog, bool kStream = false>
+template <bool kLog, bool kStream, class Side>
 HWY_INLINE void GradStore(const float* HWY_RESTRICT y, const float* dy, size_t n,
-                          double red64, float scale, float* dx, const NextRow& next = {}) {
+                          double red64, float scale, float* dx, Side& side) {
   const DF d;
   const size_t N = hn::Lanes(d);
   const float red = static_cast<float>(red64);
@@ -126,7 +166,7 @@ HWY_INLINE void GradStore(const float* HWY_RESTRICT y, const float* dy, size_t n
   auto sweep = [&](auto f) {
     size_t i = 0;
     for (; i + 2 * N <= n; i += 2 * N) {
-      next.Prefetch(i, 2 * N);
+      side.Step(i);
       const VF g0 = f(hn::LoadU(d, y + i), hn::LoadU(d, dy + i));
       const VF g1 = f(hn::LoadU(d, y + i + N), hn::LoadU(d, dy + i + N));
       StoreOut<kStream>(g0, d, dx + i);
@@ -149,7 +189,7 @@ HWY_INLINE void GradStore(const float* HWY_RESTRICT y, const float* dy, size_t n
     const SoftmaxGradFn grad = SoftmaxGradFn::Make(scale);
     size_t i = 0;
     for (; i + 2 * N <= n; i += 2 * N) {
-      next.Prefetch(i, 2 * N);
+      side.Step(i);
       const VF y0 = hn::LoadU(d, y + i), y1 = hn::LoadU(d, y + i + N);
       const VF g0 = hn::Sub(hn::LoadU(d, dy + i), vr), g1 = hn::Sub(hn::LoadU(d, dy + i + N), vr);
       const VF p0 = hn::Mul(y0, g0), p1 = hn::Mul(y1, g1);
@@ -182,28 +222,56 @@ HWY_INLINE bool GradStreams(bool stream_stores, const float* dx) {
 }
 
 // Every row of r: the reduction (softmax: dot = sum dy * y; log-softmax:
-// sum = sum dy, both BlockedDot), then GradStore<kLog>, which prefetches the
-// next row of the batch when rows are beyond L1 (kGradPrefetchMinCols).
-constexpr size_t kGradPrefetchMinCols = 8192;
-template <bool kLog>
-HWY_INLINE void GradRows(const BackwardRows& r) {
+// sum = sum dy, BlockedDot), then GradStore<kLog>. Rows of >=
+// kGradPipelineMinCols are pipelined: each row's store sweep also computes
+// the next row's reduction (NextRowReduce), the same bits. Measured
+// (docs/benchmarking.md, "Backward rows pipelined"): 8-17% faster from
+// DRAM at 1000-32000 columns, no change in cache; shorter rows keep the
+// two sweeps (their per-row costs dominate).
+constexpr size_t kGradPipelineMinCols = 1024;
+template <bool kLog, bool kStream>
+HWY_INLINE void GradRowsT(const BackwardRows& r) {
   const size_t n = static_cast<size_t>(r.cols);
+  const bool pipelined = n >= kGradPipelineMinCols;
+  auto reduce = [&](const float* y, const float* dy) {
+    return BlockedDot(dy, kLog ? nullptr : y, n);
+  };
+  double reduced = r.rows > 0 ? reduce(r.y, r.dy) : 0.0;
   for (int64_t row = 0; row < r.rows; ++row) {
     const float* y = r.y + row * r.y_stride;
     const float* dy = r.dy + row * r.dy_stride;
     float* dx = r.dx + row * r.dx_stride;
-    NextRow next;
-    if (row + 1 < r.rows && n >= kGradPrefetchMinCols) {
-      next = NextRow{y + r.y_stride, dy + r.dy_stride};
+    const bool last = row + 1 == r.rows;
+    const float* next_y = last ? nullptr : y + r.y_stride;
+    const float* next_dy = last ? nullptr : dy + r.dy_stride;
+    const bool stream = kStream && GradStreams(true, dx);
+    if (pipelined && !last) {
+      NextRowReduce side(next_dy, kLog ? nullptr : next_y);
+      if (stream) {
+        GradStore<kLog, true>(y, dy, n, reduced, r.scale, dx, side);
+      } else {
+        GradStore<kLog, false>(y, dy, n, reduced, r.scale, dx, side);
+      }
+      reduced = side.Finish(n);
+      continue;
     }
-    const double reduced = BlockedDot(dy, kLog ? nullptr : y, n);
-    if (GradStreams(r.stream_stores, dx)) {
-      GradStore<kLog, true>(y, dy, n, reduced, r.scale, dx, next);
+    NoSide none;
+    if (stream) {
+      GradStore<kLog, true>(y, dy, n, reduced, r.scale, dx, none);
     } else {
-      GradStore<kLog>(y, dy, n, reduced, r.scale, dx, next);
+      GradStore<kLog, false>(y, dy, n, reduced, r.scale, dx, none);
     }
+    if (!last) reduced = reduce(next_y, next_dy);
   }
-  if (r.stream_stores) hwy::FlushStream();
+}
+template <bool kLog>
+HWY_INLINE void GradRows(const BackwardRows& r) {
+  if (r.stream_stores) {
+    GradRowsT<kLog, true>(r);
+    hwy::FlushStream();
+  } else {
+    GradRowsT<kLog, false>(r);
+  }
 }
 
 void SoftmaxBackwardRowsImpl(const BackwardRows& r) { GradRows<false>(r); }
@@ -219,11 +287,12 @@ double SumSegmentImpl(const float* a, int64_t n) {
 template <bool kLog>
 HWY_INLINE void GradSegment(const float* y, const float* dy, int64_t n, double red, float scale,
                             float* dx, bool stream) {
+  NoSide none;
   if (GradStreams(stream, dx)) {
-    GradStore<kLog, true>(y, dy, static_cast<size_t>(n), red, scale, dx);
+    GradStore<kLog, true>(y, dy, static_cast<size_t>(n), red, scale, dx, none);
     hwy::FlushStream();
   } else {
-    GradStore<kLog>(y, dy, static_cast<size_t>(n), red, scale, dx);
+    GradStore<kLog, false>(y, dy, static_cast<size_t>(n), red, scale, dx, none);
   }
 }
 void SoftmaxBackwardSegmentImpl(const float* y, const float* dy, int64_t n, double dot,
