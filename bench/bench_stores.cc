@@ -7,7 +7,9 @@
 //
 // ops: softmax, log_softmax (three-pass reload, the algorithm that
 // streams), softmax_backward, log_softmax_backward, cross_entropy (the forward with
-// its fused gradient, class-index targets), cross_entropy_backward.
+// its fused gradient, class-index targets), cross_entropy_probs (the same
+// with probability targets: softmax of a second logits tensor),
+// cross_entropy_backward.
 // Every round runs "off" and "on" (SMAX_STREAM_STORES's two forced modes,
 // set with smax::set_streaming_stores; which goes first alternates) for
 // >= 50 ms each, plus the one-sweep streaming copy of the same number of
@@ -37,7 +39,7 @@ namespace {
 const char* kDefaultCases =
     "softmax:256x32000,log_softmax:256x32000,softmax_backward:256x32000,log_softmax_backward:256x32000,"
     "softmax_backward:64x128256,log_softmax_backward:64x128256,cross_entropy:256x32000,"
-    "cross_entropy_backward:256x32000";
+    "cross_entropy_probs:256x32000,cross_entropy_backward:256x32000";
 
 // 64-byte aligned storage (the backward streams only aligned dx rows).
 struct Aligned {
@@ -145,7 +147,7 @@ int main(int argc, char** argv) {
     const size_t count = static_cast<size_t>(c.rows * c.cols);
     const int64_t dims[2] = {c.rows, c.cols};
     const int64_t row_dims[1] = {c.rows};
-    Aligned x(count), y(count), log_y(count), dy(count), out(count);
+    Aligned x(count), y(count), log_y(count), dy(count), out(count), probs(count);
     smax_bench::fill_logits(x.data, count, 1);
     smax_bench::fill_logits(dy.data, count, 2);
     std::vector<int64_t> target(static_cast<size_t>(c.rows));
@@ -164,6 +166,7 @@ int main(int argc, char** argv) {
     o.threads = threads;
     smax::softmax(view(x.data), view(y.data), o);  // the backward ops' forward outputs
     smax::log_softmax(view(x.data), view(log_y.data), o);
+    smax::softmax(view(dy.data), view(probs.data), o);  // cross_entropy_probs' targets
     smax::CrossEntropyOptions ce;
     ce.loss.reduction = smax::Reduction::kNone;
     smax::CrossEntropyOptions ce_grad = ce;
@@ -183,6 +186,8 @@ int main(int argc, char** argv) {
       };
     } else if (c.op == "cross_entropy") {
       call = [&] { smax::cross_entropy(view(x.data), tgt, loss_view, ce_grad, o); };
+    } else if (c.op == "cross_entropy_probs") {
+      call = [&] { smax::cross_entropy(view(x.data), view(probs.data), loss_view, ce_grad, o); };
     } else if (c.op == "cross_entropy_backward") {
       call = [&] {
         smax::cross_entropy_backward(view(x.data), tgt, dloss_view, view(out.data), ce, o);

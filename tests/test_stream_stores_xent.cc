@@ -6,8 +6,8 @@
 // vector), rows long enough to stream and rows too short for the peel, NaN /
 // -inf / signed-zero data, and the options that change the kernel's
 // instantiation or its coefficients: class weights, label smoothing with a
-// softcap, an additive mask, z-loss, ignored rows. Probability targets never
-// stream (checked too: the same bits). And "auto" decides the
+// softcap, an additive mask, z-loss, ignored rows, probability targets (with
+// and without class weights). And "auto" decides the
 // cross-entropy site from its own calls, leaving the others measuring.
 #include <algorithm>
 #include <cstring>
@@ -21,9 +21,10 @@
 namespace smax_test {
 namespace {
 
-enum class Variant { kPlain, kWeights, kSmoothCap, kMask, kZLoss, kProbs };
+enum class Variant { kPlain, kWeights, kSmoothCap, kMask, kZLoss, kProbs, kProbsWeights };
 constexpr Variant kVariants[] = {Variant::kPlain, Variant::kWeights, Variant::kSmoothCap,
-                                 Variant::kMask, Variant::kZLoss, Variant::kProbs};
+                                 Variant::kMask,  Variant::kZLoss,   Variant::kProbs,
+                                 Variant::kProbsWeights};
 
 class StreamStoresXent : public TargetTest {};
 
@@ -89,6 +90,11 @@ TEST_P(StreamStoresXent, SameBitsOnAndOff) {
                 break;
               case Variant::kProbs:
                 tgt = view(probs.data());
+                break;
+              case Variant::kProbsWeights:  // with label smoothing: bq and b both non-zero
+                tgt = view(probs.data());
+                ce.loss.weight = smax::make_view(weight.data(), smax::DType::kF32, 1, class_dim, nullptr);
+                ce.label_smoothing = 0.05f;
                 break;
             }
             PlacedFloats grad[2] = {{count, offset}, {count, offset}};

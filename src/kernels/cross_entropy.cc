@@ -214,28 +214,33 @@ int64_t XentNearMaxImpl(const XentRow& row, float threshold, int64_t* idx, int64
   return count;
 }
 
-// Streaming stores only for class-index targets (no q): the LM-head case
-// the ops ask it for (ops/losses/cross_entropy.cc); probability targets
-// store as usual (fewer instantiations).
+// The instantiation of GradExp for the row's options: class weights (kW),
+// probability targets (kQ), streaming stores (kStream: asked by the op,
+// ops/losses/cross_entropy.cc, and the row long enough for the aligned peel).
+template <bool kW, bool kQ, class Src>
+HWY_INLINE void GradFor(const Src& src, size_t n, const XentGrad& g, bool stream, float* dst) {
+  if (stream) {
+    GradExp<kW, kQ, true>(src, n, g.shift, g.factor, g.b, g.bq, g.weight, g.q, g.scale, dst);
+  } else {
+    GradExp<kW, kQ, false>(src, n, g.shift, g.factor, g.b, g.bq, g.weight, g.q, g.scale, dst);
+  }
+}
+
 void XentGradImpl(const XentRow& row, const XentGrad& g, float* dst) {
   const size_t n = static_cast<size_t>(row.n);
-  const bool stream = g.stream && g.q == nullptr && StreamAligned(dst, n);
+  const bool stream = g.stream && StreamAligned(dst, n);
   WithSrc(row, [&](const auto& src) {
     if (g.weight != nullptr) {
       if (g.q != nullptr) {
-        GradExp<true, true, false>(src, n, g.shift, g.factor, g.b, g.bq, g.weight, g.q, g.scale, dst);
-      } else if (stream) {
-        GradExp<true, false, true>(src, n, g.shift, g.factor, g.b, g.bq, g.weight, g.q, g.scale, dst);
+        GradFor<true, true>(src, n, g, stream, dst);
       } else {
-        GradExp<true, false, false>(src, n, g.shift, g.factor, g.b, g.bq, g.weight, g.q, g.scale, dst);
+        GradFor<true, false>(src, n, g, stream, dst);
       }
     } else {
       if (g.q != nullptr) {
-        GradExp<false, true, false>(src, n, g.shift, g.factor, g.b, g.bq, g.weight, g.q, g.scale, dst);
-      } else if (stream) {
-        GradExp<false, false, true>(src, n, g.shift, g.factor, g.b, g.bq, g.weight, g.q, g.scale, dst);
+        GradFor<false, true>(src, n, g, stream, dst);
       } else {
-        GradExp<false, false, false>(src, n, g.shift, g.factor, g.b, g.bq, g.weight, g.q, g.scale, dst);
+        GradFor<false, false>(src, n, g, stream, dst);
       }
     }
   });

@@ -63,7 +63,7 @@ XentProbSums xent_prob_sums(const XentRow& row, const float* q, const float* wei
 /// dst may be exactly row.x (in place: each element is read before it is
 /// written); it must not overlap mask, weight or q, nor x otherwise.
 /// `stream`: write dst with streaming (non-temporal) stores where the kernel
-/// can (no q, dst float-aligned, n >= 8 vectors; the kernel fences before
+/// can (dst float-aligned, n >= 8 vectors; the kernel fences before
 /// it returns); the same bits either way (core/stream_stores.h).
 struct XentGrad {
   float shift = 0.0f;

@@ -98,8 +98,8 @@ struct SideScale {
   HWY_INLINE void Finish() const {
     const size_t lanes = hn::Lanes(DF());
     const size_t end = head + (n - head) / lanes * lanes;
-    for (size_t k = 0; k < head; ++k) dst[k] = from[k] * factor;
-    for (size_t k = end; k < n; ++k) dst[k] = from[k] * factor;
+    for (size_t k = 0; k < head; ++k) dst[k] = ScalePass<false>::Scalar(from[k], factor);
+    for (size_t k = end; k < n; ++k) dst[k] = ScalePass<false>::Scalar(from[k], factor);
   }
   // On its own (the row whose exp pass it was to share ended early).
   HWY_INLINE void Run() const {

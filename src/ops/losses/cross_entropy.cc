@@ -287,16 +287,16 @@ bool same_view(const TensorView& a_in, const TensorView& b_in) {
 // (core/stream_stores.h): asked only where every row's kernel streams when
 // told to, so that a measured streamed sample is one: f32 logits and
 // gradient, the gradient contiguous along the axis and not the logits
-// themselves (those go through scratch), class-index targets (the
-// probability-target kernel does not stream), rows of >= kStreamMinCols.
+// themselves (those go through scratch), rows of >= kStreamMinCols; class
+// or probability targets (one site: the same kernel, with q's stream or
+// without).
 // (Rows that end early store as usual even then: ignored targets, empty or
 // NaN rows, factors beyond f32; a batch with many of them measures partly
 // regular stores as streamed, which can only favour "regular".) The
 // footprint is the logits plus the gradient.
 StoreChoice grad_stores(const CeSetup& s, const Rowwise& rw, const TensorView& grad) {
   const int64_t n = rw.row_length();
-  if (s.src.dtype != DType::kF32 || grad.dtype != DType::kF32 || s.probs ||
-      n < kStreamMinCols || same_view(grad, s.src) || grad.rank == 0 ||
+  if (s.src.dtype != DType::kF32 || grad.dtype != DType::kF32 || n < kStreamMinCols || same_view(grad, s.src) || grad.rank == 0 ||
       grad.strides[rw.axis()] != 1) {
     return StoreChoice::kRegular;
   }
