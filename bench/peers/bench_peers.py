@@ -83,18 +83,52 @@ def max_error(op, y, ref):
     return float(err.max()) if err.size else 0.0
 
 
-def time_fn(fn, reps, min_s):
+def calibrate(fn, min_s):
+    """Calls per sample so that one sample takes about min_s."""
     t0 = time.perf_counter()
     fn()
     one = time.perf_counter() - t0
-    calls = 1 if one >= min_s else int(min(1e6, math.ceil(min_s / max(one, 1e-9))))
-    samples = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        samples.append((time.perf_counter() - t0) / calls)
+    return 1 if one >= min_s else int(min(1e6, math.ceil(min_s / max(one, 1e-9))))
+
+
+def sample(fn, calls):
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    return (time.perf_counter() - t0) / calls
+
+
+def time_fn(fn, reps, min_s):
+    calls = calibrate(fn, min_s)
+    return [sample(fn, calls) for _ in range(reps)]
+
+
+def time_interleaved(fns, reps, min_s):
+    """Samples of every fn, taken in rounds (the order rotating per round) so
+    that the libraries of one case share the machine's noisy moments."""
+    calls = [calibrate(fn, min_s) for fn in fns]
+    samples = [[] for _ in fns]
+    for rep in range(reps):
+        for j in range(len(fns)):
+            k = (j + rep) % len(fns)
+            samples[k].append(sample(fns[k], calls[k]))
     return samples
+
+
+def smax_runner(threads):
+    """smax's own Python module, writing into a preallocated output (as the
+    ONNX Runtime runner's io binding does)."""
+    import smax
+
+    def make(op, x, axis):
+        out_shape = list(x.shape)
+        if op == "logsumexp":
+            out_shape.pop(axis)
+        y = np.empty(out_shape, dtype=np.float32)
+        fn = {"softmax": smax.softmax, "log_softmax": smax.log_softmax,
+              "logsumexp": smax.logsumexp}[op]
+        return lambda: fn(x, axis, threads=threads, out=y)
+    return make, "smax " + smax.__version__
 
 
 def torch_runner(threads):
@@ -151,7 +185,8 @@ def main():
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--cases", default=None)
-    ap.add_argument("--libs", default="torch,onnxruntime")
+    ap.add_argument("--libs", default="torch,onnxruntime",
+                    help="comma-separated: torch, onnxruntime, smax (its Python module)")
     ap.add_argument("--json", default="-")
     args = ap.parse_args()
     cases = [parse_case(c) for c in (args.cases or (QUICK_CASES if args.quick else DEFAULT_CASES)).split(",") if c]
@@ -160,7 +195,8 @@ def main():
     libs = {}
     for name in args.libs.split(","):
         try:
-            libs[name] = {"torch": torch_runner, "onnxruntime": ort_runner}[name](args.threads)
+            libs[name] = {"torch": torch_runner, "onnxruntime": ort_runner,
+                          "smax": smax_runner}[name](args.threads)
         except Exception as e:  # ImportError and friends: reported, not dropped
             libs[name] = (None, "missing: %s" % e)
 
@@ -173,12 +209,14 @@ def main():
         dst = np.empty_like(x)
         floor_fn = (lambda: x.sum()) if op == "logsumexp" else (lambda: (x.sum(), np.copyto(dst, x)))
         np_floor = statistics.median(time_fn(floor_fn, args.reps, min_s)) * 1e9 / n
+        case_records, fns = [], []
         for name, (make, version) in libs.items():
             rec = {"op": op, "shape": "x".join(map(str, dims)), "axis": axis,
                    "axis_len": dims[axis], "elements": n, "lib": name,
                    "threads": args.threads, "status": "ok", "ns_per_elem": None,
                    "ns_min": None, "floor_ns": None, "numpy_floor_ns": np_floor,
                    "max_err": None, "samples": 0, "note": version}
+            fn = None
             if make is None:
                 rec["status"] = "missing"
             else:
@@ -186,15 +224,21 @@ def main():
                     fn = make(op, x, axis)
                     y = fn()
                     rec["max_err"] = max_error(op, np.asarray(y), ref)
-                    samples = time_fn(fn, args.reps, min_s)
-                    rec["ns_per_elem"] = statistics.median(samples) * 1e9 / n
-                    rec["ns_min"] = min(samples) * 1e9 / n
-                    rec["samples"] = len(samples)
                 except Exception as e:
+                    fn = None
                     rec["status"] = "unsupported" if "NOT_IMPLEMENTED" in str(e) else "error"
                     rec["note"] = "%s: %s" % (version, str(e).splitlines()[0][:200])
+            case_records.append(rec)
+            fns.append(fn)
+        timed = [k for k, fn in enumerate(fns) if fn is not None]
+        for k, samples in zip(timed, time_interleaved([fns[k] for k in timed], args.reps, min_s)):
+            rec = case_records[k]
+            rec["ns_per_elem"] = statistics.median(samples) * 1e9 / n
+            rec["ns_min"] = min(samples) * 1e9 / n
+            rec["samples"] = len(samples)
+        for rec in case_records:
             print("  %-11s %-16s axis %d %-11s %-7s %s ns/elem err %s" % (
-                op, rec["shape"], axis, name, rec["status"],
+                op, rec["shape"], axis, rec["lib"], rec["status"],
                 "%.3f" % rec["ns_per_elem"] if rec["ns_per_elem"] else "-",
                 "%.2e" % rec["max_err"] if rec["max_err"] is not None else "-"), file=sys.stderr)
             records.append(rec)
