@@ -152,6 +152,32 @@ struct NextRowReduce {
   }
 };
 
+// log_softmax's store sweep: dx = step(y, dy) per vector. A function of its
+// own, always inlined: as a lambda of GradStore, GCC compiled it out of
+// line, and its captures (the pointers, the step's constants, the next
+// row's accumulators) were reloaded from memory, and the accumulators
+// stored back, after every store (Highway's stores may alias anything).
+template <bool kStream, class Side>
+HWY_INLINE void LogGradSweep(const float* HWY_RESTRICT y, const float* dy, size_t n,
+                             const LogSoftmaxStep step, float* dx, Side& side) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  size_t i = 0;
+  for (; i + 2 * N <= n; i += 2 * N) {
+    side.Step(i);
+    const VF g0 = step(d, hn::LoadU(d, y + i), hn::LoadU(d, dy + i));
+    const VF g1 = step(d, hn::LoadU(d, y + i + N), hn::LoadU(d, dy + i + N));
+    StoreOut<kStream>(g0, d, dx + i);
+    StoreOut<kStream>(g1, d, dx + i + N);
+  }
+  for (; i + N <= n; i += N) StoreOut<kStream>(step(d, hn::LoadU(d, y + i), hn::LoadU(d, dy + i)), d, dx + i);
+  if (i < n) {
+    // Padding lanes (zeros) are computed but never stored.
+    const VF g = step(d, LoadTailZero(d, y + i, n - i), LoadTailZero(d, dy + i, n - i));
+    StoreTail(d, g, dx + i, n - i);
+  }
+}
+
 // red64: the reduction in float64; red = its f32 rounding. kStream: dx is
 // written with streaming stores (pass-inl.h, StoreOut; dx must be aligned
 // to the vector: GradStreams).
@@ -163,26 +189,8 @@ HWY_INLINE void GradStore(const float* HWY_RESTRICT y, const float* dy, size_t n
   const float red = static_cast<float>(red64);
   const VF vr = hn::Set(d, red);
   const VF vs = hn::Set(d, scale);
-  auto sweep = [&](auto f) {
-    size_t i = 0;
-    for (; i + 2 * N <= n; i += 2 * N) {
-      side.Step(i);
-      const VF g0 = f(hn::LoadU(d, y + i), hn::LoadU(d, dy + i));
-      const VF g1 = f(hn::LoadU(d, y + i + N), hn::LoadU(d, dy + i + N));
-      StoreOut<kStream>(g0, d, dx + i);
-      StoreOut<kStream>(g1, d, dx + i + N);
-    }
-    for (; i + N <= n; i += N) StoreOut<kStream>(f(hn::LoadU(d, y + i), hn::LoadU(d, dy + i)), d, dx + i);
-    if (i < n) {
-      // Padding lanes (zeros) are computed but never stored.
-      const VF vy = LoadTailZero(d, y + i, n - i);
-      const VF g = f(vy, LoadTailZero(d, dy + i, n - i));
-      StoreTail(d, g, dx + i, n - i);
-    }
-  };
   if (kLog) {
-    const LogSoftmaxStep step = LogSoftmaxStep::Make(d, red64, scale);
-    sweep([&](VF vy, VF vdy) { return step(d, vy, vdy); });
+    LogGradSweep<kStream>(y, dy, n, LogSoftmaxStep::Make(d, red64, scale), dx, side);
   } else {
     // Two vectors per step with one risk test for both (the common case
     // costs an abs and a compare per vector over the plain f32 form).
