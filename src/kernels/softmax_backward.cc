@@ -234,9 +234,9 @@ HWY_INLINE bool GradStreams(bool stream_stores, const float* dx) {
 // kGradPipelineMinCols are pipelined: each row's store sweep also computes
 // the next row's reduction (NextRowReduce), the same bits. Measured
 // (docs/benchmarking.md, "Backward rows pipelined"): 8-17% faster from
-// DRAM at 1000-32000 columns, no change in cache; shorter rows keep the
-// two sweeps (their per-row costs dominate).
-constexpr size_t kGradPipelineMinCols = 1024;
+// DRAM at 1000-32000 columns, 3-5% at 1000x1000 (in L3), no change at 256
+// columns; shorter rows keep the two sweeps.
+constexpr size_t kGradPipelineMinCols = 512;
 template <bool kLog, bool kStream>
 HWY_INLINE void GradRowsT(const BackwardRows& r) {
   const size_t n = static_cast<size_t>(r.cols);
