@@ -77,10 +77,12 @@ def _is_np_bfloat16(x: Any) -> bool:
     return isinstance(x, _np.ndarray) and x.dtype.kind == "V" and x.dtype.name == "bfloat16"
 
 
-def _arg(x: Any) -> Any:
-    """What the extension gets: the same memory, no autograd wrapper. A numpy
-    bfloat16 array (ml_dtypes) exports neither DLPack nor a buffer: it goes as
-    a bfloat16 DLPack view of the same memory (``_smax._bfloat16_view``)."""
+def _held(x: Any) -> Any:
+    """What the extension keeps (an options field, a per-row parameter): the
+    same memory, no autograd wrapper, as an array the extension may read
+    more than once. A numpy bfloat16 array (ml_dtypes) exports neither
+    DLPack nor a buffer: it goes as a bfloat16 DLPack view of the same
+    memory (``_smax._bfloat16_view``)."""
     if _is_torch(x):
         if x.requires_grad:
             x = x.detach()  # a view: same storage, no copy
@@ -91,8 +93,19 @@ def _arg(x: Any) -> Any:
     return x
 
 
+def _arg(x: Any) -> Any:
+    """An array argument of one extension call: ``_held(x)``, a torch tensor
+    as a DLPack capsule of its memory (torch's C export costs ~0.4 us a
+    call, ``Tensor.__dlpack__``, which the extension would call, ~3 us; a
+    capsule is consumed by the call it is passed to, so never keep one)."""
+    x = _held(x)
+    if _is_torch(x):
+        return _torch_module().utils.dlpack.to_dlpack(x)
+    return x
+
+
 def _opt(x: Any) -> Any:
-    return None if x is None else _arg(x)
+    return None if x is None else _held(x)
 
 
 def _np_bfloat16() -> Any:
@@ -347,7 +360,7 @@ def _scalar_or_array(v: Any, what: str, op: str) -> Tuple[float, Any]:
     if isinstance(v, _np.generic):
         return float(v), None
     _shape_of(v, what, op)
-    return 0.0, _arg(v)
+    return 0.0, _held(v)
 
 
 def _loss_shape(op: str, x: Any, dim: Any, reduction: str) -> Tuple[Tuple[int, ...], int, Tuple[int, ...]]:
