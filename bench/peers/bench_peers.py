@@ -231,7 +231,14 @@ def main():
             case_records.append(rec)
             fns.append(fn)
         timed = [k for k, fn in enumerate(fns) if fn is not None]
-        for k, samples in zip(timed, time_interleaved([fns[k] for k in timed], args.reps, min_s)):
+        try:
+            timings = time_interleaved([fns[k] for k in timed], args.reps, min_s)
+        except Exception as e:  # a call that worked once failed later: every record says so
+            for k in timed:
+                case_records[k]["status"] = "error"
+                case_records[k]["note"] = "timing: %s" % str(e).splitlines()[0][:200]
+            timings = []
+        for k, samples in zip(timed, timings):
             rec = case_records[k]
             rec["ns_per_elem"] = statistics.median(samples) * 1e9 / n
             rec["ns_min"] = min(samples) * 1e9 / n

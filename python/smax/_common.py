@@ -99,9 +99,9 @@ def _arg(x: Any) -> Any:
     call, ``Tensor.__dlpack__``, which the extension would call, ~3 us; a
     capsule is consumed by the call it is passed to, so never keep one)."""
     x = _held(x)
-    if _is_torch(x):
+    if _is_torch(x) and x.layout is _torch_module().strided and x.device.type == "cpu":
         return _torch_module().utils.dlpack.to_dlpack(x)
-    return x
+    return x  # anything else: the extension's own DLPack import, and its TypeError
 
 
 def _opt(x: Any) -> Any:

@@ -213,6 +213,20 @@ def test_non_floating_is_a_type_error():
         st.softmax(np.ones((2, 2), np.float32))
 
 
+def test_tensors_dlpack_cannot_carry_are_type_errors():
+    # CPU strided tensors reach the extension as DLPack capsules
+    # (smax/_common.py, _arg); any other tensor keeps the extension's own
+    # import and its TypeError, with nothing written.
+    with pytest.raises(TypeError, match="CPU"):
+        smax.softmax(torch.empty(3, 4, device="meta"))
+    with pytest.raises(TypeError):
+        smax.softmax(torch.randn(3, 4).to_sparse())
+    out = torch.full((3, 4), 7.0)
+    with pytest.raises(TypeError):
+        smax.softmax(torch.randn(3, 4).to_sparse(), out=out)
+    assert bool((out == 7.0).all())
+
+
 def test_double_backward_raises():
     x = torch.randn(3, 4, requires_grad=True)
     (g,) = torch.autograd.grad(st.softmax(x)[:, 0].sum(), x, create_graph=True)

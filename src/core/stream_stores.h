@@ -1,6 +1,7 @@
 // src/core/stream_stores.h: whether softmax (three-pass reload, f32, batched
-// rows), log_softmax (three-pass, f32, rows mode), the softmax / log_softmax backward (batched and long rows) and the
-// cross-entropy gradient (class-index targets) write their outputs with
+// rows), log_softmax (three-pass, f32, rows mode), the softmax / log_softmax
+// backward (batched and long rows) and the cross-entropy gradient (class-index
+// or probability targets) write their outputs with
 // streaming (non-temporal) stores (kernels.h, Rows::stream_stores,
 // BackwardRows::stream_stores, log_store_segment; kernels/cross_entropy.h,
 // XentGrad::stream, through Rowwise::set_stores).

@@ -102,8 +102,8 @@ struct LogSoftmaxStep {
   }
   /// The f32 formula alone, for callers that send the float64 cases
   /// elsewhere: no lane has -inf < y < -86 (AnyTiny false). e^y then needs
-  /// no flush: it flushes only where round(y log2e) < -125, i.e. below
-  /// -86.6, and for y = -inf, whose result is the zero selected below (the
+  /// no flush: it flushes only where round(y log2e) < -125, i.e. y below
+  /// about -86.99, and for y = -inf, whose result is the zero selected below (the
   /// flushless exp gives NaN there, a lane that select discards); NaN and
   /// +inf lanes never flushed. So ExpRefNoFlush gives ExpRef's bits, two
   /// ops per vector cheaper.

@@ -219,7 +219,9 @@ void logsumexp_columns(const Columns& cols) noexcept;
 
 // ---------------------------------------------------------------------------
 // Backward. y is the saved forward output, dy the upstream gradient, dx the
-// result (may equal dy). `scale` is the forward's f32 multiplier.
+// result: exactly dy (the same rows and strides), or overlapping no row of
+// y or dy (batched rows read row r+1 while they write row r's dx), and its
+// rows do not overlap each other. `scale` is the forward's f32 multiplier.
 //   softmax:     dx = scale * y * (dy - <dy, y>)
 //   log_softmax: dx = scale * (dy - exp(y) * sum(dy)); dx = 0 where y = -inf
 // Dots and sums are blocked like the forward sums.

@@ -3,8 +3,10 @@
 //   softmax:     dx = scale * y * (dy - <dy, y>)
 //   log_softmax: dx = scale * (dy - exp(y) * sum(dy)); dx = 0 where y = -inf
 // Two sweeps per row: the reduction (accumulated in float64 vectors, exact
-// products), then the elementwise store. dx may equal dy (the second sweep reads dy[i]
-// before writing dx[i]). exp(y) for y <= 0 is ExpRef with N = 0: y itself is
+// products), then the elementwise store. Batched rows of >= 512
+// (kGradPipelineMinCols) fold the next row's reduction into this row's store
+// sweep (NextRowReduce): the same bits. dx may equal dy (the store sweep
+// reads dy[i] before writing dx[i]); otherwise dx must not overlap y or dy. exp(y) for y <= 0 is ExpRef with N = 0: y itself is
 // reduced exactly, y = -inf gives exact 0. log_softmax vectors where f32
 // would lose the result run in float64, rounded once (LogSoftmaxStep,
 // demote-inl.h): a sum of dy beyond f32 or +-inf, and lanes with

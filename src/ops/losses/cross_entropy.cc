@@ -293,15 +293,17 @@ bool same_view(const TensorView& a_in, const TensorView& b_in) {
 // (Rows that end early store as usual even then: ignored targets, empty or
 // NaN rows, factors beyond f32; a batch with many of them measures partly
 // regular stores as streamed, which can only favour "regular".) The
-// footprint is the logits plus the gradient.
+// footprint is the logits plus the gradient, plus the probabilities.
 StoreChoice grad_stores(const CeSetup& s, const Rowwise& rw, const TensorView& grad) {
   const int64_t n = rw.row_length();
-  if (s.src.dtype != DType::kF32 || grad.dtype != DType::kF32 || n < kStreamMinCols || same_view(grad, s.src) || grad.rank == 0 ||
-      grad.strides[rw.axis()] != 1) {
+  if (s.src.dtype != DType::kF32 || grad.dtype != DType::kF32 || n < kStreamMinCols ||
+      same_view(grad, s.src) || grad.rank == 0 || grad.strides[rw.axis()] != 1) {
     return StoreChoice::kRegular;
   }
   const int64_t numel = s.rows * n;  // (rw.rows() is known only once it runs)
-  return choose_stores(StoreSite::kCrossEntropy, numel < INT64_MAX / 8 ? numel * 8 : INT64_MAX);
+  const int64_t bytes = s.probs ? 12 : 8;
+  return choose_stores(StoreSite::kCrossEntropy,
+                       numel < INT64_MAX / bytes ? numel * bytes : INT64_MAX);
 }
 
 }  // namespace ce_rows
