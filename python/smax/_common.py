@@ -72,7 +72,7 @@ FLOAT_DTYPES: Tuple[str, ...] = ("float32", "float64", "float16", "bfloat16")
 
 def _is_np_bfloat16(x: Any) -> bool:
     """A numpy array of ml_dtypes' bfloat16 (numpy has no bfloat16 of its own)."""
-    # dtype.name costs ~2 us (numpy builds it per call); ml_dtypes' types
+    # dtype.name costs 2-6 us (numpy builds it per call); ml_dtypes' types
     # are of kind "V", numpy's own floats "f", so the name is asked only there.
     return isinstance(x, _np.ndarray) and x.dtype.kind == "V" and x.dtype.name == "bfloat16"
 
@@ -139,7 +139,7 @@ def _dtype_name(d: Any) -> Optional[str]:
 
 
 #: _float_dtype_name's answers by dtype object (numpy's and torch's are
-#: hashable and few): str(numpy dtype) costs ~2 us a call.
+#: hashable and few): str(numpy dtype) costs 2-6 us a call.
 _DTYPE_NAMES: dict = {}
 
 
