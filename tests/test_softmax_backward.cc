@@ -130,7 +130,7 @@ TEST_P(Backward, MaskedEntriesGetExactZero) {
 }
 
 // Batched rows of >= 512 are pipelined (kernels/softmax_backward.cc,
-// NextRowReduce: each row's store sweep also computes the next row's
+// BlockedReduce: each row's store sweep also computes the next row's
 // reduction): every row must get the bits it gets when computed alone, on
 // every target. Row lengths around the pipeline's threshold and the
 // kernels' vector tails; adversarial y and dy (NaN, -inf, huge values that

@@ -5,7 +5,7 @@
 // Two sweeps per row: the reduction (accumulated in float64 vectors, exact
 // products), then the elementwise store. Batched rows of >= 512
 // (kGradPipelineMinCols) fold the next row's reduction into this row's store
-// sweep (NextRowReduce): the same bits. dx may equal dy (the store sweep
+// sweep (BlockedReduce): the same bits. dx may equal dy (the store sweep
 // reads dy[i] before writing dx[i]); otherwise dx must not overlap y or dy. exp(y) for y <= 0 is ExpRef with N = 0: y itself is
 // reduced exactly, y = -inf gives exact 0. log_softmax vectors where f32
 // would lose the result run in float64, rounded once (LogSoftmaxStep,
@@ -23,35 +23,61 @@
 HWY_BEFORE_NAMESPACE();
 namespace smax::kernels::HWY_NAMESPACE {
 
-// sum_i a_i * b_i (b == nullptr: sum_i a_i). The gradient bound is relative
-// to |y| (|dy| + |<dy, y>|), and <dy, y> cancels (dy has both signs), so the
-// dot is accumulated in float64 from the start: products of two f32 are
-// exact in f64, 2 independent f64 accumulator pairs; the sweep is bound by
-// memory, not by the widening.
-HWY_INLINE double BlockedDot(const float* HWY_RESTRICT a, const float* HWY_RESTRICT b,
-                             size_t n) {
-  const DF d;
-  const size_t N = hn::Lanes(d);
+// sum_i a_i * b_i (b == nullptr: sum_i a_i), in steps. The gradient bound
+// is relative to |y| (|dy| + |<dy, y>|), and <dy, y> cancels (dy has both
+// signs), so the dot is accumulated in float64 from the start: products of
+// two f32 are exact in f64, 2 independent f64 accumulator pairs (acc0 takes
+// the vector at i, acc1 the one at i + N). Step(i) for i = 0, 2N, 4N, ...
+// while i + 2N <= n, then Finish(n): BlockedDot runs it on its own, and a
+// pipelined backward row runs the next row's steps inside its own store
+// sweep (GradStore's `side`), so both give the same bits by construction.
+// a, b: dy, y of the row reduced (never the dx being written).
+struct BlockedReduce {
+  // Defined here so that it is compiled for the target (the implicit one
+  // would not be, and F64Acc's constructor is target code).
+  HWY_INLINE BlockedReduce(const float* reduce_a, const float* reduce_b)
+      : a(reduce_a), b(reduce_b) {}
+  const float* a;
+  const float* b;
   F64Acc acc0, acc1;
-  auto add = [&](F64Acc& acc, VF va, VF vb) {
+  HWY_INLINE void Add(F64Acc& acc, size_t i) {
+    const DF d;
     if (b != nullptr) {
-      acc.AddProduct(d, va, vb);
+      acc.AddProduct(d, hn::LoadU(d, a + i), hn::LoadU(d, b + i));
     } else {
-      acc.Add(d, va);
+      acc.Add(d, hn::LoadU(d, a + i));
     }
-  };
-  auto loadb = [&](size_t i) { return b != nullptr ? hn::LoadU(d, b + i) : hn::Zero(d); };
-  size_t i = 0;
-  for (; i + 2 * N <= n; i += 2 * N) {
-    add(acc0, hn::LoadU(d, a + i), loadb(i));
-    add(acc1, hn::LoadU(d, a + i + N), loadb(i + N));
   }
-  for (; i + N <= n; i += N) add(acc0, hn::LoadU(d, a + i), loadb(i));
-  if (i < n) {
-    add(acc1, LoadTailZero(d, a + i, n - i),
-        b != nullptr ? LoadTailZero(d, b + i, n - i) : hn::Zero(d));
+  HWY_INLINE void Step(size_t i) {
+    Add(acc0, i);
+    Add(acc1, i + hn::Lanes(DF()));
   }
-  return acc0.Total(d) + acc1.Total(d);
+  // The steps after the main loop, from i = n rounded down to 2N: whole
+  // vectors into acc0, the partial one (zero-padded) into acc1.
+  HWY_INLINE double Finish(size_t n) {
+    const DF d;
+    const size_t N = hn::Lanes(d);
+    size_t i = n / (2 * N) * (2 * N);
+    for (; i + N <= n; i += N) Add(acc0, i);
+    if (i < n) {
+      const VF va = LoadTailZero(d, a + i, n - i);
+      if (b != nullptr) {
+        acc1.AddProduct(d, va, LoadTailZero(d, b + i, n - i));
+      } else {
+        acc1.Add(d, va);
+      }
+    }
+    return acc0.Total(d) + acc1.Total(d);
+  }
+};
+
+// The reduction of one row in one sweep (load-bound: memory, not the
+// widening, limits it).
+HWY_INLINE double BlockedDot(const float* a, const float* b, size_t n) {
+  const size_t N = hn::Lanes(DF());
+  BlockedReduce reduce(a, b);
+  for (size_t i = 0; i + 2 * N <= n; i += 2 * N) reduce.Step(i);
+  return reduce.Finish(n);
 }
 
 // SoftmaxGradF64 (dx in float64, rounded once): demote-inl.h.
@@ -101,57 +127,12 @@ struct SoftmaxGradFn {
 // vectors at element i (GradStore's main loops: i = 0, 2N, 4N, ... while
 // i + 2N <= n).
 //
-// NoSide: nothing (a row whose next row is in cache or absent).
+// NoSide: nothing (a row whose next row is in cache or absent);
+// BlockedReduce (above): the next row's reduction, pipelined. The next
+// row's inputs must not overlap this row's dx (ops: dx is exactly dy or
+// disjoint from y and dy, and its rows do not overlap).
 struct NoSide {
   HWY_INLINE void Step(size_t /*i*/) const {}
-};
-
-// NextRowReduce: the next row's reduction (softmax: <dy, y>; log-softmax:
-// sum dy), accumulated exactly as BlockedDot does (acc0 takes the vector at
-// i, acc1 the one at i + N; Finish adds BlockedDot's tail steps in its
-// order), so the result is BlockedDot's bit for bit. The rows are pipelined:
-// the next row's two DRAM streams are read by the sweep that stores this
-// row, which reads its own y and dy from cache, so the stores, the loads
-// from DRAM and the float64 products overlap in one loop instead of a
-// load-bound reduction sweep followed by a store-bound one. `a` = the next
-// dy, `b` = the next y (nullptr: log-softmax's plain sum). The next row's
-// inputs must not overlap this row's dx (ops: dx is exactly dy or disjoint
-// from y and dy, and its rows do not overlap).
-struct NextRowReduce {
-  // Defined here so that it is compiled for the target (the implicit one
-  // would not be, and F64Acc's constructor is target code).
-  HWY_INLINE NextRowReduce(const float* next_a, const float* next_b) : a(next_a), b(next_b) {}
-  const float* a;
-  const float* b;
-  F64Acc acc0, acc1;
-  HWY_INLINE void Add(F64Acc& acc, size_t i) {
-    const DF d;
-    if (b != nullptr) {
-      acc.AddProduct(d, hn::LoadU(d, a + i), hn::LoadU(d, b + i));
-    } else {
-      acc.Add(d, hn::LoadU(d, a + i));
-    }
-  }
-  HWY_INLINE void Step(size_t i) {
-    Add(acc0, i);
-    Add(acc1, i + hn::Lanes(DF()));
-  }
-  // BlockedDot's steps after its main loop, from i = n rounded down to 2N.
-  HWY_INLINE double Finish(size_t n) {
-    const DF d;
-    const size_t N = hn::Lanes(d);
-    size_t i = n / (2 * N) * (2 * N);
-    for (; i + N <= n; i += N) Add(acc0, i);
-    if (i < n) {
-      const VF va = LoadTailZero(d, a + i, n - i);
-      if (b != nullptr) {
-        acc1.AddProduct(d, va, LoadTailZero(d, b + i, n - i));
-      } else {
-        acc1.Add(d, va);
-      }
-    }
-    return acc0.Total(d) + acc1.Total(d);
-  }
 };
 
 // log_softmax's store sweep: dx = step(y, dy) per vector. A function of its
@@ -234,13 +215,13 @@ HWY_INLINE bool GradStreams(bool stream_stores, const float* dx) {
 // Every row of r: the reduction (softmax: dot = sum dy * y; log-softmax:
 // sum = sum dy, BlockedDot), then GradStore<kLog>. Rows of >=
 // kGradPipelineMinCols are pipelined: each row's store sweep also computes
-// the next row's reduction (NextRowReduce), the same bits. Measured
+// the next row's reduction (BlockedReduce), the same bits. Measured
 // (docs/benchmarking.md, "Backward rows pipelined"): 8-17% faster from
 // DRAM at 1000-32000 columns, 3-5% at 1000x1000 (in L3), no change at 256
 // columns; shorter rows keep the two sweeps.
 constexpr size_t kGradPipelineMinCols = 512;
-template <bool kLog, bool kStream>
-HWY_INLINE void GradRowsT(const BackwardRows& r) {
+template <bool kLog>
+HWY_INLINE void GradRows(const BackwardRows& r) {
   const size_t n = static_cast<size_t>(r.cols);
   const bool pipelined = n >= kGradPipelineMinCols;
   auto reduce = [&](const float* y, const float* dy) {
@@ -254,9 +235,9 @@ HWY_INLINE void GradRowsT(const BackwardRows& r) {
     const bool last = row + 1 == r.rows;
     const float* next_y = last ? nullptr : y + r.y_stride;
     const float* next_dy = last ? nullptr : dy + r.dy_stride;
-    const bool stream = kStream && GradStreams(true, dx);
+    const bool stream = GradStreams(r.stream_stores, dx);
     if (pipelined && !last) {
-      NextRowReduce side(next_dy, kLog ? nullptr : next_y);
+      BlockedReduce side(next_dy, kLog ? nullptr : next_y);
       if (stream) {
         GradStore<kLog, true>(y, dy, n, reduced, r.scale, dx, side);
       } else {
@@ -273,17 +254,8 @@ HWY_INLINE void GradRowsT(const BackwardRows& r) {
     }
     if (!last) reduced = reduce(next_y, next_dy);
   }
+  if (r.stream_stores) hwy::FlushStream();
 }
-template <bool kLog>
-HWY_INLINE void GradRows(const BackwardRows& r) {
-  if (r.stream_stores) {
-    GradRowsT<kLog, true>(r);
-    hwy::FlushStream();
-  } else {
-    GradRowsT<kLog, false>(r);
-  }
-}
-
 void SoftmaxBackwardRowsImpl(const BackwardRows& r) { GradRows<false>(r); }
 void LogSoftmaxBackwardRowsImpl(const BackwardRows& r) { GradRows<true>(r); }
 
